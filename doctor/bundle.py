@@ -1,0 +1,82 @@
+"""Save and load evidence bundles: ``.json``, ``.json.gz``, or the copy embedded in an HTML report."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from doctor.errors import BundleError, BundleVersionError
+from doctor.evidence import SCHEMA_VERSION, Bundle
+from doctor.serial import load, to_jsonable
+
+#: The HTML report embeds the bundle in ``<script type="application/json" id=...>``.
+EMBED_ID = "llm-doctor-bundle"
+_EMBED_RE = re.compile(
+    r'<script type="application/json" id="' + EMBED_ID + r'">(.*?)</script>', re.DOTALL
+)
+
+
+def dumps(bundle: Bundle) -> str:
+    return json.dumps(to_jsonable(bundle), indent=1, sort_keys=False, ensure_ascii=False)
+
+
+def save(bundle: Bundle, path: Path) -> None:
+    text = dumps(bundle)
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text, encoding="utf-8")
+
+
+def embed_json(bundle: Bundle) -> str:
+    """The bundle as text safe inside a ``<script>`` element.
+
+    ``<``, ``>`` and ``&`` can only occur inside JSON strings, where ``\\u003c`` etc. are the
+    same characters to a JSON parser but can never close the element or open a comment.
+    """
+    text = dumps(bundle)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def from_dict(data: Any, origin: str = "bundle") -> Bundle:
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise BundleError(f"{origin}: not an llm-doctor evidence bundle (no schema_version)")
+    version = data["schema_version"]
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise BundleVersionError(
+            f"{origin}: bundle schema_version {version} is newer than this llm-doctor understands "
+            f"({SCHEMA_VERSION}); upgrade llm-doctor"
+        )
+    try:
+        return load(Bundle, data)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise BundleError(f"{origin}: malformed bundle: {exc}") from exc
+
+
+def load_path(path: Path) -> Bundle:
+    """Load a bundle from JSON, gzipped JSON, a JSON report (which holds the bundle), or an HTML report."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise BundleError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise BundleError(f"{path}: corrupt gzip: {exc}") from None
+    text = raw.decode("utf-8", errors="replace")
+    if text.lstrip()[:1] == "<":
+        match = _EMBED_RE.search(text)
+        if not match:
+            raise BundleError(f"{path}: HTML file without an embedded llm-doctor bundle")
+        text = match.group(1)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if isinstance(data, dict) and "bundle" in data and "verdict" in data:
+        data = data["bundle"]  # a JSON report carries its bundle
+    return from_dict(data, str(path))

@@ -1,0 +1,169 @@
+"""The check contract: one decorated pure function per file in ``checks/``.
+
+A check declares what it needs through its signature::
+
+    @check(code="LD101", name="requests-queued-before-prefill",
+           symptom=SymptomClass.PRE_FIRST_TOKEN, cause="queue")
+    def queueing(stream_stats: StreamStats, metrics_window: MetricsWindow,
+                 log_facts: LogFacts | None = None, *, queue_share: float = 0.5) -> Result:
+        ...
+
+- positional parameters without a default are REQUIRED evidence kinds (``doctor.evidence.RAW_KINDS``
+  or a derived view in ``doctor.derive.DERIVED``); when one is missing the runner records
+  ``missing-evidence`` and does not call the check;
+- positional parameters defaulting to ``None`` are OPTIONAL evidence kinds;
+- keyword-only parameters are thresholds/options; users override them with
+  ``--set CODE.option=value`` or ``--set name.option=value``.
+
+The function returns ``Fire`` (a finding), ``Pass`` or ``NotApplicable``; raising is allowed and
+is isolated by the runner as an ``error`` result. The module docstring carries the documentation
+under the fixed headings in ``DOC_HEADINGS``; ``llm-doctor explain`` prints it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+
+DOC_HEADINGS: tuple[str, ...] = (
+    "What it detects",
+    "Why it matters",
+    "Evidence",
+    "Remediation",
+    "Example",
+)
+
+#: Decomposition components a finding can explain (the classifier matches on these).
+CAUSES: tuple[str, ...] = (
+    # pre-first-token
+    "queue",
+    "prefill",
+    "transport",
+    "cold-start",
+    # inter-token
+    "preemption",
+    "prefill-interference",
+    "batch-depth",
+    "token-bundling",
+    "gpu-state",
+    # proxy-only
+    "buffering",
+    "compression",
+    "gateway-serialisation",
+    "gateway-overhead",
+    "proxy-timeout",
+    # neither
+    "capacity",
+    "config",
+    "errors",
+    "client",
+    "throughput",
+    "cache",
+    "balance",
+)
+
+CODE_RE = re.compile(r"^[A-Z]{2,4}\d{3}$")
+NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+@dataclass
+class Fire:
+    """A check's finding, before the runner stamps it with the check's code, name and class."""
+
+    title: str
+    summary: str
+    remediation: Remediation
+    severity: Severity = Severity.WARNING
+    evidence: list[EvidenceValue] = field(default_factory=list)
+
+
+@dataclass
+class Pass:
+    message: str = ""
+
+
+@dataclass
+class NotApplicable:
+    message: str
+
+
+Result = Union[Fire, Pass, NotApplicable]
+
+
+@dataclass
+class CheckSpec:
+    code: str
+    name: str
+    symptom: SymptomClass
+    cause: str
+    func: Callable[..., Result]
+    requires: tuple[str, ...]
+    optional: tuple[str, ...]
+    options: dict[str, Any]
+    doc: dict[str, str]
+    module: str
+    origin: str = "builtin"  # or the entry point's distribution name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Result:
+        return self.func(*args, **kwargs)
+
+    @property
+    def title(self) -> str:
+        return self.doc.get("What it detects", "").split("\n", 1)[0]
+
+
+def parse_doc(text: str) -> dict[str, str]:
+    """Split a docstring into its fixed headings (``Heading:`` or ``## Heading`` lines)."""
+    sections: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in inspect.cleandoc(text or "").splitlines():
+        stripped = line.strip().removeprefix("## ").rstrip(":")
+        if stripped in DOC_HEADINGS:
+            current = stripped
+            sections[current] = []
+        elif current is not None:
+            sections[current].append(line)
+    return {k: "\n".join(v).strip() for k, v in sections.items()}
+
+
+def check(
+    *,
+    code: str,
+    name: str,
+    symptom: SymptomClass,
+    cause: str,
+) -> Callable[[Callable[..., Result]], CheckSpec]:
+    """Register a function as a check; see the module docstring for the contract."""
+
+    def wrap(func: Callable[..., Result]) -> CheckSpec:
+        requires: list[str] = []
+        optional: list[str] = []
+        options: dict[str, Any] = {}
+        for p in inspect.signature(func).parameters.values():
+            if p.kind is inspect.Parameter.KEYWORD_ONLY:
+                options[p.name] = p.default
+            elif p.default is inspect.Parameter.empty:
+                requires.append(p.name)
+            else:
+                optional.append(p.name)
+        module = inspect.getmodule(func)
+        doc_text = (module.__doc__ if module else None) or func.__doc__ or ""
+        return CheckSpec(
+            code=code,
+            name=name,
+            symptom=symptom,
+            cause=cause,
+            func=func,
+            requires=tuple(requires),
+            optional=tuple(optional),
+            options=options,
+            doc=parse_doc(doc_text),
+            module=func.__module__,
+        )
+
+    return wrap

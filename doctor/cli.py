@@ -1,0 +1,563 @@
+"""The ``llm-doctor`` command line (typer).
+
+``diagnose`` is literally ``collect`` into a bundle file followed by ``analyze`` of that file,
+so every live run also exercises the offline path. Option groups shared by several commands
+are declared once (``TARGET_OPTIONS`` ...) and attached with ``uses(...)``, which extends the
+command's signature: typer reads signatures, so the groups stay single-sourced.
+"""
+
+import functools
+import inspect
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from doctor import __version__
+from doctor.bundle import load_path, save
+from doctor.classify import Budgets
+from doctor.collect import ROUTES, CollectConfig, collect
+from doctor.config import FileConfig, load_config, parse_set
+from doctor.errors import DoctorError, UsageError
+from doctor.exit_codes import ExitCode
+from doctor.model import Report, Severity, Symptom
+from doctor.probes.http import HttpOptions
+from doctor.registry import load_registry
+from doctor.runner import AnalyzeOptions, analyze
+
+app = typer.Typer(
+    name="llm-doctor",
+    help="Where the latency of a self-hosted LLM stack (vLLM behind a streaming gateway) is created, "
+    "why, and the one setting to change.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+
+
+def _opt(annotation: Any, default: Any, *decls: str, help: str, **kw: Any) -> inspect.Parameter:
+    """One reusable option, as a keyword-only parameter typer can read."""
+    return inspect.Parameter(
+        decls[0].lstrip("-").replace("-", "_"),
+        inspect.Parameter.KEYWORD_ONLY,
+        default=default,
+        annotation=Annotated[annotation, typer.Option(*decls, help=help, **kw)],
+    )
+
+
+P = "Targets and probe"
+E = "Engine evidence"
+R = "Run record"
+A = "Analysis and output"
+
+TARGET_OPTIONS = [
+    _opt(Optional[str], None, "--engine", help="vLLM base URL, probed directly (e.g. http://10.0.0.5:8000).", rich_help_panel=P),
+    _opt(Optional[str], None, "--gateway", help="What the application calls (nginx, FastAPI edge...).", rich_help_panel=P),
+    _opt(Optional[str], None, "--route", help="completions | chat | responses (default chat).", rich_help_panel=P),
+    _opt(Optional[Path], None, "--payload", help="The application's own JSON request body; stream is forced on.", rich_help_panel=P),
+    _opt(Optional[str], None, "--model", help="Model id (default: the first id of /v1/models).", rich_help_panel=P),
+    _opt(Optional[int], None, "--prompt-tokens", help="Default prompt length in tokens (about).", rich_help_panel=P),
+    _opt(Optional[int], None, "--max-tokens", help="Output tokens asked for (a fixed length where the server honours it).", rich_help_panel=P),
+    _opt(Optional[int], None, "--concurrency", help="Streams in flight per path (default 1).", rich_help_panel=P),
+    _opt(Optional[int], None, "--requests", help="Measured requests per path (default 8).", rich_help_panel=P),
+    _opt(Optional[int], None, "--warmup", help="Warm-up requests per path, excluded from statistics (default 1).", rich_help_panel=P),
+    _opt(Optional[float], None, "--rate", help="Poisson arrivals per second instead of a closed loop.", rich_help_panel=P),
+    _opt(Optional[float], None, "--stall-timeout", help="Fail a request after this many seconds without a byte (default 30).", rich_help_panel=P),
+    _opt(Optional[float], None, "--deadline", help="Overall probe deadline in seconds (default 300).", rich_help_panel=P),
+    _opt(str, "OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the API key.", rich_help_panel=P),
+    _opt(Optional[Path], None, "--api-key-file", help="File holding the API key.", rich_help_panel=P),
+    _opt(Optional[Path], None, "--ca-cert", help="CA bundle for TLS verification.", rich_help_panel=P),
+    _opt(bool, False, "--insecure", help="Do not verify TLS certificates.", rich_help_panel=P),
+    _opt(Optional[list[str]], None, "--header", help="Extra request header 'Name: value' (repeatable; redacted in output).", rich_help_panel=P),
+]
+ENGINE_OPTIONS = [
+    _opt(Optional[str], None, "--log", help="vLLM log file ('-' = stdin, .gz accepted).", rich_help_panel=E),
+    _opt(Optional[str], None, "--metrics-url", help="/metrics URL (default: engine URL + /metrics).", rich_help_panel=E),
+    _opt(bool, False, "--no-metrics", help="Do not scrape /metrics.", rich_help_panel=E),
+    _opt(Optional[float], None, "--scrape-interval", help="Seconds between /metrics scrapes during the probe (default 1).", rich_help_panel=E),
+    _opt(Optional[str], None, "--prometheus", help="Prometheus URL: read the incident window's history.", rich_help_panel=E),
+    _opt(str, "15m", "--since", help="History window for --prometheus (e.g. 15m, 2h).", rich_help_panel=E),
+    _opt(str, "", "--selector", help="Label selector for --prometheus, e.g. '{job=\"vllm\"}'.", rich_help_panel=E),
+    _opt(bool, False, "--no-gpu", help="Skip NVML.", rich_help_panel=E),
+    _opt(bool, False, "--no-host", help="Skip host facts (psutil).", rich_help_panel=E),
+]
+RUN_OPTIONS = [
+    _opt(Optional[str], None, "--provider", help="Cloud or datacenter, for the run record.", rich_help_panel=R),
+    _opt(Optional[str], None, "--region", help="Region (also selects per-region budgets).", rich_help_panel=R),
+    _opt(Optional[str], None, "--client-location", help="Where the probe ran from.", rich_help_panel=R),
+]
+ANALYSIS_OPTIONS = [
+    _opt(Optional[list[str]], None, "--select", help="Only these checks: codes, code prefixes or names (repeatable, or comma-separated).", rich_help_panel=A),
+    _opt(Optional[list[str]], None, "--ignore", help="Skip these checks (as --select).", rich_help_panel=A),
+    _opt(Optional[list[str]], None, "--set", help="Override a threshold: CHECK.OPTION=VALUE (repeatable).", rich_help_panel=A),
+    _opt(Optional[str], None, "--fail-on", help="Exit 1 at or above: info | warning | critical (default warning).", rich_help_panel=A),
+    _opt(Optional[float], None, "--ttft-budget", help="Time-to-first-token budget in seconds (default 0.5).", rich_help_panel=A),
+    _opt(Optional[float], None, "--tpot-budget", help="Time-per-output-token budget in seconds (default 0.05).", rich_help_panel=A),
+    _opt(Optional[Path], None, "--json", help="Write the JSON report here.", rich_help_panel=A),
+    _opt(Optional[Path], None, "--html", help="Write the self-contained HTML report here.", rich_help_panel=A),
+    _opt(Optional[Path], None, "--md", help="Write a short Markdown summary here.", rich_help_panel=A),
+    _opt(str, "text", "--format", help="stdout: text | json.", rich_help_panel=A),
+    _opt(bool, False, "--verbose", "-v", help="Show every check's outcome and the evidence values.", rich_help_panel=A),
+]
+CONFIG_OPTION = [_opt(Optional[Path], None, "--config", help="TOML config (default ./llm-doctor.toml when present).")]
+
+
+def uses(*groups: list[inspect.Parameter]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add option groups to a command; they reach it as one ``opts`` dict."""
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn)
+        own = [p for p in sig.parameters.values() if p.name != "opts"]
+        extra = [p for group in groups for p in group]
+        names = {p.name for p in extra}
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs: Any) -> Any:
+            opts = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
+            return fn(opts=opts, **kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=own + extra)  # type: ignore[attr-defined]
+        return wrapper
+
+    return deco
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
+
+
+def _seconds(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        if text[-1:] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except ValueError:
+        raise UsageError(f"--since expects a duration like 15m, 2h or 900, got {text!r}") from None
+
+
+def _api_key(opts: dict[str, Any]) -> str | None:
+    path = opts.get("api_key_file")
+    if path:
+        try:
+            return Path(path).read_text(encoding="utf-8").strip() or None
+        except OSError as exc:
+            raise UsageError(f"cannot read --api-key-file {path}: {exc.strerror}") from None
+    return os.environ.get(opts.get("api_key_env") or "OPENAI_API_KEY") or None
+
+
+def _headers(values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values or []:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise UsageError(f"--header expects 'Name: value', got a value without a name")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _pick(opts: dict[str, Any], file_section: dict[str, Any], key: str, default: Any) -> Any:
+    """Flag, else config file, else default."""
+    value = opts.get(key)
+    if value is not None:
+        return value
+    return file_section.get(key, default)
+
+
+def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) -> CollectConfig:
+    t, p = cfg.targets, cfg.probe
+    route = _pick(opts, p, "route", "chat")
+    if route not in ROUTES:
+        raise UsageError(f"--route must be one of {', '.join(ROUTES)}, got {route!r}")
+    payload = None
+    payload_path = _pick(opts, p, "payload", None)
+    if payload_path:
+        try:
+            payload = json.loads(Path(payload_path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise UsageError(f"cannot read --payload {payload_path}: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--payload {payload_path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+        if not isinstance(payload, dict):
+            raise UsageError(f"--payload {payload_path} must hold a JSON object")
+    verify: bool | str = True
+    if opts.get("insecure"):
+        verify = False
+    elif opts.get("ca_cert") or p.get("ca_cert"):
+        verify = str(opts.get("ca_cert") or p.get("ca_cert"))
+    api_key_env = opts.get("api_key_env") or p.get("api_key_env") or "OPENAI_API_KEY"
+    http = HttpOptions(
+        api_key=_api_key({**opts, "api_key_env": api_key_env, "api_key_file": opts.get("api_key_file") or p.get("api_key_file")}),
+        headers=_headers(opts.get("header")),
+        verify=verify,
+    )
+    run_fields = {k: _pick(opts, cfg.run, k, None) for k in ("provider", "region", "client_location")}
+    run_fields = {k: v for k, v in run_fields.items() if v is not None}
+    labels = {k: str(v) for k, v in cfg.run.items() if k not in ("provider", "region", "client_location")}
+    if labels:
+        run_fields["labels"] = labels
+    config = CollectConfig(
+        command=command,
+        engine=_pick(opts, t, "engine", None),
+        gateway=_pick(opts, t, "gateway", None),
+        route=route,
+        payload=payload,
+        payload_source=str(payload_path) if payload_path else None,
+        model=_pick(opts, p, "model", None),
+        prompt_tokens=int(_pick(opts, p, "prompt_tokens", 256)),
+        max_tokens=int(_pick(opts, p, "max_tokens", 64)),
+        concurrency=int(_pick(opts, p, "concurrency", 1)),
+        requests=int(_pick(opts, p, "requests", 8)),
+        warmup=int(_pick(opts, p, "warmup", 1)),
+        rate=_pick(opts, p, "rate", None),
+        stall_timeout_s=float(_pick(opts, p, "stall_timeout", 30.0)),
+        deadline_s=float(_pick(opts, p, "deadline", 300.0)),
+        http=http,
+        log=_pick(opts, t, "log", None),
+        metrics_url=_pick(opts, t, "metrics_url", None),
+        metrics=not opts.get("no_metrics", False),
+        scrape_interval_s=float(_pick(opts, p, "scrape_interval", 1.0)),
+        prometheus=_pick(opts, t, "prometheus", None),
+        since_s=_seconds(str(opts.get("since") or t.get("since") or "15m")),
+        selector=opts.get("selector") or t.get("selector", ""),
+        gpu=not opts.get("no_gpu", False),
+        host=not opts.get("no_host", False),
+        run_fields=run_fields,
+    )
+    if config.concurrency < 1 or config.requests < 0 or config.warmup < 0:
+        raise UsageError("--concurrency must be >= 1, --requests and --warmup >= 0")
+    return config
+
+
+def build_analyze_options(opts: dict[str, Any], cfg: FileConfig, region: str | None) -> AnalyzeOptions:
+    a = cfg.analysis
+    settings = {k: dict(v) for k, v in cfg.checks.items()}
+    for check, values in parse_set(opts.get("set") or []).items():
+        settings.setdefault(check, {}).update(values)
+    budgets = Budgets(
+        ttft_s=opts.get("ttft_budget") or cfg.budget("ttft", region) or Budgets.ttft_s,
+        tpot_s=opts.get("tpot_budget") or cfg.budget("tpot", region) or Budgets.tpot_s,
+    )
+    return AnalyzeOptions(
+        select=_split(opts.get("select")) or list(a.get("select", [])),
+        ignore=_split(opts.get("ignore")) or list(a.get("ignore", [])),
+        settings=settings,
+        budgets=budgets,
+    )
+
+
+def _fail_on(opts: dict[str, Any], cfg: FileConfig) -> Severity:
+    value = opts.get("fail_on") or cfg.analysis.get("fail_on") or "warning"
+    try:
+        return Severity(value)
+    except ValueError:
+        raise UsageError(f"--fail-on must be info, warning or critical, got {value!r}") from None
+
+
+def exit_code_for(report: Report, fail_on: Severity) -> ExitCode:
+    """0 healthy; 1 a symptom at or above ``fail_on``; 2 nothing usable to diagnose."""
+    ranks = [f.severity.rank for f in report.findings]
+    if report.verdict.symptom in (Symptom.PRE_FIRST_TOKEN, Symptom.INTER_TOKEN, Symptom.PROXY_ONLY):
+        ranks.append(Severity.WARNING.rank)
+    if max(ranks, default=0) >= fail_on.rank:
+        return ExitCode.SYMPTOM
+    if report.verdict.symptom is Symptom.INCONCLUSIVE:
+        return ExitCode.NO_DIAGNOSIS
+    return ExitCode.HEALTHY
+
+
+def emit(report: Report, opts: dict[str, Any], cfg: FileConfig) -> ExitCode:
+    """Write the requested files, print the summary, and decide the exit code."""
+    from reports import write_outputs
+    from reports.json_doc import render_json
+    from reports.terminal import print_report
+
+    written = write_outputs(report, json_path=opts.get("json"), html_path=opts.get("html"), md_path=opts.get("md"))
+    fmt = opts.get("format") or "text"
+    if fmt == "json":
+        sys.stdout.write(render_json(report))
+    elif fmt == "text":
+        print_report(report, Console(), verbose=bool(opts.get("verbose")))
+    else:
+        raise UsageError(f"--format must be text or json, got {fmt!r}")
+    for path in written:
+        err.print(f"wrote {path}")
+    if report.bundle.interrupted:
+        return ExitCode.INTERRUPTED
+    return exit_code_for(report, _fail_on(opts, cfg))
+
+
+def _progress(message: str) -> None:
+    err.print(f"[dim]… {message}[/]", highlight=False)
+
+
+def run_guarded(fn: Callable[[], ExitCode | int]) -> None:
+    """Domain errors become one red line and exit 2; Ctrl-C exits 130."""
+    try:
+        code = fn()
+    except DoctorError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(ExitCode.NO_DIAGNOSIS) from None
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/]")
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    raise typer.Exit(int(code))
+
+
+def diagnose_config(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None, command: str = "diagnose") -> ExitCode:
+    """collect -> save -> load -> analyze -> emit: the live path goes through the offline one."""
+    config = build_collect_config(opts, cfg, command)
+    if not config.targets() and not config.log and not config.prometheus:
+        raise UsageError("nothing to diagnose: give --engine and/or --gateway, --log, or --prometheus")
+    _fail_on(opts, cfg)  # a bad --fail-on fails before anything is sent
+    analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
+    bundle = collect(config, _progress)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = bundle_path or Path(tmp) / "bundle.json"
+        save(bundle, path)
+        if bundle_path:
+            err.print(f"wrote {bundle_path}")
+        report = analyze(load_path(path), analyze_opts)
+    return emit(report, opts, cfg)
+
+
+@app.command()
+@uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, ANALYSIS_OPTIONS, CONFIG_OPTION)
+def diagnose(
+    bundle: Annotated[Optional[Path], typer.Option("--bundle", help="Also keep the evidence bundle here (.json or .json.gz).")] = None,
+    opts: dict[str, Any] = {},  # noqa: B006 - filled by uses()
+) -> None:
+    """Probe, read the engine's evidence, and say where the latency is and what to change.
+
+    [bold]Examples[/]
+
+      llm-doctor diagnose --engine http://vllm:8000 --gateway https://llm.example.com --log vllm.log
+
+      llm-doctor diagnose --gateway https://llm.example.com --route responses --payload app-request.json --html report.html
+    """
+    if not any(opts.get(k) for k in ("json", "html", "md")):
+        opts["html"] = Path("llm-doctor-report.html")
+    run_guarded(lambda: diagnose_config(opts, load_config(opts.get("config")), bundle))
+
+
+@app.command("collect")
+@uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, CONFIG_OPTION)
+def collect_cmd(
+    bundle: Annotated[Path, typer.Option("--bundle", "-o", help="Where to write the evidence bundle (.json or .json.gz).")] = Path("llm-doctor-bundle.json.gz"),
+    opts: dict[str, Any] = {},  # noqa: B006
+) -> None:
+    """Gather evidence into a bundle without analysing it (attach it, or `analyze` it later).
+
+    [bold]Example[/]
+
+      llm-doctor collect --engine http://vllm:8000 --log vllm.log -o incident-4711.json.gz
+    """
+
+    def run() -> ExitCode:
+        cfg = load_config(opts.get("config"))
+        config = build_collect_config(opts, cfg, "collect")
+        if not config.targets() and not config.log and not config.prometheus:
+            raise UsageError("nothing to collect: give --engine and/or --gateway, --log, or --prometheus")
+        result = collect(config, _progress)
+        save(result, bundle)
+        err.print(f"wrote {bundle} ({len(result.errors)} evidence error(s))")
+        return ExitCode.INTERRUPTED if result.interrupted else ExitCode.HEALTHY
+
+    run_guarded(run)
+
+
+@app.command("analyze")
+@uses(ANALYSIS_OPTIONS, CONFIG_OPTION)
+def analyze_cmd(
+    source: Annotated[Path, typer.Argument(help="A bundle (.json, .json.gz) or a report (.json, .html) that embeds one.")],
+    region: Annotated[Optional[str], typer.Option("--region", help="Select per-region budgets from the config.")] = None,
+    opts: dict[str, Any] = {},  # noqa: B006
+) -> None:
+    """Re-analyse saved evidence. Never touches the network.
+
+    [bold]Examples[/]
+
+      llm-doctor analyze incident-4711.json.gz --html report.html
+
+      llm-doctor analyze report.html --set LD201.stall_factor=8
+    """
+
+    def run() -> ExitCode:
+        cfg = load_config(opts.get("config"))
+        bundle = load_path(source)
+        report = analyze(bundle, build_analyze_options(opts, cfg, region or bundle.run.region))
+        return emit(report, opts, cfg)
+
+    run_guarded(run)
+
+
+@app.command("probe")
+@uses(TARGET_OPTIONS, CONFIG_OPTION)
+def probe_cmd(
+    bundle: Annotated[Optional[Path], typer.Option("--bundle", "-o", help="Also write the stream evidence as a bundle.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the per-path statistics as JSON.")] = False,
+    opts: dict[str, Any] = {},  # noqa: B006
+) -> None:
+    """Only the streaming probe: per-path TTFT / TPOT / gaps / reads, direct vs gateway.
+
+    [bold]Example[/]
+
+      llm-doctor probe --engine http://vllm:8000 --gateway http://nginx:8080 --concurrency 4 --requests 16
+    """
+    from doctor.derive.missing import Missing
+    from doctor.derive.stream_stats import derive_stream_stats
+    from doctor.serial import to_jsonable
+    from reports.stream_summary import print_stream_summary
+
+    def run() -> ExitCode:
+        cfg = load_config(opts.get("config"))
+        config = build_collect_config(opts, cfg, "probe")
+        if not config.targets():
+            raise UsageError("give --engine and/or --gateway")
+        config.log = config.prometheus = None
+        config.gpu = config.host = config.metrics = False
+        result = collect(config, _progress)
+        if bundle:
+            save(result, bundle)
+            err.print(f"wrote {bundle}")
+        try:
+            stats = derive_stream_stats(result)
+        except Missing as exc:
+            for e in result.errors:
+                err.print(f"[red]evidence error[/] {e.source} ({e.kind}): {e.message}", highlight=False)
+            err.print(f"[red]no stream statistics:[/] {exc}")
+            return ExitCode.NO_DIAGNOSIS
+        if as_json:
+            sys.stdout.write(json.dumps(to_jsonable(stats), indent=1) + "\n")
+        else:
+            print_stream_summary(stats, result, Console())
+        ok = any(p.n_ok for p in stats.paths.values())
+        return ExitCode.HEALTHY if ok else ExitCode.NO_DIAGNOSIS
+
+    run_guarded(run)
+
+
+@app.command("log")
+def log_cmd(
+    source: Annotated[str, typer.Argument(help="vLLM log file ('-' = stdin, .gz accepted).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
+) -> None:
+    """Read a vLLM log: version, engine config, KV capacity, startup errors, stats over time.
+
+    [bold]Examples[/]
+
+      llm-doctor log vllm.log
+
+      kubectl logs deploy/vllm | llm-doctor log - --json
+    """
+    from doctor.vllm_log.command import log_command_output
+
+    def run() -> int:
+        text, code = log_command_output(source, as_json)
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return code
+
+    run_guarded(run)
+
+
+@app.command("checks")
+def checks_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON.")] = False,
+) -> None:
+    """List every check: code, name, symptom class, evidence it needs, options.
+
+    [bold]Example[/]
+
+      llm-doctor checks
+    """
+    from rich.table import Table
+
+    registry = load_registry()
+    if as_json:
+        rows = [
+            {"code": s.code, "name": s.name, "symptom": s.symptom.value, "cause": s.cause, "requires": list(s.requires),
+             "optional": list(s.optional), "options": s.options, "title": s.title, "origin": s.origin}
+            for s in registry.checks
+        ]
+        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        raise typer.Exit(0)
+    table = Table("code", "name", "symptom", "needs", "options", title=f"{len(registry.checks)} checks")
+    for s in registry.checks:
+        table.add_row(s.code, s.name, s.symptom.value, ", ".join(s.requires),
+                      ", ".join(f"{k}={v}" for k, v in s.options.items()))
+    Console().print(table)
+    for w in registry.warnings:
+        err.print(f"[yellow]warning:[/] {w}")
+
+
+@app.command("explain")
+def explain_cmd(
+    check: Annotated[str, typer.Argument(help="A check code (LD101) or name.")],
+) -> None:
+    """Print a check's documentation: what it detects, why it matters, evidence, remediation, example.
+
+    [bold]Example[/]
+
+      llm-doctor explain LD101
+    """
+    from doctor.check import DOC_HEADINGS
+
+    spec = load_registry().find(check)
+    if spec is None:
+        err.print(f"[red]error:[/] no check {check!r}; `llm-doctor checks` lists them")
+        raise typer.Exit(ExitCode.NO_DIAGNOSIS)
+    out = [f"{spec.code} {spec.name} ({spec.symptom.value})", ""]
+    for heading in DOC_HEADINGS:
+        out += [f"## {heading}", spec.doc.get(heading, "(not documented)"), ""]
+    if spec.options:
+        out += ["## Options", *(f"  {spec.code}.{k} = {v!r}" for k, v in spec.options.items()), ""]
+    sys.stdout.write("\n".join(out))
+
+
+@app.command("demo")
+@uses(ANALYSIS_OPTIONS)
+def demo_cmd(
+    scenario: Annotated[str, typer.Option("--scenario", help="Which lab scenario to run (see --list).")] = "proxy-buffering",
+    list_scenarios: Annotated[bool, typer.Option("--list", help="List the scenarios and exit.")] = False,
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where report.html and report.json go.")] = Path("."),
+    opts: dict[str, Any] = {},  # noqa: B006
+) -> None:
+    """Start an embedded vLLM-compatible engine and gateway, diagnose them, write report.html.
+
+    [bold]Examples[/]
+
+      llm-doctor demo
+
+      llm-doctor demo --scenario queueing --out-dir /tmp/demo
+    """
+    from doctor.lab.demo import run_demo
+
+    def run() -> ExitCode:
+        return run_demo(scenario, out_dir, opts, list_only=list_scenarios, progress=_progress)
+
+    run_guarded(run)
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"llm-doctor {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """llm-doctor: incidents, scheduled health checks, ticket-ready reports."""
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,174 @@
+"""The collector: run the probes the request needs and assemble one redacted ``Bundle``.
+
+Order matters for what it measures: machine and endpoint facts first (they name the model and
+the engine process), a /metrics scrape right before the stream probe, background scrapes during
+it, one right after it, then the log and Prometheus history (which read the past and add no
+load). A probe that fails leaves an ``EvidenceError``; a probe that crashes is recorded as an
+``internal`` error too, so ``collect`` always returns a bundle. Ctrl-C keeps what was gathered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from doctor import __version__
+from doctor.clock import Clock
+from doctor.evidence import Bundle, EvidenceError
+from doctor.probes.http import HttpOptions, join_url
+from doctor.redact import redact_bundle
+from doctor.run_record import complete_run_record
+
+Progress = Callable[[str], None]
+
+ROUTES = {
+    "completions": "/v1/completions",
+    "chat": "/v1/chat/completions",
+    "responses": "/v1/responses",
+}
+
+
+@dataclass
+class CollectConfig:
+    """Everything ``collect`` / ``diagnose`` / ``probe`` were asked to do (flags over config file)."""
+
+    command: str = "collect"
+    engine: str | None = None  # vLLM directly
+    gateway: str | None = None  # what the application calls
+    route: str = "chat"
+    payload: dict[str, Any] | None = None  # the application's own request body (--payload FILE)
+    payload_source: str | None = None
+    model: str | None = None
+    prompt_tokens: int = 256
+    max_tokens: int = 64
+    concurrency: int = 1
+    requests: int = 8  # per path
+    warmup: int = 1  # per path, excluded from statistics
+    rate: float | None = None  # Poisson arrivals per second instead of closed loop
+    stall_timeout_s: float = 30.0
+    deadline_s: float = 300.0
+    http: HttpOptions = field(default_factory=HttpOptions)
+    log: str | None = None
+    metrics_url: str | None = None  # default: engine URL + /metrics
+    metrics: bool = True
+    scrape_interval_s: float = 1.0
+    prometheus: str | None = None
+    since_s: float = 900.0
+    selector: str = ""
+    gpu: bool = True
+    host: bool = True
+    stream: bool = True  # False: engine evidence only (no request sent)
+    run_fields: dict[str, Any] = field(default_factory=dict)  # provider, region, client_location, labels
+
+    def targets(self) -> dict[str, str]:
+        return {k: v for k, v in (("direct", self.engine), ("gateway", self.gateway)) if v}
+
+    def resolved_metrics_url(self) -> str | None:
+        if self.metrics_url:
+            return self.metrics_url
+        return join_url(self.engine, "/metrics") if self.engine else None
+
+
+def _guard(bundle: Bundle, source: str, target: str, action: str, fn: Callable[[], Any]) -> Any:
+    """Run one probe step; an unexpected exception becomes an ``internal`` evidence error."""
+    try:
+        return fn()
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # a probe bug must cost its evidence, not the run
+        bundle.errors.append(
+            EvidenceError(source, target, action, "internal", f"{type(exc).__name__}: {exc}", fatal=True)
+        )
+        return None
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bundle:
+    """Run the probes and return the redacted bundle (partial, with ``interrupted``, on Ctrl-C)."""
+    from doctor.probes import endpoints, gpu, host, logfile, metrics, prometheus, stream
+
+    clock = Clock()
+    bundle = Bundle(tool_version=__version__, created_at=_now_iso())
+    bundle.run.tool_version = __version__
+    bundle.run.command = config.command
+    bundle.run.started_at = bundle.created_at
+    bundle.run.engine_url = config.engine
+    bundle.run.gateway_url = config.gateway
+    bundle.run.log_source = config.log
+    for key, value in config.run_fields.items():
+        if key == "labels":
+            bundle.run.labels.update(value)
+        else:
+            setattr(bundle.run, key, value)
+
+    def keep(source: str, result: tuple[Any, list[EvidenceError]] | None) -> Any:
+        if result is None:
+            return None
+        evidence, errors = result
+        bundle.errors.extend(errors)
+        return evidence
+
+    scraper = None
+    try:
+        if config.host:
+            progress("host facts (psutil)")
+            bundle.host = keep("host", _guard(bundle, "host", "localhost", "psutil", lambda: host.collect_host(config.engine)))
+        if config.gpu:
+            progress("GPU facts (NVML)")
+            bundle.gpu = keep("gpu", _guard(bundle, "gpu", "nvml", "nvmlInit", gpu.collect_gpu))
+        if config.targets():
+            progress("engine and gateway endpoints")
+            bundle.endpoints = keep(
+                "endpoints",
+                _guard(bundle, "endpoints", ",".join(config.targets().values()), "GET /version /v1/models /health",
+                       lambda: endpoints.collect_endpoints(config.targets(), config.http)),
+            )
+        if config.model is None and bundle.endpoints is not None:
+            config.model = next((m.id for e in bundle.endpoints.endpoints for m in e.models), None)
+        metrics_url = config.resolved_metrics_url() if config.metrics else None
+        if metrics_url:
+            scraper = metrics.Scraper(
+                metrics_url, clock, interval_s=config.scrape_interval_s,
+                headers=config.http.request_headers(), verify=config.http.verify, timeout_s=config.http.timeout_s,
+            )
+            progress(f"/metrics before the probe ({metrics_url})")
+            _guard(bundle, "metrics", metrics_url, "scrape before", lambda: scraper.scrape("before"))
+        if config.stream and config.targets():
+            progress(f"streaming probe: {config.requests} request(s) per path, concurrency {config.concurrency}")
+            if scraper is not None:
+                with scraper.during():
+                    bundle.stream = keep("stream", _guard(bundle, "stream", ",".join(config.targets().values()), "stream",
+                                                          lambda: stream.run_stream_probe(config, clock, progress)))
+            else:
+                bundle.stream = keep("stream", _guard(bundle, "stream", ",".join(config.targets().values()), "stream",
+                                                      lambda: stream.run_stream_probe(config, clock, progress)))
+        if scraper is not None:
+            progress("/metrics after the probe")
+            _guard(bundle, "metrics", metrics_url or "", "scrape after", lambda: scraper.scrape("after"))
+        if config.log:
+            progress(f"startup log {config.log}")
+            bundle.log = keep("log", _guard(bundle, "log", config.log, "read", lambda: logfile.read_log(config.log)))
+        if config.prometheus:
+            progress(f"Prometheus history ({config.prometheus}, last {config.since_s:.0f} s)")
+            bundle.prometheus = keep(
+                "prometheus",
+                _guard(bundle, "prometheus", config.prometheus, "query",
+                       lambda: prometheus.query_history(
+                           config.prometheus, since_s=config.since_s, selector=config.selector,
+                           headers=config.http.request_headers(), verify=config.http.verify,
+                           timeout_s=config.http.timeout_s)),
+            )
+    except KeyboardInterrupt:
+        bundle.interrupted = True
+        progress("interrupted: writing what was gathered")
+    finally:
+        if scraper is not None:
+            bundle.metrics = keep("metrics", _guard(bundle, "metrics", scraper.url, "collect scrapes", scraper.result))
+    bundle.run.ended_at = _now_iso()
+    _guard(bundle, "run", "bundle", "complete run record", lambda: complete_run_record(bundle, config))
+    return redact_bundle(bundle, config.http.secrets())

@@ -1,0 +1,190 @@
+"""Statistics of what the client felt, per request and per path (direct / gateway).
+
+Warm-up requests are excluded from every distribution but kept as ``warmup_ttft`` so a cold
+start stays visible. Failed requests count in ``failures`` and never in a latency, so an
+error is never mistaken for a fast answer.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from doctor.derive.missing import Missing
+from doctor.evidence import Bundle, RequestTrace
+
+#: A gap larger than this multiple of its request's median gap is a stall.
+STALL_FACTOR = 5.0
+
+
+@dataclass
+class Dist:
+    """A distribution summary; ``n`` is always shown next to any percentile."""
+
+    n: int = 0
+    min: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    mean: float | None = None
+
+
+def quantile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated quantile of already sorted values (numpy's default method)."""
+    pos = (len(sorted_values) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def dist(values: list[float]) -> Dist:
+    vals = sorted(v for v in values if v is not None)
+    if not vals:
+        return Dist()
+    return Dist(
+        n=len(vals),
+        min=vals[0],
+        p50=quantile(vals, 0.5),
+        p90=quantile(vals, 0.9),
+        p99=quantile(vals, 0.99),
+        max=vals[-1],
+        mean=statistics.fmean(vals),
+    )
+
+
+@dataclass
+class RequestStats:
+    index: int
+    path: str
+    warmup: bool
+    outcome: str
+    ttft: float | None = None  # from the scheduled send
+    tpot: float | None = None  # (E2E - TTFT) / (tokens - 1)
+    e2e: float | None = None  # scheduled send -> last token (the usage trailer does not extend it)
+    client_queue: float | None = None  # actual send - scheduled send
+    tokens: int = 0  # token-bearing events
+    gaps: list[float] = field(default_factory=list)
+    median_gap: float | None = None
+    max_gap: float | None = None
+    stalls: int = 0  # gaps > STALL_FACTOR x median gap
+    events_per_read: float | None = None
+    bytes_per_read: float | None = None
+    headers_to_first_token: float | None = None
+    first_to_last_token: float | None = None
+
+
+@dataclass
+class PathStats:
+    path: str
+    url: str | None = None
+    n_ok: int = 0
+    n_failed: int = 0
+    n_warmup: int = 0
+    failures: dict[str, int] = field(default_factory=dict)  # outcome -> count
+    ttft: Dist = field(default_factory=Dist)
+    tpot: Dist = field(default_factory=Dist)
+    itl: Dist = field(default_factory=Dist)  # every gap of every request, pooled
+    e2e: Dist = field(default_factory=Dist)
+    max_gap: Dist = field(default_factory=Dist)  # per-request largest gap
+    client_queue: Dist = field(default_factory=Dist)
+    events_per_read: Dist = field(default_factory=Dist)  # over reads that completed >= 1 event
+    bytes_per_read: Dist = field(default_factory=Dist)
+    headers_to_first_token: Dist = field(default_factory=Dist)
+    first_to_last_token: Dist = field(default_factory=Dist)
+    warmup_ttft: Dist = field(default_factory=Dist)
+    stalls: int = 0
+    headers: dict[str, str] = field(default_factory=dict)  # from the first successful request
+    http_version: str | None = None
+    requests: list[RequestStats] = field(default_factory=list)
+
+
+@dataclass
+class StreamStats:
+    route: str | None = None
+    concurrency: int = 1
+    paths: dict[str, PathStats] = field(default_factory=dict)
+
+    def path(self, name: str) -> PathStats | None:
+        return self.paths.get(name)
+
+
+def request_stats(req: RequestTrace) -> RequestStats:
+    rs = RequestStats(index=req.index, path=req.path, warmup=req.warmup, outcome=req.outcome)
+    if req.t_sent is not None:
+        rs.client_queue = req.t_sent - req.t_scheduled
+    times = [t.t for t in req.tokens]
+    rs.tokens = len(times)
+    if req.reads:
+        with_events = [r for r in req.reads if r.events > 0]
+        if with_events:
+            rs.events_per_read = statistics.fmean(r.events for r in with_events)
+            rs.bytes_per_read = statistics.fmean(r.nbytes for r in with_events)
+    if not times:
+        return rs
+    rs.ttft = times[0] - req.t_scheduled
+    rs.e2e = times[-1] - req.t_scheduled
+    rs.first_to_last_token = times[-1] - times[0]
+    if req.t_headers is not None:
+        rs.headers_to_first_token = times[0] - req.t_headers
+    rs.gaps = [b - a for a, b in zip(times, times[1:])]
+    if rs.gaps:
+        rs.tpot = (rs.e2e - rs.ttft) / (len(times) - 1)
+        rs.median_gap = statistics.median(rs.gaps)
+        rs.max_gap = max(rs.gaps)
+        rs.stalls = sum(1 for g in rs.gaps if rs.median_gap > 0 and g > STALL_FACTOR * rs.median_gap)
+    return rs
+
+
+def path_stats(name: str, url: str | None, reqs: list[RequestTrace]) -> PathStats:
+    ps = PathStats(path=name, url=url)
+    measured: list[RequestStats] = []
+    warm: list[RequestStats] = []
+    for req in reqs:
+        rs = request_stats(req)
+        ps.requests.append(rs)
+        if req.warmup:
+            ps.n_warmup += 1
+            if req.ok:
+                warm.append(rs)
+            continue
+        if req.ok:
+            ps.n_ok += 1
+            measured.append(rs)
+            if not ps.headers:
+                ps.headers = dict(req.headers)
+                ps.http_version = req.http_version
+        else:
+            ps.n_failed += 1
+            ps.failures[req.outcome] = ps.failures.get(req.outcome, 0) + 1
+    ok_reads = [r for req in reqs if req.ok and not req.warmup for r in req.reads if r.events > 0]
+    ps.ttft = dist([r.ttft for r in measured if r.ttft is not None])
+    ps.tpot = dist([r.tpot for r in measured if r.tpot is not None])
+    ps.itl = dist([g for r in measured for g in r.gaps])
+    ps.e2e = dist([r.e2e for r in measured if r.e2e is not None])
+    ps.max_gap = dist([r.max_gap for r in measured if r.max_gap is not None])
+    ps.client_queue = dist([r.client_queue for r in measured if r.client_queue is not None])
+    ps.events_per_read = dist([float(r.events) for r in ok_reads])
+    ps.bytes_per_read = dist([float(r.nbytes) for r in ok_reads])
+    ps.headers_to_first_token = dist(
+        [r.headers_to_first_token for r in measured if r.headers_to_first_token is not None]
+    )
+    ps.first_to_last_token = dist(
+        [r.first_to_last_token for r in measured if r.first_to_last_token is not None]
+    )
+    ps.warmup_ttft = dist([r.ttft for r in warm if r.ttft is not None])
+    ps.stalls = sum(r.stalls for r in measured)
+    return ps
+
+
+def derive_stream_stats(bundle: Bundle) -> StreamStats:
+    stream = bundle.stream
+    if stream is None:
+        raise Missing("no stream probe ran (pass --engine and/or --gateway)")
+    if not stream.requests:
+        raise Missing("the stream probe sent no request")
+    stats = StreamStats(route=stream.shape.route, concurrency=stream.shape.concurrency)
+    for name in dict.fromkeys(r.path for r in stream.requests):
+        reqs = [r for r in stream.requests if r.path == name]
+        stats.paths[name] = path_stats(name, stream.shape.paths.get(name), reqs)
+    return stats

@@ -1,0 +1,102 @@
+"""The evidence bundle: everything one run gathered, typed, versioned and re-analysable.
+
+One JSON document (optionally gzipped, or embedded in the HTML report). Raw inputs stay raw
+(matched log lines, /metrics text, per-read stream logs) so a newer parser or check can
+re-analyse an old bundle. Each evidence kind is ``None`` when its probe did not run; a probe
+that ran and failed leaves an ``EvidenceError`` in ``errors`` (with ``fatal=True`` when the
+kind is unusable).
+
+Bump ``SCHEMA_VERSION`` when a field changes meaning or is removed; adding an optional field
+does not need a bump (old bundles load with the default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from doctor.evidence.endpoints import Endpoint, EndpointsEvidence, ModelInfo
+from doctor.evidence.errors import EvidenceError
+from doctor.evidence.log import LogEvidence, LogLine
+from doctor.evidence.machine import (
+    GpuDevice,
+    GpuEvidence,
+    GpuProcess,
+    HostEvidence,
+    NvLink,
+    ProcessInfo,
+)
+from doctor.evidence.metrics import MetricsEvidence, PrometheusEvidence, PromQuery, Scrape
+from doctor.evidence.run import RunRecord
+from doctor.evidence.stream import (
+    ClientHealth,
+    ProbeShape,
+    ReadRecord,
+    RequestTrace,
+    StreamEvidence,
+    TokenEvent,
+)
+
+SCHEMA_VERSION = 1
+
+#: Evidence kinds a check may name as a parameter, mapped to the Bundle attribute holding them.
+RAW_KINDS: tuple[str, ...] = (
+    "run",
+    "stream",
+    "log",
+    "metrics",
+    "prometheus",
+    "endpoints",
+    "gpu",
+    "host",
+)
+
+
+@dataclass
+class Bundle:
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str = ""
+    created_at: str = ""
+    run: RunRecord = field(default_factory=RunRecord)
+    stream: StreamEvidence | None = None
+    log: LogEvidence | None = None
+    metrics: MetricsEvidence | None = None
+    prometheus: PrometheusEvidence | None = None
+    endpoints: EndpointsEvidence | None = None
+    gpu: GpuEvidence | None = None
+    host: HostEvidence | None = None
+    errors: list[EvidenceError] = field(default_factory=list)
+    redactions: dict[str, int] = field(default_factory=dict)  # rule -> values redacted
+    interrupted: bool = False
+
+    def errors_for(self, source: str) -> list[EvidenceError]:
+        return [e for e in self.errors if e.source == source]
+
+
+__all__ = [
+    "RAW_KINDS",
+    "SCHEMA_VERSION",
+    "Bundle",
+    "ClientHealth",
+    "Endpoint",
+    "EndpointsEvidence",
+    "EvidenceError",
+    "GpuDevice",
+    "GpuEvidence",
+    "GpuProcess",
+    "HostEvidence",
+    "LogEvidence",
+    "LogLine",
+    "MetricsEvidence",
+    "ModelInfo",
+    "NvLink",
+    "ProbeShape",
+    "ProcessInfo",
+    "PromQuery",
+    "PrometheusEvidence",
+    "ReadRecord",
+    "RequestTrace",
+    "RunRecord",
+    "Scrape",
+    "StreamEvidence",
+    "TokenEvent",
+]

@@ -1,0 +1,24 @@
+"""How a failed probe is recorded: as evidence, never as an exception."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class EvidenceError:
+    """One thing a probe tried that did not work.
+
+    ``source`` is the evidence kind it was gathering (``stream``, ``log``, ``metrics``,
+    ``prometheus``, ``endpoints``, ``gpu``, ``host``); ``target`` what it was pointed at
+    (a redacted URL or path); ``action`` what it tried; ``kind`` a stable machine-readable
+    reason (``connect``, ``dns``, ``tls``, ``timeout``, ``http-status``, ``malformed``,
+    ``unreadable``, ``unavailable``, ``cut``, ``internal``); ``message`` the human sentence.
+    """
+
+    source: str
+    target: str
+    action: str
+    kind: str
+    message: str
+    fatal: bool = False  # True when the whole evidence kind is unusable, not just one sample

@@ -1,0 +1,45 @@
+"""/metrics evidence: the raw Prometheus text of every scrape, parsed at analysis time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Scrape:
+    """One GET of /metrics. ``phase`` is ``before``, ``during`` or ``after`` the probe."""
+
+    phase: str
+    t: float  # seconds relative to the stream probe's t0 (negative before it)
+    wall: float  # unix time
+    status: int | None = None
+    content_type: str | None = None
+    text: str = ""  # raw exposition, redacted
+    error: str | None = None
+
+
+@dataclass
+class MetricsEvidence:
+    url: str
+    scrapes: list[Scrape] = field(default_factory=list)
+    interval_s: float | None = None
+
+
+@dataclass
+class PromQuery:
+    """One Prometheus HTTP API call and its raw JSON answer."""
+
+    name: str  # the quantity, e.g. "preemptions", "kv_usage_max"
+    expr: str  # the PromQL sent
+    endpoint: str = "query"  # "query" | "query_range"
+    response: str = ""  # raw JSON body
+    error: str | None = None
+
+
+@dataclass
+class PrometheusEvidence:
+    url: str
+    since_s: float
+    selector: str = ""
+    end_wall: float = 0.0
+    queries: list[PromQuery] = field(default_factory=list)

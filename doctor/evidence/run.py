@@ -1,0 +1,48 @@
+"""The run record: what was measured, where, when, and with what, for comparing runs later."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class RunRecord:
+    """Every field is optional: a run records what it could learn and says so.
+
+    Filled from flags and the config file (provider, region, client location, shape), and
+    completed by the collector from what the probes learned (model, versions, engine config,
+    GPU and CPU topology). Scheduled checks compare runs only when these agree.
+    """
+
+    tool_version: str = ""
+    command: str = ""  # diagnose | collect | probe | demo
+    started_at: str = ""  # ISO 8601 UTC
+    ended_at: str = ""
+    model: str | None = None
+    model_revision: str | None = None
+    served_model_name: str | None = None
+    vllm_version: str | None = None
+    engine_generation: str | None = None  # "V0" | "V1"
+    engine_config: dict[str, Any] = field(default_factory=dict)  # every config fact found
+    gpu_model: str | None = None
+    gpu_count: int | None = None
+    gpu_interconnect: str | None = None  # "nvlink" | "pcie" | None
+    cpu_model: str | None = None
+    cpu_topology: str | None = None  # e.g. "2 sockets x 32 cores, 128 threads"
+    provider: str | None = None
+    region: str | None = None
+    client_location: str | None = None
+    route: str | None = None  # completions | chat | responses
+    streaming: bool = True
+    prompt_tokens: int | None = None
+    max_tokens: int | None = None
+    concurrency: int | None = None
+    requests_per_path: int | None = None
+    warmup_per_path: int | None = None
+    arrival: str | None = None  # "closed-loop" | "poisson:<rate>/s"
+    engine_url: str | None = None
+    gateway_url: str | None = None
+    metrics_url: str | None = None
+    log_source: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)  # free-form run-record fields from config

@@ -1,0 +1,108 @@
+"""Stream evidence: what the client felt, per request, from client timestamps.
+
+All times are seconds on one monotonic clock (``time.perf_counter_ns``), relative to the
+probe's start ``t0``; ``t0_wall`` anchors them to the wall clock so metric scrapes and log
+lines can be placed on the same axis. A field is ``None`` when the moment never happened
+(no headers, no token): that absence is itself evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ReadRecord:
+    """One read from the socket: when it arrived, how many bytes, how many SSE events it completed."""
+
+    t: float
+    nbytes: int
+    events: int
+
+
+@dataclass
+class TokenEvent:
+    """A token-bearing SSE event, stamped when its FIRST byte arrived."""
+
+    t: float
+    tokens: int = 1  # tokens carried, when the server says (continuous usage) else 1
+    chars: int = 0
+
+
+@dataclass
+class RequestTrace:
+    """One streamed request on one path."""
+
+    index: int
+    path: str  # "direct" | "gateway"
+    warmup: bool = False
+    t_scheduled: float = 0.0
+    t_sent: float | None = None
+    t_connected: float | None = None
+    connection_reused: bool | None = None
+    t_headers: float | None = None
+    t_first_byte: float | None = None
+    t_first_event: float | None = None
+    t_first_token: float | None = None
+    t_last_token: float | None = None
+    t_end: float | None = None
+    tokens: list[TokenEvent] = field(default_factory=list)
+    reads: list[ReadRecord] = field(default_factory=list)
+    status: int | None = None
+    http_version: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # response headers, redacted
+    outcome: str = "ok"  # ok | connect | dns | tls | timeout | stall | http-status | not-a-stream | stream-error | cut | no-token | invalid-utf8 | deadline | cancelled
+    error: str | None = None
+    body_excerpt: str | None = None  # first bytes of an error body, redacted
+    prompt_tokens: int | None = None  # from the usage trailer
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    text_excerpt: str | None = None  # first characters of the generated text
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+
+@dataclass
+class ClientHealth:
+    """The client's self-check: could the client itself have distorted the timings?"""
+
+    loop_lag_p99_ms: float | None = None
+    loop_lag_max_ms: float | None = None
+    cpu_percent_max: float | None = None
+    cpu_count: int | None = None
+    suspect: bool = False
+    reasons: list[str] = field(default_factory=list)
+    transport: str = ""  # the HTTP stack used, e.g. "httpx+h11"
+
+
+@dataclass
+class ProbeShape:
+    """What the probe was asked to send: recorded so offline analysis knows the load shape."""
+
+    route: str = "chat"
+    model: str | None = None
+    prompt_tokens: int | None = None
+    max_tokens: int | None = None
+    concurrency: int = 1
+    requests: int = 8
+    warmup: int = 1
+    rate: float | None = None  # Poisson arrivals per second; None = closed loop
+    stall_timeout_s: float | None = None
+    deadline_s: float | None = None
+    payload: dict[str, Any] = field(default_factory=dict)  # the body sent (redacted)
+    payload_source: str | None = None  # --payload FILE, or "default"
+    paths: dict[str, str] = field(default_factory=dict)  # path name -> URL (redacted)
+
+
+@dataclass
+class StreamEvidence:
+    """Everything the stream probe measured, raw enough to re-derive every statistic."""
+
+    shape: ProbeShape = field(default_factory=ProbeShape)
+    t0_wall: float = 0.0  # unix time of t0
+    duration_s: float = 0.0
+    requests: list[RequestTrace] = field(default_factory=list)
+    client: ClientHealth = field(default_factory=ClientHealth)

@@ -1,0 +1,148 @@
+"""The result model: what checks return, what the classifier decides, what renderers show.
+
+Renderers in ``reports/`` see only ``Report``; checks build ``Finding`` objects. Everything
+here serialises through ``doctor.serial`` and its JSON shape is a published contract
+(``reports/schema/report.schema.json``): keep field names stable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from doctor.evidence import Bundle
+
+
+class Severity(str, Enum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 1, "warning": 2, "critical": 3}[self.value]
+
+
+class SymptomClass(str, Enum):
+    """Which part of the user's experience a check speaks to."""
+
+    PRE_FIRST_TOKEN = "pre-first-token"
+    INTER_TOKEN = "inter-token"
+    PROXY_ONLY = "proxy-only"
+    CAPACITY_CONFIG = "capacity-config"
+    GENERAL = "general"
+
+
+class Symptom(str, Enum):
+    """The verdict: where most of the latency users feel is created."""
+
+    PRE_FIRST_TOKEN = "pre-first-token"
+    INTER_TOKEN = "inter-token"
+    PROXY_ONLY = "proxy-only"
+    HEALTHY = "healthy"
+    INCONCLUSIVE = "inconclusive"
+
+
+class Outcome(str, Enum):
+    PASS = "pass"
+    FINDING = "finding"
+    NOT_APPLICABLE = "not-applicable"
+    MISSING_EVIDENCE = "missing-evidence"
+    ERROR = "error"
+
+
+@dataclass
+class EvidenceValue:
+    """A number a finding rests on, with its unit and where it came from."""
+
+    name: str
+    value: Any
+    unit: str = ""
+    source: str = ""  # e.g. "stream: gateway, p90 over n=16", "metrics: vllm:num_preemptions delta", "log line 42"
+
+
+@dataclass
+class Remediation:
+    """Exactly one change to make, tied to the configuration in use."""
+
+    setting: str  # an engine flag name (max_num_seqs), proxy directive (proxy_buffering), or architecture change
+    suggested: str  # the value or direction, e.g. "16", "off", "lower to 2048"
+    why: str
+    verify: str  # how to check it worked: the same probe, re-run, one change at a time
+    current: str | None = None  # current value when known
+    where: str | None = None  # where the setting lives: "vllm serve flag", "nginx location block", ...
+
+
+@dataclass
+class Finding:
+    code: str
+    name: str
+    title: str
+    severity: Severity
+    symptom: SymptomClass
+    summary: str  # one line, with the numbers
+    remediation: Remediation
+    evidence: list[EvidenceValue] = field(default_factory=list)
+    cause: str = ""  # the decomposition component it explains (see doctor.check.CAUSES)
+
+
+@dataclass
+class CheckResult:
+    code: str
+    name: str
+    outcome: Outcome
+    symptom: SymptomClass
+    message: str = ""  # why pass / n-a / missing / error
+    finding: Finding | None = None
+    duration_ms: float = 0.0
+
+
+@dataclass
+class Component:
+    """One share of the excess latency in the decomposition."""
+
+    name: str  # e.g. "queue", "prefill", "gateway", "transport", "preemption-stalls"
+    seconds: float | None
+    share: float | None = None  # of the excess (0..1)
+    source: str = ""
+
+
+@dataclass
+class Decomposition:
+    """Where the time above budget went, for first token and for inter-token gaps."""
+
+    ttft_client_s: float | None = None
+    ttft_budget_s: float | None = None
+    ttft_components: list[Component] = field(default_factory=list)
+    tpot_client_s: float | None = None
+    tpot_budget_s: float | None = None
+    itl_components: list[Component] = field(default_factory=list)
+
+
+@dataclass
+class Verdict:
+    symptom: Symptom
+    summary: str  # one sentence with numbers
+    reasoning: list[str] = field(default_factory=list)  # the evidence chain, in order
+    primary_remediation: Remediation | None = None
+    primary_code: str | None = None  # the finding the remediation came from
+    decomposition: Decomposition = field(default_factory=Decomposition)
+    missing: list[str] = field(default_factory=list)  # what would have made it conclusive
+    client_suspect: bool = False
+    budgets: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    """What renderers receive: the verdict, every check result, and the evidence behind them."""
+
+    report_version: int
+    tool_version: str
+    generated_at: str
+    verdict: Verdict
+    findings: list[Finding]
+    results: list[CheckResult]
+    bundle: Bundle
+    views: dict[str, Any] = field(default_factory=dict)  # derived evidence (stream stats, metric deltas, log facts), as JSON
+    warnings: list[str] = field(default_factory=list)  # e.g. a third-party check that failed to load

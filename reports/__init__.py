@@ -1,0 +1,36 @@
+"""Renderers: a ``doctor.model.Report`` in, text out. They never import a check or a probe.
+
+- ``json_doc``  the versioned JSON document (schema in ``schema/report.schema.json``);
+- ``html_page`` one self-contained HTML file, the bundle embedded for ``analyze report.html``;
+- ``markdown``  a short summary to paste into a ticket or chat;
+- ``terminal``  the rich summary printed by the CLI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from doctor.model import Report
+from reports.html_page import render_html
+from reports.json_doc import render_json
+from reports.markdown import render_markdown
+
+
+def write_outputs(
+    report: Report,
+    *,
+    json_path: Path | None = None,
+    html_path: Path | None = None,
+    md_path: Path | None = None,
+) -> list[Path]:
+    """Write the requested files; returns the paths written."""
+    written: list[Path] = []
+    for path, render in ((json_path, render_json), (html_path, render_html), (md_path, render_markdown)):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render(report), encoding="utf-8")
+            written.append(path)
+    return written
+
+
+__all__ = ["render_html", "render_json", "render_markdown", "write_outputs"]

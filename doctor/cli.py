@@ -40,7 +40,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages stay one grep-able line
 
 
 def _opt(annotation: Any, default: Any, *decls: str, help: str, **kw: Any) -> inspect.Parameter:

@@ -1,0 +1,1 @@
+"""A checks package for runner tests: one healthy check, one that raises, one needing absent evidence."""

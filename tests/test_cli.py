@@ -1,0 +1,126 @@
+"""The command line: help with examples, version, offline analyze, exit codes, clear errors."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from typer.testing import CliRunner
+
+from doctor import __version__
+from doctor.bundle import save
+from doctor.cli import app, exit_code_for
+from doctor.exit_codes import ExitCode
+from doctor.model import (
+    Finding,
+    Remediation,
+    Report,
+    Severity,
+    Symptom,
+    SymptomClass,
+    Verdict,
+)
+from tests.support import bundles
+
+runner = CliRunner()
+COMMANDS = ["diagnose", "collect", "analyze", "probe", "log", "checks", "explain", "demo"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_with_an_example(command):
+    result = runner.invoke(app, [command, "--help"])
+    assert result.exit_code == 0
+    assert "Example" in result.output
+
+
+def test_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and __version__ in result.output
+
+
+@pytest.fixture
+def saved_bundle(tmp_path):
+    path = tmp_path / "bundle.json"
+    reqs = [bundles.request("direct", i, ttft=0.1, gaps=[0.02] * 8, start=i * 0.5) for i in range(4)]
+    save(bundles.bundle(stream=bundles.stream(reqs)), path)
+    return path
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("analyze touched the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def test_analyze_never_touches_the_network(saved_bundle, no_network, tmp_path):
+    out = tmp_path / "r.json"
+    result = runner.invoke(app, ["analyze", str(saved_bundle), "--json", str(out)])
+    assert result.exit_code in (0, 1), result.output
+    assert json.loads(out.read_text())["verdict"]["symptom"]
+
+
+def test_analyze_writes_every_format(saved_bundle, tmp_path):
+    paths = {k: tmp_path / f"r.{k}" for k in ("json", "html", "md")}
+    args = ["analyze", str(saved_bundle)] + [x for k, p in paths.items() for x in (f"--{k}", str(p))]
+    result = runner.invoke(app, args)
+    assert result.exit_code in (0, 1), result.output
+    assert all(p.stat().st_size > 0 for p in paths.values())
+
+
+def test_analyze_format_json_prints_the_report(saved_bundle):
+    result = runner.invoke(app, ["analyze", str(saved_bundle), "--format", "json"])
+    assert json.loads(result.stdout)["report_version"] == 1
+
+
+def test_unreadable_bundle_is_one_line_and_exit_2(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("{not json")
+    result = runner.invoke(app, ["analyze", str(bad)])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS
+    assert "not JSON" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args", [["--set", "nonsense"], ["--set", "LD999.x=1"], ["--fail-on", "sometimes"], ["--format", "yaml"]])
+def test_usage_errors_exit_2(saved_bundle, args):
+    result = runner.invoke(app, ["analyze", str(saved_bundle), *args])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS, result.output
+    assert "error:" in result.output
+
+
+def test_diagnose_without_targets_is_a_usage_error():
+    result = runner.invoke(app, ["diagnose"])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS and "nothing to diagnose" in result.output
+
+
+def _report(symptom: Symptom, severities: list[Severity]) -> Report:
+    findings = [
+        Finding("LD999", "x", "t", s, SymptomClass.GENERAL, "s", Remediation("a", "b", "c", "d")) for s in severities
+    ]
+    return Report(1, __version__, "", Verdict(symptom, ""), findings, [], bundles.bundle())
+
+
+@pytest.mark.parametrize(
+    "symptom, severities, fail_on, expected",
+    [
+        (Symptom.HEALTHY, [], Severity.WARNING, ExitCode.HEALTHY),
+        (Symptom.HEALTHY, [Severity.INFO], Severity.WARNING, ExitCode.HEALTHY),
+        (Symptom.HEALTHY, [Severity.INFO], Severity.INFO, ExitCode.SYMPTOM),
+        (Symptom.PROXY_ONLY, [Severity.WARNING], Severity.WARNING, ExitCode.SYMPTOM),
+        (Symptom.PROXY_ONLY, [Severity.WARNING], Severity.CRITICAL, ExitCode.HEALTHY),
+        (Symptom.INTER_TOKEN, [Severity.CRITICAL], Severity.CRITICAL, ExitCode.SYMPTOM),
+        (Symptom.INCONCLUSIVE, [], Severity.WARNING, ExitCode.NO_DIAGNOSIS),
+    ],
+)
+def test_exit_codes(symptom, severities, fail_on, expected):
+    assert exit_code_for(_report(symptom, severities), fail_on) is expected
+
+
+def test_config_file_rejects_secrets(tmp_path, saved_bundle):
+    cfg = tmp_path / "llm-doctor.toml"
+    cfg.write_text('[targets]\nengine = "http://x"\napi_key = "sk-abc"\n')
+    result = runner.invoke(app, ["analyze", str(saved_bundle), "--config", str(cfg)])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS and "secrets do not belong" in result.output

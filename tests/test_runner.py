@@ -1,0 +1,72 @@
+"""The runner: narrowing, missing evidence, isolation of a broken check, option overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+from doctor.errors import UsageError
+from doctor.model import Outcome
+from doctor.registry import load_registry
+from doctor.runner import AnalyzeOptions, analyze
+from tests.support import bundles
+
+
+@pytest.fixture
+def sample_registry():
+    return load_registry("tests.support.sample_checks", plugins=False)
+
+
+def one_request_bundle():
+    return bundles.bundle(stream=bundles.stream([bundles.request("direct", 0, ttft=0.1, gaps=[0.02] * 5)]))
+
+
+def outcomes(report):
+    return {r.code: r for r in report.results}
+
+
+def test_broken_check_is_an_error_result_and_others_still_run(sample_registry):
+    report = analyze(one_request_bundle(), registry=sample_registry)
+    results = outcomes(report)
+    assert results["TS002"].outcome is Outcome.ERROR
+    assert "ZeroDivisionError" in results["TS002"].message
+    assert results["TS001"].outcome is Outcome.FINDING
+    assert [f.code for f in report.findings] == ["TS001"]
+
+
+def test_absent_evidence_is_missing_evidence_with_a_reason(sample_registry):
+    results = outcomes(analyze(one_request_bundle(), registry=sample_registry))
+    assert results["TS003"].outcome is Outcome.MISSING_EVIDENCE
+    assert "gpu" in results["TS003"].message
+
+
+def test_failed_probe_reason_reaches_missing_evidence(sample_registry):
+    from doctor.evidence import EvidenceError
+
+    bundle = one_request_bundle()
+    bundle.errors.append(EvidenceError("gpu", "nvml", "nvmlInit", "unavailable", "NVML library not found", fatal=True))
+    assert "NVML library not found" in outcomes(analyze(bundle, registry=sample_registry))["TS003"].message
+
+
+def test_set_overrides_a_threshold_with_its_type(sample_registry):
+    report = analyze(one_request_bundle(), AnalyzeOptions(settings={"TS001": {"min_ok": "2"}}), registry=sample_registry)
+    assert outcomes(report)["TS001"].outcome is Outcome.PASS
+
+
+def test_set_by_name_works_too(sample_registry):
+    options = AnalyzeOptions(settings={"sample-fires-on-success": {"min_ok": "5"}})
+    assert outcomes(analyze(one_request_bundle(), options, registry=sample_registry))["TS001"].outcome is Outcome.PASS
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"TS001": {"nope": "1"}}, {"TS999": {"min_ok": "1"}}, {"TS001": {"min_ok": "many"}}],
+)
+def test_bad_set_is_a_usage_error(sample_registry, settings):
+    with pytest.raises(UsageError):
+        analyze(one_request_bundle(), AnalyzeOptions(settings=settings), registry=sample_registry)
+
+
+def test_select_and_ignore_by_prefix_and_name(sample_registry):
+    chosen = sample_registry.select(["TS"], ["sample-always-raises"])
+    assert [s.code for s in chosen] == ["TS001", "TS003"]
+    assert [s.code for s in sample_registry.select(["TS003"], [])] == ["TS003"]

@@ -525,7 +525,7 @@ def explain_cmd(
 @app.command("demo")
 @uses(ANALYSIS_OPTIONS)
 def demo_cmd(
-    scenario: Annotated[str, typer.Option("--scenario", help="Which lab scenario to run (see --list).")] = "proxy-buffering",
+    scenario: Annotated[Optional[str], typer.Option("--scenario", help="Which lab scenario to run (see --list; default kv-pressure).")] = None,
     list_scenarios: Annotated[bool, typer.Option("--list", help="List the scenarios and exit.")] = False,
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where report.html and report.json go.")] = Path("."),
     opts: dict[str, Any] = {},  # noqa: B006
@@ -539,9 +539,10 @@ def demo_cmd(
       llm-doctor demo --scenario queueing --out-dir /tmp/demo
     """
     from doctor.lab.demo import run_demo
+    from doctor.lab.scenarios import DEFAULT_SCENARIO
 
     def run() -> ExitCode:
-        return run_demo(scenario, out_dir, opts, list_only=list_scenarios, progress=_progress)
+        return run_demo(scenario or DEFAULT_SCENARIO, out_dir, opts, list_only=list_scenarios, progress=_progress)
 
     run_guarded(run)
 

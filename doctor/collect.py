@@ -10,6 +10,7 @@ load). A probe that fails leaves an ``EvidenceError``; a probe that crashes is r
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -18,7 +19,7 @@ from doctor import __version__
 from doctor.clock import Clock
 from doctor.evidence import Bundle, EvidenceError
 from doctor.probes.http import HttpOptions, join_url
-from doctor.redact import redact_bundle
+from doctor.redact import Redactor, redact_bundle
 from doctor.run_record import complete_run_record
 
 Progress = Callable[[str], None]
@@ -88,10 +89,17 @@ def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def _redacting(progress: Progress, secrets: list[str]) -> Progress:
+    """Progress lines name URLs and paths the user gave, which may carry credentials."""
+    redactor = Redactor(secrets)
+    return lambda message: progress(redactor.text(message))
+
+
 def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bundle:
     """Run the probes and return the redacted bundle (partial, with ``interrupted``, on Ctrl-C)."""
     from doctor.probes import endpoints, gpu, host, logfile, metrics, prometheus, stream
 
+    say = _redacting(progress, config.http.secrets())
     clock = Clock()
     bundle = Bundle(tool_version=__version__, created_at=_now_iso())
     bundle.run.tool_version = __version__
@@ -116,13 +124,13 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
     scraper = None
     try:
         if config.host:
-            progress("host facts (psutil)")
+            say("host facts (psutil)")
             bundle.host = keep("host", _guard(bundle, "host", "localhost", "psutil", lambda: host.collect_host(config.engine)))
         if config.gpu:
-            progress("GPU facts (NVML)")
+            say("GPU facts (NVML)")
             bundle.gpu = keep("gpu", _guard(bundle, "gpu", "nvml", "nvmlInit", gpu.collect_gpu))
         if config.targets():
-            progress("engine and gateway endpoints")
+            say("engine and gateway endpoints")
             bundle.endpoints = keep(
                 "endpoints",
                 _guard(bundle, "endpoints", ",".join(config.targets().values()), "GET /version /v1/models /health",
@@ -136,25 +144,22 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                 metrics_url, clock, interval_s=config.scrape_interval_s,
                 headers=config.http.request_headers(), verify=config.http.verify, timeout_s=config.http.timeout_s,
             )
-            progress(f"/metrics before the probe ({metrics_url})")
+            say(f"/metrics before the probe ({metrics_url})")
             _guard(bundle, "metrics", metrics_url, "scrape before", lambda: scraper.scrape("before"))
         if config.stream and config.targets():
-            progress(f"streaming probe: {config.requests} request(s) per path, concurrency {config.concurrency}")
-            if scraper is not None:
-                with scraper.during():
-                    bundle.stream = keep("stream", _guard(bundle, "stream", ",".join(config.targets().values()), "stream",
-                                                          lambda: stream.run_stream_probe(config, clock, progress)))
-            else:
-                bundle.stream = keep("stream", _guard(bundle, "stream", ",".join(config.targets().values()), "stream",
-                                                      lambda: stream.run_stream_probe(config, clock, progress)))
+            say(f"streaming probe: {config.requests} request(s) per path, concurrency {config.concurrency}")
+            targets = ",".join(config.targets().values())
+            with scraper.during() if scraper is not None else nullcontext():
+                bundle.stream = keep("stream", _guard(bundle, "stream", targets, "stream",
+                                                      lambda: stream.run_stream_probe(config, clock, say)))
         if scraper is not None:
-            progress("/metrics after the probe")
+            say("/metrics after the probe")
             _guard(bundle, "metrics", metrics_url or "", "scrape after", lambda: scraper.scrape("after"))
         if config.log:
-            progress(f"startup log {config.log}")
+            say(f"startup log {config.log}")
             bundle.log = keep("log", _guard(bundle, "log", config.log, "read", lambda: logfile.read_log(config.log)))
         if config.prometheus:
-            progress(f"Prometheus history ({config.prometheus}, last {config.since_s:.0f} s)")
+            say(f"Prometheus history ({config.prometheus}, last {config.since_s:.0f} s)")
             bundle.prometheus = keep(
                 "prometheus",
                 _guard(bundle, "prometheus", config.prometheus, "query",
@@ -165,7 +170,7 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             )
     except KeyboardInterrupt:
         bundle.interrupted = True
-        progress("interrupted: writing what was gathered")
+        say("interrupted: writing what was gathered")
     finally:
         if scraper is not None:
             bundle.metrics = keep("metrics", _guard(bundle, "metrics", scraper.url, "collect scrapes", scraper.result))

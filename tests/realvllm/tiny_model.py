@@ -1,0 +1,66 @@
+"""Make a tiny random-weight Llama model directory that vLLM can serve, with no hub download.
+
+Run with the vLLM venv's Python (it has torch, transformers and tokenizers):
+``.venv-vllm/bin/python -m tests.realvllm.tiny_model DIR``. The tokenizer is a byte-level BPE
+trained here on generated text, with a chat template, so all three routes work. Weights are
+seeded, so the same directory is produced every time.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+WORDS = (
+    "the a of to and in is it that for on with as was at by be this from or an are not but have "
+    "latency token stream server gateway engine cache queue request response model prompt batch "
+    "first last time fast slow wait run go stop read write send buffer proxy nginx vllm gpu cpu"
+).split()
+
+
+def corpus(lines: int = 4000) -> list[str]:
+    import random
+
+    rnd = random.Random(0)
+    return [" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(5, 30))) for _ in range(lines)]
+
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}</s>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def build(out: Path, hidden: int = 1024, layers: int = 8, heads: int = 16, kv_heads: int = 4) -> Path:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    out.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=2048, special_tokens=["<unk>", "<s>", "</s>", "<pad>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus(), trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                                   pad_token="<pad>")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(out)
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(fast), hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=4096,
+        bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id,
+        torch_dtype="bfloat16", tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(out, safe_serialization=True)
+    (out / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}))
+    return out
+
+
+if __name__ == "__main__":
+    print(build(Path(sys.argv[1])))

@@ -10,8 +10,9 @@ from __future__ import annotations
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle
 from doctor.vllm_metrics.history import window_from_history
+from doctor.vllm_metrics.readings import NoWindow
 from doctor.vllm_metrics.views import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
-from doctor.vllm_metrics.window import NoWindow, window_from_scrapes
+from doctor.vllm_metrics.window import window_from_scrapes
 
 __all__ = [
     "EngineWindow",

@@ -1,0 +1,212 @@
+"""Scrape vLLM's /metrics right before, during and right after the stream probe.
+
+Each scrape keeps its raw text so analysis (and any later llm-doctor) re-derives the window
+from the bundle. A scrape that fails is kept too, with its reason, and becomes one
+``EvidenceError``: a dead /metrics must cost the metrics view, never the run.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from doctor.clock import Clock
+from doctor.evidence import EvidenceError, MetricsEvidence, Scrape
+from doctor.probes.transport import ssl_context
+from doctor.vllm_metrics.window import parse_scrape
+
+#: A vLLM exposition is ~50 KB per engine; anything past this is not one worth keeping.
+MAX_BODY_BYTES = 32 * 1024 * 1024
+#: What a failed scrape keeps of its body (an HTML error page says who answered).
+ERROR_BODY_CHARS = 2048
+
+
+class DeadlineExceeded(Exception):
+    """The whole request (connect, headers, body) took longer than its deadline."""
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+def http_client(headers: Mapping[str, str] | None, verify: bool | str, timeout_s: float) -> httpx.Client:
+    """The client of the /metrics and Prometheus probes; ``OSError`` / ``ssl.SSLError`` for a bad CA path.
+
+    Redirects are followed: several vLLM versions mount /metrics so that it answers 307 -> /metrics/.
+    ``trust_env=False``, as for the stream probe: a probe reaches the URL it was given, not a proxy
+    from the environment.
+    """
+    return httpx.Client(
+        headers=dict(headers or {}), verify=ssl_context(verify), timeout=timeout_s,
+        follow_redirects=True, trust_env=False,
+    )
+
+
+def bounded_get(
+    client: httpx.Client,
+    url: str,
+    *,
+    deadline_s: float,
+    params: Mapping[str, str] | None = None,
+    max_bytes: int = MAX_BODY_BYTES,
+) -> tuple[httpx.Response, str]:
+    """GET ``url`` with a deadline on the *whole* exchange, not only on each socket read.
+
+    httpx's timeouts bound every connect and every read, so a server that drips one byte per
+    second would never time out; the body is therefore read in chunks against a monotonic
+    deadline.
+    """
+    end = time.monotonic() + deadline_s
+    with client.stream("GET", url, params=params) as response:
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > max_bytes:
+                raise BodyTooLarge(f"body larger than {max_bytes // (1024 * 1024)} MiB")
+            chunks.append(chunk)
+            if time.monotonic() > end:
+                raise DeadlineExceeded(f"no complete answer within {deadline_s:g} s")
+    text = b"".join(chunks).decode(response.charset_encoding or "utf-8", errors="replace")
+    return response, text
+
+
+def without_credentials(url: str) -> str:
+    """``http://user:pass@host/metrics`` -> ``http://host/metrics``: what evidence and messages keep."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def error_kind(exc: BaseException) -> str:
+    """The stable ``EvidenceError.kind`` for a transport failure, from the exception's cause chain."""
+    if isinstance(exc, (httpx.TimeoutException, DeadlineExceeded)):
+        return "timeout"
+    if isinstance(exc, BodyTooLarge):
+        return "malformed"
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, socket.gaierror):
+            return "dns"
+        if isinstance(cause, ssl.SSLError):
+            return "tls"
+        cause = cause.__cause__ or cause.__context__
+    return "connect"
+
+
+class Scraper:
+    """GETs one /metrics URL on demand and, inside ``during()``, every ``interval_s`` seconds."""
+
+    def __init__(
+        self,
+        url: str,
+        clock: Clock,
+        *,
+        interval_s: float = 1.0,
+        headers: Mapping[str, str] | None = None,
+        verify: bool | str = True,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.url = without_credentials(url)  # what the bundle and messages show
+        self._fetch_url = url
+        self.clock = clock
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self._client: httpx.Client | None = None
+        self._setup_error: str | None = None
+        try:
+            self._client = http_client(headers, verify, timeout_s)
+        except (OSError, ssl.SSLError) as exc:  # every scrape reports it; the run goes on
+            self._setup_error = f"cannot use the CA certificates {verify}: {exc}"
+        self._lock = threading.Lock()
+        self._scrapes: list[Scrape] = []
+        self._failures: list[tuple[str, str]] = []  # (kind, message) per failed scrape
+
+    def scrape(self, phase: str) -> None:
+        """One GET, stored as a ``Scrape``; a failure is stored with its reason, never raised."""
+        t = self.clock.now()
+        scrape = Scrape(phase=phase, t=t, wall=self.clock.t0_wall + t)
+        if self._client is None:
+            kind, scrape.error = "tls", self._setup_error
+        else:
+            kind = self._fill(scrape, self._client)
+        with self._lock:
+            self._scrapes.append(scrape)
+            if kind is not None:
+                self._failures.append((kind, f"{phase} scrape: {scrape.error}"))
+
+    def _fill(self, scrape: Scrape, client: httpx.Client) -> str | None:
+        """GET into ``scrape``; the ``EvidenceError.kind`` when it is unusable, else ``None``."""
+        try:
+            response, text = bounded_get(client, self._fetch_url, deadline_s=self.timeout_s)
+        except (httpx.HTTPError, DeadlineExceeded, BodyTooLarge, OSError) as exc:
+            scrape.error = f"GET {self.url} failed: {str(exc) or type(exc).__name__}"
+            return error_kind(exc)
+        scrape.status = response.status_code
+        scrape.content_type = response.headers.get("content-type")
+        scrape.text = text
+        reason = parse_scrape(scrape)[1]
+        if reason is None:
+            return None
+        scrape.error = reason
+        scrape.text = text[:ERROR_BODY_CHARS]
+        return "http-status" if response.status_code != 200 else "malformed"
+
+    @contextmanager
+    def during(self) -> Iterator[Scraper]:
+        """Scrape every ``interval_s`` in a background thread while the block runs."""
+        if self.interval_s <= 0:
+            yield self
+            return
+        stop = threading.Event()
+
+        def loop() -> None:
+            start = time.monotonic()
+            beats = 0
+            # A fixed schedule (not "sleep after each scrape") keeps the interval honest
+            # when scrapes are slow.
+            while True:
+                beats += 1
+                if stop.wait(max(0.0, start + beats * self.interval_s - time.monotonic())):
+                    return
+                try:
+                    self.scrape("during")
+                except Exception as exc:  # a bug here must cost one sample, not the probe
+                    with self._lock:
+                        self._failures.append(("internal", f"during scrape: {type(exc).__name__}: {exc}"))
+
+        thread = threading.Thread(target=loop, name="llm-doctor-metrics", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join(self.timeout_s + 1.0)
+
+    def result(self) -> tuple[MetricsEvidence, list[EvidenceError]]:
+        """The scrapes so far and one error per distinct failure; closes the HTTP client."""
+        if self._client is not None:
+            self._client.close()
+        with self._lock:
+            scrapes = sorted(self._scrapes, key=lambda s: s.t)
+            failures = Counter(self._failures)
+        usable = sum(1 for s in scrapes if s.error is None)
+        errors = [
+            EvidenceError(
+                source="metrics",
+                target=self.url,
+                action="GET /metrics",
+                kind=kind,
+                message=message if n == 1 else f"{message} ({n} scrapes)",
+                fatal=usable < 2,
+            )
+            for (kind, message), n in failures.items()
+        ]
+        return MetricsEvidence(url=self.url, scrapes=scrapes, interval_s=self.interval_s), errors

@@ -1,0 +1,79 @@
+"""The ``metrics_window`` view: what /metrics (or Prometheus history) says happened in a window.
+
+Defined here, next to the code that computes it, and re-exported by
+``doctor.derive.metrics_window`` where checks find it. A quantity whose family was absent is
+``None`` and named in ``missing``; it is never 0, because "vLLM did not say" and "vLLM said
+nothing happened" lead to different diagnoses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class GaugeWindow:
+    """A gauge over the window: min / max of the samples, and the samples for charts."""
+
+    min: float | None = None
+    max: float | None = None
+    last: float | None = None
+    samples: list[list[float]] = field(default_factory=list)  # [t, value] pairs
+
+
+@dataclass
+class HistogramWindow:
+    """Server-side latency histogram delta over the window."""
+
+    count: float = 0.0
+    sum: float = 0.0
+    mean: float | None = None  # sum / count deltas, seconds
+    p50_le: float | None = None  # quantiles from buckets are upper bounds: "<= bucket bound"
+    p90_le: float | None = None
+    p99_le: float | None = None
+    metric: str | None = None  # the vLLM name it was read from, e.g. "vllm:inter_token_latency_seconds"
+    buckets: list[list[float]] = field(default_factory=list)  # [le, cumulative count delta], finite bounds
+
+
+@dataclass
+class EngineWindow:
+    """The same quantities for one ``engine`` / ``model_name`` label set."""
+
+    engine: str
+    model_name: str | None = None
+    preemptions: float | None = None
+    requests_finished: float | None = None
+    ttft: HistogramWindow | None = None
+    queue: HistogramWindow | None = None
+    kv_usage: GaugeWindow | None = None
+    running: GaugeWindow | None = None
+    waiting: GaugeWindow | None = None
+
+
+@dataclass
+class MetricsWindow:
+    source: str = "scrape"  # "scrape" | "prometheus"
+    window_s: float | None = None
+    preemptions: float | None = None  # None = the family was missing, never 0
+    finished_by_reason: dict[str, float] = field(default_factory=dict)
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    prefix_cache_hits: float | None = None
+    prefix_cache_queries: float | None = None
+    ttft: HistogramWindow | None = None
+    queue: HistogramWindow | None = None
+    prefill: HistogramWindow | None = None
+    decode: HistogramWindow | None = None
+    itl: HistogramWindow | None = None
+    e2e: HistogramWindow | None = None
+    kv_usage: GaugeWindow | None = None  # fraction 0..1; across engines, the fullest one
+    running: GaugeWindow | None = None
+    waiting: GaugeWindow | None = None
+    engines: dict[str, EngineWindow] = field(default_factory=dict)
+    # Field names of the quantities whose family was absent or declared with no sample
+    # ("preemptions", "finished_by_reason", "ttft", "kv_usage", ...).
+    missing: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # counter resets, renamed metrics chosen, scrapes skipped
+    metric_names: dict[str, str] = field(default_factory=dict)  # field -> vLLM metric name read
+    scrapes_used: int | None = None  # usable scrapes (source "scrape")

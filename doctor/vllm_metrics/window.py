@@ -1,0 +1,167 @@
+"""Window deltas and gauge ranges from raw /metrics scrapes taken around the stream probe.
+
+Counters and histogram parts are summed step by step over *every* usable scrape, the way
+Prometheus's ``increase`` does, so an engine restart between two background scrapes is a
+reset that clamps (the value after it counts from zero) rather than a negative delta.
+Gauges keep every scrape: the before/after pair alone would miss a KV cache that filled up
+and drained while the probe ran.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from doctor.evidence import Scrape
+from doctor.vllm_metrics.names import FAMILIES, FAMILY_BY_KEY, ExpositionError, Sample, parse_exposition
+from doctor.vllm_metrics.readings import EngineKey, GaugeSeries, HistogramDelta, NoWindow, Readings, assemble
+from doctor.vllm_metrics.views import MetricsWindow
+
+
+@dataclass
+class ParsedScrape:
+    t: float
+    samples: list[Sample]
+
+
+def parse_scrape(scrape: Scrape) -> tuple[ParsedScrape | None, str | None]:
+    """The scrape's samples, or the reason it is unusable (an HTML page, garbage, no vllm: metric)."""
+    if scrape.error:
+        return None, scrape.error
+    if scrape.status is not None and scrape.status != 200:
+        return None, f"/metrics answered HTTP {scrape.status}"
+    body = scrape.text.lstrip()
+    if "html" in (scrape.content_type or "").lower() or body[:1] == "<":
+        return None, "/metrics returned an HTML page, not Prometheus text (a proxy or error page?)"
+    if not body:
+        return None, "/metrics returned an empty body"
+    try:
+        samples, saw_vllm = parse_exposition(scrape.text)
+    except ExpositionError as exc:
+        return None, f"/metrics {exc}"
+    if not saw_vllm:
+        return None, "/metrics has no vllm: metric (is the URL a vLLM server?)"
+    return ParsedScrape(scrape.t, samples), None
+
+
+def window_from_scrapes(scrapes: Sequence[Scrape]) -> MetricsWindow:
+    """The window between the first and the last usable scrape; ``NoWindow`` when there are < 2."""
+    parsed: list[ParsedScrape] = []
+    skipped: list[str] = []
+    for scrape in sorted(scrapes, key=lambda s: s.t):
+        result, reason = parse_scrape(scrape)
+        if result is None:
+            skipped.append(f"{scrape.phase} scrape at t={scrape.t:+.1f}s: {reason}")
+        else:
+            parsed.append(result)
+    if len(parsed) < 2:
+        what = "no /metrics scrape succeeded" if not parsed else "only one /metrics scrape succeeded"
+        raise NoWindow("; ".join([what, *skipped]))
+
+    readings = Readings(notes=[f"skipped {s}" for s in skipped])
+    _choose_metric_names(parsed, readings)
+    _add_deltas(parsed, readings)
+    _add_gauges(parsed, readings)
+    window = assemble(readings, source="scrape", window_s=parsed[-1].t - parsed[0].t)
+    window.scrapes_used = len(parsed)
+    return window
+
+
+def _add_deltas(parsed: Sequence[ParsedScrape], readings: Readings) -> None:
+    """Counter and histogram increases of the chosen names, per engine."""
+    series_values = _series_values(parsed, set(readings.metric_names.items()))
+    for family_key, per_series in _deltas(series_values, readings.notes).items():
+        if FAMILY_BY_KEY[family_key].kind == "counter":
+            counters = readings.counters.setdefault(family_key, {})
+            for sample, delta in per_series:
+                subs = counters.setdefault((sample.engine, sample.model), {})
+                subs[sample.sub] = subs.get(sample.sub, 0.0) + delta
+            continue
+        hists = readings.histograms.setdefault(family_key, {})
+        for sample, delta in per_series:
+            h = hists.setdefault((sample.engine, sample.model), HistogramDelta())
+            if sample.part == "count":
+                h.count += delta
+            elif sample.part == "sum":
+                h.sum += delta
+            elif sample.le is not None:
+                h.buckets[sample.le] = h.buckets.get(sample.le, 0.0) + delta
+
+
+def _add_gauges(parsed: Sequence[ParsedScrape], readings: Readings) -> None:
+    """Every scrape's value of each chosen gauge, per engine."""
+    for family in FAMILIES:
+        metric = readings.metric_names.get(family.key)
+        if family.kind != "gauge" or metric is None:
+            continue
+        per_engine: dict[EngineKey, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+        for p in parsed:
+            for s in p.samples:
+                if s.family == family.key and s.metric == metric:
+                    per_engine[(s.engine, s.model)][p.t] += s.value
+        readings.gauges[family.key] = {
+            key: GaugeSeries(samples=sorted(by_t.items())) for key, by_t in per_engine.items()
+        }
+
+
+def _choose_metric_names(parsed: Sequence[ParsedScrape], readings: Readings) -> None:
+    """Per family, the newest vLLM name that has samples; note when an older one coexists."""
+    seen: dict[str, set[str]] = defaultdict(set)
+    for p in parsed:
+        for s in p.samples:
+            seen[s.family].add(s.metric)
+    for family in FAMILIES:
+        present = [name for name in family.names if name in seen[family.key]]
+        if not present:
+            continue
+        readings.metric_names[family.key] = present[0]
+        if len(present) > 1:
+            readings.notes.append(
+                f"{family.key}: both {' and '.join(present)} are exposed (rename window); read {present[0]}"
+            )
+
+
+def _series_values(
+    parsed: Sequence[ParsedScrape], chosen: set[tuple[str, str]]
+) -> dict[tuple[object, ...], tuple[Sample, list[float | None]]]:
+    """Each counter-like series (counter, bucket, sum, count) -> its value in each scrape (None: absent)."""
+    out: dict[tuple[object, ...], tuple[Sample, list[float | None]]] = {}
+    for i, p in enumerate(parsed):
+        for s in p.samples:
+            if FAMILY_BY_KEY[s.family].kind == "gauge" or (s.family, s.metric) not in chosen:
+                continue
+            entry = out.get(s.series)
+            if entry is None:
+                entry = out[s.series] = (s, [None] * len(parsed))
+            values = entry[1]
+            values[i] = (values[i] or 0.0) + s.value
+    return out
+
+
+def _deltas(
+    series_values: dict[tuple[object, ...], tuple[Sample, list[float | None]]], notes: list[str]
+) -> dict[str, list[tuple[Sample, float]]]:
+    """Family -> [(series, increase over the window)], clamping counter resets."""
+    out: dict[str, list[tuple[Sample, float]]] = defaultdict(list)
+    reset_families: set[str] = set()
+    for sample, values in series_values.values():
+        total = 0.0
+        previous: float | None = None
+        for i, value in enumerate(values):
+            if value is None:
+                continue
+            if previous is None:
+                # A series born after the first scrape started at zero within the window
+                # (V0 creates labelled series lazily, e.g. the first "abort").
+                total += value if i > 0 else 0.0
+            elif value < previous:
+                total += value  # reset: the engine restarted and counts from zero again
+                reset_families.add(sample.family)
+            else:
+                total += value - previous
+            previous = value
+        out[sample.family].append((sample, total))
+    for family in sorted(reset_families):
+        notes.append(f"{family}: a counter went down during the window (engine restart?); counted from zero after it")
+    return out

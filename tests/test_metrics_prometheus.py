@@ -1,0 +1,176 @@
+"""Prometheus history mode against a real Prometheus (Debian package ``prometheus``) scraping a
+local vLLM-shaped exporter, and against answers recorded from that same setup.
+
+The exporter advances by a known amount on every scrape (``tests.support.vllm_exporter.TICK``),
+so ``increase`` results are asserted as ratios (Prometheus extrapolates to the window edges, by
+the same factor for every series of one scrape), never as absolute counts or times.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from doctor.derive.metrics_window import MetricsWindow, derive_metrics_window
+from doctor.derive.missing import Missing
+from doctor.evidence import Bundle, MetricsEvidence, PrometheusEvidence, Scrape
+from doctor.probes.prometheus import query_history
+from doctor.serial import load
+from tests.support.vllm_exporter import TICK, Exporter
+
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "prometheus-2.42-ticking-two-engines.json"
+SCRAPES_WANTED = 6
+STARTUP_DEADLINE_S = 90.0  # generous: only a broken setup should reach it
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, what: str, deadline_s: float = STARTUP_DEADLINE_S) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            if predicate():
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"{what} not reached within {deadline_s:g} s")
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory) -> Iterator[str]:
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.skip("prometheus binary not found; install the Debian package `prometheus`")
+    workdir = tmp_path_factory.mktemp("prometheus")
+    with Exporter(ticking=True) as exporter:
+        target = exporter.url.split("//", 1)[1].split("/", 1)[0]
+        config = workdir / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            f"scrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: ['{target}']\n"
+        )
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        proc = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        try:
+            wait_for(lambda: httpx.get(f"{url}/-/ready", timeout=2).status_code == 200, "Prometheus ready")
+
+            def scraped_enough() -> bool:
+                answer = httpx.get(f"{url}/api/v1/query", params={"query": "count_over_time(up[5m])"}, timeout=2).json()
+                rows = answer["data"]["result"]
+                return bool(rows) and float(rows[0]["value"][1]) >= SCRAPES_WANTED
+
+            wait_for(scraped_enough, f"{SCRAPES_WANTED} scrapes of the exporter")
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def assert_ticking_window(w: MetricsWindow) -> None:
+    """What any window over the ticking exporter must show, whatever the number of scrapes."""
+    assert w.source == "prometheus"
+    x = w.engines["0"].preemptions
+    assert x > 0 and w.engines["1"].preemptions == pytest.approx(x)
+    assert w.preemptions == pytest.approx(2 * x)
+    assert w.generation_tokens == pytest.approx(TICK["generation_tokens"] * 2 * x)
+    assert w.prompt_tokens == pytest.approx(TICK["prompt_tokens"] * 2 * x)
+    assert w.finished_by_reason == {"length": pytest.approx(TICK["length"] * 2 * x), "stop": 0.0}
+    assert w.ttft.count == pytest.approx(TICK["ttft_count"] * 2 * x)
+    assert w.ttft.mean == pytest.approx(TICK["ttft_sum"] / TICK["ttft_count"])
+    assert (w.ttft.p50_le, w.ttft.p99_le) == (0.25, 0.25)
+    # KV: engine 0 cycles 0.1 .. 0.9, engine 1 is half of it; across engines, the fullest.
+    assert (w.kv_usage.min, w.kv_usage.max) == (0.1, 0.9)
+    assert w.engines["1"].kv_usage.max == 0.45
+    assert w.running.max == 6.0 and w.engines["0"].running.max == 3.0  # sum of engines at one instant
+    assert w.kv_usage.samples and all(-1e-6 <= t <= w.window_s + 1e-6 for t, _ in w.kv_usage.samples)
+    assert w.metric_names["kv_usage"] == "vllm:kv_cache_usage_perc"
+    # Absent families and the declared-but-never-sampled waiting gauge are missing, not 0.
+    assert {"waiting", "itl", "queue", "prefix_cache_hits"} <= set(w.missing)
+    assert w.waiting is None and w.itl is None
+
+
+@pytest.mark.slow
+@pytest.mark.prometheus
+@pytest.mark.parametrize("selector", ['{job="vllm"}', 'job="vllm"', ""])
+def test_history_from_a_real_prometheus(prometheus, selector):
+    evidence, errors = query_history(prometheus, since_s=300, selector=selector, timeout_s=10)
+    assert errors == []
+    assert all(q.error is None and json.loads(q.response)["status"] == "success" for q in evidence.queries)
+    assert_ticking_window(derive_metrics_window(Bundle(prometheus=evidence)))
+
+
+@pytest.mark.slow
+@pytest.mark.prometheus
+def test_selector_that_matches_nothing_is_missing(prometheus):
+    evidence, errors = query_history(prometheus, since_s=300, selector='job="not-vllm"')
+    assert errors == []
+    with pytest.raises(Missing, match='no vllm: series matched job="not-vllm"'):
+        derive_metrics_window(Bundle(prometheus=evidence))
+
+
+@pytest.mark.slow
+@pytest.mark.prometheus
+def test_invalid_selector_stops_at_the_first_query(prometheus):
+    evidence, errors = query_history(prometheus, since_s=300, selector='{job=~"("}')
+    assert len(evidence.queries) == 1 and len(errors) == 1
+    assert errors[0].fatal and errors[0].kind == "http-status" and "bad_data" in errors[0].message
+
+
+def test_recorded_answers_of_a_real_prometheus():
+    # Recorded by test_history_from_a_real_prometheus's setup (see fixtures/PROVENANCE.md).
+    evidence = load(PrometheusEvidence, json.loads(RECORDED.read_text()))
+    assert_ticking_window(derive_metrics_window(Bundle(prometheus=evidence)))
+
+
+def test_unreachable_prometheus_is_one_fatal_error():
+    port = free_port()  # nothing listens there
+    evidence, errors = query_history(f"http://127.0.0.1:{port}", since_s=900, timeout_s=2)
+    assert len(evidence.queries) == 1 and len(errors) == 1
+    assert errors[0].source == "prometheus" and errors[0].kind == "connect" and errors[0].fatal
+    with pytest.raises(Missing, match="Prometheus answered no query"):
+        derive_metrics_window(Bundle(prometheus=evidence))
+
+
+def test_a_url_that_is_not_prometheus_is_one_fatal_error():
+    with Exporter() as ex:
+        ex.answer.body = "<html>login</html>"
+        ex.answer.content_type = "text/html"
+        _, errors = query_history(ex.url.removesuffix("/metrics"), since_s=60, timeout_s=2)
+    assert len(errors) == 1 and errors[0].kind == "malformed" and "not a Prometheus HTTP API" in errors[0].message
+
+
+def test_scrapes_preferred_then_history_as_fallback():
+    evidence = load(PrometheusEvidence, json.loads(RECORDED.read_text()))
+    one = MetricsEvidence(url="u", scrapes=[Scrape("before", 0.0, 0.0, error="GET u failed: timed out")])
+    w = derive_metrics_window(Bundle(metrics=one, prometheus=evidence))
+    assert w.source == "prometheus"
+    assert any("scrapes unusable" in n and "timed out" in n for n in w.notes)
+
+
+def test_a_prometheus_that_hangs_costs_two_deadlines_not_thirty():
+    with Exporter() as ex:
+        ex.answer.delay_s = 1.0
+        evidence, errors = query_history(ex.url.removesuffix("/metrics"), since_s=60, timeout_s=0.2)
+    assert len(evidence.queries) == 2 and [e.kind for e in errors] == ["timeout", "timeout"]
+    assert [e.fatal for e in errors] == [False, True]

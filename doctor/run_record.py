@@ -1,60 +1,162 @@
 """Complete the run record from what the probes learned (pure; the collector calls it last).
 
-Flags and the config file set provider, region and client location; the rest comes from the
-evidence: model and max_model_len from /v1/models, version and engine configuration from the
-log (else /version), GPU model, count and interconnect from NVML, CPU topology from psutil.
+Flags and the config file set provider, region and client location (the collector copies
+them before the probes run); the rest comes from the evidence, the most direct source first:
+
+- shape (route, prompt and output tokens, concurrency, requests, warm-up, arrivals): what the
+  stream probe recorded it sent, the prompt length measured by the server's usage trailer;
+- model, served name and revision: the startup log (``--revision`` among its non-default args),
+  else ``/v1/models`` (``root`` is the path or Hugging Face id, ``id`` the served name); a
+  revision also from a Hugging Face snapshot path;
+- vLLM version and engine configuration: the startup log, else ``/version`` and ``/v1/models``;
+- GPU model, count and interconnect: NVML; CPU model and topology: psutil.
+
+Scheduled runs are compared only when these agree, so a field nobody learned stays ``None``
+rather than taking a default that would make unlike runs look alike.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+import statistics
+from typing import TYPE_CHECKING, Any
 
-from doctor.derive.log_facts import derive_log_facts
+from doctor.derive.log_facts import LogFacts, derive_log_facts
 from doctor.derive.missing import Missing
-from doctor.evidence import Bundle
+from doctor.evidence import Bundle, ModelInfo, RunRecord
 
 if TYPE_CHECKING:
     from doctor.collect import CollectConfig
 
+#: Log facts that name the run rather than configure the engine.
+_IDENTITY_FACTS = frozenset(
+    {"vllm_version", "engine_generation", "model", "served_model_name", "revision", "model_revision"}
+)
+#: ``.../models--org--name/snapshots/<commit>/``: the Hugging Face cache names the revision served.
+_HF_SNAPSHOT = re.compile(r"/snapshots/([0-9a-f]{40})(?:/|$)")
+
 
 def complete_run_record(bundle: Bundle, config: CollectConfig) -> None:
     run = bundle.run
-    run.route = config.route
-    run.prompt_tokens = config.prompt_tokens if config.payload is None else None
-    run.max_tokens = config.max_tokens
-    run.concurrency = config.concurrency
-    run.requests_per_path = config.requests
-    run.warmup_per_path = config.warmup
-    run.arrival = f"poisson:{config.rate}/s" if config.rate else "closed-loop"
     run.metrics_url = config.resolved_metrics_url() if config.metrics else None
+    _shape(run, bundle, config)
+    _engine(run, bundle, config)
+    _machine(run, bundle)
+
+
+def _shape(run: RunRecord, bundle: Bundle, config: CollectConfig) -> None:
+    """The load the probe sent; left empty when no request was sent (log-only or engine-only runs)."""
+    if not (config.stream and config.targets()) and bundle.stream is None:
+        return
+    shape = bundle.stream.shape if bundle.stream is not None else None
+    run.route = shape.route if shape else config.route
+    run.concurrency = shape.concurrency if shape else config.concurrency
+    run.requests_per_path = shape.requests if shape else config.requests
+    run.warmup_per_path = shape.warmup if shape else config.warmup
+    rate = shape.rate if shape else config.rate
+    run.arrival = f"poisson:{rate:g}/s" if rate else "closed-loop"
+    if config.payload is not None:  # the application's own body decides the shape
+        run.max_tokens = _first_int(config.payload, "max_tokens", "max_completion_tokens", "max_output_tokens")
+        run.prompt_tokens = _measured_prompt_tokens(bundle)
+    else:
+        run.max_tokens = shape.max_tokens if shape and shape.max_tokens is not None else config.max_tokens
+        run.prompt_tokens = _measured_prompt_tokens(bundle) or config.prompt_tokens
+
+
+def _measured_prompt_tokens(bundle: Bundle) -> int | None:
+    """The median prompt length the server counted (usage trailer) over measured requests."""
+    if bundle.stream is None:
+        return None
+    counts = [r.prompt_tokens for r in bundle.stream.requests if not r.warmup and r.prompt_tokens is not None]
+    return int(statistics.median(counts)) if counts else None
+
+
+def _engine(run: RunRecord, bundle: Bundle, config: CollectConfig) -> None:
+    model = _probed_model(bundle, config.model)
+    listed = bundle.endpoints.endpoints if bundle.endpoints else []
+    engine_version = next((ep.version for ep in listed if ep.role == "engine" and ep.version), None)
+    run.vllm_version = run.vllm_version or engine_version
+    if model is not None:
+        run.served_model_name = run.served_model_name or model.id
+        run.model = run.model or model.root or model.id
+        if model.max_model_len is not None:
+            run.engine_config.setdefault("max_model_len", model.max_model_len)
     run.model = run.model or config.model
-    if bundle.endpoints:
-        for ep in bundle.endpoints.endpoints:
-            run.vllm_version = run.vllm_version or (ep.version if ep.role == "engine" else None)
-            for m in ep.models:
-                run.served_model_name = run.served_model_name or m.id
-                run.model = run.model or m.root or m.id
-                if m.max_model_len is not None:
-                    run.engine_config.setdefault("max_model_len", m.max_model_len)
-    try:
-        facts = derive_log_facts(bundle)
-    except Missing:
-        facts = None
+    facts = _log_facts(bundle)
     if facts is not None:
-        run.vllm_version = facts.value("vllm_version", run.vllm_version)
-        run.engine_generation = facts.value("engine_generation", run.engine_generation)
-        run.model = facts.value("model", run.model)
+        run.vllm_version = facts.value("vllm_version") or run.vllm_version
+        run.engine_generation = facts.value("engine_generation") or run.engine_generation
+        run.model = facts.value("model") or run.model
+        run.served_model_name = facts.value("served_model_name") or run.served_model_name
+        non_default = facts.value("non_default_args")
+        run.model_revision = (
+            _known(facts.value("revision"))
+            or _known(facts.value("model_revision"))
+            or (_known(non_default.get("revision")) if isinstance(non_default, dict) else None)
+        )
         for key, fact in facts.facts.items():
-            if key not in ("vllm_version", "engine_generation", "model"):
+            if key not in _IDENTITY_FACTS:
                 run.engine_config[key] = fact.value
-    if bundle.gpu and bundle.gpu.available and bundle.gpu.devices:
-        run.gpu_model = bundle.gpu.devices[0].name
-        run.gpu_count = len(bundle.gpu.devices)
-        if len(bundle.gpu.devices) > 1:
-            run.gpu_interconnect = "nvlink" if any(link.active for link in bundle.gpu.nvlinks) else "pcie"
-    if bundle.host:
-        run.cpu_model = bundle.host.cpu_model
-        if bundle.host.cpu_count_logical:
-            run.cpu_topology = (
-                f"{bundle.host.cpu_count_physical or '?'} cores, {bundle.host.cpu_count_logical} threads"
-            )
+    if run.model_revision is None:
+        for source in (run.model, model.root if model else None):
+            match = _HF_SNAPSHOT.search(source or "")
+            if match:
+                run.model_revision = match.group(1)
+                break
+
+
+def _probed_model(bundle: Bundle, wanted: str | None) -> ModelInfo | None:
+    """The ``/v1/models`` entry the probe used (the engine's listing first), else the first listed."""
+    if bundle.endpoints is None:
+        return None
+    listed = [m for ep in sorted(bundle.endpoints.endpoints, key=lambda e: e.role != "engine") for m in ep.models]
+    return next((m for m in listed if m.id == wanted), listed[0] if listed else None)
+
+
+def _log_facts(bundle: Bundle) -> LogFacts | None:
+    try:
+        return derive_log_facts(bundle)
+    except Missing:
+        return None
+
+
+def _machine(run: RunRecord, bundle: Bundle) -> None:
+    gpu = bundle.gpu
+    if gpu is not None and gpu.available and gpu.devices:
+        names = list(dict.fromkeys(d.name for d in gpu.devices if d.name))
+        run.gpu_model = ", ".join(names) or None
+        run.gpu_count = len(gpu.devices)
+        if len(gpu.devices) > 1:
+            if any(link.active for link in gpu.nvlinks):
+                run.gpu_interconnect = "nvlink"
+            elif gpu.topology:
+                run.gpu_interconnect = "pcie"
+    host = bundle.host
+    if host is not None:
+        run.cpu_model = host.cpu_model
+        run.cpu_topology = _cpu_topology(host.cpu_sockets, host.cpu_count_physical, host.cpu_count_logical)
+
+
+def _cpu_topology(sockets: int | None, cores: int | None, threads: int | None) -> str | None:
+    """``2 sockets x 32 cores, 128 threads``; what is unknown is left out."""
+    if not threads:
+        return None
+    if cores and sockets:
+        plural = "s" if sockets > 1 else ""
+        return f"{sockets} socket{plural} x {cores // sockets} cores, {threads} threads"
+    if cores:
+        return f"{cores} cores, {threads} threads"
+    return f"{threads} threads"
+
+
+def _first_int(payload: dict[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = payload.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _known(value: Any) -> str | None:
+    """A logged value, or ``None`` for the ``None`` vLLM prints when the option is unset."""
+    return None if value in (None, "None", "") else str(value)

@@ -76,6 +76,7 @@ class HostEvidence:
     cpu_model: str | None = None
     cpu_count_logical: int | None = None
     cpu_count_physical: int | None = None
+    cpu_sockets: int | None = None  # CPU packages, for the run record's topology
     cpu_percent: float | None = None
     load_avg: list[float] = field(default_factory=list)
     memory_total_bytes: int | None = None

@@ -30,9 +30,13 @@ class HttpOptions:
 
 
 def join_url(base: str, path: str) -> str:
-    """``http://h:8000`` or ``http://h:8000/v1`` + ``/v1/models`` -> ``http://h:8000/v1/models``."""
+    """``http://h:8000`` or ``http://h:8000/v1`` + ``/v1/models`` -> ``http://h:8000/v1/models``.
+
+    A trailing ``/v1`` is the OpenAI API prefix, not the server root: vLLM serves ``/version``,
+    ``/health`` and ``/metrics`` beside it, so ``http://h:8000/v1`` + ``/health`` is ``http://h:8000/health``.
+    """
     parts = urlsplit(base)
     root = parts.path.rstrip("/")
-    if root.endswith("/v1") and path.startswith("/v1/"):
+    if root.endswith("/v1"):
         root = root[: -len("/v1")]
     return urlunsplit((parts.scheme, parts.netloc, root + path, "", ""))

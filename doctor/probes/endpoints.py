@@ -1,0 +1,207 @@
+"""What the engine and the gateway say about themselves: ``/version``, ``/v1/models``, ``/health``.
+
+Three cheap GETs per target, each under its own deadline. ``/v1/models`` names the model and,
+on vLLM, its ``max_model_len``; ``/version`` the vLLM version; ``/health`` whether the engine
+loop is alive. The gateway's answer to the same calls shows what it puts on the wire
+(``Server``, ``Via``, ``Content-Encoding``, ``X-Accel-Buffering``, HTTP version).
+
+No completion is sent here: a streamed request costs engine work and needs a model, and the
+stream probe already records the headers of every streamed answer (``RequestTrace.headers``),
+which is where buffering and compression headers differ from a JSON answer. So the headers
+kept here are those of the ``/v1/models`` answer (else ``/version``), as the gateway routes it.
+
+The HTTP version is the one httpx negotiated: HTTP/1.1, as the stream probe speaks it (a
+gateway that offers HTTP/2 to browsers still answers us in HTTP/1.1).
+
+A target that cannot be reached at all (refused, DNS, TLS, timeout) is tried once, not three
+times: the on-call engineer should not wait three deadlines to learn the same thing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import ssl
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from doctor.evidence import Endpoint, EndpointsEvidence, EvidenceError, ModelInfo
+from doctor.probes.http import HttpOptions, join_url
+from doctor.probes.metrics import BodyTooLarge, DeadlineExceeded, bounded_get, error_kind
+from doctor.probes.transport import ssl_context
+
+SOURCE = "endpoints"
+
+#: Response headers that decide how a stream travels, in the spelling the report shows.
+HEADERS_THAT_MATTER = (
+    "Server",
+    "Content-Type",
+    "Content-Encoding",
+    "Transfer-Encoding",
+    "X-Accel-Buffering",
+    "Via",
+)
+
+#: An answer to these GETs is a few KiB; a larger one is not the API we are looking for.
+MAX_BODY_BYTES = 1 << 20
+
+_ROLES = {"direct": "engine", "gateway": "gateway"}
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+#: Failure kinds after which the target's remaining calls would only fail the same way.
+_UNREACHABLE = frozenset({"connect", "dns", "tls", "timeout"})
+#: How each failure kind reads to the user; ``{}`` is the transport's own words.
+_REASONS = {
+    "timeout": "no complete answer within {t:g} s",
+    "dns": "the host name does not resolve ({})",
+    "tls": "TLS handshake failed ({}); --ca-cert or --insecure may help",
+    "connect": "cannot connect ({})",
+}
+
+
+@dataclass
+class _Answer:
+    status: int
+    http_version: str
+    headers: httpx.Headers
+    body: str
+
+
+class _Failure(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def collect_endpoints(targets: dict[str, str], http: HttpOptions) -> tuple[EndpointsEvidence, list[EvidenceError]]:
+    """Ask each target (``direct`` = the engine, ``gateway``) for its version, models and health.
+
+    Never raises for a failure of a target: each failed call is an ``EvidenceError``; the errors
+    are ``fatal`` only when no target answered anything.
+    """
+    evidence = EndpointsEvidence()
+    errors: list[EvidenceError] = []
+    try:
+        tls = ssl_context(http.verify)
+    except (OSError, ssl.SSLError) as exc:
+        message = f"cannot use the CA certificates {http.verify}: {exc}"
+        return evidence, [EvidenceError(SOURCE, url, "load CA certificates", "tls", message, fatal=True) for url in targets.values()]
+    answered = False
+    with httpx.Client(headers=http.request_headers(), verify=tls, timeout=http.timeout_s, follow_redirects=True) as client:
+        for name, base in targets.items():
+            endpoint, endpoint_errors, got_answer = _probe_target(client, _ROLES.get(name, name), base, http.timeout_s)
+            evidence.endpoints.append(endpoint)
+            errors.extend(endpoint_errors)
+            answered = answered or got_answer
+    if not answered:
+        for error in errors:
+            error.fatal = True
+    return evidence, errors
+
+
+def _probe_target(
+    client: httpx.Client, role: str, base: str, timeout_s: float
+) -> tuple[Endpoint, list[EvidenceError], bool]:
+    endpoint = Endpoint(role=role, url=base)
+    errors: list[EvidenceError] = []
+    answered = False
+    calls = (("/version", _read_version), ("/v1/models", _read_models), ("/health", _read_health))
+    for i, (path, read) in enumerate(calls):
+        url = join_url(base, path)
+        try:
+            answer = _get(client, url, timeout_s)
+        except _Failure as failure:
+            message = failure.message
+            skipped = [p for p, _ in calls[i + 1 :]]
+            if failure.kind in _UNREACHABLE and skipped:
+                message += f" ({', '.join(skipped)} not tried)"
+            errors.append(EvidenceError(SOURCE, url, f"GET {path}", failure.kind, message))
+            if failure.kind in _UNREACHABLE:
+                break
+            continue
+        answered = True
+        try:
+            read(endpoint, answer)
+            understood = True
+        except _Failure as failure:
+            errors.append(EvidenceError(SOURCE, url, f"GET {path}", failure.kind, failure.message))
+            understood = False
+        # The first answer's headers, replaced by those of a good /v1/models answer (the API route).
+        if endpoint.http_version is None or (understood and path == "/v1/models"):
+            endpoint.http_version = answer.http_version
+            endpoint.headers = _headers_that_matter(answer.headers)
+    return endpoint, errors, answered
+
+
+def _get(client: httpx.Client, url: str, timeout_s: float) -> _Answer:
+    """One GET, the whole exchange (not only each read) under ``timeout_s``, the body size bounded."""
+    try:
+        response, text = bounded_get(client, url, deadline_s=timeout_s, max_bytes=MAX_BODY_BYTES)
+    except (httpx.HTTPError, DeadlineExceeded, BodyTooLarge) as exc:
+        kind = error_kind(exc)
+        detail = str(exc) or type(exc).__name__
+        raise _Failure(kind, f"GET {url}: " + _REASONS.get(kind, "{}").format(detail, t=timeout_s)) from None
+    return _Answer(response.status_code, response.http_version, response.headers, text)
+
+
+def _headers_that_matter(headers: httpx.Headers) -> dict[str, str]:
+    return {name: headers[name] for name in HEADERS_THAT_MATTER if name in headers}
+
+
+def _json(answer: _Answer, path: str) -> Any:
+    """The answer's JSON document, or a ``_Failure`` that says what came instead."""
+    content_type = answer.headers.get("content-type", "")
+    if answer.status >= 400:
+        raise _Failure("http-status", f"GET {path} answered HTTP {answer.status}{_what(answer)}")
+    try:
+        return json.loads(answer.body)
+    except ValueError:
+        described = _what(answer) or f" ({len(answer.body)} characters of {content_type or 'unknown type'})"
+        raise _Failure("malformed", f"GET {path} answered HTTP {answer.status} but not JSON{described}") from None
+
+
+def _what(answer: _Answer) -> str:
+    """A few words about a non-JSON body: an HTML page's title, else its content type."""
+    content_type = answer.headers.get("content-type", "")
+    if "html" in content_type.lower() or answer.body.lstrip()[:1] == "<":
+        match = _TITLE.search(answer.body[:4096])
+        title = " ".join(match.group(1).split()) if match else ""
+        return f": an HTML page{f' titled {title!r}' if title else ''}"
+    return ""
+
+
+def _read_version(endpoint: Endpoint, answer: _Answer) -> None:
+    doc = _json(answer, "/version")
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if not isinstance(version, str):
+        raise _Failure("malformed", 'GET /version answered JSON without a "version" string')
+    endpoint.version = version
+
+
+def _read_models(endpoint: Endpoint, answer: _Answer) -> None:
+    doc = _json(answer, "/v1/models")
+    data = doc.get("data") if isinstance(doc, dict) else None
+    if not isinstance(data, list):
+        raise _Failure("malformed", 'GET /v1/models answered JSON without a "data" list')
+    for item in data:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            continue
+        root = item.get("root")
+        max_len = item.get("max_model_len")
+        endpoint.models.append(
+            ModelInfo(
+                id=item["id"],
+                root=root if isinstance(root, str) else None,
+                max_model_len=max_len if isinstance(max_len, int) and not isinstance(max_len, bool) else None,
+            )
+        )
+    if not endpoint.models:
+        raise _Failure("malformed", "GET /v1/models listed no model")
+
+
+def _read_health(endpoint: Endpoint, answer: _Answer) -> None:
+    endpoint.health_status = answer.status
+    if answer.status >= 400:
+        raise _Failure("http-status", f"GET /health answered HTTP {answer.status}{_what(answer)}")

@@ -19,8 +19,11 @@ _EMBED_RE = re.compile(
 )
 
 
-def dumps(bundle: Bundle) -> str:
-    return json.dumps(to_jsonable(bundle), indent=1, sort_keys=False, ensure_ascii=False)
+def dumps(bundle: Bundle, compact: bool = False) -> str:
+    """Indented for a bundle file people read with ``less`` and ``jq``; compact inside reports."""
+    if compact:
+        return json.dumps(to_jsonable(bundle), separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(to_jsonable(bundle), indent=1, ensure_ascii=False)
 
 
 def save(bundle: Bundle, path: Path) -> None:
@@ -37,7 +40,7 @@ def embed_json(bundle: Bundle) -> str:
     ``<``, ``>`` and ``&`` can only occur inside JSON strings, where ``\\u003c`` etc. are the
     same characters to a JSON parser but can never close the element or open a comment.
     """
-    text = dumps(bundle)
+    text = dumps(bundle, compact=True)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

@@ -3,7 +3,8 @@
 - ``json_doc``  the versioned JSON document (schema in ``schema/report.schema.json``);
 - ``html_page`` one self-contained HTML file, the bundle embedded for ``analyze report.html``;
 - ``markdown``  a short summary to paste into a ticket or chat;
-- ``terminal``  the rich summary printed by the CLI.
+- ``terminal``  the rich summary printed by the CLI;
+- ``charts``    the inline SVG charts of the HTML page; ``summary`` what all of them word alike.
 """
 
 from __future__ import annotations

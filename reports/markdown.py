@@ -1,31 +1,71 @@
-"""A short Markdown summary for pasting into a ticket or a chat thread."""
+"""A short Markdown summary for pasting into a ticket or a chat thread.
+
+Issue trackers and chat tools render inline HTML and links in Markdown, so every value that
+came from the target or its logs is escaped (``md``): ``<``, ``>`` and ``&`` become entities,
+brackets and pipes are backslash-escaped, newlines are flattened. Code spans the checks write
+(`proxy_buffering off;`) are kept: inside a code span nothing is interpreted.
+"""
 
 from __future__ import annotations
 
+import re
+
 from doctor.model import Report
+from reports.summary import HEADLINES, fmt_evidence, key_numbers, passed_count, strip_controls, view
+
+_SPECIAL = str.maketrans({"<": "&lt;", ">": "&gt;", "&": "&amp;", "|": "\\|", "[": "\\[", "]": "\\]",
+                          "\\": "\\\\", "\n": " ", "\r": " "})
+_CODE_SPAN = re.compile(r"(`[^`\n]+`)")
 
 
-def _cell(text: object) -> str:
-    """Markdown table cells cannot hold pipes or newlines."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def md(text: object) -> str:
+    """Escape text for Markdown prose or a table cell, keeping its `code spans` intact."""
+    parts = _CODE_SPAN.split(strip_controls(str(text)))
+    return "".join(p.replace("\n", " ").replace("|", "\\|") if i % 2 else p.translate(_SPECIAL)
+                   for i, p in enumerate(parts))
+
+
+def code(text: object) -> str:
+    """A code span that survives backticks in the value."""
+    value = strip_controls(str(text)).replace("\n", " ").replace("|", "\\|")
+    fence = "``" if "`" in value else "`"
+    return f"{fence} {value} {fence}" if fence == "``" else f"`{value}`"
 
 
 def render_markdown(report: Report) -> str:
     v = report.verdict
-    lines = [f"## llm-doctor: {v.symptom.value}", "", _cell(v.summary), ""]
+    lines = [f"### llm-doctor: **{v.symptom.value}**: {HEADLINES[v.symptom]}", "", md(v.summary), ""]
+    if v.client_suspect:
+        lines += ["> The probing client may have distorted these timings (client self-check).", ""]
     if v.primary_remediation:
         r = v.primary_remediation
-        current = f" (now {r.current})" if r.current else ""
-        lines += [
-            f"**Change one thing:** `{r.setting}` → {r.suggested}{current}. {r.why}",
-            "",
-            f"**Verify:** {r.verify}",
-            "",
-        ]
-    if report.findings:
-        lines += ["| severity | code | finding |", "|---|---|---|"]
-        lines += [f"| {f.severity.value} | {f.code} | {_cell(f.summary)} |" for f in report.findings]
+        now = f" (now {md(r.current)})" if r.current else ""
+        where = f" in {md(r.where)}" if r.where else ""
+        lines += [f"**Change one thing:** {code(r.setting)} → {code(r.suggested)}{now}{where}", "",
+                  f"**Why:** {md(r.why)}", "", f"**Verify:** {md(r.verify)}", ""]
+    if v.missing:
+        lines += [f"**Missing evidence:** {md('; '.join(v.missing))}", ""]
+    stats, _ = view(report, "stream_stats")
+    numbers = key_numbers(stats)
+    paths = list((stats or {}).get("paths", {}))
+    if paths:
+        lines += ["| | " + " | ".join(md(p) for p in paths) + " |", "|---|" + "---:|" * len(paths)]
+        lines += [f"| {label} | " + " | ".join(values[p] for p in paths) + " |" for label, values in numbers]
         lines.append("")
-    passed = sum(1 for r in report.results if r.outcome.value == "pass")
-    lines.append(f"{passed} check(s) passed; llm-doctor {report.tool_version}, run {report.bundle.run.started_at}.")
+    if report.findings:
+        lines += [f"**Findings ({len(report.findings)})**", "", "| severity | check | finding | change |", "|---|---|---|---|"]
+        for f in report.findings:
+            lines.append(f"| {f.severity.value} | {f.code} {md(f.name)} | {md(f.summary)} | "
+                         f"{code(f.remediation.setting)} → {md(f.remediation.suggested)} |")
+        lines.append("")
+    primary = next((f for f in report.findings if f.code == v.primary_code), None)
+    if primary and primary.evidence:
+        lines += [f"<details><summary>Evidence for {primary.code}</summary>", ""]
+        lines += [f"- {md(e.name)}: {md(fmt_evidence(e.value, e.unit))} ({md(e.source)})" for e in primary.evidence]
+        lines += ["", "</details>", ""]
+    run = report.bundle.run
+    facts = [f"llm-doctor {md(report.tool_version)}", f"{passed_count(report)} check(s) passed"]
+    facts += [f"{label} {md(value)}" for label, value in
+              (("model", run.model), ("vLLM", run.vllm_version), ("region", run.region), ("run", run.started_at)) if value]
+    lines.append("_" + "; ".join(facts) + ". Full evidence: the HTML report (`llm-doctor analyze report.html` re-analyses it)._")
     return "\n".join(lines) + "\n"

@@ -1,7 +1,10 @@
 """The terminal summary: verdict, the one remediation, the findings, the passing-check count.
 
 rich renders colour on a TTY and plain text otherwise (``Console`` decides), so cron output
-and CI logs stay readable. ``verbose`` adds every check's outcome and the evidence values.
+and CI logs stay readable. ``verbose`` adds the evidence values, the per-path numbers and
+every check's outcome. Text from the target (log lines, header values, model output) is
+stripped of control characters before printing: rich escapes its own markup but passes
+terminal escape sequences through, and a hostile ``ESC ]`` sequence can rewrite the screen.
 """
 
 from __future__ import annotations
@@ -11,40 +14,68 @@ from rich.markup import escape
 from rich.table import Table
 
 from doctor.model import Outcome, Report, Severity, Symptom
+from reports.summary import HEADLINES, fmt_evidence, key_numbers, passed_count, strip_controls, view
 
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+_SYMPTOM_STYLE = {Symptom.HEALTHY: "bold green", Symptom.INCONCLUSIVE: "bold yellow"}
+
+
+def clean(text: object) -> str:
+    """Target text made inert for a terminal: no control characters, no rich markup."""
+    return escape(strip_controls(str(text)))
 
 
 def print_report(report: Report, console: Console, verbose: bool = False) -> None:
+    def say(*objects: object) -> None:
+        # No automatic highlighting: numbers in sentences are not worth colouring, and plain
+        # output must match what a pipe gets.
+        console.print(*objects, highlight=False)
+
     v = report.verdict
-    style = "bold green" if v.symptom is Symptom.HEALTHY else "bold red"
-    console.print(f"[{style}]{escape(v.symptom.value)}[/]  {escape(v.summary)}")
+    style = _SYMPTOM_STYLE.get(v.symptom, "bold red")
+    say(f"[{style}]{v.symptom.value.upper()}[/]  [bold]{HEADLINES[v.symptom]}[/]")
+    say(clean(v.summary))
     if v.client_suspect:
-        console.print("[yellow]client suspect:[/] the probing client may have distorted these timings")
+        say("[yellow]client suspect:[/] the probing client may have distorted these timings")
     if v.primary_remediation:
         r = v.primary_remediation
-        now = f" (now {escape(r.current)})" if r.current else ""
-        console.print(f"[bold]Change one thing:[/] {escape(r.setting)} -> {escape(r.suggested)}{now}. {escape(r.why)}")
-        console.print(f"[bold]Verify:[/] {escape(r.verify)}")
-    if v.missing:
-        console.print("[yellow]Missing evidence:[/] " + escape("; ".join(v.missing)))
-    for f in report.findings:
-        console.print(f"  [{_STYLE[f.severity]}]{f.severity.value:8}[/] {f.code} {escape(f.name)}: {escape(f.summary)}")
+        now = f" (now {clean(r.current)})" if r.current else ""
+        where = f" [dim]in {clean(r.where)}[/]" if r.where else ""
+        say(f"\n[bold]Change one thing:[/] [bold cyan]{clean(r.setting)}[/] -> "
+                      f"[bold cyan]{clean(r.suggested)}[/]{now}{where}")
         if verbose:
+            say(f"[bold]Why:[/] {clean(r.why)}")
+        say(f"[bold]Verify:[/] {clean(r.verify)}")
+    if v.missing:
+        say("[yellow]Missing evidence:[/] " + clean("; ".join(v.missing)))
+    stats, _ = view(report, "stream_stats")
+    paths = list((stats or {}).get("paths", {}))
+    if paths:
+        table = Table("", *(clean(p) for p in paths), box=None, padding=(0, 2, 0, 0))
+        for label, values in key_numbers(stats):
+            table.add_row(label, *(values[p] for p in paths))
+        say()
+        say(table)
+    if report.findings:
+        say(f"\n[bold]Findings ({len(report.findings)})[/]")
+    for f in report.findings:
+        say(f"  [{_STYLE[f.severity]}]{f.severity.value:8}[/] {f.code} {clean(f.name)}: {clean(f.summary)}")
+        if verbose:
+            say(f"           change [cyan]{clean(f.remediation.setting)}[/] -> {clean(f.remediation.suggested)}")
             for ev in f.evidence:
-                console.print(f"           {escape(ev.name)} = {escape(str(ev.value))} {escape(ev.unit)}  [dim]{escape(ev.source)}[/]")
+                say(f"           {clean(ev.name)} = {clean(fmt_evidence(ev.value, ev.unit))}  [dim]{clean(ev.source)}[/]")
     counts = {o: sum(1 for r in report.results if r.outcome is o) for o in Outcome}
-    console.print(
-        f"{counts[Outcome.PASS]} passed, {counts[Outcome.FINDING]} finding(s), "
+    say(
+        f"\n{passed_count(report)} check(s) passed, {counts[Outcome.FINDING]} finding(s), "
         f"{counts[Outcome.NOT_APPLICABLE]} not applicable, {counts[Outcome.MISSING_EVIDENCE]} missing evidence, "
         f"{counts[Outcome.ERROR]} error(s)"
     )
     if verbose:
-        table = Table("code", "name", "outcome", "message", box=None)
+        table = Table("code", "name", "outcome", "message", box=None, padding=(0, 2, 0, 0))
         for r in report.results:
-            table.add_row(r.code, r.name, r.outcome.value, escape(r.message))
-        console.print(table)
+            table.add_row(r.code, clean(r.name), r.outcome.value, clean(r.message))
+        say(table)
     for e in report.bundle.errors:
-        console.print(f"[red]evidence error[/] {escape(e.source)} ({escape(e.kind)}): {escape(e.message)}")
+        say(f"[red]evidence error[/] {clean(e.source)} ({clean(e.kind)}): {clean(e.message)}")
     for w in report.warnings:
-        console.print(f"[yellow]warning:[/] {escape(w)}")
+        say(f"[yellow]warning:[/] {clean(w)}")

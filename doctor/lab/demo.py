@@ -63,7 +63,7 @@ def run_demo(
             concurrency=plan.concurrency,
             requests=plan.requests,
             warmup=plan.warmup,
-            scrape_interval=0.25,
+            scrape_interval=0.5,
             no_gpu=True,
             client_location="localhost (llm-doctor demo)",
         )

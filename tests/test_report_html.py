@@ -1,0 +1,183 @@
+"""The HTML report: verdict first, charts that show the bursts, self-contained, re-analysable."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import tempfile
+
+import pytest
+from typer.testing import CliRunner
+
+from doctor.bundle import load_path, save
+from doctor.cli import app
+from doctor.evidence import RunRecord
+from doctor.runner import analyze
+from reports import charts, render_html, write_outputs
+from tests.support import bundles
+from tests.support.html_dom import inventory
+from tests.support.report_cases import real_buffering_bundle, real_buffering_report
+
+SECTIONS = ["verdict", "evidence", "charts", "findings", "run", "log", "metrics", "machine", "errors", "glossary"]
+
+
+@pytest.fixture(scope="module")
+def html() -> str:
+    return render_html(real_buffering_report())
+
+
+def chart_labels(html: str) -> list[str]:
+    return [attrs["aria-label"] or "" for tag, attrs in inventory(html).tags if tag == "svg"]
+
+
+def test_sections_in_order_verdict_first(html: str) -> None:
+    ids = [attrs["id"] for tag, attrs in inventory(html).tags if tag == "section"]
+    assert ids == SECTIONS
+    verdict = html[html.index('id="verdict"'):html.index('id="evidence"')]
+    assert "proxy-only" in verdict and "proxy_buffering" in verdict and "verify" in verdict
+
+
+def test_every_chart_is_drawn_from_a_real_buffering_run(html: str) -> None:
+    labels = chart_labels(html)
+    for expected in ("Per-request timeline", "Token arrivals", "Inter-token gap distribution",
+                     "KV cache usage", "Running and waiting"):
+        assert any(label.startswith(expected) for label in labels), (expected, labels)
+
+
+def test_ttft_decomposition_bar_when_the_verdict_decomposes() -> None:
+    report = real_buffering_report()
+    if not any(c.seconds for c in report.verdict.decomposition.ttft_components):
+        pytest.skip("the classifier did not decompose this run")
+    assert "TTFT decomposition" in chart_labels(render_html(report))
+
+
+def test_timeline_marks_bursts_on_the_gateway_only() -> None:
+    stream = real_buffering_bundle().stream
+    assert stream is not None
+    bursts = {}
+    for req in stream.requests:
+        _, clumps = charts._clumps([t.t for t in req.tokens])
+        bursts.setdefault(req.path, []).extend(n for _, n in clumps)
+    assert bursts["direct"] == []
+    assert len(bursts["gateway"]) >= 10 and min(bursts["gateway"]) >= 2 and max(bursts["gateway"]) >= 10
+
+
+def test_gap_histogram_is_bimodal_through_the_buffer() -> None:
+    report = real_buffering_report()
+    paths = report.views["stream_stats"]["paths"]
+    gaps = {name: [g for r in ps["requests"] for g in r["gaps"]] for name, ps in paths.items()}
+    direct, gateway = charts.gap_bins(gaps["direct"]), charts.gap_bins(gaps["gateway"])
+    assert direct[0] == 0  # no two direct tokens in the same read
+    assert gateway[0] > sum(gateway) / 2  # most gateway tokens came in the same read as the previous one
+    slow = sum(gateway[i] for i, edge in enumerate([0.0, *charts._GAP_EDGES]) if edge >= 0.3)
+    assert slow >= 10  # and the rest wait for the next buffer flush
+
+
+def test_self_contained(html: str) -> None:
+    inv = inventory(html)
+    refs = [v for _, attrs in inv.tags for k, v in attrs.items() if k in ("href", "src", "xlink:href")]
+    assert all(v and v.startswith("#") for v in refs)
+    assert "url(" not in inv.styles[0] and "@import" not in inv.styles[0]
+    assert len(html.encode()) < 400_000  # a few hundred KB, bundle included
+
+
+def test_run_record_shows_every_field(html: str) -> None:
+    run = html[html.index('id="run"'):html.index('id="log"')]
+    for f in dataclasses.fields(RunRecord):
+        assert f.name.replace("_", " ") in run
+
+
+def test_glossary_maps_other_tools_names(html: str) -> None:
+    glossary = html[html.index('id="glossary"'):]
+    assert "GuideLLM" in glossary and "including TTFT" in glossary
+
+
+@pytest.mark.parametrize("kinds", [
+    {},
+    {"log": bundles.log(["garbage"])},
+    {"stream": bundles.stream([bundles.request("gateway", 0, ttft=0.1, gaps=[], outcome="timeout")])},
+], ids=["empty", "log-only", "all-failed"])
+def test_sparse_evidence_renders_and_says_what_is_missing(kinds: dict) -> None:
+    page = render_html(analyze(bundles.bundle(**kinds)))
+    assert [a["id"] for t, a in inventory(page).tags if t == "section"] == SECTIONS
+    assert "No /metrics window" in page or "No metrics window" in page
+
+
+def test_html_reanalyses_to_the_same_verdict(tmp_path) -> None:
+    report = real_buffering_report()
+    (path,) = write_outputs(report, html_path=tmp_path / "report.html")
+    again = analyze(load_path(path))
+    assert again.verdict.symptom is report.verdict.symptom
+    assert again.verdict.primary_remediation == report.verdict.primary_remediation
+
+
+def test_cli_analyze_of_an_html_report_writes_every_format(tmp_path) -> None:
+    save(real_buffering_bundle(), tmp_path / "bundle.json")
+    runner = CliRunner()
+    first = runner.invoke(app, ["analyze", str(tmp_path / "bundle.json"), "--html", str(tmp_path / "a.html")])
+    assert first.exit_code == 1, first.output  # a finding at warning or above
+    second = runner.invoke(app, ["analyze", str(tmp_path / "a.html"), "--html", str(tmp_path / "b.html"),
+                                 "--md", str(tmp_path / "b.md"), "--json", str(tmp_path / "b.json")])
+    assert second.exit_code == 1, second.output
+    assert "PROXY-ONLY" in second.output
+    for name in ("b.html", "b.md", "b.json"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert analyze(load_path(tmp_path / "b.html")).verdict.symptom.value == "proxy-only"
+
+
+@pytest.mark.slow
+def test_real_lab_run_renders_and_reanalyses(tmp_path) -> None:
+    """The embedded lab's proxy-buffering scenario, diagnosed end to end through the CLI."""
+    from doctor.lab.scenarios import get_scenario, start_lab
+
+    scenario = get_scenario("proxy-buffering")
+    p = scenario.probe
+    with tempfile.TemporaryDirectory() as work, start_lab(scenario, work) as lab:
+        result = CliRunner().invoke(app, [
+            "diagnose", "--engine", lab.engine_url, "--gateway", lab.gateway_url, "--log", str(lab.log_path),
+            "--concurrency", str(p.concurrency), "--requests", str(p.requests), "--warmup", str(p.warmup),
+            "--prompt-tokens", str(p.prompt_tokens), "--max-tokens", str(p.max_tokens), "--no-gpu",
+            "--html", str(tmp_path / "report.html"), "--json", str(tmp_path / "report.json"),
+        ])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    page = (tmp_path / "report.html").read_text()
+    labels = chart_labels(page)
+    assert any(label.startswith("Per-request timeline") for label in labels)
+    assert "×" in page  # the timeline marks the gateway's bursts
+    first = analyze(load_path(tmp_path / "report.json"))
+    again = analyze(load_path(tmp_path / "report.html"))
+    assert again.verdict.symptom is first.verdict.symptom
+    assert "LD301" in {f.code for f in again.findings}
+    print(f"lab report: {len(page.encode()) // 1024} KiB", file=sys.stderr)
+
+
+def test_chart_builder_escapes_text_and_attributes() -> None:
+    svg = charts.el("text", {"class": '"><script>'}, "<b>&", charts.el("title", None, "</text>"))
+    assert str(svg) == '<text class="&#34;&gt;&lt;script&gt;">&lt;b&gt;&amp;<title>&lt;/text&gt;</title></text>'
+
+
+def test_nice_ticks_cover_the_range_with_round_steps() -> None:
+    assert charts.nice_ticks(0, 7.9, 8) == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert charts.nice_ticks(0, 0.35, 5) == [0, 0.1, 0.2, 0.3]
+    assert charts.nice_ticks(0, 0, 4) == [0, 0.5, 1.0]  # an empty range still gets an axis
+
+
+def test_arrival_plot_stays_small_for_long_answers() -> None:
+    """Steps closer than the drawing's resolution merge: the size follows the canvas, not the answer."""
+    long = charts.token_arrivals({"direct": [[i * 0.002 for i in range(5000)]]})
+    longer = charts.token_arrivals({"direct": [[i * 0.0002 for i in range(50000)]]})
+    assert len(longer) < 1.1 * len(long) < 40_000
+    assert "5,000 tokens" not in long and "5000 tokens" in long  # the tooltip still counts every token
+
+
+def test_gauge_panel_keeps_spikes_and_a_bounded_size() -> None:
+    """An hour of 1 s scrapes draws like a minute's, and a one-sample spike is still drawn."""
+    hour = [[float(t), 0.2] for t in range(3600)]
+    hour[1800][1] = 0.97
+    minute = [[float(t), 0.2] for t in range(60)]
+    big = charts.line_panel([charts.Series("KV", hour, "c3")], label="kv", y_label="kv", y_max=1.0)
+    small = charts.line_panel([charts.Series("KV", minute, "c3")], label="kv", y_label="kv", y_max=1.0)
+    assert len(big) < 40_000
+    spike_y = charts.Scale(0, 1.0, 28 + 150, 28)(0.97)
+    assert f",{charts._num(spike_y)}" in big
+    assert "<circle" in small and "<circle" not in big  # tooltips only where they stay readable

@@ -1,0 +1,86 @@
+"""What the engine-side checks (LD1xx, LD2xx) read alike: settings in use, the path to trust, sizes.
+
+Not a check (the leading underscore keeps the registry out): small lookups that several checks
+need, written once so that "the max_num_seqs in use" means the same thing in every finding.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.evidence import RunRecord, StreamEvidence
+from doctor.model import EvidenceValue
+
+
+@dataclass
+class Setting:
+    """An engine setting in use and where it was read."""
+
+    value: Any
+    source: str
+
+    def evidence(self, name: str, unit: str = "") -> EvidenceValue:
+        return EvidenceValue(name, self.value, unit, self.source)
+
+
+#: vLLM defaults that have not changed across versions, used when the log's ``non-default args``
+#: line was read and does not name the setting (vLLM prints every argument that differs).
+STABLE_DEFAULTS: dict[str, Any] = {"gpu_memory_utilization": 0.9}
+
+
+def engine_setting(name: str, log_facts: LogFacts | None, run: RunRecord | None = None) -> Setting | None:
+    """The value of a log-fact key (``max_num_seqs``, ``kv_cache_tokens``, ...), the log first.
+
+    The startup log says what the engine actually resolved; the run record's ``engine_config``
+    (filled by the collector, or by hand for an offline bundle) is the fallback; a stable vLLM
+    default is the last resort when the log's ``non-default args`` line was read without it.
+    """
+    if log_facts is not None:
+        fact = log_facts.facts.get(name)
+        if fact is not None and fact.value is not None:
+            where = f"log line {fact.line}" if fact.line is not None else f"log ({log_facts.source or 'startup'})"
+            return Setting(fact.value, where)
+    if run is not None and run.engine_config.get(name) is not None:
+        return Setting(run.engine_config[name], "run record: engine_config")
+    args = log_facts.facts.get("non_default_args") if log_facts is not None else None
+    if args is not None and name in STABLE_DEFAULTS:
+        return Setting(STABLE_DEFAULTS[name], f"vLLM default (absent from non-default args, log line {args.line})")
+    return None
+
+
+def engine_path(stats: StreamStats) -> PathStats | None:
+    """The path that shows the engine best: direct when it has answers, else whichever has."""
+    direct = stats.path("direct")
+    if direct is not None and direct.ttft.n:
+        return direct
+    return next((ps for ps in stats.paths.values() if ps.ttft.n), None)
+
+
+def tokens_per_request(stream: StreamEvidence | None) -> tuple[float, str] | None:
+    """KV tokens one request holds at its end (prompt + completion), and where that came from.
+
+    The usage trailers of measured answers are exact; the probe's requested shape is the
+    fallback (its ``max_tokens`` is an upper bound, which is what KV sizing must assume).
+    """
+    if stream is None:
+        return None
+    used = [
+        r.prompt_tokens + r.completion_tokens
+        for r in stream.requests
+        if r.ok and not r.warmup and r.prompt_tokens is not None and r.completion_tokens is not None
+    ]
+    if used:
+        return statistics.fmean(used), f"stream: usage trailers, mean over n={len(used)}"
+    shape = stream.shape
+    if shape.prompt_tokens and shape.max_tokens:
+        return float(shape.prompt_tokens + shape.max_tokens), "stream: probe shape (prompt_tokens + max_tokens)"
+    return None
+
+
+def rerun(expect: str) -> str:
+    """The verify text every remediation shares: same probe, one change, what to expect."""
+    return f"re-run the same probe (`llm-doctor diagnose` with the same flags) after changing only this; expect {expect}"

@@ -1,0 +1,125 @@
+"""Inter-token latency grows with the number of running sequences: the batch is too deep.
+
+What it detects:
+Batch too deep: with no preemption, the streams' steady token gaps grow with the number of
+streams decoding at the same time, and at the deepest batch seen they exceed the TPOT target.
+
+Why it matters:
+Every decode step serves all running sequences; its cost grows with their number (weights are
+read once, but attention reads every sequence's KV cache). A larger ``max_num_seqs`` buys
+throughput and less queueing at the price of every user's reading speed. When the deepest
+batch misses the TPOT budget, the batch limit is set for throughput, not for interactivity.
+
+Evidence:
+stream and stream_stats: each steady gap (stalls left out) on the engine path, grouped by how
+many probe streams were decoding at its midpoint; a least-squares line through the groups'
+median gaps. metrics_window: preemptions (must be none), running peak. Startup log / run
+record: ``max_num_seqs``.
+
+Remediation:
+Lower ``max_num_seqs`` to the depth at which the fitted line meets ``tpot_target_s`` (set it
+to your ``--tpot-budget``); expect more queueing at peak load (watch TTFT), so pair it with
+capacity if the queue grows.
+
+Example:
+direct: median gap 22 ms at depth 1, 61 ms at depth 8 (2.8x); fitted 16 ms + 5.6 ms per
+sequence -> max_num_seqs 6 meets 50 ms.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+
+from checks._engine import engine_path, engine_setting, rerun
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats
+from doctor.evidence import RunRecord, StreamEvidence
+from doctor.model import EvidenceValue, Remediation, SymptomClass
+from doctor.units import fmt_seconds
+
+
+@check(code="LD203", name="batch-too-deep", symptom=SymptomClass.INTER_TOKEN, cause="batch-depth")
+def batch_too_deep(
+    stream_stats: StreamStats,
+    stream: StreamEvidence,
+    metrics_window: MetricsWindow | None = None,
+    log_facts: LogFacts | None = None,
+    run: RunRecord | None = None,
+    *,
+    tpot_target_s: float = 0.05,
+    growth: float = 1.5,
+    min_gaps: int = 5,
+) -> Result:
+    """``tpot_target_s``: the inter-token target (match ``--tpot-budget``); ``growth``: deepest /
+    shallowest median gap that counts as growing; ``min_gaps``: gaps a depth needs to count."""
+    if metrics_window is not None and metrics_window.preemptions:
+        return Pass(f"{metrics_window.preemptions:.0f} preemptions: the stalls are KV pressure (LD201), not depth")
+    path = engine_path(stream_stats)
+    if path is None:
+        return NotApplicable("no successful streamed request")
+    by_depth = _gaps_by_depth(path, stream)
+    depths = sorted(d for d, gaps in by_depth.items() if len(gaps) >= min_gaps)
+    if len(depths) < 2:
+        return NotApplicable(f"{path.path}: the streams ran at one depth only; TPOT cannot be related to batch size")
+    medians = [statistics.median(by_depth[d]) for d in depths]
+    ratio = medians[-1] / medians[0] if medians[0] > 0 else 0.0
+    fit = statistics.linear_regression([float(d) for d in depths], medians)
+    evidence = [
+        EvidenceValue(f"median gap at depth {d}", m, "s", f"stream: {path.path}, n={len(by_depth[d])} gaps")
+        for d, m in zip(depths, medians)
+    ]
+    evidence.append(EvidenceValue("fitted cost per sequence", fit.slope, "s", "least squares over the depths' medians"))
+    trend = (f"{path.path}: median gap {fmt_seconds(medians[0])} at depth {depths[0]} (streams decoding), "
+             f"{fmt_seconds(medians[-1])} at depth {depths[-1]} ({ratio:.1f}x)")
+    if fit.slope <= 0 or ratio < growth:
+        return Pass(trend)
+    if medians[-1] <= tpot_target_s:
+        return Pass(trend + f"; within the {fmt_seconds(tpot_target_s)} target")
+    max_seqs = engine_setting("max_num_seqs", log_facts, run)
+    if max_seqs is not None:
+        evidence.append(max_seqs.evidence("max_num_seqs"))
+    running = metrics_window.running.max if metrics_window is not None and metrics_window.running else None
+    if running is not None:
+        evidence.append(EvidenceValue("running max", running, "requests", "metrics: vllm:num_requests_running"))
+    depth = math.floor((tpot_target_s - fit.intercept) / fit.slope)
+    if depth >= 1:
+        suggested = (f"{depth} (fitted {fmt_seconds(fit.intercept)} + {fmt_seconds(fit.slope)} per sequence "
+                     f"meets {fmt_seconds(tpot_target_s)})")
+    else:
+        suggested = (f"lower it; even one sequence is predicted at {fmt_seconds(fit.intercept + fit.slope)}, "
+                     "so look at the GPU checks too")
+    return Fire(
+        title="Token gaps grow with the number of running sequences",
+        summary=trend + f"; {fmt_seconds(fit.slope)} per extra sequence, no preemption",
+        remediation=Remediation(
+            setting="max_num_seqs",
+            suggested=suggested,
+            why=("each decode step serves every running sequence; at the depth seen the step is longer than the "
+                 "TPOT target, and nothing else (preemption, stalls) explains it"),
+            verify=rerun("TPOT p90 under the target at full load; watch TTFT, which rises if requests now queue"),
+            current=str(max_seqs.value) if max_seqs is not None else None,
+            where="vllm serve flag --max-num-seqs",
+        ),
+        evidence=evidence,
+    )
+
+
+def _gaps_by_depth(path: PathStats, stream: StreamEvidence) -> dict[int, list[float]]:
+    """Steady gaps (no stalls) grouped by how many probe streams were decoding at the gap's midpoint."""
+    windows = [(r.tokens[0].t, r.tokens[-1].t) for r in stream.requests if r.ok and r.tokens]
+    traces = {r.index: r for r in stream.requests if r.path == path.path and r.ok and r.tokens}
+    out: dict[int, list[float]] = defaultdict(list)
+    for rs in path.requests:
+        trace = traces.get(rs.index)
+        if trace is None or rs.warmup or not rs.median_gap:
+            continue
+        for token, gap in zip(trace.tokens, rs.gaps):
+            if gap > STALL_FACTOR * rs.median_gap:
+                continue
+            mid = token.t + gap / 2
+            out[sum(1 for first, last in windows if first <= mid <= last)].append(gap)
+    return out

@@ -1,0 +1,115 @@
+"""The GPU runs below its maximum clock because of a power or thermal limit.
+
+What it detects:
+GPU throttled: NVML reports a power or thermal clock-event ("throttle") reason on a device and,
+when the clocks are known, its SM clock is below ``clock_ratio`` of its maximum.
+
+Why it matters:
+Decode speed follows the SM and memory clocks: a GPU held at 70 % of its clock gives about
+70 % of the tokens per second, and every stream's inter-token latency rises by the same factor
+with nothing in vLLM's configuration to blame. Idle, application-clock, display-clock and
+sync-boost reasons are normal and ignored.
+
+Evidence:
+gpu (NVML): per device ``throttle_reasons``, ``sm_clock_mhz`` / ``sm_clock_max_mhz``,
+temperature, power draw and limit.
+
+Remediation:
+Thermal reasons -> ``gpu_cooling`` (airflow, fan curves, datacenter inlet temperature).
+Software power cap -> ``gpu_power_limit`` (raise it back to the board's default with
+``nvidia-smi -pl``). Hardware slowdown / power brake -> ``gpu_hardware`` (power supply, cabling,
+the board itself: ask the provider to replace the node).
+
+Example:
+GPU 0: SM clock 1,290 of 1,980 MHz (65 %), reasons sw_thermal_slowdown, 87 C -> gpu_cooling.
+"""
+
+from __future__ import annotations
+
+from checks._engine import rerun
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.evidence import GpuDevice, GpuEvidence
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_pct
+
+#: Clock-event reasons that slow a GPU under load (names as ``doctor.probes.gpu`` stores them).
+THERMAL = ("sw_thermal_slowdown", "hw_thermal_slowdown")
+POWER = ("sw_power_cap",)
+HARDWARE = ("hw_slowdown", "hw_power_brake_slowdown")
+HARMFUL = THERMAL + POWER + HARDWARE
+
+
+@check(code="LD206", name="gpu-throttled", symptom=SymptomClass.INTER_TOKEN, cause="gpu-state")
+def gpu_throttled(gpu: GpuEvidence, *, clock_ratio: float = 0.9) -> Result:
+    """``clock_ratio``: SM clock / max clock below which a device with a harmful reason fires."""
+    if not gpu.available:
+        return NotApplicable(f"no NVML evidence ({gpu.reason or 'not collected'})")
+    if not any(d.throttle_reasons or d.sm_clock_mhz for d in gpu.devices):
+        return NotApplicable("NVML gave no clocks or clock-event reasons")
+    throttled = [d for d in gpu.devices if _harmful(d) and _ratio(d) < clock_ratio]
+    if not throttled:
+        return Pass(f"{len(gpu.devices)} GPU(s) without power or thermal clock limits")
+    worst = min(throttled, key=_ratio)
+    reasons = _harmful(worst)
+    evidence = [EvidenceValue("clock-event reasons", ", ".join(reasons), "", f"gpu: NVML, GPU {worst.index}")]
+    summary = f"GPU {worst.index}"
+    if worst.sm_clock_mhz and worst.sm_clock_max_mhz:
+        evidence += [
+            EvidenceValue("SM clock", worst.sm_clock_mhz, "MHz", f"gpu: NVML, GPU {worst.index}"),
+            EvidenceValue("SM clock max", worst.sm_clock_max_mhz, "MHz", f"gpu: NVML, GPU {worst.index}"),
+        ]
+        summary += f": SM clock {worst.sm_clock_mhz:,} of {worst.sm_clock_max_mhz:,} MHz ({fmt_pct(_ratio(worst))})"
+    summary += f", reasons {', '.join(reasons)}"
+    if worst.temperature_c is not None:
+        evidence.append(EvidenceValue("temperature", worst.temperature_c, "C", f"gpu: NVML, GPU {worst.index}"))
+        summary += f", {worst.temperature_c:.0f} C"
+    if len(throttled) > 1:
+        summary += f" ({len(throttled)} of {len(gpu.devices)} GPUs throttled)"
+    return Fire(
+        title="The GPU is slowed by a power or thermal limit",
+        summary=summary,
+        remediation=_remediation(worst, reasons),
+        severity=Severity.CRITICAL if set(reasons) & set(THERMAL + HARDWARE) else Severity.WARNING,
+        evidence=evidence,
+    )
+
+
+def _harmful(d: GpuDevice) -> list[str]:
+    return [r for r in d.throttle_reasons if r in HARMFUL]
+
+
+def _ratio(d: GpuDevice) -> float:
+    """SM clock / max; 0 when unknown, so a harmful reason alone still counts."""
+    if d.sm_clock_mhz and d.sm_clock_max_mhz:
+        return d.sm_clock_mhz / d.sm_clock_max_mhz
+    return 0.0
+
+
+def _remediation(d: GpuDevice, reasons: list[str]) -> Remediation:
+    verify = rerun("no power or thermal clock-event reason and the SM clock near its maximum under load")
+    if set(reasons) & set(THERMAL):
+        return Remediation(
+            setting="gpu_cooling",
+            suggested="improve cooling (airflow, fan curve, inlet temperature) until thermal slowdown stops",
+            why=f"GPU {d.index} lowers its clocks to stay within its temperature limit; every token takes longer",
+            verify=verify,
+            current=f"{d.temperature_c:.0f} C" if d.temperature_c is not None else None,
+            where="the host / datacenter (not vLLM)",
+        )
+    if set(reasons) & set(HARDWARE):
+        return Remediation(
+            setting="gpu_hardware",
+            suggested="check the power supply and cabling, or ask the provider for another node",
+            why=f"GPU {d.index} reports a hardware slowdown (external power brake or HW protection)",
+            verify=verify,
+            where="the host hardware (not vLLM)",
+        )
+    limit = f"{d.power_limit_w:.0f} W" if d.power_limit_w is not None else None
+    return Remediation(
+        setting="gpu_power_limit",
+        suggested="raise it to the board's default (nvidia-smi -q -d POWER shows it; set with nvidia-smi -pl)",
+        why=f"GPU {d.index} hits its software power cap and lowers its clocks",
+        verify=verify,
+        current=limit,
+        where="nvidia-smi -pl on the host (not vLLM)",
+    )

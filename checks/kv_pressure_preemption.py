@@ -1,0 +1,244 @@
+"""The KV cache ran full and vLLM preempted running requests.
+
+What it detects:
+KV pressure with preemption: ``vllm:num_preemptions`` grew over the window (or a V0 log printed
+"preempted ... not enough KV cache space"), or KV usage was near full while running streams
+stalled for many times their usual gap.
+
+Why it matters:
+When a running sequence needs a new KV block and none is free, vLLM evicts a running request
+and recomputes it later: that stream stops for seconds, then resumes, while everything else
+looks normal. Users see an answer freeze mid-sentence. On a real vLLM 0.32 the counter moved
+only when the preempted requests *resumed*, not during their stall, so the scrape taken after
+the streams ended is the one that counts, and KV usage / waiting sampled during them say why.
+
+Evidence:
+metrics_window: preemption delta, KV usage peak, running peak. stream_stats: stalls (gaps
+> 5x the request's median gap) and the largest gap. gpu (NVML): free GPU memory. Startup log
+/ run record: ``gpu_memory_utilization``, ``kv_cache_tokens``, ``kv_cache_memory_gib``,
+``max_num_seqs``.
+
+Remediation:
+As vLLM's guidance says: when NVML shows free GPU memory (at least ``gpu_headroom`` of it),
+raise ``gpu_memory_utilization`` to use it for KV cache (suggested: today's value plus the free
+fraction, minus a 5 % margin, at most 0.95). When NVML shows none, or the KV cache is sized in
+bytes (``kv_cache_memory_bytes``, which ``gpu_memory_utilization`` does not change), lower
+``max_num_seqs`` so that the admitted sequences fit at their full length: KV capacity tokens /
+tokens per request.
+Without NVML evidence (a remote engine), ``gpu_memory_utilization`` if ``nvidia-smi`` shows
+free memory, with the ``max_num_seqs`` value as the fallback in the same suggestion.
+
+Example:
+3 preemptions in the window; KV usage up to 97 %; 4 stalls, longest gap 13.0 s vs median 30 ms;
+no GPU memory headroom -> lower max_num_seqs from 32 to 13 (245,760 KV tokens / 18,000 tokens
+per request).
+"""
+
+from __future__ import annotations
+
+import math
+
+from checks._engine import Setting, engine_path, engine_setting, rerun, tokens_per_request
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.derive.stream_stats import StreamStats
+from doctor.evidence import GpuEvidence, RunRecord, StreamEvidence
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_pct, fmt_seconds
+
+#: Never suggest more than this share of GPU memory for vLLM (activations, graphs, fragmentation).
+MAX_UTILISATION = 0.95
+#: Free memory left unclaimed when suggesting a higher utilisation.
+UTILISATION_MARGIN = 0.05
+
+
+@check(code="LD201", name="kv-pressure-preemption", symptom=SymptomClass.INTER_TOKEN, cause="preemption")
+def kv_pressure_preemption(
+    metrics_window: MetricsWindow,
+    stream_stats: StreamStats | None = None,
+    stream: StreamEvidence | None = None,
+    log_facts: LogFacts | None = None,
+    gpu: GpuEvidence | None = None,
+    run: RunRecord | None = None,
+    *,
+    kv_full: float = 0.95,
+    gpu_headroom: float = 0.1,
+) -> Result:
+    """``kv_full``: KV usage at or above which the cache counts as full; ``gpu_headroom``: free
+    GPU memory fraction (NVML) above which raising ``gpu_memory_utilization`` is suggested."""
+    mw = metrics_window
+    preempted = mw.preemptions
+    logged = log_facts.preemption_warnings if log_facts is not None else 0
+    kv_max = mw.kv_usage.max if mw.kv_usage else None
+    if preempted is None and kv_max is None and not logged:
+        return NotApplicable("/metrics has neither vllm:num_preemptions nor a KV usage gauge")
+    evidence: list[EvidenceValue] = []
+    parts: list[str] = []
+    if preempted is not None:
+        evidence.append(EvidenceValue("preemptions", preempted, "", "metrics: vllm:num_preemptions delta"))
+        if preempted > 0:
+            parts.append(f"{preempted:.0f} preemptions in the window")
+    if logged:
+        evidence.append(EvidenceValue("preemption warnings", logged, "", "log: 'is preempted by' lines"))
+        parts.append(f"{logged} preemption warnings in the log")
+    if kv_max is not None:
+        evidence.append(EvidenceValue("KV usage max", kv_max, "fraction", "metrics: KV cache usage gauge"))
+        parts.append(f"KV usage up to {fmt_pct(kv_max)}")
+    path = engine_path(stream_stats) if stream_stats is not None else None
+    stalls = path.stalls if path is not None else 0
+    if path is not None and stalls and path.max_gap.max is not None and path.itl.p50:
+        evidence += [
+            EvidenceValue("stalls", stalls, "gaps", f"stream: {path.path}, gaps > 5x the request's median"),
+            EvidenceValue("largest gap", path.max_gap.max, "s", f"stream: {path.path} max gap, n={path.max_gap.n}"),
+            EvidenceValue("median gap", path.itl.p50, "s", f"stream: {path.path} ITL p50, n={path.itl.n}"),
+        ]
+        parts.append(f"{stalls} stalls on {path.path}, longest gap {fmt_seconds(path.max_gap.max)} "
+                     f"vs median {fmt_seconds(path.itl.p50)}")
+    was_preempted = bool(preempted) or bool(logged)
+    if not was_preempted and not (kv_max is not None and kv_max >= kv_full and stalls):
+        return Pass("no preemption" + (f"; KV usage up to {fmt_pct(kv_max)}" if kv_max is not None else ""))
+    return Fire(
+        title="The KV cache ran full and running requests were preempted",
+        summary="; ".join(parts),
+        remediation=_remediation(mw, stream, log_facts, gpu, run, gpu_headroom, evidence),
+        severity=Severity.CRITICAL if was_preempted and stalls else Severity.WARNING,
+        evidence=evidence,
+    )
+
+
+def _free_memory(gpu: GpuEvidence | None) -> tuple[float, float] | None:
+    """(free fraction, total GiB) of the device with the least free memory: vLLM needs the headroom on every one."""
+    if gpu is None or not gpu.available:
+        return None
+    devices = [(d.memory_free_bytes / d.memory_total_bytes, d.memory_total_bytes / 2**30)
+               for d in gpu.devices if d.memory_free_bytes is not None and d.memory_total_bytes]
+    return min(devices) if devices else None
+
+
+def _remediation(
+    mw: MetricsWindow,
+    stream: StreamEvidence | None,
+    log_facts: LogFacts | None,
+    gpu: GpuEvidence | None,
+    run: RunRecord | None,
+    gpu_headroom: float,
+    evidence: list[EvidenceValue],
+) -> Remediation:
+    memory = _free_memory(gpu)
+    kv_tokens = engine_setting("kv_cache_tokens", log_facts, run)
+    if kv_tokens is not None:
+        evidence.append(kv_tokens.evidence("KV cache capacity", "tokens"))
+    if memory is not None:
+        evidence.append(EvidenceValue("GPU memory free", memory[0], "fraction", "gpu: NVML, least free device"))
+    explicit = engine_setting("kv_cache_memory_bytes", log_facts, run)
+    if explicit is not None:
+        evidence.append(explicit.evidence("kv_cache_memory_bytes", "bytes"))
+        return _lower_max_num_seqs(
+            mw, stream, log_facts, run, kv_tokens, evidence,
+            reason=(f"the KV cache is sized explicitly (kv_cache_memory_bytes = {explicit.value}), so "
+                    "gpu_memory_utilization does not change it; raising kv_cache_memory_bytes is the other lever"),
+        )
+    if memory is None:
+        return _raise_utilisation_if_free(mw, stream, log_facts, run, kv_tokens, evidence)
+    if memory[0] >= gpu_headroom:
+        return _raise_utilisation(memory, kv_tokens, log_facts, run, evidence)
+    return _lower_max_num_seqs(mw, stream, log_facts, run, kv_tokens, evidence,
+                               reason=f"NVML shows only {fmt_pct(memory[0])} of GPU memory free")
+
+
+def _raise_utilisation(
+    memory: tuple[float, float],
+    kv_tokens: Setting | None,
+    log_facts: LogFacts | None,
+    run: RunRecord | None,
+    evidence: list[EvidenceValue],
+) -> Remediation:
+    free, total_gib = memory
+    extra = free - UTILISATION_MARGIN
+    utilisation = engine_setting("gpu_memory_utilization", log_facts, run)
+    if utilisation is None:
+        suggested, current = f"raise it by {extra:.2f} (at most {MAX_UTILISATION})", None
+    else:
+        evidence.append(utilisation.evidence("gpu_memory_utilization"))
+        current = float(utilisation.value)
+        target = min(round(current + extra, 2), MAX_UTILISATION)
+        suggested = f"{target:.2f}"
+        kv_gib = engine_setting("kv_cache_memory_gib", log_facts, run)
+        if kv_tokens is not None and kv_gib is not None and float(kv_gib.value) > 0:
+            # KV capacity scales with the memory given to it: tokens per GiB stay the same.
+            added_gib = (target - current) * total_gib
+            grown = float(kv_tokens.value) * (1 + added_gib / float(kv_gib.value))
+            suggested += f" (KV capacity from {int(kv_tokens.value):,} to about {grown:,.0f} tokens)"
+    return Remediation(
+        setting="gpu_memory_utilization",
+        suggested=suggested,
+        why=(f"NVML shows {fmt_pct(free)} of GPU memory free: vLLM can give it to the KV cache, so running "
+             "sequences stop running out of blocks"),
+        verify=rerun("vllm:num_preemptions to stay flat after the streams end, and no stalls in the streams"),
+        current=f"{current:.2f}" if current is not None else None,
+        where="vllm serve flag --gpu-memory-utilization",
+    )
+
+
+def _raise_utilisation_if_free(
+    mw: MetricsWindow,
+    stream: StreamEvidence | None,
+    log_facts: LogFacts | None,
+    run: RunRecord | None,
+    kv_tokens: Setting | None,
+    evidence: list[EvidenceValue],
+) -> Remediation:
+    """No NVML evidence (a remote engine, no driver here): vLLM's own first advice, with the fallback spelled out."""
+    utilisation = engine_setting("gpu_memory_utilization", log_facts, run)
+    if utilisation is not None:
+        evidence.append(utilisation.evidence("gpu_memory_utilization"))
+    current = float(utilisation.value) if utilisation is not None else None
+    target = (f"{min(current + UTILISATION_MARGIN, MAX_UTILISATION):.2f}" if current is not None
+              else f"raise it (at most {MAX_UTILISATION})")
+    fallback = _lower_max_num_seqs(mw, stream, log_facts, run, kv_tokens, evidence, reason="no GPU memory is free")
+    return Remediation(
+        setting="gpu_memory_utilization",
+        suggested=(f"{target} if nvidia-smi on the engine host shows free GPU memory; otherwise lower "
+                   f"max_num_seqs: {fallback.suggested}"),
+        why=("the KV cache ran out of blocks; vLLM's guidance is to give it more GPU memory first. No NVML "
+             "evidence was collected here, so the headroom is unknown"),
+        verify=fallback.verify,
+        current=f"{current:.2f}" if current is not None else None,
+        where="vllm serve flag --gpu-memory-utilization (or --max-num-seqs)",
+    )
+
+
+def _lower_max_num_seqs(
+    mw: MetricsWindow,
+    stream: StreamEvidence | None,
+    log_facts: LogFacts | None,
+    run: RunRecord | None,
+    kv_tokens: Setting | None,
+    evidence: list[EvidenceValue],
+    *,
+    reason: str,
+) -> Remediation:
+    """Admit only as many sequences as fit at full length; ``reason`` says why memory cannot grow."""
+    max_seqs = engine_setting("max_num_seqs", log_facts, run)
+    current = int(max_seqs.value) if max_seqs is not None else None
+    if max_seqs is not None:
+        evidence.append(max_seqs.evidence("max_num_seqs"))
+    per_request = tokens_per_request(stream)
+    running_max = mw.running.max if mw.running else None
+    suggested = f"lower it below the {running_max:.0f} sequences running at the peak" if running_max else "lower it"
+    if kv_tokens is not None and per_request is not None:
+        evidence.append(EvidenceValue("tokens per request", per_request[0], "tokens", per_request[1]))
+        fit = max(math.floor(float(kv_tokens.value) / per_request[0]), 1)
+        if current is None or fit < current:
+            suggested = (f"{fit} ({int(kv_tokens.value):,} KV tokens / {per_request[0]:,.0f} tokens per request: "
+                         "every admitted sequence fits at full length)")
+    return Remediation(
+        setting="max_num_seqs",
+        suggested=suggested,
+        why=(f"{reason}: the KV cache cannot grow, so fewer concurrent sequences each keep their blocks "
+             "(lowering max_num_batched_tokens also limits how much a step allocates)"),
+        verify=rerun("vllm:num_preemptions to stay flat after the streams end, and no stalls in the streams"),
+        current=str(current) if current is not None else None,
+        where="vllm serve flag --max-num-seqs",
+    )

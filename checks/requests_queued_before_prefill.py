@@ -1,0 +1,181 @@
+"""Requests wait in vLLM's queue before their prefill starts.
+
+What it detects:
+Requests queued before prefill: the server's queue time (``vllm:request_queue_time_seconds``)
+is most of its time to first token, requests were waiting while the probe ran, and the batch
+was full (running = ``max_num_seqs``) or the KV cache refused new sequences.
+
+Why it matters:
+A request that waits in the queue shows nothing to its user; no amount of faster prefill or
+decode helps it. The queue exists because the engine admits at most ``max_num_seqs`` sequences
+and only as many as the KV cache can hold: which of the two limits binds decides the fix.
+
+Evidence:
+metrics_window: mean queue time and mean server TTFT over the window, ``waiting`` and
+``running`` gauges, KV usage. Startup log / run record: ``max_num_seqs``, KV capacity in
+tokens. Stream: tokens per request (usage trailers, else the probe's shape).
+
+Remediation:
+KV usage stayed low (below ``kv_headroom``): the batch limit binds, raise ``max_num_seqs``;
+the suggestion is the peak demand (running + waiting) seen during the probe, capped by what the
+KV cache can hold: KV capacity tokens x 0.9 / tokens per request (or, without the capacity,
+today's ``max_num_seqs`` scaled by 0.9 / peak KV usage).
+KV usage was high: the GPU is full, add capacity (``replicas``) or lower offered concurrency.
+
+Example:
+TTFT mean 2.40 s on the server, 1.97 s of it (82 %) queue time; waiting up to 12, running
+= max_num_seqs = 8, KV usage <= 31 % -> raise max_num_seqs from 8 to 20 (the peak in flight;
+the KV cache would fit 450).
+"""
+
+from __future__ import annotations
+
+import math
+
+from checks._engine import Setting, engine_path, engine_setting, rerun, tokens_per_request
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.derive.stream_stats import StreamStats
+from doctor.evidence import RunRecord, StreamEvidence
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_pct, fmt_seconds
+
+#: Fill the KV cache to this fraction at most when suggesting a larger batch.
+KV_TARGET = 0.9
+
+
+@check(code="LD101", name="requests-queued-before-prefill", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="queue")
+def requests_queued_before_prefill(
+    metrics_window: MetricsWindow,
+    stream_stats: StreamStats | None = None,
+    stream: StreamEvidence | None = None,
+    log_facts: LogFacts | None = None,
+    run: RunRecord | None = None,
+    *,
+    queue_share: float = 0.5,
+    min_queue_s: float = 0.05,
+    kv_headroom: float = 0.8,
+    critical_share: float = 0.8,
+) -> Result:
+    """``queue_share``: queue / TTFT share that fires; ``min_queue_s``: ignore queues shorter than
+    this (an idle engine's scheduling tick); ``kv_headroom``: peak KV usage below which the batch
+    limit, not memory, binds; ``critical_share``: share at which the finding is critical."""
+    mw = metrics_window
+    if mw.queue is None or mw.queue.mean is None:
+        return NotApplicable("no queue-time histogram in /metrics (vllm:request_queue_time_seconds)")
+    queue_s = mw.queue.mean
+    evidence = [EvidenceValue("server queue time mean", queue_s, "s",
+                              f"metrics: {mw.queue.metric} delta, n={mw.queue.count:.0f}")]
+    ttft_s, ttft_source = _ttft(mw, stream_stats)
+    if ttft_s is None:
+        return NotApplicable("neither the server TTFT histogram nor a measured stream gives a TTFT to compare with")
+    evidence.append(EvidenceValue("TTFT mean", ttft_s, "s", ttft_source))
+    share = min(queue_s / ttft_s, 1.0) if ttft_s > 0 else 0.0
+    # Scrapes before and after the probe see an idle queue; only scrapes during it can say "nobody waited".
+    waiting_max = mw.waiting.max if mw.waiting and len(mw.waiting.samples) > 2 else None
+    if waiting_max is not None:
+        evidence.append(EvidenceValue("waiting max", waiting_max, "requests", "metrics: vllm:num_requests_waiting"))
+    if share < queue_share or queue_s < min_queue_s:
+        return Pass(f"queue time {fmt_seconds(queue_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}")
+    if waiting_max == 0:
+        return Pass(f"queue time is {fmt_pct(share)} of TTFT but no request was seen waiting")
+
+    running_max = mw.running.max if mw.running else None
+    running_min = mw.running.min if mw.running else None
+    kv_max = mw.kv_usage.max if mw.kv_usage else None
+    max_seqs = engine_setting("max_num_seqs", log_facts, run)
+    if running_max is not None:
+        evidence.append(EvidenceValue("running max", running_max, "requests", "metrics: vllm:num_requests_running"))
+    if max_seqs is not None:
+        evidence.append(max_seqs.evidence("max_num_seqs"))
+    if kv_max is not None:
+        evidence.append(EvidenceValue("KV usage max", kv_max, "fraction", "metrics: KV cache usage gauge"))
+
+    parts = [f"queue time {fmt_seconds(queue_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}"]
+    if waiting_max is not None:
+        parts.append(f"waiting up to {waiting_max:.0f}")
+    if running_max is not None and max_seqs is not None:
+        if running_max >= float(max_seqs.value):
+            parts.append(f"running = max_num_seqs = {max_seqs.value}")
+        else:
+            parts.append(f"running up to {running_max:.0f} < max_num_seqs {max_seqs.value}")
+    if kv_max is not None:
+        parts.append(f"KV usage <= {fmt_pct(kv_max)}")
+
+    if kv_max is not None and kv_max >= kv_headroom:
+        remediation = _capacity(kv_max, running_max, waiting_max)
+    else:
+        demand = running_max + waiting_max if running_max is not None and waiting_max is not None else None
+        remediation = _raise_max_num_seqs(max_seqs, kv_max, demand, stream, log_facts, run, evidence)
+    return Fire(
+        title="Requests wait in the engine's queue before prefill",
+        summary="; ".join(parts),
+        remediation=remediation,
+        severity=Severity.CRITICAL if share >= critical_share else Severity.WARNING,
+        evidence=evidence,
+    )
+
+
+def _ttft(mw: MetricsWindow, stats: StreamStats | None) -> tuple[float | None, str]:
+    """The server's TTFT mean (same clock as the queue), else the client's on the engine path."""
+    if mw.ttft is not None and mw.ttft.mean is not None:
+        return mw.ttft.mean, f"metrics: {mw.ttft.metric} delta, n={mw.ttft.count:.0f}"
+    path = engine_path(stats) if stats is not None else None
+    if path is not None and path.ttft.mean is not None:
+        return path.ttft.mean, f"stream: {path.path} TTFT mean, n={path.ttft.n}"
+    return None, ""
+
+
+def _capacity(kv_max: float, running_max: float | None, waiting_max: float | None) -> Remediation:
+    below = f" below the {running_max:.0f} requests running at the peak" if running_max else ""
+    if running_max and waiting_max:
+        below = f" below the {running_max + waiting_max:.0f} in flight at the peak ({running_max:.0f} running + {waiting_max:.0f} waiting)"
+    return Remediation(
+        setting="replicas",
+        suggested=f"add a replica, or lower offered concurrency{below}",
+        why=(f"KV usage reached {fmt_pct(kv_max)}: the GPU has no room for more sequences, so a larger "
+             "max_num_seqs would only trade queueing for preemption"),
+        verify=rerun("queue time to drop to a small share of TTFT and waiting to stay at 0"),
+        where="deployment (replica count behind the gateway) or the callers' concurrency",
+    )
+
+
+def _raise_max_num_seqs(
+    max_seqs: Setting | None,
+    kv_max: float | None,
+    demand: float | None,
+    stream: StreamEvidence | None,
+    log_facts: LogFacts | None,
+    run: RunRecord | None,
+    evidence: list[EvidenceValue],
+) -> Remediation:
+    current = int(max_seqs.value) if max_seqs is not None else None
+    suggested: int | None = None
+    basis = ""
+    kv_tokens = engine_setting("kv_cache_tokens", log_facts, run)
+    per_request = tokens_per_request(stream)
+    if kv_tokens is not None and per_request is not None:
+        evidence.append(kv_tokens.evidence("KV cache capacity", "tokens"))
+        evidence.append(EvidenceValue("tokens per request", per_request[0], "tokens", per_request[1]))
+        suggested = math.floor(float(kv_tokens.value) * KV_TARGET / per_request[0])
+        basis = f"{int(kv_tokens.value)} KV tokens x {KV_TARGET} / {per_request[0]:.0f} tokens per request"
+    elif current is not None and kv_max:
+        suggested = math.floor(current * KV_TARGET / kv_max)
+        basis = f"max_num_seqs {current} x {KV_TARGET} / peak KV usage {kv_max:.2f}"
+    if suggested is not None and current is not None and suggested <= current:
+        suggested = None  # the arithmetic says the cache is the limit after all: give the direction only
+    if suggested is not None and demand is not None and demand < suggested:
+        # No need to go past the peak demand: every extra slot deepens the batch (slower tokens).
+        basis = f"the peak of {demand:.0f} requests in flight; the KV cache fits up to {suggested}: {basis}"
+        suggested = max(math.ceil(demand), (current or 0) + 1)
+    text = f"{suggested} ({basis})" if suggested is not None else "raise it while KV usage stays below 90 %"
+    kv_note = f"KV usage stayed <= {fmt_pct(kv_max)}" if kv_max is not None else "the KV cache had room"
+    return Remediation(
+        setting="max_num_seqs",
+        suggested=text,
+        why=f"the batch is full while {kv_note}: the sequence limit, not GPU memory, makes requests wait",
+        verify=rerun("waiting to stay near 0, queue time to shrink, and no preemptions (vllm:num_preemptions)"),
+        current=str(current) if current is not None else None,
+        where="vllm serve flag --max-num-seqs",
+    )

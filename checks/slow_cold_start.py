@@ -1,0 +1,76 @@
+"""The first (warm-up) requests are much slower than the steady ones.
+
+What it detects:
+Slow cold start: a warm-up request's time to first token is many times the steady requests'
+median, on some path.
+
+Why it matters:
+The first requests after a start (or after an idle spell) pay for lazy initialisation:
+CUDA graph capture and kernel autotuning, compilation caches, connection pools, a cold prefix
+cache. Users of a replica that scales from zero feel it, and a scheduled check that measures
+without a warm-up reports it as a regression that is not there. The statistics already leave
+warm-up requests out; this check says what they cost.
+
+Evidence:
+stream_stats: ``warmup_ttft`` (the warm-up requests, excluded from every other number) against
+the measured ``ttft`` median, per path.
+
+Remediation:
+Keep a warm floor: scheduled checks send at least one warm-up request before measuring
+(``--warmup``), and serving keeps replicas warm (a minimum replica count above zero, a
+warm-up request after each start).
+
+Example:
+direct: warm-up TTFT 4.10 s vs steady median 120 ms (34x) -> keep --warmup >= 1 and a warm floor.
+"""
+
+from __future__ import annotations
+
+from checks._engine import rerun
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_seconds
+
+
+@check(code="LD103", name="slow-cold-start", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="cold-start")
+def slow_cold_start(
+    stream_stats: StreamStats,
+    *,
+    cold_factor: float = 3.0,
+    warning_factor: float = 10.0,
+) -> Result:
+    """``cold_factor``: warm-up TTFT / steady median TTFT that fires (info);
+    ``warning_factor``: the ratio at which it becomes a warning."""
+    compared = [ps for ps in stream_stats.paths.values() if ps.warmup_ttft.n and ps.ttft.p50]
+    if not compared:
+        return NotApplicable("no successful warm-up request to compare with (the probe ran with --warmup 0?)")
+    worst = max(compared, key=_ratio)
+    ratio = _ratio(worst)
+    slow, steady = worst.warmup_ttft.max or 0.0, worst.ttft.p50 or 0.0
+    if ratio < cold_factor:
+        return Pass(f"{worst.path}: warm-up TTFT {fmt_seconds(slow)} vs steady median {fmt_seconds(steady)}")
+    return Fire(
+        title="The first requests are much slower than the steady ones",
+        summary=(f"{worst.path}: warm-up TTFT {fmt_seconds(slow)} (n={worst.warmup_ttft.n}) vs steady median "
+                 f"{fmt_seconds(steady)} (n={worst.ttft.n}), {ratio:.0f}x"),
+        remediation=Remediation(
+            setting="warmup",
+            suggested="keep >= 1 warm-up request before measuring, and a warm floor in serving (min replicas >= 1)",
+            why=(f"the first request on {worst.path} took {ratio:.0f}x the steady TTFT: lazy initialisation "
+                 "that a scheduled check would report as a regression and a scaled-from-zero replica shows users"),
+            verify=rerun("the measured TTFT to match the steady median, with the warm-up excluded"),
+            current=str(worst.n_warmup),
+            where="llm-doctor --warmup (scheduled checks); autoscaler minimum replicas (serving)",
+        ),
+        severity=Severity.WARNING if ratio >= warning_factor else Severity.INFO,
+        evidence=[
+            EvidenceValue("warm-up TTFT max", slow, "s", f"stream: {worst.path} warm-up, n={worst.warmup_ttft.n}"),
+            EvidenceValue("steady TTFT p50", steady, "s", f"stream: {worst.path} TTFT p50, n={worst.ttft.n}"),
+            EvidenceValue("ratio", round(ratio, 1), "x", "warm-up max / steady p50"),
+        ],
+    )
+
+
+def _ratio(ps: PathStats) -> float:
+    return (ps.warmup_ttft.max or 0.0) / (ps.ttft.p50 or 1.0)

@@ -1,0 +1,107 @@
+"""The network between the client and vLLM adds a large share of the time to first token.
+
+What it detects:
+Slow transport: on the direct path (no gateway), the client's mean time to first token is well
+above the server's own (``vllm:time_to_first_token_seconds``); the difference is connect, TLS,
+network round trips and the HTTP server's own handling.
+
+Why it matters:
+Time spent between the client and the engine is invisible to the engine's metrics and no
+engine setting shortens it. A client in another region, a new TLS connection per request or
+a congested link adds the same delay to every request.
+
+Evidence:
+stream_stats: direct-path client TTFT mean. metrics_window: server TTFT mean. Stream: connect
+time (``t_connected - t_sent``) of requests that opened a new connection.
+
+Remediation:
+When new connections take most of it: reuse connections (``http_keepalive``: a connection
+pool / HTTP keep-alive on the caller). Otherwise: place the caller near the engine
+(``region_placement``: same region / zone, or a gateway in the engine's region).
+
+Example:
+direct: client TTFT mean 420 ms vs server TTFT mean 60 ms: 360 ms (86 %) between client and
+engine; new connections take 12 ms -> move the caller into the engine's region.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from checks._engine import rerun
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.derive.stream_stats import StreamStats
+from doctor.evidence import StreamEvidence
+from doctor.model import EvidenceValue, Remediation, SymptomClass
+from doctor.units import fmt_pct, fmt_seconds
+
+
+@check(code="LD104", name="slow-transport", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="transport")
+def slow_transport(
+    stream_stats: StreamStats,
+    metrics_window: MetricsWindow,
+    stream: StreamEvidence | None = None,
+    *,
+    transport_share: float = 0.3,
+    min_transport_s: float = 0.05,
+) -> Result:
+    """``transport_share``: share of the client's TTFT outside the server that fires;
+    ``min_transport_s``: ignore differences smaller than this (a LAN round trip)."""
+    direct = stream_stats.path("direct")
+    if direct is None or not direct.ttft.n or direct.ttft.mean is None:
+        return NotApplicable("no measured direct path (--engine): the gateway's share cannot be told from the network's")
+    if metrics_window.ttft is None or metrics_window.ttft.mean is None:
+        return NotApplicable("no server TTFT histogram (vllm:time_to_first_token_seconds) in /metrics")
+    client_s, server_s = direct.ttft.mean, metrics_window.ttft.mean
+    outside_s = max(client_s - server_s, 0.0)
+    share = outside_s / client_s if client_s > 0 else 0.0
+    evidence = [
+        EvidenceValue("direct client TTFT mean", client_s, "s", f"stream: direct TTFT mean, n={direct.ttft.n}"),
+        EvidenceValue("server TTFT mean", server_s, "s",
+                      f"metrics: {metrics_window.ttft.metric} delta, n={metrics_window.ttft.count:.0f}"),
+        EvidenceValue("client - server", outside_s, "s", "difference of the two means"),
+    ]
+    if share < transport_share or outside_s < min_transport_s:
+        return Pass(f"direct: {fmt_seconds(outside_s)} ({fmt_pct(share)}) of TTFT is outside the server")
+    summary = (f"direct: client TTFT mean {fmt_seconds(client_s)} (n={direct.ttft.n}) vs server "
+               f"{fmt_seconds(server_s)}: {fmt_seconds(outside_s)} ({fmt_pct(share)}) between client and engine")
+    connect = _connect_s(stream)
+    if connect is not None:
+        evidence.append(EvidenceValue("new-connection connect time mean", connect[0], "s",
+                                      f"stream: direct t_connected - t_sent, n={connect[1]}"))
+        summary += f"; new connections take {fmt_seconds(connect[0])} (n={connect[1]})"
+    if connect is not None and connect[0] >= outside_s / 2:
+        remediation = Remediation(
+            setting="http_keepalive",
+            suggested="reuse connections (a connection pool with HTTP keep-alive on the caller)",
+            why=f"opening a connection (TCP and TLS) takes {fmt_seconds(connect[0])}, most of the time outside the server",
+            verify=rerun("the client - server TTFT difference to shrink to about one round trip"),
+            where="the calling service's HTTP client",
+        )
+    else:
+        remediation = Remediation(
+            setting="region_placement",
+            suggested="run the caller (or its gateway) in the engine's region / zone",
+            why=f"{fmt_seconds(outside_s)} of every first token is spent between the client and the engine, not in it",
+            verify=rerun("the client - server TTFT difference to shrink to a LAN round trip"),
+            where="deployment topology",
+        )
+    return Fire(
+        title="The network between the client and the engine adds to every first token",
+        summary=summary,
+        remediation=remediation,
+        evidence=evidence,
+    )
+
+
+def _connect_s(stream: StreamEvidence | None) -> tuple[float, int] | None:
+    """Mean connect time of direct requests that opened a new connection."""
+    if stream is None:
+        return None
+    times = [
+        r.t_connected - r.t_sent
+        for r in stream.requests
+        if r.path == "direct" and r.connection_reused is False and r.t_connected is not None and r.t_sent is not None
+    ]
+    return (statistics.fmean(times), len(times)) if times else None

@@ -1,0 +1,110 @@
+"""Stream chunks carry several tokens each: per-chunk gaps are not per-token gaps.
+
+What it detects:
+Token bundling: the answers' usage trailers count several tokens per token-bearing SSE event
+(or the server said so per event), or the engine runs with ``stream_interval`` > 1.
+
+Why it matters:
+Users read what arrives: with k tokens per chunk they see bursts of k tokens after k times the
+per-token gap. Every gap this tool measures is a gap between chunks, so TPOT per chunk is k
+times the engine's per-token time: a TPOT above budget may be bundling, not a slow engine.
+vLLM bundles on purpose with ``stream_interval`` > 1 (less CPU per token), and V1's API server
+merges tokens it has not sent yet when its event loop falls behind.
+
+Evidence:
+stream: completion tokens from the usage trailers / token-bearing events (or tokens per event
+when the server reports continuous usage). Startup log / run record: ``stream_interval``.
+
+Remediation:
+``stream_interval`` > 1: set it to 1 if smooth streaming matters more than API-server CPU.
+Otherwise the API server is falling behind: add API server processes (``api_server_count``).
+
+Example:
+direct: 4.0 tokens per chunk (800 tokens in 200 chunks, n=8); stream_interval = 4 (log line 9)
+-> stream_interval 1.
+"""
+
+from __future__ import annotations
+
+from checks._engine import engine_setting, rerun
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.log_facts import LogFacts
+from doctor.evidence import RunRecord, StreamEvidence
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+
+
+@check(code="LD205", name="token-bundling", symptom=SymptomClass.INTER_TOKEN, cause="token-bundling")
+def token_bundling(
+    stream: StreamEvidence,
+    log_facts: LogFacts | None = None,
+    run: RunRecord | None = None,
+    *,
+    bundle_threshold: float = 1.5,
+    warning_tokens: float = 4.0,
+) -> Result:
+    """``bundle_threshold``: tokens per chunk at which it fires (info); ``warning_tokens``: tokens
+    per chunk at which it becomes a warning (users see visible bursts)."""
+    per_chunk = tokens_per_chunk(stream)
+    interval = engine_setting("stream_interval", log_facts, run)
+    if per_chunk is None and interval is None:
+        return NotApplicable("no usage trailer (completion tokens) and no stream_interval in the log")
+    evidence: list[EvidenceValue] = []
+    parts: list[str] = []
+    k = 1.0
+    if per_chunk is not None:
+        k, tokens, chunks, n = per_chunk
+        evidence.append(EvidenceValue("tokens per chunk", round(k, 2), "tokens",
+                                      f"stream: completion tokens / token-bearing events, n={n}"))
+        parts.append(f"{k:.1f} tokens per chunk ({tokens} tokens in {chunks} chunks, n={n})")
+    if interval is not None:
+        evidence.append(interval.evidence("stream_interval"))
+        parts.append(f"stream_interval = {interval.value} ({interval.source})")
+    bundled_by_config = interval is not None and int(interval.value) > 1
+    if k < bundle_threshold and not bundled_by_config:
+        return Pass("; ".join(parts))
+    if bundled_by_config:
+        remediation = Remediation(
+            setting="stream_interval",
+            suggested="1",
+            why=(f"the engine sends a chunk every {interval.value} tokens: users see bursts and every measured gap "
+                 "spans several tokens; 1 streams each token (more API-server CPU per token)"),
+            verify=rerun("about 1 token per chunk and a per-chunk TPOT near the engine's per-token time"),
+            current=str(interval.value),
+            where="vllm serve flag --stream-interval",
+        )
+    else:
+        remediation = Remediation(
+            setting="api_server_count",
+            suggested="raise it (e.g. 2): more API server processes",
+            why=("with stream_interval 1 the API server merges tokens it has not sent yet only when its event "
+                 "loop falls behind the engine: it is the bottleneck of the stream"),
+            verify=rerun("about 1 token per chunk"),
+            where="vllm serve flag --api-server-count",
+        )
+    return Fire(
+        title="Chunks carry several tokens: per-chunk gaps are not per-token gaps",
+        summary="; ".join(parts) + "; per-chunk gaps overstate per-token gaps",
+        remediation=remediation,
+        severity=Severity.WARNING if k >= warning_tokens else Severity.INFO,
+        evidence=evidence,
+    )
+
+
+def tokens_per_chunk(stream: StreamEvidence) -> tuple[float, int, int, int] | None:
+    """(tokens per token-bearing event, tokens, events, requests) over measured answers.
+
+    The usage trailer's completion tokens are exact; without it, the per-event token counts the
+    server reported (continuous usage stats). ``None`` when neither was recorded.
+    """
+    reqs = [r for r in stream.requests if r.ok and not r.warmup and r.tokens]
+    with_usage = [r for r in reqs if r.completion_tokens is not None]
+    if with_usage:
+        tokens = sum(r.completion_tokens or 0 for r in with_usage)
+        chunks = sum(len(r.tokens) for r in with_usage)
+        return tokens / chunks, tokens, chunks, len(with_usage)
+    reported = [r for r in reqs if any(t.tokens != 1 for t in r.tokens)]
+    if reported:
+        tokens = sum(t.tokens for r in reported for t in r.tokens)
+        chunks = sum(len(r.tokens) for r in reported)
+        return tokens / chunks, tokens, chunks, len(reported)
+    return None

@@ -1,0 +1,480 @@
+"""Write the fixture bundles of the pre-first-token and inter-token checks (LD101-LD207).
+
+Run ``.venv/bin/python -m tests.support.make_check_fixtures_engine``. Streams that need a
+realistic interplay of requests (prefill steps stalling running streams, gaps growing with
+depth) come from ``simulate``, a toy continuous-batching loop whose step cost is stated in
+each case's ``_why``; log lines are written in vLLM 0.32's exact format; the real vLLM 0.32
+scrapes (``fixtures/metrics``) and nginx traces (``fixtures/real-vllm/nginx``) give the real cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from doctor.evidence import (
+    GpuDevice,
+    GpuEvidence,
+    GpuProcess,
+    HostEvidence,
+    LogEvidence,
+    MetricsEvidence,
+    ProcessInfo,
+    RequestTrace,
+    RunRecord,
+    Scrape,
+    StreamEvidence,
+)
+from doctor.probes.logfile import read_log
+from doctor.vllm_metrics.names import FAMILIES
+from tests.support import nginx_traces
+from tests.support.bundles import bundle, log, metrics, request, stream
+from tests.support.write_fixture import write_case
+
+ROOT = Path(__file__).resolve().parents[2]
+GIB = 2**30
+
+# --------------------------------------------------------------------------- builders
+
+
+def vllm_log(args: Mapping[str, Any], *, kv_tokens: int | None = None, max_len: int = 8192,
+             kv_gib: float | None = None) -> LogEvidence:
+    """Startup lines as vLLM 0.32 prints them: ``non-default args``, the KV line, KV memory."""
+    shown = {"model_tag": "/srv/models/llama", "model": "/srv/models/llama", **args}
+    lines = [f"(APIServer pid=7) INFO 11-30 05:37:29 [api_utils.py:286] non-default args: {shown!r}"]
+    if kv_gib is not None:
+        lines.append(f"(EngineCore_DP0 pid=9) INFO 11-30 05:38:37 [gpu_worker.py:298] Available KV cache memory: {kv_gib:.2f} GiB")
+    if kv_tokens is not None:
+        lines.append(f"(EngineCore_DP0 pid=9) INFO 11-30 05:38:37 [kv_cache_utils.py:2327] GPU KV cache size: "
+                     f"{kv_tokens:,} tokens, Maximum concurrency for {max_len:,} tokens per request: {kv_tokens / max_len:.2f}x")
+    return log(lines)
+
+
+def simulate(arrivals: list[float], tokens: int, step: Callable[[int, int], float], *,
+             prompt_tokens: int = 256, path: str = "direct") -> list[RequestTrace]:
+    """A toy continuous-batching engine: one step decodes a token for every running request and
+    prefills every request that arrived before it; a prefilled request's first token comes at the
+    end of its prefill step. ``step(running, prefilling)`` is the step's duration."""
+    pending = sorted(range(len(arrivals)), key=lambda i: arrivals[i])
+    running: dict[int, list[float]] = {}
+    done: dict[int, list[float]] = {}
+    t = 0.0
+    while pending or running:
+        if not running and arrivals[pending[0]] > t:
+            t = arrivals[pending[0]]
+        new = [i for i in pending if arrivals[i] <= t]
+        pending = [i for i in pending if arrivals[i] > t]
+        t = round(t + step(len(running), len(new)), 6)
+        for times in running.values():
+            times.append(t)
+        running.update({i: [t] for i in new})
+        for i in [i for i, times in running.items() if len(times) == tokens]:
+            done[i] = running.pop(i)
+    reqs = []
+    for i, times in sorted(done.items()):
+        gaps = [round(b - a, 6) for a, b in zip(times, times[1:])]
+        req = request(path, i, ttft=round(times[0] - arrivals[i], 6), gaps=gaps, start=arrivals[i])
+        req.prompt_tokens = prompt_tokens
+        reqs.append(req)
+    return reqs
+
+
+def steady(n: int, *, ttft: float, gap: float, tokens: int = 6, path: str = "direct", every: float = 3.0,
+           prompt_tokens: int | None = 256, warmup_ttft: float | None = None) -> list[RequestTrace]:
+    """``n`` sequential requests alike (plus a warm-up request first when ``warmup_ttft``)."""
+    reqs: list[RequestTrace] = []
+    if warmup_ttft is not None:
+        reqs.append(request(path, 0, ttft=warmup_ttft, gaps=[gap] * (tokens - 1), start=0.0, warmup=True))
+    for i in range(n):
+        idx = len(reqs)
+        reqs.append(request(path, idx, ttft=ttft, gaps=[gap] * (tokens - 1), start=idx * every))
+    for r in reqs:
+        r.prompt_tokens = prompt_tokens
+    return reqs
+
+
+def hist(mean: float, count: int) -> dict[str, float]:
+    return {"sum": round(mean * count, 6), "count": count}
+
+
+def window(before: Mapping[str, object], during: list[Mapping[str, object]], after: Mapping[str, object],
+           *, end: float = 10.0) -> MetricsEvidence:
+    """Scrapes before, during (one per second) and after the probe."""
+    scrapes = [("before", -0.1, before)]
+    scrapes += [("during", float(i + 1), d) for i, d in enumerate(during)]
+    scrapes.append(("after", end, after))
+    return metrics(*scrapes)
+
+
+def load_scrapes(before: Mapping[str, object], during: Mapping[str, object], after: Mapping[str, object]) -> MetricsEvidence:
+    """A load window: every family zero before, gauges during, histogram totals after (gauges back to 0
+    unless ``after`` says otherwise), as a real engine exposes all of them in every scrape."""
+    zero = {k: ({"sum": 0, "count": 0} if isinstance(v, Mapping) else 0) for k, v in {**during, **after}.items()}
+    return window({**zero, **before}, [{**zero, **before, **during}], {**zero, **after})
+
+
+def gpu(*devices: GpuDevice) -> GpuEvidence:
+    return GpuEvidence(available=True, driver_version="550.54.15", devices=list(devices))
+
+
+def h100(**fields: Any) -> GpuDevice:
+    base = dict(index=0, name="NVIDIA H100 80GB HBM3", memory_total_bytes=80 * GIB, memory_used_bytes=72 * GIB,
+                memory_free_bytes=8 * GIB, sm_clock_mhz=1980, sm_clock_max_mhz=1980, temperature_c=61.0,
+                power_w=610.0, power_limit_w=700.0,
+                processes=[GpuProcess(pid=4100, name="VLLM::EngineCore", used_memory_bytes=71 * GIB)])
+    base.update(fields)
+    return GpuDevice(**base)
+
+
+#: The families the pre-first-token and inter-token checks read (the real scrapes are cut to them).
+ENGINE_FAMILIES = ("preemptions", "finished_by_reason", "prompt_tokens", "ttft", "queue", "prefill",
+                   "kv_usage", "running", "waiting")
+
+
+def real_scrape(name: str, phase: str, t: float) -> Scrape:
+    """A real vLLM 0.32 /metrics body, cut to ``ENGINE_FAMILIES`` without HELP lines (fixture size)."""
+    prefixes = tuple(n for fam in FAMILIES if fam.key in ENGINE_FAMILIES for n in fam.names)
+    kept = []
+    for line in (ROOT / "fixtures" / "metrics" / name).read_text().splitlines():
+        metric = line.split()[2] if line.startswith("# ") and len(line.split()) > 2 else line.split("{")[0].split(" ")[0]
+        base = metric.removesuffix("_total").removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")
+        if base in prefixes and not metric.endswith("_created") and not line.startswith("# HELP"):
+            kept.append(line)
+    return Scrape(phase=phase, t=t, wall=1_796_017_000.0 + t, status=200,
+                  content_type="text/plain; version=0.0.4; charset=utf-8", text="\n".join(kept) + "\n")
+
+
+def real_window() -> MetricsEvidence:
+    return MetricsEvidence(url="http://127.0.0.1:8000/metrics", interval_s=None, scrapes=[
+        real_scrape("0.32.0-cpu-idle.prom", "before", -0.1),
+        real_scrape("0.32.0-cpu-after-load.prom", "after", 60.0),
+    ])
+
+
+REAL_SCRAPES = ("real vLLM 0.32.0 (CPU, tiny-llama) /metrics before and after 209 requests "
+                "(fixtures/metrics/0.32.0-cpu-{idle,after-load}.prom, cut to the families these checks read)")
+REAL_LOG = ROOT / "fixtures" / "run_record" / "startup-0.32.0-cpu-default.log"
+
+
+def real_log() -> LogEvidence:
+    """The real vLLM 0.32 startup log, read by the collector's own log probe (matched lines only)."""
+    evidence, errors = read_log(str(REAL_LOG))
+    assert evidence is not None, errors
+    evidence.source = REAL_LOG.name
+    return evidence
+
+
+# --------------------------------------------------------------------------- LD101
+
+
+def queueing() -> None:
+    name = "requests-queued-before-prefill"
+    direct = steady(4, ttft=2.4, gap=0.03)
+    histos = {"vllm:request_queue_time_seconds": hist(1.97, 16), "vllm:time_to_first_token_seconds": hist(2.4, 16)}
+    full_batch = load_scrapes({}, {"vllm:num_requests_waiting": 12, "vllm:num_requests_running": 8,
+                                   "vllm:kv_cache_usage_perc": 0.31}, {**histos, "vllm:kv_cache_usage_perc": 0.02})
+    write_case(name, "fires-full-batch-kv-headroom",
+               bundle(stream=stream(direct, concurrency=20), metrics=full_batch,
+                      log=vllm_log({"max_num_seqs": 8}, kv_tokens=131072)),
+               why="queue 1.97 s of TTFT 2.4 s (82 %), 12 waiting, running = max_num_seqs = 8, KV <= 31 %: "
+                   "raise max_num_seqs to the peak demand 20 (8 running + 12 waiting); the KV cache fits "
+                   "131072 x 0.9 / (256 + 6) tokens per request = 450",
+               expect={"severity": "critical", "setting": "max_num_seqs",
+                       "summary_contains": ["82 %", "running = max_num_seqs = 8", "KV usage <= 31 %"]})
+    kv_full = load_scrapes({}, {"vllm:num_requests_waiting": 9, "vllm:num_requests_running": 5,
+                                "vllm:kv_cache_usage_perc": 0.97}, {**histos, "vllm:kv_cache_usage_perc": 0.1})
+    write_case(name, "fires-kv-full-needs-capacity",
+               bundle(stream=stream(direct, concurrency=14), metrics=kv_full,
+                      log=vllm_log({"max_num_seqs": 8}, kv_tokens=4096)),
+               why="queue dominates and KV usage reached 97 % with 5 of 8 running: memory binds, add replicas",
+               expect={"setting": "replicas"})
+    write_case(name, "fires-real-vllm-0.32-scrapes", bundle(metrics=real_window()),
+               why=REAL_SCRAPES + ": queue 0.28 s of TTFT 0.46 s (61 %); no during-scrape, KV 0 -> raise max_num_seqs",
+               expect={"severity": "warning", "setting": "max_num_seqs", "summary_contains": ["61 %"]})
+    short = load_scrapes({}, {"vllm:num_requests_waiting": 0, "vllm:num_requests_running": 2},
+                         {"vllm:request_queue_time_seconds": hist(0.004, 16),
+                          "vllm:time_to_first_token_seconds": hist(0.2, 16)})
+    write_case(name, "quiet-short-queue", bundle(stream=stream(steady(4, ttft=0.2, gap=0.03)), metrics=short),
+               why="queue 4 ms of TTFT 200 ms")
+    write_case(name, "na-no-queue-histogram",
+               bundle(metrics=load_scrapes({}, {"vllm:num_requests_running": 2}, {"vllm:kv_cache_usage_perc": 0.1})),
+               why="the scrapes have no vllm:request_queue_time_seconds (V0 before 0.6)")
+    write_case(name, "missing-no-metrics", bundle(stream=stream(direct)), why="no /metrics scrape at all")
+
+
+# --------------------------------------------------------------------------- LD102
+
+
+def prefill_bound() -> None:
+    name = "prefill-bound-first-token"
+    long_prompts = steady(4, ttft=1.25, gap=0.03, prompt_tokens=3900)
+    scrapes = load_scrapes({}, {"vllm:num_requests_running": 2, "vllm:kv_cache_usage_perc": 0.2},
+                           {"vllm:request_queue_time_seconds": hist(0.05, 8),
+                            "vllm:request_prefill_time_seconds": hist(1.1, 8),
+                            "vllm:time_to_first_token_seconds": hist(1.2, 8)})
+    write_case(name, "fires-prefix-caching-off",
+               bundle(stream=stream(long_prompts), metrics=scrapes,
+                      log=vllm_log({"enable_prefix_caching": False, "max_num_batched_tokens": 8192})),
+               why="prefill 1.1 s of TTFT 1.2 s on 3,900-token prompts, prefix caching off",
+               expect={"setting": "enable_prefix_caching", "summary_contains": ["92 %", "3,900"]})
+    write_case(name, "fires-small-chunk-budget",
+               bundle(stream=stream(long_prompts), metrics=scrapes,
+                      log=vllm_log({"enable_chunked_prefill": True, "max_num_batched_tokens": 512})),
+               why="chunked prefill in 512-token steps: a 3,900-token prompt needs 8 steps; suggest 4096",
+               expect={"setting": "max_num_batched_tokens"})
+    write_case(name, "fires-compute-bound",
+               bundle(stream=stream(long_prompts), metrics=scrapes,
+                      log=vllm_log({"enable_chunked_prefill": True, "max_num_batched_tokens": 8192,
+                                    "tensor_parallel_size": 1})),
+               why="caching on and a large step budget: only more compute helps",
+               expect={"setting": "tensor_parallel_size"})
+    write_case(name, "quiet-short-prompts",
+               bundle(stream=stream(steady(4, ttft=1.25, gap=0.03, prompt_tokens=200)), metrics=scrapes),
+               why="prefill dominates but prompts are 200 tokens: slow steps, not long prompts")
+    write_case(name, "quiet-real-vllm-0.32-scrapes", bundle(metrics=real_window()),
+               why=REAL_SCRAPES + ": prefill 0.11 s is 24 % of TTFT 0.46 s")
+    write_case(name, "na-no-prefill-histograms",
+               bundle(metrics=load_scrapes({}, {"vllm:num_requests_running": 2}, {"vllm:kv_cache_usage_perc": 0.1})),
+               why="no prefill, TTFT or queue histogram")
+
+
+# --------------------------------------------------------------------------- LD103
+
+
+def cold_start() -> None:
+    name = "slow-cold-start"
+    write_case(name, "fires-cold-first-request",
+               bundle(stream=stream(steady(8, ttft=0.12, gap=0.03, warmup_ttft=4.1))),
+               why="warm-up TTFT 4.1 s vs steady 120 ms (34x): warning",
+               expect={"severity": "warning", "setting": "warmup", "summary_contains": ["34x"]})
+    real = nginx_traces.load("direct", "chat", "direct")
+    real[0].warmup = True
+    write_case(name, "quiet-real-vllm-0.32-direct", bundle(stream=stream(real)),
+               why="real vLLM 0.32 direct.chat.jsonl (fixtures/real-vllm/nginx), first request as warm-up: "
+                   "116 ms vs 61 ms is under 3x")
+    write_case(name, "na-no-warmup", bundle(stream=stream(steady(8, ttft=0.12, gap=0.03))),
+               why="the probe ran with --warmup 0")
+
+
+# --------------------------------------------------------------------------- LD104
+
+
+def transport() -> None:
+    name = "slow-transport"
+    scrapes = load_scrapes({}, {"vllm:num_requests_running": 1},
+                           {"vllm:time_to_first_token_seconds": hist(0.06, 8)})
+    write_case(name, "fires-far-client", bundle(stream=stream(steady(8, ttft=0.42, gap=0.03)), metrics=scrapes),
+               why="client TTFT 420 ms vs server 60 ms on the direct path, connections reused",
+               expect={"setting": "region_placement", "summary_contains": ["360 ms"]})
+    reqs = steady(8, ttft=0.42, gap=0.03)
+    for r in reqs:
+        r.connection_reused = False
+        r.t_connected = r.t_sent + 0.3  # TCP + TLS handshakes to a far endpoint
+    write_case(name, "fires-new-connection-each-request", bundle(stream=stream(reqs), metrics=scrapes),
+               why="every request opens a connection taking 300 ms of the 360 ms outside the server",
+               expect={"setting": "http_keepalive"})
+    write_case(name, "quiet-same-host", bundle(stream=stream(steady(8, ttft=0.075, gap=0.03)), metrics=scrapes),
+               why="15 ms between client and server")
+    write_case(name, "na-gateway-only",
+               bundle(stream=stream(steady(8, ttft=0.42, gap=0.03, path="gateway")), metrics=scrapes),
+               why="no direct path: the gateway's share cannot be told from the network's")
+
+
+# --------------------------------------------------------------------------- LD201
+
+
+def stalled(n: int, *, stall: float, every: int = 2) -> list[RequestTrace]:
+    """Streams of 30 ms gaps; every ``every``-th one stalls ``stall`` seconds mid-answer (preempted).
+
+    Long-context requests (16,000-token prompts, 2,000-token answers) on an 8B model whose KV
+    cache holds 245,760 tokens in 30 GiB: 13 such requests fit at full length, 32 are admitted.
+    """
+    reqs = []
+    for i in range(n):
+        gaps = [0.03] * 15
+        if i % every == 0:
+            gaps[8] = stall
+        reqs.append(request("direct", i, ttft=0.15, gaps=gaps, start=i * 0.1))
+    return reqs
+
+
+def long_context(reqs: list[RequestTrace], concurrency: int) -> StreamEvidence:
+    """The probe's shape for ``stalled``: answers are cut to 16 events to keep fixtures small, so
+    tokens per request come from the shape (no usage trailer on a cut answer)."""
+    for r in reqs:
+        r.completion_tokens = None
+    ev = stream(reqs, concurrency=concurrency)
+    ev.shape.prompt_tokens, ev.shape.max_tokens = 16000, 2000
+    return ev
+
+
+def kv_pressure() -> None:
+    name = "kv-pressure-preemption"
+    pressure = load_scrapes({}, {"vllm:kv_cache_usage_perc": 0.97, "vllm:num_requests_running": 8,
+                                 "vllm:num_requests_waiting": 3, "vllm:num_preemptions_total": 0},
+                            {"vllm:num_preemptions_total": 3, "vllm:kv_cache_usage_perc": 0.1})
+    args = {"max_num_seqs": 32, "gpu_memory_utilization": 0.6, "max_model_len": 32768}
+    write_case(name, "fires-preempted-no-gpu-headroom",
+               bundle(stream=long_context(stalled(4, stall=9.0), 4), metrics=pressure,
+                      log=vllm_log(args, kv_tokens=245760, max_len=32768, kv_gib=30.0),
+                      gpu=gpu(h100(memory_free_bytes=int(1.6 * GIB)))),
+               why="3 preemptions counted at the after-scrape (as on vLLM 0.32, on resume), KV 97 %, 9 s stalls; "
+                   "2 % GPU memory free -> max_num_seqs 245,760 / 18,000 = 13",
+               expect={"severity": "critical", "setting": "max_num_seqs",
+                       "summary_contains": ["3 preemptions", "KV usage up to 97 %"]})
+    write_case(name, "fires-preempted-gpu-headroom",
+               bundle(stream=long_context(stalled(4, stall=9.0), 4), metrics=pressure,
+                      log=vllm_log(args, kv_tokens=245760, max_len=32768, kv_gib=30.0),
+                      gpu=gpu(h100(memory_used_bytes=48 * GIB, memory_free_bytes=32 * GIB))),
+               why="same pressure, NVML shows 40 % free: gpu_memory_utilization 0.6 -> 0.95, "
+                   "KV grows by 28 GiB at 8,192 tokens per GiB",
+               expect={"setting": "gpu_memory_utilization"})
+    write_case(name, "fires-kv-sized-in-bytes",
+               bundle(stream=long_context(stalled(4, stall=9.0), 4), metrics=pressure,
+                      log=vllm_log({"max_num_seqs": 32, "kv_cache_memory_bytes": 32 * 2**30, "max_model_len": 32768},
+                                   kv_tokens=245760, max_len=32768)),
+               why="the same pressure with --kv-cache-memory-bytes (as the real-vLLM CPU stage runs): "
+                   "gpu_memory_utilization cannot grow the cache, so lower max_num_seqs to 13, whatever NVML says",
+               expect={"setting": "max_num_seqs"})
+    full_no_counter = load_scrapes({}, {"vllm:kv_cache_usage_perc": 0.99, "vllm:num_requests_running": 8,
+                                        "vllm:num_preemptions_total": 0},
+                                   {"vllm:num_preemptions_total": 0, "vllm:kv_cache_usage_perc": 0.2})
+    write_case(name, "fires-kv-full-with-stalls",
+               bundle(stream=long_context(stalled(4, stall=6.0), 4), metrics=full_no_counter),
+               why="no counted preemption (scraped before the preempted requests resumed) but KV 99 % and 6 s stalls; "
+                   "no NVML evidence: gpu_memory_utilization if free, else max_num_seqs, in one suggestion",
+               expect={"severity": "warning", "setting": "gpu_memory_utilization"})
+    write_case(name, "quiet-real-vllm-0.32-scrapes", bundle(metrics=real_window()),
+               why=REAL_SCRAPES + ": no preemption, KV usage 0")
+    calm = load_scrapes({}, {"vllm:kv_cache_usage_perc": 0.4, "vllm:num_preemptions_total": 0},
+                        {"vllm:num_preemptions_total": 0, "vllm:kv_cache_usage_perc": 0.1})
+    write_case(name, "quiet-kv-headroom", bundle(stream=stream(steady(8, ttft=0.1, gap=0.03)), metrics=calm),
+               why="KV usage up to 40 %, no preemption")
+    write_case(name, "na-no-kv-metrics",
+               bundle(metrics=load_scrapes({}, {}, {"vllm:time_to_first_token_seconds": hist(0.1, 4)})),
+               why="neither the preemption counter nor a KV usage gauge")
+
+
+# --------------------------------------------------------------------------- LD202
+
+
+ARRIVALS = [0.0, 0.4, 0.8, 1.2, 1.6]
+
+
+def interference() -> None:
+    name = "prefill-interference"
+    stutter = simulate(ARRIVALS, 20, lambda running, new: 0.025 + 0.25 * new)
+    write_case(name, "fires-prefill-steps-stall-streams",
+               bundle(stream=stream(stutter, concurrency=3),
+                      log=vllm_log({"enable_chunked_prefill": True, "max_num_batched_tokens": 16384})),
+               why="toy engine: 25 ms decode steps, a step carrying a prefill takes 250 ms more; requests every "
+                   "0.4 s -> each running stream stalls as the next request gets its first token",
+               expect={"setting": "max_num_batched_tokens", "summary_contains": ["max_num_batched_tokens 16384"]})
+    smooth = simulate(ARRIVALS, 20, lambda running, new: 0.025 + 0.005 * new)
+    write_case(name, "quiet-small-prefill-chunks", bundle(stream=stream(smooth, concurrency=3)),
+               why="toy engine: a prefill adds 5 ms to its step, no large gap")
+    real = nginx_traces.load("direct", "chat", "direct")
+    write_case(name, "na-real-vllm-0.32-one-stream-at-a-time", bundle(stream=stream(real)),
+               why="real vLLM 0.32 direct.chat.jsonl (fixtures/real-vllm/nginx): sequential requests never overlap")
+
+
+# --------------------------------------------------------------------------- LD203
+
+
+RAMP = [i * 0.2 for i in range(4)]
+
+
+def batch_depth() -> None:
+    name = "batch-too-deep"
+    deep = simulate(RAMP, 24, lambda running, new: 0.01 + 0.012 * (running + new))
+    write_case(name, "fires-tpot-grows-with-depth",
+               bundle(stream=stream(deep, concurrency=4), log=vllm_log({"max_num_seqs": 16})),
+               why="toy engine: a step costs 10 ms + 12 ms per sequence; 4 deep -> 58 ms > 50 ms; "
+                   "(50 - 10) / 12 -> max_num_seqs 3",
+               expect={"setting": "max_num_seqs"})
+    flat = simulate(RAMP, 24, lambda running, new: 0.02)
+    write_case(name, "quiet-flat-tpot", bundle(stream=stream(flat, concurrency=4)),
+               why="toy engine: 20 ms per step at any depth")
+    preempted = load_scrapes({}, {"vllm:num_preemptions_total": 0}, {"vllm:num_preemptions_total": 2})
+    write_case(name, "quiet-preemption-explains-it", bundle(stream=stream(deep, concurrency=4), metrics=preempted),
+               why="the same growth, but 2 preemptions: KV pressure (LD201), not depth")
+    write_case(name, "na-one-stream-at-a-time", bundle(stream=stream(steady(8, ttft=0.1, gap=0.03))),
+               why="sequential requests: depth 1 only")
+
+
+# --------------------------------------------------------------------------- LD204, LD205
+
+
+def eager() -> None:
+    name = "eager-mode"
+    write_case(name, "fires-enforce-eager", bundle(log=vllm_log({"enforce_eager": True})),
+               why="--enforce-eager in non-default args", expect={"severity": "info", "setting": "enforce_eager"})
+    write_case(name, "quiet-real-vllm-0.32-log", bundle(log=real_log()),
+               why="real vLLM 0.32 startup log (fixtures/run_record/startup-0.32.0-cpu-default.log): enforce_eager=False")
+    write_case(name, "na-no-log", bundle(run=RunRecord()), why="no startup log and no engine_config")
+
+
+def bundling() -> None:
+    name = "token-bundling"
+    bundled = steady(8, ttft=0.1, gap=0.12)
+    for r in bundled:
+        r.completion_tokens = 4 * len(r.tokens)
+    write_case(name, "fires-stream-interval", bundle(stream=stream(bundled), log=vllm_log({"stream_interval": 4})),
+               why="stream_interval 4: 4 tokens per chunk", expect={"severity": "warning", "setting": "stream_interval"})
+    merged = steady(8, ttft=0.1, gap=0.05)
+    for r in merged:
+        r.completion_tokens = round(2.5 * len(r.tokens))
+    write_case(name, "fires-api-server-merges", bundle(stream=stream(merged)),
+               why="2.5 tokens per chunk with the default stream_interval: the API server falls behind",
+               expect={"severity": "info", "setting": "api_server_count"})
+    write_case(name, "quiet-real-vllm-0.32-direct", bundle(stream=stream(nginx_traces.load("direct", "chat", "direct"))),
+               why="real vLLM 0.32 direct.chat.jsonl (fixtures/real-vllm/nginx): one token per chunk")
+    no_usage = steady(8, ttft=0.1, gap=0.03)
+    for r in no_usage:
+        r.completion_tokens = None
+    write_case(name, "na-no-usage", bundle(stream=stream(no_usage)), why="no usage trailer and no log")
+
+
+# --------------------------------------------------------------------------- LD206, LD207
+
+
+def gpu_state() -> None:
+    name = "gpu-throttled"
+    write_case(name, "fires-thermal-slowdown",
+               bundle(gpu=gpu(h100(sm_clock_mhz=1290, throttle_reasons=["sw_thermal_slowdown"], temperature_c=87.0))),
+               why="SM clock 65 % of max, thermal slowdown", expect={"severity": "critical", "setting": "gpu_cooling"})
+    write_case(name, "fires-power-cap",
+               bundle(gpu=gpu(h100(sm_clock_mhz=1600, throttle_reasons=["sw_power_cap"], power_limit_w=400.0))),
+               why="SM clock 81 % of max under a 400 W software power cap",
+               expect={"severity": "warning", "setting": "gpu_power_limit"})
+    write_case(name, "quiet-idle-clocks",
+               bundle(gpu=gpu(h100(sm_clock_mhz=345, throttle_reasons=["gpu_idle"]))),
+               why="low clocks because the GPU was idle: normal")
+    write_case(name, "na-no-nvml", bundle(gpu=GpuEvidence(available=False, reason="NVML Shared Library Not Found")),
+               why="no NVIDIA driver on the host")
+    name = "gpu-contended"
+    other = GpuProcess(pid=4242, name="python", used_memory_bytes=int(9.5 * GIB))
+    write_case(name, "fires-other-process",
+               bundle(gpu=gpu(h100(processes=[GpuProcess(pid=4100, name="VLLM::EngineCore", used_memory_bytes=60 * GIB),
+                                              other]))),
+               why="a notebook's python holds 9.5 GiB on vLLM's GPU", expect={"setting": "gpu_isolation"})
+    write_case(name, "fires-unnamed-processes-host-pid",
+               bundle(gpu=gpu(h100(processes=[GpuProcess(pid=4100, used_memory_bytes=60 * GIB),
+                                              GpuProcess(pid=5000, used_memory_bytes=12 * GIB)])),
+                      host=HostEvidence(vllm_process=ProcessInfo(pid=4100, name="vllm", found_by="port"))),
+               why="NVML gives no names (container); the host probe found vLLM as pid 4100, pid 5000 is another",
+               expect={"summary_contains": ["pid 5000"]})
+    write_case(name, "quiet-only-vllm", bundle(gpu=gpu(h100())), why="only VLLM::EngineCore on the GPU")
+    write_case(name, "na-no-process-list", bundle(gpu=gpu(h100(processes=[]))),
+               why="NVML lists no process (a container without the host PID namespace)")
+
+
+def main() -> None:
+    for make in (queueing, prefill_bound, cold_start, transport, kv_pressure, interference, batch_depth,
+                 eager, bundling, gpu_state):
+        make()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,316 @@
+"""The classifier on whole bundles: every check runs (as ``llm-doctor analyze`` runs them), then
+the verdict is asserted: symptom, primary remediation, decomposition, what is missing.
+
+Bundles are the synthetic ones of ``tests.support.make_check_fixtures_engine`` (exact numbers)
+and the real vLLM 0.32 / nginx traces; ``test_lab_*`` drive the embedded lab through the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from doctor.bundle import from_dict
+from doctor.classify import Budgets, classify
+from doctor.evidence import Bundle, RequestTrace
+from doctor.model import (
+    CheckResult,
+    EvidenceValue,
+    Finding,
+    Outcome,
+    Remediation,
+    Severity,
+    Symptom,
+    SymptomClass,
+)
+from doctor.registry import load_registry
+from doctor.runner import AnalyzeOptions, Evidence, analyze
+from tests.support import nginx_traces
+from tests.support.bundles import bundle, request, stream
+from tests.support.make_check_fixtures_engine import (
+    RAMP,
+    gpu,
+    h100,
+    hist,
+    load_scrapes,
+    long_context,
+    simulate,
+    steady,
+    vllm_log,
+)
+
+REGISTRY = load_registry(plugins=False)
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "checks"
+SSE = {"content-type": "text/event-stream; charset=utf-8", "transfer-encoding": "chunked"}
+
+
+def diagnose(b: Bundle, budgets: Budgets | None = None):  # noqa: ANN201 - a Report
+    return analyze(b, AnalyzeOptions(budgets=budgets or Budgets()), registry=REGISTRY)
+
+
+def fixture(check: str, case: str) -> Bundle:
+    path = FIXTURES / check / f"{case}.json"
+    return from_dict(json.loads(path.read_text())["bundle"], str(path))
+
+
+def two_paths(direct_ttft: float, gateway_ttft: float, *, gap: float = 0.028, tokens: int = 12) -> list[RequestTrace]:
+    """Six requests per path (the first a warm-up), sequential, uvicorn direct and nginx in front."""
+    reqs: list[RequestTrace] = []
+    for path, base, ttft, server in (("direct", 0.0, direct_ttft, "uvicorn"), ("gateway", 50.0, gateway_ttft, "nginx")):
+        for i in range(6):
+            r = request(path, len(reqs), ttft=ttft + 0.002 * i, gaps=[gap] * (tokens - 1), start=base + i * 3.0,
+                        headers={**SSE, "server": server}, warmup=i == 0)
+            r.prompt_tokens = 256
+            reqs.append(r)
+    return reqs
+
+
+def calm_metrics():  # noqa: ANN201 - MetricsEvidence
+    return load_scrapes(
+        {},
+        {"vllm:num_requests_running": 1, "vllm:num_requests_waiting": 0, "vllm:kv_cache_usage_perc": 0.05,
+         "vllm:num_preemptions_total": 0},
+        {"vllm:request_queue_time_seconds": hist(0.002, 12), "vllm:request_prefill_time_seconds": hist(0.09, 12),
+         "vllm:time_to_first_token_seconds": hist(0.1, 12), "vllm:num_preemptions_total": 0,
+         "vllm:request_success_total": {"length": 12}, "vllm:prompt_tokens_total": 3072},
+    )
+
+
+def healthy_bundle() -> Bundle:
+    return bundle(stream=stream(two_paths(0.12, 0.125)), metrics=calm_metrics(),
+                  log=vllm_log({"max_num_seqs": 64}, kv_tokens=131072), gpu=gpu(h100()))
+
+
+# --------------------------------------------------------------------------- healthy / inconclusive
+
+
+def test_healthy_run_is_healthy_with_no_warning() -> None:
+    report = diagnose(healthy_bundle())
+    v = report.verdict
+    assert v.symptom is Symptom.HEALTHY, v.summary
+    assert [f.code for f in report.findings if f.severity.rank >= Severity.WARNING.rank] == []
+    assert v.primary_remediation is None and v.primary_code is None
+    assert "n=5" in v.summary and "within" in v.summary
+    assert not v.client_suspect
+
+
+def test_no_stream_is_inconclusive_and_names_the_probe() -> None:
+    v = diagnose(bundle(metrics=calm_metrics())).verdict
+    assert v.symptom is Symptom.INCONCLUSIVE
+    assert v.missing and "stream probe" in v.missing[0]
+
+
+def test_every_request_failed_is_inconclusive() -> None:
+    failed = [request("direct", i, ttft=0.1, gaps=[], start=i, outcome="http-status") for i in range(4)]
+    v = diagnose(bundle(stream=stream(failed))).verdict
+    assert v.symptom is Symptom.INCONCLUSIVE
+    assert "failed" in v.summary and any("4 of 4 requests failed" in line for line in v.reasoning)
+    assert v.missing
+
+
+def test_gateway_only_over_budget_without_engine_evidence_is_inconclusive() -> None:
+    slow = steady(6, ttft=1.4, gap=0.03, path="gateway")
+    v = diagnose(bundle(stream=stream(slow))).verdict
+    assert v.symptom is Symptom.INCONCLUSIVE, v.summary
+    assert any("direct path" in m for m in v.missing)
+    assert any("/metrics" in m for m in v.missing)
+
+
+def test_client_suspect_is_said_in_the_summary() -> None:
+    b = healthy_bundle()
+    assert b.stream is not None
+    b.stream.client.suspect = True
+    b.stream.client.reasons = ["event-loop lag p99 80.0 ms > 10 ms: token stamps may be late"]
+    v = diagnose(b).verdict
+    assert v.client_suspect
+    assert v.symptom is Symptom.HEALTHY
+    assert "client may have distorted" in v.summary and "80.0 ms" in v.summary
+
+
+# --------------------------------------------------------------------------- pre-first-token
+
+
+def test_queueing_is_pre_first_token_and_raises_max_num_seqs() -> None:
+    v = diagnose(fixture("requests-queued-before-prefill", "fires-full-batch-kv-headroom")).verdict
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN, v.summary
+    assert v.primary_code == "LD101"
+    assert v.primary_remediation is not None and v.primary_remediation.setting == "max_num_seqs"
+    assert v.primary_remediation.current == "8"
+    queue = next(c for c in v.decomposition.ttft_components if c.name == "queue")
+    assert queue.share == pytest.approx(1.97 / 2.4, abs=0.01)
+    assert max(v.decomposition.ttft_components, key=lambda c: c.seconds or 0) is queue
+    assert sum(c.share or 0 for c in v.decomposition.ttft_components) == pytest.approx(1.0)
+    assert "82 %" in v.summary and "n=4" in v.summary
+    chain = " | ".join(v.reasoning)
+    assert "running = max_num_seqs = 8" in chain and "KV usage <= 31 %" in chain and "4.8x" in chain
+
+
+def test_kv_full_queueing_names_capacity() -> None:
+    v = diagnose(fixture("requests-queued-before-prefill", "fires-kv-full-needs-capacity")).verdict
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN
+    assert v.primary_remediation is not None and v.primary_remediation.setting == "replicas"
+
+
+def test_prefill_bound_prompts_name_prefix_caching() -> None:
+    v = diagnose(fixture("prefill-bound-first-token", "fires-prefix-caching-off")).verdict
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN
+    assert v.primary_code == "LD102"
+    assert v.primary_remediation is not None and v.primary_remediation.setting == "enable_prefix_caching"
+
+
+def test_budget_ratio_not_answer_length_decides_the_symptom() -> None:
+    """TTFT at 3x its budget outweighs TPOT at 1.2x, although 200 tokens x 10 ms over is more seconds."""
+    reqs = [request("direct", i, ttft=1.5, gaps=[0.06] * 199, start=i * 20.0) for i in range(5)]
+    v = diagnose(bundle(stream=stream(reqs))).verdict
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN, v.reasoning
+    assert any("3.0x its budget" in line and "1.2x its budget" in line for line in v.reasoning)
+
+
+# --------------------------------------------------------------------------- inter-token
+
+
+def test_preemption_is_inter_token_and_sized_from_kv_capacity() -> None:
+    v = diagnose(fixture("kv-pressure-preemption", "fires-preempted-no-gpu-headroom")).verdict
+    assert v.symptom is Symptom.INTER_TOKEN, v.summary
+    assert v.primary_code == "LD201"
+    assert v.primary_remediation is not None and v.primary_remediation.setting == "max_num_seqs"
+    assert v.primary_remediation.suggested.startswith("13 ")
+    names = [c.name for c in v.decomposition.itl_components]
+    assert "preemption-stalls" in names
+    assert "preemption stalls" in v.summary
+
+
+def test_preemption_with_gpu_headroom_raises_utilisation() -> None:
+    v = diagnose(fixture("kv-pressure-preemption", "fires-preempted-gpu-headroom")).verdict
+    assert v.symptom is Symptom.INTER_TOKEN
+    assert v.primary_remediation is not None and v.primary_remediation.setting == "gpu_memory_utilization"
+    assert v.primary_remediation.current == "0.60"
+
+
+def test_a_freeze_mid_answer_is_inter_token_even_with_tpot_in_budget() -> None:
+    """One 3 s stall in 200 tokens adds 15 ms to TPOT (in budget); a reader still waits 3 s."""
+    reqs = []
+    for i in range(4):
+        stall = [3.0] if i % 2 == 0 else [0.03]
+        reqs.append(request("direct", i, ttft=0.15, gaps=[0.03] * 100 + stall + [0.03] * 98, start=i * 0.1))
+    preempted = load_scrapes({}, {"vllm:kv_cache_usage_perc": 0.98, "vllm:num_preemptions_total": 0},
+                             {"vllm:num_preemptions_total": 2})
+    report = diagnose(bundle(stream=long_context(reqs, 4), metrics=preempted))
+    v = report.verdict
+    direct = report.views["stream_stats"]["paths"]["direct"]
+    assert direct["tpot"]["p90"] < 0.05 and direct["ttft"]["p90"] < 0.5
+    assert v.symptom is Symptom.INTER_TOKEN, v.reasoning
+    assert v.primary_code == "LD201"
+    assert "freeze" in v.summary
+
+
+def test_prefill_interference_lowers_the_step_budget() -> None:
+    v = diagnose(fixture("prefill-interference", "fires-prefill-steps-stall-streams")).verdict
+    assert v.symptom is Symptom.INTER_TOKEN, v.summary
+    assert v.primary_code == "LD202"
+    assert v.primary_remediation is not None and v.primary_remediation.setting == "max_num_batched_tokens"
+    assert v.primary_remediation.suggested == "2048"
+    assert "prefill interference" in v.summary
+
+
+def test_deep_batch_lowers_max_num_seqs() -> None:
+    deep = simulate(RAMP, 24, lambda running, new: 0.01 + 0.02 * (running + new))
+    v = diagnose(bundle(stream=stream(deep, concurrency=4), log=vllm_log({"max_num_seqs": 16}))).verdict
+    assert v.symptom is Symptom.INTER_TOKEN, v.summary
+    assert v.primary_code == "LD203"
+    assert v.primary_remediation is not None and v.primary_remediation.setting == "max_num_seqs"
+    assert [c.name for c in v.decomposition.itl_components][-1] == "batch-depth"
+
+
+# --------------------------------------------------------------------------- proxy-only
+
+
+def test_proxy_only_when_direct_is_within_budget_real_nginx() -> None:
+    """Real vLLM 0.32 behind nginx with a 16 KiB proxy buffer: direct 60-120 ms, gateway seconds."""
+    v = diagnose(bundle(stream=nginx_traces.direct_vs("relay-16k", gateway_keep_tokens=120))).verdict
+    assert v.symptom is Symptom.PROXY_ONLY, v.summary
+    assert v.primary_code == "LD301"
+    assert v.primary_remediation is not None and v.primary_remediation.setting == "proxy_buffering"
+    gateway = next(c for c in v.decomposition.ttft_components if c.name == "gateway")
+    assert (gateway.share or 0) > 0.9
+    assert "vs direct" in v.summary
+
+
+def test_real_direct_and_unbuffered_nginx_is_healthy() -> None:
+    v = diagnose(bundle(stream=nginx_traces.direct_vs("buffering-off"))).verdict
+    assert v.symptom is Symptom.HEALTHY, v.summary
+
+
+# --------------------------------------------------------------------------- primary selection
+
+
+def finding(code: str, cause: str, symptom: SymptomClass, severity: Severity, setting: str) -> CheckResult:
+    f = Finding(code=code, name=code.lower(), title=code, severity=severity, symptom=symptom, summary=code,
+                remediation=Remediation(setting=setting, suggested="x", why="y", verify="z"),
+                evidence=[EvidenceValue("n", 1)], cause=cause)
+    return CheckResult(code=code, name=f.name, outcome=Outcome.FINDING, symptom=symptom, finding=f)
+
+
+def test_primary_is_the_finding_of_the_dominant_component_not_the_most_severe() -> None:
+    evidence = Evidence(fixture("requests-queued-before-prefill", "fires-full-batch-kv-headroom"))
+    results = [
+        finding("LD102", "prefill", SymptomClass.PRE_FIRST_TOKEN, Severity.CRITICAL, "enable_prefix_caching"),
+        finding("LD101", "queue", SymptomClass.PRE_FIRST_TOKEN, Severity.WARNING, "max_num_seqs"),
+    ]
+    v = classify(evidence, results, Budgets())
+    assert v.primary_code == "LD101"
+
+
+def test_primary_falls_back_to_the_most_severe_finding_of_the_symptom() -> None:
+    evidence = Evidence(fixture("requests-queued-before-prefill", "fires-full-batch-kv-headroom"))
+    results = [
+        finding("LD104", "transport", SymptomClass.PRE_FIRST_TOKEN, Severity.WARNING, "region_placement"),
+        finding("LD103", "cold-start", SymptomClass.PRE_FIRST_TOKEN, Severity.CRITICAL, "warmup"),
+        finding("LD206", "gpu-state", SymptomClass.INTER_TOKEN, Severity.CRITICAL, "gpu_cooling"),
+    ]
+    v = classify(evidence, results, Budgets())
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN
+    assert v.primary_code == "LD103"
+
+
+def test_budgets_move_the_verdict() -> None:
+    b = fixture("requests-queued-before-prefill", "fires-full-batch-kv-headroom")
+    assert diagnose(b, Budgets(ttft_s=5.0, tpot_s=0.05)).verdict.symptom is Symptom.HEALTHY
+    assert diagnose(b).verdict.budgets == {"ttft_s": 0.5, "tpot_s": 0.05}
+
+
+# --------------------------------------------------------------------------- the lab, end to end
+
+
+def lab_diagnose(name: str, tmp_path: Path) -> dict:
+    from doctor.cli import app
+    from doctor.lab.scenarios import get_scenario, start_lab
+
+    scenario = get_scenario(name)
+    p = scenario.probe
+    payload = tmp_path / "payload.json"
+    payload.write_text(json.dumps(p.payload()))
+    with tempfile.TemporaryDirectory() as work, start_lab(scenario, work) as lab:
+        result = CliRunner().invoke(app, [
+            "diagnose", "--engine", lab.engine_url, "--gateway", lab.gateway_url, "--log", str(lab.log_path),
+            "--route", p.route, "--payload", str(payload), "--concurrency", str(p.concurrency),
+            "--requests", str(p.requests), "--warmup", str(p.warmup), "--no-gpu", "--deadline", "120",
+            "--json", str(tmp_path / "report.json"),
+        ])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return json.loads((tmp_path / "report.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["queueing", "kv-pressure"])
+def test_lab_scenario_verdict(name: str, tmp_path: Path) -> None:
+    from doctor.lab.scenarios import get_scenario
+
+    expect = get_scenario(name).expect
+    verdict = lab_diagnose(name, tmp_path)["verdict"]
+    assert verdict["symptom"] == expect.symptom, verdict["summary"]
+    assert verdict["primary_remediation"]["setting"] == expect.setting, verdict["summary"]

@@ -47,6 +47,9 @@ class RequestTrace:
     t_first_token: float | None = None
     t_last_token: float | None = None
     t_end: float | None = None
+    # When the probe saw the request fail (for a stream cut mid-answer: the connection's close,
+    # which no read records), so a proxy's idle timeout can be measured.
+    t_failed: float | None = None
     tokens: list[TokenEvent] = field(default_factory=list)
     reads: list[ReadRecord] = field(default_factory=list)
     status: int | None = None

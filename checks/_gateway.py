@@ -1,0 +1,108 @@
+"""Shared reading of the gateway path for the proxy-only checks (LD3xx).
+
+Not a check (the registry skips ``_`` modules). It holds the two questions every proxy-only
+check asks first: "were both paths measured?" and "which proxy is it?", so the checks answer
+them the same way and name the same directive for the same proxy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.evidence import EndpointsEvidence
+
+#: ``Server`` / ``Via`` substrings -> the proxy family whose directives the checks name.
+KNOWN_PROXIES: tuple[tuple[str, str], ...] = (
+    ("nginx", "nginx"),
+    ("openresty", "nginx"),
+    ("envoy", "envoy"),
+    ("traefik", "traefik"),
+    ("cloudflare", "cloudflare"),
+    ("caddy", "caddy"),
+    ("haproxy", "haproxy"),
+    ("apache", "apache"),
+    ("uvicorn", "uvicorn"),  # a Python (ASGI) edge in front of the engine
+    ("hypercorn", "uvicorn"),
+)
+
+
+#: Content-Encoding values that compress (``identity`` does not).
+COMPRESSED = ("gzip", "br", "zstd", "deflate", "compress")
+
+
+def header(headers: Mapping[str, str], name: str) -> str | None:
+    """A response header by name, case-insensitively (HTTP header names are)."""
+    wanted = name.lower()
+    for key, value in headers.items():
+        if key.lower() == wanted:
+            return value
+    return None
+
+
+def stream_encoding(headers: Mapping[str, str]) -> str | None:
+    """The compression applied to an event stream, or ``None`` (not compressed, or not a stream)."""
+    ctype = (header(headers, "content-type") or "").lower()
+    enc = (header(headers, "content-encoding") or "").lower().strip()
+    return enc if "text/event-stream" in ctype and enc in COMPRESSED else None
+
+
+@dataclass
+class PathPair:
+    direct: PathStats
+    gateway: PathStats
+
+
+def measured_pair(stats: StreamStats) -> PathPair | str:
+    """Both paths with at least one successful request, or why the comparison is impossible."""
+    direct, gateway = stats.path("direct"), stats.path("gateway")
+    if gateway is None or direct is None:
+        return "needs both the direct (--engine) and the gateway (--gateway) path to compare them"
+    for ps in (direct, gateway):
+        if ps.ttft.n == 0:
+            return f"no successful request on the {ps.path} path to compare"
+    return PathPair(direct=direct, gateway=gateway)
+
+
+def gateway_headers(gateway: PathStats | None, endpoints: EndpointsEvidence | None) -> dict[str, str]:
+    """Response headers of the gateway: the streamed response's first, else the endpoint probe's."""
+    merged: dict[str, str] = {}
+    if endpoints is not None:
+        for ep in endpoints.endpoints:
+            if ep.role == "gateway":
+                merged.update({k.lower(): v for k, v in ep.headers.items()})
+    if gateway is not None:
+        merged.update({k.lower(): v for k, v in gateway.headers.items()})
+    return merged
+
+
+def detect_proxy(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """``(family, raw header)`` of the proxy that answered, from ``Server`` then ``Via``.
+
+    ``server: uvicorn`` on the gateway path means the edge is itself a Python app (or a proxy
+    that passes vLLM's own header through unchanged, which nginx does not: it replaces it).
+    """
+    for name in ("server", "via"):
+        raw = header(headers, name)
+        if not raw:
+            continue
+        low = raw.lower()
+        for needle, family in KNOWN_PROXIES:
+            if needle in low:
+                return family, raw
+        return None, raw
+    return None, None
+
+
+def ttft_wait(ps: PathStats, answer_s: float) -> float:
+    """How many answers of ``answer_s`` the p90 request waited beyond the fastest one.
+
+    (TTFT p90 - TTFT min) / answer time: an edge that relays one stream at a time makes the
+    c-th concurrent request wait c-1 whole answers, while an engine's own queueing and batched
+    prefill stay well under one. A ratio of TTFTs would not do: the fastest direct request can
+    be ten times faster than the p90 without any serialisation.
+    """
+    if ps.ttft.min is None or ps.ttft.p90 is None or answer_s <= 0:
+        return 0.0
+    return (ps.ttft.p90 - ps.ttft.min) / answer_s

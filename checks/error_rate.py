@@ -1,0 +1,202 @@
+"""Requests fail: probe requests errored, or vLLM finished requests with error / abort.
+
+What it detects:
+Probe requests that did not complete (connect, TLS, HTTP status, timeout, stall, cut, ...;
+counted by outcome and path), and vLLM's own count of requests finished with reason `error` or
+`abort` over the window (`vllm:request_success_total{finished_reason}`).
+
+Why it matters:
+A failed request is the worst latency there is, and it never shows in a percentile: the stream
+statistics exclude failures. Server-side errors mean the engine is failing requests; aborts
+mean clients give up (often because answers are too slow) or the gateway cut them.
+
+Evidence:
+Stream probe: outcome, HTTP status and error of each measured (non warm-up) request, by path.
+Metrics window: finished requests by reason (error share, abort share).
+
+Remediation:
+By the dominant failure: HTTP 429 / 503 -> capacity (`replicas`); 401 / 403 -> `api_key`;
+404 -> the served model name (`served_model_name`); 400 / 413 / 422 -> the request (`max_model_len`
+when the body says the prompt is too long, else the payload); 5xx -> the engine log
+(`vllm_server`); connect / dns / tls -> `endpoint_url`; cut -> `proxy_read_timeout`; timeout /
+stall / deadline -> the latency findings (`replicas` when queueing); metrics errors ->
+`vllm_server`; metrics aborts -> the clients' timeout (`client_timeout`).
+Options (vllm-doctor 0.6.0 defaults): `max_failure_share` (0.05: failed probe requests),
+`max_error_share` (0.05), `max_abort_share` (0.10) of finished requests.
+
+Example:
+LD501 error-rate: 3 of 16 probe requests failed (gateway: http-status 503 x3); vLLM finished 4 of
+40 requests with error (10 %) -> replicas: add capacity or lower offered load.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from checks._engine import rerun
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.evidence import Bundle, RequestTrace
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_pct
+
+#: (setting, suggested, where, why) per failure key: an outcome, or "http-<status>" / "http-4xx" / "http-5xx".
+CAPACITY = (
+    "replicas",
+    "add capacity or lower offered load",
+    "the deployment (replica count) or the clients' load",
+)
+ENGINE_LOG = ("vllm_server", "fix the error in the engine log", "the vLLM server (its log)")
+URL = "the --engine / --gateway URL and the network to it"
+FIXES: dict[str, tuple[str, str, str, str]] = {
+    "http-429": (*CAPACITY, "the server or gateway rate-limits: it is saturated"),
+    "http-503": (*CAPACITY, "the server is overloaded or not ready"),
+    "http-401": (
+        "api_key",
+        "the key the server expects",
+        "the client's Authorization header",
+        "the server rejects the credentials sent",
+    ),
+    "http-403": (
+        "api_key",
+        "the key the server expects",
+        "the client's Authorization header",
+        "the server rejects the credentials sent",
+    ),
+    "http-404": (
+        "served_model_name",
+        "the model id /v1/models lists",
+        "the request's model / the route",
+        "the route or model name does not exist",
+    ),
+    "http-4xx": (
+        "request_payload",
+        "a request the server accepts (see the body excerpt)",
+        "the request body (--payload)",
+        "the server rejects the request",
+    ),
+    "http-too-long": (
+        "max_model_len",
+        "at least the prompt + max_tokens sent",
+        "vllm serve flag --max-model-len",
+        "the prompt is longer than the model accepts",
+    ),
+    "http-5xx": (*ENGINE_LOG, "the server failed the request"),
+    "connect": ("endpoint_url", "a reachable host and port", URL, "the connection could not be opened"),
+    "dns": ("endpoint_url", "a resolvable host name", URL, "the host name does not resolve"),
+    "tls": ("endpoint_url", "the right scheme and a trusted certificate", URL, "the TLS handshake failed"),
+    "cut": (
+        "proxy_read_timeout",
+        "above the longest silence (see LD305)",
+        "the gateway's streaming route",
+        "streams were closed mid-answer",
+    ),
+    "timeout": (*CAPACITY, "answers took longer than the probe's deadline (see the latency findings)"),
+    "deadline": (*CAPACITY, "answers took longer than the probe's deadline (see the latency findings)"),
+    "stall": (*CAPACITY, "streams went silent past the stall timeout (see the latency findings)"),
+    "error": (*ENGINE_LOG, "vLLM finished requests with an internal error"),
+    "abort": (
+        "client_timeout",
+        "above the answer times users see (or make answers faster)",
+        "the clients' request timeout",
+        "clients gave up on requests",
+    ),
+}
+GENERIC = (*ENGINE_LOG, "requests failed")
+
+
+def failure_key(req: RequestTrace) -> str:
+    """The key a failure's fix is looked up by."""
+    if req.outcome == "http-status" and req.status:
+        if f"http-{req.status}" in FIXES:
+            return f"http-{req.status}"
+        if (
+            req.status in (400, 413, 422)
+            and "max" in (req.body_excerpt or "").lower()
+            and "length" in (req.body_excerpt or "").lower()
+        ):
+            return "http-too-long"
+        return "http-5xx" if req.status >= 500 else "http-4xx"
+    return req.outcome
+
+
+@check(code="LD501", name="error-rate", symptom=SymptomClass.GENERAL, cause="errors")
+def error_rate(
+    bundle: Bundle,
+    metrics_window: MetricsWindow | None = None,
+    *,
+    max_failure_share: float = 0.05,
+    max_error_share: float = 0.05,
+    max_abort_share: float = 0.10,
+) -> Result:
+    measured = [r for r in (bundle.stream.requests if bundle.stream else []) if not r.warmup]
+    reasons = metrics_window.finished_by_reason if metrics_window is not None else {}
+    finished = sum(reasons.values())
+    if not measured and not finished:
+        return NotApplicable("no probe request and no finished request in the metrics window")
+    failed = [r for r in measured if not r.ok]
+    fail_share = len(failed) / len(measured) if measured else 0.0
+    errors, aborts = reasons.get("error", 0.0), reasons.get("abort", 0.0)
+    error_share = errors / finished if finished else 0.0
+    abort_share = aborts / finished if finished else 0.0
+    probe_bad = bool(failed) and fail_share >= max_failure_share
+    if not (probe_bad or error_share >= max_error_share or abort_share >= max_abort_share):
+        return Pass(
+            f"{len(failed)} of {len(measured)} probe requests failed; vLLM errors {fmt_pct(error_share)}, "
+            f"aborts {fmt_pct(abort_share)} of {finished:.0f} finished"
+        )
+    parts: list[str] = []
+    evidence: list[EvidenceValue] = []
+    key = "error" if error_share >= max_error_share else "abort"
+    if probe_bad:
+        by = Counter((r.path, failure_key(r)) for r in failed)
+        detail = ", ".join(f"{path}: {k} x{n}" for (path, k), n in by.most_common())
+        parts.append(f"{len(failed)} of {len(measured)} probe requests failed ({detail})")
+        key = by.most_common(1)[0][0][1]
+        evidence.append(
+            EvidenceValue("failed probe requests", len(failed), "", f"stream: n={len(measured)} measured")
+        )
+        evidence += [
+            EvidenceValue(f"{path} {k}", n, "requests", "stream: request outcomes")
+            for (path, k), n in by.items()
+        ]
+        excerpt = next((r.body_excerpt for r in failed if r.body_excerpt), None) or next(
+            (r.error for r in failed if r.error), None
+        )
+        if excerpt:
+            evidence.append(EvidenceValue("first error", excerpt[:200], "", "stream: error / body excerpt"))
+    if finished:
+        parts.append(
+            f"vLLM finished {errors:.0f} of {finished:.0f} requests with error ({fmt_pct(error_share)}), "
+            f"{aborts:.0f} aborted ({fmt_pct(abort_share)})"
+        )
+        evidence += [
+            EvidenceValue(
+                "finished with error",
+                errors,
+                "requests",
+                "metrics: vllm:request_success_total{finished_reason=error} delta",
+            ),
+            EvidenceValue(
+                "finished with abort",
+                aborts,
+                "requests",
+                "metrics: vllm:request_success_total{finished_reason=abort} delta",
+            ),
+            EvidenceValue("finished", finished, "requests", "metrics: vllm:request_success_total delta"),
+        ]
+    setting, suggested, where, why = FIXES.get(key, GENERIC)
+    server_failing = probe_bad or error_share >= max_error_share
+    return Fire(
+        title="Requests fail",
+        summary="; ".join(parts),
+        remediation=Remediation(
+            setting=setting,
+            suggested=suggested,
+            where=where,
+            why=f"The dominant failure is {key}: {why}.",
+            verify=rerun("every probe request ok and no error / abort finish reasons in the window"),
+        ),
+        severity=Severity.CRITICAL if server_failing else Severity.WARNING,
+        evidence=evidence,
+    )

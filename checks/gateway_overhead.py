@@ -1,0 +1,119 @@
+"""The gateway adds a constant delay before the first token.
+
+What it detects:
+Every request through the gateway gets its first token later than the same request sent
+straight to vLLM, by about the same amount each time, without bursts (tokens still arrive one
+per read) and without a staircase under concurrency: a fixed cost per request on the gateway
+hop (authentication call, TLS handshake without session reuse, a new upstream connection per
+request, an extra proxy in the chain).
+
+Why it matters:
+The added time is paid by every request before anything appears, on top of the engine's TTFT,
+and no engine setting recovers it.
+
+Evidence:
+Stream probe on both paths: gateway minus direct TTFT at p50 and at the minimum (a constant cost
+shows in both; a serialising edge, LD303, leaves its fastest request unharmed), its share of the
+gateway TTFT p50, and events per read on each path (to leave buffering to LD301).
+
+Remediation:
+Remove the per-request work from the gateway hop (setting `gateway_hop`): keep upstream
+connections alive (nginx: `keepalive 16;` in the `upstream` block with `proxy_http_version 1.1;`
+and `proxy_set_header Connection "";`), cache authentication results, reuse TLS sessions,
+drop hops that add nothing.
+Options: `overhead_share` (0.25: added TTFT p50 / gateway TTFT p50), `min_added_s` (0.05: added
+time below this is noise for interactive use), `constant_share` (0.5: the added time at the
+minimum must be at least this share of the added p50), `burst_factor` (4.0, as in LD301),
+`warning_share` (0.5: share that makes it a warning, else info).
+
+Example:
+LD304 gateway-overhead: gateway adds 180 ms to TTFT p50 (n=8; 172 ms at the minimum), 64 % of the
+gateway's 281 ms; 1.0 events per read on both paths -> keep upstream connections alive.
+"""
+
+from __future__ import annotations
+
+from checks._engine import rerun
+from checks._gateway import measured_pair
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.stream_stats import StreamStats
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_seconds
+
+
+@check(code="LD304", name="gateway-overhead", symptom=SymptomClass.PROXY_ONLY, cause="gateway-overhead")
+def gateway_overhead(
+    stream_stats: StreamStats,
+    *,
+    overhead_share: float = 0.25,
+    min_added_s: float = 0.05,
+    constant_share: float = 0.5,
+    burst_factor: float = 4.0,
+    warning_share: float = 0.5,
+) -> Result:
+    pair = measured_pair(stream_stats)
+    if isinstance(pair, str):
+        return NotApplicable(pair)
+    d, g = pair.direct, pair.gateway
+    added = (g.ttft.p50 or 0.0) - (d.ttft.p50 or 0.0)
+    added_min = (g.ttft.min or 0.0) - (d.ttft.min or 0.0)
+    share = added / g.ttft.p50 if g.ttft.p50 else 0.0
+    if added <= 0:
+        return Pass(
+            f"the gateway is no slower than direct: TTFT p50 {fmt_seconds(g.ttft.p50 or 0.0)} vs "
+            f"{fmt_seconds(d.ttft.p50 or 0.0)} (n={g.ttft.n}, {d.ttft.n})"
+        )
+    if added < min_added_s or share < overhead_share:
+        return Pass(f"the gateway adds {fmt_seconds(added)} to TTFT p50 ({share:.0%} of it)")
+    g_epr, d_epr = g.events_per_read.p50 or 1.0, d.events_per_read.p50 or 1.0
+    if g_epr / max(d_epr, 1.0) >= burst_factor:
+        return Pass(
+            f"the added TTFT comes with bursts of {g_epr:.1f} events per read: see proxy-buffering (LD301)"
+        )
+    if added_min < constant_share * added:
+        why = "see gateway-serialisation (LD303)" if stream_stats.concurrency > 1 else "a few slow requests"
+        return Pass(
+            f"the added TTFT is not constant ({fmt_seconds(added_min)} at the minimum vs "
+            f"{fmt_seconds(added)} at p50): not a fixed cost; {why}"
+        )
+    summary = (
+        f"gateway adds {fmt_seconds(added)} to TTFT p50 (n={g.ttft.n}; {fmt_seconds(added_min)} at the minimum), "
+        f"{share:.0%} of the gateway's {fmt_seconds(g.ttft.p50)}; {g_epr:.1f} events per read vs {d_epr:.1f} direct"
+    )
+    return Fire(
+        title="The gateway adds a constant delay before the first token",
+        summary=summary,
+        remediation=Remediation(
+            setting="gateway_hop",
+            suggested="remove the per-request cost: upstream keep-alive, cached auth, TLS session reuse",
+            where="the gateway between the client and vLLM",
+            why=(
+                f"Each request pays about {fmt_seconds(added)} on the gateway hop before its first token, with no "
+                "buffering and no queueing behind other streams: a fixed per-request cost. In nginx, "
+                "`keepalive 16;` in the `upstream` block (with `proxy_http_version 1.1;` and "
+                '`proxy_set_header Connection "";`) avoids a new upstream connection per request.'
+            ),
+            verify=rerun("gateway TTFT p50 within a few ms of the direct one"),
+        ),
+        severity=Severity.WARNING if share >= warning_share else Severity.INFO,
+        evidence=[
+            EvidenceValue(
+                "added TTFT p50 (gateway - direct)",
+                round(added, 6),
+                "s",
+                f"stream: gateway n={g.ttft.n}, direct n={d.ttft.n}",
+            ),
+            EvidenceValue(
+                "added TTFT at the minimum", round(added_min, 6), "s", "stream: gateway min - direct min"
+            ),
+            EvidenceValue("share of gateway TTFT p50", round(share, 4), "", f"stream: gateway, n={g.ttft.n}"),
+            EvidenceValue("gateway TTFT p50", g.ttft.p50, "s", f"stream: gateway, n={g.ttft.n}"),
+            EvidenceValue("direct TTFT p50", d.ttft.p50, "s", f"stream: direct, n={d.ttft.n}"),
+            EvidenceValue(
+                "gateway events per read p50",
+                g_epr,
+                "events",
+                f"stream: gateway, n={g.events_per_read.n} reads",
+            ),
+        ],
+    )

@@ -1,0 +1,140 @@
+"""The gateway handles concurrent streams one after another.
+
+What it detects:
+Under concurrent requests the gateway's TTFT spreads out in steps while the direct path's does
+not: the first request of a wave is fast, the next waits about one whole answer, the next two,
+and so on. The edge serialises streams, typically an async handler calling a blocking HTTP
+client (`requests`, a sync `httpx.Client`) or a single synchronous worker.
+
+Why it matters:
+Every user after the first waits for the answers ahead of them to finish, so TTFT grows with
+concurrency although the engine batches the requests without trouble. Scaling the engine does
+not help; the edge is the queue.
+
+Evidence:
+Stream probe on both paths at concurrency >= 2. The wait per path: TTFT p90 minus TTFT min, in
+units of one answer (the direct end-to-end time p50); a one-at-a-time edge makes the c-th
+concurrent request wait c-1 answers, while the engine's own queueing stays well under one. Also
+the gateway's TTFT p90 against the direct one, the steps in the gateway's sorted TTFTs larger
+than half an answer (the staircase), and every request's TTFT in send order.
+
+Remediation:
+Make the edge stream asynchronously (setting `gateway_streaming`): an async HTTP client
+(`httpx.AsyncClient`, `aiohttp`) whose response is relayed chunk by chunk, or enough workers
+for the offered concurrency, so the edge never waits on one upstream stream to serve another.
+Options: `wait_answers` (1.0: the gateway's p90 request waited at least this many answers more
+than its fastest), `spread_factor` (3.0: gateway wait / direct wait), `ttft_factor` (2.0:
+gateway TTFT p90 / direct p90), `step_share` (0.5: a staircase step is a TTFT jump of at least
+this share of an answer), `critical_steps` (2: staircase steps that make the finding critical).
+
+Example:
+LD303 gateway-serialisation: at concurrency 4 the gateway's p90 request waited 2.1 answers
+(TTFT p90 1.27 s, min 174 ms, n=8) vs 0.4 direct (answer 524 ms); TTFT p90 6.1x direct; 2 steps
+of ~380 ms -> async streaming client in the edge.
+"""
+
+from __future__ import annotations
+
+from checks._engine import rerun
+from checks._gateway import measured_pair, ttft_wait
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_seconds
+
+
+def staircase_steps(ps: PathStats, step_s: float) -> list[float]:
+    """Jumps between consecutive sorted TTFTs of measured requests that are at least ``step_s``."""
+    ttfts = sorted(r.ttft for r in ps.requests if not r.warmup and r.outcome == "ok" and r.ttft is not None)
+    return [b - a for a, b in zip(ttfts, ttfts[1:], strict=False) if b - a >= step_s]
+
+
+def send_order(ps: PathStats) -> list[float]:
+    """TTFT of each measured request in the order the probe sent them (rounded to the ms)."""
+    ok = [r for r in sorted(ps.requests, key=lambda r: r.index) if not r.warmup and r.ttft is not None]
+    return [round(r.ttft, 3) for r in ok if r.outcome == "ok"]
+
+
+@check(
+    code="LD303", name="gateway-serialisation", symptom=SymptomClass.PROXY_ONLY, cause="gateway-serialisation"
+)
+def gateway_serialisation(
+    stream_stats: StreamStats,
+    *,
+    wait_answers: float = 1.0,
+    spread_factor: float = 3.0,
+    ttft_factor: float = 2.0,
+    step_share: float = 0.5,
+    critical_steps: int = 2,
+) -> Result:
+    if stream_stats.concurrency < 2:
+        return NotApplicable("serialisation shows only under concurrent requests (probe concurrency was 1)")
+    pair = measured_pair(stream_stats)
+    if isinstance(pair, str):
+        return NotApplicable(pair)
+    d, g = pair.direct, pair.gateway
+    answer = d.e2e.p50
+    if g.ttft.n < 2 or not answer:
+        return NotApplicable("fewer than two successful gateway requests, or no direct answer time")
+    d_wait, g_wait = ttft_wait(d, answer), ttft_wait(g, answer)
+    ttft_ratio = (g.ttft.p90 or 0.0) / d.ttft.p90 if d.ttft.p90 else float("inf")
+    if g_wait < wait_answers or g_wait < spread_factor * d_wait or ttft_ratio < ttft_factor:
+        return Pass(
+            f"gateway p90 request waited {g_wait:.1f} answers vs {d_wait:.1f} direct, TTFT p90 "
+            f"{ttft_ratio:.1f}x direct: no serialisation"
+        )
+    step_s = step_share * answer
+    steps = staircase_steps(g, step_s)
+    c = stream_stats.concurrency
+    summary = (
+        f"at concurrency {c} the gateway's p90 request waited {g_wait:.1f} answers (TTFT p90 "
+        f"{fmt_seconds(g.ttft.p90 or 0.0)}, min {fmt_seconds(g.ttft.min or 0.0)}, n={g.ttft.n}) vs {d_wait:.1f} "
+        f"direct (answer {fmt_seconds(answer)}, n={d.e2e.n}); TTFT p90 {ttft_ratio:.1f}x direct"
+    )
+    if steps:
+        summary += f"; {len(steps)} step(s) of ~{fmt_seconds(sum(steps) / len(steps))}"
+    evidence = [
+        EvidenceValue(
+            "gateway wait (TTFT p90 - min) in answers",
+            round(g_wait, 3),
+            "answers",
+            f"stream: gateway, n={g.ttft.n}",
+        ),
+        EvidenceValue(
+            "direct wait (TTFT p90 - min) in answers",
+            round(d_wait, 3),
+            "answers",
+            f"stream: direct, n={d.ttft.n}",
+        ),
+        EvidenceValue("answer time (direct end-to-end p50)", answer, "s", f"stream: direct, n={d.e2e.n}"),
+        EvidenceValue("gateway TTFT p90", g.ttft.p90, "s", f"stream: gateway, n={g.ttft.n}"),
+        EvidenceValue("gateway TTFT min", g.ttft.min, "s", f"stream: gateway, n={g.ttft.n}"),
+        EvidenceValue("direct TTFT p90", d.ttft.p90, "s", f"stream: direct, n={d.ttft.n}"),
+        EvidenceValue(
+            "staircase steps", len(steps), "", f"stream: gateway TTFT jumps >= {fmt_seconds(step_s)}"
+        ),
+        EvidenceValue("probe concurrency", c, "", "stream: probe shape"),
+        EvidenceValue("gateway TTFT per request", send_order(g), "s", "stream: gateway, in send order"),
+        EvidenceValue("direct TTFT per request", send_order(d), "s", "stream: direct, in send order"),
+    ]
+    return Fire(
+        title="The gateway serialises concurrent streams",
+        summary=summary,
+        remediation=Remediation(
+            setting="gateway_streaming",
+            suggested="async streaming client in the edge",
+            where="the gateway / edge application that forwards requests to vLLM",
+            why=(
+                "TTFT through the gateway grows with each concurrent request while the engine answers "
+                "them together on the direct path: the edge serves one upstream stream at a time (a "
+                "blocking HTTP client inside an async handler, or too few sync workers). Relay the "
+                "upstream response chunk by chunk with an async client (httpx.AsyncClient, aiohttp), or "
+                f"run at least {c} workers."
+            ),
+            verify=rerun(
+                f"the gateway's wait close to the direct one ({d_wait:.1f} answers) at concurrency {c}"
+            ),
+        ),
+        severity=Severity.CRITICAL if len(steps) >= critical_steps else Severity.WARNING,
+        evidence=evidence,
+    )

@@ -1,0 +1,111 @@
+"""Almost no GPU memory is left free after vLLM's allocation.
+
+What it detects:
+A GPU the engine runs on has almost no free memory (NVML free / total below `min_free_share`):
+vLLM took `gpu_memory_utilization` of it and other processes took the rest.
+
+Why it matters:
+vLLM pre-allocates its KV cache, but activations for unusually long prompts, CUDA graph capture,
+sampler buffers and NCCL all allocate outside it. With no slack, the first long-context spike
+or a neighbour's allocation ends in a CUDA out-of-memory error and a dead engine.
+
+Evidence:
+GPU probe (NVML): memory total / used / free per device and the processes holding memory.
+Startup log (or run record): `gpu_memory_utilization` in use.
+
+Remediation:
+Lower `gpu_memory_utilization` by the missing headroom (suggested: current - (min_free_share -
+free share), rounded down to 0.01), or move the other processes off the GPU.
+Options: `min_free_share` (0.03: free / total below this fires), `critical_free_share` (0.01).
+
+Example:
+LD405 gpu-memory-headroom: GPU 0 has 0.4 GiB free of 79.6 GiB (0.5 %); 2 processes hold memory ->
+gpu_memory_utilization 0.95 -> 0.92.
+"""
+
+from __future__ import annotations
+
+import math
+
+from checks._engine import engine_setting, rerun
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.log_facts import LogFacts
+from doctor.evidence import GpuEvidence, RunRecord
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_pct
+
+GIB = 1024**3
+
+
+@check(code="LD405", name="gpu-memory-headroom", symptom=SymptomClass.CAPACITY_CONFIG, cause="capacity")
+def gpu_memory_headroom(
+    gpu: GpuEvidence,
+    log_facts: LogFacts | None = None,
+    run: RunRecord | None = None,
+    *,
+    min_free_share: float = 0.03,
+    critical_free_share: float = 0.01,
+) -> Result:
+    if not gpu.available:
+        return NotApplicable(f"no GPU readings ({gpu.reason or 'NVML unavailable'})")
+    measured = [d for d in gpu.devices if d.memory_total_bytes and d.memory_free_bytes is not None]
+    if not measured:
+        return NotApplicable("NVML reported no memory figures")
+    tightest = min(measured, key=lambda d: d.memory_free_bytes / d.memory_total_bytes)
+    free_share = tightest.memory_free_bytes / tightest.memory_total_bytes
+    free_gib, total_gib = tightest.memory_free_bytes / GIB, tightest.memory_total_bytes / GIB
+    if free_share >= min_free_share:
+        return Pass(
+            f"GPU {tightest.index} keeps {free_gib:.1f} GiB of {total_gib:.1f} GiB free ({fmt_pct(free_share)})"
+        )
+    util = engine_setting("gpu_memory_utilization", log_facts, run)
+    if util is not None:
+        target = float(util.value) - (min_free_share - free_share)
+        suggested = f"{math.floor(target * 100) / 100:.2f}"
+    else:
+        suggested = f"lower by {math.ceil((min_free_share - free_share) * 100) / 100:.2f}"
+    others = [p for p in tightest.processes if p.used_memory_bytes]
+    summary = (
+        f"GPU {tightest.index} has {free_gib:.1f} GiB free of {total_gib:.1f} GiB ({fmt_pct(free_share)}, "
+        f"n={len(measured)} GPUs read)"
+    )
+    if len(others) > 1:
+        summary += f"; {len(others)} processes hold memory on it"
+    evidence = [
+        EvidenceValue(
+            f"GPU {tightest.index} free memory", round(free_gib, 2), "GiB", "gpu: NVML memory info"
+        ),
+        EvidenceValue(
+            f"GPU {tightest.index} total memory", round(total_gib, 2), "GiB", "gpu: NVML memory info"
+        ),
+        EvidenceValue("free share", round(free_share, 4), "", "gpu: NVML free / total"),
+        *(
+            EvidenceValue(
+                f"process {p.name or p.pid} GPU memory",
+                round(p.used_memory_bytes / GIB, 2),
+                "GiB",
+                "gpu: NVML running processes",
+            )
+            for p in others
+        ),
+    ]
+    if util is not None:
+        evidence.append(util.evidence("gpu_memory_utilization"))
+    return Fire(
+        title="Almost no GPU memory is left free",
+        summary=summary,
+        remediation=Remediation(
+            setting="gpu_memory_utilization",
+            suggested=suggested,
+            current=str(util.value) if util is not None else None,
+            where="vllm serve flag --gpu-memory-utilization",
+            why=(
+                f"Only {fmt_pct(free_share)} of GPU {tightest.index} is free: allocations outside the KV cache "
+                "(long-prompt activations, CUDA graphs, NCCL, other processes) can hit out-of-memory. "
+                f"Lowering gpu_memory_utilization keeps {fmt_pct(min_free_share)} free, at the cost of some KV cache."
+            ),
+            verify=rerun(f"NVML free memory at or above {fmt_pct(min_free_share)} of the device"),
+        ),
+        severity=Severity.CRITICAL if free_share < critical_free_share else Severity.WARNING,
+        evidence=evidence,
+    )

@@ -1,0 +1,103 @@
+"""Few prompt tokens are served from the prefix cache.
+
+What it detects:
+Over the metrics window, the share of prompt tokens looked up in vLLM's prefix cache that were
+hits (`vllm:prefix_cache_hits_total` / `vllm:prefix_cache_queries_total`) is below
+`min_hit_rate` (vllm-doctor's prefix-cache-efficiency rule).
+
+Why it matters:
+Every hit is prefill the engine skips: a shared system prompt or few-shot block served from the
+cache costs no compute and no time to first token. A low hit rate means either the prompts
+share little (then there is nothing to gain) or the shared part is not a byte-identical
+prefix (a timestamp or user id in the system prompt breaks every hit after it).
+
+Evidence:
+Metrics window: prefix-cache hit and query deltas (tokens). Startup log (or run record):
+`enable_prefix_caching`.
+
+Remediation:
+Prefix caching off: `--enable-prefix-caching` (setting `enable_prefix_caching`). On: put the
+shared part of the prompt first and keep it byte-identical across requests (setting
+`prompt_prefix`); variable content (dates, ids, retrieved text) goes after it.
+Options: `min_hit_rate` (0.5, vllm-doctor's default), `min_queries` (1000: fewer looked-up
+tokens are too few to judge).
+
+Example:
+LD503 prefix-cache-efficiency: 12 % of 48,210 prompt tokens looked up hit the prefix cache ->
+keep the shared prompt prefix byte-identical.
+"""
+
+from __future__ import annotations
+
+from checks._config import is_off
+from checks._engine import engine_setting, rerun
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.evidence import RunRecord
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_pct
+
+
+@check(code="LD503", name="prefix-cache-efficiency", symptom=SymptomClass.GENERAL, cause="cache")
+def prefix_cache_efficiency(
+    metrics_window: MetricsWindow,
+    log_facts: LogFacts | None = None,
+    run: RunRecord | None = None,
+    *,
+    min_hit_rate: float = 0.5,
+    min_queries: float = 1000.0,
+) -> Result:
+    hits, queries = metrics_window.prefix_cache_hits, metrics_window.prefix_cache_queries
+    if hits is None or queries is None:
+        return NotApplicable("the prefix-cache counters are not in /metrics")
+    if queries < min_queries:
+        return NotApplicable(f"only {queries:.0f} prompt tokens were looked up in the prefix cache")
+    rate = hits / queries
+    if rate >= min_hit_rate:
+        return Pass(f"{fmt_pct(rate)} of {queries:,.0f} looked-up prompt tokens hit the prefix cache")
+    enabled = engine_setting("enable_prefix_caching", log_facts, run)
+    evidence = [
+        EvidenceValue(
+            "prefix cache hit rate",
+            round(rate, 4),
+            "",
+            "metrics: prefix_cache_hits / prefix_cache_queries deltas",
+        ),
+        EvidenceValue(
+            "prefix cache queries", queries, "tokens", "metrics: vllm:prefix_cache_queries_total delta"
+        ),
+        EvidenceValue("prefix cache hits", hits, "tokens", "metrics: vllm:prefix_cache_hits_total delta"),
+    ]
+    if enabled is not None:
+        evidence.append(enabled.evidence("enable_prefix_caching"))
+    summary = f"{fmt_pct(rate)} of {queries:,.0f} prompt tokens looked up hit the prefix cache"
+    if enabled is not None and is_off(enabled.value):
+        remediation = Remediation(
+            setting="enable_prefix_caching",
+            suggested="true",
+            current=str(enabled.value),
+            where="vllm serve flag --enable-prefix-caching",
+            why="Prefix caching is off, so shared prompt prefixes are prefilled again for every request.",
+            verify=rerun("a higher prefix cache hit rate and lower server TTFT for prompts sharing a prefix"),
+        )
+    else:
+        remediation = Remediation(
+            setting="prompt_prefix",
+            suggested="shared part first, byte-identical across requests",
+            where="the application that builds the prompts (system prompt, few-shot block, tools)",
+            why=(
+                "Prefix caching only reuses an identical leading run of tokens: anything that varies "
+                "(a timestamp, a user id) early in the prompt makes every later token a miss."
+            ),
+            verify=rerun(
+                f"a prefix cache hit rate above {fmt_pct(min_hit_rate)} for production-like prompts"
+            ),
+        )
+    return Fire(
+        title="Few prompt tokens come from the prefix cache",
+        summary=summary,
+        remediation=remediation,
+        severity=Severity.INFO,
+        evidence=evidence,
+    )

@@ -1,0 +1,178 @@
+"""Gateway buffers the token stream.
+
+What it detects:
+The gateway (reverse proxy, API gateway, middleware) holds streamed tokens back and releases
+them in bursts: each socket read on the gateway path carries many SSE events where the direct
+path carries one, the first token arrives far later than on the direct path, and the gaps
+between tokens collapse to ~0 with a few large gaps between bursts (a short answer arrives in
+one piece at the end).
+
+Why it matters:
+Users see nothing, then a block of text: TTFT through the gateway is the time to fill the
+proxy's buffer (4 or 8 KiB with nginx defaults, 16 KiB or the whole answer in other setups)
+instead of the engine's TTFT, and the "streaming" feel is gone. The engine is healthy; tuning
+it changes nothing.
+
+Evidence:
+Stream probe on both paths (`--engine` and `--gateway`): events per read (p50 over reads that
+completed an event), bytes per read, TTFT p50, inter-token gap p50, first-to-last-token p50,
+each gateway vs direct. The proxy is named from the gateway's `Server` / `Via` header (stream
+response, else the endpoint probe).
+
+Remediation:
+nginx: `proxy_buffering off;` in the location that proxies the streaming route. Also set
+`proxy_http_version 1.1;` and `proxy_set_header Connection "";`: nginx asks its upstream in
+HTTP/1.0 by default, and an upstream hop that then close-delimits the body (another nginx, a
+relay; vLLM itself stays chunked) is relayed in buffer-sized bursts, while a chunked upstream
+keeps flowing. An upstream app can instead send `X-Accel-Buffering: no` per response, unless
+the gateway sets `proxy_ignore_headers X-Accel-Buffering`. Other proxies: turn response buffering off for
+`text/event-stream` on the streaming route.
+Options: `burst_factor` (4.0: gateway events per read p50 / direct's; the signature, since
+events read together share one arrival time, so bursts collapse the gaps by themselves),
+`collapse_share` (0.1: a gateway first-to-last-token time below this share of direct's means
+answers arrive in one piece), `critical_ttft_factor` (5.0: gateway TTFT p50 / direct at which,
+like one-piece answers, the finding is critical; a warning instead when the stream is also
+compressed, since stream-compression (LD302) then names the more specific cause).
+
+Example:
+LD301 proxy-buffering: gateway delivers 16.0 events per read (4104 B) vs 1.0 direct; TTFT p50
+694 ms (n=2) vs 89 ms direct (7.8x); gap p50 0 ms vs 30 ms -> nginx: `proxy_buffering off;`.
+"""
+
+from __future__ import annotations
+
+from checks._engine import rerun
+from checks._gateway import detect_proxy, gateway_headers, measured_pair, stream_encoding
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.stream_stats import StreamStats
+from doctor.evidence import EndpointsEvidence
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_seconds
+
+
+@check(code="LD301", name="proxy-buffering", symptom=SymptomClass.PROXY_ONLY, cause="buffering")
+def proxy_buffering(
+    stream_stats: StreamStats,
+    endpoints: EndpointsEvidence | None = None,
+    *,
+    burst_factor: float = 4.0,
+    collapse_share: float = 0.1,
+    critical_ttft_factor: float = 5.0,
+) -> Result:
+    pair = measured_pair(stream_stats)
+    if isinstance(pair, str):
+        return NotApplicable(pair)
+    d, g = pair.direct, pair.gateway
+    d_epr, g_epr = d.events_per_read.p50, g.events_per_read.p50
+    if d_epr is None or g_epr is None:
+        return NotApplicable("the stream probe recorded no socket reads to compare")
+    burst_ratio = g_epr / max(d_epr, 1.0)
+    d_ttft, g_ttft = d.ttft.p50 or 0.0, g.ttft.p50 or 0.0
+    ttft_ratio = g_ttft / d_ttft if d_ttft > 0 else float("inf")
+    d_gap, g_gap = d.itl.p50, g.itl.p50
+    if burst_ratio < burst_factor:
+        return Pass(f"the gateway delivers {g_epr:.1f} events per read vs {d_epr:.1f} direct: no bursts")
+
+    d_f2l, g_f2l = d.first_to_last_token.p50, g.first_to_last_token.p50
+    one_piece = bool(d_f2l) and g_f2l is not None and g_f2l <= collapse_share * d_f2l
+    severity = Severity.CRITICAL if ttft_ratio >= critical_ttft_factor or one_piece else Severity.WARNING
+    g_bpr = g.bytes_per_read.p50 or 0.0
+    headers = gateway_headers(g, endpoints)
+    family, server = detect_proxy(headers)
+    ttft_txt = f"{ttft_ratio:.1f}x" if ttft_ratio != float("inf") else "n/a"
+    summary = (
+        f"gateway delivers {g_epr:.1f} events per read ({g_bpr:.0f} B, n={g.events_per_read.n} reads) "
+        f"vs {d_epr:.1f} direct; TTFT p50 {fmt_seconds(g_ttft)} (n={g.ttft.n}) vs {fmt_seconds(d_ttft)} direct "
+        f"({ttft_txt}); gap p50 {fmt_seconds(g_gap or 0.0)} vs {fmt_seconds(d_gap or 0.0)} direct"
+        + ("; short answers arrive in one piece" if one_piece else "")
+    )
+    compressed = stream_encoding(headers)
+    if compressed:
+        # A compressor holds events back by itself: stream-compression (LD302) names that cause,
+        # so this finding steps down to let it lead.
+        severity = Severity.WARNING
+        summary += f"; the stream is also {compressed}-compressed, which buffers by itself (LD302)"
+    evidence = [
+        EvidenceValue(
+            "gateway events per read p50", g_epr, "events", f"stream: gateway, n={g.events_per_read.n} reads"
+        ),
+        EvidenceValue(
+            "direct events per read p50", d_epr, "events", f"stream: direct, n={d.events_per_read.n} reads"
+        ),
+        EvidenceValue(
+            "gateway bytes per read p50", g_bpr, "B", f"stream: gateway, n={g.bytes_per_read.n} reads"
+        ),
+        EvidenceValue("gateway TTFT p50", g_ttft, "s", f"stream: gateway, n={g.ttft.n}"),
+        EvidenceValue("direct TTFT p50", d_ttft, "s", f"stream: direct, n={d.ttft.n}"),
+        EvidenceValue("gateway inter-token gap p50", g_gap, "s", f"stream: gateway, n={g.itl.n} gaps"),
+        EvidenceValue("direct inter-token gap p50", d_gap, "s", f"stream: direct, n={d.itl.n} gaps"),
+        EvidenceValue("gateway largest gap", g.itl.max, "s", f"stream: gateway, n={g.itl.n} gaps"),
+        EvidenceValue(
+            "gateway first-to-last token p50", g_f2l, "s", f"stream: gateway, n={g.first_to_last_token.n}"
+        ),
+        EvidenceValue(
+            "direct first-to-last token p50", d_f2l, "s", f"stream: direct, n={d.first_to_last_token.n}"
+        ),
+        # Headers held back with the first burst are part of the signature.
+        EvidenceValue(
+            "gateway headers-to-first-token p50",
+            g.headers_to_first_token.p50,
+            "s",
+            f"stream: gateway, n={g.headers_to_first_token.n}",
+        ),
+        EvidenceValue(
+            "direct headers-to-first-token p50",
+            d.headers_to_first_token.p50,
+            "s",
+            f"stream: direct, n={d.headers_to_first_token.n}",
+        ),
+    ]
+    if server:
+        evidence.append(
+            EvidenceValue("gateway server header", server, "", "stream: gateway response headers")
+        )
+    return Fire(
+        title="The gateway buffers the token stream",
+        summary=summary,
+        remediation=_remediation(family, server, g_bpr),
+        severity=severity,
+        evidence=evidence,
+    )
+
+
+def _remediation(family: str | None, server: str | None, burst_bytes: float) -> Remediation:
+    verify = rerun("about 1 event per read on the gateway path and gateway TTFT within a few ms of direct")
+    burst = f"bursts of ~{burst_bytes / 1024:.0f} KiB" if burst_bytes >= 1024 else "bursts"
+    if family == "nginx":
+        return Remediation(
+            setting="proxy_buffering",
+            suggested="off",
+            current="on (nginx default)",
+            where=(
+                "nginx: the `location` that proxies the streaming route, e.g. "
+                "`location /v1/ { proxy_buffering off; }`"
+            ),
+            why=(
+                f"nginx ({server}) relays the stream in {burst} (its proxy buffers) instead of per token. "
+                "`proxy_buffering off;` passes each upstream chunk on as it arrives. Also set "
+                '`proxy_http_version 1.1;` and `proxy_set_header Connection "";`: nginx asks upstreams in '
+                "HTTP/1.0 by default, and a hop that then close-delimits its body (another proxy; vLLM stays "
+                "chunked) is relayed buffer by buffer, while a chunked upstream keeps flowing. An upstream "
+                "app can instead send `X-Accel-Buffering: no` per "
+                "response, unless the gateway sets `proxy_ignore_headers X-Accel-Buffering`."
+            ),
+            verify=verify,
+        )
+    name = f"the gateway ({server})" if server else "the gateway"
+    return Remediation(
+        setting="proxy_buffering",
+        suggested="off for text/event-stream responses on the streaming route",
+        where=f"{name}: the route that proxies /v1/chat/completions and /v1/completions",
+        why=(
+            f"{name} releases the stream in {burst} instead of per token. Disable response buffering "
+            "for the streaming route (nginx `proxy_buffering off;`, Envoy ext_proc response body mode "
+            "STREAMED/NONE, a CDN cache-bypass rule); an nginx-based hop honours "
+            "`X-Accel-Buffering: no` sent by the upstream."
+        ),
+        verify=verify,
+    )

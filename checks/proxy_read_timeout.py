@@ -1,0 +1,158 @@
+"""The gateway cuts streams that stay silent for a fixed time.
+
+What it detects:
+Requests through the gateway end early (the connection closes mid-stream, or the gateway
+answers 504 before the first token) after the same idle time each: the gateway's read timeout
+between two upstream reads (nginx `proxy_read_timeout`, 60 s by default; a load balancer's idle
+timeout) fired while vLLM was still queueing, prefilling or stalled.
+
+Why it matters:
+Long prompts, deep queues and preemption stalls produce silences longer than the timeout; the
+user gets a truncated answer or an error although the engine would have finished. Raising
+engine capacity shortens the silences, but the timeout is what turns them into failures.
+
+Evidence:
+Stream probe, gateway path: requests with outcome `cut` / `stream-error`, or HTTP 504, with the
+idle time before the cut (the moment the probe saw the close minus the last read or the headers;
+for a 504, the headers minus the send). The idle times agree with each other, or with a well-known default (nginx 60 s,
+Cloudflare 100 s), and the direct path was not cut.
+
+Remediation:
+Raise the gateway's read timeout above the longest silence the engine produces (setting
+`proxy_read_timeout`; nginx: `proxy_read_timeout 300s;` in the streaming location), and shorten
+the silences themselves (queueing / preemption findings).
+Options: `min_idle_s` (5.0: shorter idles are not timeouts), `idle_tolerance` (0.2: idle times
+within this relative spread count as one fixed timeout), `suggested_s` (300: the floor of the
+suggested timeout; the suggestion is at least twice the observed idle).
+
+Example:
+LD305 proxy-read-timeout: 2 of 8 gateway requests cut after 60.0 s idle (n=2, nginx default
+proxy_read_timeout 60 s); direct path: none cut, longest gap 71.2 s -> `proxy_read_timeout 300s;`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from checks._engine import rerun
+from checks._gateway import detect_proxy
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.evidence import RequestTrace, StreamEvidence
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_seconds
+
+CUT_OUTCOMES = ("cut", "stream-error")
+#: Idle timeouts users meet without having set them: (proxy family or None for any, seconds, what).
+KNOWN_TIMEOUTS: tuple[tuple[str | None, float, str], ...] = (
+    ("nginx", 60.0, "nginx default proxy_read_timeout 60 s"),
+    ("cloudflare", 100.0, "Cloudflare proxy read timeout 100 s"),
+    (None, 60.0, "a common 60 s idle timeout (nginx, AWS ALB)"),
+)
+
+
+def idle_before_cut(req: RequestTrace) -> float | None:
+    """Seconds of silence before the gateway gave up on this request, or ``None`` if it did not.
+
+    A cut is dated by ``t_failed`` (when the probe saw the connection close); ``t_end`` is the
+    last read with data, which older bundles hold instead.
+    """
+    end = req.t_failed if req.t_failed is not None else req.t_end
+    if req.outcome in CUT_OUTCOMES and end is not None:
+        marks = [t for t in (req.t_headers, req.t_sent, *(r.t for r in req.reads)) if t is not None]
+        return end - max(marks) if marks else None
+    if req.outcome == "http-status" and req.status == 504:
+        answered = req.t_headers if req.t_headers is not None else end
+        start = req.t_sent if req.t_sent is not None else req.t_scheduled
+        return answered - start if answered is not None else None
+    return None
+
+
+@check(code="LD305", name="proxy-read-timeout", symptom=SymptomClass.PROXY_ONLY, cause="proxy-timeout")
+def proxy_read_timeout(
+    stream: StreamEvidence,
+    *,
+    min_idle_s: float = 5.0,
+    idle_tolerance: float = 0.2,
+    suggested_s: float = 300.0,
+) -> Result:
+    measured = [r for r in stream.requests if not r.warmup]
+    gateway = [r for r in measured if r.path == "gateway"]
+    if not gateway:
+        return NotApplicable("no request went through the gateway (pass --gateway)")
+    idles = [i for i in (idle_before_cut(r) for r in gateway) if i is not None and i >= min_idle_s]
+    if not idles:
+        return Pass(f"no gateway request was cut after a long silence (n={len(gateway)})")
+    direct = [r for r in measured if r.path == "direct"]
+    direct_cut = [r for r in direct if idle_before_cut(r) is not None]
+    if direct_cut:
+        return Pass(f"{len(direct_cut)} direct request(s) were cut too: the gateway is not the cause")
+    lo, hi = min(idles), max(idles)
+    family, server = detect_proxy(next((r.headers for r in gateway if r.headers), {}))
+    known = next(
+        (
+            what
+            for fam, secs, what in KNOWN_TIMEOUTS
+            if fam in (family, None)
+            and abs(hi - secs) <= idle_tolerance * secs
+            and abs(lo - secs) <= idle_tolerance * secs
+        ),
+        None,
+    )
+    if len(idles) < 2 and known is None:
+        return Pass(
+            f"one gateway request cut after {fmt_seconds(hi)} idle: too few to call it a fixed timeout"
+        )
+    if hi > lo * (1 + idle_tolerance) and known is None:
+        return Pass(f"gateway cuts after {fmt_seconds(lo)} to {fmt_seconds(hi)} idle: not one fixed timeout")
+    idle = sorted(idles)[len(idles) // 2]
+    suggested = max(suggested_s, math.ceil(2 * hi / 10) * 10)
+    longest_direct_gap = max((g for r in direct for g in _gaps(r)), default=None)
+    summary = (
+        f"{len(idles)} of {len(gateway)} gateway requests cut after {fmt_seconds(idle)} idle (n={len(idles)}"
+        + (f", {known}" if known else "")
+        + ")"
+    )
+    if longest_direct_gap is not None:
+        summary += f"; direct path: none cut, longest silence {fmt_seconds(longest_direct_gap)}"
+    evidence = [
+        EvidenceValue("gateway requests cut", len(idles), "", f"stream: gateway, n={len(gateway)}"),
+        EvidenceValue("idle before cut (median)", round(idle, 3), "s", f"stream: gateway, n={len(idles)}"),
+        EvidenceValue("idle before cut (max)", round(hi, 3), "s", f"stream: gateway, n={len(idles)}"),
+        EvidenceValue("direct longest silence", longest_direct_gap, "s", f"stream: direct, n={len(direct)}"),
+    ]
+    if server:
+        evidence.append(
+            EvidenceValue("gateway server header", server, "", "stream: gateway response headers")
+        )
+    nginx = family == "nginx"
+    if nginx:
+        where = (
+            f"nginx: the `location` that proxies the streaming route: `proxy_read_timeout {suggested:.0f}s;`"
+        )
+    else:
+        where = f"the gateway ({server or 'unidentified'}): its upstream read / idle timeout"
+    return Fire(
+        title="The gateway cuts streams after a fixed idle time",
+        summary=summary,
+        remediation=Remediation(
+            setting="proxy_read_timeout",
+            suggested=f"{suggested:.0f}s",
+            current=f"{idle:.0f}s (observed)" + (" — the nginx default is 60s" if nginx else ""),
+            where=where,
+            why=(
+                f"The gateway closes a stream after {fmt_seconds(idle)} without upstream data; the engine produces "
+                "silences that long (queueing, long prefills, preemption stalls), so those answers are cut. "
+                "Raise the timeout above the longest silence, and shorten the silences with the engine "
+                "findings."
+            ),
+            verify=rerun("no gateway request cut; the same requests complete as on the direct path"),
+        ),
+        severity=Severity.CRITICAL,
+        evidence=evidence,
+    )
+
+
+def _gaps(req: RequestTrace) -> list[float]:
+    """Silences of a request: send to first token, then between tokens."""
+    times = [req.t_sent if req.t_sent is not None else req.t_scheduled, *(t.t for t in req.tokens)]
+    return [b - a for a, b in zip(times, times[1:], strict=False)]

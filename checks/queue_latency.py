@@ -1,0 +1,82 @@
+"""Requests spend long in vLLM's queue before their prefill starts.
+
+What it detects:
+The server-side queue time histogram (`vllm:request_queue_time_seconds`) over the window has
+its p90 bucket bound at or above `max_queue_p90_s` (vllm-doctor's queue-latency rule reads the
+p95 at 1 s; p90 is the nearest bound this view keeps).
+
+Why it matters:
+Queue time is time to first token the user waits with nothing to show, and it is invisible in
+the running / waiting gauges when the queue drains between scrapes.
+
+Evidence:
+Metrics window: queue-time histogram delta (p90 bucket bound, mean, count), waiting gauge (max).
+
+Remediation:
+Add capacity (setting `replicas`) or lower the offered concurrency; when the batch limit rather
+than the GPU is full, requests-queued-before-prefill (LD101) suggests a `max_num_seqs`.
+Options: `max_queue_p90_s` (1.0, vllm-doctor's default threshold).
+
+Example:
+LD505 queue-latency: queue time p90 <= 2.5 s (mean 1.42 s, n=40 requests), waiting up to 9 ->
+replicas: add capacity.
+"""
+
+from __future__ import annotations
+
+from checks._engine import rerun
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_seconds
+
+
+@check(code="LD505", name="queue-latency", symptom=SymptomClass.GENERAL, cause="capacity")
+def queue_latency(metrics_window: MetricsWindow, *, max_queue_p90_s: float = 1.0) -> Result:
+    q = metrics_window.queue
+    if q is None or not q.count:
+        return NotApplicable("no queue-time histogram delta in the window")
+    bound = q.p90_le if q.p90_le is not None else q.mean
+    if bound is None:
+        return NotApplicable("the queue-time histogram has no finite bucket to read a p90 from")
+    if bound < max_queue_p90_s:
+        return Pass(f"queue time p90 <= {fmt_seconds(bound)} (n={q.count:.0f} requests)")
+    waiting = metrics_window.waiting.max if metrics_window.waiting is not None else None
+    summary = f"queue time p90 <= {fmt_seconds(bound)} (mean {fmt_seconds(q.mean or 0.0)}, n={q.count:.0f} requests)"
+    if waiting is not None:
+        summary += f", waiting up to {waiting:.0f}"
+    evidence = [
+        EvidenceValue(
+            "queue time p90 (bucket bound)",
+            bound,
+            "s",
+            f"metrics: {q.metric or 'vllm:request_queue_time_seconds'} delta",
+        ),
+        EvidenceValue(
+            "queue time mean",
+            q.mean,
+            "s",
+            f"metrics: {q.metric or 'vllm:request_queue_time_seconds'} sum / count",
+        ),
+        EvidenceValue("requests in the histogram", q.count, "requests", "metrics: histogram count delta"),
+    ]
+    if waiting is not None:
+        evidence.append(
+            EvidenceValue("waiting (max)", waiting, "requests", "metrics: vllm:num_requests_waiting")
+        )
+    return Fire(
+        title="Requests wait long in the queue",
+        summary=summary,
+        remediation=Remediation(
+            setting="replicas",
+            suggested="add capacity or lower the offered concurrency",
+            where="the deployment (replica count / load balancer) or the clients' concurrency",
+            why=(
+                f"One request in ten waited {fmt_seconds(bound)} or more before its prefill started. If the batch "
+                "limit rather than the KV cache is full, raising max_num_seqs is cheaper (LD101)."
+            ),
+            verify=rerun(f"queue time p90 below {fmt_seconds(max_queue_p90_s)}"),
+        ),
+        severity=Severity.WARNING,
+        evidence=evidence,
+    )

@@ -1,0 +1,88 @@
+"""Requests pile up waiting for the engine.
+
+What it detects:
+More than `max_waiting` requests were waiting in vLLM's queue at some scrape of the window
+(`vllm:num_requests_waiting`); with the engine running at least `high_running` requests at once,
+the engine is saturated rather than briefly bursting (vllm-doctor's queue-pressure rule).
+
+Why it matters:
+Every waiting request adds its whole wait to its time to first token. A queue that builds
+during a short probe is a queue production traffic meets all day.
+
+Evidence:
+Metrics window: `waiting` and `running` gauges (max over the scrapes), KV cache usage (max).
+Startup log (or run record): `max_num_seqs`, to say whether the batch limit was reached.
+
+Remediation:
+Add capacity (setting `replicas`) or lower the offered concurrency. When running sat at
+`max_num_seqs` with KV usage low, the batch limit is the queue's cause: see
+requests-queued-before-prefill (LD101) for a `max_num_seqs` value.
+Options (vllm-doctor 0.6.0 defaults): `max_waiting` (5), `high_running` (50).
+
+Example:
+LD504 queue-pressure: up to 12 requests waiting while 8 ran (= max_num_seqs 8), KV usage <= 31 %
+-> replicas: add capacity or lower offered concurrency.
+"""
+
+from __future__ import annotations
+
+from checks._engine import engine_setting, rerun
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.evidence import RunRecord
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_pct
+
+
+@check(code="LD504", name="queue-pressure", symptom=SymptomClass.GENERAL, cause="capacity")
+def queue_pressure(
+    metrics_window: MetricsWindow,
+    log_facts: LogFacts | None = None,
+    run: RunRecord | None = None,
+    *,
+    max_waiting: float = 5.0,
+    high_running: float = 50.0,
+) -> Result:
+    w = metrics_window
+    if w.waiting is None or w.waiting.max is None:
+        return NotApplicable("the waiting gauge is not in /metrics")
+    waiting = w.waiting.max
+    running = w.running.max if w.running is not None else None
+    if waiting <= max_waiting:
+        return Pass(f"at most {waiting:.0f} requests waiting (threshold {max_waiting:.0f})")
+    seqs = engine_setting("max_num_seqs", log_facts, run)
+    kv = w.kv_usage.max if w.kv_usage is not None else None
+    summary = f"up to {waiting:.0f} requests waiting"
+    if running is not None:
+        summary += f" while {running:.0f} ran"
+        if seqs is not None and running >= seqs.value:
+            summary += f" (= max_num_seqs {seqs.value})"
+    if kv is not None:
+        summary += f", KV usage <= {fmt_pct(kv)}"
+    evidence = [EvidenceValue("waiting (max)", waiting, "requests", "metrics: vllm:num_requests_waiting")]
+    if running is not None:
+        evidence.append(
+            EvidenceValue("running (max)", running, "requests", "metrics: vllm:num_requests_running")
+        )
+    if kv is not None:
+        evidence.append(EvidenceValue("KV usage (max)", kv, "", "metrics: vllm:kv_cache_usage_perc"))
+    if seqs is not None:
+        evidence.append(seqs.evidence("max_num_seqs"))
+    saturated = running is not None and running >= high_running
+    return Fire(
+        title="Requests pile up waiting for the engine",
+        summary=summary,
+        remediation=Remediation(
+            setting="replicas",
+            suggested="add capacity or lower the offered concurrency",
+            where="the deployment (replica count / load balancer) or the clients' concurrency",
+            why=(
+                f"{waiting:.0f} requests waited for a slot: arrivals outpace what the engine admits. If running "
+                "sat at max_num_seqs with the KV cache far from full, raising max_num_seqs is cheaper (LD101)."
+            ),
+            verify=rerun("waiting at 0 (or close) throughout the probe"),
+        ),
+        severity=Severity.WARNING if saturated or waiting > 2 * max_waiting else Severity.INFO,
+        evidence=evidence,
+    )

@@ -1,0 +1,141 @@
+"""The token stream is compressed on its way to the client.
+
+What it detects:
+A streamed response (`Content-Type: text/event-stream`) arrives with `Content-Encoding: gzip`,
+`br`, `zstd` or `deflate`: something between vLLM (which never compresses) and the client
+compresses the event stream.
+
+Why it matters:
+A compressor accumulates input until its window fills or the body ends unless it is flushed per
+event: nginx `gzip` behind default buffering delivered a whole answer in one read at the end,
+Starlette/FastAPI `GZipMiddleware` buffers ~32 KiB at a time, Traefik's `compress` middleware
+withheld streams entirely in some versions. Even when it flushes today, each event is a few
+dozen bytes, so compression saves nothing and puts the stream one upgrade away from freezing.
+
+Evidence:
+Stream probe response headers (`Content-Type`, `Content-Encoding`, `Server`) per path, and the
+same path's events per read p50 (bursts mean the compressor is holding events back now).
+
+Remediation:
+Disable compression on the streaming route. nginx: `gzip off;` there, or remove
+`text/event-stream` from `gzip_types` (setting `gzip`). Starlette/FastAPI (`Server: uvicorn` on
+the gateway path): do not wrap the streaming route in `GZipMiddleware` (mount it in a sub-app
+without the middleware, or use a Starlette version that skips `text/event-stream`; setting
+`GZipMiddleware`). Traefik: `excludedContentTypes: [text/event-stream]` on the `compress`
+middleware (setting `compress`). Others: setting `gzip`, turn response compression off for
+`text/event-stream`.
+Options: `burst_events` (2.0: events per read p50 at or above which the compressed path is
+already bursting, which makes the finding critical).
+
+Example:
+LD302 stream-compression: gateway sends text/event-stream with Content-Encoding: gzip (Server:
+nginx/1.22.1); 178.5 events per read (n=2 reads), the stream is held back -> nginx `gzip off;`.
+"""
+
+from __future__ import annotations
+
+from checks._engine import rerun
+from checks._gateway import detect_proxy, gateway_headers, stream_encoding
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.stream_stats import StreamStats
+from doctor.evidence import EndpointsEvidence
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+
+
+@check(code="LD302", name="stream-compression", symptom=SymptomClass.PROXY_ONLY, cause="compression")
+def stream_compression(
+    stream_stats: StreamStats,
+    endpoints: EndpointsEvidence | None = None,
+    *,
+    burst_events: float = 2.0,
+) -> Result:
+    measured = [ps for ps in stream_stats.paths.values() if ps.n_ok > 0]
+    if not measured:
+        return NotApplicable("no successful streamed response to read headers from")
+    # The direct path first: when the origin already compresses, the gateway only passes it on
+    # and the fix belongs to the origin (vLLM never compresses, but an app in front of it may).
+    measured.sort(key=lambda ps: ps.path != "direct")
+    for ps in measured:
+        headers = gateway_headers(ps, endpoints) if ps.path == "gateway" else ps.headers
+        enc = stream_encoding(headers)
+        if enc is None:
+            continue
+        family, server = detect_proxy(headers)
+        epr = ps.events_per_read.p50
+        bursting = epr is not None and epr >= burst_events
+        summary = f"{ps.path} sends text/event-stream with Content-Encoding: {enc}"
+        if server:
+            summary += f" (Server: {server})"
+        if bursting:
+            summary += (
+                f"; {epr:.1f} events per read (n={ps.events_per_read.n} reads), the stream is held back"
+            )
+        elif epr is not None:
+            summary += f"; events still arrive one by one ({epr:.1f} per read), but nothing is gained"
+        evidence = [
+            EvidenceValue("content-encoding", enc, "", f"stream: {ps.path} response headers"),
+            EvidenceValue(
+                f"{ps.path} events per read p50",
+                epr,
+                "events",
+                f"stream: {ps.path}, n={ps.events_per_read.n} reads",
+            ),
+            EvidenceValue(f"{ps.path} TTFT p50", ps.ttft.p50, "s", f"stream: {ps.path}, n={ps.ttft.n}"),
+        ]
+        if server:
+            evidence.append(EvidenceValue("server header", server, "", f"stream: {ps.path} response headers"))
+        return Fire(
+            title="The token stream is compressed",
+            summary=summary,
+            remediation=_remediation(family, server, enc),
+            severity=Severity.CRITICAL if bursting else Severity.WARNING,
+            evidence=evidence,
+        )
+    paths = ", ".join(ps.path for ps in measured)
+    return Pass(f"no Content-Encoding on the event stream ({paths})")
+
+
+def _remediation(family: str | None, server: str | None, enc: str) -> Remediation:
+    verify = rerun("no Content-Encoding on the stream and about 1 event per read")
+    if family == "nginx":
+        return Remediation(
+            setting="gzip",
+            suggested="off",
+            current="on, with text/event-stream in gzip_types",
+            where="nginx: the `location` (or `server`) serving the streaming route",
+            why=(
+                f"nginx ({server}) {enc}-compresses the event stream; behind default proxy buffering it "
+                "delivered whole answers in one read. Set `gzip off;` for the streaming location, or "
+                "remove `text/event-stream` from `gzip_types`."
+            ),
+            verify=verify,
+        )
+    if family == "uvicorn":
+        return Remediation(
+            setting="GZipMiddleware",
+            suggested="not applied to the streaming route",
+            where=f"the Python edge app ({server}): its middleware stack",
+            why=(
+                "A Starlette/FastAPI `GZipMiddleware` compresses the event stream and buffers ~32 KiB at a "
+                "time in older releases (and withholds headers until the first token in newer ones). Mount "
+                "the streaming route in a sub-application without the middleware, or use a Starlette that "
+                "skips `text/event-stream`."
+            ),
+            verify=verify,
+        )
+    if family == "traefik":
+        return Remediation(
+            setting="compress",
+            suggested="excludedContentTypes: [text/event-stream]",
+            where=f"Traefik ({server}): the `compress` middleware on the streaming router",
+            why="Traefik's compress middleware has withheld event streams in several releases (v1, v2.2, v3.3).",
+            verify=verify,
+        )
+    name = f"the gateway ({server})" if server else "the gateway"
+    return Remediation(
+        setting="gzip",
+        suggested="off for text/event-stream",
+        where=f"{name}: response compression on the streaming route",
+        why=f"{name} {enc}-compresses the event stream; compressors buffer until their window fills.",
+        verify=verify,
+    )

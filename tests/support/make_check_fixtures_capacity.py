@@ -1,0 +1,245 @@
+"""Write the fixture bundles of the capacity / configuration checks (LD401-LD405).
+
+Run ``.venv/bin/python -m tests.support.make_check_fixtures_capacity``. Logs are the real ones
+under ``fixtures/logs`` (see its INDEX.md), read by the real log probe, so a fixture holds what
+``llm-doctor collect --log`` would keep; settings the log does not print (vLLM logs only
+non-default arguments) come from the run record, as for an offline bundle. GPU readings are
+written as NVML reports them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from doctor.evidence import GpuDevice, GpuEvidence, GpuProcess, LogEvidence, NvLink, RunRecord
+from doctor.probes.logfile import read_log
+from tests.support.bundles import bundle, log, request, stream
+from tests.support.write_fixture import write_case
+
+LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
+GIB = 1024**3
+
+
+def real_log(name: str) -> LogEvidence:
+    evidence, errors = read_log(str(LOGS / name))
+    assert evidence is not None and not errors, errors
+    evidence.source = f"fixtures/logs/{name}"
+    return evidence
+
+
+def run_with(**engine_config: object) -> RunRecord:
+    return RunRecord(tool_version="test", engine_config=dict(engine_config))
+
+
+def probe(prompt_tokens: int, max_tokens: int):
+    ev = stream([request("direct", i, ttft=0.1, gaps=[0.03] * 4, start=i * 1.0) for i in range(2)])
+    ev.shape.prompt_tokens, ev.shape.max_tokens = prompt_tokens, max_tokens
+    return ev
+
+
+def gpu(
+    *devices: GpuDevice,
+    topology: dict[str, str] | None = None,
+    nvlinks: list[NvLink] | None = None,
+    visible: str | None = None,
+) -> GpuEvidence:
+    return GpuEvidence(
+        available=True,
+        driver_version="550.54.15",
+        nvml_version="12.550.54.15",
+        cuda_visible_devices=visible,
+        devices=list(devices),
+        topology=topology or {},
+        nvlinks=nvlinks or [],
+    )
+
+
+def device(index: int, *, total_gib: float = 79.6, free_gib: float = 7.5, procs: int = 1) -> GpuDevice:
+    total, free = int(total_gib * GIB), int(free_gib * GIB)
+    processes = [
+        GpuProcess(
+            pid=4242 + p, name="python3" if p == 0 else "other", used_memory_bytes=(total - free) // procs
+        )
+        for p in range(procs)
+    ]
+    return GpuDevice(
+        index=index,
+        name="NVIDIA H100 80GB HBM3",
+        memory_total_bytes=total,
+        memory_used_bytes=total - free,
+        memory_free_bytes=free,
+        processes=processes,
+    )
+
+
+def kv_capacity_short() -> None:
+    name = "kv-capacity-short"
+    override = real_log("startup-0.32.0-cpu-num-gpu-blocks-override-32.log")
+    write_case(
+        name,
+        "fires-real-log-requests-do-not-fit",
+        bundle(log=override, run=run_with(max_num_seqs=8), stream=probe(512, 512)),
+        why="Real vLLM 0.32.0 log with --num-gpu-blocks-override 32: 4,096 KV tokens, max_model_len 2,048 "
+        "(Maximum concurrency 2.00x); max_num_seqs 8 from the run record; the probe sends 512 + 512 "
+        "tokens: 4 fit, 8 admitted.",
+        expect={"severity": "warning", "setting": "max_num_seqs", "summary_contains": ["4,096", "8 x"]},
+    )
+    write_case(
+        name,
+        "fires-real-log-full-length-only",
+        bundle(log=override, run=run_with(max_num_seqs=8)),
+        why="Same log, no probe: only the full-length arithmetic (2 of 8 fit) is known: info.",
+        expect={"severity": "info", "setting": "max_num_seqs"},
+    )
+    default = real_log("startup-0.32.0-cpu-default.log")
+    write_case(
+        name,
+        "quiet-real-log-default",
+        bundle(log=default, run=run_with(max_num_seqs=256)),
+        why="Real vLLM 0.32.0 default startup: 4,361,088 KV tokens for max_model_len 8,192 (532x) "
+        "against max_num_seqs 256.",
+    )
+    write_case(
+        name,
+        "na-max-num-seqs-unknown",
+        bundle(log=default),
+        why="Real default log: max_num_seqs is a default vLLM does not print, and no run record says it.",
+    )
+
+
+def chunked_prefill_config() -> None:
+    name = "chunked-prefill-config"
+    v0 = ["INFO 09-10 12:00:00 api_server.py:495] vLLM API server version 0.5.4"]
+    args = (
+        "INFO 09-10 12:00:00 api_server.py:496] args: Namespace(host=None, port=8000, "
+        "model='meta-llama/Llama-3.1-8B-Instruct', max_model_len=8192, enable_chunked_prefill={chunked}, "
+        "max_num_batched_tokens={batched}, max_num_seqs=256, gpu_memory_utilization=0.9)"
+    )
+    write_case(
+        name,
+        "fires-v0-args-small-step",
+        bundle(log=log(v0 + [args.format(chunked=False, batched=2048)])),
+        why="vLLM 0.5.4-format args line (synthetic values): chunked prefill off, max_num_batched_tokens "
+        "2048 < max_model_len 8192.",
+        expect={"severity": "warning", "setting": "max_num_batched_tokens", "summary_contains": ["2,048"]},
+    )
+    write_case(
+        name,
+        "quiet-v0-args-step-holds-prompt",
+        bundle(log=log(v0 + [args.format(chunked=False, batched=8192)])),
+        why="Same args line with max_num_batched_tokens 8192 = max_model_len.",
+    )
+    write_case(
+        name,
+        "quiet-real-log-chunked-on",
+        bundle(log=real_log("v0.6.4.post1-issue10537-chunked-prefill-warnings-engine-config.log")),
+        why="Real vLLM 0.6.4.post1 log (vllm-project/vllm#10537): chunked prefill on, max_num_batched_tokens "
+        "512: a long prompt is split, nothing to flag.",
+    )
+    write_case(
+        name,
+        "na-real-log-unknown",
+        bundle(log=real_log("v0.6.3-mlcommons2267-tp8-llama3.1-8b-gpu-blocks-max-concurrency.log")),
+        why="Real vLLM 0.6.3 excerpt: the chunked-prefill setting is not in it.",
+    )
+
+
+def startup_error() -> None:
+    name = "startup-error"
+    write_case(
+        name,
+        "fires-real-log-max-len-exceeds-kv",
+        bundle(log=real_log("startup-0.32.0-cpu-FAILED-kv-too-small-for-max-model-len.log")),
+        why="Real vLLM 0.32.0 startup that fails: max_model_len 8192 needs 0.02 GiB of KV cache, 0.01 GiB "
+        "available; vLLM estimates 3968 fits.",
+        expect={"severity": "critical", "setting": "max_model_len", "summary_contains": ["line 75"]},
+    )
+    write_case(
+        name,
+        "fires-real-log-no-cache-memory",
+        bundle(log=real_log("v0.2.7-qanything302-qwen7b-gpu-blocks-0-no-available-memory.log")),
+        why="Real vLLM 0.2.7 log (QAnything#302): # GPU blocks: 0.",
+        expect={"severity": "critical", "setting": "gpu_memory_utilization"},
+    )
+    free = (
+        "ERROR 06-01 10:00:00 [core.py:700] ValueError: Free memory on device (14.02/79.19 GiB) on startup is "
+        "less than desired GPU memory utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce "
+        "GPU memory used by other processes."
+    )
+    write_case(
+        name,
+        "fires-memory-below-utilisation",
+        bundle(log=log(["INFO 06-01 09:59:50 [api_server.py:1000] vLLM API server version 0.10.0", free])),
+        why="The vLLM 0.9.2-0.12 message (doctor's vllm-formats/errors.md) with synthetic numbers: 14.02 of "
+        "79.19 GiB free against 0.9 requested -> 0.15.",
+        expect={"severity": "critical", "setting": "gpu_memory_utilization"},
+    )
+    write_case(
+        name,
+        "quiet-real-log-default",
+        bundle(log=real_log("startup-0.32.0-cpu-default.log")),
+        why="Real vLLM 0.32.0 default startup that completed (the log probe keeps its startup lines).",
+    )
+
+
+def tp_without_nvlink() -> None:
+    name = "tp-without-nvlink"
+    tp2 = real_log("v0.10.2dev-pr24162-serve-tp2-non-default-args-v1-init.log")
+    write_case(
+        name,
+        "fires-real-log-tp2-over-pcie",
+        bundle(log=tp2, gpu=gpu(device(0), device(1), topology={"0-1": "PHB"})),
+        why="Real vLLM 0.10.2 log (vllm-project/vllm PR #24162) with tensor_parallel_size 2; NVML puts the "
+        "two GPUs behind a host bridge (PHB), no active NVLink.",
+        expect={"severity": "warning", "setting": "pipeline_parallel_size"},
+    )
+    linked = [NvLink(gpu=0, link=k, active=True, remote_gpu=1) for k in range(4)]
+    write_case(
+        name,
+        "quiet-real-log-tp2-over-nvlink",
+        bundle(log=tp2, gpu=gpu(device(0), device(1), topology={"0-1": "NVLINK"}, nvlinks=linked)),
+        why="Same log; the GPUs share four active NVLink links.",
+    )
+    write_case(
+        name,
+        "na-real-log-tp1",
+        bundle(log=real_log("startup-0.32.0-cpu-default.log"), gpu=gpu(device(0))),
+        why="Real vLLM 0.32.0 default startup: tensor_parallel_size 1.",
+    )
+
+
+def gpu_memory_headroom() -> None:
+    name = "gpu-memory-headroom"
+    util = run_with(gpu_memory_utilization=0.95)
+    write_case(
+        name,
+        "fires-no-headroom-two-processes",
+        bundle(run=util, gpu=gpu(device(0, free_gib=0.4, procs=2))),
+        why="NVML: 0.4 GiB of 79.6 GiB free (0.5 %), vLLM plus another process on the GPU, "
+        "gpu_memory_utilization 0.95 -> 0.92.",
+        expect={"severity": "critical", "setting": "gpu_memory_utilization"},
+    )
+    write_case(
+        name,
+        "quiet-vllm-default-headroom",
+        bundle(run=util, gpu=gpu(device(0, free_gib=7.5))),
+        why="NVML: 7.5 GiB of 79.6 GiB free (9 %), what vLLM's default 0.9 leaves.",
+    )
+    write_case(
+        name,
+        "na-no-nvml",
+        bundle(gpu=GpuEvidence(available=False, reason="NVML Shared Library Not Found")),
+        why="A CPU-only host: NVML is not there.",
+    )
+
+
+def main() -> None:
+    kv_capacity_short()
+    chunked_prefill_config()
+    startup_error()
+    tp_without_nvlink()
+    gpu_memory_headroom()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,423 @@
+"""Write the fixture bundles of the general checks (LD501-LD507).
+
+Run ``.venv/bin/python -m tests.support.make_check_fixtures_general``. Metrics are raw scrapes in
+vLLM V1's exposition format (``tests.support.bundles.exposition``; histograms with buckets and
+a second engine are added here), so the real metrics-window derivation computes the deltas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from doctor.evidence import ClientHealth, MetricsEvidence, RunRecord, Scrape, StreamEvidence
+from tests.support.bundles import bundle, exposition, log, metrics, request, stream
+from tests.support.write_fixture import write_case
+
+WALL0 = 1_700_000_000.0
+
+
+def histogram(name: str, buckets: Mapping[float, float], total: float, engine: str = "0") -> str:
+    """A histogram family: cumulative ``buckets`` {le: count}, its +Inf bucket and ``total`` sum."""
+    labels = f'engine="{engine}",model_name="m"'
+    count = max(buckets.values()) if buckets else 0
+    lines = [f"# HELP {name} h", f"# TYPE {name} histogram"]
+    lines += [f'{name}_bucket{{{labels},le="{le}"}} {n}' for le, n in sorted(buckets.items())]
+    lines += [
+        f'{name}_bucket{{{labels},le="+Inf"}} {count}',
+        f"{name}_count{{{labels}}} {count}",
+        f"{name}_sum{{{labels}}} {total}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def scrapes(*texts: tuple[str, float, str]) -> MetricsEvidence:
+    """Scrapes whose exposition text is given whole: ``(phase, t, text)``."""
+    return MetricsEvidence(
+        url="http://127.0.0.1:8000/metrics",
+        interval_s=1.0,
+        scrapes=[
+            Scrape(
+                phase=p, t=t, wall=WALL0 + t, status=200, content_type="text/plain; version=0.0.4", text=text
+            )
+            for p, t, text in texts
+        ],
+    )
+
+
+def two_engines(first: Mapping[str, object], second: Mapping[str, object]) -> str:
+    """One scrape of two engines serving model ``m`` (the second's HELP/TYPE lines are the first's)."""
+    other = [ln for ln in exposition(second, engine="1").splitlines() if not ln.startswith("#")]
+    return exposition(first, engine="0") + "\n".join(other) + "\n"
+
+
+def probe(*, failed: int = 0, status: int = 503, n: int = 8) -> StreamEvidence:
+    reqs = []
+    for i in range(n):
+        req = request(
+            "gateway",
+            i,
+            ttft=0.1,
+            gaps=[0.03] * 4,
+            start=i * 1.0,
+            outcome="http-status" if i < failed else "ok",
+        )
+        if i < failed:
+            req.status = status
+            req.body_excerpt = '{"error":"Service Unavailable"}' if status == 503 else None
+        reqs.append(req)
+    return stream(reqs)
+
+
+def error_rate() -> None:
+    name = "error-rate"
+    before = {"vllm:request_success_total": {"stop": 0, "length": 0, "error": 0, "abort": 0}}
+    write_case(
+        name,
+        "fires-probe-503",
+        bundle(stream=probe(failed=3)),
+        why="3 of 8 gateway requests answered HTTP 503: capacity.",
+        expect={"severity": "critical", "setting": "replicas", "summary_contains": ["3 of 8"]},
+    )
+    write_case(
+        name,
+        "fires-metrics-errors",
+        bundle(
+            metrics=metrics(
+                ("before", -0.1, before),
+                (
+                    "after",
+                    30.0,
+                    {"vllm:request_success_total": {"stop": 20, "length": 16, "error": 4, "abort": 0}},
+                ),
+            )
+        ),
+        why="No probe; vLLM finished 4 of 40 requests with error (10 %).",
+        expect={"severity": "critical", "setting": "vllm_server"},
+    )
+    write_case(
+        name,
+        "fires-metrics-aborts",
+        bundle(
+            stream=probe(),
+            metrics=metrics(
+                ("before", -0.1, before),
+                (
+                    "after",
+                    30.0,
+                    {"vllm:request_success_total": {"stop": 24, "length": 8, "error": 0, "abort": 8}},
+                ),
+            ),
+        ),
+        why="Every probe request succeeded, but vLLM saw 8 of 40 requests aborted (20 %): clients give up.",
+        expect={"severity": "warning", "setting": "client_timeout"},
+    )
+    write_case(
+        name,
+        "quiet-all-ok",
+        bundle(
+            stream=probe(),
+            metrics=metrics(
+                ("before", -0.1, before),
+                (
+                    "after",
+                    30.0,
+                    {"vllm:request_success_total": {"stop": 30, "length": 10, "error": 0, "abort": 1}},
+                ),
+            ),
+        ),
+        why="Every probe request succeeded; 1 abort in 41 finished (2 %).",
+    )
+    write_case(
+        name,
+        "na-nothing-measured",
+        bundle(metrics=metrics(("before", -0.1, before), ("after", 30.0, before))),
+        why="No probe and no request finished in the window.",
+    )
+
+
+def low_throughput() -> None:
+    name = "low-throughput"
+    idle_before = {
+        "vllm:prompt_tokens_total": 1000,
+        "vllm:generation_tokens_total": 5000,
+        "vllm:num_requests_running": 0,
+        "vllm:num_requests_waiting": 0,
+    }
+    idle_after = {
+        "vllm:prompt_tokens_total": 1120,
+        "vllm:generation_tokens_total": 5600,
+        "vllm:num_requests_running": 1,
+        "vllm:num_requests_waiting": 0,
+    }
+    idle = metrics(("before", 0.0, idle_before), ("during", 30.0, idle_after), ("after", 60.0, idle_after))
+    write_case(
+        name,
+        "fires-trickle-fed-engine",
+        bundle(metrics=idle),
+        why="Metrics only (vllm-doctor's mode): 2 prompt and 10 generated tokens/s over 60 s, running <= 1.",
+        expect={"severity": "info", "setting": "replicas"},
+    )
+    busy_after = {**idle_after, "vllm:generation_tokens_total": 17000, "vllm:num_requests_running": 12}
+    write_case(
+        name,
+        "quiet-busy-engine",
+        bundle(metrics=metrics(("before", 0.0, idle_before), ("after", 60.0, busy_after))),
+        why="200 generated tokens/s with 12 running.",
+    )
+    write_case(
+        name,
+        "na-probe-was-the-only-load",
+        bundle(metrics=idle, stream=probe(n=2)),
+        why="Same window, but the only load was the probe's single stream.",
+    )
+
+
+def prefix_cache_efficiency() -> None:
+    name = "prefix-cache-efficiency"
+    zero = {"vllm:prefix_cache_queries_total": 0, "vllm:prefix_cache_hits_total": 0}
+    default_log = log(
+        [
+            "(APIServer pid=1) INFO 11-30 05:37:29 [api_utils.py:286] non-default args: "
+            "{'model_tag': 'm', 'model': 'm', 'enable_prefix_caching': True}"
+        ]
+    )
+    write_case(
+        name,
+        "fires-low-hit-rate",
+        bundle(
+            log=default_log,
+            metrics=metrics(
+                ("before", -0.1, zero),
+                (
+                    "after",
+                    30.0,
+                    {"vllm:prefix_cache_queries_total": 48210, "vllm:prefix_cache_hits_total": 5785},
+                ),
+            ),
+        ),
+        why="12 % of 48,210 looked-up prompt tokens hit the cache, prefix caching on: the prompts' shared part "
+        "is not a stable prefix.",
+        expect={"severity": "info", "setting": "prompt_prefix", "summary_contains": ["12 %"]},
+    )
+    write_case(
+        name,
+        "quiet-shared-system-prompt",
+        bundle(
+            metrics=metrics(
+                ("before", -0.1, zero),
+                (
+                    "after",
+                    30.0,
+                    {"vllm:prefix_cache_queries_total": 48210, "vllm:prefix_cache_hits_total": 40960},
+                ),
+            )
+        ),
+        why="85 % of looked-up prompt tokens hit the cache.",
+    )
+    write_case(
+        name,
+        "na-no-prefix-counters",
+        bundle(
+            metrics=metrics(
+                ("before", -0.1, {"vllm:num_requests_running": 0}),
+                ("after", 30.0, {"vllm:num_requests_running": 1}),
+            )
+        ),
+        why="A scrape without prefix-cache families.",
+    )
+
+
+def queue_pressure() -> None:
+    name = "queue-pressure"
+    quiet = {"vllm:num_requests_waiting": 0, "vllm:num_requests_running": 0, "vllm:kv_cache_usage_perc": 0.0}
+    write_case(
+        name,
+        "fires-queue-behind-max-num-seqs",
+        bundle(
+            run=RunRecord(tool_version="test", engine_config={"max_num_seqs": 8}),
+            metrics=metrics(
+                ("before", -0.1, quiet),
+                (
+                    "during",
+                    2.0,
+                    {
+                        "vllm:num_requests_waiting": 12,
+                        "vllm:num_requests_running": 8,
+                        "vllm:kv_cache_usage_perc": 0.31,
+                    },
+                ),
+                ("after", 10.0, quiet),
+            ),
+        ),
+        why="12 requests waited while 8 ran (= max_num_seqs 8 from the run record), KV usage 31 %.",
+        expect={"severity": "warning", "setting": "replicas", "summary_contains": ["max_num_seqs 8"]},
+    )
+    write_case(
+        name,
+        "quiet-short-queue",
+        bundle(
+            metrics=metrics(
+                ("before", -0.1, quiet),
+                (
+                    "during",
+                    2.0,
+                    {
+                        "vllm:num_requests_waiting": 2,
+                        "vllm:num_requests_running": 8,
+                        "vllm:kv_cache_usage_perc": 0.4,
+                    },
+                ),
+                ("after", 10.0, quiet),
+            )
+        ),
+        why="At most 2 waiting.",
+    )
+    write_case(
+        name,
+        "na-no-waiting-gauge",
+        bundle(
+            metrics=metrics(
+                ("before", -0.1, {"vllm:num_requests_running": 0}),
+                ("after", 10.0, {"vllm:num_requests_running": 1}),
+            )
+        ),
+        why="A scrape without vllm:num_requests_waiting.",
+    )
+
+
+def queue_latency() -> None:
+    name = "queue-latency"
+    q = "vllm:request_queue_time_seconds"
+    empty = histogram(q, {0.1: 0, 0.5: 0, 1.0: 0, 2.5: 0, 5.0: 0}, 0.0)
+    slow = histogram(q, {0.1: 10, 0.5: 14, 1.0: 20, 2.5: 37, 5.0: 40}, 56.8)
+    fast = histogram(q, {0.1: 38, 0.5: 40, 1.0: 40, 2.5: 40, 5.0: 40}, 1.2)
+    gauges = exposition({"vllm:num_requests_waiting": 9})
+    write_case(
+        name,
+        "fires-queue-p90-2.5s",
+        bundle(metrics=scrapes(("before", -0.1, empty), ("after", 30.0, slow + gauges))),
+        why="40 requests; 37 had waited <= 2.5 s, 20 <= 1 s: p90 in the 2.5 s bucket (mean 1.42 s).",
+        expect={"severity": "warning", "setting": "replicas", "summary_contains": ["2.50 s"]},
+    )
+    write_case(
+        name,
+        "quiet-fast-admission",
+        bundle(metrics=scrapes(("before", -0.1, empty), ("after", 30.0, fast))),
+        why="38 of 40 requests waited <= 100 ms.",
+    )
+    write_case(
+        name,
+        "na-no-queue-histogram",
+        bundle(
+            metrics=metrics(
+                ("before", -0.1, {"vllm:num_requests_running": 0}),
+                ("after", 30.0, {"vllm:num_requests_running": 1}),
+            )
+        ),
+        why="A scrape without the queue-time histogram.",
+    )
+
+
+def replica_imbalance() -> None:
+    name = "replica-imbalance"
+    zero = {
+        "vllm:num_requests_running": 0,
+        "vllm:num_requests_waiting": 0,
+        "vllm:kv_cache_usage_perc": 0.0,
+        "vllm:request_success_total": {"stop": 0},
+    }
+    busy = {
+        "vllm:num_requests_running": 8,
+        "vllm:num_requests_waiting": 6,
+        "vllm:kv_cache_usage_perc": 0.92,
+        "vllm:request_success_total": {"stop": 46},
+    }
+    idle = {
+        "vllm:num_requests_running": 1,
+        "vllm:num_requests_waiting": 0,
+        "vllm:kv_cache_usage_perc": 0.11,
+        "vllm:request_success_total": {"stop": 5},
+    }
+    write_case(
+        name,
+        "fires-one-engine-does-the-work",
+        bundle(
+            metrics=scrapes(
+                ("before", -0.1, two_engines(zero, zero)), ("after", 30.0, two_engines(busy, idle))
+            )
+        ),
+        why="Two engines of model m: running 8 vs 1, finished 46 vs 5, KV 0.92 vs 0.11, a queue on one only.",
+        expect={"severity": "warning", "setting": "load_balancing"},
+    )
+    even = {**busy, "vllm:num_requests_waiting": 0, "vllm:request_success_total": {"stop": 40}}
+    write_case(
+        name,
+        "quiet-even-engines",
+        bundle(
+            metrics=scrapes(
+                ("before", -0.1, two_engines(zero, zero)),
+                (
+                    "after",
+                    30.0,
+                    two_engines(
+                        even,
+                        {**even, "vllm:num_requests_running": 7, "vllm:request_success_total": {"stop": 38}},
+                    ),
+                ),
+            )
+        ),
+        why="Two engines within 15 % of each other.",
+    )
+    write_case(
+        name,
+        "na-one-engine",
+        bundle(metrics=metrics(("before", -0.1, zero), ("after", 30.0, busy))),
+        why="One engine label: nothing to compare.",
+    )
+
+
+def client_suspect() -> None:
+    name = "client-suspect"
+    lagging = probe()
+    lagging.shape.concurrency = 8
+    lagging.client = ClientHealth(
+        loop_lag_p99_ms=85.0,
+        loop_lag_max_ms=240.0,
+        cpu_percent_max=100.0,
+        cpu_count=2,
+        suspect=True,
+        transport="httpx+h11",
+        reasons=["event-loop lag p99 85 ms > 20 ms"],
+    )
+    write_case(
+        name,
+        "fires-loop-lag",
+        bundle(stream=lagging),
+        why="The probe's self-check: event loop lag p99 85 ms, CPU 100 % of 2 cores at concurrency 8.",
+        expect={"severity": "info", "setting": "concurrency"},
+    )
+    healthy = probe()
+    healthy.client = ClientHealth(
+        loop_lag_p99_ms=1.2, loop_lag_max_ms=3.0, cpu_percent_max=35.0, cpu_count=2, transport="httpx+h11"
+    )
+    write_case(name, "quiet-client-kept-up", bundle(stream=healthy), why="Loop lag p99 1.2 ms, CPU 35 %.")
+    write_case(
+        name,
+        "na-no-self-check",
+        bundle(stream=probe()),
+        why="An older bundle whose client health was not measured.",
+    )
+
+
+def main() -> None:
+    error_rate()
+    low_throughput()
+    prefix_cache_efficiency()
+    queue_pressure()
+    queue_latency()
+    replica_imbalance()
+    client_suspect()
+
+
+if __name__ == "__main__":
+    main()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from checks._engine import engine_setting, rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import RunRecord, StreamEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
@@ -88,23 +89,3 @@ def token_bundling(
         severity=Severity.WARNING if k >= warning_tokens else Severity.INFO,
         evidence=evidence,
     )
-
-
-def tokens_per_chunk(stream: StreamEvidence) -> tuple[float, int, int, int] | None:
-    """(tokens per token-bearing event, tokens, events, requests) over measured answers.
-
-    The usage trailer's completion tokens are exact; without it, the per-event token counts the
-    server reported (continuous usage stats). ``None`` when neither was recorded.
-    """
-    reqs = [r for r in stream.requests if r.ok and not r.warmup and r.tokens]
-    with_usage = [r for r in reqs if r.completion_tokens is not None]
-    if with_usage:
-        tokens = sum(r.completion_tokens or 0 for r in with_usage)
-        chunks = sum(len(r.tokens) for r in with_usage)
-        return tokens / chunks, tokens, chunks, len(with_usage)
-    reported = [r for r in reqs if any(t.tokens != 1 for t in r.tokens)]
-    if reported:
-        tokens = sum(t.tokens for r in reported for t in r.tokens)
-        chunks = sum(len(r.tokens) for r in reported)
-        return tokens / chunks, tokens, chunks, len(reported)
-    return None

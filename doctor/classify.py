@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
-from checks.token_bundling import tokens_per_chunk
+from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive import Missing
 from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats
 from doctor.model import (

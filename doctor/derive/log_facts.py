@@ -1,72 +1,24 @@
-"""Facts read from a vLLM startup log: configuration, KV capacity, errors, stats over time."""
+"""Facts read from a vLLM startup log: configuration, KV capacity, errors, stats over time.
+
+The view re-parses the lines the log probe kept (``bundle.log.matched``) with the current
+parser, so an old bundle gains what a newer parser understands. The types are defined in
+``doctor.vllm_log.model`` and re-exported here, where checks import them from.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle
+from doctor.vllm_log.model import Fact, LogFacts, Startup, StartupError, StatsPoint
+from doctor.vllm_log.parser import parse_lines
 
-
-@dataclass
-class Fact:
-    """A value and its provenance: the line number in the source log and the raw line."""
-
-    value: Any
-    line: int | None = None
-    raw: str | None = None
-
-
-@dataclass
-class StartupError:
-    kind: str  # no-cache-memory | max-len-exceeds-kv | memory-below-utilisation | oom | other
-    message: str
-    line: int | None = None
-    raw: str | None = None
-
-
-@dataclass
-class StatsPoint:
-    """One periodic stats line (V0 or V1), as a point of a time series."""
-
-    line: int
-    timestamp: str | None = None
-    running: float | None = None
-    waiting: float | None = None
-    swapped: float | None = None
-    pending: float | None = None
-    kv_usage_pct: float | None = None
-    cpu_kv_usage_pct: float | None = None
-    prefix_cache_hit_pct: float | None = None
-    prompt_throughput: float | None = None  # tokens/s
-    generation_throughput: float | None = None
-    preemptions: float | None = None
-
-
-@dataclass
-class Startup:
-    first_line: int
-    last_line: int | None = None
-    version: str | None = None
-
-
-@dataclass
-class LogFacts:
-    source: str = ""
-    facts: dict[str, Fact] = field(default_factory=dict)
-    errors: list[StartupError] = field(default_factory=list)
-    stats: list[StatsPoint] = field(default_factory=list)
-    preemption_warnings: int = 0
-    preemptions_cumulative: int | None = None
-    startups: list[Startup] = field(default_factory=list)  # every startup found; facts are from the last
-
-    def value(self, key: str, default: Any = None) -> Any:
-        fact = self.facts.get(key)
-        return default if fact is None else fact.value
+__all__ = ["Fact", "LogFacts", "Startup", "StartupError", "StatsPoint", "derive_log_facts"]
 
 
 def derive_log_facts(bundle: Bundle) -> LogFacts:
     if bundle.log is None:
         raise Missing("no startup log (pass --log PATH)")
-    raise Missing("the startup-log parser is not available in this build")
+    facts = parse_lines(bundle.log.matched, source=bundle.log.source)
+    if facts.empty:
+        raise Missing(f"no vLLM startup, stats or error line in the log {bundle.log.source}")
+    return facts

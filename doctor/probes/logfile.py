@@ -1,0 +1,213 @@
+"""The startup-log probe: stream a vLLM log (a path, ``-`` for stdin, gzip accepted) and
+keep the lines the parser needs, in constant memory, as ``LogEvidence``.
+
+Bad input never raises: an unreadable, empty, binary or corrupt log gives no evidence and a
+fatal ``EvidenceError``; a truncated ``.gz`` or a log larger than ``max_bytes`` gives the
+evidence read so far and a non-fatal ``cut`` error that says what was left out.
+"""
+
+from __future__ import annotations
+
+import gzip
+import multiprocessing
+import os
+import stat
+import sys
+import threading
+import zlib
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
+from concurrent.futures.process import BrokenProcessPool
+from typing import BinaryIO
+
+from doctor.evidence.errors import EvidenceError
+from doctor.evidence.log import LogEvidence, LogLine
+from doctor.redact import Redactor
+from doctor.vllm_log import patterns
+from doctor.vllm_log.scanner import PROBE, Scanner
+
+CHUNK = 8 << 20  # large enough to amortise the per-chunk gate passes, small next to the RSS goal
+# A plain file at least this large is split between processes, one per available CPU (up to
+# MAX_WORKERS, ~30 MiB each, so that all of them stay under the 150 MB memory goal): the scan
+# is CPU-bound, and the parts' results merge exactly (Scanner.join).
+PARALLEL_MIN = 256 << 20
+MAX_WORKERS = 4
+_HEAD = 16 << 10  # first bytes of a part, where a wrapped line of the previous part may continue
+# Streams (stdin, .gz) are read in smaller chunks: gzip raises at a truncation before returning
+# the data it decompressed in the same read, so a small read loses little.
+STREAM_CHUNK = 1 << 20
+_SNIFF = 64 << 10  # how much of the start is checked for binary content
+
+
+def read_log(source: str, *, max_bytes: int | None = None) -> tuple[LogEvidence | None, list[EvidenceError]]:
+    """Scan the log at ``source``; with ``max_bytes``, analyse only its last ``max_bytes``
+    bytes (a plain file; earlier lines are only counted, so line numbers stay true) or its
+    first ``max_bytes`` (stdin and compressed logs, which cannot seek)."""
+    scanner = Scanner()
+    errors: list[EvidenceError] = []
+    with ExitStack() as opened:
+        try:
+            stream, size = _open(source, opened)
+        except IsADirectoryError:
+            return None, [_error(source, "unreadable", f"{source} is a directory, not a log file")]
+        except OSError as exc:
+            return None, [_error(source, "unreadable", f"cannot open the log {source}: {exc.strerror or exc}")]
+        try:
+            if max_bytes is None and size is not None and size >= PARALLEL_MIN and _workers() > 1 and _can_fork():
+                try:
+                    scanner = _scan_parallel(source, stream, size, _workers())
+                except BrokenProcessPool:  # a worker was killed (memory, signal): read it here
+                    stream.seek(0)
+                    errors += _scan(source, stream, size, scanner, max_bytes)
+            else:
+                errors += _scan(source, stream, size, scanner, max_bytes)
+        except (EOFError, zlib.error) as exc:
+            errors.append(_error(source, "cut", f"the compressed log {source} is truncated or corrupt ({exc}); "
+                                                f"analysed the {scanner.lines_total:,} lines before the damage",
+                                 fatal=False))
+        except gzip.BadGzipFile as exc:
+            return None, [_error(source, "malformed", f"{source} is not a readable gzip file ({exc})")]
+        except _Binary as exc:
+            return None, [_error(source, "malformed", f"{source} {exc}")]
+        except OSError as exc:
+            return None, [_error(source, "unreadable", f"reading the log {source} failed: {exc.strerror or exc}")]
+    scanner.finish()
+    if scanner.bytes_total == 0 and not errors:
+        return None, [_error(source, "malformed", f"the log {source} is empty")]
+    if dropped := scanner.dropped():
+        kinds = ", ".join(f"{n:,} {kind}" for kind, n in dropped.items())
+        errors.append(_error(source, "cut", f"the log holds more than is kept in memory: dropped the oldest {kinds}",
+                             fatal=False))
+    redactor = Redactor()
+    evidence = LogEvidence(
+        source=source,
+        lines_total=scanner.lines_total,
+        bytes_total=scanner.bytes_total,
+        matched=[LogLine(no, redactor.text(text.decode("utf-8", "replace").rstrip("\r")))
+                 for no, text in scanner.kept()],
+        truncated=scanner.truncated,
+    )
+    return evidence, errors
+
+
+class _Binary(Exception):
+    """The log is not text; the message says what it looks like instead."""
+
+
+def _check_text(start: bytes) -> None:
+    if start[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise _Binary("is UTF-16 text (as PowerShell's > writes it): convert it to UTF-8 first")
+    if b"\x00" in start[:_SNIFF]:
+        raise _Binary("looks binary (NUL bytes in its first 64 KiB), not a text log")
+
+
+def _error(source: str, kind: str, message: str, fatal: bool = True) -> EvidenceError:
+    return EvidenceError(source="log", target=source, action="read", kind=kind, message=message, fatal=fatal)
+
+
+def _open(source: str, opened: ExitStack) -> tuple[BinaryIO, int | None]:
+    """The byte stream of ``source`` and its size when it is a plain, seekable file.
+
+    Compression is recognised by its magic bytes, not the name: ``kubectl logs | gzip`` piped
+    in, or a rotated ``vllm.log.1`` that logrotate compressed, read like a ``.gz``.
+    """
+    if source == "-":
+        stream = opened.enter_context(os.fdopen(os.dup(sys.stdin.fileno()), "rb"))
+    else:
+        stream = opened.enter_context(open(source, "rb"))
+    if stream.peek(2)[:2] == b"\x1f\x8b":
+        return opened.enter_context(gzip.GzipFile(fileobj=stream, mode="rb")), None  # type: ignore[return-value]
+    info = os.fstat(stream.fileno())
+    return stream, info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def _can_fork() -> bool:
+    """Whether worker processes may be forked: on Linux, and only with no other thread alive
+    (a fork copies the locks other threads hold). ``spawn`` would avoid that but re-runs the
+    caller's main module, which breaks any unguarded script that calls ``read_log``."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1
+
+
+def _workers() -> int:
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(available, MAX_WORKERS))
+
+
+def _scan_range(path: str, begin: int, end: int, headers: bool) -> tuple[Scanner, bytes]:
+    """Scan ``path[begin:end]`` (whole lines) in a worker process; also return its first bytes."""
+    scanner = Scanner(headers=headers)
+    with open(path, "rb") as stream:
+        stream.seek(begin)
+        head = b""
+        remaining = end - begin
+        while remaining > 0:
+            chunk = stream.read(min(CHUNK, remaining))
+            if not chunk:
+                break
+            head = head or chunk[:_HEAD]
+            scanner.feed(chunk)
+            remaining -= len(chunk)
+    scanner.finish()
+    return scanner, head[: head.rfind(b"\n") + 1]
+
+
+def _scan_parallel(source: str, stream: BinaryIO, size: int, workers: int) -> Scanner:
+    """Scan a large plain file in ``workers`` processes, split at line boundaries, and merge."""
+    bounds = [0]
+    for i in range(1, workers):
+        stream.seek(max(size * i // workers, bounds[-1]))
+        stream.readline()  # to the start of the next line
+        bounds.append(min(stream.tell(), size))
+    bounds.append(size)
+    ranges = [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+    stream.seek(0)
+    start = stream.read(_SNIFF)
+    _check_text(start)
+    headers = patterns.HEADER_PROBE.search(start, 0, PROBE) is not None  # as one scanner would decide
+    with ProcessPoolExecutor(len(ranges), mp_context=multiprocessing.get_context("fork")) as pool:
+        parts = list(pool.map(_scan_range, [source] * len(ranges), *zip(*ranges), [headers] * len(ranges)))
+    scanner = parts[0][0]
+    for part, head in parts[1:]:
+        scanner.join(part, head)
+    return scanner
+
+
+def _scan(source: str, stream: BinaryIO, size: int | None, scanner: Scanner, max_bytes: int | None) -> list[EvidenceError]:
+    """Feed ``stream`` to ``scanner`` in this process, within ``max_bytes``; the cuts as errors."""
+    errors: list[EvidenceError] = []
+    budget = max_bytes
+    if max_bytes is not None and size is not None and size > max_bytes:
+        head = size - max_bytes
+        while head > 0:
+            chunk = stream.read(min(CHUNK, head))
+            if not chunk:
+                break
+            scanner.skip(chunk)
+            head -= len(chunk)
+        errors.append(_error(source, "cut", f"the log is {_mib(size)}; analysed its last {_mib(max_bytes)} "
+                                            f"(lines before {scanner.lines_total + 1:,} only counted)", fatal=False))
+        budget = None
+    first = True
+    size_wanted = CHUNK if size is not None else STREAM_CHUNK
+    while True:
+        chunk = stream.read(size_wanted if budget is None else min(size_wanted, budget))
+        if not chunk:
+            break
+        if first:
+            _check_text(chunk)
+        first = False
+        scanner.feed(chunk)
+        if budget is not None:
+            budget -= len(chunk)
+            if budget <= 0:
+                if stream.read(1):
+                    errors.append(_error(source, "cut", f"analysed the first {_mib(scanner.bytes_total)} of the log only "
+                                                        "(a stream cannot be read from its end)", fatal=False))
+                break
+    return errors
+
+
+def _mib(n: int) -> str:
+    if n < 1 << 20:
+        return f"{n / 1024:.0f} KiB"
+    return f"{n / 2**20:,.0f} MiB" if n >= 10 << 20 else f"{n / 2**20:.1f} MiB"

@@ -1,0 +1,136 @@
+"""``llm-doctor log PATH [--json]``: what the startup-log parser found, for a human or a script.
+
+The CLI prints the text and exits with the code; exit 1 when the last startup logged an
+error (a symptom), 2 when the log could not be read or holds no vLLM line (no diagnosis).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from doctor.evidence.errors import EvidenceError
+from doctor.evidence.log import LogEvidence
+from doctor.exit_codes import ExitCode
+from doctor.probes.logfile import read_log
+from doctor.redact import Redactor
+from doctor.serial import to_jsonable
+from doctor.vllm_log.model import LogFacts, StatsPoint
+from doctor.vllm_log.parser import parse_lines
+
+_RAW_WIDTH = 160  # raw lines longer than this are shortened in the text output (never in JSON)
+
+
+def log_command_output(source: str, as_json: bool) -> tuple[str, int]:
+    """The text ``llm-doctor log`` prints for ``source`` and its exit code."""
+    evidence, read_errors = read_log(source)
+    facts = parse_lines(evidence.matched, source) if evidence is not None else None
+    if facts is None or facts.empty:
+        code = ExitCode.NO_DIAGNOSIS
+    else:
+        code = ExitCode.SYMPTOM if facts.errors else ExitCode.HEALTHY
+    text = _json(source, evidence, facts, read_errors) if as_json else _text(source, evidence, facts, read_errors)
+    return Redactor().text(text), int(code)
+
+
+def _json(source: str, evidence: LogEvidence | None, facts: LogFacts | None, read_errors: list[EvidenceError]) -> str:
+    document: dict[str, Any] = {
+        "source": source,
+        "lines_total": evidence.lines_total if evidence else None,
+        "bytes_total": evidence.bytes_total if evidence else None,
+        "lines_kept": len(evidence.matched) if evidence else 0,
+        "truncated": evidence.truncated if evidence else False,
+        "read_errors": to_jsonable(read_errors),
+        "facts": {},
+        "provenance": {},
+        "errors": [],
+        "stats": [],
+        "startups": [],
+        "preemption_warnings": 0,
+        "preemptions_cumulative": None,
+    }
+    if facts is not None:
+        document["facts"] = {key: fact.value for key, fact in facts.facts.items()}
+        document["provenance"] = {
+            key: {k: v for k, v in (("line", f.line), ("raw", f.raw), ("note", f.note)) if v is not None}
+            for key, f in facts.facts.items()
+        }
+        document["errors"] = to_jsonable(facts.errors)
+        document["stats"] = to_jsonable(facts.stats)
+        document["startups"] = to_jsonable(facts.startups)
+        document["preemption_warnings"] = facts.preemption_warnings
+        document["preemptions_cumulative"] = facts.preemptions_cumulative
+    return json.dumps(document, indent=2, default=str)
+
+
+def _text(source: str, evidence: LogEvidence | None, facts: LogFacts | None, read_errors: list[EvidenceError]) -> str:
+    out: list[str] = []
+    if evidence is None:
+        out += [f"cannot use the log {source}:"] + [f"  {e.message}" for e in read_errors]
+        return "\n".join(out)
+    out.append(f"{source}: {evidence.lines_total:,} lines, {len(evidence.matched):,} kept"
+               + (" (oldest stats or startup lines dropped to bound memory)" if evidence.truncated else ""))
+    out += [f"  note: {e.message}" for e in read_errors]
+    if facts is None or facts.empty:
+        out.append("no vLLM startup, stats or error line found: is this a vLLM log?")
+        return "\n".join(out)
+    if len(facts.startups) > 1:
+        out.append(f"{len(facts.startups)} startups; facts are from the last (from line {facts.startups[-1].first_line}):")
+        for s in facts.startups:
+            failed = f", errors: {', '.join(s.errors)}" if s.errors else ""
+            out.append(f"  lines {s.first_line}-{s.last_line}: vLLM {s.version or '?'} {s.engine_generation or ''}{failed}")
+    if facts.facts:
+        out.append("")
+        out.append("facts (line: where the log says it)")
+        width = max(len(k) for k in facts.facts)
+        for key, fact in facts.facts.items():
+            where = f"line {fact.line}" if fact.line else ""
+            note = f"  ({fact.note})" if fact.note else ""
+            out.append(f"  {key:<{width}}  {_show(fact.value):<24} {where}{note}")
+    if facts.errors:
+        out.append("")
+        out.append("startup errors")
+        for error in facts.errors:
+            out.append(f"  [{error.kind}] line {error.line}: {_short(error.message)}")
+    if facts.preemption_warnings:
+        total = f", cumulative count {facts.preemptions_cumulative}" if facts.preemptions_cumulative else ""
+        out.append(f"\npreemption warnings: {facts.preemption_warnings}{total}")
+    if facts.stats:
+        out.append("")
+        out.append(_stats_summary(facts.stats))
+    return "\n".join(out)
+
+
+def _stats_summary(stats: list[StatsPoint]) -> str:
+    first, last = stats[0], stats[-1]
+    lines = [f"stats: {len(stats)} lines, {first.timestamp or f'line {first.line}'} .. {last.timestamp or f'line {last.line}'}"]
+    for label, attr, unit in (
+        ("running", "running", ""),
+        ("waiting", "waiting", ""),
+        ("swapped", "swapped", ""),
+        ("KV cache usage", "kv_usage_pct", " %"),
+        ("prefix cache hit rate", "prefix_cache_hit_pct", " %"),
+        ("prompt throughput", "prompt_throughput", " tok/s"),
+        ("generation throughput", "generation_throughput", " tok/s"),
+        ("preemptions per interval", "preemptions", ""),
+    ):
+        values = [v for v in (getattr(p, attr) for p in stats) if v is not None]
+        if values:
+            lines.append(f"  {label:<24} min {_show(min(values))}{unit}, max {_show(max(values))}{unit}, last {_show(values[-1])}{unit}")
+    return "\n".join(lines)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 100_000 else str(value)  # token counts, not ports
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (dict, list)):
+        return _short(json.dumps(value, default=str), 60)
+    return _short(str(value), 60)
+
+
+def _short(text: str, width: int = _RAW_WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

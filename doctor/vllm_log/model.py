@@ -1,0 +1,78 @@
+"""What the startup-log parser reports: facts with provenance, errors, stats, startups.
+
+These types are re-exported by ``doctor.derive.log_facts`` (the ``log_facts`` view), which is
+where checks import them from; they live here so that the parser does not import the derive
+layer that calls it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Fact:
+    """A value and its provenance: the line number in the source log and the raw line."""
+
+    value: Any
+    line: int | None = None
+    raw: str | None = None
+    note: str | None = None  # how a value that no line states was inferred, e.g. block_size
+
+
+@dataclass
+class StartupError:
+    kind: str  # no-cache-memory | max-len-exceeds-kv | memory-below-utilisation | oom | other
+    message: str
+    line: int | None = None
+    raw: str | None = None
+
+
+@dataclass
+class StatsPoint:
+    """One periodic stats line (V0 or V1), as a point of a time series."""
+
+    line: int
+    timestamp: str | None = None
+    running: float | None = None
+    waiting: float | None = None
+    swapped: float | None = None
+    pending: float | None = None
+    kv_usage_pct: float | None = None
+    cpu_kv_usage_pct: float | None = None
+    prefix_cache_hit_pct: float | None = None
+    prompt_throughput: float | None = None  # tokens/s
+    generation_throughput: float | None = None
+    preemptions: float | None = None
+    engine: str | None = None  # "000" per engine, "2 Engines Aggregated" for a DP aggregate
+
+
+@dataclass
+class Startup:
+    first_line: int
+    last_line: int | None = None
+    version: str | None = None
+    engine_generation: str | None = None  # V0 | V1
+    model: str | None = None
+    errors: list[str] = field(default_factory=list)  # kinds of its startup errors
+
+
+@dataclass
+class LogFacts:
+    source: str = ""
+    facts: dict[str, Fact] = field(default_factory=dict)
+    errors: list[StartupError] = field(default_factory=list)
+    stats: list[StatsPoint] = field(default_factory=list)
+    preemption_warnings: int = 0
+    preemptions_cumulative: int | None = None
+    startups: list[Startup] = field(default_factory=list)  # every startup found; facts are from the last
+
+    @property
+    def empty(self) -> bool:
+        """Nothing vLLM-specific was found (the kept lines only shared a word with vLLM's)."""
+        return not (self.facts or self.errors or self.stats or self.preemption_warnings)
+
+    def value(self, key: str, default: Any = None) -> Any:
+        fact = self.facts.get(key)
+        return default if fact is None else fact.value

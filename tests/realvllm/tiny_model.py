@@ -4,6 +4,13 @@ Run with the vLLM venv's Python (it has torch, transformers and tokenizers):
 ``.venv-vllm/bin/python -m tests.realvllm.tiny_model DIR``. The tokenizer is a byte-level BPE
 trained here on generated text, with a chat template, so all three routes work. Weights are
 seeded, so the same directory is produced every time.
+
+Random weights decoded greedily (the probe asks for ``temperature: 0``) fall into loops on one
+token. Two choices keep every generated token visible as text, as a real model's are: the
+tokenizer's alphabet is printable ASCII and newline only (a byte-level token for half a UTF-8
+character streams as an empty delta until its other half comes, which a loop never brings), and
+the output rows of the special tokens are zeroed so they never win the argmax (vLLM skips them
+in the text, so they would stream as empty deltas too).
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ def corpus(lines: int = 4000) -> list[str]:
     return [" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(5, 30))) for _ in range(lines)]
 
 
+SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]
+
+
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}</s>\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
@@ -41,8 +51,10 @@ def build(out: Path, hidden: int = 1024, layers: int = 8, heads: int = 16, kv_he
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=2048, special_tokens=["<unk>", "<s>", "</s>", "<pad>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    # The byte-level characters of newline and printable ASCII, as the pre-tokenizer maps them.
+    printable = "\n" + "".join(map(chr, range(0x20, 0x7F)))
+    alphabet = list(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False).pre_tokenize_str(printable)[0][0])
+    trainer = trainers.BpeTrainer(vocab_size=2048, special_tokens=SPECIAL_TOKENS, initial_alphabet=alphabet)
     tok.train_from_iterator(corpus(), trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
                                    pad_token="<pad>")
@@ -57,6 +69,8 @@ def build(out: Path, hidden: int = 1024, layers: int = 8, heads: int = 16, kv_he
         torch_dtype="bfloat16", tie_word_embeddings=False,
     )
     model = LlamaForCausalLM(config).to(torch.bfloat16)
+    with torch.no_grad():
+        model.lm_head.weight[fast.convert_tokens_to_ids(SPECIAL_TOKENS)] = 0
     model.save_pretrained(out, safe_serialization=True)
     (out / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}))
     return out

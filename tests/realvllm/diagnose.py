@@ -1,0 +1,80 @@
+"""Run ``llm-doctor diagnose`` as a user would, keep its bundle, and compare its verdict.
+
+The CLI runs as a subprocess (``python -m doctor``, the console script's entry point), so the
+probe's client self-check measures a process of its own rather than pytest, and the exit code
+is the real one. With ``LLM_DOCTOR_RECORD=1`` the live run's bundle replaces the scenario's
+recorded fixture (``fixtures/bundles/realvllm-<name>.json.gz``); provenance goes in
+``fixtures/PROVENANCE.md`` by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.realvllm.scenarios import Scenario
+
+DIAGNOSE_TIMEOUT_S = 600.0
+MAX_RECORDED_BYTES = 1 << 20
+CLIENT_SUSPECT = "client-suspect"
+
+
+def run_diagnose(scenario: Scenario, out: Path, *, engine: str, log: Path, gateway: str | None = None) -> dict[str, Any]:
+    """Diagnose ``engine`` (and ``gateway``) with the scenario's flags; return the JSON report."""
+    out.mkdir(parents=True, exist_ok=True)
+    report, bundle = out / "report.json", out / "bundle.json.gz"
+    cmd = [sys.executable, "-m", "doctor", "diagnose", "--engine", engine, *(["--gateway", gateway] if gateway else []),
+           "--log", str(log), *scenario.probe_args, *scenario.budget_args(),
+           "--json", str(report), "--html", str(out / "report.html"), "--bundle", str(bundle)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=DIAGNOSE_TIMEOUT_S)
+    # 0 healthy, 1 a symptom: both are answers; anything else is a failure of the run itself.
+    assert proc.returncode in (0, 1), f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if os.environ.get("LLM_DOCTOR_RECORD") == "1":
+        record(bundle, scenario.recorded)
+    return json.loads(report.read_text())
+
+
+def record(bundle: Path, dest: Path) -> None:
+    """Keep a live bundle as a fixture (gzipped JSON, under 1 MiB)."""
+    size = bundle.stat().st_size  # save() gzips a .gz path
+    assert size < MAX_RECORDED_BYTES, f"{bundle} is {size} bytes gzipped; trim it before recording"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(bundle, dest)
+
+
+def verdict_mismatches(report: dict[str, Any], scenario: Scenario) -> list[str]:
+    """What differs from the scenario's expected verdict; empty when it matches."""
+    verdict = report["verdict"]
+    problems = []
+    if verdict["symptom"] != scenario.symptom:
+        problems.append(f"symptom {verdict['symptom']!r}, expected {scenario.symptom!r}")
+    setting = (verdict.get("primary_remediation") or {}).get("setting")
+    if setting != scenario.setting:
+        problems.append(f"primary remediation setting {setting!r}, expected {scenario.setting!r}")
+    codes = [f["code"] for f in report["findings"]]
+    if scenario.finding and scenario.finding not in codes:
+        problems.append(f"no {scenario.finding} finding among {codes}")
+    if scenario.symptom == "healthy":
+        warned = [f for f in report["findings"] if f["severity"] in ("warning", "critical")]
+        # The client self-check speaks of the probing host, which on a 2-core runner also runs
+        # vLLM (and, on a shared machine, other work): it may fire on a healthy engine, and
+        # must then mark the verdict's timings as suspect rather than change the verdict.
+        if any(f["name"] == CLIENT_SUSPECT for f in warned) and not verdict.get("client_suspect"):
+            problems.append(f"{CLIENT_SUSPECT} fired but the verdict does not say the client is suspect")
+        problems += [f"warning-level finding {f['code']} {f['name']}: {f['summary']}"
+                     for f in warned if f["name"] != CLIENT_SUSPECT]
+    return problems
+
+
+def explain(report: dict[str, Any]) -> str:
+    """The verdict and findings in a few lines, for an assertion message."""
+    verdict = report["verdict"]
+    lines = [f"verdict: {verdict['symptom']}: {verdict['summary']}", *(f"  - {r}" for r in verdict.get("reasoning", []))]
+    lines += [f"finding {f['code']} {f['name']} ({f['severity']}): {f['summary']}" for f in report["findings"]]
+    return "\n".join(lines)

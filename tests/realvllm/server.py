@@ -1,0 +1,120 @@
+"""Run a real ``vllm serve`` (the CPU build in ``.venv-vllm``) as the test's own process.
+
+Each server listens on a free port of 127.0.0.1, writes stdout and stderr to its own log file
+(so the test can hand it to ``llm-doctor --log``), and runs in its own process group, which is
+always terminated on exit: the API server, the engine core and its workers go together.
+
+Facts from a trial on this kind of machine (issue "lab", part 4) shape the defaults: the CPU
+build cannot infer its platform from the ``vllm`` dist-info stub the setup script adds, so
+``VLLM_TARGET_DEVICE=cpu`` says it; the default ``--gpu-memory-utilization 0.92`` fails at start,
+so the KV cache is sized in bytes; vLLM recommends tcmalloc in ``LD_PRELOAD`` on CPU; start-up
+takes 45-100 s on 2 cores (mostly compilation), longer when the cores are shared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tests.support.nginx import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+VLLM_VENV = Path(os.environ.get("VLLM_VENV", ROOT / ".venv-vllm"))
+VLLM_BIN = VLLM_VENV / "bin" / "vllm"
+VLLM_PYTHON = VLLM_VENV / "bin" / "python"
+TCMALLOC = Path("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4")  # Debian's libtcmalloc-minimal4
+
+SERVED_NAME = "tiny"
+MAX_MODEL_LEN = 1024
+STARTUP_TIMEOUT_S = 600.0  # 45-100 s on 2 idle cores; other work on the machine stretches it
+STOP_TIMEOUT_S = 30.0
+
+
+def skip_reason() -> str | None:
+    """Why this machine cannot run the stage, or None when it can."""
+    flags = Path("/proc/cpuinfo").read_text(errors="replace").split() if Path("/proc/cpuinfo").exists() else []
+    if "avx2" not in flags and "avx512f" not in flags:
+        return "this CPU has neither AVX2 nor AVX-512: the CPU build of vLLM cannot run here"
+    if not VLLM_BIN.exists():
+        return f"{VLLM_BIN} is missing: run .ci/realvllm-setup to install the CPU build of vLLM"
+    return None
+
+
+def build_tiny_model(out: Path) -> Path:
+    """The random-weight Llama of ``tiny_model.py``, built with the vLLM venv's Python (it has torch)."""
+    proc = subprocess.run([str(VLLM_PYTHON), "-m", "tests.realvllm.tiny_model", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode:
+        raise RuntimeError(f"building the tiny model failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return out
+
+
+@dataclass
+class VllmServer:
+    url: str  # http://127.0.0.1:PORT
+    log: Path  # the server's stdout and stderr
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "PYTHONUNBUFFERED": "1"}
+    if TCMALLOC.exists():
+        env["LD_PRELOAD"] = ":".join(p for p in (str(TCMALLOC), env.get("LD_PRELOAD", "")) if p)
+    return env
+
+
+@contextlib.contextmanager
+def serve_vllm(model: Path, log: Path, engine_args: list[str]) -> Iterator[VllmServer]:
+    """``vllm serve MODEL --max-model-len 1024 --served-model-name tiny ENGINE_ARGS`` until exit."""
+    port = free_port()
+    args = ["--max-model-len", str(MAX_MODEL_LEN), "--served-model-name", SERVED_NAME, *engine_args]
+    cmd = [str(VLLM_BIN), "serve", str(model), "--host", "127.0.0.1", "--port", str(port), *args]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=_env(), start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_healthy(proc, url, log)
+        yield VllmServer(url=url, log=log)
+    finally:
+        _stop(proc)
+
+
+def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"vllm serve exited with {proc.returncode} during start-up:\n{_tail(log)}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+                return
+        time.sleep(1.0)
+    raise RuntimeError(f"vllm serve was not healthy within {STARTUP_TIMEOUT_S:g} s:\n{_tail(log)}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the whole group (API server, engine core, workers), SIGKILL if it lingers."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # The group may outlive its leader (an engine core still exiting): make sure it is gone.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _tail(log: Path, chars: int = 4000) -> str:
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return text[-chars:]
+

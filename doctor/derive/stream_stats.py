@@ -7,6 +7,7 @@ error is never mistaken for a fast answer.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -15,6 +16,9 @@ from doctor.evidence import Bundle, RequestTrace
 
 #: A gap larger than this multiple of its request's median gap is a stall.
 STALL_FACTOR = 5.0
+
+#: MLPerf's early-stopping confidence (Single-stream rule).
+EARLY_STOP_CONFIDENCE = 0.99
 
 
 @dataclass
@@ -28,6 +32,40 @@ class Dist:
     p99: float | None = None
     max: float | None = None
     mean: float | None = None
+    # MLPerf early-stopping estimates: an upper bound the true percentile stays under with
+    # 99 % confidence, None with ``note`` saying why when n is too small for one.
+    p90_early: float | None = None
+    p99_early: float | None = None
+    note: str | None = None
+
+
+def early_stopping_rank(n: int, percentile: float, confidence: float = EARLY_STOP_CONFIDENCE) -> int | None:
+    """MLPerf's Single-stream early-stopping rule: the rank (1 = the largest) of the estimate.
+
+    With n samples, the largest t >= 1 with n >= h(t) + t, where h(t) is the smallest h with
+    I_percentile(h, t + 1) < 1 - confidence. As I_x(h, t + 1) = P(Binomial(h + t, 1 - x) <= t)
+    falls as h grows, that is the largest t with P(Binomial(n, 1 - percentile) <= t) < 1 -
+    confidence, found by summing the binomial terms upward (log space: n may be large).
+    None when even t = 1 does not hold (n < 64 for p90, n < 662 for p99 at 99 %).
+    """
+    if n <= 1:
+        return None
+    over = 1.0 - percentile
+    log_over, log_under = math.log(over), math.log(percentile)
+    log_n_fact = math.lgamma(n + 1)
+    cdf, best = 0.0, None
+    for t in range(n):
+        cdf += math.exp(log_n_fact - math.lgamma(t + 1) - math.lgamma(n - t + 1) + t * log_over + (n - t) * log_under)
+        if cdf >= 1.0 - confidence:
+            break
+        if t >= 1:
+            best = t
+    return best
+
+
+def _early(sorted_values: list[float], percentile: float) -> float | None:
+    rank = early_stopping_rank(len(sorted_values), percentile)
+    return None if rank is None else sorted_values[-rank]
 
 
 def quantile(sorted_values: list[float], q: float) -> float:
@@ -42,7 +80,7 @@ def dist(values: list[float]) -> Dist:
     vals = sorted(v for v in values if v is not None)
     if not vals:
         return Dist()
-    return Dist(
+    out = Dist(
         n=len(vals),
         min=vals[0],
         p50=quantile(vals, 0.5),
@@ -50,7 +88,14 @@ def dist(values: list[float]) -> Dist:
         p99=quantile(vals, 0.99),
         max=vals[-1],
         mean=statistics.fmean(vals),
+        p90_early=_early(vals, 0.9),
+        p99_early=_early(vals, 0.99),
     )
+    if out.p90_early is None:
+        out.note = f"insufficient n for the p90 early-stopping estimate ({out.n} < 64)"
+    elif out.p99_early is None:
+        out.note = f"insufficient n for the p99 early-stopping estimate ({out.n} < 662)"
+    return out
 
 
 @dataclass

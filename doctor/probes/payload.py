@@ -1,0 +1,75 @@
+"""The request bodies the stream probe sends, per route.
+
+Default bodies ask for a fixed output length (vLLM's ``ignore_eos`` and ``min_tokens``), so a
+request that ends early is not mistaken for a fast one, and for usage on every chunk
+(``stream_options.include_usage`` and vLLM's ``continuous_usage_stats``), so a chunk that
+carries several tokens is counted as several. Each default prompt starts with a per-request
+number: the engine's prefix cache must not make the second path of a pair look faster.
+An application's own body (``--payload``) is sent as it is, with ``stream`` forced on.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+#: Common one-token English words: a prompt of N of them is about N tokens for BPE tokenizers.
+_WORDS = (
+    "the quick brown fox jumps over a lazy dog while the small cat sleeps near the warm fire and "
+    "every bird in the old tree sings a song about the long day"
+).split()
+
+#: Fields only vLLM (and servers mimicking it) accept; dropped when the server rejects them.
+VLLM_EXTENSIONS = ("ignore_eos", "min_tokens", "continuous_usage_stats")
+
+
+def prompt_text(tokens: int, nonce: int) -> str:
+    """About ``tokens`` tokens of plain text, starting with a request-unique number."""
+    words = [_WORDS[i % len(_WORDS)] for i in range(max(tokens - 4, 1))]
+    return f"Request {nonce}: " + " ".join(words)
+
+
+def default_body(route: str, model: str | None, prompt_tokens: int, max_tokens: int, nonce: int) -> dict[str, Any]:
+    text = prompt_text(prompt_tokens, nonce)
+    body: dict[str, Any] = {"model": model} if model else {}
+    if route == "responses":
+        body.update(input=text, max_output_tokens=max_tokens, temperature=0, stream=True)
+        return body
+    if route == "completions":
+        body["prompt"] = text
+    else:
+        body["messages"] = [{"role": "user", "content": text}]
+    body.update(
+        max_tokens=max_tokens,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True, "continuous_usage_stats": True},
+        ignore_eos=True,
+        min_tokens=max_tokens,
+    )
+    return body
+
+
+def user_body(payload: dict[str, Any], route: str, model: str | None) -> dict[str, Any]:
+    """The application's body with ``stream`` forced on (and usage asked for where it is absent)."""
+    body = copy.deepcopy(payload)
+    body["stream"] = True
+    if model and not body.get("model"):
+        body["model"] = model
+    if route != "responses":
+        options = body.setdefault("stream_options", {})
+        if isinstance(options, dict):
+            options.setdefault("include_usage", True)
+    return body
+
+
+def without_extensions(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` without vLLM's extensions, for a server that answered 400 to them."""
+    out = {k: v for k, v in body.items() if k not in VLLM_EXTENSIONS}
+    if isinstance(out.get("stream_options"), dict):
+        out["stream_options"] = {k: v for k, v in out["stream_options"].items() if k not in VLLM_EXTENSIONS}
+    return out
+
+
+def mentions_extension(error_text: str) -> bool:
+    return any(name in error_text for name in VLLM_EXTENSIONS)

@@ -1,0 +1,63 @@
+"""Could the client itself have distorted the timings? Event-loop lag and the client's CPU.
+
+Every token is stamped by the event loop that reads it; when that loop is late (a busy CPU, a
+blocking call, too many streams for one process) every stamp after the delay is late too,
+and the delay looks like a slow server. The sampler sleeps a fixed interval and records how
+late it woke up; psutil reports the process's CPU. Either one over its limit marks the
+evidence ``suspect``, so a diagnosis can say "client suspect" instead of blaming the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import psutil
+
+from doctor.derive.stream_stats import quantile
+from doctor.evidence import ClientHealth
+
+SAMPLE_INTERVAL_S = 0.01
+CPU_INTERVAL_S = 0.25
+#: Limits over which the client may have delayed its own stamps.
+LAG_P99_LIMIT_MS = 10.0
+LAG_MAX_LIMIT_MS = 50.0
+CPU_LIMIT_PERCENT = 90.0  # of one core: a single event loop cannot use more than one
+
+
+class SelfCheck:
+    """Run ``sample()`` as a task for the probe's duration, then read ``health()``."""
+
+    def __init__(self) -> None:
+        self.lags_ms: list[float] = []
+        self.cpu: list[float] = []
+        self._process = psutil.Process()
+        self._process.cpu_percent(None)  # primes the counter: the first reading is always 0
+
+    async def sample(self) -> None:
+        next_cpu = time.perf_counter() + CPU_INTERVAL_S
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(SAMPLE_INTERVAL_S)
+            now = time.perf_counter()
+            self.lags_ms.append(max(0.0, (now - before - SAMPLE_INTERVAL_S) * 1000))
+            if now >= next_cpu:
+                self.cpu.append(self._process.cpu_percent(None))
+                next_cpu = now + CPU_INTERVAL_S
+
+    def health(self, transport: str) -> ClientHealth:
+        self.cpu.append(self._process.cpu_percent(None))
+        out = ClientHealth(cpu_count=psutil.cpu_count(), transport=transport)
+        if self.lags_ms:
+            lags = sorted(self.lags_ms)
+            out.loop_lag_p99_ms = round(quantile(lags, 0.99), 3)
+            out.loop_lag_max_ms = round(lags[-1], 3)
+            if out.loop_lag_p99_ms > LAG_P99_LIMIT_MS:
+                out.reasons.append(f"event-loop lag p99 {out.loop_lag_p99_ms:.1f} ms > {LAG_P99_LIMIT_MS:g} ms: token stamps may be late")
+            if out.loop_lag_max_ms > LAG_MAX_LIMIT_MS:
+                out.reasons.append(f"event-loop lag max {out.loop_lag_max_ms:.0f} ms > {LAG_MAX_LIMIT_MS:g} ms: one stall of the client itself")
+        out.cpu_percent_max = round(max(self.cpu), 1)
+        if out.cpu_percent_max >= CPU_LIMIT_PERCENT:
+            out.reasons.append(f"client CPU reached {out.cpu_percent_max:.0f} % of a core: the client was saturated")
+        out.suspect = bool(out.reasons)
+        return out

@@ -1,0 +1,219 @@
+"""Incremental Server-Sent Events parsing, stamped at the arrival of each event's first byte.
+
+Why hand-written and not ``httpx-sse``: a timing probe needs the moment the FIRST byte of an
+event arrived, not the moment its last byte was parsed. A proxy that buffers delivers fifteen
+events in one read, and a parser that stamps each event when it completes would still show
+fifteen distinct times for events that reached the client in the same instant, or the same time
+for events whose first bytes arrived seconds apart. ``SseParser.feed`` therefore takes the read
+time along with the bytes, and each event keeps the time of the read that carried its first
+byte.
+
+``classify`` then says what an event means for latency: a token, the usage trailer, the end of
+the stream, an error, or nothing (preamble, role-only chunk, keep-alive). It decides by the
+payload's shape, not by the route it was sent to, so a proxy that rewrites routes, or one that
+drops the ``event:`` lines of the Responses API, does not change the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+class InvalidUtf8(ValueError):
+    """A line of the stream is not UTF-8 (the event stream format requires it)."""
+
+
+@dataclass
+class SseEvent:
+    """One dispatched event: ``t`` is the arrival time of its first byte."""
+
+    t: float
+    data: str
+    event: str | None = None
+
+
+class SseParser:
+    """Feed it reads as they arrive; it returns the events each read completed.
+
+    Follows the WHATWG event-stream rules that matter here: ``\\n`` or ``\\r\\n`` line ends,
+    ``:`` comment lines (keep-alives), ``event:`` and multi-line ``data:`` fields, a blank line
+    dispatches, an event without data is dropped. A lone ``\\r`` line end (allowed by the spec,
+    sent by no OpenAI-compatible server) is not supported.
+    """
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._buf_t = 0.0  # arrival time of the first byte still in _buf
+        self._event_t: float | None = None  # first byte of the event being assembled
+        self._event: str | None = None
+        self._data: list[str] = []
+        self.comments = 0  # keep-alive / comment lines seen
+
+    @property
+    def pending(self) -> bool:
+        """True when bytes of an unfinished event are held (the stream was cut inside one)."""
+        return bool(self._buf.strip()) or self._event_t is not None
+
+    def feed(self, data: bytes, t: float) -> list[SseEvent]:
+        if not data:
+            return []
+        old = len(self._buf)
+        if not old:
+            self._buf_t = t
+        buf = self._buf + data if old else data
+        events: list[SseEvent] = []
+        start = 0
+        while True:
+            end = buf.find(b"\n", start)
+            if end < 0:
+                break
+            line_t = self._buf_t if start < old else t
+            if (self._event_t is None and buf.startswith(b"data: ", start) and buf.startswith(b"\n", end + 1)
+                    and buf[end - 1] != 13):  # 13 = "\r"
+                # fast path, the common case: a one-line "data: ..." event and its blank line
+                events.append(SseEvent(t=line_t, data=_decode(buf[start + 6:end])))
+                start = end + 2
+                continue
+            self._line(buf[start:end], line_t, events)
+            start = end + 1
+        self._buf = buf[start:]
+        if self._buf and start >= old:
+            self._buf_t = t
+        return events
+
+    def _line(self, raw: bytes, t: float, events: list[SseEvent]) -> None:
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        if not raw:
+            if self._data:
+                events.append(SseEvent(t=self._event_t if self._event_t is not None else t,
+                                       data="\n".join(self._data), event=self._event))
+            self._event_t, self._event, self._data = None, None, []
+            return
+        line = _decode(raw)
+        if line.startswith(":"):
+            self.comments += 1
+            return
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if self._event_t is None:
+            self._event_t = t
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        # id: and retry: do not matter for timing
+
+
+def _decode(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidUtf8(f"invalid UTF-8 in the event stream at byte {exc.start} of a line") from None
+
+
+#: Responses API event types that carry no generated text even though they end in ".delta".
+_NON_TOKEN_DELTAS = frozenset({"response.output_text.annotation.added"})
+
+
+@dataclass
+class Chunk:
+    """What one event means for latency.
+
+    ``kind``: ``token`` (carries generated text, reasoning or a tool-call delta), ``usage``
+    (the usage trailer), ``end`` (``[DONE]`` or a terminal Responses event), ``error``, or
+    ``other`` (preamble, role-only chunk, empty delta, ``*.done`` repeats).
+    """
+
+    kind: str
+    text: str = ""
+    tokens: int = 1
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+def classify(event: SseEvent) -> Chunk:
+    """Decide what an event means; a payload that is not JSON is an ``error`` chunk."""
+    if event.data.strip() == "[DONE]":
+        return Chunk("end")
+    try:
+        obj = json.loads(event.data)
+    except json.JSONDecodeError:
+        return Chunk("error", error=f"an event whose data is not JSON: {event.data[:120]!r}")
+    if not isinstance(obj, dict):
+        return Chunk("error", error=f"an event whose data is not a JSON object: {event.data[:120]!r}")
+    kind = obj.get("type") or event.event
+    if isinstance(kind, str) and (kind.startswith("response.") or kind == "error"):
+        return _responses_chunk(kind, obj)
+    return _choices_chunk(obj)
+
+
+def _error_text(obj: dict[str, Any]) -> str | None:
+    """vLLM reports a failure inside a 200 stream as ``{"error": {...}}`` or ``{"object": "error"}``."""
+    err = obj.get("error")
+    if isinstance(err, dict):
+        return str(err.get("message") or err.get("type") or err)
+    if err:
+        return str(err)
+    if obj.get("object") == "error":
+        return str(obj.get("message") or obj)
+    return None
+
+
+def _usage(chunk: Chunk, usage: Any, prompt_key: str, completion_key: str) -> None:
+    if isinstance(usage, dict):
+        if isinstance(usage.get(prompt_key), int):
+            chunk.prompt_tokens = usage[prompt_key]
+        if isinstance(usage.get(completion_key), int):
+            chunk.completion_tokens = usage[completion_key]
+
+
+def _choices_chunk(obj: dict[str, Any]) -> Chunk:
+    """``/v1/completions`` (``choices[].text``) and ``/v1/chat/completions`` (``choices[].delta``)."""
+    error = _error_text(obj)
+    if error is not None:
+        return Chunk("error", error=error)
+    texts: list[str] = []
+    finish = None
+    for choice in obj.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        finish = choice.get("finish_reason") or finish
+        text = choice.get("text")
+        if isinstance(text, str) and text:
+            texts.append(text)
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            for key in ("content", "reasoning_content", "reasoning"):
+                value = delta.get(key)
+                if isinstance(value, str) and value:
+                    texts.append(value)
+            if delta.get("tool_calls"):
+                texts.append(json.dumps(delta["tool_calls"])[:200])
+    chunk = Chunk("token" if texts else "other", text="".join(texts), finish_reason=finish)
+    if obj.get("usage"):
+        _usage(chunk, obj["usage"], "prompt_tokens", "completion_tokens")
+        if not texts and not obj.get("choices"):
+            chunk.kind = "usage"
+    return chunk
+
+
+def _responses_chunk(kind: str, obj: dict[str, Any]) -> Chunk:
+    """``/v1/responses``: only non-empty ``*.delta`` events are tokens; ``*.done`` repeats them."""
+    if kind in ("error", "response.failed"):
+        resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
+        return Chunk("error", error=_error_text(resp) or str(obj.get("message") or _error_text(obj) or kind))
+    if kind in ("response.completed", "response.incomplete"):
+        resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
+        chunk = Chunk("end", finish_reason=resp.get("status") or kind.rsplit(".", 1)[1])
+        _usage(chunk, resp.get("usage"), "input_tokens", "output_tokens")
+        return chunk
+    delta = obj.get("delta")
+    if kind.endswith(".delta") and kind not in _NON_TOKEN_DELTAS and isinstance(delta, str) and delta:
+        return Chunk("token", text=delta)
+    return Chunk("other")

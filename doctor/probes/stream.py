@@ -1,0 +1,367 @@
+"""The streaming probe: what the application's own request feels like, direct and through the gateway.
+
+Each request is timed on the run's one monotonic clock, from its scheduled send (not its
+actual send: a client that fell behind must not hide the wait) through connection, response
+headers, first byte, first event, every token-bearing event (stamped at the read that carried
+its first byte, see ``sse``) to the end of the body; every socket read is kept with its size
+and the events it completed (see ``transport``). Failures are evidence: each request records
+an ``outcome``, and each kind of failure on a path becomes one ``EvidenceError``. The probe
+never raises; it returns what it measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import anyio
+import httpx
+
+from doctor.clock import Clock
+from doctor.collect import ROUTES, CollectConfig
+from doctor.evidence import EvidenceError, ProbeShape, RequestTrace, StreamEvidence, TokenEvent
+from doctor.probes import payload as payloads
+from doctor.probes.http import join_url
+from doctor.probes.schedule import Job, dispatch, plan
+from doctor.probes.selfcheck import SelfCheck
+from doctor.probes.sse import InvalidUtf8, SseParser, classify
+from doctor.probes.transport import ReadLog, make_client, skip_missing_sniffio_imports, ssl_context
+
+EXCERPT_BYTES = 2048
+EXCERPT_CHARS = 500
+TEXT_EXCERPT_CHARS = 200
+
+#: RequestTrace.outcome -> EvidenceError.kind
+_ERROR_KIND = {
+    "connect": "connect", "dns": "dns", "tls": "tls", "timeout": "timeout", "stall": "timeout",
+    "deadline": "timeout", "http-status": "http-status", "cut": "cut", "not-a-stream": "malformed",
+    "stream-error": "malformed", "no-token": "malformed", "invalid-utf8": "malformed", "cancelled": "internal",
+}
+
+
+def run_stream_probe(
+    config: CollectConfig, clock: Clock, progress: Callable[[str], None]
+) -> tuple[StreamEvidence | None, list[EvidenceError]]:
+    """Probe every target of ``config`` (synchronous: runs its own event loop)."""
+    targets = config.targets()
+    if not targets:
+        return None, []
+    https = any(url.lower().startswith("https:") for url in targets.values())
+    try:
+        # loading the trust store costs tens of ms of CPU: only when a target needs TLS
+        context = ssl_context(config.http.verify if https else False)
+    except (OSError, ssl.SSLError) as exc:
+        return None, [EvidenceError("stream", str(config.http.verify), "load the CA bundle", "tls",
+                                    f"cannot use --ca-cert {config.http.verify}: {exc}", fatal=True)]
+    skip_missing_sniffio_imports()
+    probe = _Probe(config, clock, progress, context)
+    evidence = run_loop(probe.run())
+    return evidence, probe.errors
+
+
+def _uvloop() -> Any:
+    """uvloop when it is installed (an optional dependency), else None."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop if hasattr(uvloop, "run") else None  # uvloop.run: 0.18 and later
+
+
+def run_loop(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run on uvloop when it is installed (it cuts the client's CPU per chunk by a third), else asyncio."""
+    uvloop = _uvloop()
+    return uvloop.run(coro) if uvloop is not None else asyncio.run(coro)
+
+
+def loop_name() -> str:
+    return "uvloop" if _uvloop() is not None else "asyncio"
+
+
+def request_id(clock: Clock, path: str, index: int) -> str:
+    """The ``x-request-id`` of a probe request: unique per run, so server logs can be joined."""
+    return f"llm-doctor-{clock.t0_ns:x}-{path}-{index}"
+
+
+class _Probe:
+    def __init__(self, config: CollectConfig, clock: Clock, progress: Callable[[str], None], context: ssl.SSLContext) -> None:
+        self.config = config
+        self.clock = clock
+        self.progress = progress
+        self.context = context
+        self.urls = {path: join_url(base, ROUTES[config.route]) for path, base in config.targets().items()}
+        self.headers = {**config.http.request_headers(), "accept": "text/event-stream"}
+        self.traces: list[RequestTrace] = []
+        self.errors: list[EvidenceError] = []
+        self.model = config.model
+        self.drop_extensions = False
+
+    # -- the run ---------------------------------------------------------------------------
+
+    async def run(self) -> StreamEvidence:
+        config, clock = self.config, self.clock
+        # httpcore's pool locks load anyio's backend on first use: load it now, so that import
+        # is not counted in the first request's latency
+        await anyio.sleep(0)
+        start = clock.now()
+        check = SelfCheck()
+        sampler = asyncio.ensure_future(check.sample())
+        warm, measured = plan(list(self.urls), config.requests, config.warmup, config.rate)
+        # one single-connection pool per slot: httpcore's pool scans all its connections on every
+        # request and every response close, which costs more than the streams themselves at 256
+        clients = {path: [make_client(self.context, config.http.timeout_s, config.stall_timeout_s)
+                          for _ in range(config.concurrency)] for path in self.urls}
+        try:
+            await asyncio.wait_for(self._phases(clients, warm, measured), timeout=config.deadline_s)
+        except asyncio.TimeoutError:
+            self._not_sent(warm + measured)
+        finally:
+            sampler.cancel()
+            for client in (c for slots in clients.values() for c in slots):
+                await client.aclose()
+        evidence = StreamEvidence(
+            shape=self._shape(),
+            t0_wall=clock.t0_wall,
+            duration_s=clock.now() - start,
+            requests=self.traces,
+            client=check.health(f"httpx {httpx.__version__} + h11, reads stamped in data_received, {loop_name()}"),
+        )
+        self._summarise_failures()
+        return evidence
+
+    async def _phases(self, clients: dict[str, list[httpx.AsyncClient]], warm: list[Job], measured: list[Job]) -> None:
+        if self.model is None and not (self.config.payload or {}).get("model"):
+            self.model = await self._discover_model()
+
+        async def send(job: Job, scheduled: float, slot: int) -> None:
+            await self._send(clients[job.path][slot], job, scheduled)
+
+        if warm:
+            self.progress(f"warm-up: {len(warm)} request(s)")
+            await dispatch(warm, self.config.concurrency, send, self.clock)
+        if measured:
+            await dispatch(measured, self.config.concurrency, send, self.clock)
+
+    async def _discover_model(self) -> str | None:
+        """The first id of ``/v1/models`` (engine first); None sends the request without a model."""
+        async with httpx.AsyncClient(verify=self.context, trust_env=False, timeout=self.config.http.timeout_s,
+                                     headers=self.config.http.request_headers()) as client:
+            for base in self.config.targets().values():
+                try:
+                    response = await client.get(join_url(base, "/v1/models"))
+                    return str(response.json()["data"][0]["id"])
+                except (httpx.HTTPError, ValueError, LookupError, TypeError):
+                    continue
+        return None
+
+    def _body(self, job: Job) -> dict[str, Any]:
+        config = self.config
+        if config.payload is not None:
+            return payloads.user_body(config.payload, config.route, self.model)
+        nonce = job.index * len(self.urls) + list(self.urls).index(job.path)
+        body = payloads.default_body(config.route, self.model, config.prompt_tokens, config.max_tokens, nonce)
+        return payloads.without_extensions(body) if self.drop_extensions else body
+
+    def _shape(self) -> ProbeShape:
+        config = self.config
+        return ProbeShape(
+            route=config.route, model=self.model, prompt_tokens=None if config.payload is not None else config.prompt_tokens,
+            max_tokens=config.max_tokens if config.payload is None
+            else config.payload.get("max_tokens") or config.payload.get("max_output_tokens"),
+            concurrency=config.concurrency, requests=config.requests, warmup=config.warmup, rate=config.rate,
+            stall_timeout_s=config.stall_timeout_s, deadline_s=config.deadline_s,
+            payload=self._body(Job(0, next(iter(self.urls)), False)),
+            payload_source=config.payload_source or "default",
+            paths={path: base for path, base in config.targets().items()},
+        )
+
+    def _not_sent(self, jobs: list[Job]) -> None:
+        sent = {(t.path, t.index) for t in self.traces}
+        now = self.clock.now()
+        for job in jobs:
+            if (job.path, job.index) not in sent:
+                self.traces.append(RequestTrace(index=job.index, path=job.path, warmup=job.warmup, t_scheduled=now,
+                                                outcome="deadline", error=f"not sent before the {self.config.deadline_s:g} s deadline"))
+
+    def _summarise_failures(self) -> None:
+        for path, url in self.urls.items():
+            reqs = [t for t in self.traces if t.path == path]
+            failed: dict[str, list[RequestTrace]] = {}
+            for t in reqs:
+                if not t.ok:
+                    failed.setdefault(t.outcome, []).append(t)
+            no_success = not any(t.ok for t in reqs)
+            for outcome, group in failed.items():
+                first = group[0]
+                detail = first.error or outcome
+                if first.body_excerpt:
+                    detail += f": {first.body_excerpt[:200]}"
+                self.errors.append(EvidenceError(
+                    "stream", url, f"POST {ROUTES[self.config.route]} ({path})", _ERROR_KIND.get(outcome, "internal"),
+                    f"{len(group)} of {len(reqs)} request(s) {outcome}: {detail}", fatal=no_success,
+                ))
+
+    # -- one request -----------------------------------------------------------------------
+
+    async def _send(self, client: httpx.AsyncClient, job: Job, scheduled: float) -> None:
+        trace = RequestTrace(index=job.index, path=job.path, warmup=job.warmup, t_scheduled=scheduled)
+        self.traces.append(trace)
+        log = ReadLog(self.clock)
+        log.bind()  # this task's reads only: the task runs in its own copy of the context
+        try:
+            await self._stream(client, job, trace, log)
+        except asyncio.CancelledError:
+            trace.outcome = "deadline"
+            trace.error = f"still streaming at the {self.config.deadline_s:g} s deadline"
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure is a recorded outcome, never a crash
+            trace.outcome, trace.error = self._failure(exc, trace)
+        finally:
+            if not trace.ok and trace.t_failed is None:
+                trace.t_failed = self.clock.now()  # e.g. when a cut connection closed: no read records that
+            trace.reads = log.reads
+            if trace.tokens:  # also for a failed stream: what came before the failure is evidence
+                trace.t_first_token, trace.t_last_token = trace.tokens[0].t, trace.tokens[-1].t
+            if trace.t_first_byte is None and log.reads:
+                trace.t_first_byte = log.reads[0].t
+            if trace.t_end is None:
+                trace.t_end = self.clock.now()
+        if (trace.outcome == "http-status" and trace.status == 400 and self.config.payload is None
+                and not self.drop_extensions and payloads.mentions_extension(trace.body_excerpt or "")):
+            self.drop_extensions = True  # the server rejects vLLM's extensions: later requests go without
+
+    async def _stream(self, client: httpx.AsyncClient, job: Job, trace: RequestTrace, log: ReadLog) -> None:
+        clock = self.clock
+
+        async def on_trace(name: str, info: dict[str, Any]) -> None:
+            if name in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+                trace.t_connected, trace.connection_reused = clock.now(), False
+            elif name == "http11.send_request_headers.started" and trace.connection_reused is None:
+                trace.t_connected, trace.connection_reused = clock.now(), True
+            elif name == "http11.receive_response_headers.complete":
+                trace.t_headers = log.last_t if log.last_t is not None else clock.now()
+
+        headers = {**self.headers, "x-request-id": request_id(self.clock, job.path, job.index)}
+        request = client.build_request("POST", self.urls[job.path], content=json.dumps(self._body(job)).encode(),
+                                       headers={**headers, "content-type": "application/json"},
+                                       extensions={"trace": on_trace})
+        trace.t_sent = clock.now()
+        response = await client.send(request, stream=True)
+        try:
+            trace.status = response.status_code
+            trace.http_version = response.http_version
+            trace.headers = dict(response.headers)
+            trace.t_first_byte = log.reads[0].t if log.reads else trace.t_headers
+            content_type = response.headers.get("content-type", "")
+            if response.status_code >= 400:
+                trace.outcome, trace.error = "http-status", f"HTTP {response.status_code} {response.reason_phrase}".strip()
+                trace.body_excerpt = await _excerpt(response)
+            elif "json" in content_type or response.status_code != 200:
+                trace.outcome = "not-a-stream"
+                trace.error = f"asked for a stream, got HTTP {response.status_code} {content_type or 'without a content type'}"
+                trace.body_excerpt = await _excerpt(response)
+            else:
+                await self._read_events(response, trace, log)
+        finally:
+            await response.aclose()
+            trace.t_end = log.last_t if log.last_t is not None else clock.now()
+
+    async def _read_events(self, response: httpx.Response, trace: RequestTrace, log: ReadLog) -> None:
+        parser = SseParser()
+        ended = False
+        counted = 0  # completion tokens already attributed (continuous usage stats)
+        text: list[str] = []
+        # aiter_raw skips httpx's decoder chain when there is nothing to decode (most streams)
+        body = response.aiter_bytes() if response.headers.get("content-encoding") else response.aiter_raw()
+        try:
+            async for data in body:
+                events = parser.feed(data, log.last_t if log.last_t is not None else self.clock.now())
+                if not events:
+                    continue
+                log.add_events(len(events))
+                for event in events:
+                    if trace.t_first_event is None:
+                        trace.t_first_event = event.t
+                    chunk = classify(event)
+                    if chunk.kind == "error":
+                        trace.outcome, trace.error = "stream-error", f"error inside the stream: {chunk.error}"
+                        return
+                    if chunk.prompt_tokens is not None:
+                        trace.prompt_tokens = chunk.prompt_tokens
+                    if chunk.finish_reason:
+                        trace.finish_reason = chunk.finish_reason
+                    tokens = 1
+                    if chunk.completion_tokens is not None:
+                        trace.completion_tokens = chunk.completion_tokens
+                        if chunk.kind == "token" and chunk.completion_tokens > counted:
+                            tokens, counted = chunk.completion_tokens - counted, chunk.completion_tokens
+                    if chunk.kind == "token":
+                        trace.tokens.append(TokenEvent(t=event.t, tokens=tokens, chars=len(chunk.text)))
+                        if len(text) < TEXT_EXCERPT_CHARS:  # one character or more per token
+                            text.append(chunk.text)
+                    elif chunk.kind == "end":
+                        ended = True
+        except httpx.ReadTimeout:
+            if not ended:
+                raise
+            # the last event came, and a gateway held the connection open after it: still a success
+        if text:
+            trace.text_excerpt = "".join(text)[:TEXT_EXCERPT_CHARS]
+        if parser.pending or not ended:
+            trace.outcome = "cut"
+            trace.error = "the stream ended before its last event ([DONE] or response.completed)"
+        elif not trace.tokens:
+            trace.outcome = "no-token"
+            usage = " (usage only)" if trace.completion_tokens is not None else ""
+            trace.error = f"the stream carried no token{usage}"
+
+    def _failure(self, exc: Exception, trace: RequestTrace) -> tuple[str, str]:
+        """(outcome, sentence) for an exception raised while sending or reading."""
+        config = self.config
+        if isinstance(exc, InvalidUtf8):
+            return "invalid-utf8", str(exc)
+        if isinstance(exc, httpx.ConnectTimeout):
+            return "timeout", f"no connection within {config.http.timeout_s:g} s"
+        if isinstance(exc, httpx.ReadTimeout):
+            where = "for the response headers" if trace.status is None else "inside the stream"
+            return "stall", f"no byte for {config.stall_timeout_s:g} s {where}"
+        if isinstance(exc, httpx.ConnectError):
+            for cause in _causes(exc):
+                if isinstance(cause, socket.gaierror):
+                    return "dns", f"cannot resolve the host: {cause.strerror or cause}"
+                if isinstance(cause, ssl.SSLError):
+                    return "tls", f"TLS handshake failed: {getattr(cause, 'verify_message', None) or cause.reason or cause}"
+            return "connect", f"cannot connect: {exc}"
+        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+            where = "before the response headers" if trace.status is None else "mid-stream"
+            return "cut", f"the connection was closed {where}: {exc}"
+        if isinstance(exc, httpx.TimeoutException):
+            return "timeout", f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, httpx.DecodingError):
+            return "stream-error", f"cannot decode the body: {exc}"
+        if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
+            return "connect", f"bad URL: {exc}"
+        return "stream-error", f"{type(exc).__name__}: {exc}"
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(out) < 10:
+        out.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return out
+
+
+async def _excerpt(response: httpx.Response) -> str:
+    """The first bytes of an error body (the collector redacts the bundle before it is stored)."""
+    body = b""
+    async for data in response.aiter_bytes():
+        body += data
+        if len(body) >= EXCERPT_BYTES:
+            break
+    return body[:EXCERPT_BYTES].decode("utf-8", errors="replace")[:EXCERPT_CHARS]

@@ -1,0 +1,326 @@
+"""A vLLM-shaped SSE server on a precise, known schedule, for the stream probe's tests and bench.
+
+Why raw sockets and not h11 or the lab engine: the tests need framings a correct HTTP library
+refuses to produce on demand (chunked to an HTTP/1.0 client, as uvicorn does for vLLM; a
+close-delimited body to an HTTP/1.1 one, as a relay hop does), and broken answers (a body cut
+mid-event, invalid UTF-8, an error object inside a 200 stream).
+
+The behaviour is chosen per request by a path prefix, so one server serves every case and a
+real nginx in front passes the choice through untouched::
+
+    http://127.0.0.1:PORT/o/ttft=0.05,itl=0.01,framing=close/v1/chat/completions
+
+Options (all optional): ``ttft`` seconds from the request to the first token, ``itl`` seconds
+between tokens, ``n`` tokens (default: the request's max_tokens, else 16), ``framing`` =
+``chunked`` (one event per HTTP chunk, default) or ``close`` (no chunking, the body ends when
+the connection closes), ``xaccel=no`` (send ``X-Accel-Buffering: no``), ``ping=1`` (a keep-alive
+comment before the first token), ``noevent=1`` (Responses API without ``event:`` lines),
+``stall=K:S`` (pause S seconds before token K), ``per=P`` (P tokens per chunk; with
+``continuous_usage_stats`` each chunk carries the running usage, as vLLM's does), ``tail=S``
+(S seconds between the last token and the usage trailer), ``strict=1`` (HTTP 400 to vLLM's
+extensions, as a non-vLLM server does), and one failure: ``fail=`` ``status`` (HTTP
+500 with a JSON error), ``json`` (a JSON body where a stream was asked for), ``error`` (an
+error object after 2 tokens), ``cut`` (close after 2 tokens, mid-event), ``utf8`` (invalid
+UTF-8 after 2 tokens), ``usage`` (a usage trailer and no token), ``hang`` (headers, then
+silence).
+
+Every chunk's send time (``time.perf_counter_ns`` right after the socket write) is logged per
+``x-request-id`` in ``ServerLog``, the ground truth of the probe benchmark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+MODEL = "/srv/models/tiny-llama"
+WORD = " useful"
+
+
+@dataclass
+class Sent:
+    """Send times (perf_counter_ns) of one streamed request: its request read, every chunk."""
+
+    t_request: int = 0
+    chunks: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)  # the chunks that carried a token
+
+
+@dataclass
+class ServerLog:
+    requests: dict[str, Sent] = field(default_factory=dict)
+
+
+def parse_options(path: str) -> tuple[dict[str, str], str]:
+    """``/o/a=1,b=2/v1/x`` -> ({"a": "1", "b": "2"}, "/v1/x")."""
+    if path.startswith("/o/"):
+        spec, _, rest = path[3:].partition("/")
+        opts = dict(item.split("=", 1) for item in spec.split(",") if "=" in item)
+        return opts, "/" + rest
+    return {}, path
+
+
+class SseServer:
+    """Serves on 127.0.0.1 from a private event loop thread; ``url`` once started."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port
+        self.log = ServerLog()
+        self.loop = asyncio.new_event_loop()
+        self._server: asyncio.AbstractServer | None = None
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="sse-server")
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def base(self, **opts: Any) -> str:
+        """The base URL that selects ``opts`` (what the probe gets as --engine)."""
+        if not opts:
+            return self.url
+        return self.url + "/o/" + ",".join(f"{k}={v}" for k, v in opts.items())
+
+    def __enter__(self) -> SseServer:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._listen(), self.loop).result(timeout=10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._close(), self.loop).result(timeout=10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(self._connection, "127.0.0.1", self.port, backlog=2048)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _close(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            first = await reader.read(1)
+            if first == b"\x16":  # a TLS ClientHello: answer as a plain HTTP server does, then close
+                writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                await writer.drain()
+                return
+            while first:
+                try:
+                    head = first + await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, target, version = lines[0].split(" ", 2)
+                headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+                body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
+                t_request = time.perf_counter_ns()
+                if not await self._respond(writer, method, target, version, headers, body, t_request):
+                    return
+                first = await reader.read(1)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            return  # CancelledError: the server is stopping; ending quietly keeps asyncio from logging it
+        finally:
+            self._tasks.discard(task)
+            writer.close()
+
+    async def _respond(self, writer: asyncio.StreamWriter, method: str, target: str, version: str,
+                       headers: dict[str, str], body: bytes, t_request: int) -> bool:
+        """Answer one request; True when the connection stays open for the next one."""
+        opts, path = parse_options(target.split("?", 1)[0])
+        keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        if path == "/v1/models":
+            await _send_json(writer, 200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]}, keep)
+            return keep
+        route = {"/v1/completions": "completions", "/v1/chat/completions": "chat", "/v1/responses": "responses"}.get(path)
+        if method != "POST" or route is None:
+            await _send_json(writer, 404, {"detail": "Not Found"}, keep)
+            return keep
+        request = json.loads(body or b"{}")
+        fail = opts.get("fail")
+        if fail == "status":
+            await _send_json(writer, 500, {"error": {"message": "EngineCore encountered an issue", "type": "InternalServerError", "code": 500}}, keep)
+            return keep
+        if fail == "json":
+            await _send_json(writer, 200, {"id": "cmpl-1", "object": "chat.completion", "choices": [{"message": {"content": "hi"}}]}, keep)
+            return keep
+        stream_options = request.get("stream_options") or {}
+        if opts.get("strict") == "1" and ({"ignore_eos", "min_tokens"} & set(request) or "continuous_usage_stats" in stream_options):
+            await _send_json(writer, 400, {"error": {"message": "Extra inputs are not permitted: ignore_eos", "type": "BadRequestError", "code": 400}}, keep)
+            return keep
+        sent = self.log.requests.setdefault(headers.get("x-request-id", f"#{len(self.log.requests)}"), Sent())
+        sent.t_request = t_request
+        chunked = opts.get("framing", "chunked") == "chunked"
+        stream = _Stream(writer, chunked, sent)
+        extra = "X-Accel-Buffering: no\r\n" if opts.get("xaccel") == "no" else ""
+        framing = "Transfer-Encoding: chunked\r\n" if chunked else ""
+        connection = "keep-alive" if keep and chunked else "close"
+        writer.write((f"HTTP/1.1 200 OK\r\nserver: uvicorn\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+                      f"{framing}{extra}connection: {connection}\r\n\r\n").encode())
+        await writer.drain()
+        n = int(opts.get("n") or request.get("max_tokens") or request.get("max_output_tokens") or 16)
+        schedule = _Schedule(t_request, float(opts.get("ttft", 0.05)), float(opts.get("itl", 0.01)), opts.get("stall"))
+        events = _Events(route, n, noevent=opts.get("noevent") == "1", usage=bool(stream_options.get("include_usage")),
+                         continuous=bool(stream_options.get("continuous_usage_stats")))
+        if fail == "hang":
+            await asyncio.sleep(3600)
+        for _, payload in events.before():
+            await stream.send(payload)
+        if opts.get("ping") == "1":
+            await stream.send(b": ping\n\n")
+        per = int(opts.get("per", 1))
+        chunks = -(-n // per)
+        for k in range(0 if fail == "usage" else chunks):
+            await schedule.wait(k)
+            if fail in ("error", "cut", "utf8") and k == 2:
+                await stream.fail(fail)
+                return False
+            await stream.send(events.token(k, last=k == chunks - 1, done=min((k + 1) * per, n), count=min(per, n - k * per)),
+                              token=True)
+        await asyncio.sleep(float(opts.get("tail", 0)))
+        for payload in events.after():
+            await stream.send(payload)
+        await stream.end()
+        return keep and chunked
+
+
+class _Schedule:
+    """Token k is due at t_request + ttft + k * itl (+ any stall before it): absolute, no drift."""
+
+    def __init__(self, t_request: int, ttft: float, itl: float, stall: str | None) -> None:
+        self.t0 = t_request / 1e9
+        self.ttft, self.itl = ttft, itl
+        self.stall_at, self.stall_s = (int(stall.split(":")[0]), float(stall.split(":")[1])) if stall else (-1, 0.0)
+
+    async def wait(self, k: int) -> None:
+        due = self.t0 + self.ttft + k * self.itl + (self.stall_s if k >= self.stall_at >= 0 else 0.0)
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+class _Stream:
+    def __init__(self, writer: asyncio.StreamWriter, chunked: bool, sent: Sent) -> None:
+        self.writer, self.chunked, self.sent = writer, chunked, sent
+
+    async def send(self, payload: bytes, token: bool = False) -> None:
+        data = b"%x\r\n%s\r\n" % (len(payload), payload) if self.chunked else payload
+        self.writer.write(data)
+        now = time.perf_counter_ns()
+        self.sent.chunks.append(now)
+        if token:
+            self.sent.tokens.append(now)
+        await self.writer.drain()
+
+    async def fail(self, how: str) -> None:
+        if how == "error":
+            await self.send(b'data: {"error": {"object": "error", "message": "The decoder prompt is too long", '
+                            b'"type": "BadRequestError", "param": null, "code": 400}}\n\n')
+            await self.send(b"data: [DONE]\n\n")
+            await self.end()
+        elif how == "utf8":
+            await self.send(b'data: {"choices": [{"index": 0, "text": "\xff\xfe"}]}\n\n')
+            await self.end()
+        else:  # cut: half an event, then the connection closes without the chunked terminator
+            self.writer.write(b"40\r\ndata: {\"id\": \"chatcmpl-cut\", \"choices\": [{\"ind" if self.chunked else b'data: {"id": "x", "ch')
+            await self.writer.drain()
+        self.writer.close()
+
+    async def end(self) -> None:
+        if self.chunked:
+            self.writer.write(b"0\r\n\r\n")
+            await self.writer.drain()
+
+
+class _Events:
+    """vLLM 0.32's event payloads for each route (ids and sizes as in the real samples)."""
+
+    def __init__(self, route: str, n: int, *, noevent: bool, usage: bool, continuous: bool) -> None:
+        self.route, self.n, self.noevent, self.usage, self.continuous = route, n, noevent, usage, continuous
+        self.created = int(time.time())
+
+    def _data(self, obj: dict[str, Any], event: str | None = None) -> bytes:
+        line = b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+        if event and not self.noevent:
+            return b"event: " + event.encode() + b"\n" + line
+        return line
+
+    def _usage(self, done: int) -> dict[str, Any]:
+        """vLLM's continuous_usage_stats: every chunk carries the running counts."""
+        return {"usage": {"prompt_tokens": 38, "total_tokens": 38 + done, "completion_tokens": done}} if self.continuous else {}
+
+    def _chat(self, delta: dict[str, Any], finish: str | None = None, done: int = 0) -> bytes:
+        return self._data({"id": "chatcmpl-a7d59b286a868fe6", "object": "chat.completion.chunk", "created": self.created,
+                           "model": MODEL, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                                        "finish_reason": finish, "token_ids": None}], **self._usage(done)})
+
+    def before(self) -> list[tuple[str, bytes]]:
+        if self.route == "chat":
+            return [("role", self._chat({"role": "assistant", "content": ""}))]
+        if self.route == "responses":
+            resp = {"id": "resp_96f806f269981212", "created_at": self.created, "model": MODEL, "object": "response",
+                    "output": [], "status": "in_progress", "usage": None}
+            item = {"id": "msg_b4113c5de1d962d3", "content": [], "role": "assistant", "status": "in_progress", "type": "message"}
+            return [
+                ("pre", self._data({"response": resp, "sequence_number": 0, "type": "response.created"}, "response.created")),
+                ("pre", self._data({"response": resp, "sequence_number": 1, "type": "response.in_progress"}, "response.in_progress")),
+                ("pre", self._data({"item": item, "output_index": 0, "sequence_number": 2, "type": "response.output_item.added"},
+                                   "response.output_item.added")),
+                ("pre", self._data({"content_index": 0, "item_id": item["id"], "output_index": 0,
+                                    "part": {"annotations": [], "text": "", "type": "output_text"}, "sequence_number": 3,
+                                    "type": "response.content_part.added"}, "response.content_part.added")),
+            ]
+        return []
+
+    def token(self, k: int, last: bool, done: int, count: int) -> bytes:
+        """Chunk k, carrying ``count`` tokens, ``done`` tokens generated so far."""
+        finish = "length" if last else None
+        text = WORD * count
+        if self.route == "chat":
+            return self._chat({"content": text}, finish, done)
+        if self.route == "completions":
+            return self._data({"id": "cmpl-a566e84baa5f547e", "object": "text_completion", "created": self.created,
+                               "model": MODEL, "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+                                                            "stop_reason": None, "prompt_token_ids": None, "token_ids": None}],
+                               **self._usage(done)})
+        return self._data({"content_index": 0, "delta": text, "item_id": "msg_b4113c5de1d962d3", "logprobs": [],
+                           "output_index": 0, "sequence_number": 4 + k, "type": "response.output_text.delta"},
+                          "response.output_text.delta")
+
+    def after(self) -> list[bytes]:
+        usage = {"prompt_tokens": 38, "total_tokens": 38 + self.n, "completion_tokens": self.n}
+        if self.route == "responses":
+            text = WORD * self.n
+            seq = 4 + self.n
+            return [
+                self._data({"content_index": 0, "item_id": "msg_b4113c5de1d962d3", "output_index": 0, "sequence_number": seq,
+                            "text": text, "type": "response.output_text.done"}, "response.output_text.done"),
+                self._data({"response": {"id": "resp_96f806f269981212", "status": "completed", "usage": {
+                    "input_tokens": 38, "output_tokens": self.n, "total_tokens": 38 + self.n}},
+                    "sequence_number": seq + 1, "type": "response.completed"}, "response.completed"),
+            ]
+        out = []
+        if self.usage:
+            obj_type = "chat.completion.chunk" if self.route == "chat" else "text_completion"
+            out.append(self._data({"id": "x", "object": obj_type, "created": self.created, "model": MODEL,
+                                   "choices": [], "usage": usage}))
+        return out + [b"data: [DONE]\n\n"]
+
+
+async def _send_json(writer: asyncio.StreamWriter, status: int, obj: dict[str, Any], keep: bool) -> None:
+    body = json.dumps(obj).encode()
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}[status]
+    writer.write(f"HTTP/1.1 {status} {reason}\r\nserver: uvicorn\r\ncontent-type: application/json\r\n"
+                 f"content-length: {len(body)}\r\nconnection: {'keep-alive' if keep else 'close'}\r\n\r\n".encode() + body)
+    await writer.drain()

@@ -1,0 +1,159 @@
+"""The stream probe against a server on a known schedule: what it stamps, counts and schedules.
+
+Assertions compare the probe's own stamps with each other and with the server's schedule
+(orders and ratios), never with an absolute time limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+
+import pytest
+
+from doctor.clock import Clock
+from doctor.collect import CollectConfig
+from doctor.derive.stream_stats import request_stats
+from doctor.evidence import RequestTrace
+from doctor.probes.selfcheck import SelfCheck
+from doctor.probes.stream import run_stream_probe
+from tests.support.sse_server import MODEL, SseServer
+
+
+@pytest.fixture(scope="module")
+def server():
+    with SseServer() as srv:
+        yield srv
+
+
+def run(**kw) -> tuple[list[RequestTrace], object]:
+    kw.setdefault("requests", 2)
+    kw.setdefault("warmup", 0)
+    evidence, errors = run_stream_probe(CollectConfig(**kw), Clock(), lambda _msg: None)
+    assert evidence is not None
+    return evidence.requests, (evidence, errors)
+
+
+@pytest.mark.parametrize("route, opts", [
+    ("chat", {}),  # the role-only chunk comes at once
+    ("responses", {}),  # created / in_progress / *.added come at once
+    ("responses", {"noevent": "1"}),  # a proxy dropped the event: lines
+    ("completions", {"ping": "1"}),  # a keep-alive comment comes at once
+])
+def test_preamble_role_chunk_and_keepalive_do_not_start_ttft(server, route, opts):
+    ttft = 0.2
+    traces, _ = run(engine=server.base(ttft=ttft, itl=0.005, n=4, **opts), route=route, requests=1)
+    (t,) = traces
+    assert t.ok, t.error
+    assert len(t.tokens) == 4
+    assert t.t_headers <= t.t_first_byte <= t.t_first_token
+    # the first token is the scheduled one: most of ttft after the headers, not with them
+    assert t.t_first_token - t.t_headers > 0.5 * ttft
+    if route != "completions":
+        assert t.t_first_event < t.t_first_token  # the preamble was seen, and not counted
+
+
+@pytest.mark.parametrize("framing", ["chunked", "close"])
+def test_one_event_per_read_and_gaps_follow_the_schedule(server, framing):
+    itl = 0.02
+    traces, _ = run(engine=server.base(ttft=0.05, itl=itl, n=12, framing=framing), route="chat")
+    for t in traces:
+        assert t.ok, t.error
+        rs = request_stats(t)
+        assert rs.tokens == 12
+        assert statistics.median(r.events for r in t.reads if r.events) == 1  # a read per event
+        assert 0.5 < rs.median_gap / itl < 2
+        assert t.completion_tokens == 12 and t.prompt_tokens == 38
+    reused = [t.connection_reused for t in traces]
+    assert reused == ([False, True] if framing == "chunked" else [False, False])
+
+
+def test_usage_trailer_does_not_extend_e2e(server):
+    tail = 0.3
+    traces, _ = run(engine=server.base(ttft=0.05, itl=0.005, n=5, tail=tail), route="completions", requests=1)
+    (t,) = traces
+    rs = request_stats(t)
+    assert t.ok and t.completion_tokens == 5
+    assert t.t_end - t.t_last_token > 0.5 * tail  # the trailer came late...
+    assert rs.e2e == pytest.approx(t.t_last_token - t.t_scheduled)  # ...and E2E ends at the last token
+
+
+def test_continuous_usage_counts_several_tokens_per_event(server):
+    traces, _ = run(engine=server.base(itl=0.005, n=9, per=3), route="chat", requests=1, max_tokens=9)
+    (t,) = traces
+    assert [e.tokens for e in t.tokens] == [3, 3, 3]
+    assert t.completion_tokens == 9
+
+
+def test_a_stall_inside_the_stream_is_counted(server):
+    traces, _ = run(engine=server.base(itl=0.005, n=20, stall="10:0.3"), route="chat", requests=1)
+    rs = request_stats(traces[0])
+    assert rs.stalls == 1 and rs.max_gap > 5 * rs.median_gap
+
+
+def test_pairs_are_interleaved_counterbalanced_and_never_over_concurrency(server):
+    concurrency, requests, warmup = 2, 6, 2
+    traces, (evidence, errors) = run(engine=server.base(itl=0.01, n=5), gateway=server.base(itl=0.01, n=5, framing="close"),
+                                     route="chat", concurrency=concurrency, requests=requests, warmup=warmup)
+    assert errors == [] and all(t.ok for t in traces)
+    for path in ("direct", "gateway"):
+        mine = [t for t in traces if t.path == path]
+        assert len(mine) == requests + warmup and sum(t.warmup for t in mine) == warmup
+        edges = sorted([(t.t_sent, 1) for t in mine] + [(t.t_end, -1) for t in mine])
+        in_flight = peak = 0
+        for _, step in edges:
+            in_flight += step
+            peak = max(peak, in_flight)
+        assert peak <= concurrency
+    warm_end = max(t.t_end for t in traces if t.warmup)
+    assert all(t.t_sent >= warm_end for t in traces if not t.warmup)
+    by_send = sorted(traces, key=lambda t: t.t_sent)
+    firsts = [[t.path for t in by_send if t.index == k] for k in range(warmup + requests)]
+    assert firsts[0] == ["direct", "gateway"] and firsts[1] == ["gateway", "direct"]  # A B, B A
+    assert evidence.shape.model == MODEL and evidence.shape.paths["gateway"].endswith("framing=close")
+
+
+def test_poisson_latency_counts_from_the_schedule_and_queueing_is_separate(server):
+    # arrivals every ~20 ms on average, requests of ~100 ms, one slot: later requests queue
+    traces, (evidence, _) = run(engine=server.base(ttft=0.05, itl=0.01, n=5), route="completions",
+                                rate=50.0, requests=8, concurrency=1)
+    stats = [request_stats(t) for t in sorted(traces, key=lambda t: t.index)]
+    scheduled = [t.t_scheduled for t in sorted(traces, key=lambda t: t.index)]
+    assert scheduled == sorted(scheduled)
+    assert stats[-1].client_queue > stats[0].client_queue
+    for t, rs in zip(sorted(traces, key=lambda t: t.index), stats):
+        assert rs.ttft == pytest.approx(t.t_first_token - t.t_scheduled)
+        assert rs.ttft >= t.t_first_token - t.t_sent
+    assert evidence.shape.rate == 50.0
+
+
+def test_payload_file_is_sent_with_stream_forced(server, tmp_path):
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": False}
+    traces, (evidence, _) = run(engine=server.base(itl=0.001), route="chat", payload=body, payload_source="app.json",
+                                requests=1)
+    assert traces[0].ok and len(traces[0].tokens) == 3
+    assert evidence.shape.payload["stream"] is True and evidence.shape.payload_source == "app.json"
+
+
+def test_a_server_rejecting_vllm_extensions_costs_only_the_warmup(server):
+    traces, (evidence, errors) = run(engine=server.base(itl=0.001, n=3, strict="1"), route="chat", warmup=1, requests=2)
+    outcomes = [(t.warmup, t.outcome) for t in sorted(traces, key=lambda t: t.index)]
+    assert outcomes == [(True, "http-status"), (False, "ok"), (False, "ok")]
+    assert "ignore_eos" not in json.dumps(evidence.shape.payload)
+
+
+def test_the_self_check_flags_a_blocked_event_loop():
+    async def blocked() -> SelfCheck:
+        check = SelfCheck()
+        task = asyncio.ensure_future(check.sample())
+        await asyncio.sleep(0.05)
+        time.sleep(0.2)  # what a saturated client does to every stamp
+        await asyncio.sleep(0.05)
+        task.cancel()
+        return check
+
+    health = asyncio.run(blocked()).health("test")
+    assert health.suspect and health.loop_lag_max_ms > 100
+    assert any("lag" in r for r in health.reasons)

@@ -1,0 +1,85 @@
+"""The TOML config: flags win, per-region budgets, check thresholds, no secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from doctor.cli import build_analyze_options, build_collect_config
+from doctor.config import load_config, parse_set
+from doctor.errors import UsageError
+
+CONFIG = """
+[targets]
+engine = "http://10.0.0.5:8000"
+gateway = "https://llm.example.com"
+
+[probe]
+route = "responses"
+concurrency = 4
+
+[budgets]
+ttft = 0.8
+tpot = 0.04
+[budgets.regions.eu-west-1]
+ttft = 1.2
+
+[run]
+provider = "aws"
+region = "us-east-1"
+team = "search"
+
+[checks.LD101]
+queue_share = 0.6
+
+[analysis]
+ignore = ["LD5"]
+"""
+
+
+@pytest.fixture
+def cfg(tmp_path: Path):
+    path = tmp_path / "llm-doctor.toml"
+    path.write_text(CONFIG)
+    return load_config(path)
+
+
+def test_file_values_apply_and_flags_win(cfg):
+    config = build_collect_config({"concurrency": 2}, cfg, "diagnose")
+    assert (config.engine, config.gateway, config.route) == ("http://10.0.0.5:8000", "https://llm.example.com", "responses")
+    assert config.concurrency == 2
+    assert config.run_fields["provider"] == "aws" and config.run_fields["labels"] == {"team": "search"}
+
+
+def test_budgets_per_region(cfg):
+    assert build_analyze_options({}, cfg, "us-east-1").budgets.ttft_s == 0.8
+    regional = build_analyze_options({}, cfg, "eu-west-1").budgets
+    assert (regional.ttft_s, regional.tpot_s) == (1.2, 0.04)
+    assert build_analyze_options({"ttft_budget": 2.0}, cfg, "eu-west-1").budgets.ttft_s == 2.0
+
+
+def test_check_thresholds_and_set_merge(cfg):
+    options = build_analyze_options({"set": ["LD101.queue_share=0.7", "LD201.stall_factor=8"]}, cfg, None)
+    assert options.settings["LD101"] == {"queue_share": "0.7"}
+    assert options.settings["LD201"] == {"stall_factor": "8"}
+    assert options.ignore == ["LD5"]
+
+
+def test_missing_default_config_is_empty(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert load_config(None).targets == {}
+
+
+@pytest.mark.parametrize("text, message", [("[targets\n", "not valid TOML"), ("[nope]\n", "unknown section"),
+                                           ('[probe]\napi_key = "x"\n', "secrets do not belong")])
+def test_bad_config_is_a_usage_error(tmp_path, text, message):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=message):
+        load_config(path)
+
+
+def test_parse_set_rejects_malformed():
+    with pytest.raises(UsageError):
+        parse_set(["LD101=3"])

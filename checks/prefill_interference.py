@@ -3,7 +3,9 @@
 What it detects:
 Prefill interference: large gaps inside running streams (several times the stream's median
 gap) that end as another request gets its first token, i.e. while that request's prompt was
-being computed in the same engine steps.
+being computed in the same engine steps. Prompts from other users are invisible to the probe,
+so a gap also counts when several concurrent streams freeze at the same moment, no request was
+preempted, and /metrics shows more prompt tokens prefilled in the window than the probe sent.
 
 Why it matters:
 vLLM runs prefill chunks and decodes in the same step. A step that carries a large prefill
@@ -13,8 +15,9 @@ longer each stutter; users see answers pause when someone else starts a request.
 
 Evidence:
 stream (token times) and stream_stats (per-request median gap): each large gap is matched
-with the first tokens of the other requests on the same path. metrics_window: prompt-token
-throughput over the window. Startup log / run record: ``chunked_prefill``,
+with the first tokens of the other requests on the same path, and with large gaps of the other
+streams. metrics_window: prompt tokens and preemptions over the window (prompt tokens beyond
+the probe's own, from its usage trailers, are other users' prefills). Startup log / run record: ``chunked_prefill``,
 ``max_num_batched_tokens``.
 
 Remediation:
@@ -57,14 +60,17 @@ def prefill_interference(
     coincide_share: float = 0.5,
     min_gaps: int = 2,
     time_share: float = 0.1,
+    min_streams: int = 2,
 ) -> Result:
     """``gap_factor``: a gap this many times its stream's median is large; ``coincide_share``:
     share of large gaps that must end at another request's first token; ``min_gaps``: at least
-    this many such gaps; ``time_share``: their excess must be at least this share of decode time."""
+    this many such gaps; ``time_share``: their excess must be at least this share of decode time;
+    ``min_streams``: a freeze other users' prefill explains stops at least this many other streams."""
     path = engine_path(stream_stats)
     if path is None:
         return NotApplicable("no successful streamed request")
-    gaps = _large_gaps(path, stream, gap_factor)
+    foreign = _foreign_prefill_tokens(stream, metrics_window)
+    gaps = _large_gaps(path, stream, gap_factor, min_streams if foreign else None)
     if gaps is None:
         return NotApplicable(f"{path.path}: no request got its first token while another was streaming")
     large, coinciding, excess_s, decode_s = gaps
@@ -80,9 +86,16 @@ def prefill_interference(
     if len(coinciding) < min_gaps or share < coincide_share or time_frac < time_share:
         return Pass(f"{path.path}: {len(coinciding)} of {len(large)} large gaps coincide with another request's prefill "
                     f"({fmt_pct(time_frac)} of decode time)")
+    where = "end at another request's first token"
+    if foreign:
+        where += " or freeze several streams at once"
+        evidence.append(EvidenceValue("other users' prompt tokens", foreign, "tokens",
+                                      "metrics: vllm:prompt_tokens delta minus the probe's own (usage trailers)"))
     summary = (f"{path.path}: {len(coinciding)} of {len(large)} large gaps (median {fmt_seconds(statistics.median(coinciding))} "
-               f"vs stream median {fmt_seconds(path.itl.p50 or 0.0)}, n={path.itl.n}) end at another request's first token; "
+               f"vs stream median {fmt_seconds(path.itl.p50 or 0.0)}, n={path.itl.n}) {where}; "
                f"{fmt_pct(time_frac)} of decode time")
+    if foreign:
+        summary += f"; {foreign:,.0f} prompt tokens from other requests were prefilled meanwhile"
     if metrics_window is not None and metrics_window.prompt_tokens is not None and metrics_window.window_s:
         rate = metrics_window.prompt_tokens / metrics_window.window_s
         evidence.append(EvidenceValue("prompt throughput", rate, "tokens/s", "metrics: vllm:prompt_tokens delta / window"))
@@ -125,34 +138,60 @@ def prefill_interference(
     )
 
 
-def _large_gaps(
-    path: PathStats, stream: StreamEvidence, gap_factor: float
-) -> tuple[list[float], list[float], float, float] | None:
-    """(large gaps, those ending at another request's first token, their excess, total decode time).
+def _foreign_prefill_tokens(stream: StreamEvidence, metrics_window: MetricsWindow | None) -> float | None:
+    """Prompt tokens prefilled in the window beyond the probe's own, when they outnumber them.
 
-    ``None`` when no request's first token fell inside another's stream (nothing overlapped).
-    A prefill's step emits the new request's first token together with the running streams' next
-    token, so a gap it caused ends within about one median gap of that first token.
+    ``None`` unless /metrics saw no preemption (a preempted stream also freezes, see LD201) and
+    the probe's usage trailers say how many prompt tokens it sent itself.
+    """
+    if metrics_window is None or metrics_window.prompt_tokens is None or metrics_window.preemptions:
+        return None
+    own = [r.prompt_tokens for r in stream.requests if r.prompt_tokens is not None]
+    if not own:
+        return None
+    foreign = metrics_window.prompt_tokens - sum(own)
+    return foreign if foreign > sum(own) else None
+
+
+def _large_gaps(
+    path: PathStats, stream: StreamEvidence, gap_factor: float, min_streams: int | None
+) -> tuple[list[float], list[float], float, float] | None:
+    """(large gaps, those a prefill explains, their excess, total decode time).
+
+    ``None`` when no other stream ran alongside any request (nothing overlapped). A prefill's
+    step emits the new request's first token together with the running streams' next token, so
+    a gap it caused ends within about one median gap of that first token. With ``min_streams``
+    (other users' prompts were prefilled), a gap that this many other streams share also counts.
     """
     traces = {r.index: r for r in stream.requests if r.path == path.path and r.ok and r.tokens}
     firsts = {i: t.tokens[0].t for i, t in traces.items()}
+    measured = [rs for rs in path.requests
+                if rs.index in traces and not rs.warmup and rs.gaps and rs.median_gap]
+    freezes = {
+        rs.index: [(t, t + g) for t, g in zip((e.t for e in traces[rs.index].tokens), rs.gaps)
+                   if g > gap_factor * (rs.median_gap or 0.0)]
+        for rs in measured
+    }
     large: list[float] = []
     coinciding: list[float] = []
     excess = decode = 0.0
     overlapped = False
-    for rs in path.requests:
-        trace = traces.get(rs.index)
-        if trace is None or rs.warmup or not rs.gaps or not rs.median_gap:
-            continue
-        times = [t.t for t in trace.tokens]
+    for rs in measured:
+        times = [t.t for t in traces[rs.index].tokens]
         others = [f for i, f in firsts.items() if i != rs.index and times[0] < f <= times[-1]]
-        overlapped = overlapped or bool(others)
+        overlapped = overlapped or bool(others) or any(
+            i != rs.index and traces[i].tokens[0].t < times[-1] and times[0] < traces[i].tokens[-1].t for i in freezes
+        )
         decode += sum(rs.gaps)
-        for start, gap in zip(times, rs.gaps):
-            if gap <= gap_factor * rs.median_gap:
-                continue
+        for start, end in freezes[rs.index]:
+            gap = end - start
             large.append(gap)
-            if any(start < f <= start + gap + rs.median_gap for f in others):
+            own_prefill = any(start < f <= end + (rs.median_gap or 0.0) for f in others)
+            shared = min_streams is not None and sum(
+                1 for i, spans in freezes.items()
+                if i != rs.index and any(s < end and start < e for s, e in spans)
+            ) >= min_streams
+            if own_prefill or shared:
                 coinciding.append(gap)
-                excess += gap - rs.median_gap
+                excess += gap - (rs.median_gap or 0.0)
     return (large, coinciding, excess, decode) if overlapped else None

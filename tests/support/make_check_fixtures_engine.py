@@ -374,6 +374,22 @@ def interference() -> None:
     smooth = simulate(ARRIVALS, 20, lambda running, new: 0.025 + 0.005 * new)
     write_case(name, "quiet-small-prefill-chunks", bundle(stream=stream(smooth, concurrency=3)),
                why="toy engine: a prefill adds 5 ms to its step, no large gap")
+    freezes = [request("direct", i, ttft=0.1 + 0.01 * i, gaps=[1.0 if k in (20, 40) else 0.03 for k in range(60)])
+               for i in range(3)]
+    for req in freezes:
+        req.prompt_tokens = 100
+    foreign = load_scrapes({}, {"vllm:prompt_tokens_total": 0, "vllm:num_preemptions_total": 0},
+                           {"vllm:prompt_tokens_total": 12300, "vllm:num_preemptions_total": 0})
+    write_case(name, "fires-other-users-prefills", bundle(stream=stream(freezes, concurrency=3), metrics=foreign,
+                                                          log=vllm_log({"max_num_batched_tokens": 8192})),
+               why="3 streams freeze together for 1 s twice, at no probe request's first token; /metrics counted "
+                   "12,300 prompt tokens against the probe's 300: other users' long prompts were prefilled",
+               expect={"setting": "max_num_batched_tokens", "summary_contains": ["other requests were prefilled"]})
+    preempting = load_scrapes({}, {"vllm:prompt_tokens_total": 0, "vllm:num_preemptions_total": 0},
+                              {"vllm:prompt_tokens_total": 12300, "vllm:num_preemptions_total": 3})
+    write_case(name, "quiet-shared-freezes-but-preempted", bundle(stream=stream(freezes, concurrency=3),
+                                                                 metrics=preempting),
+               why="the same shared freezes, but 3 preemptions: KV pressure (LD201) explains them, not prefills")
     real = nginx_traces.load("direct", "chat", "direct")
     write_case(name, "na-real-vllm-0.32-one-stream-at-a-time", bundle(stream=stream(real)),
                why="real vLLM 0.32 direct.chat.jsonl (fixtures/real-vllm/nginx): sequential requests never overlap")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import re
@@ -12,10 +13,13 @@ from doctor.errors import BundleError, BundleVersionError
 from doctor.evidence import SCHEMA_VERSION, Bundle
 from doctor.serial import load, to_jsonable
 
-#: The HTML report embeds the bundle in ``<script type="application/json" id=...>``.
+#: The HTML report embeds the bundle as gzipped JSON in base64: ``<script type=EMBED_TYPE id=EMBED_ID>``.
+#: Compressed because raw /metrics text and per-read logs make a typical bundle 10x the page
+#: around it; base64 because its alphabet can never close the element or open a comment.
 EMBED_ID = "llm-doctor-bundle"
+EMBED_TYPE = "application/gzip+base64"
 _EMBED_RE = re.compile(
-    r'<script type="application/json" id="' + EMBED_ID + r'">(.*?)</script>', re.DOTALL
+    r'<script type="(application/json|application/gzip\+base64)" id="' + EMBED_ID + r'">(.*?)</script>', re.DOTALL
 )
 
 
@@ -34,14 +38,9 @@ def save(bundle: Bundle, path: Path) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-def embed_json(bundle: Bundle) -> str:
-    """The bundle as text safe inside a ``<script>`` element.
-
-    ``<``, ``>`` and ``&`` can only occur inside JSON strings, where ``\\u003c`` etc. are the
-    same characters to a JSON parser but can never close the element or open a comment.
-    """
-    text = dumps(bundle, compact=True)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+def embed_text(bundle: Bundle) -> str:
+    """The bundle as the text of the report's embedding ``<script>`` element."""
+    return base64.b64encode(gzip.compress(dumps(bundle, compact=True).encode(), mtime=0)).decode("ascii")
 
 
 def from_dict(data: Any, origin: str = "bundle") -> Bundle:
@@ -75,7 +74,12 @@ def load_path(path: Path) -> Bundle:
         match = _EMBED_RE.search(text)
         if not match:
             raise BundleError(f"{path}: HTML file without an embedded llm-doctor bundle")
-        text = match.group(1)
+        kind, text = match.group(1), match.group(2)
+        if kind == EMBED_TYPE:
+            try:
+                text = gzip.decompress(base64.b64decode(text, validate=True)).decode("utf-8")
+            except (ValueError, OSError, EOFError) as exc:
+                raise BundleError(f"{path}: the embedded bundle is damaged: {exc}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -5,7 +5,7 @@ template decides the order and the words. Everything that came from the target (
 header values, log lines, label values) reaches the page only through autoescaped template
 expressions or ``reports.charts``, which escapes every attribute and text node; control
 characters are dropped on the way (``finalize``). The only markup not built that way is the
-embedded bundle, made script-safe by ``doctor.bundle.embed_json``.
+embedded bundle, gzipped and base64-encoded by ``doctor.bundle.embed_text``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 
-from doctor.bundle import EMBED_ID, embed_json
+from doctor.bundle import EMBED_ID, EMBED_TYPE, embed_text
 from doctor.evidence import RequestTrace
 from doctor.model import Component, Finding, Outcome, Report, Severity
 from doctor.serial import to_jsonable
@@ -284,6 +284,7 @@ def render_html(report: Report) -> str:
         chart_itl=decomposition_chart(d.itl_components, d.tpot_client_s, d.tpot_budget_s,
                                       "Inter-token decomposition", "TPOT"),
         chart_gauges=gauge_charts(metrics_window, report),
-        bundle_json=Markup(embed_json(report.bundle)),
+        bundle_text=embed_text(report.bundle),
+        embed_type=EMBED_TYPE,
         embed_id=EMBED_ID,
     )

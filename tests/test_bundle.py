@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from doctor.bundle import dumps, embed_json, from_dict, load_path, save
+from doctor.bundle import EMBED_ID, EMBED_TYPE, dumps, embed_text, from_dict, load_path, save
 from doctor.errors import BundleError, BundleVersionError
 from doctor.evidence import SCHEMA_VERSION, Bundle, EvidenceError
 from doctor.serial import to_jsonable
@@ -37,12 +37,26 @@ def test_gzip_is_really_gzip(tmp_path):
     assert json.loads(gzip.decompress((tmp_path / "b.json.gz").read_bytes()))["schema_version"] == SCHEMA_VERSION
 
 
-def test_embedded_bundle_cannot_close_its_script_element(tmp_path):
-    text = embed_json(sample())
-    assert "</script" not in text.lower() and "<!--" not in text
+def test_embedded_bundle_round_trips_and_cannot_close_its_element(tmp_path):
+    text = embed_text(sample())
+    assert set(text) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
     page = tmp_path / "r.html"
-    page.write_text(f'<html><script type="application/json" id="llm-doctor-bundle">{text}</script></html>')
+    page.write_text(f'<html><script type="{EMBED_TYPE}" id="{EMBED_ID}">{text}</script></html>')
     assert to_jsonable(load_path(page)) == to_jsonable(sample())
+
+
+def test_plain_json_embedding_still_loads(tmp_path):
+    page = tmp_path / "r.html"
+    legacy = dumps(sample()).replace("<", "\\u003c")  # how reports of schema 1 escaped their JSON
+    page.write_text(f'<html><script type="application/json" id="{EMBED_ID}">{legacy}</script></html>')
+    assert to_jsonable(load_path(page)) == to_jsonable(sample())
+
+
+def test_damaged_embedding_is_a_bundle_error(tmp_path):
+    page = tmp_path / "r.html"
+    page.write_text(f'<html><script type="{EMBED_TYPE}" id="{EMBED_ID}">bm90IGd6aXA=</script></html>')
+    with pytest.raises(BundleError, match="damaged"):
+        load_path(page)
 
 
 def test_newer_schema_is_refused_with_advice():

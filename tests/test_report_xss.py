@@ -11,13 +11,15 @@ terminal escape sequences.
 from __future__ import annotations
 
 import io
+import base64
+import gzip
 import json
 
 import pytest
 from markdown_it import MarkdownIt
 from rich.console import Console
 
-from doctor.bundle import EMBED_ID, load_path
+from doctor.bundle import EMBED_ID, EMBED_TYPE, load_path
 from doctor.evidence import (
     Endpoint,
     EndpointsEvidence,
@@ -182,8 +184,9 @@ def test_no_payload_became_markup(html: str) -> None:
 
 def test_only_script_is_the_embedded_bundle(html: str) -> None:
     inv = inventory(html)
-    assert [attrs for attrs, _ in inv.scripts] == [{"type": "application/json", "id": EMBED_ID}]
-    json.loads(inv.scripts[0][1])  # the whole element body is the JSON document, not cut short
+    assert [attrs for attrs, _ in inv.scripts] == [{"type": EMBED_TYPE, "id": EMBED_ID}]
+    body = gzip.decompress(base64.b64decode(inv.scripts[0][1], validate=True))
+    json.loads(body)  # the whole element body is the bundle, not cut short
 
 
 def test_style_element_is_the_template_css(html: str) -> None:

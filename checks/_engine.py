@@ -52,6 +52,25 @@ def engine_setting(name: str, log_facts: LogFacts | None, run: RunRecord | None 
     return None
 
 
+#: ``vllm serve``'s V1 default for max_num_seqs when it is not set: 128 on CPU builds (0.32), and on
+#: GPUs 256, or more on large-memory GPUs in recent releases: 256 is a lower bound there, so a
+#: check that fires at 256 would fire at the real default too.
+V1_SERVE_MAX_NUM_SEQS = {"CPU": 128, "GPU": 256}
+
+
+def default_max_num_seqs(log_facts: LogFacts | None) -> Setting | None:
+    """max_num_seqs when a V1 log's non-default args were read without it (vLLM then logs no value)."""
+    if log_facts is None or log_facts.value("engine_generation") != "V1":
+        return None
+    args = log_facts.facts.get("non_default_args")
+    device = log_facts.value("kv_cache_device")
+    if args is None or device not in V1_SERVE_MAX_NUM_SEQS:
+        return None
+    bound = "" if device == "CPU" else "at least "
+    return Setting(V1_SERVE_MAX_NUM_SEQS[device],
+                   f"vLLM V1 serve default on {device}, {bound}(absent from non-default args, log line {args.line})")
+
+
 def engine_path(stats: StreamStats) -> PathStats | None:
     """The path that shows the engine best: direct when it has answers, else whichever has."""
     direct = stats.path("direct")

@@ -15,7 +15,8 @@ away (warning).
 
 Evidence:
 Startup log (or run record): KV cache size in tokens, "Maximum concurrency" and its tokens per
-request, `max_num_seqs`, `max_model_len` (else /v1/models `max_model_len`). Stream: tokens per
+request, `max_num_seqs` (when a V1 log's non-default args omit it, `vllm serve`'s default: 128 on
+CPU builds, at least 256 on GPUs), `max_model_len` (else /v1/models `max_model_len`). Stream: tokens per
 request (prompt + completion from the usage trailers, else the probe's prompt_tokens +
 max_tokens).
 
@@ -36,7 +37,7 @@ from __future__ import annotations
 import math
 
 from checks._config import model_len
-from checks._engine import engine_setting, rerun, tokens_per_request
+from checks._engine import default_max_num_seqs, engine_setting, rerun, tokens_per_request
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import EndpointsEvidence, RunRecord, StreamEvidence
@@ -53,9 +54,9 @@ def kv_capacity_short(
     min_ratio: float = 1.0,
     kv_target: float = 0.9,
 ) -> Result:
-    seqs = engine_setting("max_num_seqs", log_facts, run)
+    seqs = engine_setting("max_num_seqs", log_facts, run) or default_max_num_seqs(log_facts)
     if seqs is None:
-        return NotApplicable("max_num_seqs is not in the log or the run record")
+        return NotApplicable("max_num_seqs is not in the log or the run record, and its default is unknown")
     kv = engine_setting("kv_cache_tokens", log_facts, run)
     mml = model_len(log_facts, run, endpoints)
     conc = engine_setting("max_concurrency", log_facts, run)

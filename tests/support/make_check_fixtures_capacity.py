@@ -101,9 +101,28 @@ def kv_capacity_short() -> None:
     )
     write_case(
         name,
-        "na-max-num-seqs-unknown",
+        "quiet-real-log-cpu-default-max-num-seqs",
         bundle(log=default),
-        why="Real default log: max_num_seqs is a default vLLM does not print, and no run record says it.",
+        why="Real default log: max_num_seqs is absent from the non-default args, so vllm serve's CPU "
+        "default 128 applies; 532 full-length requests fit.",
+    )
+    write_case(
+        name,
+        "fires-real-log-cpu-default-max-num-seqs",
+        bundle(log=override),
+        why="Real override log, no run record: the CPU default max_num_seqs 128 against 2 full-length "
+        "requests that fit (the real-vLLM kv-pressure stage hit exactly this).",
+        expect={"setting": "max_num_seqs", "summary_contains": ["max_num_seqs 128"]},
+    )
+    write_case(
+        name,
+        "na-max-num-seqs-unknown",
+        bundle(log=log([
+            "INFO 07-25 10:00:00 [kv_cache_utils.py:2146] GPU KV cache size: 1,823,372 tokens",
+            "INFO 07-25 10:00:00 [kv_cache_utils.py:2147] Maximum concurrency for 1,048,576 tokens per request: 1.74x",
+        ])),
+        why="A pasted excerpt with the KV lines only: no args line, so neither max_num_seqs nor its "
+        "default is known.",
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import RunRecord, StreamEvidence
-from doctor.model import EvidenceValue
+from doctor.model import EvidenceValue, Remediation
 
 
 @dataclass
@@ -103,3 +103,17 @@ def tokens_per_request(stream: StreamEvidence | None) -> tuple[float, str] | Non
 def rerun(expect: str) -> str:
     """The verify text every remediation shares: same probe, one change, what to expect."""
     return f"re-run the same probe (`llm-doctor diagnose` with the same flags) after changing only this; expect {expect}"
+
+
+def add_capacity(why: str, verify: str) -> Remediation:
+    """The capacity remediation queue-bound checks share: more replicas, or less offered load.
+
+    ``why`` states the check's own numbers; the advice is the same whichever check saw the queue.
+    """
+    return Remediation(
+        setting="replicas",
+        suggested="add capacity or lower the offered concurrency",
+        where="the deployment (replica count / load balancer) or the clients' concurrency",
+        why=why,
+        verify=rerun(verify),
+    )

@@ -36,6 +36,7 @@ from checks._engine import Setting, engine_setting, rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
+from doctor.derive.stream_stats import measured_prompt_tokens
 from doctor.evidence import RunRecord, StreamEvidence
 from doctor.model import EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
@@ -137,7 +138,7 @@ def _prefill(mw: MetricsWindow) -> tuple[float, str] | None:
 def _prompt_tokens(stream: StreamEvidence | None, mw: MetricsWindow) -> tuple[float, str] | None:
     """Mean prompt length: usage trailers, else the probe's shape, else the prompt-token counter."""
     if stream is not None:
-        used = [r.prompt_tokens for r in stream.requests if r.ok and r.prompt_tokens is not None]
+        used = measured_prompt_tokens(stream)
         if used:
             return statistics.fmean(used), f"stream: usage trailers, n={len(used)}"
         if stream.shape.prompt_tokens:

@@ -24,10 +24,10 @@ replicas: add capacity.
 
 from __future__ import annotations
 
-from checks._engine import rerun
+from checks._engine import add_capacity
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.metrics_window import MetricsWindow
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import EvidenceValue, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
 
@@ -67,15 +67,12 @@ def queue_latency(metrics_window: MetricsWindow, *, max_queue_p90_s: float = 1.0
     return Fire(
         title="Requests wait long in the queue",
         summary=summary,
-        remediation=Remediation(
-            setting="replicas",
-            suggested="add capacity or lower the offered concurrency",
-            where="the deployment (replica count / load balancer) or the clients' concurrency",
+        remediation=add_capacity(
             why=(
                 f"One request in ten waited {fmt_seconds(bound)} or more before its prefill started. If the batch "
                 "limit rather than the KV cache is full, raising max_num_seqs is cheaper (LD101)."
             ),
-            verify=rerun(f"queue time p90 below {fmt_seconds(max_queue_p90_s)}"),
+            verify=f"queue time p90 below {fmt_seconds(max_queue_p90_s)}",
         ),
         severity=Severity.WARNING,
         evidence=evidence,

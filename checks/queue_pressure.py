@@ -26,12 +26,12 @@ LD504 queue-pressure: up to 12 requests waiting while 8 ran (= max_num_seqs 8), 
 
 from __future__ import annotations
 
-from checks._engine import engine_setting, rerun
+from checks._engine import add_capacity, engine_setting
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import RunRecord
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import EvidenceValue, Severity, SymptomClass
 from doctor.units import fmt_pct
 
 
@@ -73,15 +73,12 @@ def queue_pressure(
     return Fire(
         title="Requests pile up waiting for the engine",
         summary=summary,
-        remediation=Remediation(
-            setting="replicas",
-            suggested="add capacity or lower the offered concurrency",
-            where="the deployment (replica count / load balancer) or the clients' concurrency",
+        remediation=add_capacity(
             why=(
                 f"{waiting:.0f} requests waited for a slot: arrivals outpace what the engine admits. If running "
                 "sat at max_num_seqs with the KV cache far from full, raising max_num_seqs is cheaper (LD101)."
             ),
-            verify=rerun("waiting at 0 (or close) throughout the probe"),
+            verify="waiting at 0 (or close) throughout the probe",
         ),
         severity=Severity.WARNING if saturated or waiting > 2 * max_waiting else Severity.INFO,
         evidence=evidence,

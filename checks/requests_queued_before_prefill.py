@@ -82,7 +82,6 @@ def requests_queued_before_prefill(
         return Pass(f"queue time is {fmt_pct(share)} of TTFT but no request was seen waiting")
 
     running_max = mw.running.max if mw.running else None
-    running_min = mw.running.min if mw.running else None
     kv_max = mw.kv_usage.max if mw.kv_usage else None
     max_seqs = engine_setting("max_num_seqs", log_facts, run)
     if running_max is not None:

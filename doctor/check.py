@@ -138,7 +138,17 @@ def check(
     symptom: SymptomClass,
     cause: str,
 ) -> Callable[[Callable[..., Result]], CheckSpec]:
-    """Register a function as a check; see the module docstring for the contract."""
+    """Register a function as a check; see the module docstring for the contract.
+
+    A malformed code, name or cause is a programming error caught at import time (for a
+    third-party plugin the registry turns it into a load warning).
+    """
+    if not CODE_RE.match(code):
+        raise ValueError(f"check code {code!r} must look like LD101")
+    if not NAME_RE.match(name):
+        raise ValueError(f"check name {name!r} must be kebab-case")
+    if cause not in CAUSES:
+        raise ValueError(f"check {code}: unknown cause {cause!r}; known: {', '.join(CAUSES)}")
 
     def wrap(func: Callable[..., Result]) -> CheckSpec:
         requires: list[str] = []

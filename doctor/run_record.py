@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from doctor.derive.log_facts import LogFacts, derive_log_facts
 from doctor.derive.missing import Missing
+from doctor.derive.stream_stats import measured_prompt_tokens
 from doctor.evidence import Bundle, ModelInfo, RunRecord
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def _measured_prompt_tokens(bundle: Bundle) -> int | None:
     """The median prompt length the server counted (usage trailer) over measured requests."""
     if bundle.stream is None:
         return None
-    counts = [r.prompt_tokens for r in bundle.stream.requests if not r.warmup and r.prompt_tokens is not None]
+    counts = measured_prompt_tokens(bundle.stream)
     return int(statistics.median(counts)) if counts else None
 
 

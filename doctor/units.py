@@ -1,17 +1,28 @@
-"""How numbers read in summaries and reasoning: one place, so every finding says "850 ms" alike."""
+"""How numbers read in summaries, reasoning and reports: one place, so every output says "850 ms" alike."""
 
 from __future__ import annotations
 
+from typing import Any
 
-def fmt_seconds(seconds: float) -> str:
-    """``0.0042`` -> ``4.2 ms``, ``0.85`` -> ``850 ms``, ``2.4`` -> ``2.40 s``."""
-    if abs(seconds) < 0.01:
-        return f"{seconds * 1000:.1f} ms"
-    if abs(seconds) < 1:
-        return f"{seconds * 1000:.0f} ms"
-    return f"{seconds:.2f} s"
+UNKNOWN = "—"
 
 
-def fmt_pct(fraction: float) -> str:
+def fmt_seconds(seconds: Any) -> str:
+    """``0.0042`` -> ``4.2 ms``, ``0.85`` -> ``850 ms``, ``2.4`` -> ``2.40 s``, ``None`` -> ``—``."""
+    if seconds is None:
+        return UNKNOWN
+    s = float(seconds)
+    if s == 0:
+        return "0 ms"
+    if abs(s) < 1e-3:
+        return f"{s * 1e6:.0f} µs"
+    if abs(s) < 0.01:
+        return f"{s * 1000:.1f} ms"
+    if abs(s) < 1:
+        return f"{s * 1000:.0f} ms"
+    return f"{s:.2f} s" if abs(s) < 10 else f"{s:.1f} s"
+
+
+def fmt_pct(fraction: Any) -> str:
     """``0.82`` -> ``82 %`` (a share or a usage fraction, never a value already in percent)."""
-    return f"{fraction * 100:.0f} %"
+    return UNKNOWN if fraction is None else f"{float(fraction) * 100:.0f} %"

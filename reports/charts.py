@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup, escape
 
-from reports.summary import fmt_seconds, strip_controls
+from doctor.units import fmt_seconds
+from reports.summary import strip_controls
 
 WIDTH = 960  # viewBox width; the page scales the SVG to its container
 LEFT = 120  # room for row labels

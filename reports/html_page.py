@@ -22,13 +22,12 @@ from doctor.bundle import EMBED_ID, EMBED_TYPE, embed_text
 from doctor.evidence import RequestTrace
 from doctor.model import Component, Finding, Outcome, Report, Severity
 from doctor.serial import to_jsonable
+from doctor.units import fmt_pct, fmt_seconds
 from reports import charts
 from reports.summary import (
     HEADLINES,
     fmt_bytes,
     fmt_evidence,
-    fmt_pct,
-    fmt_seconds,
     fmt_value,
     key_numbers,
     strip_controls,

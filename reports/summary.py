@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from doctor.model import Report, Symptom
+from doctor.units import fmt_seconds
 
 #: One line a reader understands without knowing the symptom names.
 HEADLINES: dict[Symptom, str] = {
@@ -33,24 +34,6 @@ def strip_controls(text: str) -> str:
     parse errors. Tabs and newlines stay.
     """
     return _CONTROL.sub("", text)
-
-
-def fmt_seconds(value: Any) -> str:
-    """Times in ms below a second and s above, "—" when unknown."""
-    if value is None:
-        return "—"
-    s = float(value)
-    if s == 0:
-        return "0 ms"
-    if abs(s) < 1e-3:
-        return f"{s * 1e6:.0f} µs"
-    if abs(s) < 1:
-        return f"{s * 1000:.0f} ms" if abs(s) >= 0.01 else f"{s * 1000:.1f} ms"
-    return f"{s:.1f} s" if abs(s) < 10 else f"{s:.0f} s"
-
-
-def fmt_pct(value: Any) -> str:
-    return "—" if value is None else f"{float(value):.0%}"
 
 
 def fmt_bytes(value: Any) -> str:

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from doctor.derive.missing import Missing
-from doctor.evidence import Bundle, RequestTrace
+from doctor.evidence import Bundle, RequestTrace, StreamEvidence
 
 #: A gap larger than this multiple of its request's median gap is a stall.
 STALL_FACTOR = 5.0
@@ -233,3 +233,12 @@ def derive_stream_stats(bundle: Bundle) -> StreamStats:
         reqs = [r for r in stream.requests if r.path == name]
         stats.paths[name] = path_stats(name, stream.shape.paths.get(name), reqs)
     return stats
+
+
+def measured_prompt_tokens(stream: StreamEvidence) -> list[int]:
+    """Prompt lengths the server counted (usage trailers) for measured, successful requests.
+
+    One definition for every consumer (run record, prefill checks): warm-ups and failures are
+    excluded, as they are from every latency statistic.
+    """
+    return [r.prompt_tokens for r in stream.requests if r.ok and not r.warmup and r.prompt_tokens is not None]

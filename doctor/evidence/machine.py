@@ -31,7 +31,6 @@ class GpuDevice:
     power_w: float | None = None
     power_limit_w: float | None = None
     ecc_errors_uncorrected: int | None = None
-    xid_errors: int | None = None
     processes: list[GpuProcess] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # per-field NVML errors (not supported, ...)
 

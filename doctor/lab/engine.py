@@ -18,7 +18,7 @@ import os
 import time
 from typing import Any
 
-from doctor.lab.http import Request, Responder, ThreadedServer
+from doctor.lab.http import HttpService, Request, Responder, ThreadedServer
 from doctor.lab.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from doctor.lab.metrics import EngineMetrics
 from doctor.lab.protocol import FORMATTERS, VLLM_VERSION, Formatter, ResponsesFormatter, StreamOptions, error_body
@@ -53,7 +53,7 @@ class _BadRequest(Exception):
         self.status, self.message, self.kind = status, message, kind
 
 
-class LabEngine:
+class LabEngine(HttpService):
     """Start with ``start()``; ``url`` and ``port`` are set once it listens; ``stop()`` joins it."""
 
     def __init__(self, config: EngineConfig, log_path: str | os.PathLike[str] | None = None, port: int = 0) -> None:
@@ -65,14 +65,6 @@ class LabEngine:
         self._streams: dict[Sequence, asyncio.Queue[Output]] = {}
         self._ids = itertools.count()
         self._wake: asyncio.Event | None = None
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    @property
-    def port(self) -> int:
-        return self.server.port
 
     def start(self, background: BackgroundLoad | None = None) -> None:
         self.server.start()

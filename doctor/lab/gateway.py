@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from doctor.lab.http import Request, Responder, ThreadedServer
+from doctor.lab.http import HttpService, Request, Responder, ThreadedServer
 
 SERVER_NAME = "llm-doctor-lab-gateway"
 MODES = ("pass", "buffer", "compress", "serialise")
@@ -91,7 +91,7 @@ class _Flusher:
         await self._responder.send(data)
 
 
-class LabGateway:
+class LabGateway(HttpService):
     def __init__(self, upstream: str, config: GatewayConfig | None = None, port: int = 0) -> None:
         self.upstream = upstream.rstrip("/")
         self.config = config or GatewayConfig()
@@ -99,14 +99,6 @@ class LabGateway:
         self._timeout = httpx.Timeout(self.config.read_timeout_s, connect=self.config.connect_timeout_s)
         self._client: httpx.AsyncClient | None = None
         self._sync_client: httpx.Client | None = None
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    @property
-    def port(self) -> int:
-        return self.server.port
 
     def start(self) -> None:
         self.server.start()

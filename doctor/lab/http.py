@@ -277,3 +277,17 @@ async def _read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> R
             )
         elif isinstance(event, (h11.ConnectionClosed, h11.PAUSED)):
             return None
+
+
+class HttpService:
+    """What the engine and the gateway share: a ``ThreadedServer`` and the address it bound."""
+
+    server: ThreadedServer
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def port(self) -> int:
+        return self.server.port

@@ -89,7 +89,27 @@ class Formatter:
         return usage(self.prompt_tokens, self.completion_tokens)
 
 
-class CompletionsFormatter(Formatter):
+class ChoiceChunkFormatter(Formatter):
+    """Completions and chat: one ``choices`` chunk per delta, then the usage trailer and ``[DONE]``."""
+
+    def _choice_chunk(self, choice: dict[str, Any], finish_reason: str | None) -> list[bytes]:
+        chunk = {**self._head(), "choices": [choice]}
+        if self.options.continuous_usage:
+            chunk["usage"] = self._usage()
+        if finish_reason and not self.options.include_usage:
+            chunk["system_fingerprint"] = SYSTEM_FINGERPRINT
+        return [sse(chunk)]
+
+    def closing(self, finish_reason: str) -> list[bytes]:
+        out = []
+        if self.options.include_usage:
+            out.append(
+                sse({**self._head(), "choices": [], "usage": self._usage(), "system_fingerprint": SYSTEM_FINGERPRINT})
+            )
+        return [*out, DONE]
+
+
+class CompletionsFormatter(ChoiceChunkFormatter):
     ID_PREFIX = "cmpl-"
 
     def _head(self) -> dict[str, Any]:
@@ -106,20 +126,7 @@ class CompletionsFormatter(Formatter):
             "prompt_token_ids": None,
             "token_ids": None,
         }
-        chunk = {**self._head(), "choices": [choice]}
-        if self.options.continuous_usage:
-            chunk["usage"] = self._usage()
-        if finish_reason and not self.options.include_usage:
-            chunk["system_fingerprint"] = SYSTEM_FINGERPRINT
-        return [sse(chunk)]
-
-    def closing(self, finish_reason: str) -> list[bytes]:
-        out = []
-        if self.options.include_usage:
-            out.append(
-                sse({**self._head(), "choices": [], "usage": self._usage(), "system_fingerprint": SYSTEM_FINGERPRINT})
-            )
-        return [*out, DONE]
+        return self._choice_chunk(choice, finish_reason)
 
     def full(self, finish_reason: str) -> dict[str, Any]:
         choice = {
@@ -138,7 +145,7 @@ class CompletionsFormatter(Formatter):
         }
 
 
-class ChatFormatter(Formatter):
+class ChatFormatter(ChoiceChunkFormatter):
     ID_PREFIX = "chatcmpl-"
 
     def _head(self) -> dict[str, Any]:
@@ -162,20 +169,7 @@ class ChatFormatter(Formatter):
         if finish_reason:
             choice["stop_reason"] = None
         choice["token_ids"] = None
-        chunk = {**self._head(), "choices": [choice]}
-        if self.options.continuous_usage:
-            chunk["usage"] = self._usage()
-        if finish_reason and not self.options.include_usage:
-            chunk["system_fingerprint"] = SYSTEM_FINGERPRINT
-        return [sse(chunk)]
-
-    def closing(self, finish_reason: str) -> list[bytes]:
-        out = []
-        if self.options.include_usage:
-            out.append(
-                sse({**self._head(), "choices": [], "usage": self._usage(), "system_fingerprint": SYSTEM_FINGERPRINT})
-            )
-        return [*out, DONE]
+        return self._choice_chunk(choice, finish_reason)
 
     def full(self, finish_reason: str) -> dict[str, Any]:
         message = {

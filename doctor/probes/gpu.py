@@ -10,7 +10,7 @@ engine's. Without the module, the library or the driver, the evidence says ``ava
 and why. A field one device does not support (ECC on a GeForce card, power on some boards)
 is listed in that device's ``errors`` and the rest is kept.
 
-XID errors are left ``None``: NVML reports them only as events to a listener registered before
+XID errors are not collected: NVML reports them only as events to a listener registered before
 they happen (``nvmlEventSetWait``), never as a count of past ones.
 
 UUIDs identify hardware across runs without naming it, so they are stored hashed.

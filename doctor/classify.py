@@ -173,6 +173,10 @@ class _Split:
 
 
 def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -> Verdict:
+    """The verdict: what users felt against the budgets, where the excess went, the one change.
+
+    Pure: reads the derived views through ``evidence`` and the findings in ``results``.
+    """
     findings = [r.finding for r in results if r.outcome is Outcome.FINDING and r.finding is not None]
     budget_map = {"ttft_s": budgets.ttft_s, "tpot_s": budgets.tpot_s}
     try:

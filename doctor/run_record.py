@@ -38,6 +38,7 @@ _HF_SNAPSHOT = re.compile(r"/snapshots/([0-9a-f]{40})(?:/|$)")
 
 
 def complete_run_record(bundle: Bundle, config: CollectConfig) -> None:
+    """Fill the run record in place from the request shape and what the probes learned."""
     run = bundle.run
     run.metrics_url = config.resolved_metrics_url() if config.metrics else None
     _shape(run, bundle, config)

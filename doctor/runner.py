@@ -80,6 +80,7 @@ class Evidence:
 
 
 def known_kinds() -> set[str]:
+    """Every evidence kind a check may name: ``bundle``, the raw kinds and the derived views."""
     return {"bundle", *RAW_KINDS, *DERIVED}
 
 
@@ -100,6 +101,7 @@ def coerce_option(default: Any, raw: Any) -> Any:
 
 
 def resolve_options(spec: CheckSpec, settings: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The check's thresholds: its defaults overridden by ``--set`` / config values (by code or name)."""
     options = dict(spec.options)
     for key in (spec.code, spec.name):
         for opt, raw in settings.get(key, {}).items():
@@ -112,6 +114,7 @@ def resolve_options(spec: CheckSpec, settings: dict[str, dict[str, Any]]) -> dic
 
 
 def validate_settings(registry: Registry, settings: dict[str, dict[str, Any]]) -> None:
+    """Fail before any check runs when a ``--set`` names an unknown check or option."""
     for key in settings:
         spec = registry.find(key)
         if spec is None:
@@ -120,6 +123,7 @@ def validate_settings(registry: Registry, settings: dict[str, dict[str, Any]]) -
 
 
 def run_check(spec: CheckSpec, evidence: Evidence, settings: dict[str, dict[str, Any]]) -> CheckResult:
+    """Run one check on only the evidence it declared; never raises (errors become results)."""
     result = CheckResult(code=spec.code, name=spec.name, outcome=Outcome.PASS, symptom=spec.symptom)
     start = time.perf_counter()
     try:
@@ -175,6 +179,7 @@ def views_of(evidence: Evidence) -> dict[str, Any]:
 
 
 def analyze(bundle: Bundle, options: AnalyzeOptions | None = None, registry: Registry | None = None) -> Report:
+    """The offline half of ``diagnose``: checks, verdict and report from a bundle alone."""
     options = options or AnalyzeOptions()
     registry = registry or load_registry()
     validate_settings(registry, options.settings)

@@ -250,6 +250,7 @@ def severity_groups(report: Report) -> list[tuple[str, list[Finding]]]:
 
 
 def render_html(report: Report) -> str:
+    """The whole self-contained page, verdict first, bundle embedded for ``analyze report.html``."""
     stream_stats, stream_missing = view(report, "stream_stats")
     metrics_window, metrics_missing = view(report, "metrics_window")
     log_facts, log_missing = view(report, "log_facts")

@@ -34,4 +34,5 @@ def report_dict(report: Report) -> dict[str, Any]:
 
 
 def render_json(report: Report) -> str:
+    """The JSON report (see the module docstring for its stable fields)."""
     return json.dumps(report_dict(report), indent=1, ensure_ascii=False) + "\n"

@@ -33,6 +33,7 @@ def code(text: object) -> str:
 
 
 def render_markdown(report: Report) -> str:
+    """A few lines for a ticket or chat: verdict, the one change, how to verify, the findings."""
     v = report.verdict
     lines = [f"### llm-doctor: **{v.symptom.value}**: {HEADLINES[v.symptom]}", "", md(v.summary), ""]
     if v.client_suspect:

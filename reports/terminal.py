@@ -26,6 +26,7 @@ def clean(text: object) -> str:
 
 
 def print_report(report: Report, console: Console, verbose: bool = False) -> None:
+    """Print the summary; ``verbose`` adds the evidence values and every check's outcome."""
     def say(*objects: object) -> None:
         # No automatic highlighting: numbers in sentences are not worth colouring, and plain
         # output must match what a pipe gets.

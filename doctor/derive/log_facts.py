@@ -16,6 +16,7 @@ __all__ = ["Fact", "LogFacts", "Startup", "StartupError", "StatsPoint", "derive_
 
 
 def derive_log_facts(bundle: Bundle) -> LogFacts:
+    """The ``log_facts`` view, re-parsed from the matched lines the bundle kept."""
     if bundle.log is None:
         raise Missing("no startup log (pass --log PATH)")
     facts = parse_lines(bundle.log.matched, source=bundle.log.source)

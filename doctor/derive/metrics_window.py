@@ -24,6 +24,7 @@ __all__ = [
 
 
 def derive_metrics_window(bundle: Bundle) -> MetricsWindow:
+    """The ``metrics_window`` view: scrapes when two are usable, else Prometheus history."""
     if bundle.metrics is None and bundle.prometheus is None:
         raise Missing("no /metrics scrape and no Prometheus history (pass --metrics-url or --prometheus)")
     reasons: list[str] = []

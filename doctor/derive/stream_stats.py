@@ -77,6 +77,7 @@ def quantile(sorted_values: list[float], q: float) -> float:
 
 
 def dist(values: list[float]) -> Dist:
+    """Summarise values (``None`` ignored) into a ``Dist``; an empty one when there are none."""
     vals = sorted(v for v in values if v is not None)
     if not vals:
         return Dist()
@@ -155,6 +156,7 @@ class StreamStats:
 
 
 def request_stats(req: RequestTrace) -> RequestStats:
+    """What one request felt, from its client timestamps (latencies count from the scheduled send)."""
     rs = RequestStats(index=req.index, path=req.path, warmup=req.warmup, outcome=req.outcome)
     if req.t_sent is not None:
         rs.client_queue = req.t_sent - req.t_scheduled
@@ -182,6 +184,7 @@ def request_stats(req: RequestTrace) -> RequestStats:
 
 
 def path_stats(name: str, url: str | None, reqs: list[RequestTrace]) -> PathStats:
+    """Distributions over one path's measured, successful requests; failures counted apart."""
     ps = PathStats(path=name, url=url)
     measured: list[RequestStats] = []
     warm: list[RequestStats] = []
@@ -223,6 +226,7 @@ def path_stats(name: str, url: str | None, reqs: list[RequestTrace]) -> PathStat
 
 
 def derive_stream_stats(bundle: Bundle) -> StreamStats:
+    """The ``stream_stats`` view, per path in the order the probe first used them."""
     stream = bundle.stream
     if stream is None:
         raise Missing("no stream probe ran (pass --engine and/or --gateway)")

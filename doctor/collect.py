@@ -4,7 +4,9 @@ Order matters for what it measures: machine and endpoint facts first (they name 
 the engine process), a /metrics scrape right before the stream probe, background scrapes during
 it, one right after it, then the log and Prometheus history (which read the past and add no
 load). A probe that fails leaves an ``EvidenceError``; a probe that crashes is recorded as an
-``internal`` error too, so ``collect`` always returns a bundle. Ctrl-C keeps what was gathered.
+``internal`` error too, so ``collect`` always returns a bundle. Ctrl-C keeps what was gathered:
+the stream probe's requests so far, the scrapes so far, and the startup log (a local read that
+sends nothing); the bundle is marked ``interrupted``.
 """
 
 from __future__ import annotations
@@ -60,13 +62,14 @@ class CollectConfig:
     selector: str = ""
     gpu: bool = True
     host: bool = True
-    stream: bool = True  # False: engine evidence only (no request sent)
     run_fields: dict[str, Any] = field(default_factory=dict)  # provider, region, client_location, labels
 
     def targets(self) -> dict[str, str]:
+        """``{"direct": engine, "gateway": gateway}`` for those given: the paths the probes compare."""
         return {k: v for k, v in (("direct", self.engine), ("gateway", self.gateway)) if v}
 
     def resolved_metrics_url(self) -> str | None:
+        """The /metrics URL to scrape: ``--metrics-url``, else the engine's own, else None (no engine)."""
         if self.metrics_url:
             return self.metrics_url
         return join_url(self.engine, "/metrics") if self.engine else None
@@ -79,10 +82,21 @@ def _guard(bundle: Bundle, source: str, target: str, action: str, fn: Callable[[
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # a probe bug must cost its evidence, not the run
-        bundle.errors.append(
-            EvidenceError(source, target, action, "internal", f"{type(exc).__name__}: {exc}", fatal=True)
-        )
+        bundle.errors.append(EvidenceError(source, target, action, "internal", _describe(exc), fatal=True))
         return None
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message`` of the exceptions that caused ``exc``, inside any exception groups.
+
+    An ``ExceptionGroup`` (anyio's task groups raise them) says only "unhandled errors in a
+    TaskGroup"; the user needs the cause it wraps, e.g. ``OverflowError: port must be 0-65535``.
+    Duck-typed on ``.exceptions`` so the ``exceptiongroup`` backport on Python 3.10 unwraps too.
+    """
+    inner = getattr(exc, "exceptions", None)
+    if isinstance(inner, (list, tuple)) and inner:
+        return "; ".join(_describe(e) for e in inner)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _now_iso() -> str:
@@ -114,25 +128,32 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
         else:
             setattr(bundle.run, key, value)
 
-    def keep(source: str, result: tuple[Any, list[EvidenceError]] | None) -> Any:
+    def keep(result: tuple[Any, list[EvidenceError]] | None) -> Any:
         if result is None:
             return None
         evidence, errors = result
         bundle.errors.extend(errors)
         return evidence
 
+    log_started = False
+
+    def read_log(log: str) -> None:
+        nonlocal log_started
+        log_started = True
+        say(f"startup log {log}")
+        bundle.log = keep(_guard(bundle, "log", log, "read", lambda: logfile.read_log(log)))
+
     scraper = None
     try:
         if config.host:
             say("host facts (psutil)")
-            bundle.host = keep("host", _guard(bundle, "host", "localhost", "psutil", lambda: host.collect_host(config.engine)))
+            bundle.host = keep(_guard(bundle, "host", "localhost", "psutil", lambda: host.collect_host(config.engine)))
         if config.gpu:
             say("GPU facts (NVML)")
-            bundle.gpu = keep("gpu", _guard(bundle, "gpu", "nvml", "nvmlInit", gpu.collect_gpu))
+            bundle.gpu = keep(_guard(bundle, "gpu", "nvml", "nvmlInit", gpu.collect_gpu))
         if config.targets():
             say("engine and gateway endpoints")
             bundle.endpoints = keep(
-                "endpoints",
                 _guard(bundle, "endpoints", ",".join(config.targets().values()), "GET /version /v1/models /health",
                        lambda: endpoints.collect_endpoints(config.targets(), config.http)),
             )
@@ -146,22 +167,28 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             )
             say(f"/metrics before the probe ({metrics_url})")
             _guard(bundle, "metrics", metrics_url, "scrape before", lambda: scraper.scrape("before"))
-        if config.stream and config.targets():
+        if config.targets():
             say(f"streaming probe: {config.requests} request(s) per path, concurrency {config.concurrency}")
             targets = ",".join(config.targets().values())
+            # the endpoints probe already asked /v1/models: a second ask would only cost a silent
+            # target's timeout again (it runs unless it crashed)
+            discover = bundle.endpoints is None
             with scraper.during() if scraper is not None else nullcontext():
-                bundle.stream = keep("stream", _guard(bundle, "stream", targets, "stream",
-                                                      lambda: stream.run_stream_probe(config, clock, say)))
+                try:
+                    bundle.stream = keep(_guard(
+                        bundle, "stream", targets, "stream",
+                        lambda: stream.run_stream_probe(config, clock, say, discover_model=discover)))
+                except stream.StreamInterrupted as interrupt:
+                    bundle.stream = keep(interrupt.result)
+                    raise
         if scraper is not None:
             say("/metrics after the probe")
             _guard(bundle, "metrics", metrics_url or "", "scrape after", lambda: scraper.scrape("after"))
         if config.log:
-            say(f"startup log {config.log}")
-            bundle.log = keep("log", _guard(bundle, "log", config.log, "read", lambda: logfile.read_log(config.log)))
+            read_log(config.log)
         if config.prometheus:
             say(f"Prometheus history ({config.prometheus}, last {config.since_s:.0f} s)")
             bundle.prometheus = keep(
-                "prometheus",
                 _guard(bundle, "prometheus", config.prometheus, "query",
                        lambda: prometheus.query_history(
                            config.prometheus, since_s=config.since_s, selector=config.selector,
@@ -171,9 +198,16 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
     except KeyboardInterrupt:
         bundle.interrupted = True
         say("interrupted: writing what was gathered")
+        if config.log and not log_started:
+            # the startup log explains the engine and is a local read that adds no load: still
+            # worth the moment it takes; a second Ctrl-C skips it
+            try:
+                read_log(config.log)
+            except KeyboardInterrupt:
+                pass
     finally:
         if scraper is not None:
-            bundle.metrics = keep("metrics", _guard(bundle, "metrics", scraper.url, "collect scrapes", scraper.result))
+            bundle.metrics = keep(_guard(bundle, "metrics", scraper.url, "collect scrapes", scraper.result))
     bundle.run.ended_at = _now_iso()
     _guard(bundle, "run", "bundle", "complete run record", lambda: complete_run_record(bundle, config))
     return redact_bundle(bundle, config.http.secrets())

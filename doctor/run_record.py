@@ -47,8 +47,8 @@ def complete_run_record(bundle: Bundle, config: CollectConfig) -> None:
 
 
 def _shape(run: RunRecord, bundle: Bundle, config: CollectConfig) -> None:
-    """The load the probe sent; left empty when no request was sent (log-only or engine-only runs)."""
-    if not (config.stream and config.targets()) and bundle.stream is None:
+    """The load the probe sent; left empty when no request was sent (no --engine or --gateway)."""
+    if not config.targets() and bundle.stream is None:
         return
     shape = bundle.stream.shape if bundle.stream is not None else None
     run.route = shape.route if shape else config.route

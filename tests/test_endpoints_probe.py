@@ -311,3 +311,17 @@ def test_real_nginx_with_its_upstream_down_answers_its_own_html() -> None:
     assert all("HTTP 502" in e.message and "502 Bad Gateway" in e.message for e in errors)
     assert evidence.endpoints[0].health_status == 502
     assert evidence.endpoints[0].headers["Server"].startswith("nginx")
+
+
+def test_a_proxy_from_the_environment_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HTTPS_PROXY`` in the shell must not put the proxy's ``Server`` / ``Via`` into the target's evidence."""
+    proxy_routes: dict[str, Route] = {}  # a proxy asked for an absolute URL answers 404 here, as "squid"
+    with serve(vllm_routes()) as (engine, _), serve(proxy_routes, "squid/6.6") as (proxy, proxy_seen):
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+            monkeypatch.setenv(name, proxy)
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        evidence, errors = collect_endpoints({"direct": engine}, HttpOptions(timeout_s=5))
+    assert errors == []
+    assert evidence.endpoints[0].headers["Server"] == "uvicorn"
+    assert proxy_seen == []

@@ -100,3 +100,17 @@ def test_an_unreadable_ca_bundle_is_a_tls_evidence_error(tmp_path):
     assert bundle.stream is None
     (error,) = bundle.errors_for("stream")
     assert error.kind == "tls" and error.fatal and "missing.pem" in error.message
+
+
+def test_a_port_out_of_range_is_a_connect_failure_that_names_its_cause():
+    """httpx lets ``:99999`` through; the socket layer's OverflowError must surface, per request."""
+    from doctor.clock import Clock
+    from doctor.collect import CollectConfig
+    from doctor.probes.stream import run_stream_probe
+
+    config = CollectConfig(engine="http://127.0.0.1:99999", requests=1, warmup=0)
+    evidence, errors = run_stream_probe(config, Clock(), lambda _msg: None)
+    (trace,) = evidence.requests
+    assert trace.outcome == "connect"
+    assert "OverflowError" in trace.error and "65535" in trace.error
+    assert [e.kind for e in errors] == ["connect"]

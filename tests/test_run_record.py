@@ -95,7 +95,7 @@ def test_payload_without_usage_leaves_prompt_length_unknown() -> None:
 
 def test_no_request_sent_records_no_load_shape() -> None:
     b = bundle(endpoints=endpoints())
-    complete_run_record(b, CollectConfig(engine="http://e:8000", stream=False, metrics=False))
+    complete_run_record(b, CollectConfig(metrics=False))
     run = b.run
     assert (run.route, run.concurrency, run.prompt_tokens, run.max_tokens, run.arrival) == (None,) * 5
     assert run.metrics_url is None
@@ -112,7 +112,7 @@ def test_no_request_sent_records_no_load_shape() -> None:
 )
 def test_gpu_interconnect(gpu: GpuEvidence, expected: tuple[object, ...]) -> None:
     b = bundle(gpu=gpu)
-    complete_run_record(b, CollectConfig(stream=False))
+    complete_run_record(b, CollectConfig())
     assert (b.run.gpu_model, b.run.gpu_count, b.run.gpu_interconnect) == expected
 
 
@@ -123,20 +123,20 @@ def test_gpu_interconnect(gpu: GpuEvidence, expected: tuple[object, ...]) -> Non
 )
 def test_cpu_topology(sockets: int | None, cores: int | None, threads: int | None, expected: str | None) -> None:
     b = bundle(host=HostEvidence(cpu_sockets=sockets, cpu_count_physical=cores, cpu_count_logical=threads))
-    complete_run_record(b, CollectConfig(stream=False))
+    complete_run_record(b, CollectConfig())
     assert b.run.cpu_topology == expected
 
 
 def test_revision_from_a_hugging_face_snapshot_path() -> None:
     b = bundle(endpoints=endpoints(root=SNAPSHOT))
-    complete_run_record(b, CollectConfig(engine="http://e:8000", stream=False))
+    complete_run_record(b, CollectConfig(engine="http://e:8000"))
     assert b.run.model_revision == "a09a35458c702b33eeacc393d103063234e8bc28"
     assert b.run.model == SNAPSHOT
 
 
 def test_gateway_version_is_not_the_engine_version() -> None:
     b = bundle(endpoints=EndpointsEvidence([Endpoint(role="gateway", url="http://g", version="1.2.3")]))
-    complete_run_record(b, CollectConfig(gateway="http://g", stream=False))
+    complete_run_record(b, CollectConfig(gateway="http://g"))
     assert b.run.vllm_version is None
 
 
@@ -148,7 +148,7 @@ def test_the_startup_log_outranks_the_endpoints() -> None:
         derive_log_facts(b)
     except Missing as exc:
         pytest.skip(f"startup-log parser not in this build: {exc}")
-    complete_run_record(b, CollectConfig(engine="http://e:8000", stream=False))
+    complete_run_record(b, CollectConfig(engine="http://e:8000"))
     run = b.run
     assert (run.vllm_version, run.engine_generation, run.model) == ("0.32.0", "V1", "/srv/models/tiny-llama")
     assert run.engine_config["gpu_memory_utilization"] == 0.5
@@ -166,5 +166,5 @@ def test_revision_from_the_logged_non_default_args() -> None:
         derive_log_facts(b)
     except Missing as exc:
         pytest.skip(f"startup-log parser not in this build: {exc}")
-    complete_run_record(b, CollectConfig(stream=False))
+    complete_run_record(b, CollectConfig())
     assert b.run.model_revision == "a09a354"

@@ -28,9 +28,15 @@ from typing import Any
 import httpx
 
 from doctor.evidence import Endpoint, EndpointsEvidence, EvidenceError, ModelInfo
-from doctor.probes.http import HttpOptions, join_url
-from doctor.probes.metrics import BodyTooLarge, DeadlineExceeded, bounded_get, error_kind
-from doctor.probes.transport import ssl_context
+from doctor.probes.http import (
+    BodyTooLarge,
+    DeadlineExceeded,
+    HttpOptions,
+    bounded_get,
+    error_kind,
+    http_client,
+    join_url,
+)
 
 SOURCE = "endpoints"
 
@@ -78,18 +84,19 @@ class _Failure(Exception):
 def collect_endpoints(targets: dict[str, str], http: HttpOptions) -> tuple[EndpointsEvidence, list[EvidenceError]]:
     """Ask each target (``direct`` = the engine, ``gateway``) for its version, models and health.
 
-    Never raises for a failure of a target: each failed call is an ``EvidenceError``; the errors
+    Returns the evidence (one ``Endpoint`` per target, even one that never answered, so the
+    report can say which hop was silent) and the errors met. Never raises for a failure of a target: each failed call is an ``EvidenceError``; the errors
     are ``fatal`` only when no target answered anything.
     """
     evidence = EndpointsEvidence()
     errors: list[EvidenceError] = []
     try:
-        tls = ssl_context(http.verify)
+        client = http_client(http.request_headers(), http.verify, http.timeout_s)
     except (OSError, ssl.SSLError) as exc:
         message = f"cannot use the CA certificates {http.verify}: {exc}"
         return evidence, [EvidenceError(SOURCE, url, "load CA certificates", "tls", message, fatal=True) for url in targets.values()]
     answered = False
-    with httpx.Client(headers=http.request_headers(), verify=tls, timeout=http.timeout_s, follow_redirects=True) as client:
+    with client:
         for name, base in targets.items():
             endpoint, endpoint_errors, got_answer = _probe_target(client, _ROLES.get(name, name), base, http.timeout_s)
             evidence.endpoints.append(endpoint)

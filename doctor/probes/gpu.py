@@ -66,7 +66,12 @@ _UUID = re.compile(r"\b(?:GPU|MIG)-[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa
 
 
 def collect_gpu(nvml: ModuleType | Any | None = None) -> tuple[GpuEvidence, list[EvidenceError]]:
-    """Snapshot every GPU NVML sees. ``nvml`` is the pynvml module (injectable for tests)."""
+    """Snapshot every GPU NVML sees: (evidence, errors), never raising.
+
+    The evidence says ``available=False`` with a ``reason`` when NVML cannot be used, so the
+    report can tell "no GPU here" (no error: a CPU-only client host is normal) from "GPU lost".
+    ``nvml`` is the pynvml module, injectable so tests can drive NVML's failure modes.
+    """
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     evidence = GpuEvidence(cuda_visible_devices=_UUID.sub(lambda m: _uuid_hash(m.group()), visible) if visible else visible)
     if nvml is None:

@@ -35,7 +35,11 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def collect_host(engine_url: str | None) -> tuple[HostEvidence, list[EvidenceError]]:
-    """Describe this machine and, when found, the vLLM server process on it."""
+    """Describe this machine and, when found, the vLLM server process on it: (evidence, errors).
+
+    CPU, memory, load and the engine process's own usage tell a saturated host apart from a
+    slow engine. ``engine_url`` names the port to look for the vLLM process on (local URLs only).
+    """
     errors: list[EvidenceError] = []
     memory, swap = psutil.virtual_memory(), psutil.swap_memory()
     host = HostEvidence(

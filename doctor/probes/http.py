@@ -1,9 +1,31 @@
-"""HTTP settings shared by every probe: credentials, TLS, extra headers, deadlines."""
+"""HTTP shared by the probes: settings (credentials, TLS, headers, deadlines), the one client, bounded GETs.
+
+The endpoints, /metrics and Prometheus probes all GET small documents under a deadline and
+classify their failures the same way, so their client, the bounded read and the failure kinds
+live here once. (The stream probe's client is ``transport.make_client``: it stamps every
+socket read, which none of these need.)
+"""
 
 from __future__ import annotations
 
+import re
+import socket
+import ssl
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from doctor.probes.transport import ssl_context
+
+#: The largest answer ``bounded_get`` keeps by default: a vLLM exposition is ~50 KB per engine,
+#: a Prometheus range query a few MB; anything past this is not one worth keeping.
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+#: A header whose name holds one of these words carries a credential (``X-Custom-Auth``, ``X-Api-Key``...).
+_CREDENTIAL_NAME = re.compile(r"(?i)auth|key|token|secret|cookie|session|signature|password|credential")
 
 
 @dataclass
@@ -22,8 +44,13 @@ class HttpOptions:
         return out
 
     def secrets(self) -> list[str]:
-        """Literal values the redactor must remove wherever they appear."""
-        values = list(self.headers.values())
+        """Literal values the redactor must remove wherever they appear.
+
+        Only values of ``--header`` names that look like credentials: scrubbing every header
+        value would turn a harmless ``Accept: text/event-stream`` into ``[REDACTED]`` all
+        through the bundle, hiding the very content types the checks reason about.
+        """
+        values = [v for k, v in self.headers.items() if _CREDENTIAL_NAME.search(k)]
         if self.api_key:
             values.append(self.api_key)
         return values
@@ -40,3 +67,75 @@ def join_url(base: str, path: str) -> str:
     if root.endswith("/v1"):
         root = root[: -len("/v1")]
     return urlunsplit((parts.scheme, parts.netloc, root + path, "", ""))
+
+
+class DeadlineExceeded(Exception):
+    """The whole request (connect, headers, body) took longer than its deadline."""
+
+
+class BodyTooLarge(Exception):
+    """The answer is larger than the caller's bound: not the document the probe asked for."""
+
+
+def http_client(headers: Mapping[str, str] | None, verify: bool | str, timeout_s: float) -> httpx.Client:
+    """The client of the endpoints, /metrics and Prometheus probes; ``OSError`` / ``ssl.SSLError`` for a bad CA path.
+
+    Redirects are followed: several vLLM versions mount /metrics so that it answers 307 -> /metrics/.
+    ``trust_env=False``, as for the stream probe: a probe reaches the URL it was given, not a proxy
+    from the environment (whose ``Server`` / ``Via`` headers would describe the proxy, not the target).
+    """
+    return httpx.Client(
+        headers=dict(headers or {}), verify=ssl_context(verify), timeout=timeout_s,
+        follow_redirects=True, trust_env=False,
+    )
+
+
+def bounded_get(
+    client: httpx.Client,
+    url: str,
+    *,
+    deadline_s: float,
+    params: Mapping[str, str] | None = None,
+    max_bytes: int = MAX_BODY_BYTES,
+) -> tuple[httpx.Response, str]:
+    """GET ``url`` -> (response, decoded body), with a deadline on the *whole* exchange, not only on each read.
+
+    httpx's timeouts bound every connect and every read, so a server that drips one byte per
+    second would never time out; the body is therefore read in chunks against a monotonic
+    deadline. Raises ``DeadlineExceeded``, ``BodyTooLarge`` or an ``httpx.HTTPError``.
+    """
+    end = time.monotonic() + deadline_s
+    with client.stream("GET", url, params=params) as response:
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > max_bytes:
+                raise BodyTooLarge(f"body larger than {max_bytes // (1024 * 1024)} MiB")
+            chunks.append(chunk)
+            if time.monotonic() > end:
+                raise DeadlineExceeded(f"no complete answer within {deadline_s:g} s")
+    text = b"".join(chunks).decode(response.charset_encoding or "utf-8", errors="replace")
+    return response, text
+
+
+def without_credentials(url: str) -> str:
+    """``http://user:pass@host/metrics`` -> ``http://host/metrics``: what evidence and messages keep."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def error_kind(exc: BaseException) -> str:
+    """The stable ``EvidenceError.kind`` for a transport failure, from the exception's cause chain."""
+    if isinstance(exc, (httpx.TimeoutException, DeadlineExceeded)):
+        return "timeout"
+    if isinstance(exc, BodyTooLarge):
+        return "malformed"
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, socket.gaierror):
+            return "dns"
+        if isinstance(cause, ssl.SSLError):
+            return "tls"
+        cause = cause.__cause__ or cause.__context__
+    return "connect"

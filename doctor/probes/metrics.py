@@ -7,98 +7,29 @@ from the bundle. A scrape that fails is kept too, with its reason, and becomes o
 
 from __future__ import annotations
 
-import socket
 import ssl
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from doctor.clock import Clock
 from doctor.evidence import EvidenceError, MetricsEvidence, Scrape
-from doctor.probes.transport import ssl_context
+from doctor.probes.http import (
+    BodyTooLarge,
+    DeadlineExceeded,
+    bounded_get,
+    error_kind,
+    http_client,
+    without_credentials,
+)
 from doctor.vllm_metrics.window import parse_scrape
 
-#: A vLLM exposition is ~50 KB per engine; anything past this is not one worth keeping.
-MAX_BODY_BYTES = 32 * 1024 * 1024
 #: What a failed scrape keeps of its body (an HTML error page says who answered).
 ERROR_BODY_CHARS = 2048
-
-
-class DeadlineExceeded(Exception):
-    """The whole request (connect, headers, body) took longer than its deadline."""
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-def http_client(headers: Mapping[str, str] | None, verify: bool | str, timeout_s: float) -> httpx.Client:
-    """The client of the /metrics and Prometheus probes; ``OSError`` / ``ssl.SSLError`` for a bad CA path.
-
-    Redirects are followed: several vLLM versions mount /metrics so that it answers 307 -> /metrics/.
-    ``trust_env=False``, as for the stream probe: a probe reaches the URL it was given, not a proxy
-    from the environment.
-    """
-    return httpx.Client(
-        headers=dict(headers or {}), verify=ssl_context(verify), timeout=timeout_s,
-        follow_redirects=True, trust_env=False,
-    )
-
-
-def bounded_get(
-    client: httpx.Client,
-    url: str,
-    *,
-    deadline_s: float,
-    params: Mapping[str, str] | None = None,
-    max_bytes: int = MAX_BODY_BYTES,
-) -> tuple[httpx.Response, str]:
-    """GET ``url`` with a deadline on the *whole* exchange, not only on each socket read.
-
-    httpx's timeouts bound every connect and every read, so a server that drips one byte per
-    second would never time out; the body is therefore read in chunks against a monotonic
-    deadline.
-    """
-    end = time.monotonic() + deadline_s
-    with client.stream("GET", url, params=params) as response:
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > max_bytes:
-                raise BodyTooLarge(f"body larger than {max_bytes // (1024 * 1024)} MiB")
-            chunks.append(chunk)
-            if time.monotonic() > end:
-                raise DeadlineExceeded(f"no complete answer within {deadline_s:g} s")
-    text = b"".join(chunks).decode(response.charset_encoding or "utf-8", errors="replace")
-    return response, text
-
-
-def without_credentials(url: str) -> str:
-    """``http://user:pass@host/metrics`` -> ``http://host/metrics``: what evidence and messages keep."""
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-
-
-def error_kind(exc: BaseException) -> str:
-    """The stable ``EvidenceError.kind`` for a transport failure, from the exception's cause chain."""
-    if isinstance(exc, (httpx.TimeoutException, DeadlineExceeded)):
-        return "timeout"
-    if isinstance(exc, BodyTooLarge):
-        return "malformed"
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, socket.gaierror):
-            return "dns"
-        if isinstance(cause, ssl.SSLError):
-            return "tls"
-        cause = cause.__cause__ or cause.__context__
-    return "connect"
 
 
 class Scraper:

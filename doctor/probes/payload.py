@@ -30,6 +30,12 @@ def prompt_text(tokens: int, nonce: int) -> str:
 
 
 def default_body(route: str, model: str | None, prompt_tokens: int, max_tokens: int, nonce: int) -> dict[str, Any]:
+    """The probe's own streamed request for ``route``: a fixed prompt and output length, usage per chunk.
+
+    ``ignore_eos`` / ``min_tokens`` (vLLM extensions) make every request produce exactly
+    ``max_tokens``, so per-token timings compare across requests and paths; ``nonce`` makes each
+    prompt unique so no prefix cache turns one request's TTFT into another's.
+    """
     text = prompt_text(prompt_tokens, nonce)
     body: dict[str, Any] = {"model": model} if model else {}
     if route == "responses":
@@ -72,4 +78,5 @@ def without_extensions(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def mentions_extension(error_text: str) -> bool:
+    """True when a 400 body names one of vLLM's extensions: the server rejects them, so retry without."""
     return any(name in error_text for name in VLLM_EXTENSIONS)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import httpx
 
 from doctor.evidence import EvidenceError, PrometheusEvidence, PromQuery
-from doctor.probes.metrics import (
+from doctor.probes.http import (
     BodyTooLarge,
     DeadlineExceeded,
     bounded_get,
@@ -90,6 +90,12 @@ def query_history(
     verify: bool | str = True,
     timeout_s: float = 10.0,
 ) -> tuple[PrometheusEvidence, list[EvidenceError]]:
+    """The vLLM metrics of ``[end - since_s, end]`` from Prometheus: (evidence with every raw answer, errors).
+
+    For an incident that already happened, the live /metrics scrapes cannot see the window;
+    Prometheus kept it. Never raises: an unreachable or non-Prometheus URL stops the queries
+    and becomes one fatal error; one slow query costs only itself (a second stops the rest).
+    """
     # Rounded to what the API is sent, so sample times line up with the window's edges.
     end = round(time.time() if end_wall is None else end_wall, 3)
     evidence = PrometheusEvidence(url=without_credentials(url), since_s=since_s, selector=selector, end_wall=end)

@@ -35,6 +35,7 @@ class SelfCheck:
         self._process.cpu_percent(None)  # primes the counter: the first reading is always 0
 
     async def sample(self) -> None:
+        """Measure event-loop lag and this process's CPU until cancelled (it never returns by itself)."""
         next_cpu = time.perf_counter() + CPU_INTERVAL_S
         while True:
             before = time.perf_counter()
@@ -46,6 +47,11 @@ class SelfCheck:
                 next_cpu = now + CPU_INTERVAL_S
 
     def health(self, transport: str) -> ClientHealth:
+        """The client's health over the run, with reasons when its own stamps may be late.
+
+        A late stamp from an overloaded client looks exactly like a slow server; the report uses
+        this to refuse blaming the server for latency the client added.
+        """
         self.cpu.append(self._process.cpu_percent(None))
         out = ClientHealth(cpu_count=psutil.cpu_count(), transport=transport)
         if self.lags_ms:

@@ -57,6 +57,11 @@ class SseParser:
         return bool(self._buf.strip()) or self._event_t is not None
 
     def feed(self, data: bytes, t: float) -> list[SseEvent]:
+        """The events completed by one read ``data`` that arrived at ``t``, each stamped with its first byte's arrival.
+
+        Stamping at the first byte (not at the completing read) keeps an event that a buffering
+        proxy split across reads at the time it started to arrive.
+        """
         if not data:
             return []
         old = len(self._buf)

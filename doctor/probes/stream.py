@@ -6,7 +6,8 @@ headers, first byte, first event, every token-bearing event (stamped at the read
 its first byte, see ``sse``) to the end of the body; every socket read is kept with its size
 and the events it completed (see ``transport``). Failures are evidence: each request records
 an ``outcome``, and each kind of failure on a path becomes one ``EvidenceError``. The probe
-never raises; it returns what it measured.
+never raises for a failure; it returns what it measured. Ctrl-C is the one exception it lets
+through, as ``StreamInterrupted``, which carries what was measured until then.
 """
 
 from __future__ import annotations
@@ -39,14 +40,32 @@ TEXT_EXCERPT_CHARS = 200
 _ERROR_KIND = {
     "connect": "connect", "dns": "dns", "tls": "tls", "timeout": "timeout", "stall": "timeout",
     "deadline": "timeout", "http-status": "http-status", "cut": "cut", "not-a-stream": "malformed",
-    "stream-error": "malformed", "no-token": "malformed", "invalid-utf8": "malformed", "cancelled": "internal",
+    "stream-error": "malformed", "no-token": "malformed", "invalid-utf8": "malformed",
 }
 
 
+class StreamInterrupted(KeyboardInterrupt):
+    """Ctrl-C during the probe, with the (evidence, errors) measured until then in ``result``.
+
+    A ``KeyboardInterrupt``, so every caller still stops; the collector keeps ``result``.
+    """
+
+    def __init__(self, result: tuple[StreamEvidence, list[EvidenceError]]) -> None:
+        super().__init__("interrupted during the stream probe")
+        self.result = result
+
+
 def run_stream_probe(
-    config: CollectConfig, clock: Clock, progress: Callable[[str], None]
+    config: CollectConfig, clock: Clock, progress: Callable[[str], None], *, discover_model: bool = True
 ) -> tuple[StreamEvidence | None, list[EvidenceError]]:
-    """Probe every target of ``config`` (synchronous: runs its own event loop)."""
+    """Probe every target of ``config``: (evidence, one error per kind of failure per path).
+
+    Synchronous (it runs its own event loop) so the collector stays plain code. ``None`` evidence
+    only when nothing could be sent (no target, unusable CA bundle). ``discover_model``: ask
+    ``/v1/models`` for a model when ``config`` names none; the collector turns it off when the
+    endpoints probe already asked, so a silent target does not cost its deadline twice.
+    Raises ``StreamInterrupted`` on Ctrl-C, with the requests so far (those in flight ``cancelled``).
+    """
     targets = config.targets()
     if not targets:
         return None, []
@@ -58,8 +77,11 @@ def run_stream_probe(
         return None, [EvidenceError("stream", str(config.http.verify), "load the CA bundle", "tls",
                                     f"cannot use --ca-cert {config.http.verify}: {exc}", fatal=True)]
     skip_missing_sniffio_imports()
-    probe = _Probe(config, clock, progress, context)
-    evidence = run_loop(probe.run())
+    probe = _Probe(config, clock, progress, context, discover_model)
+    try:
+        evidence = run_loop(probe.run())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        raise StreamInterrupted((probe.finish(), probe.errors)) from None
     return evidence, probe.errors
 
 
@@ -79,6 +101,7 @@ def run_loop(coro: Coroutine[Any, Any, Any]) -> Any:
 
 
 def loop_name() -> str:
+    """The event loop the probe runs on, for ``ClientHealth`` (it bounds the client's overhead)."""
     return "uvloop" if _uvloop() is not None else "asyncio"
 
 
@@ -88,11 +111,16 @@ def request_id(clock: Clock, path: str, index: int) -> str:
 
 
 class _Probe:
-    def __init__(self, config: CollectConfig, clock: Clock, progress: Callable[[str], None], context: ssl.SSLContext) -> None:
+    def __init__(self, config: CollectConfig, clock: Clock, progress: Callable[[str], None], context: ssl.SSLContext,
+                 discover_model: bool = True) -> None:
         self.config = config
         self.clock = clock
         self.progress = progress
         self.context = context
+        self.discover_model = discover_model
+        self.start = clock.now()
+        self.check = SelfCheck()
+        self.evidence: StreamEvidence | None = None
         self.urls = {path: join_url(base, ROUTES[config.route]) for path, base in config.targets().items()}
         self.headers = {**config.http.request_headers(), "accept": "text/event-stream"}
         self.traces: list[RequestTrace] = []
@@ -103,13 +131,13 @@ class _Probe:
     # -- the run ---------------------------------------------------------------------------
 
     async def run(self) -> StreamEvidence:
+        """Send every planned request under the deadline; the evidence of all of them."""
         config, clock = self.config, self.clock
         # httpcore's pool locks load anyio's backend on first use: load it now, so that import
         # is not counted in the first request's latency
         await anyio.sleep(0)
-        start = clock.now()
-        check = SelfCheck()
-        sampler = asyncio.ensure_future(check.sample())
+        self.start = clock.now()
+        sampler = asyncio.ensure_future(self.check.sample())
         warm, measured = plan(list(self.urls), config.requests, config.warmup, config.rate)
         # one single-connection pool per slot: httpcore's pool scans all its connections on every
         # request and every response close, which costs more than the streams themselves at 256
@@ -118,23 +146,28 @@ class _Probe:
         try:
             await asyncio.wait_for(self._phases(clients, warm, measured), timeout=config.deadline_s)
         except asyncio.TimeoutError:
-            self._not_sent(warm + measured)
+            self._at_deadline(warm + measured)
         finally:
             sampler.cancel()
             for client in (c for slots in clients.values() for c in slots):
                 await client.aclose()
-        evidence = StreamEvidence(
-            shape=self._shape(),
-            t0_wall=clock.t0_wall,
-            duration_s=clock.now() - start,
-            requests=self.traces,
-            client=check.health(f"httpx {httpx.__version__} + h11, reads stamped in data_received, {loop_name()}"),
-        )
-        self._summarise_failures()
-        return evidence
+        return self.finish()
+
+    def finish(self) -> StreamEvidence:
+        """The evidence of the requests so far, and their errors (once: a second call returns the same)."""
+        if self.evidence is None:
+            self.evidence = StreamEvidence(
+                shape=self._shape(),
+                t0_wall=self.clock.t0_wall,
+                duration_s=self.clock.now() - self.start,
+                requests=self.traces,
+                client=self.check.health(f"httpx {httpx.__version__} + h11, reads stamped in data_received, {loop_name()}"),
+            )
+            self._summarise_failures()
+        return self.evidence
 
     async def _phases(self, clients: dict[str, list[httpx.AsyncClient]], warm: list[Job], measured: list[Job]) -> None:
-        if self.model is None and not (self.config.payload or {}).get("model"):
+        if self.discover_model and self.model is None and not (self.config.payload or {}).get("model"):
             self.model = await self._discover_model()
 
         async def send(job: Job, scheduled: float, slot: int) -> None:
@@ -147,15 +180,27 @@ class _Probe:
             await dispatch(measured, self.config.concurrency, send, self.clock)
 
     async def _discover_model(self) -> str | None:
-        """The first id of ``/v1/models`` (engine first); None sends the request without a model."""
-        async with httpx.AsyncClient(verify=self.context, trust_env=False, timeout=self.config.http.timeout_s,
-                                     headers=self.config.http.request_headers()) as client:
+        """The first id of ``/v1/models`` (engine first); None sends the request without a model.
+
+        Each GET is bounded by the per-call timeout and by what is left of the probe's deadline.
+        Failures are not recorded here: a target that fails this GET fails the streamed requests
+        too, and those record why.
+        """
+        end = self.start + self.config.deadline_s
+        headers = self.config.http.request_headers()
+        client = make_client(self.context, self.config.http.timeout_s, self.config.http.timeout_s)
+        try:
             for base in self.config.targets().values():
+                timeout = min(self.config.http.timeout_s, end - self.clock.now())
+                if timeout <= 0:
+                    break
                 try:
-                    response = await client.get(join_url(base, "/v1/models"))
+                    response = await asyncio.wait_for(client.get(join_url(base, "/v1/models"), headers=headers), timeout)
                     return str(response.json()["data"][0]["id"])
-                except (httpx.HTTPError, ValueError, LookupError, TypeError):
+                except (httpx.HTTPError, asyncio.TimeoutError, ValueError, LookupError, TypeError):
                     continue
+        finally:
+            await client.aclose()
         return None
 
     def _body(self, job: Job) -> dict[str, Any]:
@@ -179,7 +224,11 @@ class _Probe:
             paths={path: base for path, base in config.targets().items()},
         )
 
-    def _not_sent(self, jobs: list[Job]) -> None:
+    def _at_deadline(self, jobs: list[Job]) -> None:
+        """Requests cut by the deadline are ``deadline``, and so is every job never sent."""
+        for trace in self.traces:
+            if trace.outcome == "cancelled":
+                trace.outcome, trace.error = "deadline", f"still streaming at the {self.config.deadline_s:g} s deadline"
         sent = {(t.path, t.index) for t in self.traces}
         now = self.clock.now()
         for job in jobs:
@@ -192,7 +241,7 @@ class _Probe:
             reqs = [t for t in self.traces if t.path == path]
             failed: dict[str, list[RequestTrace]] = {}
             for t in reqs:
-                if not t.ok:
+                if not t.ok and t.outcome != "cancelled":  # Ctrl-C, not the target: ``Bundle.interrupted`` says so
                     failed.setdefault(t.outcome, []).append(t)
             no_success = not any(t.ok for t in reqs)
             for outcome, group in failed.items():
@@ -214,9 +263,10 @@ class _Probe:
         log.bind()  # this task's reads only: the task runs in its own copy of the context
         try:
             await self._stream(client, job, trace, log)
-        except asyncio.CancelledError:
-            trace.outcome = "deadline"
-            trace.error = f"still streaming at the {self.config.deadline_s:g} s deadline"
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            # the deadline (``_at_deadline`` relabels it) or Ctrl-C: what came so far is kept below
+            trace.outcome = "cancelled"
+            trace.error = "still streaming when the probe was stopped"
             raise
         except Exception as exc:  # noqa: BLE001 - every failure is a recorded outcome, never a crash
             trace.outcome, trace.error = self._failure(exc, trace)

@@ -59,6 +59,7 @@ class ReadLog:
         _READS.set(self)
 
     def add_events(self, n: int) -> None:
+        """Credit the last read with ``n`` completed events: how many events each read carried shows buffering."""
         if self.reads:
             self.reads[-1].events += n
 
@@ -205,8 +206,9 @@ class _StampingBackend(httpcore.AsyncNetworkBackend):
                 loop.create_connection(_Protocol, host, port, local_addr=local), timeout)
         except asyncio.TimeoutError:
             raise httpcore.ConnectTimeout(f"no connection within {timeout:g} s") from None
-        except OSError as exc:  # socket.gaierror (DNS) is an OSError: kept as the cause
-            raise httpcore.ConnectError(str(exc)) from exc
+        except (OSError, OverflowError) as exc:  # socket.gaierror (DNS) is an OSError: kept as the cause
+            # OverflowError: a port past 65535, which httpx's URL parser lets through
+            raise httpcore.ConnectError(f"{type(exc).__name__}: {exc}" if isinstance(exc, OverflowError) else str(exc)) from exc
         sock = transport.get_extra_info("socket")
         for option in socket_options or ():
             sock.setsockopt(*option)

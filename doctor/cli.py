@@ -9,6 +9,7 @@ command's signature: typer reads signatures, so the groups stay single-sourced.
 import functools
 import inspect
 import json
+import math
 import os
 import sys
 import tempfile
@@ -16,8 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
+import httpx
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from doctor import __version__
 from doctor.bundle import load_path, save
@@ -28,8 +31,9 @@ from doctor.errors import DoctorError, UsageError
 from doctor.exit_codes import ExitCode
 from doctor.model import Report, Severity, Symptom
 from doctor.probes.http import HttpOptions
-from doctor.registry import load_registry
-from doctor.runner import AnalyzeOptions, analyze
+from doctor.redact import Redactor
+from doctor.registry import CATALOGUE_HINT, Registry, load_registry
+from doctor.runner import AnalyzeOptions, analyze, validate_settings
 
 app = typer.Typer(
     name="llm-doctor",
@@ -72,7 +76,7 @@ TARGET_OPTIONS = [
     _opt(Optional[float], None, "--rate", help="Poisson arrivals per second instead of a closed loop.", rich_help_panel=P),
     _opt(Optional[float], None, "--stall-timeout", help="Fail a request after this many seconds without a byte (default 30).", rich_help_panel=P),
     _opt(Optional[float], None, "--deadline", help="Overall probe deadline in seconds (default 300).", rich_help_panel=P),
-    _opt(str, "OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the API key.", rich_help_panel=P),
+    _opt(Optional[str], None, "--api-key-env", help="Environment variable holding the API key (default OPENAI_API_KEY).", rich_help_panel=P),
     _opt(Optional[Path], None, "--api-key-file", help="File holding the API key.", rich_help_panel=P),
     _opt(Optional[Path], None, "--ca-cert", help="CA bundle for TLS verification.", rich_help_panel=P),
     _opt(bool, False, "--insecure", help="Do not verify TLS certificates.", rich_help_panel=P),
@@ -84,7 +88,7 @@ ENGINE_OPTIONS = [
     _opt(bool, False, "--no-metrics", help="Do not scrape /metrics.", rich_help_panel=E),
     _opt(Optional[float], None, "--scrape-interval", help="Seconds between /metrics scrapes during the probe (default 1).", rich_help_panel=E),
     _opt(Optional[str], None, "--prometheus", help="Prometheus URL: read the incident window's history.", rich_help_panel=E),
-    _opt(str, "15m", "--since", help="History window for --prometheus (e.g. 15m, 2h).", rich_help_panel=E),
+    _opt(Optional[str], None, "--since", help="History window for --prometheus (e.g. 15m, 2h; default 15m).", rich_help_panel=E),
     _opt(str, "", "--selector", help="Label selector for --prometheus, e.g. '{job=\"vllm\"}'.", rich_help_panel=E),
     _opt(bool, False, "--no-gpu", help="Skip NVML.", rich_help_panel=E),
     _opt(bool, False, "--no-host", help="Skip host facts (psutil).", rich_help_panel=E),
@@ -101,10 +105,10 @@ ANALYSIS_OPTIONS = [
     _opt(Optional[str], None, "--fail-on", help="Exit 1 at or above: info | warning | critical (default warning).", rich_help_panel=A),
     _opt(Optional[float], None, "--ttft-budget", help="Time-to-first-token budget in seconds (default 0.5).", rich_help_panel=A),
     _opt(Optional[float], None, "--tpot-budget", help="Time-per-output-token budget in seconds (default 0.05).", rich_help_panel=A),
-    _opt(Optional[Path], None, "--json", help="Write the JSON report here.", rich_help_panel=A),
+    _opt(Optional[Path], None, "--json", help="Write the JSON report to PATH (--format json prints it to stdout instead).", rich_help_panel=A),
     _opt(Optional[Path], None, "--html", help="Write the self-contained HTML report here.", rich_help_panel=A),
     _opt(Optional[Path], None, "--md", help="Write a short Markdown summary here.", rich_help_panel=A),
-    _opt(str, "text", "--format", help="stdout: text | json.", rich_help_panel=A),
+    _opt(str, "text", "--format", help="What to print to stdout: text | json (the whole JSON report).", rich_help_panel=A),
     _opt(bool, False, "--verbose", "-v", help="Show every check's outcome and the evidence values.", rich_help_panel=A),
 ]
 CONFIG_OPTION = [_opt(Optional[Path], None, "--config", help="TOML config (default ./llm-doctor.toml when present).")]
@@ -135,13 +139,59 @@ def _split(values: list[str] | None) -> list[str]:
 
 
 def _seconds(text: str) -> float:
+    """``15m`` / ``2h`` / ``900`` -> seconds; a history window must be finite and positive."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     try:
-        if text[-1:] in units:
-            return float(text[:-1]) * units[text[-1]]
-        return float(text)
+        value = float(text[:-1]) * units[text[-1]] if text[-1:] in units else float(text)
     except ValueError:
-        raise UsageError(f"--since expects a duration like 15m, 2h or 900, got {text!r}") from None
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"--since expects a positive duration like 15m, 2h or 900, got {text!r}")
+    return value
+
+
+def _bounded(value: Any, where: str, *, minimum: float, inclusive: bool = False) -> Any:
+    """``value`` when finite and above ``minimum`` (or equal to it, when ``inclusive``).
+
+    Without this, ``--ttft-budget -1`` yields a "healthy within -1.00 s" verdict and ``--rate 0``
+    or ``--deadline inf`` a probe that never ends; ``where`` names the flag or config key.
+    """
+    if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
+        bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
+        raise UsageError(f"{where} must be a finite number {bound}, got {value!r}")
+    return value
+
+
+def _probe_number(opts: dict[str, Any], cfg: FileConfig, key: str, default: Any, *, minimum: float, inclusive: bool = False) -> Any:
+    """A numeric probe setting: the flag, else ``[probe]`` of the config file, else ``default``.
+
+    ``is not None`` rather than ``or``, so that an explicit 0 is checked, not replaced.
+    """
+    if opts.get(key) is not None:
+        return _bounded(opts[key], "--" + key.replace("_", "-"), minimum=minimum, inclusive=inclusive)
+    if cfg.probe.get(key) is not None:
+        return _bounded(cfg.probe[key], f"[probe] {key} in {cfg.path}", minimum=minimum, inclusive=inclusive)
+    return default
+
+
+def _url(value: str | None, flag: str) -> str | None:
+    """``value`` if httpx can send to it: http(s), a host, a port in 1-65535.
+
+    Checked while parsing flags so that ``http://[::1`` or port 99999 is a usage error naming
+    the flag, not a traceback or an obscure probe failure. Credentials in it stay redacted.
+    """
+    if value is None:
+        return None
+    shown = Redactor().text(value)
+    try:
+        url = httpx.URL(value)
+    except httpx.InvalidURL as exc:
+        raise UsageError(f"{flag} {shown!r} is not a valid URL: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise UsageError(f"{flag} expects an http:// or https:// URL with a host, got {shown!r}")
+    if url.port is not None and not 1 <= url.port <= 65535:
+        raise UsageError(f"{flag} {shown!r}: the port must be between 1 and 65535")
+    return value
 
 
 def _api_key(opts: dict[str, Any]) -> str | None:
@@ -159,7 +209,7 @@ def _headers(values: list[str] | None) -> dict[str, str]:
     for item in values or []:
         name, sep, value = item.partition(":")
         if not sep or not name.strip():
-            raise UsageError(f"--header expects 'Name: value', got a value without a name")
+            raise UsageError("--header expects 'Name: value', got a value without a name")
         out[name.strip()] = value.strip()
     return out
 
@@ -173,6 +223,7 @@ def _pick(opts: dict[str, Any], file_section: dict[str, Any], key: str, default:
 
 
 def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) -> CollectConfig:
+    """Flags over the config file over defaults, every value checked before anything is sent."""
     t, p = cfg.targets, cfg.probe
     route = _pick(opts, p, "route", "chat")
     if route not in ROUTES:
@@ -206,45 +257,60 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
         run_fields["labels"] = labels
     config = CollectConfig(
         command=command,
-        engine=_pick(opts, t, "engine", None),
-        gateway=_pick(opts, t, "gateway", None),
+        engine=_url(_pick(opts, t, "engine", None), "--engine"),
+        gateway=_url(_pick(opts, t, "gateway", None), "--gateway"),
         route=route,
         payload=payload,
         payload_source=str(payload_path) if payload_path else None,
         model=_pick(opts, p, "model", None),
-        prompt_tokens=int(_pick(opts, p, "prompt_tokens", 256)),
-        max_tokens=int(_pick(opts, p, "max_tokens", 64)),
-        concurrency=int(_pick(opts, p, "concurrency", 1)),
-        requests=int(_pick(opts, p, "requests", 8)),
-        warmup=int(_pick(opts, p, "warmup", 1)),
-        rate=_pick(opts, p, "rate", None),
-        stall_timeout_s=float(_pick(opts, p, "stall_timeout", 30.0)),
-        deadline_s=float(_pick(opts, p, "deadline", 300.0)),
+        prompt_tokens=_probe_number(opts, cfg, "prompt_tokens", 256, minimum=1, inclusive=True),
+        max_tokens=_probe_number(opts, cfg, "max_tokens", 64, minimum=1, inclusive=True),
+        concurrency=_probe_number(opts, cfg, "concurrency", 1, minimum=1, inclusive=True),
+        requests=_probe_number(opts, cfg, "requests", 8, minimum=0, inclusive=True),
+        warmup=_probe_number(opts, cfg, "warmup", 1, minimum=0, inclusive=True),
+        rate=_probe_number(opts, cfg, "rate", None, minimum=0),
+        stall_timeout_s=float(_probe_number(opts, cfg, "stall_timeout", 30.0, minimum=0)),
+        deadline_s=float(_probe_number(opts, cfg, "deadline", 300.0, minimum=0)),
         http=http,
         log=_pick(opts, t, "log", None),
-        metrics_url=_pick(opts, t, "metrics_url", None),
+        metrics_url=_url(_pick(opts, t, "metrics_url", None), "--metrics-url"),
         metrics=not opts.get("no_metrics", False),
-        scrape_interval_s=float(_pick(opts, p, "scrape_interval", 1.0)),
-        prometheus=_pick(opts, t, "prometheus", None),
+        scrape_interval_s=float(_probe_number(opts, cfg, "scrape_interval", 1.0, minimum=0)),
+        prometheus=_url(_pick(opts, t, "prometheus", None), "--prometheus"),
         since_s=_seconds(str(opts.get("since") or t.get("since") or "15m")),
         selector=opts.get("selector") or t.get("selector", ""),
         gpu=not opts.get("no_gpu", False),
         host=not opts.get("no_host", False),
         run_fields=run_fields,
     )
-    if config.concurrency < 1 or config.requests < 0 or config.warmup < 0:
-        raise UsageError("--concurrency must be >= 1, --requests and --warmup >= 0")
     return config
 
 
+def _budget(opts: dict[str, Any], cfg: FileConfig, name: str, region: str | None, default: float) -> float:
+    """A latency budget: the flag, else the config file (the region's value first), else ``default``.
+
+    A budget of 0 or less would turn every run into a symptom or a nonsense "healthy within
+    -1.00 s" verdict, so it is refused, and an explicit value is never replaced by the default.
+    """
+    flag = opts.get(f"{name}_budget")
+    if flag is not None:
+        return _bounded(flag, f"--{name}-budget", minimum=0)
+    value = cfg.budget(name, region)
+    if value is None:
+        return default
+    regional = name in cfg.budgets.get("regions", {}).get(region or "", {})
+    return _bounded(value, f"[budgets{'.regions.' + str(region) if regional else ''}] {name} in {cfg.path}", minimum=0)
+
+
 def build_analyze_options(opts: dict[str, Any], cfg: FileConfig, region: str | None) -> AnalyzeOptions:
+    """Selection, thresholds and budgets for ``analyze``: flags over the config file."""
     a = cfg.analysis
     settings = {k: dict(v) for k, v in cfg.checks.items()}
     for check, values in parse_set(opts.get("set") or []).items():
         settings.setdefault(check, {}).update(values)
     budgets = Budgets(
-        ttft_s=opts.get("ttft_budget") or cfg.budget("ttft", region) or Budgets.ttft_s,
-        tpot_s=opts.get("tpot_budget") or cfg.budget("tpot", region) or Budgets.tpot_s,
+        ttft_s=_budget(opts, cfg, "ttft", region, Budgets.ttft_s),
+        tpot_s=_budget(opts, cfg, "tpot", region, Budgets.tpot_s),
     )
     return AnalyzeOptions(
         select=_split(opts.get("select")) or list(a.get("select", [])),
@@ -254,7 +320,18 @@ def build_analyze_options(opts: dict[str, Any], cfg: FileConfig, region: str | N
     )
 
 
-def _fail_on(opts: dict[str, Any], cfg: FileConfig) -> Severity:
+FORMATS = ("text", "json")
+
+
+def check_output_options(opts: dict[str, Any], cfg: FileConfig) -> Severity:
+    """Validate ``--format`` and ``--fail-on``; return the ``--fail-on`` severity.
+
+    Called before anything is probed or written, so that a typo does not cost a probe run or
+    leave a report file behind next to the error.
+    """
+    fmt = opts.get("format") or "text"
+    if fmt not in FORMATS:
+        raise UsageError(f"--format must be {' or '.join(FORMATS)}, got {fmt!r}")
     value = opts.get("fail_on") or cfg.analysis.get("fail_on") or "warning"
     try:
         return Severity(value)
@@ -262,8 +339,25 @@ def _fail_on(opts: dict[str, Any], cfg: FileConfig) -> Severity:
         raise UsageError(f"--fail-on must be info, warning or critical, got {value!r}") from None
 
 
+def checked_registry(options: AnalyzeOptions) -> Registry:
+    """The check catalogue, with ``--select``/``--ignore`` keys and ``--set`` names verified.
+
+    ``diagnose`` calls it before probing: an unknown key would otherwise surface only after
+    the probe, and ``--select LD999`` would run no check at all and exit HEALTHY.
+    """
+    registry = load_registry()
+    registry.select(options.select, options.ignore)
+    validate_settings(registry, options.settings)
+    return registry
+
+
 def exit_code_for(report: Report, fail_on: Severity) -> ExitCode:
-    """0 healthy; 1 a symptom at or above ``fail_on``; 2 nothing usable to diagnose."""
+    """0 healthy; 1 a finding (or symptom) at or above ``fail_on``; else 2 when inconclusive.
+
+    A finding at or above ``fail_on`` wins over an inconclusive verdict: a service refusing
+    every request cannot be decomposed, yet that failure is itself a critical finding (LD501),
+    and a health check must report it as a failure (1), not as "could not diagnose" (2).
+    """
     ranks = [f.severity.rank for f in report.findings]
     if report.verdict.symptom in (Symptom.PRE_FIRST_TOKEN, Symptom.INTER_TOKEN, Symptom.PROXY_ONLY):
         ranks.append(Severity.WARNING.rank)
@@ -280,19 +374,17 @@ def emit(report: Report, opts: dict[str, Any], cfg: FileConfig) -> ExitCode:
     from reports.json_doc import render_json
     from reports.terminal import print_report
 
+    fail_on = check_output_options(opts, cfg)
     written = write_outputs(report, json_path=opts.get("json"), html_path=opts.get("html"), md_path=opts.get("md"))
-    fmt = opts.get("format") or "text"
-    if fmt == "json":
+    if (opts.get("format") or "text") == "json":
         sys.stdout.write(render_json(report))
-    elif fmt == "text":
-        print_report(report, Console(), verbose=bool(opts.get("verbose")))
     else:
-        raise UsageError(f"--format must be text or json, got {fmt!r}")
+        print_report(report, Console(), verbose=bool(opts.get("verbose")))
     for path in written:
         err.print(f"wrote {path}")
     if report.bundle.interrupted:
         return ExitCode.INTERRUPTED
-    return exit_code_for(report, _fail_on(opts, cfg))
+    return exit_code_for(report, fail_on)
 
 
 def _progress(message: str) -> None:
@@ -300,11 +392,15 @@ def _progress(message: str) -> None:
 
 
 def run_guarded(fn: Callable[[], ExitCode | int]) -> None:
-    """Domain errors become one red line and exit 2; Ctrl-C exits 130."""
+    """Domain errors become one red line and exit 2; Ctrl-C exits 130.
+
+    The message is escaped: config errors name sections as ``[probe]``, which rich would
+    otherwise swallow as markup.
+    """
     try:
         code = fn()
     except DoctorError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(ExitCode.NO_DIAGNOSIS) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]")
@@ -317,15 +413,16 @@ def diagnose_config(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | N
     config = build_collect_config(opts, cfg, command)
     if not config.targets() and not config.log and not config.prometheus:
         raise UsageError("nothing to diagnose: give --engine and/or --gateway, --log, or --prometheus")
-    _fail_on(opts, cfg)  # a bad --fail-on fails before anything is sent
+    check_output_options(opts, cfg)  # a bad --format or --fail-on fails before anything is sent
     analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
+    registry = checked_registry(analyze_opts)
     bundle = collect(config, _progress)
     with tempfile.TemporaryDirectory() as tmp:
         path = bundle_path or Path(tmp) / "bundle.json"
         save(bundle, path)
         if bundle_path:
             err.print(f"wrote {bundle_path}")
-        report = analyze(load_path(path), analyze_opts)
+        report = analyze(load_path(path), analyze_opts, registry)
     return emit(report, opts, cfg)
 
 
@@ -392,6 +489,7 @@ def analyze_cmd(
 
     def run() -> ExitCode:
         cfg = load_config(opts.get("config"))
+        check_output_options(opts, cfg)  # before reading the bundle or writing any file
         bundle = load_path(source)
         report = analyze(bundle, build_analyze_options(opts, cfg, region or bundle.run.region))
         return emit(report, opts, cfg)
@@ -403,7 +501,7 @@ def analyze_cmd(
 @uses(TARGET_OPTIONS, CONFIG_OPTION)
 def probe_cmd(
     bundle: Annotated[Optional[Path], typer.Option("--bundle", "-o", help="Also write the stream evidence as a bundle.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the per-path statistics as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the per-path statistics as JSON to stdout (a switch, not a path).")] = False,
     opts: dict[str, Any] = {},  # noqa: B006
 ) -> None:
     """Only the streaming probe: per-path TTFT / TPOT / gaps / reads, direct vs gateway.
@@ -448,7 +546,7 @@ def probe_cmd(
 @app.command("log")
 def log_cmd(
     source: Annotated[str, typer.Argument(help="vLLM log file ('-' = stdin, .gz accepted).")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON to stdout (a switch, not a path).")] = False,
 ) -> None:
     """Read a vLLM log: version, engine config, KV capacity, startup errors, stats over time.
 
@@ -470,7 +568,7 @@ def log_cmd(
 
 @app.command("checks")
 def checks_cmd(
-    as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the catalogue as JSON to stdout (a switch, not a path).")] = False,
 ) -> None:
     """List every check: code, name, symptom class, evidence it needs, options.
 
@@ -480,22 +578,26 @@ def checks_cmd(
     """
     from rich.table import Table
 
-    registry = load_registry()
-    if as_json:
-        rows = [
-            {"code": s.code, "name": s.name, "symptom": s.symptom.value, "cause": s.cause, "requires": list(s.requires),
-             "optional": list(s.optional), "options": s.options, "title": s.title, "origin": s.origin}
-            for s in registry.checks
-        ]
-        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
-        raise typer.Exit(0)
-    table = Table("code", "name", "symptom", "needs", "options", title=f"{len(registry.checks)} checks")
-    for s in registry.checks:
-        table.add_row(s.code, s.name, s.symptom.value, ", ".join(s.requires),
-                      ", ".join(f"{k}={v}" for k, v in s.options.items()))
-    Console().print(table)
-    for w in registry.warnings:
-        err.print(f"[yellow]warning:[/] {w}")
+    def run() -> ExitCode:
+        registry = load_registry()
+        if as_json:
+            rows = [
+                {"code": s.code, "name": s.name, "symptom": s.symptom.value, "cause": s.cause, "requires": list(s.requires),
+                 "optional": list(s.optional), "options": s.options, "title": s.title, "origin": s.origin}
+                for s in registry.checks
+            ]
+            sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        else:
+            table = Table("code", "name", "symptom", "needs", "options", title=f"{len(registry.checks)} checks")
+            for s in registry.checks:
+                table.add_row(s.code, s.name, s.symptom.value, ", ".join(s.requires),
+                              ", ".join(f"{k}={v}" for k, v in s.options.items()))
+            Console().print(table)
+        for w in registry.warnings:
+            err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+        return ExitCode.HEALTHY
+
+    run_guarded(run)
 
 
 @app.command("explain")
@@ -510,16 +612,19 @@ def explain_cmd(
     """
     from doctor.check import DOC_HEADINGS
 
-    spec = load_registry().find(check)
-    if spec is None:
-        err.print(f"[red]error:[/] no check {check!r}; `llm-doctor checks` lists them")
-        raise typer.Exit(ExitCode.NO_DIAGNOSIS)
-    out = [f"{spec.code} {spec.name} ({spec.symptom.value})", ""]
-    for heading in DOC_HEADINGS:
-        out += [f"## {heading}", spec.doc.get(heading, "(not documented)"), ""]
-    if spec.options:
-        out += ["## Options", *(f"  {spec.code}.{k} = {v!r}" for k, v in spec.options.items()), ""]
-    sys.stdout.write("\n".join(out))
+    def run() -> ExitCode:
+        spec = load_registry().find(check)
+        if spec is None:
+            raise UsageError(f"no check {check!r}; {CATALOGUE_HINT}")
+        out = [f"{spec.code} {spec.name} ({spec.symptom.value})", ""]
+        for heading in DOC_HEADINGS:
+            out += [f"## {heading}", spec.doc.get(heading, "(not documented)"), ""]
+        if spec.options:
+            out += ["## Options", *(f"  {spec.code}.{k} = {v!r}" for k, v in spec.options.items()), ""]
+        sys.stdout.write("\n".join(out))
+        return ExitCode.HEALTHY
+
+    run_guarded(run)
 
 
 @app.command("demo")
@@ -542,6 +647,7 @@ def demo_cmd(
     from doctor.lab.scenarios import DEFAULT_SCENARIO
 
     def run() -> ExitCode:
+        check_output_options(opts, FileConfig())  # before the lab starts
         return run_demo(scenario or DEFAULT_SCENARIO, out_dir, opts, list_only=list_scenarios, progress=_progress)
 
     run_guarded(run)

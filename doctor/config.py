@@ -30,11 +30,17 @@ run-record fields::
     ignore = ["LD9"]
 
 API keys never live in this file: only the name of the environment variable or a key file.
+
+Every section is type-checked against ``SCHEMA`` when loaded: a wrong type or a misspelled key
+is a ``UsageError`` naming the file, section and key, never a traceback later or a setting
+silently ignored. ``[run]`` takes free-form string labels besides its own fields, and each
+``[checks.<CODE or name>]`` table takes scalars (typed against the check's options later).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,12 +72,81 @@ class FileConfig:
         return float(value) if value is not None else None
 
 
-_SECTIONS = {"targets", "probe", "budgets", "run", "checks", "analysis"}
+@dataclass(frozen=True)
+class _Value:
+    """A leaf of the schema: what the message says it must be, and the test."""
+
+    name: str
+    accepts: Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
+class _Table:
+    """A TOML table: the fixed ``keys``, or (when ``each`` is set) any key holding ``each``."""
+
+    keys: dict[str, _Value | _Table] = field(default_factory=dict)
+    each: _Value | _Table | None = None
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)  # TOML booleans are ints to Python
+
+
+STRING = _Value("a string", lambda v: isinstance(v, str))
+INTEGER = _Value("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
+NUMBER = _Value("a number", _number)
+STRINGS = _Value("an array of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
+SCALAR = _Value("a string, number or boolean", lambda v: isinstance(v, (str, bool)) or _number(v))
+_BUDGETS = {"ttft": NUMBER, "tpot": NUMBER}
+
+SCHEMA = _Table({
+    "targets": _Table({
+        "engine": STRING, "gateway": STRING, "log": STRING, "metrics_url": STRING,
+        "prometheus": STRING, "since": STRING, "selector": STRING,
+    }),
+    "probe": _Table({
+        "route": STRING, "payload": STRING, "model": STRING, "prompt_tokens": INTEGER,
+        "max_tokens": INTEGER, "concurrency": INTEGER, "requests": INTEGER, "warmup": INTEGER,
+        "rate": NUMBER, "stall_timeout": NUMBER, "deadline": NUMBER, "scrape_interval": NUMBER,
+        "api_key_env": STRING, "api_key_file": STRING, "ca_cert": STRING,
+    }),
+    "budgets": _Table({**_BUDGETS, "regions": _Table(each=_Table(_BUDGETS))}),
+    "run": _Table({"provider": STRING, "region": STRING, "client_location": STRING}, each=STRING),
+    "checks": _Table(each=_Table(each=SCALAR)),
+    "analysis": _Table({"select": STRINGS, "ignore": STRINGS, "fail_on": STRING}),
+})
 _FORBIDDEN = {"api_key", "api-key", "apikey", "token", "password"}
 
 
+def _where(parts: list[str]) -> str:
+    """``["probe", "concurrency"]`` -> ``[probe] concurrency``; a table's own path -> ``[a.b]``."""
+    return f"[{'.'.join(parts[:-1])}] {parts[-1]}" if len(parts) > 1 else f"[{parts[0]}]"
+
+
+def _validate(value: Any, kind: _Value | _Table, parts: list[str], path: Path) -> None:
+    """Raise ``UsageError`` at the first value of ``value`` that does not fit ``kind``."""
+    if isinstance(kind, _Value):
+        if not kind.accepts(value):
+            raise UsageError(f"config {path}: {_where(parts)} must be {kind.name}, got {value!r}")
+        return
+    if not isinstance(value, dict):
+        raise UsageError(f"config {path}: {_where(parts)} must be a table, got {value!r}")
+    for key, item in value.items():
+        sub = kind.keys.get(key, kind.each)
+        if sub is None:
+            known = ", ".join(sorted(kind.keys))
+            if not parts:
+                raise UsageError(f"config {path}: unknown section [{key}]; known: {known}")
+            raise UsageError(f"config {path}: unknown key {key!r} in [{'.'.join(parts)}]; known: {known}")
+        _validate(item, sub, [*parts, key], path)
+
+
 def load_config(path: Path | None) -> FileConfig:
-    """Load ``path``, or ``llm-doctor.toml`` in the working directory when it exists."""
+    """Load ``path``, or ``llm-doctor.toml`` in the working directory when it exists.
+
+    The whole file is checked against ``SCHEMA`` here, so that every later reader can trust
+    the types and a typo fails at once with the file, section and key in the message.
+    """
     if path is None:
         default = Path(DEFAULT_CONFIG)
         if not default.is_file():
@@ -83,17 +158,16 @@ def load_config(path: Path | None) -> FileConfig:
         raise UsageError(f"cannot read config {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"config {path} is not valid TOML: {exc}") from None
-    unknown = set(data) - _SECTIONS
-    if unknown:
-        raise UsageError(f"config {path}: unknown section(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_SECTIONS))}")
-    for section in ("targets", "probe", "run"):
-        bad = _FORBIDDEN & {k.lower() for k in data.get(section, {})}
+    for section in ("targets", "probe", "run"):  # before the schema: say *why*, not "unknown key"
+        table = data.get(section)
+        bad = _FORBIDDEN & {k.lower() for k in table} if isinstance(table, dict) else set()
         if bad:
             raise UsageError(
                 f"config {path}: secrets do not belong in the config file ({', '.join(sorted(bad))}); "
                 "use api_key_env or api_key_file"
             )
-    return FileConfig(**{k: data.get(k, {}) for k in _SECTIONS}, path=str(path))
+    _validate(data, SCHEMA, [], path)
+    return FileConfig(**{k: data.get(k, {}) for k in SCHEMA.keys}, path=str(path))
 
 
 def parse_set(values: list[str]) -> dict[str, dict[str, Any]]:

@@ -4,9 +4,11 @@
 
     DoctorError                 anything llm-doctor reports to the user without a traceback
      ├─ UsageError              bad flags, config file or --set value       -> exit 2
-     ├─ BundleError             unreadable or unsupported evidence bundle   -> exit 2
-     │   └─ BundleVersionError  written by a newer llm-doctor
-     └─ PluginLoadError         a third-party check failed to load (a warning, listed in the report)
+     └─ BundleError             unreadable or unsupported evidence bundle   -> exit 2
+         └─ BundleVersionError  written by a newer llm-doctor
+
+A third-party check that fails to load, or that reuses a taken code or name, is not an error:
+``doctor.registry`` turns it into a warning listed in the report.
 
 Probe failures never raise past the collector: they become ``doctor.evidence.EvidenceError``
 entries in the bundle, and the checks that needed that evidence report ``missing-evidence``.
@@ -29,7 +31,3 @@ class BundleError(DoctorError):
 
 class BundleVersionError(BundleError):
     """The bundle's schema_version is newer than this llm-doctor understands."""
-
-
-class PluginLoadError(DoctorError):
-    """A check from the ``llm_doctor.checks`` entry-point group failed to load."""

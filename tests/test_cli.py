@@ -113,6 +113,9 @@ def _report(symptom: Symptom, severities: list[Severity]) -> Report:
         (Symptom.PROXY_ONLY, [Severity.WARNING], Severity.CRITICAL, ExitCode.HEALTHY),
         (Symptom.INTER_TOKEN, [Severity.CRITICAL], Severity.CRITICAL, ExitCode.SYMPTOM),
         (Symptom.INCONCLUSIVE, [], Severity.WARNING, ExitCode.NO_DIAGNOSIS),
+        # a finding at or above --fail-on wins over "could not diagnose" (every request refused)
+        (Symptom.INCONCLUSIVE, [Severity.CRITICAL], Severity.WARNING, ExitCode.SYMPTOM),
+        (Symptom.INCONCLUSIVE, [Severity.WARNING], Severity.CRITICAL, ExitCode.NO_DIAGNOSIS),
     ],
 )
 def test_exit_codes(symptom, severities, fail_on, expected):
@@ -124,3 +127,14 @@ def test_config_file_rejects_secrets(tmp_path, saved_bundle):
     cfg.write_text('[targets]\nengine = "http://x"\napi_key = "sk-abc"\n')
     result = runner.invoke(app, ["analyze", str(saved_bundle), "--config", str(cfg)])
     assert result.exit_code == ExitCode.NO_DIAGNOSIS and "secrets do not belong" in result.output
+
+
+def test_diagnose_writes_the_html_report_by_default(monkeypatch, tmp_path, saved_bundle):
+    """README promises llm-doctor-report.html when no --json/--html/--md is given."""
+    from doctor.bundle import load_path
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("doctor.cli.collect", lambda config, progress: load_path(saved_bundle))
+    result = runner.invoke(app, ["diagnose", "--engine", "http://127.0.0.1:8000"])
+    assert result.exit_code in (ExitCode.HEALTHY, ExitCode.SYMPTOM), result.output
+    assert (tmp_path / "llm-doctor-report.html").stat().st_size > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,32 @@ def test_bad_config_is_a_usage_error(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(UsageError, match=message):
         load_config(path)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[probe]\nconcurrency = "x"\n', r"\[probe\] concurrency must be an integer, got 'x'"),
+    ('[probe]\nrate = true\n', r"\[probe\] rate must be a number"),
+    ('[budgets]\nttft = "x"\n', r"\[budgets\] ttft must be a number"),
+    ("[budgets]\nregions = 3\n", r"\[budgets\] regions must be a table"),
+    ("[budgets.regions.eu]\nttfb = 1\n", r"unknown key 'ttfb' in \[budgets.regions.eu\]; known: tpot, ttft"),
+    ("[checks]\nLD101 = 3\n", r"\[checks\] LD101 must be a table"),
+    ("[checks.LD101]\nqueue_share = [1]\n", r"\[checks.LD101\] queue_share must be a string, number or boolean"),
+    ("probe = 3\n", r"\[probe\] must be a table"),
+    ("[targets]\nengine = 5\n", r"\[targets\] engine must be a string"),
+    ('[analysis]\nselect = "LD1"\n', r"\[analysis\] select must be an array of strings"),
+    ("[probe]\nconcurency = 3\n", r"unknown key 'concurency' in \[probe\]; known: .*concurrency"),
+    ("[run]\nteam = 3\n", r"\[run\] team must be a string"),
+])
+def test_config_types_and_keys_are_checked(tmp_path, text, message):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=f"^config {re.escape(str(path))}: {message}"):
+        load_config(path)
+
+
+def test_every_documented_section_loads(cfg):
+    assert cfg.run["team"] == "search" and cfg.checks["LD101"] == {"queue_share": 0.6}
+    assert cfg.budget("ttft", "eu-west-1") == 1.2
 
 
 def test_parse_set_rejects_malformed():

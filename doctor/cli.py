@@ -530,13 +530,15 @@ def probe_cmd(
             stats = derive_stream_stats(result)
         except Missing as exc:
             for e in result.errors:
-                err.print(f"[red]evidence error[/] {e.source} ({e.kind}): {e.message}", highlight=False)
-            err.print(f"[red]no stream statistics:[/] {exc}")
-            return ExitCode.NO_DIAGNOSIS
+                err.print(f"[red]evidence error[/] {escape(e.source)} ({escape(e.kind)}): {escape(e.message)}", highlight=False)
+            err.print(f"[red]no stream statistics:[/] {escape(str(exc))}")
+            return ExitCode.INTERRUPTED if result.interrupted else ExitCode.NO_DIAGNOSIS
         if as_json:
             sys.stdout.write(json.dumps(to_jsonable(stats), indent=1) + "\n")
         else:
             print_stream_summary(stats, result, Console())
+        if result.interrupted:
+            return ExitCode.INTERRUPTED
         ok = any(p.n_ok for p in stats.paths.values())
         return ExitCode.HEALTHY if ok else ExitCode.NO_DIAGNOSIS
 

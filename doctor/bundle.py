@@ -6,10 +6,11 @@ import base64
 import gzip
 import json
 import re
+import zlib
 from pathlib import Path
 from typing import Any
 
-from doctor.errors import BundleError, BundleVersionError
+from doctor.errors import BundleError, BundleVersionError, UsageError
 from doctor.evidence import SCHEMA_VERSION, Bundle
 from doctor.serial import load, to_jsonable
 
@@ -31,11 +32,24 @@ def dumps(bundle: Bundle, compact: bool = False) -> str:
 
 
 def save(bundle: Bundle, path: Path) -> None:
+    """Write the bundle (gzipped for ``.gz``); ``UsageError`` when the path cannot be written."""
     text = dumps(bundle)
-    if path.suffix == ".gz":
-        path.write_bytes(gzip.compress(text.encode()))
-    else:
-        path.write_text(text, encoding="utf-8")
+    write_file(path, gzip.compress(text.encode()) if path.suffix == ".gz" else text.encode("utf-8"))
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Write an output the user named (bundle or report), creating missing parent folders.
+
+    Any ``OSError`` becomes a ``UsageError`` naming the path: a directory, a read-only place
+    or ``/proc/...`` given to ``-o``/``--json``/``--html`` deserves one line, not a traceback.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except FileExistsError as exc:  # mkdir met a plain file where a folder must be
+        raise UsageError(f"cannot write {path}: {exc.filename} is not a directory") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def embed_text(bundle: Bundle) -> str:
@@ -44,18 +58,26 @@ def embed_text(bundle: Bundle) -> str:
 
 
 def from_dict(data: Any, origin: str = "bundle") -> Bundle:
+    """Check and type a parsed bundle; anything malformed is a ``BundleError`` naming the field.
+
+    ``serial.load`` raises ``TypeError`` with the field path for a leaf of the wrong type; the
+    other exceptions cover what a dataclass or enum may raise on odd input. A damaged or
+    hand-edited bundle must end in a one-line message, never a traceback.
+    """
     if not isinstance(data, dict) or "schema_version" not in data:
         raise BundleError(f"{origin}: not an llm-doctor evidence bundle (no schema_version)")
     version = data["schema_version"]
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise BundleError(f"{origin}: schema_version must be an integer, not {version!r}")
+    if version > SCHEMA_VERSION:
         raise BundleVersionError(
             f"{origin}: bundle schema_version {version} is newer than this llm-doctor understands "
             f"({SCHEMA_VERSION}); upgrade llm-doctor"
         )
     try:
         return load(Bundle, data)
-    except (TypeError, ValueError, KeyError) as exc:
-        raise BundleError(f"{origin}: malformed bundle: {exc}") from exc
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise BundleError(f"{origin}: malformed bundle: {exc}") from None
 
 
 def load_path(path: Path) -> Bundle:
@@ -67,7 +89,7 @@ def load_path(path: Path) -> Bundle:
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:  # zlib.error: damaged deflate data
             raise BundleError(f"{path}: corrupt gzip: {exc}") from None
     text = raw.decode("utf-8", errors="replace")
     if text.lstrip()[:1] == "<":
@@ -78,12 +100,14 @@ def load_path(path: Path) -> Bundle:
         if kind == EMBED_TYPE:
             try:
                 text = gzip.decompress(base64.b64decode(text, validate=True)).decode("utf-8")
-            except (ValueError, OSError, EOFError) as exc:
+            except (ValueError, OSError, EOFError, zlib.error) as exc:
                 raise BundleError(f"{path}: the embedded bundle is damaged: {exc}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BundleError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise BundleError(f"{path}: JSON nested too deeply to be an llm-doctor bundle") from None
     if isinstance(data, dict) and "bundle" in data and "verdict" in data:
         data = data["bundle"]  # a JSON report carries its bundle
     return from_dict(data, str(path))

@@ -2,10 +2,15 @@
 
 One pass walks every string of the typed bundle (sos ``postproc`` applied at the write
 boundary), so a secret cannot slip through a field that a rule forgot. It removes the literal
-values the user gave us (API key, ``--header`` values), then pattern rules: bearer tokens,
-``sk-``/``hf_`` style keys, ``api_key`` / ``--api-key`` values in logged engine args, and
-``user:password@`` in URLs. Header maps lose the values of credential headers outright.
-How many values each rule removed is recorded in ``Bundle.redactions``.
+values the user gave us (API key, credential ``--header`` values), then pattern rules: bearer
+tokens, whole credential-header values, ``sk-``/``hf_`` style keys, ``api_key`` / ``--api-key``
+values in logged engine args, the user part of URLs and credential query parameters. Mappings
+(headers, the request payload, engine config) lose the string values of credential-named keys
+outright. How many values each rule removed is recorded in ``Bundle.redactions``.
+
+Every rule names the span it masks; overlapping spans are merged and masked once, counted under
+one rule, and text that is already ``[REDACTED]`` is left alone. That keeps two rules that both
+see ``x-api-key: zzz`` from producing ``[[REDACTED]]``, and a second pass from counting again.
 """
 
 from __future__ import annotations
@@ -18,50 +23,102 @@ from typing import Any
 
 MASK = "[REDACTED]"
 
-SENSITIVE_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "api-key", "x-api-key", "cookie", "set-cookie", "openai-api-key"}
+# Header names whose whole value is a credential, wherever ``Name: value`` / ``name=value`` is seen.
+_CREDENTIAL_HEADER = r"(?:proxy-)?authorization|openai-api-key|x-api-key|api-key|set-cookie|cookie"
+
+#: (rule name, pattern). The group named ``secret``, or the whole match when there is none, is masked.
+RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # Ends at a quote, ``,`` ``;`` ``}`` or the end of the line: ``Basic dXNl...`` and ``Token abc``
+    # are one value, and the ``,`` ``;`` ``}`` bounds keep the rest of a dict repr or cookie list.
+    ("header-credential", re.compile(
+        r"""(?i)\b(?:""" + _CREDENTIAL_HEADER + r""")['"]?\s*[:=]\s*['"]?(?P<secret>[^\s'",;}](?:[^\r\n'",;}]*[^\s'",;}])?)"""
+    )),
+    ("bearer-token", re.compile(r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{4,})")),
+    ("api-key-arg", re.compile(
+        r"""(?i)(?:--)?api[_-]key['"]?\s*[:=]\s*(?:[\[(]\s*)?['"]?(?!None\b)(?P<secret>[^'",\s)\]]+)"""
+    )),
+    ("api-key-flag", re.compile(r"(?i)--api-key\s+(?!-)(?P<secret>\S+)")),
+    # ``scheme://user:password@`` and ``scheme://token@``: the whole user-info part.
+    ("url-credentials", re.compile(r"""(?i)\b[a-z][a-z0-9+.-]*://(?P<secret>[^/?#\s@'"<>]+)@""")),
+    ("url-query-credential", re.compile(
+        r"""(?i)[?&;](?:[a-z0-9_.-]*(?:token|api[_-]?key|secret|password|passwd)|key|sig|signature|auth)=(?P<secret>[^&#\s'"<>]+)"""
+    )),
+    ("key-like", re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,})")),
 )
 
-# (rule name, pattern, replacement); group 1, when present, is kept.
-RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("bearer-token", re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{4,}"), r"\1" + MASK),
-    ("header-credential", re.compile(r"(?i)((?:authorization|api-key|x-api-key)\s*[:=]\s*)(?!\[REDACTED\])[^\s,;'\"}]+"), r"\1" + MASK),
-    ("api-key-arg", re.compile(r"""(?i)((?:--)?api[_-]key['"]?\s*[:=]\s*(?:[\[(]\s*)?['"]?)(?!\[REDACTED\])(?!None\b)[^'",\s)\]]+"""), r"\1" + MASK),
-    ("api-key-flag", re.compile(r"(?i)(--api-key\s+)(?!\[REDACTED\])(?!-)\S+"), r"\1" + MASK),
-    ("url-credentials", re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@"), r"\1" + MASK + "@"),
-    ("key-like", re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,})"), MASK),
+# Mapping keys whose string values are credentials: ``api_key``, ``X-Api-Key``, ``accessToken``,
+# ``client_secret``, ``Set-Cookie``... Matched on whole words of the key, so ``tokenizer`` and
+# ``max_tokens`` (configuration, not secrets) are kept.
+_SENSITIVE_KEY = re.compile(
+    r"(?:^|[^a-z])(?:api[_-]?key|[a-z]*token|[a-z]*secret|[a-z]*password|passwd|authorization|[a-z]*cookie)(?:$|[^a-z])"
 )
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def sensitive_key(name: str) -> bool:
+    """Whether a mapping key names a credential, so its string value is masked whatever it holds."""
+    return bool(_SENSITIVE_KEY.search(_CAMEL.sub("_", name).lower()))
 
 
 class Redactor:
+    """Masks secrets in strings and data trees, counting what each rule removed in ``counts``."""
+
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        # Longest first so a secret that contains another is removed whole.
         self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
         self.counts: Counter[str] = Counter()
 
-    def text(self, value: str) -> str:
+    def _spans(self, value: str) -> list[tuple[int, int, str]]:
+        """Every span some rule wants masked, as (start, end, rule), user secrets first."""
+        spans = []
         for secret in self.secrets:
-            if secret in value:
-                self.counts["user-secret"] += value.count(secret)
-                value = value.replace(secret, MASK)
-        for name, pattern, repl in RULES:
-            value, n = pattern.subn(repl, value)
-            if n:
-                self.counts[name] += n
-        return value
+            start = value.find(secret)
+            while start != -1:
+                spans.append((start, start + len(secret), "user-secret"))
+                start = value.find(secret, start + 1)
+        for name, pattern in RULES:
+            group = "secret" if "secret" in pattern.groupindex else 0
+            spans += [(*m.span(group), name) for m in pattern.finditer(value)]
+        return spans
 
-    def headers(self, headers: dict[str, str]) -> dict[str, str]:
-        out = {}
-        for k, v in headers.items():
-            if k.lower() in SENSITIVE_HEADERS and v != MASK:
-                self.counts["sensitive-header"] += 1
-                out[k] = MASK
+    def text(self, value: str) -> str:
+        """``value`` with every secret replaced by ``[REDACTED]``; each masked span counts once."""
+        spans = self._spans(value)
+        if not spans:
+            return value
+        # Text already masked is not a secret: a span that holds nothing else is dropped, and a
+        # span reaching into a mask takes the whole of it, so no ``[[REDACTED]]`` fragments appear.
+        masked = [m.span() for m in re.finditer(re.escape(MASK), value)]
+        kept = []
+        for start, end, rule in spans:
+            inside = [(s, e) for s, e in masked if s < end and start < e]
+            if inside:
+                visible = "".join(value[i] for i in range(start, end) if not any(s <= i < e for s, e in inside))
+                if not any(c.isalnum() for c in visible):
+                    continue
+                start, end = min(start, inside[0][0]), max(end, inside[-1][1])
+            kept.append((start, end, rule))
+        # Merge overlapping spans (stable sort: the earliest start wins the count, then rule order).
+        merged: list[list[Any]] = []
+        for start, end, rule in sorted(kept, key=lambda span: span[0]):
+            if merged and start < merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
             else:
-                out[k] = self.text(v)
-        return out
+                merged.append([start, end, rule])
+        out, last = [], 0
+        for start, end, rule in merged:
+            out += [value[last:start], MASK]
+            last = end
+            self.counts[rule] += 1
+        out.append(value[last:])
+        return "".join(out)
 
     def walk(self, obj: Any) -> Any:
-        """Redact a dataclass tree in place (and return plain containers rebuilt)."""
+        """Redact a dataclass tree in place (and return plain containers rebuilt).
+
+        A string under a credential-named key (``api_key``, ``Authorization``, ``token``...) is
+        masked whole, at any depth: a ``--payload`` body or an echoed header map can carry a
+        secret no text pattern recognises.
+        """
         if isinstance(obj, str):
             return self.text(obj)
         if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -69,12 +126,16 @@ class Redactor:
                 setattr(obj, f.name, self.walk(getattr(obj, f.name)))
             return obj
         if isinstance(obj, dict):
-            if obj and all(isinstance(k, str) and isinstance(v, str) for k, v in obj.items()):
-                obj = self.headers(obj)
-            return {k: self.walk(v) for k, v in obj.items()}
+            return {k: self._value(k, v) for k, v in obj.items()}
         if isinstance(obj, list):
             return [self.walk(v) for v in obj]
         return obj
+
+    def _value(self, key: Any, value: Any) -> Any:
+        if isinstance(key, str) and isinstance(value, str) and value != MASK and sensitive_key(key):
+            self.counts["sensitive-key"] += 1
+            return MASK
+        return self.walk(value)
 
 
 def redact_bundle(bundle: Any, secrets: Iterable[str] = ()) -> Any:

@@ -9,8 +9,10 @@ and absent keys take the field's default, so a newer llm-doctor re-analyses an o
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import enum
+import math
 import types
 import typing
 from functools import cache
@@ -29,7 +31,7 @@ def to_jsonable(obj: Any) -> Any:
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
-    if isinstance(obj, float) and obj != obj:  # NaN is not JSON
+    if isinstance(obj, float) and math.isnan(obj):  # NaN is not JSON
         return None
     return obj
 
@@ -39,42 +41,77 @@ def _hints(cls: type) -> dict[str, Any]:
     return get_type_hints(cls)
 
 
-def from_jsonable(tp: Any, data: Any) -> Any:
-    """Rebuild a value of type ``tp`` from what ``to_jsonable`` produced."""
-    if data is None:
-        return None
+def from_jsonable(tp: Any, data: Any, path: str = "") -> Any:
+    """Rebuild a value of type ``tp`` from what ``to_jsonable`` produced.
+
+    Every leaf is checked against its declared type and a mismatch raises ``TypeError`` naming
+    the field path (``stream.requests[2].ttft_s``): a hand-edited or damaged bundle must fail
+    here, as one clear message, not later inside a check, the classifier or a renderer.
+    ``bool`` is not accepted for numbers, nor a string for anything but ``str``; an ``int`` is a
+    fine ``float``, and ``None`` for a plain ``float`` is how ``to_jsonable`` wrote NaN.
+    """
     origin = get_origin(tp)
+    if tp is Any:
+        return data
     if origin is Union or origin is types.UnionType:
         args = [a for a in get_args(tp) if a is not type(None)]
+        if data is None and len(args) < len(get_args(tp)):
+            return None
         for arg in args:
             if _matches(arg, data):
-                return from_jsonable(arg, data)
-        return from_jsonable(args[0], data) if args else data
-    if origin in (list, tuple, typing.Sequence):
+                return from_jsonable(arg, data, path)
+        raise _mismatch(tp, data, path)
+    if data is None:
+        if tp is float:
+            return float("nan")
+        raise _mismatch(tp, data, path)
+    if origin in (list, tuple, typing.Sequence, collections.abc.Sequence):
+        if not isinstance(data, list):
+            raise _mismatch(tp, data, path)
         (item,) = get_args(tp)[:1] or (Any,)
-        return [from_jsonable(item, v) for v in data]
+        return [from_jsonable(item, v, f"{path}[{i}]") for i, v in enumerate(data)]
     if origin is dict:
+        if not isinstance(data, dict):
+            raise _mismatch(tp, data, path)
         _, val = get_args(tp) or (str, Any)
-        return {k: from_jsonable(val, v) for k, v in data.items()}
-    if origin is typing.Literal or tp is Any:
+        return {k: from_jsonable(val, v, _join(path, str(k))) for k, v in data.items()}
+    if origin is typing.Literal:
+        if data not in get_args(tp):
+            raise _mismatch(tp, data, path)
         return data
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise _mismatch(tp, data, path)
         hints = _hints(tp)
         kwargs = {
-            f.name: from_jsonable(hints[f.name], data[f.name])
+            f.name: from_jsonable(hints[f.name], data[f.name], _join(path, f.name))
             for f in dataclasses.fields(tp)
             if f.init and f.name in data
         }
-        return tp(**kwargs)
+        try:
+            return tp(**kwargs)
+        except TypeError as exc:  # a required field is absent
+            raise TypeError(f"{path or tp.__name__}: {exc}") from None
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        if not any(m.value == data and type(m.value) is type(data) for m in tp):
+            raise _mismatch(tp, data, path)
         return tp(data)
-    if tp is float and isinstance(data, int):
-        return float(data)
-    return data
+    if not _matches(tp, data):
+        raise _mismatch(tp, data, path)
+    return float(data) if tp is float else data
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _mismatch(tp: Any, data: Any, path: str) -> TypeError:
+    expected = getattr(tp, "__name__", None) if isinstance(tp, type) else None
+    return TypeError(f"{path or 'the document'}: expected {expected or tp}, got {type(data).__name__}")
 
 
 def _matches(tp: Any, data: Any) -> bool:
-    """Whether ``data`` plausibly encodes ``tp`` (used to pick a branch of a union)."""
+    """Whether ``data`` has the JSON shape of ``tp`` (picks a branch of a union, checks leaves)."""
     origin = get_origin(tp)
     if origin in (list, tuple):
         return isinstance(data, list)
@@ -82,6 +119,8 @@ def _matches(tp: Any, data: Any) -> bool:
         return isinstance(data, dict)
     if tp is float:
         return isinstance(data, (int, float)) and not isinstance(data, bool)
+    if tp is int:
+        return isinstance(data, int) and not isinstance(data, bool)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return any(m.value == data for m in tp)
     if isinstance(tp, type):

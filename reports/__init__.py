@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from doctor.bundle import write_file
 from doctor.model import Report
 from reports.html_page import render_html
 from reports.json_doc import render_json
@@ -24,12 +25,15 @@ def write_outputs(
     html_path: Path | None = None,
     md_path: Path | None = None,
 ) -> list[Path]:
-    """Write the requested files; returns the paths written."""
+    """Write the requested files, creating missing folders; returns the paths written.
+
+    A path that cannot be written raises ``UsageError`` naming it (``doctor.bundle.write_file``):
+    it came from the user's ``--json``/``--html``/``--md`` flag and deserves one line, not a traceback.
+    """
     written: list[Path] = []
     for path, render in ((json_path, render_json), (html_path, render_html), (md_path, render_markdown)):
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(render(report), encoding="utf-8")
+            write_file(path, render(report).encode("utf-8"))
             written.append(path)
     return written
 

@@ -1,17 +1,36 @@
-"""Bundles round-trip through JSON, gzip and the HTML embedding; bad files are clear errors."""
+"""Bundles round-trip through JSON, gzip and the HTML embedding; bad files and unwritable paths are clear errors."""
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
+import random
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from doctor.bundle import EMBED_ID, EMBED_TYPE, dumps, embed_text, from_dict, load_path, save
-from doctor.errors import BundleError, BundleVersionError
+from doctor.bundle import (
+    EMBED_ID,
+    EMBED_TYPE,
+    dumps,
+    embed_text,
+    from_dict,
+    load_path,
+    save,
+)
+from doctor.errors import BundleError, BundleVersionError, UsageError
 from doctor.evidence import SCHEMA_VERSION, Bundle, EvidenceError
+from doctor.registry import load_registry
+from doctor.runner import analyze
 from doctor.serial import to_jsonable
+from reports import render_html, render_json, render_markdown, write_outputs
 from tests.support import bundles
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
 def sample() -> Bundle:
@@ -88,3 +107,129 @@ def test_bad_files_are_bundle_errors(tmp_path, content, message):
 def test_missing_file_is_a_bundle_error(tmp_path):
     with pytest.raises(BundleError, match="cannot read"):
         load_path(tmp_path / "nope.json")
+
+
+def test_damaged_deflate_data_is_a_bundle_error(tmp_path):
+    path = tmp_path / "b.json.gz"
+    path.write_bytes(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xff\xff\xff\xff")  # deflate block type 3: invalid
+    with pytest.raises(BundleError, match="corrupt gzip"):
+        load_path(path)
+
+
+@pytest.mark.parametrize(
+    "field, value, where",
+    [("redactions", [1], "redactions"), ("errors", [{"source": 1}], "errors[0].source"), ("run", "x", "run"),
+     ("interrupted", "yes", "interrupted")],
+)
+def test_a_leaf_of_the_wrong_type_is_a_bundle_error_naming_it(tmp_path, field, value, where):
+    data = json.loads(dumps(sample()))
+    data[field] = value
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BundleError, match=rf"{path}: malformed bundle: {re.escape(where)}: expected"):
+        load_path(path)
+
+
+@pytest.mark.parametrize("version", ["1", True, 1.0, None])
+def test_a_schema_version_that_is_not_an_integer_is_a_bundle_error(version):
+    data = json.loads(dumps(sample()))
+    data["schema_version"] = version
+    with pytest.raises(BundleError, match="schema_version must be an integer"):
+        from_dict(data)
+
+
+def test_deeply_nested_json_is_a_bundle_error(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(BundleError):
+        load_path(path)
+
+
+def test_save_creates_missing_folders(tmp_path):
+    path = tmp_path / "a" / "b" / "bundle.json.gz"
+    save(sample(), path)
+    assert to_jsonable(load_path(path)) == to_jsonable(sample())
+
+
+def unwritable(tmp_path: Path) -> list[Path]:
+    """A directory, a path below a plain file, and a kernel file that refuses writes."""
+    (tmp_path / "plain").write_text("")
+    paths = [tmp_path, tmp_path / "plain" / "d" / "x.json.gz"]
+    return paths + [Path("/proc/version")] if Path("/proc/version").exists() else paths
+
+
+def test_an_unwritable_bundle_path_is_a_usage_error(tmp_path):
+    for path in unwritable(tmp_path):
+        with pytest.raises(UsageError, match=f"cannot write {re.escape(str(path))}: "):
+            save(sample(), path)
+
+
+def test_an_unwritable_report_path_is_a_usage_error(tmp_path):
+    report = analyze(sample())
+    for path in unwritable(tmp_path):
+        for flag in ("json_path", "html_path", "md_path"):
+            with pytest.raises(UsageError, match=f"cannot write {re.escape(str(path))}: "):
+                write_outputs(report, **{flag: path})
+
+
+# --- fuzz: a bundle whose leaves have the wrong types loads cleanly or is a BundleError -------------
+
+FUZZ_BUNDLES = [
+    FIXTURES / "bundles" / "realvllm-proxy-buffering.json.gz",
+    FIXTURES / "checks" / "batch-too-deep" / "fires-tpot-grows-with-depth.json",
+    FIXTURES / "checks" / "chunked-prefill-config" / "fires-v0-args-small-step.json",
+    FIXTURES / "checks" / "gpu-throttled",
+]
+WRONG = [None, True, 0, -1, 2.5, "", "x", [], ["x"], [None], {}, {"k": "v"}]
+
+
+def _nodes(obj: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
+    yield path, obj
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for key, value in items:
+        yield from _nodes(value, (*path, key))
+
+
+def _fuzz_sources() -> list[dict]:
+    sources = []
+    for path in FUZZ_BUNDLES:
+        if path.is_dir():
+            path = min(path.glob("*.json"))
+        data = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
+        sources.append(data.get("bundle", data))
+    return sources
+
+
+def test_type_mutated_bundles_load_or_fail_cleanly_and_what_loads_renders():
+    rng = random.Random(20261130)
+    registry = load_registry()
+    loaded = refused = 0
+    for source in _fuzz_sources():
+        # Pick among distinct field shapes (list indices folded), so the thousands of reads of one
+        # stream do not crowd out the few fields that appear once.
+        by_shape: dict[tuple, list[tuple]] = {}
+        for path, _ in _nodes(source):
+            if path:
+                by_shape.setdefault(tuple("[]" if isinstance(k, int) else k for k in path), []).append(path)
+        shapes = sorted(by_shape, key=repr)
+        for _ in range(80):
+            data = copy.deepcopy(source)
+            for _ in range(rng.choice((1, 1, 2, 3))):
+                *above, last = rng.choice(by_shape[rng.choice(shapes)])
+                parent = data
+                try:
+                    for key in above:
+                        parent = parent[key]
+                    parent[last] = copy.deepcopy(rng.choice(WRONG))
+                except (KeyError, IndexError, TypeError):
+                    pass  # an earlier mutation replaced a container on this path
+            try:
+                bundle = from_dict(data, "fuzz")
+            except BundleError:
+                refused += 1
+                continue
+            loaded += 1
+            report = analyze(bundle, registry=registry)
+            render_html(report), render_json(report), render_markdown(report)
+    print(f'{loaded} loaded, {refused} refused')
+    assert loaded and refused  # both branches were exercised

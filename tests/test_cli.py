@@ -9,7 +9,6 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor import __version__
-from doctor.bundle import save
 from doctor.cli import app, exit_code_for
 from doctor.exit_codes import ExitCode
 from doctor.model import (
@@ -37,14 +36,6 @@ def test_every_command_has_help_with_an_example(command):
 def test_version():
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and __version__ in result.output
-
-
-@pytest.fixture
-def saved_bundle(tmp_path):
-    path = tmp_path / "bundle.json"
-    reqs = [bundles.request("direct", i, ttft=0.1, gaps=[0.02] * 8, start=i * 0.5) for i in range(4)]
-    save(bundles.bundle(stream=bundles.stream(reqs)), path)
-    return path
 
 
 @pytest.fixture

@@ -32,14 +32,6 @@ def words(text: str) -> str:
 
 
 @pytest.fixture
-def saved_bundle(tmp_path):
-    path = tmp_path / "bundle.json"
-    reqs = [bundles.request("direct", i, ttft=0.1, gaps=[0.02] * 8, start=i * 0.5) for i in range(4)]
-    save(bundles.bundle(stream=bundles.stream(reqs)), path)
-    return path
-
-
-@pytest.fixture
 def collect_forbidden(monkeypatch):
     """Usage errors must stop ``diagnose`` before it sends anything."""
 

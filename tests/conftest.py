@@ -1,0 +1,17 @@
+"""Fixtures shared by several test modules."""
+
+from __future__ import annotations
+
+import pytest
+
+from doctor.bundle import save
+from tests.support import bundles
+
+
+@pytest.fixture
+def saved_bundle(tmp_path):
+    """A small saved bundle: four healthy direct requests."""
+    path = tmp_path / "bundle.json"
+    reqs = [bundles.request("direct", i, ttft=0.1, gaps=[0.02] * 8, start=i * 0.5) for i in range(4)]
+    save(bundles.bundle(stream=bundles.stream(reqs)), path)
+    return path

@@ -632,7 +632,7 @@ def explain_cmd(
 @app.command("demo")
 @uses(ANALYSIS_OPTIONS)
 def demo_cmd(
-    scenario: Annotated[Optional[str], typer.Option("--scenario", help="Which lab scenario to run (see --list; default kv-pressure).")] = None,
+    scenario: Annotated[Optional[str], typer.Option("--scenario", help="Which lab scenario to run (see --list; default proxy-buffering).")] = None,
     list_scenarios: Annotated[bool, typer.Option("--list", help="List the scenarios and exit.")] = False,
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where report.html and report.json go.")] = Path("."),
     opts: dict[str, Any] = {},  # noqa: B006

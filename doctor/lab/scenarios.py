@@ -159,7 +159,9 @@ def _scenarios() -> dict[str, Scenario]:
 
 
 SCENARIOS: dict[str, Scenario] = _scenarios()
-DEFAULT_SCENARIO = "kv-pressure"
+#: What `llm-doctor demo` shows by default: the case only a client-side, two-path probe can see
+#: (the engine is healthy, the gateway is not), with one unambiguous directive to change.
+DEFAULT_SCENARIO = "proxy-buffering"
 
 
 def get_scenario(name: str) -> Scenario:

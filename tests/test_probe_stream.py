@@ -157,3 +157,15 @@ def test_the_self_check_flags_a_blocked_event_loop():
     health = asyncio.run(blocked()).health("test")
     assert health.suspect and health.loop_lag_max_ms > 100
     assert any("lag" in r for r in health.reasons)
+
+
+def test_a_cpu_window_too_short_to_mean_anything_is_not_read():
+    """A probe that ends at once (every connection refused) must not report the last busy
+    millisecond as a saturated client."""
+    check = SelfCheck()
+    deadline = time.perf_counter() + 0.02
+    while time.perf_counter() < deadline:  # burn CPU for a window far shorter than the interval
+        pass
+    health = check.health("test")
+    assert health.cpu_percent_max is None
+    assert not any("CPU" in r for r in health.reasons)

@@ -33,6 +33,14 @@ class SelfCheck:
         self.cpu: list[float] = []
         self._process = psutil.Process()
         self._process.cpu_percent(None)  # primes the counter: the first reading is always 0
+        self._cpu_read_at = time.perf_counter()
+
+    def _read_cpu(self, now: float) -> None:
+        """Record CPU % since the previous reading; a window much shorter than the interval is noise
+        (a 5 ms window of one busy callback reads as 100 %), so it is skipped."""
+        if now - self._cpu_read_at >= CPU_INTERVAL_S / 2:
+            self.cpu.append(self._process.cpu_percent(None))
+            self._cpu_read_at = now
 
     async def sample(self) -> None:
         """Measure event-loop lag and this process's CPU until cancelled (it never returns by itself)."""
@@ -43,7 +51,7 @@ class SelfCheck:
             now = time.perf_counter()
             self.lags_ms.append(max(0.0, (now - before - SAMPLE_INTERVAL_S) * 1000))
             if now >= next_cpu:
-                self.cpu.append(self._process.cpu_percent(None))
+                self._read_cpu(now)
                 next_cpu = now + CPU_INTERVAL_S
 
     def health(self, transport: str) -> ClientHealth:
@@ -52,7 +60,7 @@ class SelfCheck:
         A late stamp from an overloaded client looks exactly like a slow server; the report uses
         this to refuse blaming the server for latency the client added.
         """
-        self.cpu.append(self._process.cpu_percent(None))
+        self._read_cpu(time.perf_counter())
         out = ClientHealth(cpu_count=psutil.cpu_count(), transport=transport)
         if self.lags_ms:
             lags = sorted(self.lags_ms)
@@ -62,8 +70,8 @@ class SelfCheck:
                 out.reasons.append(f"event-loop lag p99 {out.loop_lag_p99_ms:.1f} ms > {LAG_P99_LIMIT_MS:g} ms: token stamps may be late")
             if out.loop_lag_max_ms > LAG_MAX_LIMIT_MS:
                 out.reasons.append(f"event-loop lag max {out.loop_lag_max_ms:.0f} ms > {LAG_MAX_LIMIT_MS:g} ms: one stall of the client itself")
-        out.cpu_percent_max = round(max(self.cpu), 1)
-        if out.cpu_percent_max >= CPU_LIMIT_PERCENT:
+        out.cpu_percent_max = round(max(self.cpu), 1) if self.cpu else None
+        if out.cpu_percent_max is not None and out.cpu_percent_max >= CPU_LIMIT_PERCENT:
             out.reasons.append(f"client CPU reached {out.cpu_percent_max:.0f} % of a core: the client was saturated")
         out.suspect = bool(out.reasons)
         return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import os
 import re
 import zlib
 from pathlib import Path
@@ -31,8 +32,9 @@ def dumps(bundle: Bundle, compact: bool = False) -> str:
     return json.dumps(to_jsonable(bundle), indent=1, ensure_ascii=False)
 
 
-def save(bundle: Bundle, path: Path) -> None:
+def save(bundle: Bundle, path: str | os.PathLike[str]) -> None:
     """Write the bundle (gzipped for ``.gz``); ``UsageError`` when the path cannot be written."""
+    path = Path(path)
     text = dumps(bundle)
     write_file(path, gzip.compress(text.encode()) if path.suffix == ".gz" else text.encode("utf-8"))
 
@@ -80,8 +82,9 @@ def from_dict(data: Any, origin: str = "bundle") -> Bundle:
         raise BundleError(f"{origin}: malformed bundle: {exc}") from None
 
 
-def load_path(path: Path) -> Bundle:
+def load_path(path: str | os.PathLike[str]) -> Bundle:
     """Load a bundle from JSON, gzipped JSON, a JSON report (which holds the bundle), or an HTML report."""
+    path = Path(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:

@@ -24,7 +24,7 @@ from typing import Any
 MASK = "[REDACTED]"
 
 # Header names whose whole value is a credential, wherever ``Name: value`` / ``name=value`` is seen.
-_CREDENTIAL_HEADER = r"(?:proxy-)?authorization|openai-api-key|x-api-key|api-key|set-cookie|cookie"
+_CREDENTIAL_HEADER = r"(?:proxy-)?authorization|openai-api-key|x-api-key|api-key|set-cookie"
 
 #: (rule name, pattern). The group named ``secret``, or the whole match when there is none, is masked.
 RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -33,11 +33,17 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("header-credential", re.compile(
         r"""(?i)\b(?:""" + _CREDENTIAL_HEADER + r""")['"]?\s*[:=]\s*['"]?(?P<secret>[^\s'",;}](?:[^\r\n'",;}]*[^\s'",;}])?)"""
     )),
+    # Every ``name=value`` pair of a Cookie header is a credential, so it runs to the end of the value
+    # (a Set-Cookie's ``; Path=/`` attributes are not, so that header stops at ``;`` above).
+    ("cookie", re.compile(r"""(?i)(?<!set-)\bcookie['"]?\s*[:=]\s*['"]?(?P<secret>[^\s'"](?:[^\r\n'"]*[^\s'"])?)""")),
     ("bearer-token", re.compile(r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{4,})")),
+    # vLLM accepts several keys (``--api-key a b``): its args line then holds a list, masked whole.
+    ("api-key-list", re.compile(r"""(?i)(?:--)?api[_-]key['"]?\s*[:=]\s*(?P<secret>[\[(]\s*['"][^\])\r\n]*[\])])""")),
     ("api-key-arg", re.compile(
-        r"""(?i)(?:--)?api[_-]key['"]?\s*[:=]\s*(?:[\[(]\s*)?['"]?(?!None\b)(?P<secret>[^'",\s)\]]+)"""
+        r"""(?i)(?:--)?api[_-]key['"]?\s*[:=]\s*['"]?(?!(?:None|null|true|false)\b)(?P<secret>[^'",\s)\]}\[(][^'",\s)\]}]*)"""
     )),
-    ("api-key-flag", re.compile(r"(?i)--api-key\s+(?!-)(?P<secret>\S+)")),
+    # ``--api-key`` takes one or more keys: everything up to the next flag is masked.
+    ("api-key-flag", re.compile(r"(?i)--api-key\s+(?!-)(?P<secret>\S+(?:[ \t]+(?!-)[^\s'\"]+)*)")),
     # ``scheme://user:password@`` and ``scheme://token@``: the whole user-info part.
     ("url-credentials", re.compile(r"""(?i)\b[a-z][a-z0-9+.-]*://(?P<secret>[^/?#\s@'"<>]+)@""")),
     ("url-query-credential", re.compile(
@@ -132,9 +138,13 @@ class Redactor:
         return obj
 
     def _value(self, key: Any, value: Any) -> Any:
-        if isinstance(key, str) and isinstance(value, str) and value != MASK and sensitive_key(key):
-            self.counts["sensitive-key"] += 1
-            return MASK
+        if isinstance(key, str) and sensitive_key(key):
+            if isinstance(value, str) and value != MASK:
+                self.counts["sensitive-key"] += 1
+                return MASK
+            if isinstance(value, list) and any(isinstance(v, str) and v != MASK for v in value):
+                self.counts["sensitive-key"] += 1  # several keys (vLLM accepts a list) are one value
+                return [MASK if isinstance(v, str) else self.walk(v) for v in value]
         return self.walk(value)
 
 

@@ -123,3 +123,29 @@ def test_only_credential_headers_are_literal_secrets():
     b.run.labels = {"ctype": "text/event-stream", "tenant": "acme-corp"}
     redact_bundle(b, http.secrets())
     assert b.run.labels == {"ctype": "text/event-stream", "tenant": "acme-corp"} and b.redactions == {}
+
+
+@pytest.mark.parametrize(
+    "text, leaked",
+    [
+        ("non-default args: {'api_key': ['alpha123', 'beta4567'], 'port': 8000}", ["alpha123", "beta4567"]),
+        ("command: vllm serve m --api-key key1aaaa key2bbbb --port 8000", ["key1aaaa", "key2bbbb"]),
+        ("Cookie: session=abc123; csrftoken=def456", ["abc123", "def456"]),
+    ],
+)
+def test_every_key_of_a_multi_valued_credential_is_masked(text, leaked):
+    out = Redactor().text(text)
+    assert not [secret for secret in leaked if secret in out], out
+
+
+@pytest.mark.parametrize("text", ['{"api_key": null}', "{'api_key': None, 'x': 1}", "api_key: []",
+                                  "Set-Cookie: [REDACTED]; Path=/"])
+def test_values_that_are_not_secrets_are_left_intact(text):
+    redactor = Redactor()
+    assert redactor.text(text) == text
+    assert not redactor.counts
+
+
+def test_a_list_of_keys_under_a_credential_name_is_masked():
+    redactor = Redactor()
+    assert redactor.walk({"api_key": ["alpha123", "beta4567"], "n": 1}) == {"api_key": [MASK, MASK], "n": 1}

@@ -156,7 +156,11 @@ def _bounded(value: Any, where: str, *, minimum: float, inclusive: bool = False)
     Without this, ``--ttft-budget -1`` yields a "healthy within -1.00 s" verdict and ``--rate 0``
     or ``--deadline inf`` a probe that never ends; ``where`` names the flag or config key.
     """
-    if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer too large for a float is not a sane count either
+        finite = False
+    if not finite or value < minimum or (value == minimum and not inclusive):
         bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
         raise UsageError(f"{where} must be a finite number {bound}, got {value!r}")
     return value

@@ -27,7 +27,7 @@ run-record fields::
 
     [analysis]
     fail_on = "warning"
-    ignore = ["LD9"]
+    ignore = ["LD5"]
 
 API keys never live in this file: only the name of the environment variable or a key file.
 
@@ -97,12 +97,13 @@ INTEGER = _Value("an integer", lambda v: isinstance(v, int) and not isinstance(v
 NUMBER = _Value("a number", _number)
 STRINGS = _Value("an array of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
 SCALAR = _Value("a string, number or boolean", lambda v: isinstance(v, (str, bool)) or _number(v))
+DURATION = _Value("a duration (e.g. \"15m\") or a number of seconds", lambda v: isinstance(v, str) or _number(v))
 _BUDGETS = {"ttft": NUMBER, "tpot": NUMBER}
 
 SCHEMA = _Table({
     "targets": _Table({
         "engine": STRING, "gateway": STRING, "log": STRING, "metrics_url": STRING,
-        "prometheus": STRING, "since": STRING, "selector": STRING,
+        "prometheus": STRING, "since": DURATION, "selector": STRING,
     }),
     "probe": _Table({
         "route": STRING, "payload": STRING, "model": STRING, "prompt_tokens": INTEGER,
@@ -111,7 +112,7 @@ SCHEMA = _Table({
         "api_key_env": STRING, "api_key_file": STRING, "ca_cert": STRING,
     }),
     "budgets": _Table({**_BUDGETS, "regions": _Table(each=_Table(_BUDGETS))}),
-    "run": _Table({"provider": STRING, "region": STRING, "client_location": STRING}, each=STRING),
+    "run": _Table({"provider": STRING, "region": STRING, "client_location": STRING}, each=SCALAR),
     "checks": _Table(each=_Table(each=SCALAR)),
     "analysis": _Table({"select": STRINGS, "ignore": STRINGS, "fail_on": STRING}),
 })

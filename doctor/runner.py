@@ -118,7 +118,7 @@ def validate_settings(registry: Registry, settings: dict[str, dict[str, Any]]) -
     for key in settings:
         spec = registry.find(key)
         if spec is None:
-            raise UsageError(f"--set names an unknown check {key!r} (see `llm-doctor checks`)")
+            raise UsageError(f"--set (or a [checks.*] table of the config) names an unknown check {key!r} (see `llm-doctor checks`)")
         resolve_options(spec, settings)
 
 

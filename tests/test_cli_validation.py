@@ -222,3 +222,9 @@ def test_catalogue_commands_report_registry_errors_as_one_line(monkeypatch, args
 def test_explain_unknown_check_is_a_usage_error():
     result = runner.invoke(app, ["explain", "LD999"])
     assert result.exit_code == ExitCode.NO_DIAGNOSIS and "llm-doctor checks" in result.output
+
+
+def test_a_count_too_large_for_a_float_is_a_usage_error():
+    result = CliRunner().invoke(app, ["diagnose", "--engine", "http://127.0.0.1:9", "--requests", "9" * 400])
+    assert result.exit_code == 2 and "--requests" in result.output
+    assert "Traceback" not in result.output

@@ -93,7 +93,7 @@ def test_bad_config_is_a_usage_error(tmp_path, text, message):
     ("[targets]\nengine = 5\n", r"\[targets\] engine must be a string"),
     ('[analysis]\nselect = "LD1"\n', r"\[analysis\] select must be an array of strings"),
     ("[probe]\nconcurency = 3\n", r"unknown key 'concurency' in \[probe\]; known: .*concurrency"),
-    ("[run]\nteam = 3\n", r"\[run\] team must be a string"),
+    ("[run]\nteam = [1]\n", r"\[run\] team must be a string, number or boolean"),
 ])
 def test_config_types_and_keys_are_checked(tmp_path, text, message):
     path = tmp_path / "c.toml"
@@ -110,3 +110,12 @@ def test_every_documented_section_loads(cfg):
 def test_parse_set_rejects_malformed():
     with pytest.raises(UsageError):
         parse_set(["LD101=3"])
+
+
+def test_since_as_seconds_and_numeric_run_labels_are_accepted(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[targets]\nprometheus = "http://127.0.0.1:9090"\nsince = 900\n[run]\nreplicas = 4\n')
+    cfg = load_config(path)
+    config = build_collect_config({}, cfg, "diagnose")
+    assert config.since_s == 900.0
+    assert config.run_fields["labels"] == {"replicas": "4"}

@@ -10,6 +10,7 @@ embedded bundle, gzipped and base64-encoded by ``doctor.bundle.embed_text``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from functools import cache
@@ -73,9 +74,14 @@ def code_spans(text: Any) -> Markup:
     return Markup(_CODE_SPAN.sub(r"<code>\1</code>", str(escape(strip_controls("" if text is None else str(text))))))
 
 
+def _finite(*values: Any) -> bool:
+    """A hand-edited bundle may carry null (NaN) times; charts skip them rather than fail."""
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+
+
 def _since_send(req: RequestTrace, t: float | None) -> float | None:
     base = req.t_sent if req.t_sent is not None else req.t_scheduled
-    return None if t is None else max(t - base, 0.0)
+    return max(t - base, 0.0) if _finite(t, base) else None
 
 
 def _measured(requests: list[RequestTrace], per_path: int, ok_only: bool) -> list[RequestTrace]:
@@ -116,7 +122,7 @@ def arrivals_chart(report: Report) -> Markup | None:
         return None
     curves: dict[str, list[list[float]]] = {}
     for r in _measured(stream.requests, ARRIVALS_PER_PATH, ok_only=True):
-        times = [_since_send(r, ev.t) or 0.0 for ev in r.tokens for _ in range(max(ev.tokens, 1))]
+        times = [t for ev in r.tokens if (t := _since_send(r, ev.t)) is not None for _ in range(max(ev.tokens, 1))]
         curves.setdefault(r.path, []).append(times)
     return charts.token_arrivals(curves) if curves else None
 
@@ -149,7 +155,7 @@ def gauge_charts(metrics_window: dict[str, Any] | None, report: Report) -> list[
 
     def samples(key: str) -> list[list[float]]:
         gauge = metrics_window.get(key) or {}
-        return [p for p in gauge.get("samples") or [] if len(p) == 2 and p[1] is not None]
+        return [p for p in gauge.get("samples") or [] if len(p) == 2 and _finite(*p)]
 
     out: list[Markup] = []
     kv = samples("kv_usage")

@@ -233,3 +233,20 @@ def test_type_mutated_bundles_load_or_fail_cleanly_and_what_loads_renders():
             render_html(report), render_json(report), render_markdown(report)
     print(f'{loaded} loaded, {refused} refused')
     assert loaded and refused  # both branches were exercised
+
+
+def test_null_times_in_a_hand_edited_bundle_still_analyse_and_render():
+    """null is how NaN is written; a token or scrape time edited to null must not crash a chart."""
+    from pathlib import Path
+
+    from doctor.runner import analyze
+    from reports import render_html, render_json, render_markdown
+
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "bundles" / "realvllm-kv-pressure.json.gz"
+    data = json.loads(gzip.decompress(fixture.read_bytes()))
+    data["stream"]["requests"][0]["tokens"][0]["t"] = None
+    data["metrics"]["scrapes"][0]["t"] = None
+    report = analyze(from_dict(data))
+    assert report.verdict.symptom.value == "inter-token"
+    for render in (render_html, render_json, render_markdown):
+        assert render(report)

@@ -160,7 +160,7 @@ def request_stats(req: RequestTrace) -> RequestStats:
     rs = RequestStats(index=req.index, path=req.path, warmup=req.warmup, outcome=req.outcome)
     if req.t_sent is not None:
         rs.client_queue = req.t_sent - req.t_scheduled
-    times = [t.t for t in req.tokens]
+    times = [t.t for t in req.tokens if math.isfinite(t.t)]  # a hand-edited null time is skipped, not a NaN gap
     rs.tokens = len(times)
     if req.reads:
         with_events = [r for r in req.reads if r.events > 0]

@@ -91,10 +91,10 @@ def generate(path: Path, size: int, seed: int) -> None:
              f"Running: {rng.randrange(64)} reqs, Waiting: {rng.randrange(20)} reqs, GPU KV cache usage: "
              f"{rng.uniform(0, 100):.1f}%, Prefix cache hit rate: {rng.uniform(0, 60):.1f}%\n" for s in range(500)]
     rare = [
-        "(APIServer pid=1) WARNING 11-30 05:39:16 [protocol.py:58] The following fields were present in the "
-        "request but ignored: {'stream_options'}\n",
-        "(APIServer pid=1) ERROR 11-30 05:39:16 [serving_chat.py:222] Error in preprocessing prompt inputs\n"
-        "ValueError: This model's maximum context length is 8192 tokens. However, you requested 9000 tokens.\n",
+        ("(APIServer pid=1) WARNING 11-30 05:39:16 [protocol.py:58] The following fields were present in the "
+        "request but ignored: {'stream_options'}\n"),
+        ("(APIServer pid=1) ERROR 11-30 05:39:16 [serving_chat.py:222] Error in preprocessing prompt inputs\n"
+        "ValueError: This model's maximum context length is 8192 tokens. However, you requested 9000 tokens.\n"),
         "Capturing CUDA graph shapes:  45%|████▌     | 30/67 [00:09<00:11,  3.13it/s]\n",
     ]
     blocks = [(LOGS / name).read_text(encoding="utf-8") for name in STARTUPS]

@@ -100,7 +100,7 @@ def run_one(concurrency: int, server_core: int, client_core: int, tmp: Path) -> 
         theirs = sent["tokens"]
         chunks += len(mine)
         ttft_err.append((mine[0] - theirs[0]) / 1e6)
-        itl_err += [((b - a) - (d - c)) / 1e6 for a, b, c, d in zip(mine, mine[1:], theirs, theirs[1:])]
+        itl_err += [((b - a) - (d - c)) / 1e6 for a, b, c, d in zip(mine, mine[1:], theirs, theirs[1:], strict=False)]
         reported = t.t_first_token - t.t_scheduled
         inflation.append((reported - (theirs[0] - sent["t_request"]) / 1e9) * 1000)
     cpu_s = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)

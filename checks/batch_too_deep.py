@@ -70,7 +70,7 @@ def batch_too_deep(
     fit = statistics.linear_regression([float(d) for d in depths], medians)
     evidence = [
         EvidenceValue(f"median gap at depth {d}", m, "s", f"stream: {path.path}, n={len(by_depth[d])} gaps")
-        for d, m in zip(depths, medians)
+        for d, m in zip(depths, medians, strict=True)
     ]
     evidence.append(EvidenceValue("fitted cost per sequence", fit.slope, "s", "least squares over the depths' medians"))
     trend = (f"{path.path}: median gap {fmt_seconds(medians[0])} at depth {depths[0]} (streams decoding), "
@@ -117,7 +117,7 @@ def _gaps_by_depth(path: PathStats, stream: StreamEvidence) -> dict[int, list[fl
         trace = traces.get(rs.index)
         if trace is None or rs.warmup or not rs.median_gap:
             continue
-        for token, gap in zip(trace.tokens, rs.gaps):
+        for token, gap in zip(trace.tokens, rs.gaps, strict=False):  # the last token has no gap after it
             if gap > STALL_FACTOR * rs.median_gap:
                 continue
             mid = token.t + gap / 2

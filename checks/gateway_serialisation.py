@@ -35,6 +35,8 @@ of ~380 ms -> async streaming client in the edge.
 
 from __future__ import annotations
 
+import itertools
+
 from checks._engine import rerun
 from checks._gateway import measured_pair, ttft_wait
 from doctor.check import Fire, NotApplicable, Pass, Result, check
@@ -46,7 +48,7 @@ from doctor.units import fmt_seconds
 def staircase_steps(ps: PathStats, step_s: float) -> list[float]:
     """Jumps between consecutive sorted TTFTs of measured requests that are at least ``step_s``."""
     ttfts = sorted(r.ttft for r in ps.requests if not r.warmup and r.outcome == "ok" and r.ttft is not None)
-    return [b - a for a, b in zip(ttfts, ttfts[1:], strict=False) if b - a >= step_s]
+    return [b - a for a, b in itertools.pairwise(ttfts) if b - a >= step_s]
 
 
 def send_order(ps: PathStats) -> list[float]:

@@ -168,7 +168,7 @@ def _large_gaps(
     measured = [rs for rs in path.requests
                 if rs.index in traces and not rs.warmup and rs.gaps and rs.median_gap]
     freezes = {
-        rs.index: [(t, t + g) for t, g in zip((e.t for e in traces[rs.index].tokens), rs.gaps)
+        rs.index: [(t, t + g) for t, g in zip((e.t for e in traces[rs.index].tokens), rs.gaps, strict=False)
                    if g > gap_factor * (rs.median_gap or 0.0)]
         for rs in measured
     }

@@ -32,6 +32,7 @@ proxy_read_timeout 60 s); direct path: none cut, longest gap 71.2 s -> `proxy_re
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from checks._engine import rerun
@@ -155,4 +156,4 @@ def proxy_read_timeout(
 def _gaps(req: RequestTrace) -> list[float]:
     """Silences of a request: send to first token, then between tokens."""
     times = [req.t_sent if req.t_sent is not None else req.t_scheduled, *(t.t for t in req.tokens)]
-    return [b - a for a, b in zip(times, times[1:], strict=False)]
+    return [b - a for a, b in itertools.pairwise(times)]

@@ -26,7 +26,7 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 
@@ -92,7 +92,7 @@ class NotApplicable:
     message: str
 
 
-Result = Union[Fire, Pass, NotApplicable]
+Result = Fire | Pass | NotApplicable
 
 
 @dataclass

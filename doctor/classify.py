@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
-from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive import Missing
+from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats
 from doctor.model import (
     CheckResult,

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import httpx
 import typer
@@ -63,55 +63,55 @@ R = "Run record"
 A = "Analysis and output"
 
 TARGET_OPTIONS = [
-    _opt(Optional[str], None, "--engine", help="vLLM base URL, probed directly (e.g. http://10.0.0.5:8000).", rich_help_panel=P),
-    _opt(Optional[str], None, "--gateway", help="What the application calls (nginx, FastAPI edge...).", rich_help_panel=P),
-    _opt(Optional[str], None, "--route", help="completions | chat | responses (default chat).", rich_help_panel=P),
-    _opt(Optional[Path], None, "--payload", help="The application's own JSON request body; stream is forced on.", rich_help_panel=P),
-    _opt(Optional[str], None, "--model", help="Model id (default: the first id of /v1/models).", rich_help_panel=P),
-    _opt(Optional[int], None, "--prompt-tokens", help="Default prompt length in tokens (about).", rich_help_panel=P),
-    _opt(Optional[int], None, "--max-tokens", help="Output tokens asked for (a fixed length where the server honours it).", rich_help_panel=P),
-    _opt(Optional[int], None, "--concurrency", help="Streams in flight per path (default 1).", rich_help_panel=P),
-    _opt(Optional[int], None, "--requests", help="Measured requests per path (default 8).", rich_help_panel=P),
-    _opt(Optional[int], None, "--warmup", help="Warm-up requests per path, excluded from statistics (default 1).", rich_help_panel=P),
-    _opt(Optional[float], None, "--rate", help="Poisson arrivals per second instead of a closed loop.", rich_help_panel=P),
-    _opt(Optional[float], None, "--stall-timeout", help="Fail a request after this many seconds without a byte (default 30).", rich_help_panel=P),
-    _opt(Optional[float], None, "--deadline", help="Overall probe deadline in seconds (default 300).", rich_help_panel=P),
-    _opt(Optional[str], None, "--api-key-env", help="Environment variable holding the API key (default OPENAI_API_KEY).", rich_help_panel=P),
-    _opt(Optional[Path], None, "--api-key-file", help="File holding the API key.", rich_help_panel=P),
-    _opt(Optional[Path], None, "--ca-cert", help="CA bundle for TLS verification.", rich_help_panel=P),
+    _opt(str | None, None, "--engine", help="vLLM base URL, probed directly (e.g. http://10.0.0.5:8000).", rich_help_panel=P),
+    _opt(str | None, None, "--gateway", help="What the application calls (nginx, FastAPI edge...).", rich_help_panel=P),
+    _opt(str | None, None, "--route", help="completions | chat | responses (default chat).", rich_help_panel=P),
+    _opt(Path | None, None, "--payload", help="The application's own JSON request body; stream is forced on.", rich_help_panel=P),
+    _opt(str | None, None, "--model", help="Model id (default: the first id of /v1/models).", rich_help_panel=P),
+    _opt(int | None, None, "--prompt-tokens", help="Default prompt length in tokens (about).", rich_help_panel=P),
+    _opt(int | None, None, "--max-tokens", help="Output tokens asked for (a fixed length where the server honours it).", rich_help_panel=P),
+    _opt(int | None, None, "--concurrency", help="Streams in flight per path (default 1).", rich_help_panel=P),
+    _opt(int | None, None, "--requests", help="Measured requests per path (default 8).", rich_help_panel=P),
+    _opt(int | None, None, "--warmup", help="Warm-up requests per path, excluded from statistics (default 1).", rich_help_panel=P),
+    _opt(float | None, None, "--rate", help="Poisson arrivals per second instead of a closed loop.", rich_help_panel=P),
+    _opt(float | None, None, "--stall-timeout", help="Fail a request after this many seconds without a byte (default 30).", rich_help_panel=P),
+    _opt(float | None, None, "--deadline", help="Overall probe deadline in seconds (default 300).", rich_help_panel=P),
+    _opt(str | None, None, "--api-key-env", help="Environment variable holding the API key (default OPENAI_API_KEY).", rich_help_panel=P),
+    _opt(Path | None, None, "--api-key-file", help="File holding the API key.", rich_help_panel=P),
+    _opt(Path | None, None, "--ca-cert", help="CA bundle for TLS verification.", rich_help_panel=P),
     _opt(bool, False, "--insecure", help="Do not verify TLS certificates.", rich_help_panel=P),
-    _opt(Optional[list[str]], None, "--header", help="Extra request header 'Name: value' (repeatable; redacted in output).", rich_help_panel=P),
+    _opt(list[str] | None, None, "--header", help="Extra request header 'Name: value' (repeatable; redacted in output).", rich_help_panel=P),
 ]
 ENGINE_OPTIONS = [
-    _opt(Optional[str], None, "--log", help="vLLM log file ('-' = stdin, .gz accepted).", rich_help_panel=E),
-    _opt(Optional[str], None, "--metrics-url", help="/metrics URL (default: engine URL + /metrics).", rich_help_panel=E),
+    _opt(str | None, None, "--log", help="vLLM log file ('-' = stdin, .gz accepted).", rich_help_panel=E),
+    _opt(str | None, None, "--metrics-url", help="/metrics URL (default: engine URL + /metrics).", rich_help_panel=E),
     _opt(bool, False, "--no-metrics", help="Do not scrape /metrics.", rich_help_panel=E),
-    _opt(Optional[float], None, "--scrape-interval", help="Seconds between /metrics scrapes during the probe (default 1).", rich_help_panel=E),
-    _opt(Optional[str], None, "--prometheus", help="Prometheus URL: read the incident window's history.", rich_help_panel=E),
-    _opt(Optional[str], None, "--since", help="History window for --prometheus (e.g. 15m, 2h; default 15m).", rich_help_panel=E),
+    _opt(float | None, None, "--scrape-interval", help="Seconds between /metrics scrapes during the probe (default 1).", rich_help_panel=E),
+    _opt(str | None, None, "--prometheus", help="Prometheus URL: read the incident window's history.", rich_help_panel=E),
+    _opt(str | None, None, "--since", help="History window for --prometheus (e.g. 15m, 2h; default 15m).", rich_help_panel=E),
     _opt(str, "", "--selector", help="Label selector for --prometheus, e.g. '{job=\"vllm\"}'.", rich_help_panel=E),
     _opt(bool, False, "--no-gpu", help="Skip NVML.", rich_help_panel=E),
     _opt(bool, False, "--no-host", help="Skip host facts (psutil).", rich_help_panel=E),
 ]
 RUN_OPTIONS = [
-    _opt(Optional[str], None, "--provider", help="Cloud or datacenter, for the run record.", rich_help_panel=R),
-    _opt(Optional[str], None, "--region", help="Region (also selects per-region budgets).", rich_help_panel=R),
-    _opt(Optional[str], None, "--client-location", help="Where the probe ran from.", rich_help_panel=R),
+    _opt(str | None, None, "--provider", help="Cloud or datacenter, for the run record.", rich_help_panel=R),
+    _opt(str | None, None, "--region", help="Region (also selects per-region budgets).", rich_help_panel=R),
+    _opt(str | None, None, "--client-location", help="Where the probe ran from.", rich_help_panel=R),
 ]
 ANALYSIS_OPTIONS = [
-    _opt(Optional[list[str]], None, "--select", help="Only these checks: codes, code prefixes or names (repeatable, or comma-separated).", rich_help_panel=A),
-    _opt(Optional[list[str]], None, "--ignore", help="Skip these checks (as --select).", rich_help_panel=A),
-    _opt(Optional[list[str]], None, "--set", help="Override a threshold: CHECK.OPTION=VALUE (repeatable).", rich_help_panel=A),
-    _opt(Optional[str], None, "--fail-on", help="Exit 1 at or above: info | warning | critical (default warning).", rich_help_panel=A),
-    _opt(Optional[float], None, "--ttft-budget", help="Time-to-first-token budget in seconds (default 0.5).", rich_help_panel=A),
-    _opt(Optional[float], None, "--tpot-budget", help="Time-per-output-token budget in seconds (default 0.05).", rich_help_panel=A),
-    _opt(Optional[Path], None, "--json", help="Write the JSON report to PATH (--format json prints it to stdout instead).", rich_help_panel=A),
-    _opt(Optional[Path], None, "--html", help="Write the self-contained HTML report here.", rich_help_panel=A),
-    _opt(Optional[Path], None, "--md", help="Write a short Markdown summary here.", rich_help_panel=A),
+    _opt(list[str] | None, None, "--select", help="Only these checks: codes, code prefixes or names (repeatable, or comma-separated).", rich_help_panel=A),
+    _opt(list[str] | None, None, "--ignore", help="Skip these checks (as --select).", rich_help_panel=A),
+    _opt(list[str] | None, None, "--set", help="Override a threshold: CHECK.OPTION=VALUE (repeatable).", rich_help_panel=A),
+    _opt(str | None, None, "--fail-on", help="Exit 1 at or above: info | warning | critical (default warning).", rich_help_panel=A),
+    _opt(float | None, None, "--ttft-budget", help="Time-to-first-token budget in seconds (default 0.5).", rich_help_panel=A),
+    _opt(float | None, None, "--tpot-budget", help="Time-per-output-token budget in seconds (default 0.05).", rich_help_panel=A),
+    _opt(Path | None, None, "--json", help="Write the JSON report to PATH (--format json prints it to stdout instead).", rich_help_panel=A),
+    _opt(Path | None, None, "--html", help="Write the self-contained HTML report here.", rich_help_panel=A),
+    _opt(Path | None, None, "--md", help="Write a short Markdown summary here.", rich_help_panel=A),
     _opt(str, "text", "--format", help="What to print to stdout: text | json (the whole JSON report).", rich_help_panel=A),
     _opt(bool, False, "--verbose", "-v", help="Show every check's outcome and the evidence values.", rich_help_panel=A),
 ]
-CONFIG_OPTION = [_opt(Optional[Path], None, "--config", help="TOML config (default ./llm-doctor.toml when present).")]
+CONFIG_OPTION = [_opt(Path | None, None, "--config", help="TOML config (default ./llm-doctor.toml when present).")]
 
 
 def uses(*groups: list[inspect.Parameter]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -433,7 +433,7 @@ def diagnose_config(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | N
 @app.command()
 @uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, ANALYSIS_OPTIONS, CONFIG_OPTION)
 def diagnose(
-    bundle: Annotated[Optional[Path], typer.Option("--bundle", help="Also keep the evidence bundle here (.json or .json.gz).")] = None,
+    bundle: Annotated[Path | None, typer.Option("--bundle", help="Also keep the evidence bundle here (.json or .json.gz).")] = None,
     opts: dict[str, Any] = {},  # noqa: B006 - filled by uses()
 ) -> None:
     """Probe, read the engine's evidence, and say where the latency is and what to change.
@@ -479,7 +479,7 @@ def collect_cmd(
 @uses(ANALYSIS_OPTIONS, CONFIG_OPTION)
 def analyze_cmd(
     source: Annotated[Path, typer.Argument(help="A bundle (.json, .json.gz) or a report (.json, .html) that embeds one.")],
-    region: Annotated[Optional[str], typer.Option("--region", help="Select per-region budgets from the config.")] = None,
+    region: Annotated[str | None, typer.Option("--region", help="Select per-region budgets from the config.")] = None,
     opts: dict[str, Any] = {},  # noqa: B006
 ) -> None:
     """Re-analyse saved evidence. Never touches the network.
@@ -504,7 +504,7 @@ def analyze_cmd(
 @app.command("probe")
 @uses(TARGET_OPTIONS, CONFIG_OPTION)
 def probe_cmd(
-    bundle: Annotated[Optional[Path], typer.Option("--bundle", "-o", help="Also write the stream evidence as a bundle.")] = None,
+    bundle: Annotated[Path | None, typer.Option("--bundle", "-o", help="Also write the stream evidence as a bundle.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the per-path statistics as JSON to stdout (a switch, not a path).")] = False,
     opts: dict[str, Any] = {},  # noqa: B006
 ) -> None:
@@ -636,7 +636,7 @@ def explain_cmd(
 @app.command("demo")
 @uses(ANALYSIS_OPTIONS)
 def demo_cmd(
-    scenario: Annotated[Optional[str], typer.Option("--scenario", help="Which lab scenario to run (see --list; default proxy-buffering).")] = None,
+    scenario: Annotated[str | None, typer.Option("--scenario", help="Which lab scenario to run (see --list; default proxy-buffering).")] = None,
     list_scenarios: Annotated[bool, typer.Option("--list", help="List the scenarios and exit.")] = False,
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where report.html and report.json go.")] = Path("."),
     opts: dict[str, Any] = {},  # noqa: B006

@@ -12,7 +12,7 @@ sends nothing); the bundle is marked ``interrupted``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -81,7 +81,7 @@ def _guard(bundle: Bundle, source: str, target: str, action: str, fn: Callable[[
         return fn()
     except KeyboardInterrupt:
         raise
-    except Exception as exc:  # a probe bug must cost its evidence, not the run
+    except Exception as exc:  # noqa: BLE001 - a probe bug must cost its evidence, not the run
         bundle.errors.append(EvidenceError(source, target, action, "internal", _describe(exc), fatal=True))
         return None
 
@@ -201,10 +201,8 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
         if config.log and not log_started:
             # the startup log explains the engine and is a local read that adds no load: still
             # worth the moment it takes; a second Ctrl-C skips it
-            try:
+            with suppress(KeyboardInterrupt):
                 read_log(config.log)
-            except KeyboardInterrupt:
-                pass
     finally:
         if scraper is not None:
             bundle.metrics = keep(_guard(bundle, "metrics", scraper.url, "collect scrapes", scraper.result))

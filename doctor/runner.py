@@ -138,7 +138,7 @@ def run_check(spec: CheckSpec, evidence: Evidence, settings: dict[str, dict[str,
         return result
     try:
         out = spec.func(*args, **kwargs)
-    except Exception as exc:  # isolate a broken check: its error is a result, the run goes on
+    except Exception as exc:  # noqa: BLE001 - isolate a broken check: its error is a result, the run goes on
         result.outcome = Outcome.ERROR
         result.message = f"{type(exc).__name__}: {exc}"
         return result

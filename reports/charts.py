@@ -214,7 +214,7 @@ def token_arrivals(curves: Mapping[str, Sequence[Sequence[float]]]) -> Markup:
     top, plot_h = 30, 300
     height = top + plot_h + 46
     all_t = [t for reqs in curves.values() for req in reqs for t in req]
-    xmax = max(all_t + [0.001])
+    xmax = max([*all_t, 0.001])
     ymax = max([len(req) for reqs in curves.values() for req in reqs] + [1]) * 1.05
     x = Scale(0, xmax, LEFT, WIDTH - RIGHT)
     y = Scale(0, ymax, top + plot_h, top)
@@ -400,7 +400,7 @@ def line_panel(series: Sequence[Series], *, label: str, y_label: str, y_max: flo
     tmax = max(ts + ([window[1]] if window else []))
     if tmax <= tmin:
         tmax = tmin + 1
-    top_v = y_max if y_max is not None else max(vs + [1.0]) * 1.1
+    top_v = y_max if y_max is not None else max([*vs, 1.0]) * 1.1
     x = Scale(tmin, tmax, LEFT, WIDTH - RIGHT)
     y = Scale(0, top_v, top + plot_h, top)
     parts: list[Markup] = []

@@ -155,7 +155,7 @@ def unwritable(tmp_path: Path) -> list[Path]:
     """A directory, a path below a plain file, and a kernel file that refuses writes."""
     (tmp_path / "plain").write_text("")
     paths = [tmp_path, tmp_path / "plain" / "d" / "x.json.gz"]
-    return paths + [Path("/proc/version")] if Path("/proc/version").exists() else paths
+    return [*paths, Path("/proc/version")] if Path("/proc/version").exists() else paths
 
 
 def test_an_unwritable_bundle_path_is_a_usage_error(tmp_path):

@@ -48,7 +48,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "checks"
 SSE = {"content-type": "text/event-stream; charset=utf-8", "transfer-encoding": "chunked"}
 
 
-def diagnose(b: Bundle, budgets: Budgets | None = None):  # noqa: ANN201 - a Report
+def diagnose(b: Bundle, budgets: Budgets | None = None):
     return analyze(b, AnalyzeOptions(budgets=budgets or Budgets()), registry=REGISTRY)
 
 
@@ -69,7 +69,7 @@ def two_paths(direct_ttft: float, gateway_ttft: float, *, gap: float = 0.028, to
     return reqs
 
 
-def calm_metrics():  # noqa: ANN201 - MetricsEvidence
+def calm_metrics():
     return load_scrapes(
         {},
         {"vllm:num_requests_running": 1, "vllm:num_requests_waiting": 0, "vllm:kv_cache_usage_perc": 0.05,

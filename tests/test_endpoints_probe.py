@@ -70,7 +70,7 @@ def serve(
         server_version = server_name
         sys_version = ""
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:
             seen.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
             self.server.stop = stop  # type: ignore[attr-defined]
             route = routes.get(self.path)

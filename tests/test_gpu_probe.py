@@ -177,8 +177,8 @@ def test_two_gpus_joined_by_nvlink(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     gpus = two_gpus()
     # Four links each way; the remote end is written the short way on purpose.
-    gpus[0].links = {k: "0000:2a:00.0" for k in range(4)}
-    gpus[1].links = {k: "0000:18:00.0" for k in range(4)}
+    gpus[0].links = dict.fromkeys(range(4), "0000:2a:00.0")
+    gpus[1].links = dict.fromkeys(range(4), "0000:18:00.0")
     nvml = FakeNvml(gpus, topology=pynvml.NVML_TOPOLOGY_SYSTEM)
 
     evidence, errors = collect_gpu(nvml)
@@ -208,14 +208,14 @@ def test_two_gpus_joined_by_nvlink(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_throttled_gpu_shared_with_other_processes() -> None:
     vllm, other, desktop = 4242, 5151, 6161
-    throttled = dict(
-        sm_clock=(1155, 1980),
-        reasons=pynvml.nvmlClocksThrottleReasonSwPowerCap | pynvml.nvmlClocksThrottleReasonHwThermalSlowdown,
-        temperature=89,
-        compute=[(vllm, 60 * GIB), (other, 12 * GIB)],
-        graphics=[(other, None), (desktop, 256 << 20)],
-        nvlink_supported=False,
-    )
+    throttled = {
+        "sm_clock": (1155, 1980),
+        "reasons": pynvml.nvmlClocksThrottleReasonSwPowerCap | pynvml.nvmlClocksThrottleReasonHwThermalSlowdown,
+        "temperature": 89,
+        "compute": [(vllm, 60 * GIB), (other, 12 * GIB)],
+        "graphics": [(other, None), (desktop, 256 << 20)],
+        "nvlink_supported": False,
+    }
     nvml = FakeNvml(two_gpus(**throttled), topology=pynvml.NVML_TOPOLOGY_HOSTBRIDGE,
                     process_names={vllm: "python3", desktop: "/usr/lib/xorg/Xorg"})
     nvml.gpus[0].nvlink_supported = False

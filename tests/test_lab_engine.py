@@ -162,8 +162,8 @@ def test_responses_events_match_real_vllm_and_close_with_completed(engine: LabEn
             "response.output_text.delta",
         ]
     )
-    for (lab_name, lab_data), (real_name, real_data) in zip(lab[:5], real[:5]):
-        assert lab_data["type"] == lab_name
+    for (lab_name, lab_data), (real_name, real_data) in zip(lab[:5], real[:5], strict=True):
+        assert lab_data["type"] == lab_name == real_name
         assert shape(lab_data) == shape(real_data), lab_name
     assert names[-4:] == [
         "response.output_text.done",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import statistics
 import threading
 import time
+from collections.abc import Iterator
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -17,18 +19,15 @@ from tests.support.lab_client import chat_body, run_streams
 FAST = EngineConfig(step_base_s=0.008, decode_s_per_seq=0.0005)
 
 
-class running:
+@contextlib.contextmanager
+def running(config: EngineConfig) -> Iterator[LabEngine]:
     """``with running(config) as engine:`` an in-process lab engine."""
-
-    def __init__(self, config: EngineConfig) -> None:
-        self.engine = LabEngine(config)
-
-    def __enter__(self) -> LabEngine:
-        self.engine.start()
-        return self.engine
-
-    def __exit__(self, *exc: object) -> None:
-        self.engine.stop()
+    engine = LabEngine(config)
+    engine.start()
+    try:
+        yield engine
+    finally:
+        engine.stop()
 
 
 def metric(engine: LabEngine, name: str) -> float:

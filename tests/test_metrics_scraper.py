@@ -72,12 +72,12 @@ def test_real_vllm_text_served_and_redirect_followed():
 @pytest.mark.parametrize(
     ("answer", "kind", "words"),
     [
-        (dict(status=404, body='{"detail":"Not Found"}', content_type="application/json"), "http-status", "HTTP 404"),
-        (dict(status=500, body="Internal Server Error"), "http-status", "HTTP 500"),
-        (dict(body="<!DOCTYPE html><html><body>Sign in</body></html>", content_type="text/html"), "malformed", "HTML page"),
-        (dict(body="this is { not metrics"), "malformed", "not a Prometheus exposition"),
-        (dict(delay_s=SHORT_S * 5), "timeout", "failed"),
-        (dict(body="vllm:num_requests_running 1\n" * 200, drip_s=0.01), "timeout", "no complete answer"),
+        ({"status": 404, "body": '{"detail":"Not Found"}', "content_type": "application/json"}, "http-status", "HTTP 404"),
+        ({"status": 500, "body": "Internal Server Error"}, "http-status", "HTTP 500"),
+        ({"body": "<!DOCTYPE html><html><body>Sign in</body></html>", "content_type": "text/html"}, "malformed", "HTML page"),
+        ({"body": "this is { not metrics"}, "malformed", "not a Prometheus exposition"),
+        ({"delay_s": SHORT_S * 5}, "timeout", "failed"),
+        ({"body": "vllm:num_requests_running 1\n" * 200, "drip_s": 0.01}, "timeout", "no complete answer"),
     ],
 )
 def test_failed_scrape_is_an_evidence_error(answer, kind, words):

@@ -188,12 +188,12 @@ def test_old_v0_histogram_without_engine_label():
 @pytest.mark.parametrize(
     ("bad", "reason"),
     [
-        (dict(text="<html><body><h1>502 Bad Gateway</h1></body></html>", content_type="text/html"), "HTML page"),
-        (dict(text="", error=None), "empty body"),
-        (dict(text="hello world, not metrics"), "not a Prometheus exposition"),
-        (dict(text='{"detail":"Not Found"}', status=404, content_type="application/json"), "HTTP 404"),
-        (dict(text="", error="GET http://127.0.0.1:8000/metrics failed: timed out"), "timed out"),
-        (dict(text="# HELP foo f\n# TYPE foo gauge\nfoo 1\n"), "no vllm: metric"),
+        ({"text": "<html><body><h1>502 Bad Gateway</h1></body></html>", "content_type": "text/html"}, "HTML page"),
+        ({"text": "", "error": None}, "empty body"),
+        ({"text": "hello world, not metrics"}, "not a Prometheus exposition"),
+        ({"text": '{"detail":"Not Found"}', "status": 404, "content_type": "application/json"}, "HTTP 404"),
+        ({"text": "", "error": "GET http://127.0.0.1:8000/metrics failed: timed out"}, "timed out"),
+        ({"text": "# HELP foo f\n# TYPE foo gauge\nfoo 1\n"}, "no vllm: metric"),
     ],
 )
 def test_unusable_scrape_gives_missing_with_the_reason(bad, reason):

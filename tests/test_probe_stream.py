@@ -123,7 +123,7 @@ def test_poisson_latency_counts_from_the_schedule_and_queueing_is_separate(serve
     scheduled = [t.t_scheduled for t in sorted(traces, key=lambda t: t.index)]
     assert scheduled == sorted(scheduled)
     assert stats[-1].client_queue > stats[0].client_queue
-    for t, rs in zip(sorted(traces, key=lambda t: t.index), stats):
+    for t, rs in zip(sorted(traces, key=lambda t: t.index), stats, strict=True):
         assert rs.ttft == pytest.approx(t.t_first_token - t.t_scheduled)
         assert rs.ttft >= t.t_first_token - t.t_sent
     assert evidence.shape.rate == 50.0
@@ -138,7 +138,7 @@ def test_payload_file_is_sent_with_stream_forced(server, tmp_path):
 
 
 def test_a_server_rejecting_vllm_extensions_costs_only_the_warmup(server):
-    traces, (evidence, errors) = run(engine=server.base(itl=0.001, n=3, strict="1"), route="chat", warmup=1, requests=2)
+    traces, (evidence, _errors) = run(engine=server.base(itl=0.001, n=3, strict="1"), route="chat", warmup=1, requests=2)
     outcomes = [(t.warmup, t.outcome) for t in sorted(traces, key=lambda t: t.index)]
     assert outcomes == [(True, "http-status"), (False, "ok"), (False, "ok")]
     assert "ignore_eos" not in json.dumps(evidence.shape.payload)

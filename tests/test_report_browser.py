@@ -56,9 +56,9 @@ def page_requests(netlog: Path) -> list[str]:
     urls = []
     for event in log["events"]:
         params = event.get("params") or {}
-        if event["type"] == start_job and "url" in params:
-            if params.get("initiator") != "not an origin" or "file://" in params.get("network_isolation_key", ""):
-                urls.append(params["url"])
+        if (event["type"] == start_job and "url" in params
+                and (params.get("initiator") != "not an origin" or "file://" in params.get("network_isolation_key", ""))):
+            urls.append(params["url"])
     return urls
 
 
@@ -101,7 +101,7 @@ def test_netlog_catches_a_page_request(tmp_path: Path) -> None:
     seen: list[str] = []
 
     class Recorder(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:
             seen.append(self.path)
             self.send_response(404)
             self.end_headers()

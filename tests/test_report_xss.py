@@ -10,9 +10,9 @@ terminal escape sequences.
 
 from __future__ import annotations
 
-import io
 import base64
 import gzip
+import io
 import json
 
 import pytest

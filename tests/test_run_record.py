@@ -42,9 +42,9 @@ def h100s(n: int, *, nvlink: bool) -> GpuEvidence:
     )
 
 
-def measured_stream(prompt_tokens: list[int]):  # noqa: ANN201 - StreamEvidence
+def measured_stream(prompt_tokens: list[int]):
     requests = [request("direct", i, ttft=0.05, gaps=[0.03] * 3) for i in range(len(prompt_tokens))]
-    for r, n in zip(requests, prompt_tokens):
+    for r, n in zip(requests, prompt_tokens, strict=True):
         r.prompt_tokens = n
     warm = request("direct", 99, ttft=0.5, gaps=[0.03], warmup=True)
     warm.prompt_tokens = 9999  # a warm-up never shapes the record

@@ -173,7 +173,7 @@ def test_log_yields_its_index_values(name: str) -> None:
     for attr, series in expected.get("stats", {}).items():
         got = [getattr(p, attr) for p in facts.stats]
         assert len(got) == len(series) and all(_same(g, float(s) if isinstance(s, int) and attr != "line" else s)
-                                               for g, s in zip(got, series)), f"{attr}: {got} != {series}"
+                                               for g, s in zip(got, series, strict=False)), f"{attr}: {got} != {series}"
     if "preemption" in expected:
         assert (facts.preemption_warnings, facts.preemptions_cumulative) == expected["preemption"]
 

@@ -25,7 +25,7 @@ STATS = ("(APIServer pid=1) INFO 11-30 05:39:16 [loggers.py:335] Engine 000: Avg
 ACCESS = 'INFO:     127.0.0.1:42886 - "POST /v1/completions HTTP/1.1" 200 OK\n'
 
 
-def _kept(evidence) -> list[tuple[int, str]]:  # noqa: ANN001
+def _kept(evidence) -> list[tuple[int, str]]:
     return [(line.no, line.text) for line in evidence.matched]
 
 
@@ -38,14 +38,14 @@ def _kept(evidence) -> list[tuple[int, str]]:  # noqa: ANN001
         (lambda d: d / "missing.log", "unreadable", "No such file"),
         (lambda d: d, "unreadable", "directory"),
         (lambda d: (d / "file").write_text("x") and d / "file" / "vllm.log", "unreadable", "Not a directory"),
-        (lambda d: (d / "empty.log").write_bytes(b"") and d / "empty.log" or d / "empty.log", "malformed", "empty"),
+        (lambda d: ((d / "empty.log").write_bytes(b"") and d / "empty.log") or d / "empty.log", "malformed", "empty"),
         (lambda d: (d / "core.bin").write_bytes(b"\x7fELF\x00\x00\x01" * 100) and d / "core.bin", "malformed", "binary"),
         (lambda d: (d / "ps.log").write_bytes(DEFAULT.read_text().encode("utf-16")) and d / "ps.log", "malformed", "UTF-16"),
         (lambda d: (d / "x.log.gz").write_bytes(b"\x1f\x8bnot gzip at all\n") and d / "x.log.gz", "malformed", "gzip"),
     ],
     ids=["missing", "directory", "unreadable", "empty", "binary", "utf-16", "bad-gzip"],
 )
-def test_bad_input_is_a_fatal_evidence_error(tmp_path: Path, make, kind: str, words: str) -> None:  # noqa: ANN001
+def test_bad_input_is_a_fatal_evidence_error(tmp_path: Path, make, kind: str, words: str) -> None:
     path = make(tmp_path)
     evidence, errors = read_log(str(path))
     assert evidence is None

@@ -101,8 +101,8 @@ def test_several_startups_facts_come_from_the_last() -> None:
     ]
     second = [
         "INFO 03-03 00:10:21 api_server.py:240] vLLM API server version 0.6.3",
-        "INFO 03-03 00:10:21 api_server.py:241] args: Namespace(host=None, port=8000, max_model_len=4096, "
-        "gpu_memory_utilization=0.8, max_num_seqs=128, api_key=None, block_size=32)",
+        ("INFO 03-03 00:10:21 api_server.py:241] args: Namespace(host=None, port=8000, max_model_len=4096, "
+        "gpu_memory_utilization=0.8, max_num_seqs=128, api_key=None, block_size=32)"),
         "INFO 03-03 00:10:40 distributed_gpu_executor.py:57] # GPU blocks: 2000, # CPU blocks: 512",
         "INFO 03-03 00:10:40 distributed_gpu_executor.py:61] Maximum concurrency for 4096 tokens per request: 15.62x",
     ]
@@ -161,8 +161,8 @@ def test_v1_stats_parts_including_preemptions() -> None:
 
 def test_v0_prefix_cache_line_joins_its_stats_line() -> None:
     lines = [
-        "INFO 12-01 10:00:00 metrics.py:467] Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 5.0 "
-        "tokens/s, Running: 3 reqs, Swapped: 1 reqs, Pending: 4 reqs, GPU KV cache usage: 98.0%, CPU KV cache usage: 2.5%.",
+        ("INFO 12-01 10:00:00 metrics.py:467] Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 5.0 "
+        "tokens/s, Running: 3 reqs, Swapped: 1 reqs, Pending: 4 reqs, GPU KV cache usage: 98.0%, CPU KV cache usage: 2.5%."),
         "INFO 12-01 10:00:00 metrics.py:483] Prefix cache hit rate: GPU: 45.10%, CPU: 0.00%",
     ]
     (point,) = parse_lines([LogLine(i + 1, t) for i, t in enumerate(lines)]).stats
@@ -173,39 +173,39 @@ def test_v0_prefix_cache_line_joins_its_stats_line() -> None:
 ERRORS = {
     # kind, line, facts it implies
     "no-cache-memory V0 fastchat": ("no-cache-memory",
-        "2024-04-27 10:13:05 | ERROR | stderr | ValueError: No available memory for the cache blocks. Try increasing "
-        "`gpu_memory_utilization` when initializing the engine.", {}),
+        ("2024-04-27 10:13:05 | ERROR | stderr | ValueError: No available memory for the cache blocks. Try increasing "
+        "`gpu_memory_utilization` when initializing the engine."), {}),
     "no-cache-memory 0.25 CPU": ("no-cache-memory",
-        "(EngineCore pid=5) ERROR 07-01 10:00:00 [core.py:900] ValueError: No available memory for the cache blocks. "
+        ("(EngineCore pid=5) ERROR 07-01 10:00:00 [core.py:900] ValueError: No available memory for the cache blocks. "
         "Try increasing `gpu_memory_utilization` when initializing the engine (this flag also controls CPU memory "
-        "reservation on the CPU backend, despite its name).", {}),
+        "reservation on the CPU backend, despite its name)."), {}),
     "max len V0": ("max-len-exceeds-kv",
-        "[rank0]: ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be "
+        ("[rank0]: ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be "
         "stored in KV cache (20016). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-        "initializing the engine.", {"max_model_len": 32768, "kv_cache_tokens": 20016}),
+        "initializing the engine."), {"max_model_len": 32768, "kv_cache_tokens": 20016}),
     "max len V1 0.7 GB models's": ("max-len-exceeds-kv",
-        "ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GB KV cache is "
+        ("ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GB KV cache is "
         "needed, which is larger than the available KV cache memory (9.14 GB). Try increasing "
-        "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+        "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."),
         {"max_model_len": 131072, "kv_cache_needed_gib": 16.0, "kv_cache_memory_gib": 9.14}),
     "free memory 0.9.2": ("memory-below-utilisation",
-        "(EngineCore_0 pid=7) ValueError: Free memory on device (20.5/79.19 GiB) on startup is less than desired GPU "
+        ("(EngineCore_0 pid=7) ValueError: Free memory on device (20.5/79.19 GiB) on startup is less than desired GPU "
         "memory utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
-        "processes.", {"gpu_memory_utilization": 0.9, "free_memory_gib": 20.5, "total_gpu_memory_gib": 79.19}),
+        "processes."), {"gpu_memory_utilization": 0.9, "free_memory_gib": 20.5, "total_gpu_memory_gib": 79.19}),
     "free memory 0.14 device": ("memory-below-utilisation",
-        "(EngineCore_DP0 pid=7) ERROR 01-10 10:00:00 [core.py:866] ValueError: Free memory on device cuda:0 "
+        ("(EngineCore_DP0 pid=7) ERROR 01-10 10:00:00 [core.py:866] ValueError: Free memory on device cuda:0 "
         "(10.0/23.55 GiB) on startup is less than desired GPU memory utilization (0.92, 21.67 GiB). Decrease GPU "
-        "memory utilization or reduce GPU memory used by other processes.", {"gpu_memory_utilization": 0.92}),
+        "memory utilization or reduce GPU memory used by other processes."), {"gpu_memory_utilization": 0.92}),
     "free memory 0.33 budget": ("memory-below-utilisation",
-        "ValueError: Free memory on device cuda:0 (10.0/79.19 GiB) on startup is less than the engine's budget after "
+        ("ValueError: Free memory on device cuda:0 (10.0/79.19 GiB) on startup is less than the engine's budget after "
         "excluding external process's weights (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU "
-        "memory used by other processes.", {"gpu_memory_utilization": 0.9}),
+        "memory used by other processes."), {"gpu_memory_utilization": 0.9}),
     "oom torch": ("oom",
-        "(VllmWorkerProcess pid=9) ERROR 07-18 12:26:40 multiproc_worker_utils.py:233] torch.OutOfMemoryError: CUDA "
-        "out of memory. Tried to allocate 1.96 GiB. GPU 0 has a total capacity of 79.15 GiB", {}),
+        ("(VllmWorkerProcess pid=9) ERROR 07-18 12:26:40 multiproc_worker_utils.py:233] torch.OutOfMemoryError: CUDA "
+        "out of memory. Tried to allocate 1.96 GiB. GPU 0 has a total capacity of 79.15 GiB"), {}),
     "oom cuda error": ("oom", "RuntimeError: CUDA error: out of memory", {}),
-    "other": ("other", "(EngineCore pid=4) ERROR 08-18 14:15:09 [core.py:700] RuntimeError: NCCL error: unhandled "
-              "cuda error", {}),
+    "other": ("other", ("(EngineCore pid=4) ERROR 08-18 14:15:09 [core.py:700] RuntimeError: NCCL error: unhandled "
+              "cuda error"), {}),
 }
 
 
@@ -279,12 +279,12 @@ def test_an_excerpt_pasted_without_headers_is_still_read(tmp_path: Path) -> None
     the same openings anywhere on the line."""
     paste = [
         "Loading model weights took 14.9888 GB",
-        "Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB peak_torch_memory=17.98GiB "
-        "memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB kv_cache_size=2.89GiB gpu_memory_utilization=0.90",
+        ("Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB peak_torch_memory=17.98GiB "
+        "memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB kv_cache_size=2.89GiB gpu_memory_utilization=0.90"),
         "# GPU blocks: 1478, # CPU blocks: 2048",
         "Maximum concurrency for 29000 tokens per request: 0.82x",
-        "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache "
-        "(23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+        ("The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache "
+        "(23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."),
     ]
     path = tmp_path / "paste.log"
     path.write_text("\n".join(paste) + "\n")

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from doctor.derive.missing import Missing
 from doctor.derive.log_facts import derive_log_facts
 from doctor.derive.metrics_window import derive_metrics_window
+from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import derive_stream_stats
 from doctor.evidence import Bundle
 

@@ -7,6 +7,7 @@ error is never mistaken for a fast answer.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -174,7 +175,7 @@ def request_stats(req: RequestTrace) -> RequestStats:
     rs.first_to_last_token = times[-1] - times[0]
     if req.t_headers is not None:
         rs.headers_to_first_token = times[0] - req.t_headers
-    rs.gaps = [b - a for a, b in zip(times, times[1:])]
+    rs.gaps = [b - a for a, b in itertools.pairwise(times)]
     if rs.gaps:
         rs.tpot = (rs.e2e - rs.ttft) / (len(times) - 1)
         rs.median_gap = statistics.median(rs.gaps)

@@ -18,6 +18,7 @@ UUIDs identify hardware across runs without naming it, so they are stored hashed
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -95,10 +96,8 @@ def collect_gpu(nvml: ModuleType | Any | None = None) -> tuple[GpuEvidence, list
         evidence.reason = f"NVML failed while reading the GPUs: {exc}"
         return evidence, [EvidenceError(SOURCE, "nvml", "read devices", "unavailable", evidence.reason)]
     finally:
-        try:
+        with contextlib.suppress(nvml.NVMLError):
             nvml.nvmlShutdown()
-        except nvml.NVMLError:
-            pass
 
 
 def _snapshot(nvml: Any, evidence: GpuEvidence) -> None:
@@ -110,11 +109,11 @@ def _snapshot(nvml: Any, evidence: GpuEvidence) -> None:
     handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
     evidence.devices = [_device(nvml, i, h) for i, h in enumerate(handles)]
     bus_to_index: dict[tuple[str, ...], int] = {}
-    for device, handle in zip(evidence.devices, handles):
+    for device, handle in zip(evidence.devices, handles, strict=True):
         bus_id = _field(nvml, device, "pci", lambda h=handle: _text(nvml.nvmlDeviceGetPciInfo(h).busId))
         if bus_id:
             bus_to_index[_bus_key(bus_id)] = device.index
-    for device, handle in zip(evidence.devices, handles):
+    for device, handle in zip(evidence.devices, handles, strict=True):
         evidence.nvlinks += _nvlinks(nvml, device, handle, bus_to_index)
     evidence.topology = _topology(nvml, evidence, handles)
 

@@ -9,6 +9,7 @@ evidence read so far and a non-fatal ``cut`` error that says what was left out.
 from __future__ import annotations
 
 import gzip
+import itertools
 import multiprocessing
 import os
 import stat
@@ -16,8 +17,8 @@ import sys
 import threading
 import zlib
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import ExitStack
 from typing import BinaryIO
 
 from doctor.evidence.errors import EvidenceError
@@ -114,7 +115,7 @@ def _open(source: str, opened: ExitStack) -> tuple[BinaryIO, int | None]:
     if source == "-":
         stream = opened.enter_context(os.fdopen(os.dup(sys.stdin.fileno()), "rb"))
     else:
-        stream = opened.enter_context(open(source, "rb"))
+        stream = opened.enter_context(open(source, "rb"))  # noqa: SIM115 - the caller's ExitStack closes it
     if stream.peek(2)[:2] == b"\x1f\x8b":
         return opened.enter_context(gzip.GzipFile(fileobj=stream, mode="rb")), None  # type: ignore[return-value]
     info = os.fstat(stream.fileno())
@@ -159,13 +160,13 @@ def _scan_parallel(source: str, stream: BinaryIO, size: int, workers: int) -> Sc
         stream.readline()  # to the start of the next line
         bounds.append(min(stream.tell(), size))
     bounds.append(size)
-    ranges = [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+    ranges = [(a, b) for a, b in itertools.pairwise(bounds) if b > a]
     stream.seek(0)
     start = stream.read(_SNIFF)
     _check_text(start)
     headers = patterns.HEADER_PROBE.search(start, 0, PROBE) is not None  # as one scanner would decide
     with ProcessPoolExecutor(len(ranges), mp_context=multiprocessing.get_context("fork")) as pool:
-        parts = list(pool.map(_scan_range, [source] * len(ranges), *zip(*ranges), [headers] * len(ranges)))
+        parts = list(pool.map(_scan_range, [source] * len(ranges), *zip(*ranges, strict=True), [headers] * len(ranges)))
     scanner = parts[0][0]
     for part, head in parts[1:]:
         scanner.join(part, head)

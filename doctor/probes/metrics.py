@@ -109,7 +109,7 @@ class Scraper:
                     return
                 try:
                     self.scrape("during")
-                except Exception as exc:  # a bug here must cost one sample, not the probe
+                except Exception as exc:  # noqa: BLE001 - a bug here must cost one sample, not the probe
                     with self._lock:
                         self._failures.append(("internal", f"during scrape: {type(exc).__name__}: {exc}"))
 

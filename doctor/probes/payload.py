@@ -14,10 +14,7 @@ import copy
 from typing import Any
 
 #: Common one-token English words: a prompt of N of them is about N tokens for BPE tokenizers.
-_WORDS = (
-    "the quick brown fox jumps over a lazy dog while the small cat sleeps near the warm fire and "
-    "every bird in the old tree sings a song about the long day"
-).split()
+_WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "the", "small", "cat", "sleeps", "near", "the", "warm", "fire", "and", "every", "bird", "in", "the", "old", "tree", "sings", "a", "song", "about", "the", "long", "day"]
 
 #: Fields only vLLM (and servers mimicking it) accept; dropped when the server rejects them.
 VLLM_EXTENSIONS = ("ignore_eos", "min_tokens", "continuous_usage_stats")

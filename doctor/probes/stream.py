@@ -221,7 +221,7 @@ class _Probe:
             stall_timeout_s=config.stall_timeout_s, deadline_s=config.deadline_s,
             payload=self._body(Job(0, next(iter(self.urls)), False)),
             payload_source=config.payload_source or "default",
-            paths={path: base for path, base in config.targets().items()},
+            paths=dict(config.targets().items()),
         )
 
     def _at_deadline(self, jobs: list[Job]) -> None:

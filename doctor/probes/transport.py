@@ -47,7 +47,7 @@ _HIGH_WATER = 1 << 20
 class ReadLog:
     """Socket reads of one request: time (clock seconds) and bytes; events are added by the parser."""
 
-    __slots__ = ("clock", "reads", "last_t")
+    __slots__ = ("clock", "last_t", "reads")
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock

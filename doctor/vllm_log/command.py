@@ -25,10 +25,7 @@ def log_command_output(source: str, as_json: bool) -> tuple[str, int]:
     """The text ``llm-doctor log`` prints for ``source`` and its exit code."""
     evidence, read_errors = read_log(source)
     facts = parse_lines(evidence.matched, source) if evidence is not None else None
-    if facts is None or facts.empty:
-        code = ExitCode.NO_DIAGNOSIS
-    else:
-        code = ExitCode.SYMPTOM if facts.errors else ExitCode.HEALTHY
+    code = ExitCode.NO_DIAGNOSIS if facts is None or facts.empty else ExitCode.SYMPTOM if facts.errors else ExitCode.HEALTHY
     text = _json(source, evidence, facts, read_errors) if as_json else _text(source, evidence, facts, read_errors)
     return Redactor().text(text), int(code)
 

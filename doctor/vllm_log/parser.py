@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.evidence.log import LogLine
-from doctor.vllm_log import patterns as P
+from doctor.vllm_log import patterns as P  # noqa: N812 - P.NAME reads as "the pattern NAME"
 from doctor.vllm_log.model import Fact, LogFacts, Startup, StartupError, StatsPoint
 from doctor.vllm_log.prefixes import Record, iter_records
 
@@ -174,9 +174,7 @@ class _Parser:
         return state
 
     def _marker(self, record: Record, message: str) -> None:
-        if match := P.API_VERSION.search(message):
-            self._open(VERSION_PHASE, record).set("vllm_version", match["version"], record, STATED)
-        elif match := P.BANNER_VERSION.search(message):
+        if (match := P.API_VERSION.search(message)) or (match := P.BANNER_VERSION.search(message)):
             self._open(VERSION_PHASE, record).set("vllm_version", match["version"], record, STATED)
         elif match := P.ENGINE_INIT.match(message):
             state = self._open(CONFIG_PHASE, record)

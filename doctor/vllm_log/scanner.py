@@ -160,7 +160,7 @@ class Scanner:
             parent, self._wrap_parent = self._wrap_parent, None
             self._keep_wrapped(head, 0, len(head), offset + 1, parent)
         already = self._last_kept  # continuation lines kept just now, which ``part`` may hold too
-        for mine, theirs in zip(self._buffers, part._buffers):
+        for mine, theirs in zip(self._buffers, part._buffers, strict=True):
             for no, text in theirs.lines:
                 if no + offset > already:
                     mine.add(no + offset, text)

@@ -19,11 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-WORDS = (
-    "the a of to and in is it that for on with as was at by be this from or an are not but have "
-    "latency token stream server gateway engine cache queue request response model prompt batch "
-    "first last time fast slow wait run go stop read write send buffer proxy nginx vllm gpu cpu"
-).split()
+WORDS = ["the", "a", "of", "to", "and", "in", "is", "it", "that", "for", "on", "with", "as", "was", "at", "by", "be", "this", "from", "or", "an", "are", "not", "but", "have", "latency", "token", "stream", "server", "gateway", "engine", "cache", "queue", "request", "response", "model", "prompt", "batch", "first", "last", "time", "fast", "slow", "wait", "run", "go", "stop", "read", "write", "send", "buffer", "proxy", "nginx", "vllm", "gpu", "cpu"]
 
 
 def corpus(lines: int = 4000) -> list[str]:

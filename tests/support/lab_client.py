@@ -13,6 +13,7 @@ import statistics
 import time
 import zlib
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import httpx
@@ -37,7 +38,7 @@ class Trace:
 
     @property
     def gaps(self) -> list[float]:
-        return [b - a for a, b in zip(self.tokens, self.tokens[1:])]
+        return [b - a for a, b in pairwise(self.tokens)]
 
     @property
     def max_gap(self) -> float:
@@ -60,10 +61,7 @@ class Trace:
 def has_token(event: dict[str, Any]) -> bool:
     if event.get("type") == "response.output_text.delta":
         return bool(event.get("delta"))
-    for choice in event.get("choices") or []:
-        if choice.get("text") or (choice.get("delta") or {}).get("content"):
-            return True
-    return False
+    return any(choice.get("text") or (choice.get("delta") or {}).get("content") for choice in event.get("choices") or [])
 
 
 async def stream_once(client: httpx.AsyncClient, url: str, body: dict[str, Any], t0: float) -> Trace:

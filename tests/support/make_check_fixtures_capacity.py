@@ -137,7 +137,7 @@ def chunked_prefill_config() -> None:
     write_case(
         name,
         "fires-v0-args-small-step",
-        bundle(log=log(v0 + [args.format(chunked=False, batched=2048)])),
+        bundle(log=log([*v0, args.format(chunked=False, batched=2048)])),
         why="vLLM 0.5.4-format args line (synthetic values): chunked prefill off, max_num_batched_tokens "
         "2048 < max_model_len 8192.",
         expect={"severity": "warning", "setting": "max_num_batched_tokens", "summary_contains": ["2,048"]},
@@ -145,7 +145,7 @@ def chunked_prefill_config() -> None:
     write_case(
         name,
         "quiet-v0-args-step-holds-prompt",
-        bundle(log=log(v0 + [args.format(chunked=False, batched=8192)])),
+        bundle(log=log([*v0, args.format(chunked=False, batched=8192)])),
         why="Same args line with max_num_batched_tokens 8192 = max_model_len.",
     )
     write_case(

@@ -9,6 +9,7 @@ scrapes (``fixtures/metrics``) and nginx traces (``fixtures/real-vllm/nginx``) g
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,7 @@ def simulate(arrivals: list[float], tokens: int, step: Callable[[int, int], floa
             done[i] = running.pop(i)
     reqs = []
     for i, times in sorted(done.items()):
-        gaps = [round(b - a, 6) for a, b in zip(times, times[1:])]
+        gaps = [round(b - a, 6) for a, b in itertools.pairwise(times)]
         req = request(path, i, ttft=round(times[0] - arrivals[i], 6), gaps=gaps, start=arrivals[i])
         req.prompt_tokens = prompt_tokens
         reqs.append(req)
@@ -86,7 +87,7 @@ def steady(n: int, *, ttft: float, gap: float, tokens: int = 6, path: str = "dir
     reqs: list[RequestTrace] = []
     if warmup_ttft is not None:
         reqs.append(request(path, 0, ttft=warmup_ttft, gaps=[gap] * (tokens - 1), start=0.0, warmup=True))
-    for i in range(n):
+    for _ in range(n):
         idx = len(reqs)
         reqs.append(request(path, idx, ttft=ttft, gaps=[gap] * (tokens - 1), start=idx * every))
     for r in reqs:
@@ -119,10 +120,10 @@ def gpu(*devices: GpuDevice) -> GpuEvidence:
 
 
 def h100(**fields: Any) -> GpuDevice:
-    base = dict(index=0, name="NVIDIA H100 80GB HBM3", memory_total_bytes=80 * GIB, memory_used_bytes=72 * GIB,
-                memory_free_bytes=8 * GIB, sm_clock_mhz=1980, sm_clock_max_mhz=1980, temperature_c=61.0,
-                power_w=610.0, power_limit_w=700.0,
-                processes=[GpuProcess(pid=4100, name="VLLM::EngineCore", used_memory_bytes=71 * GIB)])
+    base = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 80 * GIB, "memory_used_bytes": 72 * GIB,
+                "memory_free_bytes": 8 * GIB, "sm_clock_mhz": 1980, "sm_clock_max_mhz": 1980, "temperature_c": 61.0,
+                "power_w": 610.0, "power_limit_w": 700.0,
+                "processes": [GpuProcess(pid=4100, name="VLLM::EngineCore", used_memory_bytes=71 * GIB)]}
     base.update(fields)
     return GpuDevice(**base)
 

@@ -177,8 +177,8 @@ def prefix_cache_efficiency() -> None:
     zero = {"vllm:prefix_cache_queries_total": 0, "vllm:prefix_cache_hits_total": 0}
     default_log = log(
         [
-            "(APIServer pid=1) INFO 11-30 05:37:29 [api_utils.py:286] non-default args: "
-            "{'model_tag': 'm', 'model': 'm', 'enable_prefix_caching': True}"
+            ("(APIServer pid=1) INFO 11-30 05:37:29 [api_utils.py:286] non-default args: "
+            "{'model_tag': 'm', 'model': 'm', 'enable_prefix_caching': True}")
         ]
     )
     write_case(

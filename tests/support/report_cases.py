@@ -16,8 +16,8 @@ from tests.support import bundles, nginx_traces
 #: Startup-log lines as vLLM 0.32 prints them (from fixtures/real-vllm/logs).
 LOG_LINES = [
     "INFO 11-29 09:12:01 [api_server.py:1812] vLLM API server version 0.32.0",
-    "INFO 11-29 09:12:01 [utils.py:326] non-default args: {'model': '/srv/models/tiny-llama', "
-    "'max_model_len': 1024, 'max_num_seqs': 8}",
+    ("INFO 11-29 09:12:01 [utils.py:326] non-default args: {'model': '/srv/models/tiny-llama', "
+    "'max_model_len': 1024, 'max_num_seqs': 8}"),
     "INFO 11-29 09:12:09 [kv_cache_utils.py:1087] CPU KV cache size: 4,096 tokens",
     "INFO 11-29 09:12:09 [kv_cache_utils.py:1091] Maximum concurrency for 1,024 tokens per request: 4.00x",
 ]

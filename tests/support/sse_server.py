@@ -315,7 +315,7 @@ class _Events:
             obj_type = "chat.completion.chunk" if self.route == "chat" else "text_completion"
             out.append(self._data({"id": "x", "object": obj_type, "created": self.created, "model": MODEL,
                                    "choices": [], "usage": usage}))
-        return out + [b"data: [DONE]\n\n"]
+        return [*out, b"data: [DONE]\n\n"]
 
 
 async def _send_json(writer: asyncio.StreamWriter, status: int, obj: dict[str, Any], keep: bool) -> None:

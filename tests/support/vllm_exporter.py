@@ -77,7 +77,7 @@ class Exporter:
         exporter = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:
                 if self.path == "/metrics-moved":
                     self.send_response(307)
                     self.send_header("Location", "/metrics")

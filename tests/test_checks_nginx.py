@@ -18,10 +18,10 @@ from doctor.probes.stream import run_stream_probe
 from doctor.registry import load_registry
 from doctor.runner import Evidence, run_check
 from tests.support.bundles import bundle
-from tests.support.nginx import SKIP_REASON, nginx_binary, run_nginx
+from tests.support.nginx import NEEDS_NGINX, run_nginx
 from tests.support.sse_server import SseServer
 
-pytestmark = [pytest.mark.nginx, pytest.mark.skipif(nginx_binary() is None, reason=SKIP_REASON)]
+pytestmark = [pytest.mark.nginx, NEEDS_NGINX]
 
 PROXY = "location / { proxy_pass http://{upstream}; %s }"
 SCHEDULE = {"ttft": 0.05, "itl": 0.003, "n": 80}

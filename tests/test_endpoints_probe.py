@@ -20,7 +20,8 @@ from doctor.bundle import dumps
 from doctor.evidence import Bundle
 from doctor.probes.endpoints import collect_endpoints
 from doctor.probes.http import HttpOptions
-from tests.support.nginx import SKIP_REASON, free_port, nginx_binary, run_nginx
+from tests.support import system
+from tests.support.nginx import NEEDS_NGINX, free_port, run_nginx
 
 # The shape of vLLM's answers (vllm/entrypoints/openai/protocol.py: ModelList, ModelCard).
 MODELS = {
@@ -252,7 +253,7 @@ def test_unreadable_ca_bundle_is_a_tls_error(tmp_path: Path) -> None:
     assert evidence.endpoints == []
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+@system.needs(shutil.which("openssl"), "needs the openssl command to make a certificate (apt-get install openssl)")
 def test_self_signed_engine_fails_tls_until_its_ca_is_given(tmp_path: Path) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
@@ -270,7 +271,7 @@ def test_self_signed_engine_fails_tls_until_its_ca_is_given(tmp_path: Path) -> N
     assert errors == [] and trusted.endpoints[0].version == "0.32.0"
 
 
-needs_nginx = pytest.mark.skipif(nginx_binary() is None, reason=SKIP_REASON)
+needs_nginx = NEEDS_NGINX
 
 # The documented streaming setup in front of vLLM (nginx docs; vLLM's own nginx example).
 STREAMING_NGINX = """

@@ -15,9 +15,9 @@ import pytest
 from doctor.lab.engine import LabEngine
 from doctor.lab.scheduler import EngineConfig
 from tests.support.lab_client import chat_body, run_streams
-from tests.support.nginx import SKIP_REASON, nginx_binary, run_nginx
+from tests.support.nginx import NEEDS_NGINX, run_nginx
 
-pytestmark = [pytest.mark.nginx, pytest.mark.skipif(nginx_binary() is None, reason=SKIP_REASON)]
+pytestmark = [pytest.mark.nginx, NEEDS_NGINX]
 
 DEFAULTS = "location / { proxy_pass http://{upstream}; }"
 HTTP11 = 'location / { proxy_pass http://{upstream}; proxy_http_version 1.1; proxy_set_header Connection ""; }'

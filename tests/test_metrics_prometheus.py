@@ -24,6 +24,7 @@ from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, MetricsEvidence, PrometheusEvidence, Scrape
 from doctor.probes.prometheus import query_history
 from doctor.serial import load
+from tests.support import system
 from tests.support.vllm_exporter import TICK, Exporter
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "prometheus-2.42-ticking-two-engines.json"
@@ -53,7 +54,7 @@ def wait_for(predicate, what: str, deadline_s: float = STARTUP_DEADLINE_S) -> No
 def prometheus(tmp_path_factory) -> Iterator[str]:
     binary = shutil.which("prometheus")
     if binary is None:
-        pytest.skip("prometheus binary not found; install the Debian package `prometheus`")
+        system.missing("prometheus binary not found; install the Debian package `prometheus`")
     workdir = tmp_path_factory.mktemp("prometheus")
     with Exporter(ticking=True) as exporter:
         target = exporter.url.split("//", 1)[1].split("/", 1)[0]

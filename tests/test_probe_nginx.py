@@ -17,10 +17,11 @@ from doctor.clock import Clock
 from doctor.collect import CollectConfig
 from doctor.derive.stream_stats import PathStats, path_stats
 from doctor.probes.stream import run_stream_probe
-from tests.support.nginx import SKIP_REASON, nginx_binary, run_nginx
+from tests.support import system
+from tests.support.nginx import NEEDS_NGINX, run_nginx
 from tests.support.sse_server import SseServer
 
-pytestmark = [pytest.mark.nginx, pytest.mark.skipif(nginx_binary() is None, reason=SKIP_REASON)]
+pytestmark = [pytest.mark.nginx, NEEDS_NGINX]
 
 ITL = 0.003
 N = 120  # tokens: several 4 KiB bursts of ~240-byte events
@@ -110,7 +111,7 @@ def certificate(tmp_path_factory):
     import subprocess
 
     if shutil.which("openssl") is None:
-        pytest.skip("the openssl command is not installed")
+        system.missing("the openssl command is not installed (apt-get install openssl)")
     d = tmp_path_factory.mktemp("tls")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from reports import render_html
+from tests.support import system
 from tests.support.html_dom import inventory
 from tests.support.report_cases import real_buffering_report
 
@@ -36,7 +37,7 @@ FLAGS = [
 
 pytestmark = [
     pytest.mark.chromium,
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install -y chromium)"),
+    system.needs(CHROMIUM, "chromium is not installed (Debian: apt-get install -y chromium)"),
 ]
 
 

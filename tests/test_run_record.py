@@ -8,7 +8,6 @@ import pytest
 
 from doctor.collect import CollectConfig
 from doctor.derive.log_facts import derive_log_facts
-from doctor.derive.missing import Missing
 from doctor.evidence import (
     Endpoint,
     EndpointsEvidence,
@@ -144,10 +143,7 @@ def test_the_startup_log_outranks_the_endpoints() -> None:
     """Real vLLM 0.32.0 startup log: version, model and the engine configuration it printed."""
     lines = (FIXTURES / "startup-0.32.0-cpu-default.log").read_text().splitlines()
     b = bundle(log=log(lines), endpoints=endpoints(root="/elsewhere", gateway_version=None))
-    try:
-        derive_log_facts(b)
-    except Missing as exc:
-        pytest.skip(f"startup-log parser not in this build: {exc}")
+    derive_log_facts(b)
     complete_run_record(b, CollectConfig(engine="http://e:8000"))
     run = b.run
     assert (run.vllm_version, run.engine_generation, run.model) == ("0.32.0", "V1", "/srv/models/tiny-llama")
@@ -162,9 +158,6 @@ def test_revision_from_the_logged_non_default_args() -> None:
     (i,) = [n for n, line in enumerate(lines) if "non-default args: {" in line]
     lines[i] = lines[i].replace("'gpu_memory_utilization': 0.5}", "'gpu_memory_utilization': 0.5, 'revision': 'a09a354'}")
     b = bundle(log=log(lines))
-    try:
-        derive_log_facts(b)
-    except Missing as exc:
-        pytest.skip(f"startup-log parser not in this build: {exc}")
+    derive_log_facts(b)
     complete_run_record(b, CollectConfig())
     assert b.run.model_revision == "a09a354"

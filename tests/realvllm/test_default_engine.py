@@ -17,6 +17,7 @@ import pytest
 from tests.realvllm.diagnose import explain, run_diagnose, verdict_mismatches
 from tests.realvllm.scenarios import SCENARIOS
 from tests.realvllm.server import VllmServer, serve_vllm
+from tests.support import system
 from tests.support.nginx import SKIP_REASON, free_port, nginx_binary, run_nginx
 
 pytestmark = pytest.mark.realvllm
@@ -48,7 +49,7 @@ def test_healthy_engine_yields_healthy_with_no_warning(engine: VllmServer, tmp_p
 
 def test_default_nginx_buffering_a_close_delimited_hop_is_proxy_only(engine: VllmServer, tmp_path: Path) -> None:
     if nginx_binary() is None:
-        pytest.skip(SKIP_REASON)
+        system.missing(SKIP_REASON)
     port = engine.url.rsplit(":", 1)[1]
     with run_nginx(RELAY.replace("INNER", str(free_port())), int(port)) as gateway:
         report = run_diagnose(BUFFERING, tmp_path, engine=engine.url, gateway=gateway, log=engine.log)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -25,15 +24,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support import system
+
 START_TIMEOUT_S = 10.0
 
 
 def nginx_binary() -> str | None:
     """The nginx executable, or None (Debian installs it in /usr/sbin, often not on PATH)."""
-    return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None)
+    return system.find("nginx", "/usr/sbin/nginx", "/usr/local/sbin/nginx")
 
 
 SKIP_REASON = "nginx is not installed (apt-get install nginx-light); the real-gateway tests need its binary"
+NEEDS_NGINX = system.needs(nginx_binary(), SKIP_REASON)
 
 
 def free_port() -> int:

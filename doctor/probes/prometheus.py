@@ -62,7 +62,9 @@ def family_queries(family: Family, metric: str, selector: str, since_s: float) -
     window = duration(since_s)
     if family.kind == "counter":
         by = BY_ENGINE + (f", {family.sub_label}" if family.sub_label else "")
-        return [("increase", "query", f"sum by ({by}) (increase({metric}_total{sel}[{window}]))")]
+        # vLLM 0.2's aioprometheus exposed counters without the _total suffix: ask for both names.
+        either = "{" + ", ".join(filter(None, [f'__name__=~"{metric}(_total)?"', matchers(selector)])) + "}"
+        return [("increase", "query", f"sum by ({by}) (increase({either}[{window}]))")]
     if family.kind == "histogram":
         return [
             ("count", "query", f"sum by ({BY_ENGINE}) (increase({metric}_count{sel}[{window}]))"),

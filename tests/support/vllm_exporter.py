@@ -19,24 +19,25 @@ KV_CYCLE = (0.1, 0.5, 0.9, 0.3)
 TTFT_BOUNDS = (0.1, 0.25, 1.0)
 
 
-def ticking_exposition(n: int, engines: tuple[str, ...] = ("0", "1"), model: str = "m") -> str:
-    """The exposition after ``n`` GETs. TTFT observations all land in le=0.25."""
-    lines = [
-        "# HELP vllm:num_preemptions_total Cumulative number of preemption from the engine.",
-        "# TYPE vllm:num_preemptions_total counter",
-    ]
-    for e in engines:
-        lines.append(f'vllm:num_preemptions_total{{engine="{e}",model_name="{model}"}} {n * TICK["preemptions"]}.0')
-        lines.append(f'vllm:num_preemptions_created{{engine="{e}",model_name="{model}"}} 1.7e+09')
-    for fam in ("generation_tokens", "prompt_tokens"):
-        lines += [f"# HELP vllm:{fam}_total c", f"# TYPE vllm:{fam}_total counter"]
-        lines += [f'vllm:{fam}_total{{engine="{e}",model_name="{model}"}} {n * TICK[fam]}.0' for e in engines]
-    lines += ["# HELP vllm:request_success_total c", "# TYPE vllm:request_success_total counter"]
-    for e in engines:
-        for reason, per in (("stop", 0), ("length", TICK["length"])):
-            lines.append(
-                f'vllm:request_success_total{{engine="{e}",finished_reason="{reason}",model_name="{model}"}} {n * per}.0'
-            )
+def ticking_exposition(n: int, engines: tuple[str, ...] = ("0", "1"), model: str = "m", bare: tuple[str, ...] = ()) -> str:
+    """The exposition after ``n`` GETs. TTFT observations all land in le=0.25.
+
+    Engines in ``bare`` name their counters without ``_total``, as vLLM 0.2's aioprometheus did.
+    """
+    lines: list[str] = []
+    for fam in ("num_preemptions", "generation_tokens", "prompt_tokens", "request_success"):
+        for suffix, named in (("_total", [e for e in engines if e not in bare]), ("", [e for e in engines if e in bare])):
+            if not named:
+                continue
+            lines += [f"# HELP vllm:{fam}{suffix} c", f"# TYPE vllm:{fam}{suffix} counter"]
+            for e in named:
+                if fam == "request_success":
+                    lines += [f'vllm:{fam}{suffix}{{engine="{e}",finished_reason="{reason}",model_name="{model}"}} {n * per}.0'
+                              for reason, per in (("stop", 0), ("length", TICK["length"]))]
+                else:
+                    lines.append(f'vllm:{fam}{suffix}{{engine="{e}",model_name="{model}"}} {n * TICK[fam.removeprefix("num_")]}.0')
+                if fam == "num_preemptions" and suffix:
+                    lines.append(f'vllm:{fam}_created{{engine="{e}",model_name="{model}"}} 1.7e+09')
     lines += ["# HELP vllm:time_to_first_token_seconds h", "# TYPE vllm:time_to_first_token_seconds histogram"]
     for e in engines:
         count = n * TICK["ttft_count"]
@@ -69,9 +70,10 @@ class Answer:
 class Exporter:
     """``with Exporter() as ex: ex.answer.body = ...; ex.url``; ``ticking=True`` for a moving exposition."""
 
-    def __init__(self, *, ticking: bool = False) -> None:
+    def __init__(self, *, ticking: bool = False, bare: tuple[str, ...] = ()) -> None:
         self.answer = Answer()
         self.ticking = ticking
+        self.bare = bare
         self.gets = 0
         self._lock = threading.Lock()
         exporter = self
@@ -88,7 +90,7 @@ class Exporter:
                     exporter.gets += 1
                     n = exporter.gets
                 a = exporter.answer
-                body = (ticking_exposition(n) if exporter.ticking else a.body).encode()
+                body = (ticking_exposition(n, bare=exporter.bare) if exporter.ticking else a.body).encode()
                 time.sleep(a.delay_s)
                 try:
                     self.send_response(a.status)

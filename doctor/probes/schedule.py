@@ -1,17 +1,22 @@
 """When each probe request is sent: paired, counterbalanced, never over the asked load.
 
 Direct and gateway requests are paired and interleaved A B B A A B ... (counterbalanced, so
-neither path is always second to hit a warm engine), dispatched in that order by one loop.
-Each path has its own ``concurrency`` numbered slots; a request waits for a free slot of its
-path and is told which one (the probe keeps one connection per slot), so the probe never runs
-more than ``concurrency`` streams per path nor more than the asked count,
-and because one dispatcher serves both paths they stay in step: a fast path cannot run ahead
-of the pairs.
+neither path is always second to hit a warm engine). Each path has its own ``concurrency``
+numbered slots; a request waits for a free slot of its own path and is told which one (the
+probe keeps one connection per slot), so the probe never runs more than ``concurrency``
+streams per path nor more than the asked count.
 
-Closed loop (no ``rate``): a request is scheduled when a slot frees. Poisson (``rate`` per
-second per path): the pair's send time is drawn up front and latency counts from that
-scheduled time even when the request had to wait for a slot (no coordinated omission); the
-wait itself is the client queueing, ``t_sent - t_scheduled``, reported apart from latency.
+Closed loop (no ``rate``): one dispatcher sends the jobs in pair order, each when its path has
+a free slot, so the paths stay in step: a fast path cannot run ahead of the pairs. Latency
+counts from the send, since the schedule is the slot.
+
+Poisson (``rate`` per second per path): the pair's send time is drawn up front, and at that
+time each request of the pair starts and waits, first come first served, for a slot of its
+own path only: a slow gateway whose slots are all busy must not delay the direct requests, or
+the gateway's latency would show up on the direct path. Latency counts from the scheduled time
+even when the request had to wait for a slot (no coordinated omission); the wait itself is the
+client queueing, ``t_sent - t_scheduled``, reported apart from latency.
+
 Warm-up pairs run first, closed loop, and all finish before the measured phase starts.
 """
 
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -56,29 +62,76 @@ def plan(paths: list[str], requests: int, warmup: int, rate: float | None, seed:
 Send = Callable[[Job, float, int], Awaitable[None]]
 
 
+class _Slots:
+    """One path's numbered slots, handed to the waiting requests strictly in arrival order.
+
+    Hand-written rather than an ``asyncio.Queue`` of slot numbers: a queue lets a ``get`` that
+    arrives while a freed slot's waiter has not resumed yet take that slot, so a later-scheduled
+    request could be sent before an earlier one. Here a freed slot goes straight to the oldest
+    waiter.
+    """
+
+    def __init__(self, count: int) -> None:
+        self._free = deque(range(count))
+        self._waiters: deque[asyncio.Future[int]] = deque()
+
+    async def acquire(self) -> int:
+        """A free slot's number, once every request that asked before has had one."""
+        if self._free:  # a slot is only ever free while nobody waits
+            return self._free.popleft()
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release(waiter.result())  # handed a slot, then cancelled before taking it
+            else:
+                self._waiters.remove(waiter)
+            raise
+
+    def release(self, slot: int) -> None:
+        """Give ``slot`` to the oldest waiter, else free it."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(slot)
+                return
+        self._free.append(slot)
+
+
 async def dispatch(jobs: list[Job], concurrency: int, send: Send, clock: Clock) -> None:
     """Send ``jobs`` in order, at most ``concurrency`` in flight per path; wait for all."""
-    free: dict[str, asyncio.Queue[int]] = {}
+    slots: dict[str, _Slots] = {}
     running: set[asyncio.Task[None]] = set()
     start = clock.now()
+
+    async def run(job: Job, scheduled: float, slot: int | None) -> None:
+        path_slots = slots[job.path]
+        if slot is None:
+            slot = await path_slots.acquire()
+        try:
+            await send(job, scheduled, slot)
+        finally:
+            path_slots.release(slot)
+
     try:
         for job in jobs:
-            if job.path not in free:
-                free[job.path] = asyncio.Queue()
-                for slot in range(concurrency):
-                    free[job.path].put_nowait(slot)
-            if job.offset is not None:
+            if job.path not in slots:
+                slots[job.path] = _Slots(concurrency)
+            path_slots = slots[job.path]
+            slot: int | None = None
+            if job.offset is None:  # closed loop: the next job waits here, so the pairs stay in step
+                slot = await path_slots.acquire()
+                scheduled = clock.now()
+            else:  # open loop: start on time; the request waits for its own path's slot
                 scheduled = start + job.offset
                 delay = scheduled - clock.now()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                slot = await free[job.path].get()
-            else:
-                slot = await free[job.path].get()
-                scheduled = clock.now()
-            task = asyncio.ensure_future(send(job, scheduled, slot))
+            task = asyncio.ensure_future(run(job, scheduled, slot))
             running.add(task)
-            task.add_done_callback(lambda t, q=free[job.path], s=slot: (running.discard(t), q.put_nowait(s)))
+            task.add_done_callback(running.discard)
         if running:
             await asyncio.gather(*running)
     finally:

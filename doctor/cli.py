@@ -516,8 +516,7 @@ def probe_cmd(
     """
     from doctor.derive.missing import Missing
     from doctor.derive.stream_stats import derive_stream_stats
-    from doctor.serial import to_jsonable
-    from reports.stream_summary import print_stream_summary
+    from reports.stream_summary import print_stream_summary, stream_summary_json
 
     def run() -> ExitCode:
         cfg = load_config(opts.get("config"))
@@ -538,7 +537,7 @@ def probe_cmd(
             err.print(f"[red]no stream statistics:[/] {escape(str(exc))}")
             return ExitCode.INTERRUPTED if result.interrupted else ExitCode.NO_DIAGNOSIS
         if as_json:
-            sys.stdout.write(json.dumps(to_jsonable(stats), indent=1) + "\n")
+            sys.stdout.write(json.dumps(stream_summary_json(stats, result), indent=1) + "\n")
         else:
             print_stream_summary(stats, result, Console())
         if result.interrupted:

@@ -28,6 +28,7 @@ from doctor.classify import Budgets
 from doctor.collect import ROUTES, CollectConfig, collect
 from doctor.config import FileConfig, load_config, parse_set
 from doctor.errors import DoctorError, UsageError
+from doctor.evidence import Bundle
 from doctor.exit_codes import ExitCode
 from doctor.model import Report, Severity, Symptom
 from doctor.probes.http import HttpOptions
@@ -376,14 +377,14 @@ def emit(report: Report, opts: dict[str, Any], cfg: FileConfig) -> ExitCode:
     """Write the requested files, print the summary, and decide the exit code."""
     from reports import write_outputs
     from reports.json_doc import render_json
-    from reports.terminal import print_report
+    from reports.terminal import print_report, stdout_console
 
     fail_on = check_output_options(opts, cfg)
     written = write_outputs(report, json_path=opts.get("json"), html_path=opts.get("html"), md_path=opts.get("md"))
     if (opts.get("format") or "text") == "json":
         sys.stdout.write(render_json(report))
     else:
-        print_report(report, Console(), verbose=bool(opts.get("verbose")))
+        print_report(report, stdout_console(), verbose=bool(opts.get("verbose")))
     for path in written:
         err.print(f"wrote {path}")
     if report.bundle.interrupted:
@@ -449,6 +450,22 @@ def diagnose(
     run_guarded(lambda: diagnose_config(opts, load_config(opts.get("config")), bundle))
 
 
+def usable_evidence(bundle: Bundle) -> bool:
+    """Whether a bundle holds anything about the service a diagnosis can start from.
+
+    A successful streamed request, log lines, a /metrics scrape or a Prometheus answer count;
+    GPU and host facts do not: they describe a machine, and alone they say nothing about
+    where the latency goes. ``collect`` exits 2 without any of these (the bundle is still
+    written: its errors say why every probe failed).
+    """
+    return bool(
+        (bundle.stream and any(r.ok for r in bundle.stream.requests))
+        or (bundle.log and bundle.log.lines_total)
+        or (bundle.metrics and any(s.error is None for s in bundle.metrics.scrapes))
+        or (bundle.prometheus and any(q.error is None for q in bundle.prometheus.queries))
+    )
+
+
 @app.command("collect")
 @uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, CONFIG_OPTION)
 def collect_cmd(
@@ -470,7 +487,12 @@ def collect_cmd(
         result = collect(config, _progress)
         save(result, bundle)
         err.print(f"wrote {bundle} ({len(result.errors)} evidence error(s))")
-        return ExitCode.INTERRUPTED if result.interrupted else ExitCode.HEALTHY
+        if result.interrupted:
+            return ExitCode.INTERRUPTED
+        if not usable_evidence(result):
+            err.print("[red]no usable evidence:[/] no request succeeded and no log, /metrics or Prometheus data was read")
+            return ExitCode.NO_DIAGNOSIS
+        return ExitCode.HEALTHY
 
     run_guarded(run)
 
@@ -583,6 +605,8 @@ def checks_cmd(
     """
     from rich.table import Table
 
+    from reports.terminal import stdout_console, unwrapped
+
     def run() -> ExitCode:
         registry = load_registry()
         if as_json:
@@ -593,11 +617,17 @@ def checks_cmd(
             ]
             sys.stdout.write(json.dumps(rows, indent=1) + "\n")
         else:
-            table = Table("code", "name", "symptom", "needs", "options", title=f"{len(registry.checks)} checks")
+            # Codes, names and symptoms are what people grep for: never wrapped or shortened.
+            table = Table(title=f"{len(registry.checks)} checks")
+            for column in ("code", "name", "symptom"):
+                table.add_column(column, no_wrap=True)
+            for column in ("needs", "options"):
+                table.add_column(column, overflow="fold")
             for s in registry.checks:
-                table.add_row(s.code, s.name, s.symptom.value, ", ".join(s.requires),
-                              ", ".join(f"{k}={v}" for k, v in s.options.items()))
-            Console().print(table)
+                table.add_row(s.code, s.name, s.symptom.value, "\n".join(s.requires),
+                              "\n".join(f"{k}={v}" for k, v in s.options.items()))
+            console = stdout_console()
+            console.print(unwrapped(table, console))
         for w in registry.warnings:
             err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
         return ExitCode.HEALTHY

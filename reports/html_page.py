@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
@@ -32,6 +32,7 @@ from reports.summary import (
     fmt_value,
     key_numbers,
     strip_controls,
+    verify_text,
     view,
 )
 
@@ -249,6 +250,20 @@ def run_rows(report: Report) -> list[tuple[str, Any]]:
     return list(to_jsonable(report.bundle.run).items())
 
 
+def probe_tokens(report: Report) -> dict[str, int | None]:
+    """The probe's prompt and max tokens: the shape's, else the run record's.
+
+    With ``--payload`` the request body sets the lengths and the shape may hold none, while the
+    run record has the measured prompt length; the probe-shape table shows that rather than "—"
+    next to a run record that gives a number.
+    """
+    stream, run = report.bundle.stream, report.bundle.run
+    prompt = stream.shape.prompt_tokens if stream else None
+    most = stream.shape.max_tokens if stream else None
+    return {"prompt": run.prompt_tokens if prompt is None else prompt,
+            "max": run.max_tokens if most is None else most}
+
+
 def severity_groups(report: Report) -> list[tuple[str, list[Finding]]]:
     """Findings grouped most severe first (the runner already sorts them; groups make it visible)."""
     groups = [(s.value, [f for f in report.findings if f.severity is s]) for s in sorted(Severity, key=lambda s: -s.rank)]
@@ -279,6 +294,8 @@ def render_html(report: Report) -> str:
         log_facts=log_facts,
         log_missing=log_missing,
         run_rows=run_rows(report),
+        probe_tokens=probe_tokens(report),
+        verify=partial(verify_text, report),
         severity_groups=severity_groups(report),
         counts=counts,
         failed_requests=failed,

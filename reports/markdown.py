@@ -1,9 +1,12 @@
 """A short Markdown summary for pasting into a ticket or a chat thread.
 
-Issue trackers and chat tools render inline HTML and links in Markdown, so every value that
-came from the target or its logs is escaped (``md``): ``<``, ``>`` and ``&`` become entities,
-brackets and pipes are backslash-escaped, newlines are flattened. Code spans the checks write
-(`proxy_buffering off;`) are kept: inside a code span nothing is interpreted.
+Issue trackers render inline HTML and links in Markdown, so text that reaches the summary
+(which may quote the target: model names, labels, log lines) is escaped by ``md``, but only
+where Markdown would act on it: brackets (links, images), a ``<`` that opens a tag, comment or
+autolink, an ``&`` that spells an entity, pipes (table cells), backslashes; newlines are
+flattened. Everything else stays as typed, so "lag p99 85.4 ms > 10 ms" reads the same in a
+chat tool that shows the Markdown source as in one that renders it. Code spans the checks
+write (`proxy_buffering off;`) are kept: inside a code span nothing is interpreted.
 """
 
 from __future__ import annotations
@@ -11,17 +14,20 @@ from __future__ import annotations
 import re
 
 from doctor.model import Report
-from reports.summary import HEADLINES, fmt_evidence, key_numbers, passed_count, strip_controls, view
+from reports.summary import HEADLINES, fmt_evidence, key_numbers, passed_count, strip_controls, verify_text, view
 
-_SPECIAL = str.maketrans({"<": "&lt;", ">": "&gt;", "&": "&amp;", "|": "\\|", "[": "\\[", "]": "\\]",
-                          "\\": "\\\\", "\n": " ", "\r": " "})
+_SPECIAL = str.maketrans({"|": "\\|", "[": "\\[", "]": "\\]", "\\": "\\\\", "\n": " ", "\r": " "})
+#: ``<`` before a letter, ``/``, ``!`` or ``?`` may open an HTML tag, a comment or an autolink;
+#: ``&`` before ``name;`` or ``#123;`` is an entity. Elsewhere both are plain characters.
+_MARKUP_START = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?\w+;)")
 _CODE_SPAN = re.compile(r"(`[^`\n]+`)")
 
 
 def md(text: object) -> str:
     """Escape text for Markdown prose or a table cell, keeping its `code spans` intact."""
     parts = _CODE_SPAN.split(strip_controls(str(text)))
-    return "".join(p.replace("\n", " ").replace("|", "\\|") if i % 2 else p.translate(_SPECIAL)
+    return "".join(p.replace("\n", " ").replace("|", "\\|") if i % 2
+                   else _MARKUP_START.sub(lambda m: "\\" + m.group(), p.translate(_SPECIAL))
                    for i, p in enumerate(parts))
 
 
@@ -43,7 +49,7 @@ def render_markdown(report: Report) -> str:
         now = f" (now {md(r.current)})" if r.current else ""
         where = f" in {md(r.where)}" if r.where else ""
         lines += [f"**Change one thing:** {code(r.setting)} → {code(r.suggested)}{now}{where}", "",
-                  f"**Why:** {md(r.why)}", "", f"**Verify:** {md(r.verify)}", ""]
+                  f"**Why:** {md(r.why)}", "", f"**Verify:** {md(verify_text(report, r.verify))}", ""]
     if v.missing:
         lines += [f"**Missing evidence:** {md('; '.join(v.missing))}", ""]
     stats, _ = view(report, "stream_stats")
@@ -57,13 +63,13 @@ def render_markdown(report: Report) -> str:
         lines += [f"**Findings ({len(report.findings)})**", "", "| severity | check | finding | change |", "|---|---|---|---|"]
         for f in report.findings:
             lines.append(f"| {f.severity.value} | {f.code} {md(f.name)} | {md(f.summary)} | "
-                         f"{code(f.remediation.setting)} → {md(f.remediation.suggested)} |")
+                         f"{code(f.remediation.setting)} → {code(f.remediation.suggested)} |")
         lines.append("")
     primary = next((f for f in report.findings if f.code == v.primary_code), None)
     if primary and primary.evidence:
-        lines += [f"<details><summary>Evidence for {primary.code}</summary>", ""]
+        lines += [f"**Evidence for {primary.code}:**", ""]
         lines += [f"- {md(e.name)}: {md(fmt_evidence(e.value, e.unit))} ({md(e.source)})" for e in primary.evidence]
-        lines += ["", "</details>", ""]
+        lines.append("")
     run = report.bundle.run
     facts = [f"llm-doctor {md(report.tool_version)}", f"{passed_count(report)} check(s) passed"]
     facts += [f"{label} {md(value)}" for label, value in

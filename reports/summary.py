@@ -98,3 +98,22 @@ def key_numbers(stream_stats: dict[str, Any] | None) -> list[tuple[str, dict[str
 
 def passed_count(report: Report) -> int:
     return sum(1 for r in report.results if r.outcome.value == "pass")
+
+
+#: How ``checks._engine.rerun`` opens every verify text. Renderers do not import checks, so the
+#: wording is repeated here; ``tests/test_report_text.py`` pins the two together.
+RERUN_INSTRUCTION = "re-run the same probe (`llm-doctor diagnose` with the same flags) after changing only this"
+DEMO_RERUN_INSTRUCTION = ("this demo's lab cannot be reconfigured; `llm-doctor demo --scenario healthy` "
+                          "shows the state after the change")
+
+
+def verify_text(report: Report, verify: str) -> str:
+    """A remediation's verify text, as the reader of this report can act on it.
+
+    A demo user typed no ``diagnose`` flags and cannot change the lab's settings, so on a demo
+    run "re-run the same probe" points at the scenario that shows the fixed state instead. The
+    report itself keeps the check's text: re-analysing its bundle must give the same findings.
+    """
+    if report.bundle.run.command == "demo" and verify.startswith(RERUN_INSTRUCTION):
+        return DEMO_RERUN_INSTRUCTION + verify[len(RERUN_INSTRUCTION):]
+    return verify

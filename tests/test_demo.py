@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from doctor.bundle import load_path
 from doctor.cli import app
+from doctor.lab.demo import with_default_outputs
 from doctor.lab.scenarios import SCENARIOS
 from doctor.runner import analyze
 from doctor.serial import to_jsonable
@@ -49,3 +50,26 @@ def test_analyze_of_the_saved_bundle_gives_the_diagnose_result(tmp_path):
         assert again["verdict"] == live["verdict"]
         assert again["findings"] == live["findings"]
         assert [(r["code"], r["outcome"]) for r in again["results"]] == [(r["code"], r["outcome"]) for r in live["results"]]
+
+
+def test_each_missing_default_output_goes_to_the_out_dir(tmp_path):
+    """--html elsewhere moves the page only: the JSON still lands in --out-dir."""
+    out = tmp_path / "out"
+    assert with_default_outputs({}, out) == {"html": out / "report.html", "json": out / "report.json"}
+    moved = with_default_outputs({"html": tmp_path / "x.html", "md": tmp_path / "x.md", "verbose": True}, out)
+    assert moved == {"html": tmp_path / "x.html", "json": out / "report.json", "md": tmp_path / "x.md", "verbose": True}
+    assert with_default_outputs({"json": tmp_path / "r.json"}, out)["html"] == out / "report.html"
+
+
+@pytest.mark.slow
+def test_demo_with_an_output_flag_still_writes_both_reports(tmp_path):
+    result = runner.invoke(app, ["demo", "--scenario", "kv-pressure", "--html", str(tmp_path / "x.html"),
+                                 "--out-dir", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    assert (tmp_path / "x.html").stat().st_size > 0
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert not (tmp_path / "out" / "report.html").exists()
+    # The lab cannot be reconfigured: the verify line points at the scenario that shows the fix.
+    verify = next(line for line in result.stdout.splitlines() if line.startswith("Verify:"))
+    assert "llm-doctor demo --scenario healthy" in verify and "same flags" not in verify
+    assert "same flags" in report["verdict"]["primary_remediation"]["verify"]  # the report keeps the check's words

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import sys
 import tempfile
 
@@ -84,6 +86,32 @@ def test_run_record_shows_every_field(html: str) -> None:
     run = html[html.index('id="run"'):html.index('id="log"')]
     for f in dataclasses.fields(RunRecord):
         assert f.name.replace("_", " ") in run
+
+
+def test_print_stylesheet_hides_the_nav_and_opens_the_decomposition(html: str) -> None:
+    inv = inventory(html)
+    printed = inv.styles[0][inv.styles[0].index("@media print"):]
+    assert re.search(r"nav\.top\s*\{\s*display:\s*none", printed)
+    assert "grid" not in printed  # the screen layout rules are not repeated for paper
+    opened = [attrs for tag, attrs in inv.tags if tag == "details" and "open" in attrs]
+    assert len(opened) == 2  # where each TTFT and inter-token component comes from
+    assert "Where each TTFT component comes from" in html
+
+
+def test_probe_shape_agrees_with_the_run_record_and_marks_warmup() -> None:
+    """With --payload the shape has no prompt length; the run record's measured one is shown, not "—"."""
+    b = real_buffering_bundle()
+    assert b.stream is not None
+    b.stream.shape.prompt_tokens = None
+    b.run.prompt_tokens = 142
+    warm = b.stream.requests[0]
+    warm.warmup, warm.text_excerpt = True, "Once upon a time"
+    b.stream.requests[1].text_excerpt = "There was a fox"
+    page = render_html(analyze(b))
+    run = page[page.index('id="run"'):page.index('id="log"')]
+    assert f"<td>142 / {b.stream.shape.max_tokens}</td>" in run
+    rows = [row for row in re.findall(r"<tr>.*?</tr>", run) if "Once upon" in row or "There was" in row]
+    assert [("(warm-up)" in row) for row in rows] == [True, False]
 
 
 def test_glossary_maps_other_tools_names(html: str) -> None:

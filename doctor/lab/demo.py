@@ -26,6 +26,19 @@ def list_scenarios() -> str:
     ) + "\n"
 
 
+#: The files a demo always writes, under ``--out-dir`` unless a flag names the file elsewhere.
+DEFAULT_OUTPUTS = {"html": "report.html", "json": "report.json"}
+
+
+def with_default_outputs(opts: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """``opts`` with each default report that no flag placed filled in under ``out_dir``.
+
+    Each output on its own: ``--html x.html`` moves the page, and the JSON still goes to
+    ``out_dir``, so ``--out-dir`` is never silently ignored.
+    """
+    return {**opts, **{key: out_dir / name for key, name in DEFAULT_OUTPUTS.items() if not opts.get(key)}}
+
+
 def run_demo(
     scenario: str,
     out_dir: Path,
@@ -45,9 +58,7 @@ def run_demo(
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None
     out_dir.mkdir(parents=True, exist_ok=True)
-    opts = dict(opts)
-    if not any(opts.get(k) for k in ("json", "html", "md")):
-        opts["html"], opts["json"] = out_dir / "report.html", out_dir / "report.json"
+    opts = with_default_outputs(opts, out_dir)
     progress(f"scenario {spec.name}: {spec.description}")
     with tempfile.TemporaryDirectory(prefix="llm-doctor-demo-") as tmp, start_lab(spec, tmp) as lab:
         payload = Path(tmp) / "payload.json"

@@ -7,6 +7,7 @@ misreads.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from doctor.derive.log_facts import LogFacts, derive_log_facts
 from doctor.evidence import Bundle
 from doctor.probes.logfile import read_log
 from doctor.serial import load, to_jsonable
+from doctor.vllm_log.command import log_command_output
 from doctor.vllm_log.prefixes import strip_ansi
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
@@ -220,3 +222,22 @@ def test_restarts_in_one_file_facts_come_from_the_last(tmp_path: Path) -> None:
     assert facts.value("max_model_len") == 2048 and facts.value("num_gpu_blocks") == 32
     assert facts.errors == []  # the failure belongs to the startup before the last
     assert facts.facts["max_model_len"].line > sum(lengths[:2])
+
+
+def test_after_a_restart_the_stats_are_the_last_startups(tmp_path: Path) -> None:
+    """The stats series of a restarted engine starts again: what is summarised is the last
+    startup's, as its facts are; every point keeps the startup it belongs to."""
+    names = ["startup-0.32.0-cpu-default.log", "startup-0.32.0-cpu-FAILED-kv-too-small-for-max-model-len.log",
+             "startup-0.32.0-cpu-default.log"]
+    path = tmp_path / "restarts.log"
+    path.write_text("".join((LOGS / name).read_text(encoding="utf-8") for name in names), encoding="utf-8")
+    evidence, _ = read_log(str(path))
+    facts = derive_log_facts(Bundle(log=evidence))
+    assert len(facts.startups) == 3
+    assert [p.startup for p in facts.stats] == [0] * 7 + [2] * 7
+    assert facts.last_stats == facts.stats[7:]
+    assert all(p.line >= facts.startups[2].first_line for p in facts.last_stats)
+    text, _code = log_command_output(str(path), as_json=False)
+    assert "stats: 7 lines" in text and "7 stats lines of earlier startups left out" in text
+    document = json.loads(log_command_output(str(path), as_json=True)[0])
+    assert [p["startup"] for p in document["stats"]] == [0] * 7 + [2] * 7

@@ -7,6 +7,7 @@ import gzip
 import json
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,32 @@ def test_a_truncated_gzip_keeps_what_came_before_the_cut(tmp_path: Path) -> None
     assert evidence is not None and len(evidence.matched) > 10
 
 
+def test_a_truncated_gzip_loses_nothing_before_the_cut(tmp_path: Path) -> None:
+    """A real log gzipped and cut at 90 %: every line that the intact bytes hold is read (a
+    decompressor that drops the read in flight loses up to a whole read, here everything)."""
+    packed = gzip.compress(DEFAULT.read_bytes())
+    cut = packed[: len(packed) * 9 // 10]
+    before = zlib.decompressobj(wbits=31).decompress(cut)  # what the intact bytes decode to
+    path = tmp_path / "cut.log.gz"
+    path.write_bytes(cut)
+    evidence, errors = read_log(str(path))
+    assert [(e.kind, e.fatal) for e in errors] == [("cut", False)]
+    assert evidence.bytes_total == len(before)
+    assert evidence.lines_total == before.count(b"\n") + (not before.endswith(b"\n"))
+    assert f"analysed the {evidence.lines_total:,} lines" in errors[0].message
+    plain, _ = read_log(str(DEFAULT))
+    assert _kept(evidence) == [line for line in _kept(plain) if line[0] < evidence.lines_total]
+
+
+def test_concatenated_gzip_members_read_as_one_log(tmp_path: Path) -> None:
+    data = DEFAULT.read_bytes()
+    path = tmp_path / "vllm.log.gz"
+    path.write_bytes(gzip.compress(data[:5000]) + gzip.compress(data[5000:]))  # cat a.gz b.gz
+    plain, _ = read_log(str(DEFAULT))
+    packed, errors = read_log(str(path))
+    assert errors == [] and _kept(packed) == _kept(plain) and packed.lines_total == plain.lines_total
+
+
 @pytest.mark.parametrize("compressed", [False, True], ids=["text", "gzip"])
 def test_stdin_is_read_with_a_dash(compressed: bool) -> None:
     code = ("import json,sys; from doctor.probes.logfile import read_log; ev, err = read_log('-'); "
@@ -92,8 +119,17 @@ def test_stdin_is_read_with_a_dash(compressed: bool) -> None:
 # -- streaming, bounded memory -----------------------------------------------------------------
 
 
-def test_chunk_boundaries_change_nothing() -> None:
+def _terminal_wrapped(text: str, width: int) -> str:
+    """``text`` cut into lines of at most ``width`` characters, as a terminal shows it."""
+    return "".join("\n".join(line[i : i + width] for i in range(0, max(len(line), 1), width)) + "\n"
+                   for line in text.splitlines())
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "terminal-wrapped"])
+def test_chunk_boundaries_change_nothing(wrapped: bool) -> None:
     data = b"".join(p.read_bytes() for p in sorted(LOGS.glob("*.log")))
+    if wrapped:  # a record cut over several lines may also be cut between two chunks
+        data = _terminal_wrapped(data.decode(), 100).encode()
     whole = Scanner()
     whole.feed(data)
     whole.finish()
@@ -223,6 +259,20 @@ def test_a_large_file_split_between_processes_reads_as_one(tmp_path: Path) -> No
     assert [tuple(item) for item in kept] == _kept(sequential)
     assert (lines_total, bytes_total) == (sequential.lines_total, sequential.bytes_total)
     assert any(text.startswith("e is needed") for _, text in kept)
+
+
+def test_a_large_terminal_wrapped_file_is_read_in_one_process(tmp_path: Path) -> None:
+    """Its records span lines, so it is not split between processes: the result is the sequential one."""
+    path = tmp_path / "big.log"
+    path.write_text(_terminal_wrapped(DEFAULT.read_text(encoding="utf-8"), 90), encoding="utf-8")
+    sequential, _ = read_log(str(path))
+    code = ("import json, sys; import doctor.probes.logfile as lf; lf.PARALLEL_MIN = 0; lf._workers = lambda: 2; "
+            "ev, err = lf.read_log(sys.argv[1]); assert lf._can_fork() and not err; "
+            "print(json.dumps([[l.no, l.text] for l in ev.matched]))")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parent.parent, check=True)
+    assert [tuple(item) for item in json.loads(out.stdout)] == _kept(sequential)
+    assert parse_lines(sequential.matched).value("kv_cache_tokens") == 4361088
 
 
 def test_max_bytes_on_a_stream_reads_its_head(tmp_path: Path) -> None:

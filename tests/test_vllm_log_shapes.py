@@ -8,14 +8,19 @@ the wrappers are what Docker, kubectl, journald, TorchServe, k9s, fastchat and R
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from doctor.evidence.log import LogLine
 from doctor.probes.logfile import read_log
+from doctor.vllm_log.model import LogFacts
 from doctor.vllm_log.parser import parse_lines
+from doctor.vllm_log.scanner import Scanner
 
+LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 KV_LINE = ("INFO 10-03 16:22:17 [kv_cache_utils.py:864] GPU KV cache size: 42,656 tokens, "
            "Maximum concurrency for 32,768 tokens per request: 1.30x")
 CYAN, RESET = "\x1b[36m", "\x1b[0m"
@@ -237,8 +242,7 @@ def test_one_error_printed_by_two_processes_is_one_error() -> None:
 def test_any_cut_of_a_real_line_parses_without_error() -> None:
     """Excerpts cut lines anywhere: no cut of any fixture line may make the parser raise."""
     rng = random.Random(3)
-    logs = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
-    for path in sorted(logs.glob("*.log")):
+    for path in sorted(LOGS.glob("*.log")):
         for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             for cut in {len(line), *(rng.randrange(len(line) + 1) for _ in range(8))}:
                 parse_lines([LogLine(no, line[:cut]), LogLine(no + 1, line[cut:])])
@@ -311,3 +315,110 @@ def test_an_error_wrapped_at_80_columns_is_joined(tmp_path: Path) -> None:
     facts = parse_lines(read_log(str(path))[0].matched)
     assert [(e.kind, e.line) for e in facts.errors] == [("memory-below-utilisation", 2)]
     assert facts.value("gpu_memory_utilization") == 0.9 and facts.value("free_memory_gib") == 13.3
+
+
+# -- hard-wrapped by a terminal ------------------------------------------------------------------
+
+_COLOUR_OR_CHARACTER = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|.", re.DOTALL)
+#: The fixtures whose shapes the audit found lost when wrapped (0.32's one KV line, 0.10's
+#: concurrency line after "(EngineCore_DP0 pid=N)", the non-default args dict, a V0 config) run
+#: in every test run; the other logs in the slow stage. The log a terminal already wrapped is left out.
+_WRAP_EVERY_RUN = {"startup-0.32.0-cpu-default.log", "v0.10.2-lmcache1739-qwen3-14b-enginecore-dp0-kv.log",
+                   "v0.10.2dev-pr24162-serve-tp2-non-default-args-v1-init.log",
+                   "v0.6.3-mlcommons2267-tp8-llama3.1-8b-gpu-blocks-max-concurrency.log"}
+_WRAP_LOGS = [name if name in _WRAP_EVERY_RUN else pytest.param(name, marks=pytest.mark.slow)
+              for name in sorted(p.name for p in LOGS.glob("*.log")) if not name.endswith("-wrapped.log")]
+
+
+def _terminal_wrap(text: str, width: int) -> str:
+    """``text`` as a terminal ``width`` columns wide shows it: every line cut into pieces of
+    ``width`` characters, wherever that falls (colour codes take no column)."""
+    out: list[str] = []
+    for line in text.splitlines():
+        piece: list[str] = []
+        columns = 0
+        for token in _COLOUR_OR_CHARACTER.findall(line):
+            if len(token) == 1 and columns == width:
+                out.append("".join(piece))
+                piece, columns = [], 0
+            piece.append(token)
+            columns += len(token) == 1
+        out.append("".join(piece))
+    return "\n".join(out) + "\n"
+
+
+def _read(text: str) -> LogFacts:
+    """Through the scanner's gate and the parser, as ``read_log`` and the ``log_facts`` view do."""
+    scanner = Scanner()
+    scanner.feed(text.encode())
+    scanner.finish()
+    return parse_lines([LogLine(no, line.decode().rstrip("\r")) for no, line in scanner.kept()])
+
+
+def _parse(text: str) -> LogFacts:
+    """The parser alone on every physical line, as it re-reads the lines an older bundle kept."""
+    return parse_lines([LogLine(no, line) for no, line in enumerate(text.splitlines(), 1)])
+
+
+def _summary(facts: LogFacts) -> tuple[dict[str, Any], list[str], int, int]:
+    return {k: f.value for k, f in facts.facts.items()}, [e.kind for e in facts.errors], len(facts.stats), len(facts.startups)
+
+
+@pytest.mark.parametrize("name", _WRAP_LOGS)
+def test_a_log_wrapped_by_a_terminal_of_any_width_gives_the_same_facts(name: str) -> None:
+    text = (LOGS / name).read_text(encoding="utf-8")
+    whole = _summary(_read(text))
+    assert whole[0]
+    wrong = [(width, read.__name__) for width in range(80, 201) for read in (_read, _parse)
+             if _summary(read(_terminal_wrap(text, width))) != whole]
+    assert wrong == []
+
+
+def test_one_wrapped_record_in_a_log_is_joined_at_any_width() -> None:
+    """A single record wrapped leaves one full-width line only: the width is a guess, which a log
+    with vLLM headers confirms (the next line starts without one)."""
+    line = ("(EngineCore_DP0 pid=1133552) INFO 10-03 16:22:17 [kv_cache_utils.py:868] Maximum concurrency for "
+            "32,768 tokens per request: 1.30x")
+    health = 'INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK\n'
+    for width in range(80, len(line)):  # cut in the prefix, the header, the phrase, the numbers
+        for read in (_read, _parse):
+            facts = read(health + _terminal_wrap(line, width) + health)
+            assert (facts.value("max_concurrency"), facts.value("max_concurrency_tokens")) == (1.30, 32768), width
+
+
+def test_a_secret_cut_by_the_wrap_is_redacted_whole(tmp_path: Path) -> None:
+    """The scanner keeps a wrapped record joined, so the redaction sees the whole secret."""
+    line = ("(APIServer pid=1) INFO 09-01 10:00:00 [utils.py:326] non-default args: {'model_tag': 'm', "
+            "'api_key': 'sk-proj-abcdefghijklmnopqrstuvwxyz0123456789', 'max_num_seqs': 64, 'max_model_len': 4096}")
+    width = line.index("klmnop")
+    path = tmp_path / "wrapped.log"
+    path.write_text("INFO:     started\n" + _terminal_wrap(line, width))
+    evidence, _ = read_log(str(path))
+    assert [kept.no for kept in evidence.matched] == [2]
+    assert "klmnop" not in evidence.matched[0].text and "0123456789" not in evidence.matched[0].text
+    facts = parse_lines(evidence.matched)
+    assert (facts.value("max_num_seqs"), facts.value("max_model_len")) == (64, 4096)
+
+
+def test_a_full_width_line_before_an_exception_line_is_not_joined() -> None:
+    """With one line of the widest length only, an exception line after it is its own record."""
+    lines = ["(EngineCore_DP0 pid=7) ERROR 10-03 16:22:17 [core.py:700] EngineCore failed to start: see the traceback",
+             "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`."]
+    facts = parse_lines([LogLine(1, lines[0]), LogLine(2, lines[1])])
+    assert [(e.kind, e.line) for e in facts.errors] == [("no-cache-memory", 2)]
+
+
+# -- config values -------------------------------------------------------------------------------
+
+
+def test_a_config_value_with_keyword_arguments_is_kept_whole() -> None:
+    """0.6.3 separated two items by a space only; a space inside a value's brackets separates nothing."""
+    line = ("INFO 01-20 10:00:00 llm_engine.py:234] Initializing an LLM engine (v0.6.6.post1) with config: "
+            "model='Qwen/Qwen2.5-7B', speculative_config=SpeculativeConfig(draft_model='Qwen/Qwen2.5-0.5B', "
+            "num_spec_tokens=5), tokenizer='Qwen/Qwen2.5-7B', max_seq_len=32768, tensor_parallel_size=1, "
+            "chunked_prefill_enabled=False multi_step_stream_outputs=True, enable_prefix_caching=True, "
+            "use_async_output_proc=True)")
+    facts = parse_lines([LogLine(1, line)])
+    assert facts.value("speculative_config") == "SpeculativeConfig(draft_model='Qwen/Qwen2.5-0.5B', num_spec_tokens=5)"
+    assert (facts.value("chunked_prefill"), facts.value("enable_prefix_caching")) == (False, True)
+    assert (facts.value("max_model_len"), facts.value("tensor_parallel_size")) == (32768, 1)

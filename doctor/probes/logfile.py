@@ -8,7 +8,6 @@ evidence read so far and a non-fatal ``cut`` error that says what was left out.
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import multiprocessing
 import os
@@ -18,14 +17,13 @@ import threading
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from typing import BinaryIO
 
 from doctor.evidence.errors import EvidenceError
 from doctor.evidence.log import LogEvidence, LogLine
 from doctor.redact import Redactor
-from doctor.vllm_log import patterns
-from doctor.vllm_log.scanner import PROBE, Scanner
+from doctor.vllm_log.scanner import Scanner, probe
 
 CHUNK = 8 << 20  # large enough to amortise the per-chunk gate passes, small next to the RSS goal
 # A plain file at least this large is split between processes, one per available CPU (up to
@@ -34,9 +32,7 @@ CHUNK = 8 << 20  # large enough to amortise the per-chunk gate passes, small nex
 PARALLEL_MIN = 256 << 20
 MAX_WORKERS = 4
 _HEAD = 16 << 10  # first bytes of a part, where a wrapped line of the previous part may continue
-# Streams (stdin, .gz) are read in smaller chunks: gzip raises at a truncation before returning
-# the data it decompressed in the same read, so a small read loses little.
-STREAM_CHUNK = 1 << 20
+_GZIP_READ = 64 << 10  # compressed bytes per decompression step: what a corrupt block can lose
 _SNIFF = 64 << 10  # how much of the start is checked for binary content
 
 
@@ -46,6 +42,7 @@ def read_log(source: str, *, max_bytes: int | None = None) -> tuple[LogEvidence 
     first ``max_bytes`` (stdin and compressed logs, which cannot seek)."""
     scanner = Scanner()
     errors: list[EvidenceError] = []
+    damage: Exception | None = None  # a compressed log's truncation or corruption
     with ExitStack() as opened:
         try:
             stream, size = _open(source, opened)
@@ -54,25 +51,27 @@ def read_log(source: str, *, max_bytes: int | None = None) -> tuple[LogEvidence 
         except OSError as exc:
             return None, [_error(source, "unreadable", f"cannot open the log {source}: {exc.strerror or exc}")]
         try:
+            parallel = None
             if max_bytes is None and size is not None and size >= PARALLEL_MIN and _workers() > 1 and _can_fork():
-                try:
-                    scanner = _scan_parallel(source, stream, size, _workers())
-                except BrokenProcessPool:  # a worker was killed (memory, signal): read it here
-                    stream.seek(0)
-                    errors += _scan(source, stream, size, scanner, max_bytes)
+                with suppress(BrokenProcessPool):  # a worker was killed (memory, signal): read it here
+                    parallel = _scan_parallel(source, stream, size, _workers())
+                stream.seek(0)
+            if parallel is not None:
+                scanner = parallel
             else:
                 errors += _scan(source, stream, size, scanner, max_bytes)
         except (EOFError, zlib.error) as exc:
-            errors.append(_error(source, "cut", f"the compressed log {source} is truncated or corrupt ({exc}); "
-                                                f"analysed the {scanner.lines_total:,} lines before the damage",
-                                 fatal=False))
-        except gzip.BadGzipFile as exc:
+            damage = exc
+        except _BadGzip as exc:
             return None, [_error(source, "malformed", f"{source} is not a readable gzip file ({exc})")]
         except _Binary as exc:
             return None, [_error(source, "malformed", f"{source} {exc}")]
         except OSError as exc:
             return None, [_error(source, "unreadable", f"reading the log {source} failed: {exc.strerror or exc}")]
     scanner.finish()
+    if damage is not None:
+        errors.append(_error(source, "cut", f"the compressed log {source} is truncated or corrupt ({damage}); "
+                                            f"analysed the {scanner.lines_total:,} lines before the damage", fatal=False))
     if scanner.bytes_total == 0 and not errors:
         return None, [_error(source, "malformed", f"the log {source} is empty")]
     if dropped := scanner.dropped():
@@ -93,6 +92,58 @@ def read_log(source: str, *, max_bytes: int | None = None) -> tuple[LogEvidence 
 
 class _Binary(Exception):
     """The log is not text; the message says what it looks like instead."""
+
+
+class _BadGzip(Exception):
+    """The log starts like gzip but its first block does not decompress."""
+
+
+class _Gunzip:
+    """A gzip stream (one or more members) decompressed as it is read.
+
+    Not ``gzip.GzipFile``: at a truncation it raises ``EOFError`` and drops the data it had
+    decompressed in the same read, while ``zlib``'s decompressor hands out everything before the
+    cut; a damaged block loses at most the output of one ``_GZIP_READ`` step.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._inflate = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer
+        self._input = b""
+        self._member_open = False  # inside a member: the input may not end here
+        self._started = False  # some output came: damage from here on is a cut, not a bad file
+        self._cut = False
+
+    def read(self, size: int) -> bytes:
+        while not self._cut:
+            if not self._input:
+                self._input = self._raw.read(_GZIP_READ)
+                if not self._input:
+                    if not self._member_open:
+                        return b""
+                    self._cut = True
+                    if out := self._inflate.flush():  # what the decompressor still holds
+                        return out
+                    break
+            if not self._member_open:
+                self._input = self._input.lstrip(b"\0")  # zero padding after a member
+                if not self._input:
+                    continue
+                self._inflate, self._member_open = zlib.decompressobj(wbits=31), True
+            try:
+                out = self._inflate.decompress(self._input, size)
+            except zlib.error as exc:
+                if self._started:
+                    raise
+                raise _BadGzip(str(exc)) from exc
+            if self._inflate.eof:  # the member ends; another may follow (``cat a.gz b.gz``)
+                self._input, self._member_open = self._inflate.unused_data, False
+            else:
+                self._input = self._inflate.unconsumed_tail
+            if out:
+                self._started = True
+                return out
+        raise EOFError("compressed file ended before the end-of-stream marker was reached")
 
 
 def _check_text(start: bytes) -> None:
@@ -117,7 +168,7 @@ def _open(source: str, opened: ExitStack) -> tuple[BinaryIO, int | None]:
     else:
         stream = opened.enter_context(open(source, "rb"))  # noqa: SIM115 - the caller's ExitStack closes it
     if stream.peek(2)[:2] == b"\x1f\x8b":
-        return opened.enter_context(gzip.GzipFile(fileobj=stream, mode="rb")), None  # type: ignore[return-value]
+        return _Gunzip(stream), None  # type: ignore[return-value]
     info = os.fstat(stream.fileno())
     return stream, info.st_size if stat.S_ISREG(info.st_mode) else None
 
@@ -152,8 +203,15 @@ def _scan_range(path: str, begin: int, end: int, headers: bool) -> tuple[Scanner
     return scanner, head[: head.rfind(b"\n") + 1]
 
 
-def _scan_parallel(source: str, stream: BinaryIO, size: int, workers: int) -> Scanner:
-    """Scan a large plain file in ``workers`` processes, split at line boundaries, and merge."""
+def _scan_parallel(source: str, stream: BinaryIO, size: int, workers: int) -> Scanner | None:
+    """Scan a large plain file in ``workers`` processes, split at line boundaries, and merge;
+    None for a log that a terminal wrapped, whose records are joined across lines in one pass."""
+    stream.seek(0)
+    start = stream.read(_SNIFF)
+    _check_text(start)
+    headers, wrap = probe(start, whole=len(start) == size)  # as one scanner would decide
+    if wrap is not None:
+        return None
     bounds = [0]
     for i in range(1, workers):
         stream.seek(max(size * i // workers, bounds[-1]))
@@ -161,10 +219,6 @@ def _scan_parallel(source: str, stream: BinaryIO, size: int, workers: int) -> Sc
         bounds.append(min(stream.tell(), size))
     bounds.append(size)
     ranges = [(a, b) for a, b in itertools.pairwise(bounds) if b > a]
-    stream.seek(0)
-    start = stream.read(_SNIFF)
-    _check_text(start)
-    headers = patterns.HEADER_PROBE.search(start, 0, PROBE) is not None  # as one scanner would decide
     with ProcessPoolExecutor(len(ranges), mp_context=multiprocessing.get_context("fork")) as pool:
         parts = list(pool.map(_scan_range, [source] * len(ranges), *zip(*ranges, strict=True), [headers] * len(ranges)))
     scanner = parts[0][0]
@@ -189,9 +243,8 @@ def _scan(source: str, stream: BinaryIO, size: int | None, scanner: Scanner, max
                                             f"(lines before {scanner.lines_total + 1:,} only counted)", fatal=False))
         budget = None
     first = True
-    size_wanted = CHUNK if size is not None else STREAM_CHUNK
     while True:
-        chunk = stream.read(size_wanted if budget is None else min(size_wanted, budget))
+        chunk = stream.read(CHUNK if budget is None else min(CHUNK, budget))
         if not chunk:
             break
         if first:

@@ -92,9 +92,11 @@ def _text(source: str, evidence: LogEvidence | None, facts: LogFacts | None, rea
     if facts.preemption_warnings:
         total = f", cumulative count {facts.preemptions_cumulative}" if facts.preemptions_cumulative else ""
         out.append(f"\npreemption warnings: {facts.preemption_warnings}{total}")
-    if facts.stats:
+    if stats := facts.last_stats:
         out.append("")
-        out.append(_stats_summary(facts.stats))
+        out.append(_stats_summary(stats))
+        if earlier := len(facts.stats) - len(stats):
+            out.append(f"  (from the last startup; {earlier:,} stats lines of earlier startups left out)")
     return "\n".join(out)
 
 

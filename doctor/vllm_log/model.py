@@ -46,6 +46,7 @@ class StatsPoint:
     generation_throughput: float | None = None
     preemptions: float | None = None
     engine: str | None = None  # "000" per engine, "2 Engines Aggregated" for a DP aggregate
+    startup: int | None = None  # index in ``LogFacts.startups`` of the startup that printed it
 
 
 @dataclass
@@ -63,10 +64,17 @@ class LogFacts:
     source: str = ""
     facts: dict[str, Fact] = field(default_factory=dict)
     errors: list[StartupError] = field(default_factory=list)
-    stats: list[StatsPoint] = field(default_factory=list)
+    stats: list[StatsPoint] = field(default_factory=list)  # every startup's; ``last_stats``: the last one's
     preemption_warnings: int = 0
     preemptions_cumulative: int | None = None
     startups: list[Startup] = field(default_factory=list)  # every startup found; facts are from the last
+
+    @property
+    def last_stats(self) -> list[StatsPoint]:
+        """The stats points of the last startup, which the facts and errors describe: a restart
+        begins a new series (``stats`` holds every startup's)."""
+        last = len(self.startups) - 1
+        return [p for p in self.stats if p.startup is None or p.startup == last]
 
     @property
     def empty(self) -> bool:

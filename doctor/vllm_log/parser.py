@@ -85,6 +85,7 @@ _BLOCK_SIZES = (16, 8, 32, 1, 2, 4, 64, 128, 256)  # vLLM's choices, the default
 _V1_PROCESS = re.compile(r"^(?:EngineCore|VllmWorker rank=|Worker_|DPEngineCore)")
 _MAX_OTHER_ERRORS = 10
 _MAX_ERROR_MESSAGE = 400
+_KEY_AHEAD = re.compile(r"\w+=(?!=)")  # "key=" after a space separates items printed without a comma
 
 
 @dataclass
@@ -335,6 +336,7 @@ class _Parser:
             prompt_throughput=float(match["prompt"]),
             generation_throughput=float(match["generation"]),
             engine=match["engine"] or match["aggregated"],
+            startup=len(self.startups) - 1,
         )
         usages: list[tuple[str, float]] = []
         for part in P.STATS_PART.finditer(message, match.end()):
@@ -453,6 +455,9 @@ def _specific_errors(errors: list[StartupError]) -> list[StartupError]:
 def _split_items(body: str) -> list[tuple[str, str]]:
     """Top-level ``key=value`` items of a config or ``Namespace(...)`` repr.
 
+    Items are separated by a comma, or by a space before ``key=`` (0.6.3/0.6.4 printed
+    "chunked_prefill_enabled=%s multi_step_stream_outputs=%s" with no comma), outside brackets
+    and quotes only: ``SpeculativeConfig(draft_model='m', num_spec_tokens=5)`` is one value.
     Hand-written because the text is a repr of objects that are not Python literals
     (``torch.bfloat16``, ``<CompilationMode.X: 2>``, ``KernelConfig(...)``) and is often cut
     by an excerpt or a line-length limit: unless the closing bracket is reached, the last item
@@ -482,7 +487,7 @@ def _split_items(body: str) -> list[tuple[str, str]]:
                 complete = True
                 break
             openers.pop()
-        elif ch == "," and not openers:
+        elif not openers and (ch == "," or (ch == " " and _KEY_AHEAD.match(body, i + 1))):
             items.append(body[start:i])
             start = i + 1
         i += 1
@@ -490,11 +495,9 @@ def _split_items(body: str) -> list[tuple[str, str]]:
         items.append(body[start:i])
     pairs: list[tuple[str, str]] = []
     for item in items:
-        # 0.6.3/0.6.4 printed "chunked_prefill_enabled=%s multi_step_stream_outputs=%s" with no comma.
-        for piece in re.split(r" (?=\w+=)", item.strip()):
-            key, sep, value = piece.partition("=")
-            if sep and key.isidentifier():
-                pairs.append((key, value.strip()))
+        key, sep, value = item.strip().partition("=")
+        if sep and key.isidentifier():
+            pairs.append((key, value.strip()))
     return pairs
 
 

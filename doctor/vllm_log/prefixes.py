@@ -9,12 +9,18 @@ enumerate every wrapper, a record is found by vLLM's own header wherever it sits
 whatever precedes it is the prefix, from which only the process name and a dated timestamp
 are kept. Lines without a header (tracebacks, ``ValueError: ...``) keep their text after the
 known wrappers are peeled off.
+
+A terminal (``script``, a tmux or k9s pane, a copied screen) cuts every line at its width,
+wherever that falls: before a space, inside the header or the phrase a fact is read by. Such a
+log has many lines exactly as long as its longest (``infer_wrap``), and after one of them the
+next line continues the record unless it starts with a header of its own (``Wrap``).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -47,8 +53,8 @@ _WRAPPERS = re.compile(
 
 _BOX_RIGHT = re.compile(r"\s*│\s*$")
 
-#: How a new record can start; a line that starts otherwise and follows a full-width line is
-#: the rest of that line, hard-wrapped by a terminal or a paste.
+#: How a new record can start; a line that starts otherwise and follows a line of at least
+#: ``WRAP_MIN_WIDTH`` is the rest of that line, hard-wrapped by a paste or an editor.
 _RECORD_START = re.compile(
     r"""\s|$|[(\[│|*#`$>\x1b]
       | Traceback\b | \w*(?:Error|Exception|Warning)\b
@@ -62,6 +68,22 @@ _RECORD_START = re.compile(
 
 #: Shortest physical line that may have been hard-wrapped (terminals wrap at 80 columns or more).
 WRAP_MIN_WIDTH = 79
+
+#: What only a new record starts with, however a terminal cut the one before: a process prefix,
+#: vLLM's level and date, a wrapper's timestamp or journald's, torch's rank, uvicorn's level, a
+#: traceback, the fence around a log pasted into an issue. A terminal cuts at a column, so a
+#: wrapped piece starts with any character at all.
+_RECORD_HEADER = re.compile(
+    r"""\((?:[^()]|\([^()]*\))*?\ pid=\d+[^()]*\)
+      | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?:\ \d\d-\d\d\ \d\d:\d\d:\d\d|:\ )
+      | \S*\d{4}-\d\d-\d\d[T\ ]\d\d:\d\d:\d\d
+      | \S+\ +\d{1,2}\ \d\d:\d\d:\d\d\ \S+\ [^\s:\[]+(?:\[\d+\])?:
+      | \[(?:rank\d+|Stage-\d+)\]
+      | Traceback\ \(most\ recent | ```""",
+    re.VERBOSE,
+)
+#: An exception line, which follows a traceback frame without a header of its own.
+_EXCEPTION_START = re.compile(r"[\w.]*(?:Error|Exception|Warning)\b")
 
 
 @dataclass
@@ -81,8 +103,52 @@ def strip_ansi(text: str) -> str:
     return ANSI.sub("", text) if "\x1b" in text else text
 
 
-def is_continuation(previous: str, line: str) -> bool:
-    """Whether ``line`` is the hard-wrapped rest of ``previous`` (both without colours)."""
+@dataclass(frozen=True)
+class Wrap:
+    """How a terminal hard-wrapped a log: every longer line cut into pieces exactly ``width`` long.
+
+    The width is inferred from the log (``infer_wrap``). After a piece that wide, the next line
+    is the rest of the record unless it starts a record of its own (``starts_record``). When only
+    one line is that wide, the width is a guess: then only a log with vLLM headers, where a new
+    record is told by its header, is joined, and never before an exception line.
+    """
+
+    width: int
+    confirmed: bool  # several different lines are exactly ``width`` long
+    headers: bool  # the log has vLLM headers
+
+    def continues(self, previous: str, line: str) -> bool:
+        if len(previous) != self.width or not line.strip() or starts_record(line):
+            return False  # a wrapped piece holds at least one character, and a blank one is no record
+        return self.confirmed or (self.headers and not _EXCEPTION_START.match(line))
+
+
+def infer_wrap(lines: Sequence[tuple[int, str]], headers: bool) -> Wrap | None:
+    """The wrap of a log, from its ``(line number, text)`` lines (colours and line ends removed).
+
+    A terminal leaves no line longer than its width and many exactly as long, so the width is
+    the longest line's; the log is taken as wrapped when a line that long is followed by one
+    that does not start a record.
+    """
+    width = max((len(text) for _, text in lines), default=0)
+    if width < WRAP_MIN_WIDTH:
+        return None
+    widest = {text for _, text in lines if len(text) == width}
+    wrap = Wrap(width=width, confirmed=len(widest) > 1, headers=headers)
+    pairs = itertools.pairwise(lines)
+    return wrap if any(b[0] == a[0] + 1 and wrap.continues(a[1], b[1]) for a, b in pairs) else None
+
+
+def starts_record(line: str) -> bool:
+    """Whether ``line`` starts a new record: a header, behind the wrappers or not."""
+    return _RECORD_HEADER.match(line) is not None or HEADER.match(peel(line)) is not None
+
+
+def is_continuation(previous: str, line: str, wrap: Wrap | None = None) -> bool:
+    """Whether ``line`` is the hard-wrapped rest of ``previous`` (both without colours): cut at
+    the terminal width of ``wrap``, or after a long line where no record can start (a paste)."""
+    if wrap is not None and wrap.continues(previous, line):
+        return True
     return len(previous) >= WRAP_MIN_WIDTH and not _RECORD_START.match(line) and not HEADER.search(line)
 
 
@@ -132,13 +198,14 @@ def _process(prefix: str) -> str | None:
     return f"{processes[-1][0]} pid={processes[-1][1]}" if processes else None
 
 
-def iter_records(lines: Iterable[tuple[int, str]]) -> Iterator[Record]:
+def iter_records(lines: Sequence[tuple[int, str]]) -> Iterator[Record]:
     """Records of ``(line number, text)`` pairs, joining hard-wrapped continuation lines."""
+    cleaned = [(no, strip_ansi(text).rstrip("\r\n")) for no, text in lines]
+    wrap = infer_wrap(cleaned, headers=any(HEADER.search(text) for _, text in cleaned))
     first_no = last_no = 0
     parts: list[str] = []
-    for no, text in lines:
-        clean = strip_ansi(text).rstrip("\r\n")
-        if parts and no == last_no + 1 and is_continuation(parts[-1], clean):
+    for no, clean in cleaned:
+        if parts and no == last_no + 1 and is_continuation(parts[-1], clean, wrap):
             parts.append(clean)
             last_no = no
             continue

@@ -5,7 +5,9 @@ The scanner sees the log as byte chunks and never splits it into Python line obj
 only the lines around a hit are cut out, numbered (by counting newlines, also in C) and kept.
 That is what lets a multi-gigabyte log be read at a small multiple of ``grep``'s speed (see
 ``bench/log_parse.py``). A large file can be scanned in parts by several processes and the
-parts joined (``join``), with the same result.
+parts joined (``join``), with the same result. A log that a terminal hard-wrapped (its start
+shows it, ``probe``) is read line by line instead, its pieces joined into records before the
+gate, so that a phrase the wrap cut in two is found whole, and kept joined.
 
 Memory stays bounded whatever the log holds: the periodic stats lines keep their most recent
 ``max_stats``, preemption warnings and exception lines their most recent few hundred, and the
@@ -23,10 +25,10 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from doctor.vllm_log import patterns
-from doctor.vllm_log.prefixes import WRAP_MIN_WIDTH, is_continuation, strip_ansi
+from doctor.vllm_log.prefixes import WRAP_MIN_WIDTH, Wrap, infer_wrap, is_continuation, strip_ansi
 
 _REQUEST_LOG = re.compile(patterns.REQUEST_LOG)
-PROBE = 64 << 10  # bytes of the log's start that decide whether it has vLLM headers
+PROBE = 64 << 10  # bytes of the log's start that decide whether it has vLLM headers, and its wrap
 #: First bytes that always start a new record (``prefixes._RECORD_START``), checked before the
 #: line is decoded for ``is_continuation``.
 _NEVER_CONTINUES = frozenset(b" \t\r\n([|*#`$>\x1b")
@@ -74,9 +76,13 @@ class Scanner:
         self._discarding = False  # inside an over-long line, or the partial line after a skip
         self._wrap_parent: bytes | None = None  # last kept line, when it ended a block
         self._last_kept = 0
-        # Whether the log has vLLM headers: decided on its first PROBE bytes unless given (a part
-        # of a log scanned in another process is told what its start showed).
+        # Whether the log has vLLM headers, and the terminal width it was wrapped at: decided on
+        # its first PROBE bytes unless given (a part of a log scanned in another process is told
+        # what its start showed; only an unwrapped log is split between processes).
         self._headers = headers
+        self._wrap: Wrap | None = None
+        self._group: list[tuple[int, bytes]] = []  # physical lines of the wrapped record being read
+        self._group_size = 0
         self._probe = b""
 
     @property
@@ -110,7 +116,7 @@ class Scanner:
             self._probe += chunk
             if len(self._probe) < PROBE:
                 return
-            chunk, self._probe = self._decide(), b""
+            chunk, self._probe = self._decide(whole=False), b""
         begin = 0
         if self._discarding:
             begin = chunk.find(b"\n")
@@ -138,13 +144,14 @@ class Scanner:
 
     def finish(self) -> None:
         if self._headers is None:  # a log shorter than PROBE
-            probe, self._probe = self._decide(), b""
+            probe, self._probe = self._decide(whole=True), b""
             self.bytes_total -= len(probe)  # counted when it was fed
             self.feed(probe)
         if self._carry:
             line = self._carry + b"\n"
             self._scan(line, 0, len(line))
             self._carry = b""
+        self._flush_group()
 
     def kept(self) -> list[tuple[int, bytes]]:
         return sorted((item for buffer in self._buffers for item in buffer.lines), key=lambda item: item[0])
@@ -174,9 +181,9 @@ class Scanner:
 
     # -- internals --------------------------------------------------------------------------
 
-    def _decide(self) -> bytes:
+    def _decide(self, whole: bool) -> bytes:
         """Decide the gate from the probed start of the log; return the probed bytes."""
-        self._headers = patterns.HEADER_PROBE.search(self._probe, 0, PROBE) is not None
+        self._headers, self._wrap = probe(self._probe, whole)
         return self._probe
 
     def _cut_carry(self) -> None:
@@ -184,16 +191,20 @@ class Scanner:
             self._carry, self._discarding = self._carry[: self.max_line], True
             self.cut_lines += 1
 
+    def _gate(self, block: bytes, begin: int, end: int) -> re.Pattern[bytes]:
+        if not self._headers:
+            return patterns.ANYWHERE_GATE
+        if block.find(b"\x1b", begin, end) >= 0:
+            return patterns.COLOURED_MESSAGE_GATE
+        return patterns.MESSAGE_GATE
+
     def _scan(self, block: bytes, begin: int, end: int) -> None:
         """Keep the gated lines of ``block[begin:end]``, which holds whole lines only."""
+        if self._wrap is not None:
+            self._scan_wrapped(block, begin, end)
+            return
         starts: dict[int, int] = {}  # line start -> first gate hit in it
-        if not self._headers:
-            gate = patterns.ANYWHERE_GATE
-        elif block.find(b"\x1b", begin, end) >= 0:
-            gate = patterns.COLOURED_MESSAGE_GATE
-        else:
-            gate = patterns.MESSAGE_GATE
-        for match in gate.finditer(block, begin, end):
+        for match in self._gate(block, begin, end).finditer(block, begin, end):
             hit = match.start()
             starts.setdefault(block.rfind(b"\n", begin, hit) + 1 or begin, hit)
         for match in patterns.EXCEPTION_GATE.finditer(block, begin, end):
@@ -220,6 +231,44 @@ class Scanner:
             self._keep_wrapped(block, stop + 1, end, no + 1, line)
         self.lines_total = base + seen + block.count(b"\n", pos, end)
 
+    def _scan_wrapped(self, block: bytes, begin: int, end: int) -> None:
+        """``_scan`` for a log that a terminal hard-wrapped: its physical lines are joined into
+        records before the gate, so that a phrase cut by the wrap still opens its record.
+
+        Line by line in Python, several times slower than ``_scan``: only logs whose start shows
+        a wrap (``probe``) come here, and those are a terminal's output, not a server's log file.
+        """
+        no = self.lines_total
+        while begin < end:
+            stop = block.find(b"\n", begin, end)
+            line = block[begin:stop]
+            no += 1
+            if self._group and not self._continues(self._group[-1][1], line):
+                self._flush_group()
+            self._group.append((no, line))
+            self._group_size += len(line)
+            begin = stop + 1
+        self.lines_total = no
+
+    def _continues(self, previous: bytes, line: bytes) -> bool:
+        # A record longer than max_line is cut there, as an unwrapped line would be.
+        if len(previous) < WRAP_MIN_WIDTH or self._group_size + len(line) > self.max_line:
+            return False  # bytes, not characters: colours and UTF-8 only lengthen a line
+        return is_continuation(_text(previous), _text(line), self._wrap)
+
+    def _flush_group(self) -> None:
+        """Keep the record just read, joined into one line numbered by its first, when the gate
+        finds it worth keeping. Joined, it is redacted as a whole: a secret cut by the wrap
+        would pass the redaction in two halves."""
+        if not self._group:
+            return
+        record = b"".join(text for _, text in self._group)
+        no = self._group[0][0]
+        self._group, self._group_size = [], 0
+        error = patterns.EXCEPTION_GATE.search(record)
+        if self._gate(record, 0, len(record)).search(record) or (error and not _REQUEST_LOG.search(record, 0, error.start())):
+            self._keep(no, record)
+
     def _keep_wrapped(self, block: bytes, start: int, end: int, no: int, parent: bytes) -> None:
         """Keep the hard-wrapped continuation lines of ``parent``, which start at ``start``."""
         # Bytes, not characters: colours and UTF-8 only lengthen a line. A line cut at max_line
@@ -232,8 +281,7 @@ class Scanner:
                 return
             stop = block.find(b"\n", start, end)
             line = block[start:stop]
-            previous = strip_ansi(parent.decode("utf-8", "replace"))
-            if not is_continuation(previous, strip_ansi(line.decode("utf-8", "replace")).rstrip("\r")):
+            if not is_continuation(_text(parent), _text(line)):
                 return
             self._keep(no, line, like=parent)
             parent, start, no = line, stop + 1, no + 1
@@ -253,3 +301,23 @@ class Scanner:
         if b"Error" in line and b"KV cache" not in line:
             return self._exceptions
         return self._startup
+
+
+def probe(start: bytes, whole: bool) -> tuple[bool, Wrap | None]:
+    """Whether a log has vLLM headers and how a terminal wrapped it, from its first bytes
+    (``whole``: they are the whole log, else the last line may be cut).
+
+    A longer log is read line by line only when several lines show the same width: a wrapped
+    startup cuts many records, and a guess from one line would slow a server's log down.
+    """
+    headers = patterns.HEADER_PROBE.search(start, 0, PROBE) is not None
+    lines = start[:PROBE].split(b"\n")
+    if not whole:
+        lines.pop()
+    wrap = infer_wrap([(no, _text(line)) for no, line in enumerate(lines, 1)], headers)
+    return headers, wrap if wrap is None or wrap.confirmed or whole else None
+
+
+def _text(line: bytes) -> str:
+    """A physical line as the parser sees it: decoded, without colours or ``\\r``."""
+    return strip_ansi(line.decode("utf-8", "replace")).rstrip("\r")

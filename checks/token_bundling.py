@@ -6,8 +6,9 @@ Token bundling: the answers' usage trailers count several tokens per token-beari
 
 Why it matters:
 Users read what arrives: with k tokens per chunk they see bursts of k tokens after k times the
-per-token gap. Every gap this tool measures is a gap between chunks, so TPOT per chunk is k
-times the engine's per-token time: a TPOT above budget may be bundling, not a slow engine.
+per-token gap. The gaps this tool measures (ITL) are gaps between chunks, k times the engine's
+per-token time; TPOT counts tokens (usage, or tokens per event) and is not inflated, so a long
+ITL beside a TPOT within budget is bundling, not a slow engine.
 vLLM bundles on purpose with ``stream_interval`` > 1 (less CPU per token), and V1's API server
 merges tokens it has not sent yet when its event loop falls behind.
 
@@ -69,7 +70,7 @@ def token_bundling(
             suggested="1",
             why=(f"the engine sends a chunk every {interval.value} tokens: users see bursts and every measured gap "
                  "spans several tokens; 1 streams each token (more API-server CPU per token)"),
-            verify=rerun("about 1 token per chunk and a per-chunk TPOT near the engine's per-token time"),
+            verify=rerun("about 1 token per chunk and an ITL near the TPOT"),
             current=str(interval.value),
             where="vllm serve flag --stream-interval",
         )

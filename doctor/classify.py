@@ -345,14 +345,18 @@ def _ttft_split(stats: StreamStats, felt: dict[str, Felt], mw: MetricsWindow | N
 
 def _itl_split(ps: PathStats, stream: StreamEvidence | None, mw: MetricsWindow | None,
                findings: list[Finding]) -> _Split:
-    """Mean per-chunk TPOT on the engine path = stalls + token bundling + steady decode."""
+    """Mean TPOT (per token) on the engine path = stalls + steady decode.
+
+    Token bundling is not a part: TPOT counts tokens, so k tokens per chunk leave it as it is
+    (the per-chunk gaps, ITL, are k times longer; the token-bundling check reports that).
+    """
     split = _Split()
     measured = [r for r in ps.requests if not r.warmup and r.tpot is not None and r.gaps and r.median_gap]
     if not measured:
         return split
     tpot = statistics.fmean(r.tpot or 0.0 for r in measured)
-    stall = statistics.fmean(
-        sum(g - r.median_gap for g in r.gaps if g > STALL_FACTOR * r.median_gap) / len(r.gaps)
+    stall = statistics.fmean(  # a stall's time beyond the median gap, spread over the request's tokens as TPOT is
+        sum(g - r.median_gap for g in r.gaps if g > STALL_FACTOR * r.median_gap) / (r.tokens - 1)
         for r in measured
     )
     split.basis = f"{ps.path} TPOT mean {fmt_seconds(tpot)} (n={len(measured)})"
@@ -366,16 +370,10 @@ def _itl_split(ps: PathStats, stream: StreamEvidence | None, mw: MetricsWindow |
         stall_name = "stalls"
     parts = [Component(stall_name, stall, source=f"stream: gaps > {STALL_FACTOR:g}x the request's median, above it")]
     steady = max(tpot - stall, 0.0)
-    chunk = tokens_per_chunk(stream) if stream is not None else None
-    if chunk is None:
-        split.missing.append("usage trailers (completion tokens) to tell tokens from chunks")
-    elif chunk[0] > 1:
-        bundled = steady * (1 - 1 / chunk[0])
-        parts.append(Component("token-bundling", bundled,
-                               source=f"stream: {chunk[0]:.1f} tokens per chunk, per-chunk time beyond per-token time"))
-        steady -= bundled
+    if stream is None or tokens_per_chunk(stream) is None:
+        split.missing.append("usage trailers (completion tokens) to count tokens, not chunks")
     decode_name = "gpu-state" if "gpu-state" in causes else "batch-depth" if "batch-depth" in causes else "decode"
-    parts.append(Component(decode_name, steady, source="stream: steady per-token gap (stalls and bundling removed)"))
+    parts.append(Component(decode_name, steady, source="stream: steady per-token time (stalls removed)"))
     split.components = _shares(parts)
     return split
 

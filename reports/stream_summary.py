@@ -51,7 +51,7 @@ def _rows(p: PathStats) -> list[tuple[str, str]]:
         rows += [(f"{name} p50/p90/p99", _pcts(d)), (f"{name} early-stopping", _early(d))]
     return [
         *rows,
-        ("largest gap", f"{_ms(p.max_gap.max)} ms ({p.stalls} gap(s) > 5x median)" if p.max_gap.n else "-"),
+        ("largest gap", f"{_ms(p.max_gap.max)} ms ({p.stalls} gap(s) > 5x the typical gap)" if p.max_gap.n else "-"),
         ("events per read", _plain(p.events_per_read, "")),
         ("bytes per read", _plain(p.bytes_per_read, " B", 0)),
         ("headers -> first token", _pcts(p.headers_to_first_token)),

@@ -64,6 +64,9 @@ def test_failures_through_the_server(tmp_path, server, case):
     assert error.kind == kind and error.fatal
     if outcome == "http-status":
         assert trace.status in (404, 500) and trace.body_excerpt
+        assert trace.t_headers <= trace.t_first_byte  # the error body's first byte
+    if case == "stall":  # headers, then silence: no body byte ever came
+        assert trace.t_headers is not None and trace.t_first_byte is None
 
 
 @pytest.mark.parametrize("url, outcome", [

@@ -16,7 +16,7 @@ import pytest
 from doctor.clock import Clock
 from doctor.collect import CollectConfig
 from doctor.derive.stream_stats import request_stats
-from doctor.evidence import RequestTrace
+from doctor.evidence import RequestTrace, TokenEvent
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.stream import run_stream_probe
 from tests.support.sse_server import MODEL, SseServer
@@ -55,6 +55,16 @@ def test_preamble_role_chunk_and_keepalive_do_not_start_ttft(server, route, opts
         assert t.t_first_event < t.t_first_token  # the preamble was seen, and not counted
 
 
+def test_first_byte_is_the_first_body_byte_not_the_headers(server):
+    """Headers at once, the body (its first token) ttft later: the first byte comes with the token."""
+    ttft = 0.2
+    traces, _ = run(engine=server.base(ttft=ttft, itl=0.005, n=3), route="completions", requests=1)
+    (t,) = traces
+    assert t.ok, t.error
+    assert t.t_first_byte == t.t_first_token
+    assert t.t_first_byte - t.t_headers > 0.5 * ttft
+
+
 @pytest.mark.parametrize("framing", ["chunked", "close"])
 def test_one_event_per_read_and_gaps_follow_the_schedule(server, framing):
     itl = 0.02
@@ -66,6 +76,7 @@ def test_one_event_per_read_and_gaps_follow_the_schedule(server, framing):
         assert statistics.median(r.events for r in t.reads if r.events) == 1  # a read per event
         assert 0.5 < rs.median_gap / itl < 2
         assert t.completion_tokens == 12 and t.prompt_tokens == 38
+        assert t.t_sent <= t.t_request_written <= t.t_headers
     reused = [t.connection_reused for t in traces]
     assert reused == ([False, True] if framing == "chunked" else [False, False])
 
@@ -87,10 +98,60 @@ def test_continuous_usage_counts_several_tokens_per_event(server):
     assert t.completion_tokens == 9
 
 
+def test_tpot_is_per_token_when_each_event_carries_several(server):
+    """vLLM's --stream-interval 4: 12 tokens in 3 events; TPOT divides by the 11 tokens after the
+    first, while the per-event gaps (ITL) stay what the client saw."""
+    traces, _ = run(engine=server.base(ttft=0.05, itl=0.02, n=12, per=4), route="chat", requests=1, max_tokens=12)
+    (t,) = traces
+    rs = request_stats(t)
+    assert t.ok and (rs.tokens, rs.events, len(rs.gaps)) == (12, 3, 2)
+    assert rs.tpot == pytest.approx((rs.e2e - rs.ttft) / 11)
+    assert rs.tpot < 0.5 * rs.median_gap  # about a quarter of the gap between events
+
+
+def _trace(times: list[float], per_event: int = 1, completion: int | None = None) -> RequestTrace:
+    return RequestTrace(index=0, path="direct", t_scheduled=0.0, completion_tokens=completion,
+                        tokens=[TokenEvent(t=t, tokens=per_event) for t in times])
+
+
+@pytest.mark.parametrize("per_event, completion, tokens", [
+    (1, 9, 9),  # the usage trailer's count wins over the events
+    (3, None, 9),  # no trailer: the per-event counts
+    (1, None, 3),  # neither: one token per event
+    (1, 2, 3),  # a trailer below the events: each event carried at least one token
+])
+def test_tpot_token_count_sources(per_event, completion, tokens):
+    rs = request_stats(_trace([0.1, 0.2, 0.3], per_event, completion))
+    assert rs.tokens == tokens and rs.events == 3
+    assert rs.tpot == pytest.approx(0.2 / (tokens - 1))
+
+
 def test_a_stall_inside_the_stream_is_counted(server):
     traces, _ = run(engine=server.base(itl=0.005, n=20, stall="10:0.3"), route="chat", requests=1)
     rs = request_stats(traces[0])
     assert rs.stalls == 1 and rs.max_gap > 5 * rs.median_gap
+
+
+def test_a_stall_is_counted_when_bursts_make_the_median_gap_zero(server):
+    """A buffering proxy delivers events 4 to a read: most gaps are 0, and so is their median;
+    the stall is measured against the gaps between bursts instead."""
+    traces, _ = run(engine=server.base(itl=0.01, n=24, burst=4, stall="12:0.3"), route="chat", requests=1)
+    rs = request_stats(traces[0])
+    assert traces[0].ok and rs.median_gap == 0  # the buffered case
+    assert rs.stalls == 1 and rs.max_gap == max(rs.gaps)
+
+
+@pytest.mark.parametrize("route", ["chat", "responses"])
+def test_the_final_event_ends_the_request_when_the_server_holds_the_connection(server, route):
+    """[DONE] / response.completed is the end: a server that keeps the body open after it must not
+    delay the next closed-loop request, nor stretch the request's end."""
+    hold = 2.0
+    traces, _ = run(engine=server.base(itl=0.005, n=4, hold=hold), route=route, requests=2)
+    first, second = sorted(traces, key=lambda t: t.t_sent)
+    assert first.ok and second.ok, (first.error, second.error)
+    assert first.t_end - first.t_last_token < 0.5 * hold
+    assert second.t_sent - first.t_end < 0.5 * hold
+    assert second.connection_reused is False  # the held connection was closed, not waited for
 
 
 def test_pairs_are_interleaved_counterbalanced_and_never_over_concurrency(server):

@@ -107,14 +107,15 @@ class RequestStats:
     warmup: bool
     outcome: str
     ttft: float | None = None  # from the scheduled send
-    tpot: float | None = None  # (E2E - TTFT) / (tokens - 1)
+    tpot: float | None = None  # (E2E - TTFT) / (tokens - 1): per token, not per event
     e2e: float | None = None  # scheduled send -> last token (the usage trailer does not extend it)
     client_queue: float | None = None  # actual send - scheduled send
-    tokens: int = 0  # token-bearing events
-    gaps: list[float] = field(default_factory=list)
+    tokens: int = 0  # tokens generated (see ``token_count``)
+    events: int = 0  # token-bearing events; several tokens per event when the server bundles them
+    gaps: list[float] = field(default_factory=list)  # between token-bearing events (ITL)
     median_gap: float | None = None
     max_gap: float | None = None
-    stalls: int = 0  # gaps > STALL_FACTOR x median gap
+    stalls: int = 0  # gaps > STALL_FACTOR x the typical gap (see ``stall_base``)
     events_per_read: float | None = None
     bytes_per_read: float | None = None
     headers_to_first_token: float | None = None
@@ -156,13 +157,41 @@ class StreamStats:
         return self.paths.get(name)
 
 
+def token_count(req: RequestTrace) -> int:
+    """Tokens the request generated: what TPOT divides by.
+
+    The usage trailer's ``completion_tokens`` when the server sent one, else the per-event counts
+    (continuous usage stats, ``TokenEvent.tokens``), which are 1 each when the server said nothing.
+    Never fewer than the token-bearing events: each carried at least one token.
+    """
+    events = [t for t in req.tokens if math.isfinite(t.t)]
+    counted = sum(max(t.tokens, 1) for t in events)
+    return max(req.completion_tokens if req.completion_tokens is not None else counted, len(events))
+
+
+def stall_base(gaps: list[float]) -> float | None:
+    """The gap a stall is measured against: the median gap, or the median of the non-zero gaps.
+
+    Behind a proxy that buffers, most events arrive in the same read as the one before and share
+    its stamp, so most gaps are 0 and so is their median; "5x the median" would then call no gap
+    a stall (or every one). The non-zero gaps are the gaps between bursts, the pace at which that
+    client actually gets text, and a stall is a gap far beyond that pace.
+    """
+    base = statistics.median(gaps) if gaps else 0.0
+    if base > 0:
+        return base
+    moving = [g for g in gaps if g > 0]
+    return statistics.median(moving) if moving else None
+
+
 def request_stats(req: RequestTrace) -> RequestStats:
     """What one request felt, from its client timestamps (latencies count from the scheduled send)."""
     rs = RequestStats(index=req.index, path=req.path, warmup=req.warmup, outcome=req.outcome)
     if req.t_sent is not None:
         rs.client_queue = req.t_sent - req.t_scheduled
     times = [t.t for t in req.tokens if math.isfinite(t.t)]  # a hand-edited null time is skipped, not a NaN gap
-    rs.tokens = len(times)
+    rs.events = len(times)
+    rs.tokens = token_count(req)
     if req.reads:
         with_events = [r for r in req.reads if r.events > 0]
         if with_events:
@@ -177,10 +206,14 @@ def request_stats(req: RequestTrace) -> RequestStats:
         rs.headers_to_first_token = times[0] - req.t_headers
     rs.gaps = [b - a for a, b in itertools.pairwise(times)]
     if rs.gaps:
-        rs.tpot = (rs.e2e - rs.ttft) / (len(times) - 1)
+        # per token: an event that carries k tokens stands for k tokens, not one (vLLM's
+        # --stream-interval, its API server merging tokens when it falls behind); the per-event
+        # gaps stay what the client saw, as ITL
+        rs.tpot = (rs.e2e - rs.ttft) / (rs.tokens - 1)
         rs.median_gap = statistics.median(rs.gaps)
         rs.max_gap = max(rs.gaps)
-        rs.stalls = sum(1 for g in rs.gaps if rs.median_gap > 0 and g > STALL_FACTOR * rs.median_gap)
+        base = stall_base(rs.gaps)
+        rs.stalls = 0 if base is None else sum(1 for g in rs.gaps if g > STALL_FACTOR * base)
     return rs
 
 

@@ -40,6 +40,9 @@ class RequestTrace:
     t_scheduled: float = 0.0
     t_sent: float | None = None
     t_connected: float | None = None
+    # When httpx finished writing the request body to the socket (its trace extension): from
+    # ``t_sent`` to here is the client's own send work, not the server's latency.
+    t_request_written: float | None = None
     connection_reused: bool | None = None
     t_headers: float | None = None
     t_first_byte: float | None = None

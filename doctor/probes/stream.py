@@ -2,12 +2,13 @@
 
 Each request is timed on the run's one monotonic clock, from its scheduled send (not its
 actual send: a client that fell behind must not hide the wait) through connection, response
-headers, first byte, first event, every token-bearing event (stamped at the read that carried
-its first byte, see ``sse``) to the end of the body; every socket read is kept with its size
-and the events it completed (see ``transport``). Failures are evidence: each request records
-an ``outcome``, and each kind of failure on a path becomes one ``EvidenceError``. The probe
-never raises for a failure; it returns what it measured. Ctrl-C is the one exception it lets
-through, as ``StreamInterrupted``, which carries what was measured until then.
+headers, first body byte, first event, every token-bearing event (stamped at the read that
+carried its first byte, see ``sse``) to the stream's final event; every socket read is kept
+with its size and the events it completed (see ``transport``). Failures are evidence: each
+request records an ``outcome``, and each kind of failure on a path becomes one
+``EvidenceError``. The probe never raises for a failure; it returns what it measured. Ctrl-C is
+the one exception it lets through, as ``StreamInterrupted``, which carries what was measured
+until then.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import asyncio
 import json
 import socket
 import ssl
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -31,6 +32,11 @@ from doctor.probes.schedule import Job, dispatch, plan
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.sse import InvalidUtf8, SseParser, classify
 from doctor.probes.transport import ReadLog, make_client, skip_missing_sniffio_imports, ssl_context
+
+#: How long the probe reads on after a stream's final event ([DONE], ``response.completed``)
+#: for the end of the HTTP body, which lets the connection serve the next request. The end
+#: normally follows at once; a server that holds the connection open longer gets it closed.
+END_GRACE_S = 0.25
 
 EXCERPT_BYTES = 2048
 EXCERPT_CHARS = 500
@@ -276,8 +282,6 @@ class _Probe:
             trace.reads = log.reads
             if trace.tokens:  # also for a failed stream: what came before the failure is evidence
                 trace.t_first_token, trace.t_last_token = trace.tokens[0].t, trace.tokens[-1].t
-            if trace.t_first_byte is None and log.reads:
-                trace.t_first_byte = log.reads[0].t
             if trace.t_end is None:
                 trace.t_end = self.clock.now()
         if (trace.outcome == "http-status" and trace.status == 400 and self.config.payload is None
@@ -292,8 +296,11 @@ class _Probe:
                 trace.t_connected, trace.connection_reused = clock.now(), False
             elif name == "http11.send_request_headers.started" and trace.connection_reused is None:
                 trace.t_connected, trace.connection_reused = clock.now(), True
+            elif name == "http11.send_request_body.complete":
+                trace.t_request_written = clock.now()
             elif name == "http11.receive_response_headers.complete":
-                trace.t_headers = log.last_t if log.last_t is not None else clock.now()
+                t = log.mark_headers()
+                trace.t_headers = t if t is not None else clock.now()
 
         headers = {**self.headers, "x-request-id": request_id(self.clock, job.path, job.index)}
         request = client.build_request("POST", self.urls[job.path], content=json.dumps(self._body(job)).encode(),
@@ -305,20 +312,20 @@ class _Probe:
             trace.status = response.status_code
             trace.http_version = response.http_version
             trace.headers = dict(response.headers)
-            trace.t_first_byte = log.reads[0].t if log.reads else trace.t_headers
             content_type = response.headers.get("content-type", "")
             if response.status_code >= 400:
                 trace.outcome, trace.error = "http-status", f"HTTP {response.status_code} {response.reason_phrase}".strip()
-                trace.body_excerpt = await _excerpt(response)
+                trace.body_excerpt = await _excerpt(response, trace, log)
             elif "json" in content_type or response.status_code != 200:
                 trace.outcome = "not-a-stream"
                 trace.error = f"asked for a stream, got HTTP {response.status_code} {content_type or 'without a content type'}"
-                trace.body_excerpt = await _excerpt(response)
+                trace.body_excerpt = await _excerpt(response, trace, log)
             else:
                 await self._read_events(response, trace, log)
         finally:
             await response.aclose()
-            trace.t_end = log.last_t if log.last_t is not None else clock.now()
+            if trace.t_end is None:  # a stream's final event sets it: what came after is not the answer
+                trace.t_end = log.last_t if log.last_t is not None else clock.now()
 
     async def _read_events(self, response: httpx.Response, trace: RequestTrace, log: ReadLog) -> None:
         parser = SseParser()
@@ -327,38 +334,40 @@ class _Probe:
         text: list[str] = []
         # aiter_raw skips httpx's decoder chain when there is nothing to decode (most streams)
         body = response.aiter_bytes() if response.headers.get("content-encoding") else response.aiter_raw()
-        try:
-            async for data in body:
-                events = parser.feed(data, log.last_t if log.last_t is not None else self.clock.now())
-                if not events:
-                    continue
-                log.add_events(len(events))
-                for event in events:
-                    if trace.t_first_event is None:
-                        trace.t_first_event = event.t
-                    chunk = classify(event)
-                    if chunk.kind == "error":
-                        trace.outcome, trace.error = "stream-error", f"error inside the stream: {chunk.error}"
-                        return
-                    if chunk.prompt_tokens is not None:
-                        trace.prompt_tokens = chunk.prompt_tokens
-                    if chunk.finish_reason:
-                        trace.finish_reason = chunk.finish_reason
-                    tokens = 1
-                    if chunk.completion_tokens is not None:
-                        trace.completion_tokens = chunk.completion_tokens
-                        if chunk.kind == "token" and chunk.completion_tokens > counted:
-                            tokens, counted = chunk.completion_tokens - counted, chunk.completion_tokens
-                    if chunk.kind == "token":
-                        trace.tokens.append(TokenEvent(t=event.t, tokens=tokens, chars=len(chunk.text)))
-                        if len(text) < TEXT_EXCERPT_CHARS:  # one character or more per token
-                            text.append(chunk.text)
-                    elif chunk.kind == "end":
-                        ended = True
-        except httpx.ReadTimeout:
-            if not ended:
-                raise
-            # the last event came, and a gateway held the connection open after it: still a success
+        async for data in body:
+            if trace.t_first_byte is None:
+                trace.t_first_byte = log.first_body_t()
+            events = parser.feed(data, log.last_t if log.last_t is not None else self.clock.now())
+            if not events:
+                continue
+            log.add_events(len(events))
+            for event in events:
+                if trace.t_first_event is None:
+                    trace.t_first_event = event.t
+                chunk = classify(event)
+                if chunk.kind == "error":
+                    trace.outcome, trace.error = "stream-error", f"error inside the stream: {chunk.error}"
+                    return
+                if chunk.prompt_tokens is not None:
+                    trace.prompt_tokens = chunk.prompt_tokens
+                if chunk.finish_reason:
+                    trace.finish_reason = chunk.finish_reason
+                tokens = 1
+                if chunk.completion_tokens is not None:
+                    trace.completion_tokens = chunk.completion_tokens
+                    if chunk.kind == "token" and chunk.completion_tokens > counted:
+                        tokens, counted = chunk.completion_tokens - counted, chunk.completion_tokens
+                if chunk.kind == "token":
+                    trace.tokens.append(TokenEvent(t=event.t, tokens=tokens, chars=len(chunk.text)))
+                    if len(text) < TEXT_EXCERPT_CHARS:  # one character or more per token
+                        text.append(chunk.text)
+                elif chunk.kind == "end":
+                    ended = True
+                    trace.t_end = log.last_t  # the read that completed the final event
+                    break
+            if ended:
+                await _finish_body(body)
+                break
         if text:
             trace.text_excerpt = "".join(text)[:TEXT_EXCERPT_CHARS]
         if parser.pending or not ended:
@@ -407,10 +416,28 @@ def _causes(exc: BaseException) -> list[BaseException]:
     return out
 
 
-async def _excerpt(response: httpx.Response) -> str:
+async def _finish_body(body: AsyncIterator[bytes]) -> None:
+    """Read the rest of a body after its final event, for at most ``END_GRACE_S``.
+
+    The stream is over at its final event, so a server that holds the connection open after it
+    must not hold the probe's slot (closed loop: the next request would wait for it). Reading
+    the end of the body when it follows at once keeps the connection for the next request;
+    past the grace, ``_stream`` closes the unfinished response and httpcore the connection.
+    """
+    with anyio.move_on_after(END_GRACE_S):
+        try:
+            async for _ in body:
+                pass
+        except httpx.ReadTimeout:
+            pass  # a stall timeout shorter than the grace: the same held-open connection
+
+
+async def _excerpt(response: httpx.Response, trace: RequestTrace, log: ReadLog) -> str:
     """The first bytes of an error body (the collector redacts the bundle before it is stored)."""
     body = b""
     async for data in response.aiter_bytes():
+        if trace.t_first_byte is None:
+            trace.t_first_byte = log.first_body_t()
         body += data
         if len(body) >= EXCERPT_BYTES:
             break

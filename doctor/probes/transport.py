@@ -47,16 +47,32 @@ _HIGH_WATER = 1 << 20
 class ReadLog:
     """Socket reads of one request: time (clock seconds) and bytes; events are added by the parser."""
 
-    __slots__ = ("clock", "last_t", "reads")
+    __slots__ = ("_header_reads", "clock", "last_t", "reads")
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.reads: list[ReadRecord] = []
         self.last_t: float | None = None
+        self._header_reads = 0
 
     def bind(self) -> None:
         """Make this log receive the reads of the current task (and only of it)."""
         _READS.set(self)
+
+    def mark_headers(self) -> float | None:
+        """Note that the response headers are complete: the time of the read that completed them."""
+        self._header_reads = len(self.reads)
+        return self.last_t
+
+    def first_body_t(self) -> float | None:
+        """The time of the read that carried the first body data; call it when that data is handed over.
+
+        httpcore hands over body data the read that completed the headers carried before it reads
+        again, so a body that began in that read is handed over with no read after it.
+        """
+        if len(self.reads) > self._header_reads:
+            return self.reads[self._header_reads].t
+        return self.last_t
 
     def add_events(self, n: int) -> None:
         """Credit the last read with ``n`` completed events: how many events each read carried shows buffering."""

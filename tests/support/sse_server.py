@@ -16,13 +16,15 @@ between tokens, ``n`` tokens (default: the request's max_tokens, else 16), ``fra
 the connection closes), ``xaccel=no`` (send ``X-Accel-Buffering: no``), ``ping=1`` (a keep-alive
 comment before the first token), ``noevent=1`` (Responses API without ``event:`` lines),
 ``stall=K:S`` (pause S seconds before token K), ``per=P`` (P tokens per chunk; with
-``continuous_usage_stats`` each chunk carries the running usage, as vLLM's does), ``tail=S``
-(S seconds between the last token and the usage trailer), ``strict=1`` (HTTP 400 to vLLM's
-extensions, as a non-vLLM server does), and one failure: ``fail=`` ``status`` (HTTP
-500 with a JSON error), ``json`` (a JSON body where a stream was asked for), ``error`` (an
-error object after 2 tokens), ``cut`` (close after 2 tokens, mid-event), ``utf8`` (invalid
-UTF-8 after 2 tokens), ``usage`` (a usage trailer and no token), ``hang`` (headers, then
-silence).
+``continuous_usage_stats`` each chunk carries the running usage, as vLLM's does), ``burst=B`` (B
+token events per write and ``itl`` between writes, what a buffering proxy delivers; a ``stall``
+then at a multiple of B), ``tail=S`` (S seconds between the last token and the usage trailer),
+``hold=S`` (S seconds between the final event and the end of the body: the connection held
+open), ``strict=1`` (HTTP 400 to vLLM's extensions, as a non-vLLM server does), and one failure:
+``fail=`` ``status`` (HTTP 500 with a JSON error), ``json`` (a JSON body where a stream was asked
+for), ``error`` (an error object after 2 tokens), ``cut`` (close after 2 tokens, mid-event),
+``utf8`` (invalid UTF-8 after 2 tokens), ``usage`` (a usage trailer and no token), ``hang``
+(headers, then silence).
 
 Every chunk's send time (``time.perf_counter_ns`` right after the socket write) is logged per
 ``x-request-id`` in ``ServerLog``, the ground truth of the probe benchmark.
@@ -179,48 +181,60 @@ class SseServer:
             await stream.send(payload)
         if opts.get("ping") == "1":
             await stream.send(b": ping\n\n")
-        per = int(opts.get("per", 1))
+        per, burst = int(opts.get("per", 1)), int(opts.get("burst", 1))
         chunks = -(-n // per)
+        held: list[bytes] = []
         for k in range(0 if fail == "usage" else chunks):
-            await schedule.wait(k)
+            if k % burst == 0:
+                await schedule.wait(k)
             if fail in ("error", "cut", "utf8") and k == 2:
                 await stream.fail(fail)
                 return False
-            await stream.send(events.token(k, last=k == chunks - 1, done=min((k + 1) * per, n), count=min(per, n - k * per)),
-                              token=True)
+            held.append(events.token(k, last=k == chunks - 1, done=min((k + 1) * per, n), count=min(per, n - k * per)))
+            if len(held) == burst or k == chunks - 1:
+                await stream.send(*held, token=True)
+                held = []
         await asyncio.sleep(float(opts.get("tail", 0)))
         for payload in events.after():
             await stream.send(payload)
+        await asyncio.sleep(float(opts.get("hold", 0)))
         await stream.end()
         return keep and chunked
 
 
 class _Schedule:
-    """Token k is due at t_request + ttft + k * itl (+ any stall before it): absolute, no drift."""
+    """Token 0 is due ttft after the request, token k > 0 itl after token k - 1 was sent (plus
+    any stall before it).
+
+    Relative, not absolute: a server that woke late (the probe shares its process and its two
+    cores) must not send the tokens it fell behind on back to back, a burst the probe would
+    rightly report as several events per read.
+    """
 
     def __init__(self, t_request: int, ttft: float, itl: float, stall: str | None) -> None:
-        self.t0 = t_request / 1e9
+        self.last = t_request / 1e9
         self.ttft, self.itl = ttft, itl
         self.stall_at, self.stall_s = (int(stall.split(":")[0]), float(stall.split(":")[1])) if stall else (-1, 0.0)
 
     async def wait(self, k: int) -> None:
-        due = self.t0 + self.ttft + k * self.itl + (self.stall_s if k >= self.stall_at >= 0 else 0.0)
+        due = self.last + (self.ttft if k == 0 else self.itl) + (self.stall_s if k == self.stall_at else 0.0)
         delay = due - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
+        self.last = time.perf_counter()  # the send follows at once
 
 
 class _Stream:
     def __init__(self, writer: asyncio.StreamWriter, chunked: bool, sent: Sent) -> None:
         self.writer, self.chunked, self.sent = writer, chunked, sent
 
-    async def send(self, payload: bytes, token: bool = False) -> None:
-        data = b"%x\r\n%s\r\n" % (len(payload), payload) if self.chunked else payload
-        self.writer.write(data)
+    async def send(self, *payloads: bytes, token: bool = False) -> None:
+        """Send events in one write (several: a burst, as from a buffering proxy)."""
+        self.writer.write(b"".join(b"%x\r\n%s\r\n" % (len(p), p) if self.chunked else p for p in payloads))
         now = time.perf_counter_ns()
-        self.sent.chunks.append(now)
+        self.sent.chunks.extend([now] * len(payloads))
         if token:
-            self.sent.tokens.append(now)
+            self.sent.tokens.extend([now] * len(payloads))
         await self.writer.drain()
 
     async def fail(self, how: str) -> None:

@@ -70,9 +70,10 @@ def measured(server):
 @pytest.mark.parametrize("case", ["pass-through", "http11-buffered", "buffering-off", "x-accel-no"])
 def test_configurations_that_pass_tokens_through_match_the_direct_path(measured, case):
     direct, gateway = measured(case)
-    assert direct.events_per_read.p50 == 1
-    assert gateway.events_per_read.p50 == 1
-    assert gateway.bytes_per_read.p50 < 2 * direct.bytes_per_read.p50
+    # Token by token, as direct. Events are 3 ms apart, so a client slowed by a busy machine may
+    # find two in one read; a 4 KiB proxy buffer would hold ~17 (see the relay-4k case).
+    assert direct.events_per_read.p50 <= 2 and gateway.events_per_read.p50 <= 2
+    assert gateway.bytes_per_read.p50 < 1024
     # the stream is spread over the same span, and the first token is not held behind the headers
     assert 0.5 < gateway.first_to_last_token.p50 / direct.first_to_last_token.p50 < 2
     assert gateway.headers_to_first_token.p50 > 0.5 * direct.headers_to_first_token.p50

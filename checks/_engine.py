@@ -13,7 +13,7 @@ from typing import Any
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import RunRecord, StreamEvidence
-from doctor.model import EvidenceValue, Remediation
+from doctor.model import RERUN_INSTRUCTION, EvidenceValue, Remediation
 
 
 @dataclass
@@ -66,9 +66,14 @@ def default_max_num_seqs(log_facts: LogFacts | None) -> Setting | None:
     device = log_facts.value("kv_cache_device")
     if args is None or device not in V1_SERVE_MAX_NUM_SEQS:
         return None
-    bound = "" if device == "CPU" else "at least "
+    bound = "" if device == "CPU" else ", a lower bound"
     return Setting(V1_SERVE_MAX_NUM_SEQS[device],
-                   f"vLLM V1 serve default on {device}, {bound}(absent from non-default args, log line {args.line})")
+                   f"vLLM V1 serve default on {device}{bound} (absent from non-default args, log line {args.line})")
+
+
+def max_num_seqs_in_use(log_facts: LogFacts | None, run: RunRecord | None = None) -> Setting | None:
+    """max_num_seqs as the log or run record gives it, else ``vllm serve``'s V1 default for the device."""
+    return engine_setting("max_num_seqs", log_facts, run) or default_max_num_seqs(log_facts)
 
 
 def engine_path(stats: StreamStats) -> PathStats | None:
@@ -102,7 +107,7 @@ def tokens_per_request(stream: StreamEvidence | None) -> tuple[float, str] | Non
 
 def rerun(expect: str) -> str:
     """The verify text every remediation shares: same probe, one change, what to expect."""
-    return f"re-run the same probe (`llm-doctor diagnose` with the same flags) after changing only this; expect {expect}"
+    return f"{RERUN_INSTRUCTION}; expect {expect}"
 
 
 def add_capacity(why: str, verify: str) -> Remediation:

@@ -17,8 +17,8 @@ median gaps. metrics_window: preemptions (must be none), running peak. Startup l
 record: ``max_num_seqs``.
 
 Remediation:
-Lower ``max_num_seqs`` to the depth at which the fitted line meets ``tpot_target_s`` (set it
-to your ``--tpot-budget``); expect more queueing at peak load (watch TTFT), so pair it with
+Lower ``max_num_seqs`` to the depth at which the fitted line meets ``tpot_target_s`` (by
+default your ``--tpot-budget``); expect more queueing at peak load (watch TTFT), so pair it with
 capacity if the queue grows.
 
 Example:
@@ -54,7 +54,7 @@ def batch_too_deep(
     growth: float = 1.5,
     min_gaps: int = 5,
 ) -> Result:
-    """``tpot_target_s``: the inter-token target (match ``--tpot-budget``); ``growth``: deepest /
+    """``tpot_target_s``: the inter-token target (defaults to ``--tpot-budget``); ``growth``: deepest /
     shallowest median gap that counts as growing; ``min_gaps``: gaps a depth needs to count."""
     if metrics_window is not None and metrics_window.preemptions:
         return Pass(f"{metrics_window.preemptions:.0f} preemptions: the stalls are KV pressure (LD201), not depth")

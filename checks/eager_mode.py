@@ -31,7 +31,7 @@ from doctor.evidence import RunRecord
 from doctor.model import Remediation, Severity, SymptomClass
 
 
-@check(code="LD204", name="eager-mode", symptom=SymptomClass.INTER_TOKEN, cause="config")
+@check(code="LD204", name="eager-mode", symptom=SymptomClass.INTER_TOKEN, cause="decode")
 def eager_mode(run: RunRecord, log_facts: LogFacts | None = None) -> Result:
     eager = engine_setting("enforce_eager", log_facts, run)
     if eager is None:

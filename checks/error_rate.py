@@ -11,8 +11,10 @@ statistics exclude failures. Server-side errors mean the engine is failing reque
 mean clients give up (often because answers are too slow) or the gateway cut them.
 
 Evidence:
-Stream probe: outcome, HTTP status and error of each measured (non warm-up) request, by path.
-Metrics window: finished requests by reason (error share, abort share).
+Stream probe: outcome, HTTP status and error of each measured (non warm-up) request, by path;
+requests cancelled by stopping the probe (Ctrl-C) count neither way. Metrics window: finished
+requests by reason (error share, abort share; the aborts of the probe's cancelled requests are
+taken out).
 
 Remediation:
 By the dominant failure: HTTP 429 / 503 -> capacity (`replicas`); 401 / 403 -> `api_key`;
@@ -103,6 +105,8 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
     ),
 }
 GENERIC = (*ENGINE_LOG, "requests failed")
+#: The outcome of a request in flight when the user stopped the probe: not a failure of the target.
+CANCELLED = "cancelled"
 
 
 def failure_key(req: RequestTrace) -> str:
@@ -129,11 +133,18 @@ def error_rate(
     max_error_share: float = 0.05,
     max_abort_share: float = 0.10,
 ) -> Result:
-    measured = [r for r in (bundle.stream.requests if bundle.stream else []) if not r.warmup]
-    reasons = metrics_window.finished_by_reason if metrics_window is not None else {}
+    requests = bundle.stream.requests if bundle.stream else []
+    # A request still streaming when the user stopped the probe (Ctrl-C) neither succeeded nor
+    # failed: it is left out, and so is the abort vLLM counted when its connection closed.
+    cancelled = sum(1 for r in requests if r.outcome == CANCELLED)
+    measured = [r for r in requests if not r.warmup and r.outcome != CANCELLED]
+    reasons = dict(metrics_window.finished_by_reason) if metrics_window is not None else {}
+    if cancelled and "abort" in reasons:
+        reasons["abort"] = max(reasons["abort"] - cancelled, 0.0)
     finished = sum(reasons.values())
     if not measured and not finished:
-        return NotApplicable("no probe request and no finished request in the metrics window")
+        stopped = f" ({cancelled} cancelled when the probe was stopped)" if cancelled else ""
+        return NotApplicable(f"no completed probe request{stopped} and no finished request in the metrics window")
     failed = [r for r in measured if not r.ok]
     fail_share = len(failed) / len(measured) if measured else 0.0
     errors, aborts = reasons.get("error", 0.0), reasons.get("abort", 0.0)
@@ -181,7 +192,8 @@ def error_rate(
                 "finished with abort",
                 aborts,
                 "requests",
-                "metrics: vllm:request_success_total{finished_reason=abort} delta",
+                "metrics: vllm:request_success_total{finished_reason=abort} delta"
+                + (f", less the {cancelled} probe requests cancelled by stopping it" if cancelled else ""),
             ),
             EvidenceValue("finished", finished, "requests", "metrics: vllm:request_success_total delta"),
         ]

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 
 from checks._config import model_len
-from checks._engine import default_max_num_seqs, engine_setting, rerun, tokens_per_request
+from checks._engine import engine_setting, max_num_seqs_in_use, rerun, tokens_per_request
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import EndpointsEvidence, RunRecord, StreamEvidence
@@ -54,7 +54,7 @@ def kv_capacity_short(
     min_ratio: float = 1.0,
     kv_target: float = 0.9,
 ) -> Result:
-    seqs = engine_setting("max_num_seqs", log_facts, run) or default_max_num_seqs(log_facts)
+    seqs = max_num_seqs_in_use(log_facts, run)
     if seqs is None:
         return NotApplicable("max_num_seqs is not in the log or the run record, and its default is unknown")
     kv = engine_setting("kv_cache_tokens", log_facts, run)

@@ -13,8 +13,9 @@ only when the preempted requests *resumed*, not during their stall, so the scrap
 the streams ended is the one that counts, and KV usage / waiting sampled during them say why.
 
 Evidence:
-metrics_window: preemption delta, KV usage peak, running peak. stream_stats: stalls (gaps
-> 5x the request's median gap) and the largest gap. gpu (NVML): free GPU memory. Startup log
+metrics_window: preemption delta, KV usage peak, running peak, and the waiting gauge in the
+scrapes taken during the stalls (preempted requests go back to the queue; else its peak during
+the probe). stream_stats: stalls (gaps > 5x the request's median gap) and the largest gap. gpu (NVML): free GPU memory. Startup log
 / run record: ``gpu_memory_utilization``, ``kv_cache_tokens``, ``kv_cache_memory_gib``,
 ``max_num_seqs``.
 
@@ -36,13 +37,14 @@ per request).
 
 from __future__ import annotations
 
+import itertools
 import math
 
-from checks._engine import Setting, engine_path, engine_setting, rerun, tokens_per_request
+from checks._engine import Setting, engine_path, engine_setting, max_num_seqs_in_use, rerun, tokens_per_request
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
-from doctor.derive.stream_stats import StreamStats
+from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats, stall_base
 from doctor.evidence import GpuEvidence, RunRecord, StreamEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
@@ -95,6 +97,10 @@ def kv_pressure_preemption(
         ]
         parts.append(f"{stalls} stalls on {path.path}, longest gap {fmt_seconds(path.max_gap.max)} "
                      f"vs median {fmt_seconds(path.itl.p50)}")
+    waiting = _waiting(mw, path, stream) if path is not None and stalls else None
+    if waiting is not None:
+        evidence.append(waiting[0])
+        parts.append(f"up to {waiting[0].value:.0f} waiting {waiting[1]}")
     was_preempted = bool(preempted) or bool(logged)
     if not was_preempted and not (kv_max is not None and kv_max >= kv_full and stalls):
         return Pass("no preemption" + (f"; KV usage up to {fmt_pct(kv_max)}" if kv_max is not None else ""))
@@ -105,6 +111,43 @@ def kv_pressure_preemption(
         severity=Severity.CRITICAL if was_preempted and stalls else Severity.WARNING,
         evidence=evidence,
     )
+
+
+def _waiting(mw: MetricsWindow, path: PathStats, stream: StreamEvidence | None) -> tuple[EvidenceValue, str] | None:
+    """The waiting gauge's peak in the scrapes taken during a stall, else during the probe.
+
+    A preempted request goes back to the waiting queue: requests waiting while a stream is stalled
+    are the preemption seen from the scheduler's side. Before / after scrapes see an idle engine.
+    """
+    if mw.waiting is None:
+        return None
+    spans = _stall_spans(path, stream) if stream is not None else []
+    during = [v for t, v in mw.waiting.samples if any(a <= t <= b for a, b in spans)]
+    if during:
+        where = "during the stalls"
+        return EvidenceValue(f"waiting max {where}", max(during), "requests",
+                             f"metrics: vllm:num_requests_waiting, {len(during)} scrapes inside stalls"), where
+    if len(mw.waiting.samples) > 2 and mw.waiting.max is not None:
+        where = "during the probe"
+        return EvidenceValue(f"waiting max {where}", mw.waiting.max, "requests",
+                             "metrics: vllm:num_requests_waiting (no scrape fell inside a stall)"), where
+    return None
+
+
+def _stall_spans(path: PathStats, stream: StreamEvidence) -> list[tuple[float, float]]:
+    """When the measured requests of ``path`` stalled, on the probe's clock (which scrapes share).
+
+    A stall is what ``stream_stats`` counts as one (a gap above ``STALL_FACTOR`` x the request's
+    ``stall_base``); the view keeps the gaps but not their times, so the token stamps give them.
+    """
+    bases = {rs.index: stall_base(rs.gaps) for rs in path.requests if not rs.warmup}
+    spans: list[tuple[float, float]] = []
+    for req in stream.requests:
+        base = bases.get(req.index) if req.path == path.path and req.ok and not req.warmup else None
+        if base:
+            times = [e.t for e in req.tokens if math.isfinite(e.t)]
+            spans += [(a, b) for a, b in itertools.pairwise(times) if b - a > STALL_FACTOR * base]
+    return spans
 
 
 def _free_memory(gpu: GpuEvidence | None) -> tuple[float, float] | None:
@@ -136,15 +179,16 @@ def _remediation(
         evidence.append(explicit.evidence("kv_cache_memory_bytes", "bytes"))
         return _lower_max_num_seqs(
             mw, stream, log_facts, run, kv_tokens, evidence,
-            reason=(f"the KV cache is sized explicitly (kv_cache_memory_bytes = {explicit.value}), so "
-                    "gpu_memory_utilization does not change it; raising kv_cache_memory_bytes is the other lever"),
+            reason=(f"the KV cache is sized explicitly (kv_cache_memory_bytes = {explicit.value}), which "
+                    "gpu_memory_utilization does not change"),
+            alternative="Raising kv_cache_memory_bytes instead grows the cache, if the GPU has memory to spare.",
         )
     if memory is None:
         return _raise_utilisation_if_free(mw, stream, log_facts, run, kv_tokens, evidence)
     if memory[0] >= gpu_headroom:
         return _raise_utilisation(memory, kv_tokens, log_facts, run, evidence)
     return _lower_max_num_seqs(mw, stream, log_facts, run, kv_tokens, evidence,
-                               reason=f"NVML shows only {fmt_pct(memory[0])} of GPU memory free")
+                               reason=f"NVML shows only {fmt_pct(memory[0])} of GPU memory free, so the KV cache cannot grow")
 
 
 def _raise_utilisation(
@@ -196,7 +240,8 @@ def _raise_utilisation_if_free(
     current = float(utilisation.value) if utilisation is not None else None
     target = (f"{min(current + UTILISATION_MARGIN, MAX_UTILISATION):.2f}" if current is not None
               else f"raise it (at most {MAX_UTILISATION})")
-    fallback = _lower_max_num_seqs(mw, stream, log_facts, run, kv_tokens, evidence, reason="no GPU memory is free")
+    fallback = _lower_max_num_seqs(mw, stream, log_facts, run, kv_tokens, evidence,
+                                   reason="if no GPU memory is free, the KV cache cannot grow")
     return Remediation(
         setting="gpu_memory_utilization",
         suggested=(f"{target} if nvidia-smi on the engine host shows free GPU memory; otherwise lower "
@@ -218,9 +263,13 @@ def _lower_max_num_seqs(
     evidence: list[EvidenceValue],
     *,
     reason: str,
+    alternative: str = "",
 ) -> Remediation:
-    """Admit only as many sequences as fit at full length; ``reason`` says why memory cannot grow."""
-    max_seqs = engine_setting("max_num_seqs", log_facts, run)
+    """Admit only as many sequences as fit at full length.
+
+    ``reason`` says why the cache stays the size it is; ``alternative`` names another lever, if any.
+    """
+    max_seqs = max_num_seqs_in_use(log_facts, run)
     current = int(max_seqs.value) if max_seqs is not None else None
     if max_seqs is not None:
         evidence.append(max_seqs.evidence("max_num_seqs"))
@@ -236,8 +285,8 @@ def _lower_max_num_seqs(
     return Remediation(
         setting="max_num_seqs",
         suggested=suggested,
-        why=(f"{reason}: the KV cache cannot grow, so fewer concurrent sequences each keep their blocks "
-             "(lowering max_num_batched_tokens also limits how much a step allocates)"),
+        why=(f"{reason}: with fewer concurrent sequences sharing it, each keeps its blocks to the end of its "
+             "answer (lowering max_num_batched_tokens also limits how much a step allocates). " + alternative).strip(),
         verify=rerun("vllm:num_preemptions to stay flat after the streams end, and no stalls in the streams"),
         current=str(current) if current is not None else None,
         where="vllm serve flag --max-num-seqs",

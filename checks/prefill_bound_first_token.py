@@ -13,12 +13,16 @@ give each step a larger token budget (chunked prefill splits long prompts over s
 
 Evidence:
 metrics_window: prefill (or TTFT - queue) and TTFT means. Stream: prompt tokens from the
-usage trailers (else the probe's shape). Startup log / run record: ``enable_prefix_caching``,
+usage trailers (else the probe's shape), and whether every request repeated one prompt
+(``--payload``); prefix-cache hits. Startup log / run record: ``enable_prefix_caching``,
 ``chunked_prefill``, ``max_num_batched_tokens``, ``tensor_parallel_size``.
 
 Remediation:
-Prefix caching off -> ``enable_prefix_caching`` (requests sharing a system prompt, few-shot
-examples or chat history skip that part's prefill). Else chunked prefill with a small
+Prefix caching off and a shared prefix seen -> ``enable_prefix_caching`` (requests sharing a
+system prompt, few-shot examples or chat history skip that part's prefill). A prefix is seen
+shared when the probe repeated one prompt (an application body, ``--payload``, is sent
+unchanged; the default probe numbers each prompt, so its prompts share nothing) or the prefix
+cache counted hits. Else chunked prefill with a small
 ``max_num_batched_tokens`` (below the prompt, or <= ``small_batched_tokens``) -> raise it:
 better TTFT, worse inter-token latency for the streams running beside a long prefill. Else
 more compute per replica (``tensor_parallel_size``) or shorter prompts.
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import statistics
 
+from checks._config import is_off
 from checks._engine import Setting, engine_setting, rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.log_facts import LogFacts
@@ -45,7 +50,8 @@ from doctor.units import fmt_pct, fmt_seconds
 MAX_SUGGESTED_BATCHED_TOKENS = 16384
 
 
-@check(code="LD102", name="prefill-bound-first-token", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="prefill")
+@check(code="LD102", name="prefill-bound-first-token", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="prefill",
+       aliases=("prefill-bound",))
 def prefill_bound_first_token(
     metrics_window: MetricsWindow,
     stream: StreamEvidence | None = None,
@@ -94,17 +100,20 @@ def prefill_bound_first_token(
         if setting is not None:
             evidence.append(setting.evidence(name))
 
-    if caching is not None and not caching.value:
+    caching_off = caching is not None and is_off(caching.value)
+    shared = _shared_prefix(stream, mw) if caching_off else None
+    if shared is not None:
+        evidence.append(shared[1])
         remediation = Remediation(
             setting="enable_prefix_caching",
             suggested="true (--enable-prefix-caching)",
-            why=("prefix caching is off: every request recomputes its whole prompt; requests sharing a system "
-                 "prompt, few-shot examples or chat history would skip that part's prefill"),
+            why=(f"prefix caching is off, so every request recomputes its whole prompt, yet {shared[0]}: "
+                 "with the cache on, the shared part's prefill is done once and reused"),
             verify=rerun("TTFT to fall on repeated prompts and vllm:prefix_cache_hits to grow"),
             current="false",
             where="vllm serve flag --enable-prefix-caching",
         )
-        summary += "; prefix caching off"
+        summary += "; prefix caching off with a shared prompt prefix"
     elif chunked is not None and chunked.value and batched is not None and _small(batched, prompt, small_batched_tokens):
         remediation = _raise_batched_tokens(batched, prompt)
         summary += f"; chunked prefill with max_num_batched_tokens {batched.value}"
@@ -119,12 +128,35 @@ def prefill_bound_first_token(
             current=str(tp.value) if tp else None,
             where="vllm serve flag --tensor-parallel-size",
         )
+    if caching_off and shared is None:
+        # Turning the cache on would change nothing for prompts that share no prefix.
+        summary += "; prefix caching off, but no prompt prefix was seen shared"
     return Fire(
         title="Prefill of long prompts dominates the time to first token",
         summary=summary,
         remediation=remediation,
         evidence=evidence,
     )
+
+
+def _shared_prefix(stream: StreamEvidence | None, mw: MetricsWindow) -> tuple[str, EvidenceValue] | None:
+    """Evidence that prompts share a prefix the cache could reuse: why it shows, and the value.
+
+    The default probe starts every prompt with a request number, so its prompts share nothing; an
+    application body (``--payload``) is sent unchanged, so every request repeats the same prompt.
+    Prefix-cache hits show sharing in the engine's own traffic (when a cache was counting).
+    """
+    if mw.prefix_cache_hits:
+        return (f"the prefix cache hit {mw.prefix_cache_hits:,.0f} prompt tokens",
+                EvidenceValue("prefix cache hits", mw.prefix_cache_hits, "tokens", "metrics: vllm:prefix_cache_hits delta"))
+    if stream is None or stream.shape.payload_source in (None, "default"):
+        return None
+    sent = sum(1 for r in stream.requests if r.t_sent is not None)
+    if sent < 2:
+        return None
+    return (f"the probe sent the same prompt ({stream.shape.payload_source}) {sent} times",
+            EvidenceValue("requests repeating one prompt", sent, "requests",
+                          f"stream: every request sent the --payload body ({stream.shape.payload_source})"))
 
 
 def _prefill(mw: MetricsWindow) -> tuple[float, str] | None:

@@ -31,7 +31,7 @@ from doctor.model import EvidenceValue, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
 
-@check(code="LD505", name="queue-latency", symptom=SymptomClass.GENERAL, cause="capacity")
+@check(code="LD505", name="queue-latency", symptom=SymptomClass.GENERAL, cause="queue-load")
 def queue_latency(metrics_window: MetricsWindow, *, max_queue_p90_s: float = 1.0) -> Result:
     q = metrics_window.queue
     if q is None or not q.count:

@@ -35,7 +35,7 @@ from doctor.model import EvidenceValue, Severity, SymptomClass
 from doctor.units import fmt_pct
 
 
-@check(code="LD504", name="queue-pressure", symptom=SymptomClass.GENERAL, cause="capacity")
+@check(code="LD504", name="queue-pressure", symptom=SymptomClass.GENERAL, cause="queue-load")
 def queue_pressure(
     metrics_window: MetricsWindow,
     log_facts: LogFacts | None = None,

@@ -3,7 +3,9 @@
 What it detects:
 Requests queued before prefill: the server's queue time (``vllm:request_queue_time_seconds``)
 is most of its time to first token, requests were waiting while the probe ran, and the batch
-was full (running = ``max_num_seqs``) or the KV cache refused new sequences.
+was full (running = ``max_num_seqs``) or the KV cache refused new sequences. A queue with the
+batch below ``max_num_seqs`` and the KV cache below ``kv_headroom`` passes: neither limit held
+the requests (a per-step token budget or a burst did), so neither fix would help.
 
 Why it matters:
 A request that waits in the queue shows nothing to its user; no amount of faster prefill or
@@ -12,14 +14,17 @@ and only as many as the KV cache can hold: which of the two limits binds decides
 
 Evidence:
 metrics_window: mean queue time and mean server TTFT over the window, ``waiting`` and
-``running`` gauges, KV usage. Startup log / run record: ``max_num_seqs``, KV capacity in
-tokens. Stream: tokens per request (usage trailers, else the probe's shape).
+``running`` gauges (a zero, or a batch below the limit, counts only from scrapes taken during
+the probe), KV usage. Startup log / run record (else vLLM V1's default): ``max_num_seqs``, KV
+capacity in tokens. Stream: tokens per request (usage trailers, else the probe's shape).
 
 Remediation:
 KV usage stayed low (below ``kv_headroom``): the batch limit binds, raise ``max_num_seqs``;
-the suggestion is the peak demand (running + waiting) seen during the probe, capped by what the
+the suggestion is the peak demand (running + waiting) seen during the probe (else the probe's
+concurrency), capped by what the
 KV cache can hold: KV capacity tokens x 0.9 / tokens per request (or, without the capacity,
-today's ``max_num_seqs`` scaled by 0.9 / peak KV usage).
+today's ``max_num_seqs`` scaled by 0.9 / peak KV usage). Without scrapes during the probe the
+batch is not seen full: the same advice, saying so.
 KV usage was high: the GPU is full, add capacity (``replicas``) or lower offered concurrency.
 
 Example:
@@ -32,10 +37,10 @@ from __future__ import annotations
 
 import math
 
-from checks._engine import Setting, engine_path, engine_setting, rerun, tokens_per_request
+from checks._engine import Setting, engine_path, engine_setting, max_num_seqs_in_use, rerun, tokens_per_request
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.log_facts import LogFacts
-from doctor.derive.metrics_window import MetricsWindow
+from doctor.derive.metrics_window import GaugeWindow, MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import RunRecord, StreamEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
@@ -45,7 +50,8 @@ from doctor.units import fmt_pct, fmt_seconds
 KV_TARGET = 0.9
 
 
-@check(code="LD101", name="requests-queued-before-prefill", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="queue")
+@check(code="LD101", name="requests-queued-before-prefill", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="queue",
+       aliases=("queueing",))
 def requests_queued_before_prefill(
     metrics_window: MetricsWindow,
     stream_stats: StreamStats | None = None,
@@ -72,8 +78,9 @@ def requests_queued_before_prefill(
         return NotApplicable("neither the server TTFT histogram nor a measured stream gives a TTFT to compare with")
     evidence.append(EvidenceValue("TTFT mean", ttft_s, "s", ttft_source))
     share = min(queue_s / ttft_s, 1.0) if ttft_s > 0 else 0.0
-    # Scrapes before and after the probe see an idle queue; only scrapes during it can say "nobody waited".
-    waiting_max = mw.waiting.max if mw.waiting and len(mw.waiting.samples) > 2 else None
+    # A non-zero gauge shows what was there; a zero only counts from a scrape taken during the probe
+    # (the scrapes before and after it see an idle engine).
+    waiting_max = mw.waiting.max if mw.waiting and (_during(mw.waiting) or mw.waiting.max) else None
     if waiting_max is not None:
         evidence.append(EvidenceValue("waiting max", waiting_max, "requests", "metrics: vllm:num_requests_waiting"))
     if share < queue_share or queue_s < min_queue_s:
@@ -83,30 +90,49 @@ def requests_queued_before_prefill(
 
     running_max = mw.running.max if mw.running else None
     kv_max = mw.kv_usage.max if mw.kv_usage else None
-    max_seqs = engine_setting("max_num_seqs", log_facts, run)
+    max_seqs = max_num_seqs_in_use(log_facts, run)
     if running_max is not None:
         evidence.append(EvidenceValue("running max", running_max, "requests", "metrics: vllm:num_requests_running"))
     if max_seqs is not None:
         evidence.append(max_seqs.evidence("max_num_seqs"))
     if kv_max is not None:
         evidence.append(EvidenceValue("KV usage max", kv_max, "fraction", "metrics: KV cache usage gauge"))
+    kv_full = kv_max is not None and kv_max >= kv_headroom
+    batch_full: bool | None = None  # unknown unless a scrape saw it full, or scrapes during the probe never did
+    if running_max is not None and max_seqs is not None:
+        if running_max >= float(max_seqs.value):
+            batch_full = True
+        elif _during(mw.running):
+            batch_full = False
 
     parts = [f"queue time {fmt_seconds(queue_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}"]
     if waiting_max is not None:
         parts.append(f"waiting up to {waiting_max:.0f}")
-    if running_max is not None and max_seqs is not None:
-        if running_max >= float(max_seqs.value):
-            parts.append(f"running = max_num_seqs = {max_seqs.value}")
-        else:
-            parts.append(f"running up to {running_max:.0f} < max_num_seqs {max_seqs.value}")
+    if batch_full is not None:
+        parts.append(f"running = max_num_seqs = {max_seqs.value}" if batch_full
+                     else f"running up to {running_max:.0f} < max_num_seqs {max_seqs.value}")
     if kv_max is not None:
         parts.append(f"KV usage <= {fmt_pct(kv_max)}")
+    if batch_full is False and not kv_full:
+        # Neither limit this check remedies held the requests back (a per-step token budget or a
+        # burst of arrivals did): raising max_num_seqs would change nothing.
+        return Pass("; ".join(parts) + ": neither the batch limit nor the KV cache was full")
 
-    if kv_max is not None and kv_max >= kv_headroom:
+    if kv_full:
         remediation = _capacity(kv_max, running_max, waiting_max)
     else:
-        demand = running_max + waiting_max if running_max is not None and waiting_max is not None else None
-        remediation = _raise_max_num_seqs(max_seqs, kv_max, demand, stream, log_facts, run, evidence)
+        # Peak demand is only known from scrapes during the probe (before / after ones give a lower
+        # bound); without them, the probe's own concurrency is the demand it is known to have offered.
+        seen = running_max is not None and waiting_max is not None and _during(mw.running) and _during(mw.waiting)
+        demand: tuple[float, str] | None = None
+        if seen:
+            demand = running_max + waiting_max, "the peak of {} requests in flight"
+        elif stream is not None and stream.shape.concurrency > 1:
+            demand = float(stream.shape.concurrency), "the probe's concurrency of {} (no scrape saw the peak)"
+        unconfirmed = None if batch_full else (
+            "max_num_seqs is in neither the startup log nor the run record" if max_seqs is None
+            else "no scrape during the probe showed how many requests ran")
+        remediation = _raise_max_num_seqs(max_seqs, kv_max, demand, unconfirmed, stream, log_facts, run, evidence)
     return Fire(
         title="Requests wait in the engine's queue before prefill",
         summary="; ".join(parts),
@@ -114,6 +140,11 @@ def requests_queued_before_prefill(
         severity=Severity.CRITICAL if share >= critical_share else Severity.WARNING,
         evidence=evidence,
     )
+
+
+def _during(gauge: GaugeWindow) -> bool:
+    """Whether a sample was taken while the probe ran (more than the scrapes before and after it)."""
+    return len(gauge.samples) > 2
 
 
 def _ttft(mw: MetricsWindow, stats: StreamStats | None) -> tuple[float | None, str]:
@@ -143,37 +174,53 @@ def _capacity(kv_max: float, running_max: float | None, waiting_max: float | Non
 def _raise_max_num_seqs(
     max_seqs: Setting | None,
     kv_max: float | None,
-    demand: float | None,
+    demand: tuple[float, str] | None,
+    unconfirmed: str | None,
     stream: StreamEvidence | None,
     log_facts: LogFacts | None,
     run: RunRecord | None,
     evidence: list[EvidenceValue],
 ) -> Remediation:
+    """Raise the batch limit to the peak demand, never past what the KV cache holds.
+
+    The check fires with a known-full batch only when someone waited, so the peak demand
+    (running + waiting) is above today's value whenever it is known. ``demand`` is that peak (or
+    the probe's concurrency) and its description; ``unconfirmed`` says why the batch was not seen
+    full, when it was not.
+    """
     current = int(max_seqs.value) if max_seqs is not None else None
-    suggested: int | None = None
+    fit: int | None = None
     basis = ""
     kv_tokens = engine_setting("kv_cache_tokens", log_facts, run)
     per_request = tokens_per_request(stream)
     if kv_tokens is not None and per_request is not None:
         evidence.append(kv_tokens.evidence("KV cache capacity", "tokens"))
         evidence.append(EvidenceValue("tokens per request", per_request[0], "tokens", per_request[1]))
-        suggested = math.floor(float(kv_tokens.value) * KV_TARGET / per_request[0])
+        fit = math.floor(float(kv_tokens.value) * KV_TARGET / per_request[0])
         basis = f"{int(kv_tokens.value)} KV tokens x {KV_TARGET} / {per_request[0]:.0f} tokens per request"
     elif current is not None and kv_max:
-        suggested = math.floor(current * KV_TARGET / kv_max)
+        fit = math.floor(current * KV_TARGET / kv_max)
         basis = f"max_num_seqs {current} x {KV_TARGET} / peak KV usage {kv_max:.2f}"
-    if suggested is not None and current is not None and suggested <= current:
+    suggested: int | None = fit
+    if fit is not None and current is not None and fit <= current:
         suggested = None  # the arithmetic says the cache is the limit after all: give the direction only
-    if suggested is not None and demand is not None and demand < suggested:
-        # No need to go past the peak demand: every extra slot deepens the batch (slower tokens).
-        basis = f"the peak of {demand:.0f} requests in flight; the KV cache fits up to {suggested}: {basis}"
-        suggested = max(math.ceil(demand), (current or 0) + 1)
+    elif demand is not None and (fit is None or demand[0] < fit):
+        # No need to go past the demand: every extra slot deepens the batch (slower tokens).
+        suggested = math.ceil(demand[0])
+        basis = demand[1].format(suggested) + (f"; the KV cache fits up to {fit}: {basis}" if fit is not None else "")
+    if suggested is not None and current is not None and suggested <= current:
+        suggested = None  # a demand at or below today's limit cannot be met by raising it
     text = f"{suggested} ({basis})" if suggested is not None else "raise it while KV usage stays below 90 %"
     kv_note = f"KV usage stayed <= {fmt_pct(kv_max)}" if kv_max is not None else "the KV cache had room"
+    if unconfirmed is None:
+        why = f"the batch is full while {kv_note}: the sequence limit, not GPU memory, makes requests wait"
+    else:
+        why = (f"requests waited while {kv_note}, so the sequence limit is the likely bound; {unconfirmed}, "
+               "so running = max_num_seqs is not confirmed")
     return Remediation(
         setting="max_num_seqs",
         suggested=text,
-        why=f"the batch is full while {kv_note}: the sequence limit, not GPU memory, makes requests wait",
+        why=why,
         verify=rerun("waiting to stay near 0, queue time to shrink, and no preemptions (vllm:num_preemptions)"),
         current=str(current) if current is not None else None,
         where="vllm serve flag --max-num-seqs",

@@ -33,7 +33,8 @@ from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
 
-@check(code="LD103", name="slow-cold-start", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="cold-start")
+@check(code="LD103", name="slow-cold-start", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="cold-start",
+       aliases=("cold-start",))
 def slow_cold_start(
     stream_stats: StreamStats,
     *,

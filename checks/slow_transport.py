@@ -12,7 +12,9 @@ a congested link adds the same delay to every request.
 
 Evidence:
 stream_stats: direct-path client TTFT mean. metrics_window: server TTFT mean. Stream: connect
-time (``t_connected - t_sent``) of requests that opened a new connection.
+time (``t_connected - t_sent``) of requests that opened a new connection, and the client
+self-check's event-loop lag p99: a client that reads its socket late stamps the first token
+late, so up to that much of the difference is the client's own and is not counted.
 
 Remediation:
 When new connections take most of it: reuse connections (``http_keepalive``: a connection
@@ -37,7 +39,8 @@ from doctor.model import EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
 
 
-@check(code="LD104", name="slow-transport", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="transport")
+@check(code="LD104", name="slow-transport", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="transport",
+       aliases=("transport",))
 def slow_transport(
     stream_stats: StreamStats,
     metrics_window: MetricsWindow,
@@ -54,16 +57,21 @@ def slow_transport(
     if metrics_window.ttft is None or metrics_window.ttft.mean is None:
         return NotApplicable("no server TTFT histogram (vllm:time_to_first_token_seconds) in /metrics")
     client_s, server_s = direct.ttft.mean, metrics_window.ttft.mean
-    outside_s = max(client_s - server_s, 0.0)
+    lag_s = _client_lag_s(stream)
+    outside_s = max(client_s - server_s - lag_s, 0.0)
     share = outside_s / client_s if client_s > 0 else 0.0
     evidence = [
         EvidenceValue("direct client TTFT mean", client_s, "s", f"stream: direct TTFT mean, n={direct.ttft.n}"),
         EvidenceValue("server TTFT mean", server_s, "s",
                       f"metrics: {metrics_window.ttft.metric} delta, n={metrics_window.ttft.count:.0f}"),
-        EvidenceValue("client - server", outside_s, "s", "difference of the two means"),
     ]
+    if lag_s:
+        evidence.append(EvidenceValue("client event-loop lag p99", lag_s, "s", "stream: client self-check"))
+    evidence.append(EvidenceValue("client - server" + (" - client lag" if lag_s else ""), outside_s, "s",
+                                  "difference of the two means" + (", less the client's own lag" if lag_s else "")))
     if share < transport_share or outside_s < min_transport_s:
-        return Pass(f"direct: {fmt_seconds(outside_s)} ({fmt_pct(share)}) of TTFT is outside the server")
+        lagged = f" once the client's own {fmt_seconds(lag_s)} lag is set aside" if lag_s else ""
+        return Pass(f"direct: {fmt_seconds(outside_s)} ({fmt_pct(share)}) of TTFT is outside the server{lagged}")
     summary = (f"direct: client TTFT mean {fmt_seconds(client_s)} (n={direct.ttft.n}) vs server "
                f"{fmt_seconds(server_s)}: {fmt_seconds(outside_s)} ({fmt_pct(share)}) between client and engine")
     connect = _connect_s(stream)
@@ -77,6 +85,7 @@ def slow_transport(
             suggested="reuse connections (a connection pool with HTTP keep-alive on the caller)",
             why=f"opening a connection (TCP and TLS) takes {fmt_seconds(connect[0])}, most of the time outside the server",
             verify=rerun("the client - server TTFT difference to shrink to about one round trip"),
+            current=_keepalive_in_use(stream),
             where="the calling service's HTTP client",
         )
     else:
@@ -93,6 +102,22 @@ def slow_transport(
         remediation=remediation,
         evidence=evidence,
     )
+
+
+def _client_lag_s(stream: StreamEvidence | None) -> float:
+    """The client's event-loop lag p99 in seconds: how late it may have stamped a first token."""
+    lag_ms = stream.client.loop_lag_p99_ms if stream is not None else None
+    return lag_ms / 1000 if lag_ms else 0.0
+
+
+def _keepalive_in_use(stream: StreamEvidence | None) -> str | None:
+    """Whether the direct requests reused connections, as the probe recorded it: "off" when none did."""
+    known = [r.connection_reused for r in stream.requests
+             if r.path == "direct" and r.connection_reused is not None] if stream is not None else []
+    if not known:
+        return None
+    new = known.count(False)
+    return "off" if new == len(known) else f"{new} of {len(known)} direct requests on new connections"
 
 
 def _connect_s(stream: StreamEvidence | None) -> tuple[float, int] | None:

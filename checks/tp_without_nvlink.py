@@ -53,7 +53,7 @@ def link(gpu: GpuEvidence, a: int, b: int) -> str | None:
     return "NVLINK" if topo.upper().startswith("NV") else topo
 
 
-@check(code="LD404", name="tp-without-nvlink", symptom=SymptomClass.CAPACITY_CONFIG, cause="config")
+@check(code="LD404", name="tp-without-nvlink", symptom=SymptomClass.CAPACITY_CONFIG, cause="decode")
 def tp_without_nvlink(
     gpu: GpuEvidence,
     log_facts: LogFacts | None = None,

@@ -13,7 +13,12 @@ A check declares what it needs through its signature::
   ``missing-evidence`` and does not call the check;
 - positional parameters defaulting to ``None`` are OPTIONAL evidence kinds;
 - keyword-only parameters are thresholds/options; users override them with
-  ``--set CODE.option=value`` or ``--set name.option=value``.
+  ``--set CODE.option=value`` or ``--set name.option=value``. An option named in
+  ``doctor.runner.BUDGET_OPTIONS`` (``tpot_target_s``, ``ttft_target_s``) defaults to the run's
+  latency budget rather than to its declared default, so a check and the verdict agree.
+
+``aliases`` are other names a check answers to (``explain``, ``--select``, ``--set``): the words
+an issue or a runbook uses for it, e.g. ``queueing`` for requests-queued-before-prefill.
 
 The function returns ``Fire`` (a finding), ``Pass`` or ``NotApplicable``; raising is allowed and
 is isolated by the runner as an ``error`` result. The module docstring carries the documentation
@@ -45,7 +50,9 @@ CAUSES: tuple[str, ...] = (
     "prefill",
     "transport",
     "cold-start",
+    "queue-load",  # requests waiting on load alone; explains the queue when "queue" does not
     # inter-token
+    "decode",  # the engine's steady per-token speed (CUDA graphs, interconnect)
     "preemption",
     "prefill-interference",
     "batch-depth",
@@ -108,6 +115,16 @@ class CheckSpec:
     doc: dict[str, str]
     module: str
     origin: str = "builtin"  # or the entry point's distribution name
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key the check answers to: code, name, aliases."""
+        return (self.code, self.name, *self.aliases)
+
+    def is_named(self, key: str) -> bool:
+        """Whether ``key`` is the code (any case), the name or an alias (``cold start`` = ``cold-start``)."""
+        return key.upper() == self.code or key.strip().lower().replace(" ", "-") in (self.name, *self.aliases)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Result:
         return self.func(*args, **kwargs)
@@ -137,6 +154,7 @@ def check(
     name: str,
     symptom: SymptomClass,
     cause: str,
+    aliases: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., Result]], CheckSpec]:
     """Register a function as a check; see the module docstring for the contract.
 
@@ -149,6 +167,9 @@ def check(
         raise ValueError(f"check name {name!r} must be kebab-case")
     if cause not in CAUSES:
         raise ValueError(f"check {code}: unknown cause {cause!r}; known: {', '.join(CAUSES)}")
+    for alias in aliases:
+        if not NAME_RE.match(alias):
+            raise ValueError(f"check {code}: alias {alias!r} must be kebab-case")
 
     def wrap(func: Callable[..., Result]) -> CheckSpec:
         requires: list[str] = []
@@ -174,6 +195,7 @@ def check(
             options=options,
             doc=parse_doc(doc_text),
             module=func.__module__,
+            aliases=tuple(aliases),
         )
 
     return wrap

@@ -23,8 +23,9 @@ A pure function of the evidence views and the check results, in four steps:
    whatever the answer length). With only a gateway path and no server metrics, the findings
    decide; when they cannot, the verdict is ``inconclusive`` and says what is missing.
 4. **One remediation.** The finding whose ``cause`` explains the largest component of the
-   symptom's decomposition (most severe first); else the most severe finding of the symptom's
-   class. The renderers list the other findings.
+   symptom's decomposition (most severe first; ``FALLBACK_CAUSES`` when no direct cause fired);
+   else the most severe finding of the symptom's class. The renderers list the other findings.
+   Requests cancelled by an interrupt are not failures: they are counted apart.
 """
 
 from __future__ import annotations
@@ -76,8 +77,18 @@ COMPONENT_CAUSES: dict[str, tuple[str, ...]] = {
     "batch-depth": ("batch-depth",),
     "token-bundling": ("token-bundling",),
     "gpu-state": ("gpu-state",),
-    "decode": ("batch-depth", "gpu-state", "config"),
+    "decode": ("batch-depth", "gpu-state", "decode"),
 }
+
+#: Causes that explain a component only when none of ``COMPONENT_CAUSES`` fired: a queue that
+#: builds under load alone (LD504, LD505) says to add capacity, while a batch limit (LD101)
+#: names the engine setting, which is the more specific change.
+FALLBACK_CAUSES: dict[str, tuple[str, ...]] = {
+    "queue": ("queue-load",),
+}
+
+#: A request the user cancelled (Ctrl-C) is neither a failure nor a measurement.
+CANCELLED = "cancelled"
 
 #: Inter-token components that are the engine's steady per-token time (the rest is pure overhead).
 STEADY_DECODE = ("decode", "batch-depth", "gpu-state")
@@ -201,20 +212,27 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
     reasoning: list[str] = []
     felt: dict[str, Felt] = {}
     for name, ps in stats.paths.items():
-        if ps.n_failed:
-            reasoning.append(f"{name}: {ps.n_failed} of {ps.n_ok + ps.n_failed} requests failed "
-                             f"({', '.join(f'{k} x{v}' for k, v in ps.failures.items())})")
+        failures = _failures(ps)
+        if failures:
+            reasoning.append(f"{name}: {sum(failures.values())} of {ps.n_ok + sum(failures.values())} requests "
+                             f"failed ({', '.join(f'{k} x{v}' for k, v in failures.items())})")
+        if ps.failures.get(CANCELLED):
+            reasoning.append(f"{name}: {ps.failures[CANCELLED]} request(s) cancelled when the run was interrupted")
         if ps.ttft.n and ps.ttft.p90 is not None:
             felt[name] = _felt(ps, budgets)
             reasoning.append(felt[name].line(budgets))
+    failed = sum(sum(_failures(ps).values()) for ps in stats.paths.values())
     if not felt:
+        cancelled = any(ps.failures.get(CANCELLED) for ps in stats.paths.values())
+        why = ("the run was interrupted before any request completed" + (f" ({failed} failed)" if failed else "")
+               if cancelled else "every probe request failed")
         return verdict(
             symptom=Symptom.INCONCLUSIVE,
-            summary="Inconclusive: every probe request failed, so no latency was measured" + suspect_note + ".",
+            summary=f"Inconclusive: {why}, so no latency was measured" + suspect_note + ".",
             reasoning=reasoning,
-            missing=["one successful streamed request (see the error findings)"],
+            missing=["a run left to finish (it was interrupted)" if cancelled
+                     else "one successful streamed request (see the error findings)"],
         )
-    failed = sum(ps.n_failed for ps in stats.paths.values())
     failed_note = (f"; {failed} of {failed + sum(ps.n_ok for ps in stats.paths.values())} requests failed"
                    if failed else "")
 
@@ -275,6 +293,11 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
         decomposition=decomposition,
         missing=missing,
     )
+
+
+def _failures(ps: PathStats) -> dict[str, int]:
+    """The path's failures by outcome, without the requests cancelled by an interrupt."""
+    return {outcome: n for outcome, n in ps.failures.items() if outcome != CANCELLED}
 
 
 def _felt(ps: PathStats, budgets: Budgets) -> Felt:
@@ -418,15 +441,16 @@ def _severe(findings: list[Finding], cls: SymptomClass) -> list[Finding]:
 
 
 def _primary(findings: list[Finding], dominant: Component | None, cls: SymptomClass) -> Finding | None:
-    """The finding explaining the dominant component; else the most severe of the symptom's class."""
+    """The finding explaining the dominant component (its fallback causes next); else the most
+    severe of the symptom's class."""
     def rank(f: Finding) -> tuple[int, str]:
         return (-f.severity.rank, f.code)
 
     if dominant is not None:
-        causes = COMPONENT_CAUSES.get(dominant.name, ())
-        explaining = sorted((f for f in findings if f.cause in causes), key=rank)
-        if explaining:
-            return explaining[0]
+        for causes in (COMPONENT_CAUSES.get(dominant.name, ()), FALLBACK_CAUSES.get(dominant.name, ())):
+            explaining = min((f for f in findings if f.cause in causes), key=rank, default=None)
+            if explaining is not None:
+                return explaining
     return min((f for f in findings if f.symptom is cls), key=rank, default=None)
 
 

@@ -26,7 +26,7 @@ from doctor import __version__
 from doctor.bundle import load_path, save
 from doctor.classify import Budgets
 from doctor.collect import ROUTES, CollectConfig, collect
-from doctor.config import FileConfig, load_config, parse_set
+from doctor.config import FileConfig, load_config, parse_set, with_recorded_analysis
 from doctor.errors import DoctorError, UsageError
 from doctor.evidence import Bundle
 from doctor.exit_codes import ExitCode
@@ -34,7 +34,7 @@ from doctor.model import Report, Severity, Symptom
 from doctor.probes.http import HttpOptions
 from doctor.redact import Redactor
 from doctor.registry import CATALOGUE_HINT, Registry, load_registry
-from doctor.runner import AnalyzeOptions, analyze, validate_settings
+from doctor.runner import AnalyzeOptions, analyze, validate_settings, with_analysis
 
 app = typer.Typer(
     name="llm-doctor",
@@ -308,11 +308,11 @@ def _budget(opts: dict[str, Any], cfg: FileConfig, name: str, region: str | None
 
 
 def build_analyze_options(opts: dict[str, Any], cfg: FileConfig, region: str | None) -> AnalyzeOptions:
-    """Selection, thresholds and budgets for ``analyze``: flags over the config file."""
+    """Selection, thresholds, budgets and ``--fail-on`` for ``analyze``: flags over the config file."""
     a = cfg.analysis
     settings = {k: dict(v) for k, v in cfg.checks.items()}
     for check, values in parse_set(opts.get("set") or []).items():
-        settings.setdefault(check, {}).update(values)
+        settings[check] = {**settings.pop(check, {}), **values}  # last: a later key wins (runner.settings_for)
     budgets = Budgets(
         ttft_s=_budget(opts, cfg, "ttft", region, Budgets.ttft_s),
         tpot_s=_budget(opts, cfg, "tpot", region, Budgets.tpot_s),
@@ -322,6 +322,7 @@ def build_analyze_options(opts: dict[str, Any], cfg: FileConfig, region: str | N
         ignore=_split(opts.get("ignore")) or list(a.get("ignore", [])),
         settings=settings,
         budgets=budgets,
+        fail_on=check_output_options(opts, cfg),
     )
 
 
@@ -421,7 +422,7 @@ def diagnose_config(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | N
     check_output_options(opts, cfg)  # a bad --format or --fail-on fails before anything is sent
     analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
     registry = checked_registry(analyze_opts)
-    bundle = collect(config, _progress)
+    bundle = with_analysis(collect(config, _progress), analyze_opts, registry)  # --bundle re-analyses alike
     with tempfile.TemporaryDirectory() as tmp:
         path = bundle_path or Path(tmp) / "bundle.json"
         save(bundle, path)
@@ -506,17 +507,21 @@ def analyze_cmd(
 ) -> None:
     """Re-analyse saved evidence. Never touches the network.
 
+    A report (or a bundle kept by diagnose) re-analyses with the budgets, thresholds, selection
+    and --fail-on it was made with; flags and an explicit --config change them.
+
     [bold]Examples[/]
 
       llm-doctor analyze incident-4711.json.gz --html report.html
 
-      llm-doctor analyze report.html --set LD201.stall_factor=8
+      llm-doctor analyze report.html --set LD201.kv_full=0.9
     """
 
     def run() -> ExitCode:
         cfg = load_config(opts.get("config"))
         check_output_options(opts, cfg)  # before reading the bundle or writing any file
         bundle = load_path(source)
+        cfg = with_recorded_analysis(cfg, bundle.run.analysis, explicit=opts.get("config") is not None)
         report = analyze(bundle, build_analyze_options(opts, cfg, region or bundle.run.region))
         return emit(report, opts, cfg)
 
@@ -539,6 +544,7 @@ def probe_cmd(
     from doctor.derive.missing import Missing
     from doctor.derive.stream_stats import derive_stream_stats
     from reports.stream_summary import print_stream_summary, stream_summary_json
+    from reports.terminal import stdout_console
 
     def run() -> ExitCode:
         cfg = load_config(opts.get("config"))
@@ -561,7 +567,7 @@ def probe_cmd(
         if as_json:
             sys.stdout.write(json.dumps(stream_summary_json(stats, result), indent=1) + "\n")
         else:
-            print_stream_summary(stats, result, Console())
+            print_stream_summary(stats, result, stdout_console())
         if result.interrupted:
             return ExitCode.INTERRUPTED
         ok = any(p.n_ok for p in stats.paths.values())

@@ -39,13 +39,15 @@ silently ignored. ``[run]`` takes free-form string labels besides its own fields
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from doctor.errors import UsageError
+from doctor.errors import BundleError, UsageError
+from doctor.evidence.run import AnalysisRecord
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -70,6 +72,53 @@ class FileConfig:
         regional = self.budgets.get("regions", {}).get(region or "", {})
         value = regional.get(name, self.budgets.get(name))
         return float(value) if value is not None else None
+
+
+#: The sections that decide an analysis (as opposed to what to probe and how).
+ANALYSIS_SECTIONS = ("budgets", "checks", "analysis")
+FAIL_ON = ("info", "warning", "critical")
+
+
+def with_recorded_analysis(cfg: FileConfig, record: AnalysisRecord | None, *, explicit: bool) -> FileConfig:
+    """The config to re-analyse a bundle with: its recorded analysis, under ``cfg`` when the user
+    named that file (``--config``), in place of the analysis sections of an implicit one.
+
+    A report must re-analyse to its own verdict wherever it is opened, so an
+    ``llm-doctor.toml`` that merely sits in the working directory does not change it; a file
+    the user names on purpose does, key by key (its region budgets included), and flags win
+    over both later, as everywhere.
+    """
+    if record is None:
+        return cfg
+    recorded = _recorded_sections(record)
+    top = cfg if explicit else replace(cfg, **{key: {} for key in ANALYSIS_SECTIONS})
+    checks = {key: dict(values) for key, values in recorded["checks"].items()}
+    for key, values in top.checks.items():  # re-inserted last: a later key wins (runner.settings_for)
+        checks[key] = {**checks.pop(key, {}), **values}
+    return replace(
+        top,
+        budgets={**recorded["budgets"], **top.budgets},
+        checks=checks,
+        analysis={**recorded["analysis"], **top.analysis},
+    )
+
+
+def _recorded_sections(record: AnalysisRecord) -> dict[str, dict[str, Any]]:
+    """The record as config sections, checked: a hand-edited bundle fails here, by field."""
+    budgets: dict[str, float] = {}
+    for name, value in (("ttft", record.ttft_budget_s), ("tpot", record.tpot_budget_s)):
+        if value is None:
+            continue
+        if not math.isfinite(value) or value <= 0:
+            raise BundleError(f"the bundle's recorded analysis: {name}_budget_s must be a number > 0, got {value!r}")
+        budgets[name] = value
+    analysis: dict[str, Any] = {"select": list(record.select), "ignore": list(record.ignore)}
+    if record.fail_on is not None:
+        if record.fail_on not in FAIL_ON:
+            raise BundleError(f"the bundle's recorded analysis: fail_on must be one of {', '.join(FAIL_ON)}, "
+                              f"got {record.fail_on!r}")
+        analysis["fail_on"] = record.fail_on
+    return {"budgets": budgets, "checks": record.settings, "analysis": analysis}
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,11 @@ class EvidenceValue:
     source: str = ""  # e.g. "stream: gateway, p90 over n=16", "metrics: vllm:num_preemptions delta", "log line 42"
 
 
+#: How every remediation is verified: the same probe, one change. Checks end it with what to
+#: expect; renderers recognise it to say it differently where it cannot be followed (a demo).
+RERUN_INSTRUCTION = "re-run the same probe (`llm-doctor diagnose` with the same flags) after changing only this"
+
+
 @dataclass
 class Remediation:
     """Exactly one change to make, tied to the configuration in use."""

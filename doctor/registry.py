@@ -2,9 +2,9 @@
 
 No central list: a check exists because its file does. A third-party distribution exposes
 checks with an entry point whose object is a module (all its ``CheckSpec`` attributes load)
-or a single ``CheckSpec``. A plugin that fails to import, or that claims a code or name
+or a single ``CheckSpec``. A plugin that fails to import, or that claims a code, name or alias
 already taken, is a warning in the report, not a crash: the built-in catalogue always wins.
-Two built-in checks claiming the same code or name is a bug in llm-doctor and an error.
+Two built-in checks claiming the same code, name or alias is a bug in llm-doctor and an error.
 """
 
 from __future__ import annotations
@@ -28,21 +28,18 @@ class Registry:
     warnings: list[str] = field(default_factory=list)
 
     def find(self, key: str) -> CheckSpec | None:
-        """A check by code (``LD101``, case-insensitive) or name (``requests-queued``)."""
-        for spec in self.checks:
-            if key.upper() == spec.code or key.lower() == spec.name:
-                return spec
-        return None
+        """A check by code (``LD101``, case-insensitive), name (``requests-queued``) or alias (``queueing``)."""
+        return next((spec for spec in self.checks if spec.is_named(key)), None)
 
     def select(self, select: list[str] | None, ignore: list[str] | None) -> list[CheckSpec]:
-        """Ruff-style selection: codes or code prefixes (``LD1``), or names; ``ALL`` selects all.
+        """Ruff-style selection: codes or code prefixes (``LD1``), names or aliases; ``ALL`` selects all.
 
         A key that matches no check is a ``UsageError``: a typo in ``--select`` would otherwise
         run nothing and report HEALTHY, and one in ``--ignore`` would silently ignore nothing.
         """
 
         def matches(spec: CheckSpec, key: str) -> bool:
-            return key.upper() == "ALL" or spec.code.startswith(key.upper()) or spec.name == key.lower()
+            return key.upper() == "ALL" or spec.code.startswith(key.upper()) or spec.is_named(key)
 
         for flag, keys in (("--select", select), ("--ignore", ignore)):
             unknown = [k for k in keys or [] if not any(matches(s, k) for s in self.checks)]
@@ -63,7 +60,7 @@ def load_registry(package: str = "checks", plugins: bool = True) -> Registry:
     """Every check of ``package``, then the entry-point plugins that do not clash with them.
 
     Built-ins are registered first so that a plugin can never shadow or replace one: a plugin
-    check reusing a taken code or name is dropped with a warning (like a plugin that fails to
+    check reusing a taken code, name or alias is dropped with a warning (like a plugin that fails to
     import), while a clash among built-ins raises ``UsageError`` because it is our own bug.
     """
     reg = Registry()
@@ -86,24 +83,24 @@ def load_registry(package: str = "checks", plugins: bool = True) -> Registry:
                 reg.warnings.append(f"check plugin {ep.name!r} exposes no check")
             for spec in specs:
                 spec.origin = ep.dist.name if ep.dist else ep.name
-                taken = [key for key in (spec.code, spec.name) if key in claimed]
+                taken = [key for key in spec.keys if key in claimed]
                 if taken:
                     reg.warnings.append(
                         f"check plugin {ep.name!r}: {spec.code} {spec.name} dropped, "
                         f"{' and '.join(map(repr, taken))} already belongs to {claimed[taken[0]]}"
                     )
                     continue
-                claimed.update({spec.code: spec.module, spec.name: spec.module})
+                claimed.update(dict.fromkeys(spec.keys, spec.module))
                 reg.checks.append(spec)
     reg.checks.sort(key=lambda s: s.code)
     return reg
 
 
 def _claims(specs: list[CheckSpec]) -> dict[str, str]:
-    """Code and name -> defining module; two built-ins claiming one key is an error."""
+    """Code, name and aliases -> defining module; two built-ins claiming one key is an error."""
     seen: dict[str, str] = {}
     for spec in specs:
-        for key in (spec.code, spec.name):
+        for key in spec.keys:
             if key in seen:
                 raise UsageError(f"two checks claim {key!r}: {seen[key]} and {spec.module}")
             seen[key] = spec.module

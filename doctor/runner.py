@@ -2,10 +2,13 @@
 
 Each check gets only the evidence it declared (narrowing). A missing kind gives
 ``missing-evidence`` with the reason; a check that raises gives ``error`` and the run goes on.
+The report's bundle carries the analysis settings used (``RunRecord.analysis``), so that a
+saved report re-analyses to its own verdict.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -17,19 +20,26 @@ from doctor.classify import Budgets, classify
 from doctor.derive import DERIVED, Missing
 from doctor.errors import UsageError
 from doctor.evidence import RAW_KINDS, Bundle
-from doctor.model import CheckResult, Finding, Outcome, Report
+from doctor.evidence.run import AnalysisRecord
+from doctor.model import CheckResult, Finding, Outcome, Report, Severity
 from doctor.registry import Registry, load_registry
 from doctor.serial import to_jsonable
 
 REPORT_VERSION = 1
+
+#: Check options that are the run's latency budget under another name: they default to the
+#: effective ``Budgets`` field, not to the declared default, so that a check's target and the
+#: verdict's budget cannot disagree (``--set`` still overrides them for one check).
+BUDGET_OPTIONS: dict[str, str] = {"ttft_target_s": "ttft_s", "tpot_target_s": "tpot_s"}
 
 
 @dataclass
 class AnalyzeOptions:
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
-    settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # check code/name -> option -> value
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # check code/name/alias -> option -> value
     budgets: Budgets = field(default_factory=Budgets)
+    fail_on: Severity = Severity.WARNING  # not used by the analysis; recorded for re-analysis
 
 
 class Evidence:
@@ -100,16 +110,30 @@ def coerce_option(default: Any, raw: Any) -> Any:
         raise UsageError(f"expected a {type(default).__name__}, got {raw!r}") from None
 
 
-def resolve_options(spec: CheckSpec, settings: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The check's thresholds: its defaults overridden by ``--set`` / config values (by code or name)."""
+def settings_for(spec: CheckSpec, settings: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The values addressed to this check under any of its keys; a later key wins (``--set``
+    is merged after the config file, so it comes later)."""
+    out: dict[str, Any] = {}
+    for key, values in settings.items():
+        if spec.is_named(key):
+            out.update(values)
+    return out
+
+
+def resolve_options(
+    spec: CheckSpec, settings: dict[str, dict[str, Any]], budgets: Budgets | None = None
+) -> dict[str, Any]:
+    """The check's thresholds: its defaults (a budget for ``BUDGET_OPTIONS``) overridden by
+    ``--set`` / config values (by code, name or alias)."""
     options = dict(spec.options)
-    for key in (spec.code, spec.name):
-        for opt, raw in settings.get(key, {}).items():
-            if opt not in options:
-                raise UsageError(
-                    f"{spec.code} ({spec.name}) has no option {opt!r}; options: {', '.join(options) or 'none'}"
-                )
-            options[opt] = coerce_option(spec.options[opt], raw)
+    if budgets is not None:
+        options.update({opt: getattr(budgets, BUDGET_OPTIONS[opt]) for opt in options if opt in BUDGET_OPTIONS})
+    for opt, raw in settings_for(spec, settings).items():
+        if opt not in options:
+            raise UsageError(
+                f"{spec.code} ({spec.name}) has no option {opt!r}; options: {', '.join(options) or 'none'}"
+            )
+        options[opt] = coerce_option(spec.options[opt], raw)
     return options
 
 
@@ -122,7 +146,9 @@ def validate_settings(registry: Registry, settings: dict[str, dict[str, Any]]) -
         resolve_options(spec, settings)
 
 
-def run_check(spec: CheckSpec, evidence: Evidence, settings: dict[str, dict[str, Any]]) -> CheckResult:
+def run_check(
+    spec: CheckSpec, evidence: Evidence, settings: dict[str, dict[str, Any]], budgets: Budgets | None = None
+) -> CheckResult:
     """Run one check on only the evidence it declared; never raises (errors become results)."""
     result = CheckResult(code=spec.code, name=spec.name, outcome=Outcome.PASS, symptom=spec.symptom)
     start = time.perf_counter()
@@ -131,7 +157,7 @@ def run_check(spec: CheckSpec, evidence: Evidence, settings: dict[str, dict[str,
         for kind in spec.requires:
             args.append(evidence.get(kind))
         kwargs: dict[str, Any] = {kind: evidence.maybe(kind) for kind in spec.optional}
-        kwargs.update(resolve_options(spec, settings))
+        kwargs.update(resolve_options(spec, settings, budgets))
     except Missing as exc:
         result.outcome = Outcome.MISSING_EVIDENCE
         result.message = str(exc)
@@ -178,14 +204,38 @@ def views_of(evidence: Evidence) -> dict[str, Any]:
     return views
 
 
+def analysis_record(options: AnalyzeOptions, registry: Registry) -> AnalysisRecord:
+    """What to store so that re-analysing gives this verdict; settings keyed by check code."""
+    settings = {spec.code: values for spec in registry.checks if (values := settings_for(spec, options.settings))}
+    return AnalysisRecord(
+        ttft_budget_s=options.budgets.ttft_s,
+        tpot_budget_s=options.budgets.tpot_s,
+        settings=settings,
+        select=list(options.select),
+        ignore=list(options.ignore),
+        fail_on=options.fail_on.value,
+    )
+
+
+def with_analysis(bundle: Bundle, options: AnalyzeOptions, registry: Registry) -> Bundle:
+    """A shallow copy of ``bundle`` whose run record says how it is analysed (the input is untouched)."""
+    run = dataclasses.replace(bundle.run, analysis=analysis_record(options, registry))
+    return dataclasses.replace(bundle, run=run)
+
+
 def analyze(bundle: Bundle, options: AnalyzeOptions | None = None, registry: Registry | None = None) -> Report:
-    """The offline half of ``diagnose``: checks, verdict and report from a bundle alone."""
+    """The offline half of ``diagnose``: checks, verdict and report from a bundle alone.
+
+    The report's bundle records ``options`` (``RunRecord.analysis``), so an HTML or JSON report
+    written from it re-analyses with the same budgets, thresholds and selection.
+    """
     options = options or AnalyzeOptions()
     registry = registry or load_registry()
     validate_settings(registry, options.settings)
+    bundle = with_analysis(bundle, options, registry)
     evidence = Evidence(bundle)
     specs = registry.select(options.select, options.ignore)
-    results = [run_check(spec, evidence, options.settings) for spec in specs]
+    results = [run_check(spec, evidence, options.settings, options.budgets) for spec in specs]
     findings = sorted(
         (r.finding for r in results if r.finding is not None),
         key=lambda f: (-f.severity.rank, f.code),

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from doctor.model import Report, Symptom
+from doctor.model import RERUN_INSTRUCTION, Report, Symptom
 from doctor.units import fmt_seconds
 
 #: One line a reader understands without knowing the symptom names.
@@ -102,7 +102,6 @@ def passed_count(report: Report) -> int:
 
 #: How ``checks._engine.rerun`` opens every verify text. Renderers do not import checks, so the
 #: wording is repeated here; ``tests/test_report_text.py`` pins the two together.
-RERUN_INSTRUCTION = "re-run the same probe (`llm-doctor diagnose` with the same flags) after changing only this"
 DEMO_RERUN_INSTRUCTION = ("this demo's lab cannot be reconfigured; `llm-doctor demo --scenario healthy` "
                           "shows the state after the change")
 

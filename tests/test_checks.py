@@ -46,8 +46,10 @@ def test_check_fixture(case: Path) -> None:
             assert needle in result.finding.summary
 
 
-def test_every_check_has_fires_and_quiet_fixtures() -> None:
+def test_every_check_has_fires_quiet_and_not_applicable_fixtures() -> None:
+    """Each check shows it fires, stays quiet, and says so when its evidence does not apply or is absent."""
     registry = load_registry(plugins=False)
     for spec in registry.checks:
         cases = {c.stem.split("-")[0] for c in (FIXTURES / spec.name).glob("*.json")}
         assert {"fires", "quiet"} <= cases, f"{spec.code} {spec.name} lacks fires-*/quiet-* fixtures"
+        assert cases & {"na", "missing"}, f"{spec.code} {spec.name} lacks an na-* or missing-* fixture"

@@ -314,3 +314,82 @@ def test_lab_scenario_verdict(name: str, tmp_path: Path) -> None:
     verdict = lab_diagnose(name, tmp_path)["verdict"]
     assert verdict["symptom"] == expect.symptom, verdict["summary"]
     assert verdict["primary_remediation"]["setting"] == expect.setting, verdict["summary"]
+
+
+# --------------------------------------------------------------------------- audit fixes (c81cc54)
+
+
+def test_interrupted_run_is_not_every_request_failed() -> None:
+    """Ctrl-C cancels the requests in flight: that is an interrupted run, not a failing service."""
+    cancelled = [request("direct", i, ttft=0.1, gaps=[], start=i, outcome="cancelled") for i in range(3)]
+    v = diagnose(bundle(stream=stream(cancelled))).verdict
+    assert v.symptom is Symptom.INCONCLUSIVE
+    assert "interrupted" in v.summary and "failed" not in v.summary, v.summary
+    assert not any("requests failed" in line for line in v.reasoning)
+
+
+def test_cancelled_requests_are_not_counted_as_failures() -> None:
+    done = steady(4, ttft=0.1, gap=0.02)
+    cancelled = [request("direct", 9, ttft=0.1, gaps=[], start=20.0, outcome="cancelled")]
+    v = diagnose(bundle(stream=stream(done + cancelled))).verdict
+    assert v.symptom is Symptom.HEALTHY, v.summary
+    assert "failed" not in v.summary and any("1 request(s) cancelled" in line for line in v.reasoning)
+
+
+def test_steady_decode_excess_names_a_decode_setting_not_a_prefill_one() -> None:
+    """Eager mode (info) explains slow steady decode; chunked-prefill-config (warning) raises
+    max_num_batched_tokens, which would only lengthen the steps that stall streams."""
+    log = vllm_log({"enforce_eager": True, "enable_chunked_prefill": False, "max_num_batched_tokens": 2048,
+                    "max_model_len": 8192})
+    report = diagnose(bundle(stream=stream(steady(6, ttft=0.1, gap=0.09, tokens=12)), log=log))
+    assert {"LD204", "LD402"} <= {f.code for f in report.findings}
+    v = report.verdict
+    assert v.symptom is Symptom.INTER_TOKEN, v.summary
+    assert [c.name for c in v.decomposition.itl_components][-1] == "decode"
+    assert v.primary_code == "LD204" and v.primary_remediation is not None
+    assert v.primary_remediation.setting == "enforce_eager"
+
+
+def queue_without_batch_limit() -> Bundle:
+    """Requests wait 1.4 s on average in vLLM's queue (real histogram shape), users wait 2.6 s."""
+    b = fixture("queue-latency", "fires-queue-p90-2.5s")
+    b.stream = stream(steady(6, ttft=2.6, gap=0.03))
+    return b
+
+
+def test_queue_without_a_batch_limit_finding_falls_back_to_queue_load() -> None:
+    """LD101 silent (the batch limit is not the cause): the queue checks still explain the queue."""
+    report = analyze(queue_without_batch_limit(), AnalyzeOptions(ignore=["LD101"]), registry=REGISTRY)
+    v = report.verdict
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN, v.summary
+    assert max(v.decomposition.ttft_components, key=lambda c: c.seconds or 0).name == "queue"
+    assert v.primary_code == "LD505", v.summary  # the warning, over LD504's info
+    assert "no check explains it" not in v.summary
+
+
+def test_a_batch_limit_finding_outranks_the_queue_load_fallback() -> None:
+    """Even when less severe: LD101 names the engine setting, the fallback only says "add capacity"."""
+    b = fixture("requests-queued-before-prefill", "fires-full-batch-kv-headroom")
+    results = analyze(b, registry=REGISTRY).results
+    ld101 = next(r.finding for r in results if r.code == "LD101")
+    assert ld101 is not None and {"LD504", "LD505"} <= {r.code for r in results if r.finding is not None}
+    ld101.severity = Severity.INFO
+    v = classify(Evidence(b), results, Budgets())
+    assert v.primary_code == "LD101"
+
+
+def test_batch_depth_target_follows_the_tpot_budget() -> None:
+    """LD203 once kept its own 50 ms target whatever --tpot-budget said."""
+    deep = simulate(RAMP, 24, lambda running, new: 0.01 + 0.02 * (running + new))
+    b = bundle(stream=stream(deep, concurrency=4), log=vllm_log({"max_num_seqs": 16}))
+
+    def ld203(options: AnalyzeOptions):
+        return next(r for r in analyze(b, options, registry=REGISTRY).results if r.code == "LD203")
+
+    roomy = ld203(AnalyzeOptions(budgets=Budgets(tpot_s=0.2)))
+    assert roomy.outcome is Outcome.PASS and "200 ms" in roomy.message
+    looser = ld203(AnalyzeOptions(budgets=Budgets(tpot_s=0.08))).finding
+    assert looser is not None and looser.remediation.suggested.startswith("3 (")
+    assert "meets 80 ms" in looser.remediation.suggested
+    pinned = ld203(AnalyzeOptions(budgets=Budgets(tpot_s=0.2), settings={"LD203": {"tpot_target_s": "0.05"}}))
+    assert pinned.finding is not None and pinned.finding.remediation.suggested.startswith("2 (")

@@ -129,3 +129,39 @@ def test_diagnose_writes_the_html_report_by_default(monkeypatch, tmp_path, saved
     result = runner.invoke(app, ["diagnose", "--engine", "http://127.0.0.1:8000"])
     assert result.exit_code in (ExitCode.HEALTHY, ExitCode.SYMPTOM), result.output
     assert (tmp_path / "llm-doctor-report.html").stat().st_size > 0
+
+
+def test_every_set_in_the_help_examples_is_a_real_option():
+    """``analyze --help`` once showed ``--set LD201.stall_factor=8``, which fails."""
+    import re
+
+    from doctor.config import parse_set
+    from doctor.registry import load_registry
+    from doctor.runner import validate_settings
+
+    examples = [m for cmd in app.registered_commands for m in re.findall(r"--set (\S+)", cmd.callback.__doc__ or "")]
+    assert examples  # the analyze example, at least
+    validate_settings(load_registry(plugins=False), parse_set(examples))
+
+
+@pytest.mark.parametrize("alias, code", [("queueing", "LD101"), ("prefill-bound", "LD102"), ("cold start", "LD103"),
+                                         ("transport", "LD104")])
+def test_explain_knows_the_names_the_issue_uses(alias, code):
+    result = runner.invoke(app, ["explain", alias])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(code)
+
+
+def test_diagnose_keeps_a_bundle_that_reanalyses_alike(monkeypatch, tmp_path):
+    """``--bundle`` from diagnose records the budgets, so ``analyze`` of it gives diagnose's verdict."""
+    from doctor.bundle import load_path
+    from tests.realvllm.scenarios import SCENARIOS
+
+    scenario = SCENARIOS["proxy-buffering"]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("doctor.cli.collect", lambda config, progress: load_path(scenario.recorded))
+    live = runner.invoke(app, ["diagnose", "--engine", "http://127.0.0.1:8000", *scenario.budget_args(),
+                               "--bundle", "kept.json.gz", "--md", "r.md"])
+    assert "PROXY-ONLY" in live.output, live.output
+    again = runner.invoke(app, ["analyze", "kept.json.gz"])
+    assert "PROXY-ONLY" in again.output, again.output

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from doctor.cli import build_analyze_options, build_collect_config
-from doctor.config import load_config, parse_set
-from doctor.errors import UsageError
+from doctor.config import FileConfig, load_config, parse_set, with_recorded_analysis
+from doctor.errors import BundleError, UsageError
+from doctor.evidence.run import AnalysisRecord
+from doctor.model import Severity
 
 CONFIG = """
 [targets]
@@ -61,9 +63,9 @@ def test_budgets_per_region(cfg):
 
 
 def test_check_thresholds_and_set_merge(cfg):
-    options = build_analyze_options({"set": ["LD101.queue_share=0.7", "LD201.stall_factor=8"]}, cfg, None)
+    options = build_analyze_options({"set": ["LD101.queue_share=0.7", "LD201.kv_full=0.9"]}, cfg, None)
     assert options.settings["LD101"] == {"queue_share": "0.7"}
-    assert options.settings["LD201"] == {"stall_factor": "8"}
+    assert options.settings["LD201"] == {"kv_full": "0.9"}
     assert options.ignore == ["LD5"]
 
 
@@ -119,3 +121,49 @@ def test_since_as_seconds_and_numeric_run_labels_are_accepted(tmp_path):
     config = build_collect_config({}, cfg, "diagnose")
     assert config.since_s == 900.0
     assert config.run_fields["labels"] == {"replicas": "4"}
+
+
+# --------------------------------------------------------------------------- a report's recorded analysis
+
+RECORDED = AnalysisRecord(ttft_budget_s=0.2, tpot_budget_s=0.3, settings={"LD101": {"queue_share": "0.9"}},
+                          select=["LD1"], ignore=[], fail_on="critical")
+
+
+def test_recorded_analysis_replaces_an_implicit_config(cfg):
+    """A llm-doctor.toml that merely sits in the working directory does not change a report's verdict."""
+    options = build_analyze_options({}, with_recorded_analysis(cfg, RECORDED, explicit=False), "eu-west-1")
+    assert (options.budgets.ttft_s, options.budgets.tpot_s) == (0.2, 0.3)
+    assert options.settings == {"LD101": {"queue_share": "0.9"}}
+    assert (options.select, options.ignore, options.fail_on) == (["LD1"], [], Severity.CRITICAL)
+
+
+def test_an_explicit_config_wins_key_by_key_over_the_record(cfg):
+    merged = with_recorded_analysis(cfg, RECORDED, explicit=True)
+    options = build_analyze_options({}, merged, "eu-west-1")
+    assert (options.budgets.ttft_s, options.budgets.tpot_s) == (1.2, 0.04)  # the region's, then the file's
+    assert options.settings["LD101"] == {"queue_share": 0.6}
+    assert (options.select, options.ignore, options.fail_on) == (["LD1"], ["LD5"], Severity.CRITICAL)
+    assert merged.targets == cfg.targets  # what to probe is untouched
+
+
+def test_flags_win_over_the_record():
+    merged = with_recorded_analysis(FileConfig(), RECORDED, explicit=False)
+    options = build_analyze_options({"ttft_budget": 1.0, "set": ["requests-queued-before-prefill.queue_share=0.4"],
+                                     "select": ["LD2"], "fail_on": "info"}, merged, None)
+    assert (options.budgets.ttft_s, options.budgets.tpot_s) == (1.0, 0.3)
+    assert list(options.settings.items())[-1] == ("requests-queued-before-prefill", {"queue_share": "0.4"})  # wins
+    assert (options.select, options.fail_on) == (["LD2"], Severity.INFO)
+
+
+def test_no_record_leaves_the_config_as_it_is(cfg):
+    assert with_recorded_analysis(cfg, None, explicit=False) is cfg
+
+
+@pytest.mark.parametrize("record, message", [
+    (AnalysisRecord(ttft_budget_s=-1.0), "ttft_budget_s must be a number > 0"),
+    (AnalysisRecord(tpot_budget_s=float("nan")), "tpot_budget_s must be a number > 0"),
+    (AnalysisRecord(fail_on="sometimes"), "fail_on must be one of info, warning, critical"),
+])
+def test_a_damaged_record_is_a_bundle_error(record, message):
+    with pytest.raises(BundleError, match=f"recorded analysis: {message}"):
+        with_recorded_analysis(FileConfig(), record, explicit=False)

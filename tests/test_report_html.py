@@ -208,3 +208,27 @@ def test_gauge_panel_keeps_spikes_and_a_bounded_size() -> None:
     spike_y = charts.Scale(0, 1.0, 28 + 150, 28)(0.97)
     assert f",{charts._num(spike_y)}" in big
     assert "<circle" in small and "<circle" not in big  # tooltips only where they stay readable
+
+
+def test_a_report_reanalyses_with_the_budgets_it_was_made_with(tmp_path, monkeypatch) -> None:
+    """The recorded real proxy-buffering run, rendered with its scenario's budgets: opening the
+    HTML again (from any directory, whatever llm-doctor.toml lies there) gives the same verdict."""
+    from tests.realvllm.scenarios import SCENARIOS
+
+    scenario = SCENARIOS["proxy-buffering"]
+    runner = CliRunner()
+    first = runner.invoke(app, ["analyze", str(scenario.recorded), *scenario.budget_args(), "--fail-on", "critical",
+                                "--html", str(tmp_path / "r.html")])
+    assert "PROXY-ONLY" in first.output, first.output
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "llm-doctor.toml").write_text("[budgets]\nttft = 5.0\ntpot = 5.0\n")  # implicit: ignored
+    again = runner.invoke(app, ["analyze", "r.html", "--json", "again.json"])
+    assert "PROXY-ONLY" in again.output, again.output
+    assert again.exit_code == 0  # the recorded --fail-on critical: LD301 is a warning, proxy-only too
+    verdict = json.loads((tmp_path / "again.json").read_text())["verdict"]
+    assert verdict["budgets"] == {"ttft_s": scenario.ttft_budget_s, "tpot_s": scenario.tpot_budget_s}
+    assert verdict["primary_remediation"]["setting"] == "proxy_buffering"
+    widened = runner.invoke(app, ["analyze", "r.html", "--ttft-budget", "0.5"])  # a flag wins
+    assert "HEALTHY" in widened.output, widened.output
+    explicit = runner.invoke(app, ["analyze", "r.html", "--config", "llm-doctor.toml"])  # so does a named file
+    assert "HEALTHY" in explicit.output, explicit.output

@@ -77,3 +77,25 @@ def test_json_report_reanalyses_to_the_same_verdict(tmp_path) -> None:
     again = analyze(load_path(path))
     assert again.verdict.symptom is report.verdict.symptom
     assert [f.code for f in again.findings] == [f.code for f in report.findings]
+
+
+def test_a_json_report_reanalyses_with_its_recorded_analysis(tmp_path) -> None:
+    """``verdict.budgets`` is not read back; ``bundle.run.analysis`` is, by ``llm-doctor analyze``."""
+    from typer.testing import CliRunner
+
+    from doctor.cli import app
+    from tests.realvllm.scenarios import SCENARIOS
+
+    scenario = SCENARIOS["proxy-buffering"]
+    runner = CliRunner()
+    first = runner.invoke(app, ["analyze", str(scenario.recorded), *scenario.budget_args(),
+                                "--set", "proxy-buffering.burst_factor=3.5", "--json", str(tmp_path / "r.json")])
+    assert "PROXY-ONLY" in first.output, first.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    validator().validate(report)
+    recorded = report["bundle"]["run"]["analysis"]
+    assert (recorded["ttft_budget_s"], recorded["tpot_budget_s"]) == (scenario.ttft_budget_s, scenario.tpot_budget_s)
+    assert recorded["settings"] == {"LD301": {"burst_factor": "3.5"}}  # keyed by code
+    again = runner.invoke(app, ["analyze", str(tmp_path / "r.json"), "--json", str(tmp_path / "again.json")])
+    assert "PROXY-ONLY" in again.output, again.output
+    assert json.loads((tmp_path / "again.json").read_text())["bundle"]["run"]["analysis"] == recorded

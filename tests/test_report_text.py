@@ -11,15 +11,13 @@ from markdown_it import MarkdownIt
 from rich.console import Console
 from typer.testing import CliRunner
 
-from checks._engine import rerun
 from doctor.bundle import save
 from doctor.cli import app
-from doctor.model import CheckResult, Outcome, Report, SymptomClass
+from doctor.model import RERUN_INSTRUCTION, CheckResult, Outcome, Report, SymptomClass
 from doctor.registry import load_registry
 from doctor.runner import analyze
 from reports import render_html, render_markdown
 from reports.markdown import md
-from reports.summary import RERUN_INSTRUCTION
 from reports.terminal import print_report
 from tests.support import bundles
 from tests.support.html_dom import inventory
@@ -129,7 +127,6 @@ def test_demo_run_points_verify_at_the_healthy_scenario(report: Report) -> None:
     """A demo user typed no diagnose flags and cannot change the lab: say how to see the fixed state."""
     assert report.verdict.primary_remediation is not None
     assert report.verdict.primary_remediation.verify.startswith(RERUN_INSTRUCTION)
-    assert rerun("x").startswith(RERUN_INSTRUCTION)  # the renderers' copy of the checks' wording
     demo = as_demo(report)
     for out in (terminal(demo, tty=False, verbose=True), render_markdown(demo), render_html(demo)):
         assert "llm-doctor demo --scenario healthy" in out

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from doctor.classify import Budgets
 from doctor.errors import UsageError
 from doctor.model import Outcome
 from doctor.registry import load_registry
-from doctor.runner import AnalyzeOptions, analyze
+from doctor.runner import AnalyzeOptions, analyze, resolve_options
 from tests.support import bundles
 
 
@@ -70,3 +71,51 @@ def test_select_and_ignore_by_prefix_and_name(sample_registry):
     chosen = sample_registry.select(["TS"], ["sample-always-raises"])
     assert [s.code for s in chosen] == ["TS001", "TS003"]
     assert [s.code for s in sample_registry.select(["TS003"], [])] == ["TS003"]
+
+
+def test_aliases_find_select_and_set():
+    """The words the issue uses ("queueing", "cold start") reach the checks they mean."""
+    registry = load_registry(plugins=False)
+    assert registry.find("queueing").code == "LD101"
+    assert registry.find("Cold Start").code == "LD103"
+    assert [s.code for s in registry.select(["queueing", "transport"], [])] == ["LD101", "LD104"]
+    assert "LD102" not in [s.code for s in registry.select(["LD1"], ["prefill-bound"])]
+    spec = registry.find("LD101")
+    assert resolve_options(spec, {"queueing": {"queue_share": "0.7"}})["queue_share"] == 0.7
+
+
+def test_a_later_key_wins_whatever_key_names_the_check():
+    spec = load_registry(plugins=False).find("LD101")
+    settings = {"requests-queued-before-prefill": {"queue_share": "0.6"}, "ld101": {"queue_share": "0.7"}}
+    assert resolve_options(spec, settings)["queue_share"] == 0.7
+
+
+def test_a_target_option_defaults_to_the_budget_and_set_still_wins():
+    spec = load_registry(plugins=False).find("batch-too-deep")
+    assert resolve_options(spec, {}, Budgets(tpot_s=0.2))["tpot_target_s"] == 0.2
+    assert resolve_options(spec, {"LD203": {"tpot_target_s": "0.08"}}, Budgets(tpot_s=0.2))["tpot_target_s"] == 0.08
+
+
+def test_the_report_records_the_analysis_by_code_and_leaves_the_input_alone(sample_registry):
+    bundle = one_request_bundle()
+    options = AnalyzeOptions(settings={"sample-fires-on-success": {"min_ok": "5"}}, budgets=Budgets(0.3, 0.04),
+                             select=["TS"], ignore=["TS002"])
+    report = analyze(bundle, options, registry=sample_registry)
+    recorded = report.bundle.run.analysis
+    assert recorded is not None and bundle.run.analysis is None
+    assert recorded.settings == {"TS001": {"min_ok": "5"}}
+    assert (recorded.ttft_budget_s, recorded.tpot_budget_s, recorded.select, recorded.ignore, recorded.fail_on) == (
+        0.3, 0.04, ["TS"], ["TS002"], "warning")
+
+
+def test_an_alias_clashing_with_a_taken_key_is_refused():
+    from doctor.check import Pass, check
+    from doctor.model import SymptomClass
+    from doctor.registry import _claims
+
+    @check(code="TS901", name="queue-twin", symptom=SymptomClass.GENERAL, cause="queue", aliases=("queueing",))
+    def twin() -> Pass:
+        return Pass()
+
+    with pytest.raises(UsageError, match="two checks claim 'queueing'"):
+        _claims([*load_registry(plugins=False).checks, twin])

@@ -7,6 +7,24 @@ from typing import Any
 
 
 @dataclass
+class AnalysisRecord:
+    """The analysis settings a report was made with, so that re-analysing it gives its verdict.
+
+    Effective values, after flags, the config file and the region's budgets were resolved;
+    ``llm-doctor analyze`` takes them as its defaults (flags and an explicit ``--config`` win).
+    ``settings`` holds only the overridden options, keyed by check code, so a newer default
+    still reaches options nobody set. ``None`` budgets mean "not recorded": the defaults apply.
+    """
+
+    ttft_budget_s: float | None = None
+    tpot_budget_s: float | None = None
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # check code -> option -> value
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    fail_on: str | None = None  # info | warning | critical
+
+
+@dataclass
 class RunRecord:
     """Every field is optional: a run records what it could learn and says so.
 
@@ -46,3 +64,4 @@ class RunRecord:
     metrics_url: str | None = None
     log_source: str | None = None
     labels: dict[str, str] = field(default_factory=dict)  # free-form run-record fields from config
+    analysis: AnalysisRecord | None = None  # set by analyze/diagnose; None in a bundle from collect

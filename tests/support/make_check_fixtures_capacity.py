@@ -199,6 +199,12 @@ def startup_error() -> None:
         bundle(log=real_log("startup-0.32.0-cpu-default.log")),
         why="Real vLLM 0.32.0 default startup that completed (the log probe keeps its startup lines).",
     )
+    write_case(
+        name,
+        "missing-no-log",
+        bundle(run=RunRecord(engine_config={"max_num_seqs": 8})),
+        why="No startup log (no --log): the run record's engine_config gives settings, never a startup error.",
+    )
 
 
 def tp_without_nvlink() -> None:

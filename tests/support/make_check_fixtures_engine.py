@@ -95,6 +95,21 @@ def steady(n: int, *, ttft: float, gap: float, tokens: int = 6, path: str = "dir
     return reqs
 
 
+def app_payload(ev: StreamEvidence) -> StreamEvidence:
+    """The probe as ``--payload app.json`` sends it: one application body, unchanged, every request."""
+    ev.shape.payload_source = "app.json"
+    ev.shape.payload = {"model": "llama", "stream": True, "max_tokens": 64, "messages": [
+        {"role": "system", "content": "You are the support assistant of ACME. <3,800 tokens of policy>"},
+        {"role": "user", "content": "Where is my order?"}]}
+    return ev
+
+
+def default_payload(ev: StreamEvidence) -> StreamEvidence:
+    """The probe's own body: each prompt starts with its request number (``doctor.probes.payload``)."""
+    ev.shape.payload_source = "default"
+    return ev
+
+
 def hist(mean: float, count: int) -> dict[str, float]:
     return {"sum": round(mean * count, 6), "count": count}
 
@@ -183,6 +198,12 @@ def queueing() -> None:
                    "131072 x 0.9 / (256 + 6) tokens per request = 450",
                expect={"severity": "critical", "setting": "max_num_seqs",
                        "summary_contains": ["82 %", "running = max_num_seqs = 8", "KV usage <= 31 %"]})
+    write_case(name, "quiet-running-below-max-num-seqs",
+               bundle(stream=stream(direct, concurrency=20), metrics=full_batch,
+                      log=vllm_log({"max_num_seqs": 32}, kv_tokens=131072)),
+               why="the same queue (82 % of TTFT, 12 waiting, KV <= 31 %) but only 8 of max_num_seqs 32 ran: "
+                   "neither the batch limit nor the KV cache held the requests, so raising max_num_seqs "
+                   "would change nothing")
     kv_full = load_scrapes({}, {"vllm:num_requests_waiting": 9, "vllm:num_requests_running": 5,
                                 "vllm:kv_cache_usage_perc": 0.97}, {**histos, "vllm:kv_cache_usage_perc": 0.1})
     write_case(name, "fires-kv-full-needs-capacity",
@@ -215,10 +236,18 @@ def prefill_bound() -> None:
                             "vllm:request_prefill_time_seconds": hist(1.1, 8),
                             "vllm:time_to_first_token_seconds": hist(1.2, 8)})
     write_case(name, "fires-prefix-caching-off",
-               bundle(stream=stream(long_prompts), metrics=scrapes,
+               bundle(stream=app_payload(stream(long_prompts)), metrics=scrapes,
                       log=vllm_log({"enable_prefix_caching": False, "max_num_batched_tokens": 8192})),
-               why="prefill 1.1 s of TTFT 1.2 s on 3,900-token prompts, prefix caching off",
+               why="prefill 1.1 s of TTFT 1.2 s on 3,900-token prompts, prefix caching off, and the probe sent "
+                   "the application's body (--payload) 4 times: the prompts share a prefix",
                expect={"setting": "enable_prefix_caching", "summary_contains": ["92 %", "3,900"]})
+    write_case(name, "fires-caching-off-unique-prompts",
+               bundle(stream=default_payload(stream(long_prompts)), metrics=scrapes,
+                      log=vllm_log({"enable_prefix_caching": False, "enable_chunked_prefill": True,
+                                    "max_num_batched_tokens": 512})),
+               why="the same prefill with prefix caching off, but the default probe numbers each prompt: nothing "
+                   "is shared, so caching would not help; falls through to the 512-token chunk budget",
+               expect={"setting": "max_num_batched_tokens", "summary_contains": ["no prompt prefix was seen shared"]})
     write_case(name, "fires-small-chunk-budget",
                bundle(stream=stream(long_prompts), metrics=scrapes,
                       log=vllm_log({"enable_chunked_prefill": True, "max_num_batched_tokens": 512})),
@@ -277,6 +306,11 @@ def transport() -> None:
                expect={"setting": "http_keepalive"})
     write_case(name, "quiet-same-host", bundle(stream=stream(steady(8, ttft=0.075, gap=0.03)), metrics=scrapes),
                why="15 ms between client and server")
+    lagged = stream(steady(8, ttft=0.13, gap=0.03))
+    lagged.client.loop_lag_p99_ms, lagged.client.suspect = 40.0, True
+    write_case(name, "quiet-client-lag-explains-it", bundle(stream=lagged, metrics=scrapes),
+               why="client TTFT 130 ms vs server 60 ms, but the client's event loop lagged 40 ms at p99: "
+                   "30 ms is left for the network (a loaded client on the engine's own host)")
     write_case(name, "na-gateway-only",
                bundle(stream=stream(steady(8, ttft=0.42, gap=0.03, path="gateway")), metrics=scrapes),
                why="no direct path: the gateway's share cannot be told from the network's")

@@ -50,17 +50,13 @@ def two_engines(first: Mapping[str, object], second: Mapping[str, object]) -> st
     return exposition(first, engine="0") + "\n".join(other) + "\n"
 
 
-def probe(*, failed: int = 0, status: int = 503, n: int = 8) -> StreamEvidence:
+def probe(*, failed: int = 0, status: int = 503, n: int = 8, cancelled: int = 0) -> StreamEvidence:
+    """``n`` gateway requests: the first ``failed`` answer ``status``, the last ``cancelled`` were
+    still streaming when the probe was stopped (Ctrl-C)."""
     reqs = []
     for i in range(n):
-        req = request(
-            "gateway",
-            i,
-            ttft=0.1,
-            gaps=[0.03] * 4,
-            start=i * 1.0,
-            outcome="http-status" if i < failed else "ok",
-        )
+        outcome = "http-status" if i < failed else "cancelled" if i >= n - cancelled else "ok"
+        req = request("gateway", i, ttft=0.1, gaps=[0.03] * 4, start=i * 1.0, outcome=outcome)
         if i < failed:
             req.status = status
             req.body_excerpt = '{"error":"Service Unavailable"}' if status == 503 else None
@@ -126,6 +122,26 @@ def error_rate() -> None:
             ),
         ),
         why="Every probe request succeeded; 1 abort in 41 finished (2 %).",
+    )
+    write_case(
+        name,
+        "quiet-ctrl-c-cancelled-requests",
+        bundle(
+            stream=probe(cancelled=4),
+            metrics=metrics(
+                ("before", -0.1, before),
+                ("after", 30.0, {"vllm:request_success_total": {"stop": 32, "length": 4, "error": 0, "abort": 4}}),
+            ),
+            interrupted=True,
+        ),
+        why="Ctrl-C with 4 of 8 requests in flight: they are 'cancelled', not failures, and the 4 aborts vLLM "
+            "counted for them are not clients giving up; the 4 completed requests were ok.",
+    )
+    write_case(
+        name,
+        "na-every-request-cancelled",
+        bundle(stream=probe(cancelled=8), interrupted=True),
+        why="Ctrl-C before any request finished: nothing completed, so nothing can be said about errors.",
     )
     write_case(
         name,

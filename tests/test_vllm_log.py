@@ -207,14 +207,19 @@ def test_a_log_without_vllm_lines_is_missing_evidence(tmp_path: Path) -> None:
         derive_log_facts(Bundle())
 
 
-def test_restarts_in_one_file_facts_come_from_the_last(tmp_path: Path) -> None:
-    """Three real startups appended to one file, as a restarted container's log reads."""
-    names = ["startup-0.32.0-cpu-default.log", "startup-0.32.0-cpu-FAILED-kv-too-small-for-max-model-len.log",
-             "startup-0.32.0-cpu-num-gpu-blocks-override-32.log"]
+def restarted(tmp_path: Path, names: list[str]) -> tuple[Path, LogFacts]:
+    """Real startup logs appended to one file, as a restarted container's log reads, and its facts."""
     path = tmp_path / "restarts.log"
     path.write_text("".join((LOGS / name).read_text(encoding="utf-8") for name in names), encoding="utf-8")
     evidence, _ = read_log(str(path))
-    facts = derive_log_facts(Bundle(log=evidence))
+    return path, derive_log_facts(Bundle(log=evidence))
+
+
+def test_restarts_in_one_file_facts_come_from_the_last(tmp_path: Path) -> None:
+    """Three real startups in one file: the facts are the last one's."""
+    names = ["startup-0.32.0-cpu-default.log", "startup-0.32.0-cpu-FAILED-kv-too-small-for-max-model-len.log",
+             "startup-0.32.0-cpu-num-gpu-blocks-override-32.log"]
+    _, facts = restarted(tmp_path, names)
     lengths = [len((LOGS / name).read_text(encoding="utf-8").splitlines()) for name in names]
     assert [(s.version, s.errors) for s in facts.startups] == [
         ("0.32.0", []), ("0.32.0", ["max-len-exceeds-kv"]), ("0.32.0", [])]
@@ -229,10 +234,7 @@ def test_after_a_restart_the_stats_are_the_last_startups(tmp_path: Path) -> None
     startup's, as its facts are; every point keeps the startup it belongs to."""
     names = ["startup-0.32.0-cpu-default.log", "startup-0.32.0-cpu-FAILED-kv-too-small-for-max-model-len.log",
              "startup-0.32.0-cpu-default.log"]
-    path = tmp_path / "restarts.log"
-    path.write_text("".join((LOGS / name).read_text(encoding="utf-8") for name in names), encoding="utf-8")
-    evidence, _ = read_log(str(path))
-    facts = derive_log_facts(Bundle(log=evidence))
+    path, facts = restarted(tmp_path, names)
     assert len(facts.startups) == 3
     assert [p.startup for p in facts.stats] == [0] * 7 + [2] * 7
     assert facts.last_stats == facts.stats[7:]

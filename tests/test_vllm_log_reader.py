@@ -26,6 +26,20 @@ STATS = ("(APIServer pid=1) INFO 11-30 05:39:16 [loggers.py:335] Engine 000: Avg
 ACCESS = 'INFO:     127.0.0.1:42886 - "POST /v1/completions HTTP/1.1" 200 OK\n'
 
 
+def read_with_two_workers(path: Path) -> tuple[int, int, list[tuple[int, str]]]:
+    """read_log with the parallel split forced on: (lines_total, bytes_total, kept lines).
+
+    In a fresh interpreter: workers are forked only from a process with no other thread.
+    """
+    code = ("import json, sys; import doctor.probes.logfile as lf; lf.PARALLEL_MIN = 0; lf._workers = lambda: 2; "
+            "ev, err = lf.read_log(sys.argv[1]); assert lf._can_fork() and not err; "
+            "print(json.dumps([ev.lines_total, ev.bytes_total, [[l.no, l.text] for l in ev.matched]]))")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parent.parent, check=True)
+    lines_total, bytes_total, kept = json.loads(out.stdout)
+    return lines_total, bytes_total, [tuple(item) for item in kept]
+
+
 def _kept(evidence) -> list[tuple[int, str]]:
     return [(line.no, line.text) for line in evidence.matched]
 
@@ -249,14 +263,8 @@ def test_a_large_file_split_between_processes_reads_as_one(tmp_path: Path) -> No
     path = tmp_path / "big.log"
     path.write_text(data, encoding="utf-8")
     sequential, _ = read_log(str(path))
-    # In a fresh interpreter: workers are forked only from a process with no other thread.
-    code = ("import json, sys; import doctor.probes.logfile as lf; lf.PARALLEL_MIN = 0; lf._workers = lambda: 2; "
-            "ev, err = lf.read_log(sys.argv[1]); assert lf._can_fork() and not err; "
-            "print(json.dumps([ev.lines_total, ev.bytes_total, [[l.no, l.text] for l in ev.matched]]))")
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parent.parent, check=True)
-    lines_total, bytes_total, kept = json.loads(out.stdout)
-    assert [tuple(item) for item in kept] == _kept(sequential)
+    lines_total, bytes_total, kept = read_with_two_workers(path)
+    assert kept == _kept(sequential)
     assert (lines_total, bytes_total) == (sequential.lines_total, sequential.bytes_total)
     assert any(text.startswith("e is needed") for _, text in kept)
 
@@ -266,12 +274,7 @@ def test_a_large_terminal_wrapped_file_is_read_in_one_process(tmp_path: Path) ->
     path = tmp_path / "big.log"
     path.write_text(_terminal_wrapped(DEFAULT.read_text(encoding="utf-8"), 90), encoding="utf-8")
     sequential, _ = read_log(str(path))
-    code = ("import json, sys; import doctor.probes.logfile as lf; lf.PARALLEL_MIN = 0; lf._workers = lambda: 2; "
-            "ev, err = lf.read_log(sys.argv[1]); assert lf._can_fork() and not err; "
-            "print(json.dumps([[l.no, l.text] for l in ev.matched]))")
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parent.parent, check=True)
-    assert [tuple(item) for item in json.loads(out.stdout)] == _kept(sequential)
+    assert read_with_two_workers(path)[2] == _kept(sequential)
     assert parse_lines(sequential.matched).value("kv_cache_tokens") == 4361088
 
 

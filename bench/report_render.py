@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from doctor.bundle import embed_json  # noqa: E402
+from doctor.bundle import embed_text, load_path  # noqa: E402
 from doctor.runner import analyze  # noqa: E402
 from reports import render_html, render_json, render_markdown  # noqa: E402
 from tests.support import bundles  # noqa: E402
@@ -58,15 +58,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=64, help="requests per path")
     parser.add_argument("--tokens", type=int, default=512, help="tokens per request")
+    parser.add_argument("--bundle", type=Path, help="render a saved bundle instead (e.g. a recorded real-vLLM run)")
     args = parser.parse_args()
-    bundle = build(args.requests, args.tokens)
+    bundle = load_path(args.bundle) if args.bundle else build(args.requests, args.tokens)
     report, analyse_s = timed(analyze, bundle)
     html, html_s = timed(render_html, report)
     js, json_s = timed(render_json, report)
     md, md_s = timed(render_markdown, report)
-    embedded = len(embed_json(bundle).encode())
+    embedded = len(embed_text(bundle).encode())
     total = len(html.encode())
-    print(f"run: 2 paths x {args.requests} requests x {args.tokens} tokens, {len(bundle.metrics.scrapes)} scrapes")
+    shape = args.bundle.name if args.bundle else f"2 paths x {args.requests} requests x {args.tokens} tokens"
+    print(f"run: {shape}, {len(bundle.metrics.scrapes) if bundle.metrics else 0} scrapes")
     print(f"analyze   {analyse_s * 1000:8.0f} ms")
     print(f"html      {html_s * 1000:8.0f} ms  {total / 1024:8.0f} KiB  (bundle {embedded / 1024:.0f} KiB, "
           f"page {(total - embedded) / 1024:.0f} KiB)")

@@ -5,7 +5,7 @@ template decides the order and the words. Everything that came from the target (
 header values, log lines, label values) reaches the page only through autoescaped template
 expressions or ``reports.charts``, which escapes every attribute and text node; control
 characters are dropped on the way (``finalize``). The only markup not built that way is the
-embedded bundle, gzipped and base64-encoded by ``doctor.bundle.embed_text``.
+embedded bundle, xz-compressed and base64-encoded by ``doctor.bundle.embed_text``.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import gzip
 import json
@@ -16,6 +17,7 @@ import pytest
 from doctor.bundle import (
     EMBED_ID,
     EMBED_TYPE,
+    GZIP_EMBED_TYPE,
     dumps,
     embed_text,
     from_dict,
@@ -31,6 +33,7 @@ from reports import render_html, render_json, render_markdown, write_outputs
 from tests.support import bundles
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
+REAL_KV_PRESSURE = FIXTURES / "bundles" / "realvllm-kv-pressure.json.gz"
 
 
 def sample() -> Bundle:
@@ -62,6 +65,20 @@ def test_embedded_bundle_round_trips_and_cannot_close_its_element(tmp_path):
     page = tmp_path / "r.html"
     page.write_text(f'<html><script type="{EMBED_TYPE}" id="{EMBED_ID}">{text}</script></html>')
     assert to_jsonable(load_path(page)) == to_jsonable(sample())
+
+
+def test_gzip_embedding_of_earlier_reports_still_loads(tmp_path):
+    page = tmp_path / "r.html"
+    text = base64.b64encode(gzip.compress(dumps(sample(), compact=True).encode())).decode("ascii")
+    page.write_text(f'<html><script type="{GZIP_EMBED_TYPE}" id="{EMBED_ID}">{text}</script></html>')
+    assert to_jsonable(load_path(page)) == to_jsonable(sample())
+
+
+def test_successive_scrapes_compress_to_a_fraction_of_gzip():
+    """Real /metrics text repeats from one scrape to the next beyond gzip's 32 KiB window."""
+    bundle = load_path(REAL_KV_PRESSURE)
+    embedded = len(base64.b64decode(embed_text(bundle)))
+    assert embedded < len(gzip.compress(dumps(bundle, compact=True).encode())) / 3
 
 
 def test_plain_json_embedding_still_loads(tmp_path):

@@ -31,7 +31,7 @@ from doctor.errors import DoctorError, UsageError
 from doctor.evidence import Bundle
 from doctor.exit_codes import ExitCode
 from doctor.model import Report, Severity, Symptom
-from doctor.probes.http import HttpOptions
+from doctor.probes.http import HttpOptions, credential_header
 from doctor.redact import Redactor
 from doctor.registry import CATALOGUE_HINT, Registry, load_registry
 from doctor.runner import AnalyzeOptions, analyze, validate_settings, with_analysis
@@ -81,7 +81,7 @@ TARGET_OPTIONS = [
     _opt(Path | None, None, "--api-key-file", help="File holding the API key.", rich_help_panel=P),
     _opt(Path | None, None, "--ca-cert", help="CA bundle for TLS verification.", rich_help_panel=P),
     _opt(bool, False, "--insecure", help="Do not verify TLS certificates.", rich_help_panel=P),
-    _opt(list[str] | None, None, "--header", help="Extra request header 'Name: value' (repeatable; redacted in output).", rich_help_panel=P),
+    _opt(list[str] | None, None, "--header", help="Extra request header 'Name: value', or 'Name: @env:VAR' to read the value from the environment (repeatable; redacted in output).", rich_help_panel=P),
 ]
 ENGINE_OPTIONS = [
     _opt(str | None, None, "--log", help="vLLM log file ('-' = stdin, .gz accepted).", rich_help_panel=E),
@@ -209,13 +209,31 @@ def _api_key(opts: dict[str, Any]) -> str | None:
     return os.environ.get(opts.get("api_key_env") or "OPENAI_API_KEY") or None
 
 
+ENV_VALUE = "@env:"
+
+
 def _headers(values: list[str] | None) -> dict[str, str]:
+    """``--header 'Name: value'``; ``'Name: @env:VAR'`` takes the value from the environment.
+
+    A credential typed on the command line is visible to every user in ``ps`` and stays in shell
+    history; the output is redacted either way, but only ``@env:`` keeps it off the command line,
+    so a literal credential gets a warning that says how.
+    """
     out: dict[str, str] = {}
     for item in values or []:
         name, sep, value = item.partition(":")
-        if not sep or not name.strip():
+        name, value = name.strip(), value.strip()
+        if not sep or not name:
             raise UsageError("--header expects 'Name: value', got a value without a name")
-        out[name.strip()] = value.strip()
+        if value.startswith(ENV_VALUE):
+            var = value[len(ENV_VALUE):]
+            if not os.environ.get(var):
+                raise UsageError(f"--header {name}: the environment variable {var!r} is not set or empty")
+            value = os.environ[var]
+        elif value and credential_header(name):
+            err.print(f"[yellow]warning:[/] the {escape(name)} header's value is on the command line, visible in "
+                      f"ps and shell history; pass it as '{escape(name)}: {ENV_VALUE}VAR' instead", highlight=False)
+        out[name] = value
     return out
 
 

@@ -228,3 +228,26 @@ def test_a_count_too_large_for_a_float_is_a_usage_error():
     result = CliRunner().invoke(app, ["diagnose", "--engine", "http://127.0.0.1:9", "--requests", "9" * 400])
     assert result.exit_code == 2 and "--requests" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_header_value_can_come_from_the_environment(monkeypatch, capsys):
+    monkeypatch.setenv("GATEWAY_TOKEN", "tok-from-env-1234")
+    opts = {"engine": ENGINE, "header": ["X-Gateway-Token: @env:GATEWAY_TOKEN", "Accept: text/event-stream"]}
+    config = build_collect_config(opts, FileConfig(), "diagnose")
+    assert config.http.headers == {"X-Gateway-Token": "tok-from-env-1234", "Accept": "text/event-stream"}
+    assert "tok-from-env-1234" in config.http.secrets()  # redacted wherever it appears
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_an_unset_header_variable_is_a_usage_error(monkeypatch):
+    monkeypatch.delenv("GATEWAY_TOKEN", raising=False)
+    with pytest.raises(UsageError, match="GATEWAY_TOKEN"):
+        build_collect_config({"engine": ENGINE, "header": ["X-Gateway-Token: @env:GATEWAY_TOKEN"]}, FileConfig(), "diagnose")
+
+
+def test_a_credential_typed_on_the_command_line_is_warned_about(capsys):
+    build_collect_config({"engine": ENGINE, "header": ["Authorization: Bearer typed-1234", "Accept: */*"]},
+                         FileConfig(), "diagnose")
+    err = capsys.readouterr().err
+    assert "Authorization" in err and "@env:" in err and "ps" in err
+    assert "typed-1234" not in err and "Accept" not in err

@@ -28,6 +28,11 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 _CREDENTIAL_NAME = re.compile(r"(?i)auth|key|token|secret|cookie|session|signature|password|credential")
 
 
+def credential_header(name: str) -> bool:
+    """Whether a request header's name says its value is a credential (redacted wherever it appears)."""
+    return bool(_CREDENTIAL_NAME.search(name))
+
+
 @dataclass
 class HttpOptions:
     """How to talk to the targets. The API key is held here only; the bundle never stores it."""
@@ -50,7 +55,7 @@ class HttpOptions:
         value would turn a harmless ``Accept: text/event-stream`` into ``[REDACTED]`` all
         through the bundle, hiding the very content types the checks reason about.
         """
-        values = [v for k, v in self.headers.items() if _CREDENTIAL_NAME.search(k)]
+        values = [v for k, v in self.headers.items() if credential_header(k)]
         if self.api_key:
             values.append(self.api_key)
         return values

@@ -97,6 +97,8 @@ def assert_ticking_window(w: MetricsWindow) -> None:
     assert w.preemptions == pytest.approx(2 * x)
     assert w.generation_tokens == pytest.approx(TICK["generation_tokens"] * 2 * x)
     assert w.prompt_tokens == pytest.approx(TICK["prompt_tokens"] * 2 * x)
+    assert w.engines["0"].generation_tokens == pytest.approx(w.engines["1"].generation_tokens) == pytest.approx(
+        TICK["generation_tokens"] * x)  # per engine too, whichever name its counters had
     assert w.finished_by_reason == {"length": pytest.approx(TICK["length"] * 2 * x), "stop": 0.0}
     assert w.ttft.count == pytest.approx(TICK["ttft_count"] * 2 * x)
     assert w.ttft.mean == pytest.approx(TICK["ttft_sum"] / TICK["ttft_count"])

@@ -68,6 +68,11 @@ def test_real_vllm_0_32_run_deltas_match_the_files():
     engine = w.engines["0"]
     assert engine.model_name == "/srv/models/tiny-llama"
     assert (engine.requests_finished, engine.preemptions, engine.ttft.count) == (209.0, 0.0, 209.0)
+    # One engine: its own window is the whole window, for every counter and histogram.
+    for field in ("prompt_tokens", "generation_tokens", "prefix_cache_hits", "prefix_cache_queries"):
+        assert getattr(engine, field) == getattr(w, field) is not None, field
+    for field in ("queue", "prefill", "decode", "itl", "e2e"):
+        assert getattr(engine, field) == getattr(w, field) is not None, field
 
 
 def test_same_scrape_twice_is_a_zero_window_not_missing():

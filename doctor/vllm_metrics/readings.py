@@ -177,8 +177,8 @@ def _assemble_counter(
     for engine_key, subs in per_engine.items():
         amount = sum(subs.values())
         total += amount
-        if key == "preemptions":
-            engines[engine_key].preemptions = amount
+        if hasattr(engines[engine_key], key):  # every counter but finished_by_reason, per engine too
+            setattr(engines[engine_key], key, amount)
     setattr(window, key, total)
 
 

@@ -43,8 +43,16 @@ class EngineWindow:
     model_name: str | None = None
     preemptions: float | None = None
     requests_finished: float | None = None
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    prefix_cache_hits: float | None = None
+    prefix_cache_queries: float | None = None
     ttft: HistogramWindow | None = None
     queue: HistogramWindow | None = None
+    prefill: HistogramWindow | None = None
+    decode: HistogramWindow | None = None
+    itl: HistogramWindow | None = None
+    e2e: HistogramWindow | None = None
     kv_usage: GaugeWindow | None = None
     running: GaugeWindow | None = None
     waiting: GaugeWindow | None = None

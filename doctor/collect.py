@@ -2,11 +2,12 @@
 
 Order matters for what it measures: machine and endpoint facts first (they name the model and
 the engine process), a /metrics scrape right before the stream probe, background scrapes during
-it, one right after it, then the log and Prometheus history (which read the past and add no
-load). A probe that fails leaves an ``EvidenceError``; a probe that crashes is recorded as an
-``internal`` error too, so ``collect`` always returns a bundle. Ctrl-C keeps what was gathered:
-the stream probe's requests so far, the scrapes so far, and the startup log (a local read that
-sends nothing); the bundle is marked ``interrupted``.
+it and a watch for GPU XID errors over it, one scrape right after it, then the log and
+Prometheus history (which read the past and add no load). A probe that fails leaves an
+``EvidenceError``; a probe that crashes is recorded as an ``internal`` error too, so ``collect``
+always returns a bundle. Ctrl-C keeps what was gathered: the stream probe's requests so far, the
+scrapes and XID errors so far, and the startup log (a local read that sends nothing); the bundle
+is marked ``interrupted``.
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
         bundle.log = keep(_guard(bundle, "log", log, "read", lambda: logfile.read_log(log)))
 
     scraper = None
+    xids = None
     try:
         if config.host:
             say("host facts (psutil)")
@@ -173,6 +175,10 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             # the endpoints probe already asked /v1/models: a second ask would only cost a silent
             # target's timeout again (it runs unless it crashed)
             discover = bundle.endpoints is None
+            if bundle.gpu is not None and bundle.gpu.available:
+                say("watching the GPUs for XID errors (NVML events)")
+                xids = gpu.XidWatcher(bundle.gpu, clock)
+                _guard(bundle, "gpu", "nvml", "watch XID events", xids.start)
             with scraper.during() if scraper is not None else nullcontext():
                 try:
                     bundle.stream = keep(_guard(
@@ -181,6 +187,8 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                 except stream.StreamInterrupted as interrupt:
                     bundle.stream = keep(interrupt.result)
                     raise
+            if xids is not None:
+                _guard(bundle, "gpu", "nvml", "read XID events", xids.stop)
         if scraper is not None:
             say("/metrics after the probe")
             _guard(bundle, "metrics", metrics_url or "", "scrape after", lambda: scraper.scrape("after"))
@@ -204,6 +212,8 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             with suppress(KeyboardInterrupt):
                 read_log(config.log)
     finally:
+        if xids is not None:
+            bundle.errors.extend(_guard(bundle, "gpu", "nvml", "record XID events", xids.result) or [])
         if scraper is not None:
             bundle.metrics = keep(_guard(bundle, "metrics", scraper.url, "collect scrapes", scraper.result))
     bundle.run.ended_at = _now_iso()

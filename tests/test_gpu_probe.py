@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections import deque
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -15,7 +16,16 @@ from typing import Any
 import pynvml
 import pytest
 
-from doctor.probes.gpu import collect_gpu
+import doctor.probes.gpu as gpu_probe
+import doctor.probes.stream as stream_probe
+from doctor.clock import Clock
+from doctor.collect import CollectConfig, collect
+from doctor.evidence import Bundle, GpuEvidence
+from doctor.evidence.stream import StreamEvidence
+from doctor.probes.gpu import XidWatcher, collect_gpu
+from doctor.probes.http import HttpOptions
+from doctor.serial import load, to_jsonable
+from tests.support.sse_server import SseServer
 
 BUS = ("00000000:18:00.0", "00000000:2A:00.0")
 RAW_UUIDS = ("GPU-6ae8a3c1-5a2e-4b1f-9d3c-0123456789ab", "GPU-77c1d4e2-0b3a-4c2d-8e4f-ba9876543210")
@@ -57,11 +67,23 @@ class FakeNvml:
         self.process_names = process_names or {}
         self.initialised = False
         self.shutdowns = 0
+        # XID events: each event set's registered devices and its queue, as NVML keeps them
+        self.event_sets: dict[int, tuple[set[int], deque[Any]]] = {}
+        self.sets_created = 0
+        self.waits = 0
+        self.wait_error: int | None = None  # an NVML error nvmlEventSetWait_v2 answers instead of an event
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("nvmlDevice"):
-            raise AttributeError(name)  # every device call must be faked below
+        if name.startswith(("nvmlDevice", "nvmlEventSet")):
+            raise AttributeError(name)  # every device and event call must be faked below
         return getattr(pynvml, name)
+
+    def raise_xid(self, index: int, xid: int) -> None:
+        """The driver reports XID ``xid`` on GPU ``index``: only sets registered for it by now hear it."""
+        for registered, queue in self.event_sets.values():
+            if index in registered:
+                queue.append(SimpleNamespace(device=index, eventType=pynvml.nvmlEventTypeXidCriticalError,
+                                             eventData=xid, gpuInstanceId=0, computeInstanceId=0))
 
     def _gpu(self, handle: int, fn: str) -> FakeGpu:
         assert self.initialised, f"{fn} called outside nvmlInit/nvmlShutdown"
@@ -167,6 +189,36 @@ class FakeNvml:
     def nvmlDeviceGetTopologyCommonAncestor(self, a: int, b: int) -> int:
         self._gpu(a, "nvmlDeviceGetTopologyCommonAncestor")
         return self.topology
+
+    def nvmlDeviceGetIndex(self, h: int) -> int:
+        self._gpu(h, "nvmlDeviceGetIndex")
+        return h
+
+    def nvmlEventSetCreate(self) -> int:
+        assert self.initialised, "nvmlEventSetCreate called outside nvmlInit/nvmlShutdown"
+        self.sets_created += 1
+        self.event_sets[self.sets_created] = (set(), deque())
+        return self.sets_created
+
+    def nvmlDeviceRegisterEvents(self, h: int, event_types: int, event_set: int) -> None:
+        self._gpu(h, "nvmlDeviceRegisterEvents")
+        assert event_types == pynvml.nvmlEventTypeXidCriticalError
+        self.event_sets[event_set][0].add(h)
+
+    def nvmlEventSetWait_v2(self, event_set: int, timeout_ms: int) -> Any:
+        assert self.initialised, "nvmlEventSetWait_v2 called outside nvmlInit/nvmlShutdown"
+        assert timeout_ms == 0  # the collector never waits for an event
+        self.waits += 1
+        if self.wait_error is not None:
+            raise pynvml.NVMLError(self.wait_error)
+        queue = self.event_sets[event_set][1]
+        if not queue:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
+        return queue.popleft()
+
+    def nvmlEventSetFree(self, event_set: int) -> None:
+        assert self.initialised, "nvmlEventSetFree called outside nvmlInit/nvmlShutdown"
+        del self.event_sets[event_set]
 
 
 def two_gpus(**second: Any) -> list[FakeGpu]:
@@ -295,3 +347,185 @@ def test_uuids_in_cuda_visible_devices_are_hashed_like_the_devices(monkeypatch: 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{RAW_UUIDS[1]},0")
     evidence, _ = collect_gpu(FakeNvml(two_gpus()))
     assert evidence.cuda_visible_devices == f"{evidence.devices[1].uuid_hash},0"
+
+
+# XID events: NVML delivers them only to an event set registered before they happen.
+
+
+def watch(nvml: Any, during: Any = lambda: None) -> tuple[GpuEvidence, list[Any]]:
+    """The snapshot, then a watch around ``during()``: (evidence with ``xid``, all errors)."""
+    evidence, errors = collect_gpu(nvml)
+    watcher = XidWatcher(evidence, Clock(), nvml)
+    watcher.start()
+    during()
+    watcher.stop()
+    return evidence, errors + watcher.result()
+
+
+def test_xids_raised_during_the_window_are_recorded() -> None:
+    nvml = FakeNvml(two_gpus())
+    nvml.raise_xid(0, 13)  # before the watch: NVML keeps no history, so it is not seen
+
+    def probe() -> None:
+        nvml.raise_xid(0, 79)
+        nvml.raise_xid(1, 48)
+
+    evidence, errors = watch(nvml, probe)
+    nvml.raise_xid(1, 94)  # after the watch
+
+    assert errors == []
+    xid = evidence.xid
+    assert xid is not None and xid.reason is None and not xid.truncated
+    assert xid.watched == [0, 1]
+    assert [(e.gpu, e.xid) for e in xid.events] == [(0, 79), (1, 48)]
+    # each event is stamped when read, after the window closed; the window is on the run's clock
+    assert xid.start_t is not None and xid.end_t is not None and xid.start_wall is not None
+    assert all(xid.start_t <= xid.end_t <= e.seen_t for e in xid.events)
+    assert all(e.seen_wall > 1e9 for e in xid.events)
+    assert all(d.errors == [] for d in evidence.devices)
+    # NVML released: the event set freed, and one shutdown for the snapshot, one for the watch
+    assert nvml.event_sets == {} and nvml.shutdowns == 2 and not nvml.initialised
+
+
+def test_the_drain_reads_until_nvml_says_timeout() -> None:
+    nvml = FakeNvml([FakeGpu()])
+    evidence, errors = watch(nvml, lambda: [nvml.raise_xid(0, 31) for _ in range(3)])
+    assert errors == [] and [e.xid for e in evidence.xid.events] == [31, 31, 31]
+    assert nvml.waits == 4  # three events, then the Timeout that says the queue is empty
+
+
+def test_an_xid_storm_is_cut_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpu_probe, "MAX_XID_EVENTS", 2)
+    nvml = FakeNvml([FakeGpu()])
+    evidence, errors = watch(nvml, lambda: [nvml.raise_xid(0, 13) for _ in range(5)])
+    assert errors == [] and len(evidence.xid.events) == 2 and evidence.xid.truncated
+    assert nvml.event_sets == {} and not nvml.initialised
+
+
+def test_a_device_without_event_support_is_a_device_note() -> None:
+    nvml = FakeNvml(two_gpus(unsupported={"nvmlDeviceRegisterEvents"}))
+
+    def probe() -> None:
+        nvml.raise_xid(0, 79)
+        nvml.raise_xid(1, 79)  # not registered: NVML cannot tell us
+
+    evidence, errors = watch(nvml, probe)
+    assert errors == []
+    assert evidence.xid.watched == [0] and [(e.gpu, e.xid) for e in evidence.xid.events] == [(0, 79)]
+    assert evidence.devices[0].errors == []
+    assert evidence.devices[1].errors == ["xid_events: Not Supported"]
+
+
+def test_no_device_with_event_support_watches_nothing() -> None:
+    nvml = FakeNvml([FakeGpu(unsupported={"nvmlDeviceRegisterEvents"})])
+    evidence, errors = watch(nvml)
+    assert errors == [] and evidence.xid.watched == [] and evidence.xid.reason == "no GPU supports XID events"
+    assert nvml.event_sets == {} and nvml.waits == 0 and not nvml.initialised
+
+
+def test_missing_bindings_watch_nothing_without_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    evidence = GpuEvidence()
+    watcher = XidWatcher(evidence, Clock())
+    watcher.start()
+    watcher.stop()
+    assert watcher.result() == []
+    assert evidence.xid is not None and evidence.xid.watched == [] and evidence.xid.events == []
+    assert "nvidia-ml-py" in (evidence.xid.reason or "")
+
+
+def test_nvml_failing_to_start_is_an_unavailable_error() -> None:
+    nvml = FakeNvml([FakeGpu()], init_error=pynvml.NVML_ERROR_UNKNOWN)
+    evidence = GpuEvidence()
+    watcher = XidWatcher(evidence, Clock(), nvml)
+    watcher.start()
+    (error,) = watcher.result()  # stops the watch too
+    assert (error.source, error.action, error.kind, error.fatal) == ("gpu", "nvmlInit", "unavailable", False)
+    assert evidence.xid.reason == error.message and "Unknown Error" in error.message
+
+
+def test_gpu_lost_while_registering_is_no_watch_and_releases_nvml() -> None:
+    nvml = FakeNvml(two_gpus(lost_on="nvmlDeviceRegisterEvents"))
+    evidence, errors = watch(nvml, lambda: nvml.raise_xid(0, 79))
+    (error,) = errors
+    assert (error.action, error.kind) == ("watch XID events", "unavailable") and "GPU is lost" in error.message
+    assert evidence.xid.watched == [] and evidence.xid.events == [] and evidence.xid.reason == error.message
+    assert nvml.event_sets == {} and not nvml.initialised
+
+
+def test_gpu_lost_while_reading_keeps_the_window_and_releases_nvml() -> None:
+    nvml = FakeNvml([FakeGpu()])
+
+    def probe() -> None:
+        nvml.wait_error = pynvml.NVML_ERROR_GPU_IS_LOST
+
+    evidence, errors = watch(nvml, probe)
+    (error,) = errors
+    assert (error.action, error.kind) == ("read XID events", "unavailable") and "GPU is lost" in error.message
+    assert evidence.xid.watched == [0] and evidence.xid.reason == error.message
+    assert nvml.event_sets == {} and not nvml.initialised
+
+
+def test_the_xid_watch_round_trips_through_the_bundle() -> None:
+    nvml = FakeNvml(two_gpus(unsupported={"nvmlDeviceRegisterEvents"}))
+    bundle = Bundle()
+    bundle.gpu, _ = watch(nvml, lambda: nvml.raise_xid(0, 79))
+    data = to_jsonable(bundle)
+    assert data["gpu"]["xid"]["events"][0]["xid"] == 79
+    assert to_jsonable(load(Bundle, data)) == data
+    # typed: a damaged value names its path
+    data["gpu"]["xid"]["events"][0]["xid"] = "79"
+    with pytest.raises(TypeError, match=r"^gpu\.xid\.events\[0\]\.xid: expected int, got str"):
+        load(Bundle, data)
+    # a bundle written before the watch existed loads without one
+    del data["gpu"]["xid"]
+    assert load(Bundle, data).gpu.xid is None
+
+
+# The collector starts the watch right before the stream probe and stops it right after.
+
+
+def collect_with_fake_nvml(monkeypatch: pytest.MonkeyPatch, nvml: FakeNvml, probe: Any, engine: str) -> Bundle:
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)  # what `import pynvml` in the probe gets
+    monkeypatch.setattr(stream_probe, "run_stream_probe", probe)
+    config = CollectConfig(engine=engine, requests=1, warmup=0, host=False, metrics=False,
+                           http=HttpOptions(timeout_s=5.0))
+    return collect(config)
+
+
+def test_collect_watches_xids_over_the_stream_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml = FakeNvml(two_gpus())
+    real_probe = stream_probe.run_stream_probe
+
+    def probe(*args: Any, **kwargs: Any) -> Any:
+        nvml.raise_xid(1, 79)  # the GPU falls off the bus while the probe runs
+        return real_probe(*args, **kwargs)
+
+    with SseServer() as server:
+        bundle = collect_with_fake_nvml(monkeypatch, nvml, probe, server.base(n="4"))
+
+    assert bundle.gpu is not None and bundle.gpu.available and not bundle.interrupted
+    xid = bundle.gpu.xid
+    assert xid is not None and xid.watched == [0, 1] and [(e.gpu, e.xid) for e in xid.events] == [(1, 79)]
+    (trace,) = bundle.stream.requests
+    assert trace.outcome == "ok"
+    assert trace.t_sent is not None and trace.t_end is not None
+    assert xid.start_t <= trace.t_sent and trace.t_end <= xid.end_t  # the window covers the probe
+    assert bundle.errors_for("gpu") == []
+    assert nvml.event_sets == {} and not nvml.initialised
+
+
+def test_ctrl_c_during_the_probe_still_stops_the_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml = FakeNvml([FakeGpu()])
+
+    def interrupted(*_args: Any, **_kwargs: Any) -> Any:
+        nvml.raise_xid(0, 48)
+        raise stream_probe.StreamInterrupted((StreamEvidence(), []))
+
+    with SseServer() as server:
+        bundle = collect_with_fake_nvml(monkeypatch, nvml, interrupted, server.base())
+
+    assert bundle.interrupted
+    assert [(e.gpu, e.xid) for e in bundle.gpu.xid.events] == [(0, 48)]
+    assert bundle.gpu.xid.end_t is not None
+    assert nvml.event_sets == {} and not nvml.initialised

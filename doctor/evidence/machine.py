@@ -44,6 +44,32 @@ class NvLink:
 
 
 @dataclass
+class XidEvent:
+    """One XID (driver-reported GPU error) NVML delivered to the watch."""
+
+    gpu: int | None  # NVML index of the device that reported it; None if NVML could not say
+    xid: int  # the XID number (``eventData``): 79 fallen off the bus, 48 double-bit ECC, ...
+    # When the watch read it, not when it happened: NVML events carry no timestamp, and the
+    # watch reads them once, after the stream probe. What is known is that it happened in the window.
+    seen_t: float  # seconds since the run's t0 (the stream probe's clock)
+    seen_wall: float  # unix time
+
+
+@dataclass
+class XidWatch:
+    """Critical XID events NVML reported while the stream probe ran (NVML keeps no history)."""
+
+    watched: list[int] = field(default_factory=list)  # device indices registered for XID events
+    start_t: float | None = None  # the window, on the run's clock and as unix time
+    end_t: float | None = None
+    start_wall: float | None = None
+    end_wall: float | None = None
+    events: list[XidEvent] = field(default_factory=list)
+    truncated: bool = False  # more events than the watch reads; the rest were left unread
+    reason: str | None = None  # why nothing was watched, or why the watch ended early
+
+
+@dataclass
 class GpuEvidence:
     available: bool = False
     reason: str | None = None  # why not available: no module, no driver, NVML error
@@ -54,6 +80,7 @@ class GpuEvidence:
     devices: list[GpuDevice] = field(default_factory=list)
     nvlinks: list[NvLink] = field(default_factory=list)
     topology: dict[str, str] = field(default_factory=dict)  # "0-1" -> "NVLINK" | "PCIe" | ...
+    xid: XidWatch | None = None  # None when no watch ran (no GPU, no stream probe)
 
 
 @dataclass

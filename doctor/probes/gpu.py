@@ -10,8 +10,11 @@ engine's. Without the module, the library or the driver, the evidence says ``ava
 and why. A field one device does not support (ECC on a GeForce card, power on some boards)
 is listed in that device's ``errors`` and the rest is kept.
 
-XID errors are not collected: NVML reports them only as events to a listener registered before
-they happen (``nvmlEventSetWait``), never as a count of past ones.
+XID errors (the driver's numbered reports of GPU faults: 79 "fallen off the bus", 48 double-bit
+ECC...) exist in NVML only as events delivered to a listener registered before they happen, never
+as a count of past ones. ``XidWatcher`` is that listener: the collector starts it right before the
+stream probe and stops it right after, so the evidence says which XIDs the GPUs reported while
+they served the probe, and which devices were watched (``GpuEvidence.xid``).
 
 UUIDs identify hardware across runs without naming it, so they are stored hashed.
 """
@@ -26,7 +29,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar
 
+from doctor.clock import Clock
 from doctor.evidence import EvidenceError, GpuDevice, GpuEvidence, GpuProcess, NvLink
+from doctor.evidence.machine import XidEvent, XidWatch
 
 SOURCE = "gpu"
 T = TypeVar("T")
@@ -57,6 +62,10 @@ TOPOLOGY_LEVELS = (
 )
 NVLINK = "NVLINK"
 
+#: How many XID events one watch reads: an XID storm (one XID 13 per faulting kernel launch)
+#: must not keep the collector reading; the first ones name the fault.
+MAX_XID_EVENTS = 1000
+
 #: Errors that mean "this device cannot answer this question"; any other NVML error means NVML
 #: itself is unusable (GPU lost, driver gone) and the evidence is marked not available.
 _FIELD_ERRORS = ("NVMLError_NotSupported", "NVMLError_NoPermission", "NVMLError_FunctionNotFound", "NVMLError_NotFound")
@@ -75,19 +84,9 @@ def collect_gpu(nvml: ModuleType | Any | None = None) -> tuple[GpuEvidence, list
     """
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     evidence = GpuEvidence(cuda_visible_devices=_UUID.sub(lambda m: _uuid_hash(m.group()), visible) if visible else visible)
+    nvml, evidence.reason, errors = _start_nvml(nvml)
     if nvml is None:
-        try:
-            import pynvml as nvml
-        except ImportError:
-            evidence.reason = "the NVML bindings (nvidia-ml-py, module pynvml) are not installed"
-            return evidence, []
-    try:
-        nvml.nvmlInit()
-    except nvml.NVMLError as exc:
-        evidence.reason = f"NVML did not start: {exc}"
-        if type(exc).__name__ in _ABSENT:
-            return evidence, []
-        return evidence, [EvidenceError(SOURCE, "nvml", "nvmlInit", "unavailable", evidence.reason)]
+        return evidence, errors
     try:
         _snapshot(nvml, evidence)
         evidence.available = True
@@ -98,6 +97,132 @@ def collect_gpu(nvml: ModuleType | Any | None = None) -> tuple[GpuEvidence, list
     finally:
         with contextlib.suppress(nvml.NVMLError):
             nvml.nvmlShutdown()
+
+
+def _start_nvml(nvml: ModuleType | Any | None) -> tuple[Any | None, str | None, list[EvidenceError]]:
+    """Import pynvml (unless given) and ``nvmlInit``: ``(module, None, [])``, or ``(None, reason, errors)``.
+
+    No bindings, no library or no driver only say "no NVIDIA GPU here": a reason, no error.
+    """
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return None, "the NVML bindings (nvidia-ml-py, module pynvml) are not installed", []
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        reason = f"NVML did not start: {exc}"
+        errors = [] if type(exc).__name__ in _ABSENT else [EvidenceError(SOURCE, "nvml", "nvmlInit", "unavailable", reason)]
+        return None, reason, errors
+    return nvml, None, []
+
+
+class XidWatcher:
+    """Listens for critical XID events on every GPU while the stream probe runs.
+
+    NVML queues an event in each event set registered for it until the set is read, so
+    ``start()`` registers every device and ``stop()`` reads the queue without waiting: no thread
+    runs in between, and Ctrl-C needs nothing but ``result()`` (which stops a watch still
+    running). The price is the time: an event carries none, so each is stamped when read; all
+    that is known is that it happened inside the window. Nothing here raises: NVML missing or
+    failing becomes ``XidWatch.reason`` and, when it is a failure, an ``EvidenceError``.
+    """
+
+    def __init__(self, gpu: GpuEvidence, clock: Clock, nvml: ModuleType | Any | None = None) -> None:
+        self.gpu = gpu  # the snapshot's evidence, which ``result()`` completes
+        self.clock = clock
+        self._nvml_given = nvml
+        self._nvml: Any = None  # the started module while the watch holds NVML
+        self._set: Any = None
+        self._watch = XidWatch()
+        self._notes: dict[int, str] = {}  # device index -> why it cannot be watched
+        self._errors: list[EvidenceError] = []
+        self._stopped = False
+
+    def start(self) -> None:
+        """Start NVML and register every device for critical XID events."""
+        self._watch.start_t, self._watch.start_wall = self._stamp()
+        self._nvml, self._watch.reason, self._errors = _start_nvml(self._nvml_given)
+        nvml = self._nvml
+        if nvml is None:
+            return
+        try:
+            self._set = nvml.nvmlEventSetCreate()
+            for index in range(nvml.nvmlDeviceGetCount()):
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                try:
+                    nvml.nvmlDeviceRegisterEvents(handle, nvml.nvmlEventTypeXidCriticalError, self._set)
+                except nvml.NVMLError as exc:
+                    if type(exc).__name__ not in _FIELD_ERRORS:
+                        raise
+                    self._notes[index] = f"xid_events: {exc}"
+                else:
+                    self._watch.watched.append(index)
+        except nvml.NVMLError as exc:  # NVML itself is unusable (GPU lost, driver gone): no watch at all
+            self._watch.watched = []
+            self._fail("watch XID events", f"NVML could not watch for XID events: {exc}")
+        if not self._watch.watched:
+            self._watch.reason = self._watch.reason or "no GPU supports XID events"
+            self._release()
+
+    def stop(self) -> None:
+        """Read the events queued since ``start()`` and release NVML; a second call does nothing."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._watch.end_t, self._watch.end_wall = self._stamp()
+        try:
+            if self._set is not None:
+                self._drain(self._nvml)
+        finally:
+            self._release()
+
+    def result(self) -> list[EvidenceError]:
+        """Stop the watch if it still runs, record it in ``gpu.xid`` and its device notes; the errors."""
+        self.stop()
+        self.gpu.xid = self._watch
+        for device in self.gpu.devices:
+            if device.index in self._notes:
+                device.errors.append(self._notes[device.index])
+        return self._errors
+
+    def _drain(self, nvml: Any) -> None:
+        """Read queued events until NVML answers Timeout (the queue is empty)."""
+        # nvmlEventSetWait_v2 is the name since NVML 10; older bindings have only the first one.
+        wait = getattr(nvml, "nvmlEventSetWait_v2", None) or nvml.nvmlEventSetWait
+        while True:
+            try:
+                data = wait(self._set, 0)  # 0 ms: only what is already queued
+            except nvml.NVMLError as exc:
+                if type(exc).__name__ != "NVMLError_Timeout":
+                    self._fail("read XID events", f"NVML failed while reading XID events: {exc}")
+                return
+            if len(self._watch.events) == MAX_XID_EVENTS:
+                self._watch.truncated = True
+                return
+            seen_t, seen_wall = self._stamp()
+            gpu = _optional(nvml, lambda d=data.device: int(nvml.nvmlDeviceGetIndex(d)))
+            self._watch.events.append(XidEvent(gpu=gpu, xid=int(data.eventData), seen_t=seen_t, seen_wall=seen_wall))
+
+    def _release(self) -> None:
+        nvml, self._nvml = self._nvml, None
+        if nvml is None:
+            return
+        if self._set is not None:
+            with contextlib.suppress(nvml.NVMLError):
+                nvml.nvmlEventSetFree(self._set)
+            self._set = None
+        with contextlib.suppress(nvml.NVMLError):
+            nvml.nvmlShutdown()
+
+    def _fail(self, action: str, message: str) -> None:
+        self._watch.reason = message
+        self._errors.append(EvidenceError(SOURCE, "nvml", action, "unavailable", message))
+
+    def _stamp(self) -> tuple[float, float]:
+        t = self.clock.now()
+        return t, self.clock.t0_wall + t
 
 
 def _snapshot(nvml: Any, evidence: GpuEvidence) -> None:

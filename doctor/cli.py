@@ -110,7 +110,7 @@ ANALYSIS_OPTIONS = [
     _opt(Path | None, None, "--html", help="Write the self-contained HTML report here.", rich_help_panel=A),
     _opt(Path | None, None, "--md", help="Write a short Markdown summary here.", rich_help_panel=A),
     _opt(str, "text", "--format", help="What to print to stdout: text | json (the whole JSON report).", rich_help_panel=A),
-    _opt(bool, False, "--verbose", "-v", help="Show every check's outcome and the evidence values.", rich_help_panel=A),
+    _opt(bool, False, "--verbose", "-v", help="Also show the evidence values, every check's outcome, and the per-path, startup-log and metrics tables.", rich_help_panel=A),
 ]
 CONFIG_OPTION = [_opt(Path | None, None, "--config", help="TOML config (default ./llm-doctor.toml when present).")]
 
@@ -412,7 +412,7 @@ def emit(report: Report, opts: dict[str, Any], cfg: FileConfig) -> ExitCode:
 
 
 def _progress(message: str) -> None:
-    err.print(f"[dim]… {message}[/]", highlight=False)
+    err.print(f"[dim]… {escape(message)}[/]", highlight=False)  # messages name URLs and paths: never markup
 
 
 def run_guarded(fn: Callable[[], ExitCode | int]) -> None:

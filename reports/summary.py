@@ -1,7 +1,9 @@
-"""What every renderer says the same way: the headline per symptom, number formats, key numbers.
+"""What every renderer says the same way: the headline per symptom, number formats, the tables.
 
 Shared by the HTML, Markdown and terminal renderers so that a number reads identically in the
-ticket, the chat message and the terminal.
+ticket, the chat message and the terminal: the key numbers, and the rows of the per-path
+comparison, the metrics-delta table and the startup-log facts (the HTML page and
+``--verbose`` show the same rows).
 """
 
 from __future__ import annotations
@@ -9,10 +11,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from doctor.model import RERUN_INSTRUCTION, Report, Symptom
-from doctor.units import fmt_seconds
+from doctor.units import fmt_pct, fmt_seconds
 
 #: One line a reader understands without knowing the symptom names.
 HEADLINES: dict[Symptom, str] = {
@@ -94,6 +96,90 @@ def key_numbers(stream_stats: dict[str, Any] | None) -> list[tuple[str, dict[str
     paths = (stream_stats or {}).get("paths", {})
     return [(label, {name: fmt((ps.get(key) or {}).get(q)) for name, ps in paths.items()})
             for label, key, q, fmt in KEY_NUMBERS]
+
+
+def _dist(q: str, fmt: Callable[[Any], str] = fmt_seconds) -> Callable[[dict[str, Any], str], str]:
+    """A cell showing quantile ``q`` of a ``Dist`` in the stream-stats view."""
+    return lambda ps, key: fmt((ps.get(key) or {}).get(q))
+
+
+#: The per-path comparison, one row per quantity: (label, stats key, how to show it).
+PATH_ROWS: list[tuple[str, str, Callable[[dict[str, Any], str], str]]] = [
+    ("URL", "url", lambda ps, k: fmt_value(ps.get(k))),
+    ("measured ok / failed / warm-up", "n_ok", lambda ps, k: f"{ps['n_ok']} / {ps['n_failed']} / {ps['n_warmup']}"),
+    ("TTFT p50", "ttft", _dist("p50")),
+    ("TTFT p90", "ttft", _dist("p90")),
+    ("TTFT max", "ttft", _dist("max")),
+    ("TPOT p50", "tpot", _dist("p50")),
+    ("TPOT p90", "tpot", _dist("p90")),
+    ("ITL p50 (every gap)", "itl", _dist("p50")),
+    ("ITL p90", "itl", _dist("p90")),
+    ("ITL max", "itl", _dist("max")),
+    ("longest gap per request, p90", "max_gap", _dist("p90")),
+    ("E2E p90", "e2e", _dist("p90")),
+    ("headers → first token p50", "headers_to_first_token", _dist("p50")),
+    ("first → last token p50", "first_to_last_token", _dist("p50")),
+    ("events per read p50 / max", "events_per_read",
+     lambda ps, k: f"{_dist('p50', fmt_value)(ps, k)} / {_dist('max', fmt_value)(ps, k)}"),
+    ("bytes per read p50", "bytes_per_read", _dist("p50", fmt_bytes)),
+    ("stalls (gap > 5 × median)", "stalls", lambda ps, k: fmt_value(ps.get(k))),
+    ("warm-up TTFT max", "warmup_ttft", _dist("max")),
+    ("client queue p90 (scheduled → sent)", "client_queue", _dist("p90")),
+    ("failures", "failures", lambda ps, k: ", ".join(f"{o} {n}" for o, n in (ps.get(k) or {}).items()) or "—"),
+]
+
+
+def path_table(stream_stats: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """``PATH_ROWS`` filled in: one row per quantity, one cell per path."""
+    paths = list(stream_stats.get("paths", {}).values())
+    return [(label, [show(ps, key) for ps in paths]) for label, key, show in PATH_ROWS]
+
+
+def metric_rows(mw: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The metrics-delta table: (quantity, value over the window, vLLM metric it came from)."""
+    names: dict[str, str] = mw.get("metric_names") or {}
+    rows: list[tuple[str, str, str]] = [
+        ("source", fmt_value(mw.get("source")), ""),
+        ("window", fmt_seconds(mw.get("window_s")), ""),
+        ("scrapes used", fmt_value(mw.get("scrapes_used")), ""),
+    ]
+    for key in ("preemptions", "prompt_tokens", "generation_tokens", "prefix_cache_hits", "prefix_cache_queries"):
+        value = mw.get(key)
+        rows.append((key.replace("_", " "), "not exposed" if value is None else fmt_value(value), names.get(key, "")))
+    for reason, count in (mw.get("finished_by_reason") or {}).items():
+        rows.append((f"finished: {reason}", fmt_value(count), names.get("finished_by_reason", "")))
+    for key in ("ttft", "queue", "prefill", "decode", "itl", "e2e"):
+        h = mw.get(key)
+        if not h:
+            continue
+        text = (f"n={fmt_value(h.get('count'))}, mean {fmt_seconds(h.get('mean'))}, p50 ≤ {fmt_seconds(h.get('p50_le'))}, "
+                f"p90 ≤ {fmt_seconds(h.get('p90_le'))}, p99 ≤ {fmt_seconds(h.get('p99_le'))}")
+        rows.append((f"{key} (server histogram)", text, h.get("metric") or names.get(key, "")))
+    for key in ("kv_usage", "running", "waiting"):
+        g = mw.get(key)
+        if not g:
+            continue
+        f: Callable[[Any], str] = fmt_pct if key == "kv_usage" else fmt_value
+        rows.append((f"{key.replace('_', ' ')} (gauge)", f"min {f(g.get('min'))}, max {f(g.get('max'))}, last {f(g.get('last'))}",
+                     names.get(key, "")))
+    return rows
+
+
+class LogFactRow(NamedTuple):
+    """One startup-log fact as shown: the value formatted, the log line it was read from."""
+
+    fact: str
+    value: str
+    note: str | None  # how the value was inferred, e.g. "defaults to the model"
+    line: str
+    raw: str  # the log line itself
+
+
+def log_fact_rows(log_facts: dict[str, Any]) -> list[LogFactRow]:
+    """The startup-log facts table, from the ``log_facts`` view, in the view's order."""
+    return [LogFactRow(key, fmt_value(f.get("value")), f.get("note") or None, fmt_value(f.get("line")),
+                       fmt_value(f.get("raw")))
+            for key, f in (log_facts.get("facts") or {}).items()]
 
 
 def passed_count(report: Report) -> int:

@@ -2,14 +2,19 @@
 
 rich renders colour on a TTY and plain text otherwise (``Console`` decides), so cron output
 and CI logs stay readable. Piped output is not hard-wrapped (``stdout_console``), and table
-columns holding identifiers (check codes and names, path names) never wrap or shorten, so
-``| grep`` finds whole lines. ``verbose`` adds the evidence values, the per-path numbers and
-every check's outcome. Text from the target (log lines, header values, model output) is
-stripped of control characters before printing: rich escapes its own markup but passes
-terminal escape sequences through, and a hostile ``ESC ]`` sequence can rewrite the screen.
+columns holding identifiers (check codes and names, fact names, row labels) never wrap or
+shorten, so ``| grep`` finds whole lines. ``verbose`` adds the evidence values, every check's
+outcome and the tables of the HTML page, row for row (``reports.summary``): the per-path
+comparison, the startup-log facts with their line numbers and the metrics delta. Text from
+the target (log lines, header values, model output) is stripped of control characters before
+printing: rich escapes its own markup but passes terminal escape sequences through, and a
+hostile ``ESC ]`` sequence can rewrite the screen.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 
 from rich.console import Console
 from rich.markup import escape
@@ -17,7 +22,18 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from doctor.model import Outcome, Report, Severity, Symptom
-from reports.summary import HEADLINES, fmt_evidence, key_numbers, passed_count, strip_controls, verify_text, view
+from reports.summary import (
+    HEADLINES,
+    fmt_evidence,
+    key_numbers,
+    log_fact_rows,
+    metric_rows,
+    passed_count,
+    path_table,
+    strip_controls,
+    verify_text,
+    view,
+)
 
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 _SYMPTOM_STYLE = {Symptom.HEALTHY: "bold green", Symptom.INCONCLUSIVE: "bold yellow"}
@@ -50,12 +66,30 @@ def unwrapped(table: Table, console: Console) -> Table:
     return table
 
 
+def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], *, wrap: Sequence[int] = ()) -> Table:
+    """A borderless table of inert cells; only the columns in ``wrap`` fold on a narrow terminal.
+
+    The others hold identifiers and labels, which a reader greps for: they stay whole. A
+    column that may fold holds values (or long names) that would otherwise push the table past
+    the terminal's width, where rich shortens cells with "…".
+    """
+    table = Table(box=None, padding=(0, 2, 0, 0))
+    for i, header in enumerate(headers):
+        table.add_column(clean(header), no_wrap=i not in wrap, overflow="fold" if i in wrap else "ellipsis")
+    for row in rows:
+        table.add_row(*(clean(cell) for cell in row))
+    return table
+
+
+def printer(console: Console) -> Callable[..., None]:
+    """``console.print`` without automatic highlighting: numbers in sentences are not worth
+    colouring, and plain output must match what a pipe gets."""
+    return partial(console.print, highlight=False)
+
+
 def print_report(report: Report, console: Console, verbose: bool = False) -> None:
-    """Print the summary; ``verbose`` adds the evidence values and every check's outcome."""
-    def say(*objects: object) -> None:
-        # No automatic highlighting: numbers in sentences are not worth colouring, and plain
-        # output must match what a pipe gets.
-        console.print(*objects, highlight=False)
+    """Print the summary; ``verbose`` adds the evidence values, every check's outcome and the tables."""
+    say = printer(console)
 
     v = report.verdict
     style = _SYMPTOM_STYLE.get(v.symptom, "bold red")
@@ -76,14 +110,14 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         say("[yellow]Missing evidence:[/] " + clean("; ".join(v.missing)))
     stats, _ = view(report, "stream_stats")
     paths = list((stats or {}).get("paths", {}))
-    if paths:
-        table = Table(box=None, padding=(0, 2, 0, 0))
-        for column in ("", *(clean(p) for p in paths)):
-            table.add_column(column, no_wrap=True)
-        for label, values in key_numbers(stats):
-            table.add_row(label, *(values[p] for p in paths))
+    if paths and verbose:  # every row of the HTML page's per-path comparison
+        say("\n[bold]Per path, as the client felt it[/]")
+        say(unwrapped(grid(("", *paths), ((label, *cells) for label, cells in path_table(stats)),
+                           wrap=range(1, len(paths) + 1)), console))
+    elif paths:
         say()
-        say(unwrapped(table, console))
+        say(unwrapped(grid(("", *paths), ((label, *(values[p] for p in paths)) for label, values in key_numbers(stats))),
+                      console))
     if report.findings:
         say(f"\n[bold]Findings ({len(report.findings)})[/]")
     for f in report.findings:
@@ -99,13 +133,10 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         f"{counts[Outcome.ERROR]} error(s)"
     )
     if verbose:
-        table = Table(box=None, padding=(0, 2, 0, 0))
-        for column in ("code", "name", "outcome"):
-            table.add_column(column, no_wrap=True)
-        table.add_column("message", overflow="fold")
-        for r in report.results:
-            table.add_row(r.code, clean(r.name), r.outcome.value, clean(r.message))
-        say(unwrapped(table, console))
+        say(unwrapped(grid(("code", "name", "outcome", "message"),
+                           ((r.code, r.name, r.outcome.value, r.message) for r in report.results), wrap=(3,)), console))
+        print_log_facts(report, console)
+        print_metrics_delta(report, console)
     for r in report.results:
         if r.outcome is Outcome.ERROR:  # a failed check is not just a count: say which and why
             say(f"[red]check error[/] {r.code} {clean(r.name)}: {clean(r.message)}")
@@ -113,3 +144,34 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         say(f"[red]evidence error[/] {clean(e.source)} ({clean(e.kind)}): {clean(e.message)}")
     for w in report.warnings:
         say(f"[yellow]warning:[/] {clean(w)}")
+
+
+def print_log_facts(report: Report, console: Console) -> None:
+    """The startup-log facts, each with the line it was read from, and the startup errors."""
+    say = printer(console)
+    facts, missing = view(report, "log_facts")
+    say("\n[bold]Startup-log facts[/]" + (f" from {clean(facts.get('source'))}" if facts else ""))
+    if facts is None:
+        say(f"none: {clean(missing)}")
+        return
+    for e in facts.get("errors") or []:
+        line = f", line {e['line']}" if e.get("line") else ""
+        say(f"[red]startup error[/] ({clean(e.get('kind'))}{line}): {clean(e.get('message'))}")
+    rows = [(f.fact, f"{f.value} ({f.note})" if f.note else f.value, f.line) for f in log_fact_rows(facts)]
+    say(unwrapped(grid(("fact", "value", "log line"), rows, wrap=(1,)), console))
+
+
+def print_metrics_delta(report: Report, console: Console) -> None:
+    """What changed in /metrics over the probe window, and what this vLLM does not expose."""
+    say = printer(console)
+    window, missing = view(report, "metrics_window")
+    say("\n[bold]Metrics over the probe window[/]")
+    if window is None:
+        say(f"none: {clean(missing)}")
+        return
+    # metric names are identifiers, but long ones: on a narrow terminal they fold rather than lose their end
+    say(unwrapped(grid(("quantity", "over the window", "vLLM metric"), metric_rows(window), wrap=(1, 2)), console))
+    if window.get("missing"):
+        say("not exposed by this vLLM: " + clean(", ".join(window["missing"])))
+    for note in window.get("notes") or []:
+        say(f"note: {clean(note)}")

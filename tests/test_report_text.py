@@ -1,10 +1,15 @@
-"""The Markdown summary and the terminal summary: short, complete, plain when piped."""
+"""The Markdown summary and the terminal summary: short, complete, plain when piped.
+
+``--verbose`` prints the tables of the HTML page row for row; the probe's progress goes to
+stderr, one line per request, and never into stdout.
+"""
 
 from __future__ import annotations
 
 import copy
 import io
 import json
+from html.parser import HTMLParser
 
 import pytest
 from markdown_it import MarkdownIt
@@ -16,12 +21,14 @@ from doctor.cli import app
 from doctor.model import RERUN_INSTRUCTION, CheckResult, Outcome, Report, SymptomClass
 from doctor.registry import load_registry
 from doctor.runner import analyze
+from doctor.units import fmt_seconds
 from reports import render_html, render_markdown
 from reports.markdown import md
 from reports.terminal import print_report
 from tests.support import bundles
 from tests.support.html_dom import inventory
-from tests.support.report_cases import real_buffering_bundle, real_buffering_report
+from tests.support.report_cases import LOG_LINES, real_buffering_bundle, real_buffering_report
+from tests.support.sse_server import SseServer
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +36,10 @@ def report() -> Report:
     return real_buffering_report()
 
 
-def terminal(report: Report, *, tty: bool, verbose: bool = False) -> str:
+def terminal(report: Report, *, tty: bool, verbose: bool = False, soft_wrap: bool = False) -> str:
+    """What ``print_report`` prints; ``soft_wrap`` as ``stdout_console`` sets it for a pipe."""
     buf = io.StringIO()
-    print_report(report, Console(file=buf, width=100, force_terminal=tty), verbose=verbose)
+    print_report(report, Console(file=buf, width=100, force_terminal=tty, soft_wrap=soft_wrap), verbose=verbose)
     return buf.getvalue()
 
 
@@ -110,6 +118,92 @@ def test_terminal_verbose_adds_evidence_and_every_check(report: Report) -> None:
         assert result.code in out
 
 
+class _Tables(HTMLParser):
+    """The text of every table row of a page, as word lists, by (section id, table class or index)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.section = ""
+        self.tables: dict[tuple[str, str], list[list[str]]] = {}
+        self.rows: list[list[str]] | None = None
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "section":
+            self.section = a.get("id") or ""
+        elif tag == "table":
+            name = a.get("class") or str(sum(s == self.section for s, _ in self.tables))
+            self.rows = self.tables.setdefault((self.section, name), [])
+        elif tag == "tr" and self.rows is not None:
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self.cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self.cell is not None and self.rows:
+            self.rows[-1] += "".join(self.cell).split()
+            self.cell = None
+        elif tag == "table":
+            self.rows = None
+
+    def handle_data(self, data: str) -> None:
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def html_tables(html: str) -> dict[tuple[str, str], list[list[str]]]:
+    parser = _Tables()
+    parser.feed(html)
+    return parser.tables
+
+
+#: The HTML page's tables that ``--verbose`` prints too: per-path numbers, log facts, metrics delta.
+VERBOSE_TABLES = [("charts", "paths"), ("log", "facts"), ("metrics", "0")]
+
+
+def test_verbose_prints_the_html_pages_tables_row_for_row(report: Report) -> None:
+    """Per path (n, TTFT, TPOT, ITL, E2E, reads, stalls), startup-log facts with line numbers, metrics delta."""
+    lines = [line.split() for line in terminal(report, tty=False, verbose=True, soft_wrap=True).splitlines()]
+    tables = html_tables(render_html(report))
+    for key in VERBOSE_TABLES:
+        assert len(tables[key]) > 5, key
+        for row in tables[key]:
+            assert row in lines, (key, row)
+    # what the rows say, read as an on-call engineer would
+    for row in ("measured ok / failed / warm-up 2 / 0 / 0 2 / 0 / 0", "TTFT p90 110 ms 717 ms",
+                "ITL p50 (every gap) 30 ms 0 ms", "events per read p50 / max 1 / 1 16.5 / 18",
+                "stalls (gap > 5 × median) 2 0",
+                "max_model_len 1024 2", "vllm_version 0.32.0 1",
+                "served_model_name /srv/models/tiny-llama (defaults to the model) 2",
+                "preemptions 0 vllm:num_preemptions", "kv usage (gauge) min 5 %, max 29 %, last 5 % vllm:kv_cache_usage_perc",
+                "running (gauge) min 0, max 1, last 0 vllm:num_requests_running"):
+        assert row.split() in lines, row
+
+
+def test_tables_are_verbose_only(report: Report) -> None:
+    out = terminal(report, tty=False, soft_wrap=True)
+    lines = [line.split() for line in out.splitlines()]
+    tables = html_tables(render_html(report))
+    for key in VERBOSE_TABLES[1:]:
+        assert not any(row in lines for row in tables[key][1:]), key
+    assert "Startup-log facts" not in out and "ITL p50" not in out and "vllm:" not in out
+    assert ["TTFT", "p90", "110", "ms", "717", "ms"] in lines  # the key numbers stay
+
+
+def test_verbose_says_why_a_table_is_missing() -> None:
+    out = terminal(analyze(bundles.bundle()), tty=False, verbose=True)
+    assert "Startup-log facts\nnone: no startup log (pass --log PATH)" in out
+    assert "Metrics over the probe window\nnone: " in out
+
+
+def test_verbose_names_a_startup_error_with_its_log_line() -> None:
+    lines = [*LOG_LINES, "(EngineCore_DP0 pid=7) ERROR 10-03 16:22:17 [core.py:700] EngineCore failed to start",
+             "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`."]
+    out = terminal(analyze(bundles.bundle(log=bundles.log(lines))), tty=False, verbose=True).splitlines()
+    assert any(line.startswith("startup error (no-cache-memory, line 6): ") for line in out)
+
+
 def test_terminal_on_a_tty_is_coloured(report: Report) -> None:
     assert "\x1b[" in terminal(report, tty=True)
 
@@ -176,3 +270,24 @@ def test_cli_output_is_plain_when_not_a_tty(tmp_path) -> None:
     result = CliRunner().invoke(app, ["analyze", str(tmp_path / "b.json")], color=False)
     assert "\x1b" not in result.stdout
     assert result.stdout.startswith("PROXY-ONLY")
+
+
+def test_probe_progress_is_a_stderr_line_per_request_and_stdout_stays_json(tmp_path) -> None:
+    """A probe can run for minutes: each finished request says so on stderr, stdout keeps the document."""
+    with SseServer() as srv:
+        result = CliRunner().invoke(app, [
+            "diagnose", "--engine", srv.base(itl=0.001, n=3), "--gateway", srv.base(fail="status"),
+            "--requests", "2", "--warmup", "1", "--route", "chat", "--no-gpu", "--no-host", "--no-metrics",
+            "--format", "json", "--html", str(tmp_path / "r.html")])
+    doc = json.loads(result.stdout)  # nothing but the report on stdout
+    assert doc["verdict"]["symptom"], result.stderr
+    progress = [line.removeprefix("… ") for line in result.stderr.splitlines()]
+    start = next(i for i, line in enumerate(progress) if line.startswith("streaming probe:"))
+    gateway = [line for line in progress if line.startswith("gateway ")]
+    assert gateway == ["gateway warm-up 1/1 http-status 500", "gateway 1/2 http-status 500", "gateway 2/2 http-status 500"]
+    requests = [r for r in doc["bundle"]["stream"]["requests"] if r["path"] == "direct"]
+    assert [r["warmup"] for r in requests] == [True, False, False]
+    expected = [f"direct{' warm-up' if r['warmup'] else ''} {k}/{n} ok, TTFT {fmt_seconds(r['t_first_token'] - r['t_scheduled'])}, "
+                "3 token(s)" for r, (k, n) in zip(requests, [(1, 1), (1, 2), (2, 2)], strict=True)]
+    assert [line for line in progress if line.startswith("direct ")] == expected
+    assert progress.index(expected[0]) > start and progress.index(gateway[-1]) > start

@@ -17,6 +17,7 @@ import asyncio
 import json
 import socket
 import ssl
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
@@ -32,6 +33,7 @@ from doctor.probes.schedule import Job, dispatch, plan
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.sse import InvalidUtf8, SseParser, classify
 from doctor.probes.transport import ReadLog, make_client, skip_missing_sniffio_imports, ssl_context
+from doctor.units import fmt_seconds
 
 #: How long the probe reads on after a stream's final event ([DONE], ``response.completed``)
 #: for the end of the HTTP body, which lets the connection serve the next request. The end
@@ -133,6 +135,7 @@ class _Probe:
         self.errors: list[EvidenceError] = []
         self.model = config.model
         self.drop_extensions = False
+        self.finished: Counter[tuple[str, bool]] = Counter()  # (path, warm-up) -> requests done
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -287,6 +290,26 @@ class _Probe:
         if (trace.outcome == "http-status" and trace.status == 400 and self.config.payload is None
                 and not self.drop_extensions and payloads.mentions_extension(trace.body_excerpt or "")):
             self.drop_extensions = True  # the server rejects vLLM's extensions: later requests go without
+        self._done(trace)
+
+    def _done(self, trace: RequestTrace) -> None:
+        """One progress line per finished request, e.g. ``gateway 2/8 http-status 502``.
+
+        A probe can run for minutes; the line shows it is moving and which path fails, long
+        before the report. It holds no target text (no reason phrase, no body), only our own
+        words and numbers. One short line per request costs the event loop far less than the
+        request's own events do, and the client self-check measures the loop either way.
+        """
+        key = (trace.path, trace.warmup)
+        self.finished[key] += 1
+        total = self.config.warmup if trace.warmup else self.config.requests
+        if trace.ok and trace.t_first_token is not None:
+            tokens = sum(ev.tokens for ev in trace.tokens)
+            result = f"ok, TTFT {fmt_seconds(trace.t_first_token - trace.t_scheduled)}, {tokens} token(s)"
+        else:
+            result = trace.outcome + (f" {trace.status}" if trace.outcome == "http-status" else "")
+        phase = " warm-up" if trace.warmup else ""
+        self.progress(f"{trace.path}{phase} {self.finished[key]}/{total} {result}")
 
     async def _stream(self, client: httpx.AsyncClient, job: Job, trace: RequestTrace, log: ReadLog) -> None:
         clock = self.clock

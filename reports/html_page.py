@@ -1,7 +1,8 @@
 """The self-contained HTML report: jinja2 with autoescape, no network request, bundle embedded.
 
-This module turns a ``Report`` into what the template shows (chart SVGs, table rows); the
-template decides the order and the words. Everything that came from the target (model output,
+This module turns a ``Report`` into what the template shows (chart SVGs; the table rows come
+from ``reports.summary``, which ``--verbose`` prints too); the template decides the order and
+the words. Everything that came from the target (model output,
 header values, log lines, label values) reaches the page only through autoescaped template
 expressions or ``reports.charts``, which escapes every attribute and text node; control
 characters are dropped on the way (``finalize``). The only markup not built that way is the
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections import Counter
 from functools import cache, partial
 from typing import Any
 
@@ -20,7 +21,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup, escape
 
 from doctor.bundle import EMBED_ID, EMBED_TYPE, embed_text
-from doctor.evidence import RequestTrace
+from doctor.evidence import GpuEvidence, RequestTrace
+from doctor.evidence.machine import XID_NOTE_PREFIX
 from doctor.model import Component, Finding, Outcome, Report, Severity
 from doctor.serial import to_jsonable
 from doctor.units import fmt_pct, fmt_seconds
@@ -31,6 +33,9 @@ from reports.summary import (
     fmt_evidence,
     fmt_value,
     key_numbers,
+    log_fact_rows,
+    metric_rows,
+    path_table,
     strip_controls,
     verify_text,
     view,
@@ -171,73 +176,6 @@ def gauge_charts(metrics_window: dict[str, Any] | None, report: Report) -> list[
     return out
 
 
-def metric_rows(mw: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """The metrics-delta table: (quantity, value over the window, vLLM metric it came from)."""
-    names: dict[str, str] = mw.get("metric_names") or {}
-    rows: list[tuple[str, str, str]] = [
-        ("source", fmt_value(mw.get("source")), ""),
-        ("window", fmt_seconds(mw.get("window_s")), ""),
-        ("scrapes used", fmt_value(mw.get("scrapes_used")), ""),
-    ]
-    for key in ("preemptions", "prompt_tokens", "generation_tokens", "prefix_cache_hits", "prefix_cache_queries"):
-        value = mw.get(key)
-        rows.append((key.replace("_", " "), "not exposed" if value is None else fmt_value(value), names.get(key, "")))
-    for reason, count in (mw.get("finished_by_reason") or {}).items():
-        rows.append((f"finished: {reason}", fmt_value(count), names.get("finished_by_reason", "")))
-    for key in ("ttft", "queue", "prefill", "decode", "itl", "e2e"):
-        h = mw.get(key)
-        if not h:
-            continue
-        text = (f"n={fmt_value(h.get('count'))}, mean {fmt_seconds(h.get('mean'))}, p50 ≤ {fmt_seconds(h.get('p50_le'))}, "
-                f"p90 ≤ {fmt_seconds(h.get('p90_le'))}, p99 ≤ {fmt_seconds(h.get('p99_le'))}")
-        rows.append((f"{key} (server histogram)", text, h.get("metric") or names.get(key, "")))
-    for key in ("kv_usage", "running", "waiting"):
-        g = mw.get(key)
-        if not g:
-            continue
-        f: Callable[[Any], str] = fmt_pct if key == "kv_usage" else fmt_value
-        rows.append((f"{key.replace('_', ' ')} (gauge)", f"min {f(g.get('min'))}, max {f(g.get('max'))}, last {f(g.get('last'))}",
-                     names.get(key, "")))
-    return rows
-
-
-def _dist(q: str, fmt: Callable[[Any], str] = fmt_seconds) -> Callable[[dict[str, Any], str], str]:
-    """A cell showing quantile ``q`` of a ``Dist`` in the stream-stats view."""
-    return lambda ps, key: fmt((ps.get(key) or {}).get(q))
-
-
-#: The per-path comparison, one row per quantity: (label, stats key, how to show it).
-PATH_ROWS: list[tuple[str, str, Callable[[dict[str, Any], str], str]]] = [
-    ("URL", "url", lambda ps, k: fmt_value(ps.get(k))),
-    ("measured ok / failed / warm-up", "n_ok", lambda ps, k: f"{ps['n_ok']} / {ps['n_failed']} / {ps['n_warmup']}"),
-    ("TTFT p50", "ttft", _dist("p50")),
-    ("TTFT p90", "ttft", _dist("p90")),
-    ("TTFT max", "ttft", _dist("max")),
-    ("TPOT p50", "tpot", _dist("p50")),
-    ("TPOT p90", "tpot", _dist("p90")),
-    ("ITL p50 (every gap)", "itl", _dist("p50")),
-    ("ITL p90", "itl", _dist("p90")),
-    ("ITL max", "itl", _dist("max")),
-    ("longest gap per request, p90", "max_gap", _dist("p90")),
-    ("E2E p90", "e2e", _dist("p90")),
-    ("headers → first token p50", "headers_to_first_token", _dist("p50")),
-    ("first → last token p50", "first_to_last_token", _dist("p50")),
-    ("events per read p50 / max", "events_per_read",
-     lambda ps, k: f"{_dist('p50', fmt_value)(ps, k)} / {_dist('max', fmt_value)(ps, k)}"),
-    ("bytes per read p50", "bytes_per_read", _dist("p50", fmt_bytes)),
-    ("stalls (gap > 5 × median)", "stalls", lambda ps, k: fmt_value(ps.get(k))),
-    ("warm-up TTFT max", "warmup_ttft", _dist("max")),
-    ("client queue p90 (scheduled → sent)", "client_queue", _dist("p90")),
-    ("failures", "failures", lambda ps, k: ", ".join(f"{o} {n}" for o, n in (ps.get(k) or {}).items()) or "—"),
-]
-
-
-def path_table(stream_stats: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    """``PATH_ROWS`` filled in: one row per quantity, one cell per path."""
-    paths = list(stream_stats.get("paths", {}).values())
-    return [(label, [show(ps, key) for ps in paths]) for label, key, show in PATH_ROWS]
-
-
 def colored_key_numbers(stream_stats: dict[str, Any]) -> list[tuple[str, list[tuple[str, int, str]]]]:
     """Key numbers with each path's chart colour, for the strip under the verdict."""
     colour = charts.series_index(stream_stats.get("paths", {}))
@@ -262,6 +200,36 @@ def probe_tokens(report: Report) -> dict[str, int | None]:
     most = stream.shape.max_tokens if stream else None
     return {"prompt": run.prompt_tokens if prompt is None else prompt,
             "max": run.max_tokens if most is None else most}
+
+
+def gpu_watch_rows(gpu: GpuEvidence | None) -> list[tuple[str, str]]:
+    """The XID watch (window, events, devices not watched and why) and each device's NVML notes."""
+    if gpu is None or not gpu.available:
+        return []
+    rows: list[tuple[str, str]] = []
+    watch = gpu.xid
+    if watch is None:
+        rows.append(("XID watch", "not run (it runs only around a stream probe)"))
+    elif not watch.watched:
+        rows.append(("XID watch", f"no GPU watched: {fmt_value(watch.reason)}"))
+    else:
+        window = (f", run clock {watch.start_t:.1f}–{watch.end_t:.1f} s ({fmt_seconds(watch.end_t - watch.start_t)})"
+                  if _finite(watch.start_t, watch.end_t) else "")
+        rows.append(("XID watch", f"GPUs {', '.join(map(str, watch.watched))}{window}"
+                                  + (f"; {watch.reason}" if watch.reason else "")))
+        counts = Counter((e.xid, e.gpu) for e in watch.events)
+        events = "; ".join(f"XID {xid} on GPU {fmt_value(index)} ×{n}" for (xid, index), n in sorted(
+            counts.items(), key=lambda c: (c[0][0], -1 if c[0][1] is None else c[0][1])))
+        rows.append(("XID events", (events or "none") + (" (more were left unread)" if watch.truncated else "")))
+    unwatched = [d for d in gpu.devices if watch is not None and d.index not in watch.watched]
+    if unwatched:
+        rows.append(("not watched", "; ".join(
+            f"GPU {d.index}: " + (next((e.removeprefix(XID_NOTE_PREFIX) for e in d.errors if e.startswith(XID_NOTE_PREFIX)),
+                                       None) or fmt_value(watch.reason if watch else None)) for d in unwatched)))
+    notes = [f"GPU {d.index}: {e}" for d in gpu.devices for e in d.errors if not e.startswith(XID_NOTE_PREFIX)]
+    if notes:
+        rows.append(("not read", "; ".join(notes)))
+    return rows
 
 
 def severity_groups(report: Report) -> list[tuple[str, list[Finding]]]:
@@ -292,11 +260,13 @@ def render_html(report: Report) -> str:
         metrics_missing=metrics_missing,
         metric_rows=metric_rows(metrics_window) if metrics_window else [],
         log_facts=log_facts,
+        log_fact_rows=log_fact_rows(log_facts) if log_facts else [],
         log_missing=log_missing,
         run_rows=run_rows(report),
         probe_tokens=probe_tokens(report),
         verify=partial(verify_text, report),
         severity_groups=severity_groups(report),
+        gpu_watch_rows=gpu_watch_rows(report.bundle.gpu),
         counts=counts,
         failed_requests=failed,
         chart_timeline=timeline_chart(report),

@@ -7,11 +7,12 @@ import json
 import re
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from doctor.bundle import load_path, save
+from doctor.bundle import from_dict, load_path, save
 from doctor.cli import app
 from doctor.evidence import RunRecord
 from doctor.runner import analyze
@@ -20,6 +21,7 @@ from tests.support import bundles
 from tests.support.html_dom import inventory
 from tests.support.report_cases import real_buffering_bundle, real_buffering_report
 
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "checks"
 SECTIONS = ["verdict", "evidence", "charts", "findings", "run", "log", "metrics", "machine", "errors", "glossary"]
 
 
@@ -128,6 +130,35 @@ def test_sparse_evidence_renders_and_says_what_is_missing(kinds: dict) -> None:
     page = render_html(analyze(bundles.bundle(**kinds)))
     assert [a["id"] for t, a in inventory(page).tags if t == "section"] == SECTIONS
     assert "No /metrics window" in page or "No metrics window" in page
+
+
+def machine_text(page: str) -> str:
+    """The text of the GPU-and-host section, cells joined by " | "."""
+    section = page.split('<section id="machine">', 1)[1].split("</section>", 1)[0]
+    return " | ".join(inventory(section).text)
+
+
+def gpu_fixture(case: str) -> dict:
+    path = FIXTURES / "gpu-xid-errors" / f"{case}.json"
+    return from_dict(json.loads(path.read_text())["bundle"], str(path))
+
+
+def test_gpu_section_shows_the_xid_watch_and_its_events() -> None:
+    b = gpu_fixture("fires-app-illegal-address")
+    b.gpu.devices[1].errors.append("ecc_errors_uncorrected: Not Supported")
+    text = machine_text(render_html(analyze(b)))
+    assert "XID watch | GPUs 0, 1, run clock 0.2–12.5 s" in text
+    assert "XID events | XID 31 on GPU 0 ×1; XID 43 on GPU 0 ×2" in text
+    assert "not read | GPU 1: ecc_errors_uncorrected: Not Supported" in text
+    quiet = machine_text(render_html(analyze(gpu_fixture("quiet-watched-no-events"))))
+    assert "XID events | none" in quiet and "not read" not in quiet
+
+
+def test_gpu_section_says_which_devices_were_not_watched_and_why() -> None:
+    text = machine_text(render_html(analyze(gpu_fixture("na-nothing-watched"))))
+    assert "XID watch | no GPU watched: no GPU supports XID events" in text
+    assert "not watched | GPU 0: Not Supported" in text
+    assert "| XID events |" not in text
 
 
 def test_html_reanalyses_to_the_same_verdict(tmp_path) -> None:

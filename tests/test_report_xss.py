@@ -30,6 +30,8 @@ from doctor.evidence import (
     HostEvidence,
     ModelInfo,
     ProcessInfo,
+    XidEvent,
+    XidWatch,
 )
 from doctor.model import (
     CheckResult,
@@ -109,8 +111,11 @@ def hostile_report() -> Report:
     ])
     b.gpu = GpuEvidence(available=True, driver_version=EVIL, nvml_version=EVIL, cuda_visible_devices=EVIL,
                         devices=[GpuDevice(index=0, name=EVIL, throttle_reasons=[EVIL],
-                                           processes=[GpuProcess(pid=1, name=EVIL)])],
-                        topology={EVIL: EVIL})
+                                           processes=[GpuProcess(pid=1, name=EVIL)], errors=[EVIL]),
+                                 GpuDevice(index=1, name=EVIL, errors=[f"xid_events: {EVIL}", EVIL])],
+                        topology={EVIL: EVIL},
+                        xid=XidWatch(watched=[0], start_t=0.0, end_t=1.0, reason=EVIL,
+                                     events=[XidEvent(gpu=0, xid=31, seen_t=1.0, seen_wall=1.0)]))
     b.host = HostEvidence(hostname=EVIL, os=EVIL, python=EVIL, cpu_model=EVIL,
                           vllm_process=ProcessInfo(pid=1, name=EVIL, cmdline=EVIL, found_by=EVIL))
     b.errors = [EvidenceError(source=EVIL, target=JS_URL, action=EVIL, kind=EVIL, message=EVIL, fatal=True)]
@@ -201,6 +206,16 @@ def test_payloads_are_shown_as_text(html: str) -> None:
         assert payload in text
     assert text.count("<script>alert(1)</script>") >= 40  # every field above shows it, as text
     assert "\x1b" not in html  # terminal escapes are not markup, but have no business in HTML either
+
+
+def test_gpu_watch_rows_show_payloads_as_text(html: str) -> None:
+    """The XID watch's reason and each device's NVML notes reach the GPU section, as text."""
+    section = html.split('<section id="machine">', 1)[1].split("</section>", 1)[0]
+    text = " | ".join(inventory(section).text)
+    script = "<script>alert(1)</script>"
+    assert "XID events | XID 31 on GPU 0 ×1" in text
+    for row in ("XID watch | GPUs 0, run clock 0.0–1.0 s (1.00 s); ", "not watched | GPU 1: ", "not read | GPU 0: "):
+        assert row + script in text, row
 
 
 def test_csp_forbids_scripts_and_requests(html: str) -> None:

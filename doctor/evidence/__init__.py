@@ -24,6 +24,8 @@ from doctor.evidence.machine import (
     HostEvidence,
     NvLink,
     ProcessInfo,
+    XidEvent,
+    XidWatch,
 )
 from doctor.evidence.metrics import MetricsEvidence, PrometheusEvidence, PromQuery, Scrape
 from doctor.evidence.run import RunRecord
@@ -99,4 +101,6 @@ __all__ = [
     "Scrape",
     "StreamEvidence",
     "TokenEvent",
+    "XidEvent",
+    "XidWatch",
 ]

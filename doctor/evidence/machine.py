@@ -55,6 +55,10 @@ class XidEvent:
     seen_wall: float  # unix time
 
 
+#: How a device's ``errors`` entry says it could not be watched for XIDs: ``"xid_events: <why>"``.
+XID_NOTE_PREFIX = "xid_events: "
+
+
 @dataclass
 class XidWatch:
     """Critical XID events NVML reported while the stream probe ran (NVML keeps no history)."""

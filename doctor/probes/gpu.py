@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from doctor.clock import Clock
 from doctor.evidence import EvidenceError, GpuDevice, GpuEvidence, GpuProcess, NvLink
-from doctor.evidence.machine import XidEvent, XidWatch
+from doctor.evidence.machine import XID_NOTE_PREFIX, XidEvent, XidWatch
 
 SOURCE = "gpu"
 T = TypeVar("T")
@@ -156,7 +156,7 @@ class XidWatcher:
                 except nvml.NVMLError as exc:
                     if type(exc).__name__ not in _FIELD_ERRORS:
                         raise
-                    self._notes[index] = f"xid_events: {exc}"
+                    self._notes[index] = f"{XID_NOTE_PREFIX}{exc}"
                 else:
                     self._watch.watched.append(index)
         except nvml.NVMLError as exc:  # NVML itself is unusable (GPU lost, driver gone): no watch at all

@@ -1,4 +1,4 @@
-"""Write the fixture bundles of the pre-first-token and inter-token checks (LD101-LD207).
+"""Write the fixture bundles of the pre-first-token and inter-token checks and the GPU checks (LD101-LD208).
 
 Run ``.venv/bin/python -m tests.support.make_check_fixtures_engine``. Streams that need a
 realistic interplay of requests (prefill steps stalling running streams, gaps growing with
@@ -26,6 +26,8 @@ from doctor.evidence import (
     RunRecord,
     Scrape,
     StreamEvidence,
+    XidEvent,
+    XidWatch,
 )
 from doctor.probes.logfile import read_log
 from doctor.vllm_metrics.names import FAMILIES
@@ -521,9 +523,45 @@ def gpu_state() -> None:
                why="NVML lists no process (a container without the host PID namespace)")
 
 
+# --------------------------------------------------------------------------- LD208
+
+
+def xid_watch(*events: tuple[int, int | None, float], watched: tuple[int, ...] = (0, 1), reason: str | None = None
+              ) -> XidWatch:
+    """A watch over a 12.3 s probe window (run clock 0.2-12.5 s); ``events`` are (xid, gpu, seen_t)."""
+    t0_wall = 1_796_000_000.0
+    return XidWatch(watched=list(watched), start_t=0.2, end_t=12.5, start_wall=t0_wall + 0.2, end_wall=t0_wall + 12.5,
+                    events=[XidEvent(gpu=g, xid=x, seen_t=t, seen_wall=t0_wall + t) for x, g, t in events],
+                    reason=reason)
+
+
+def xid_errors() -> None:
+    name = "gpu-xid-errors"
+    two = gpu(h100(), h100(index=1))
+
+    def with_watch(watch: XidWatch | None, devices: GpuEvidence = two) -> GpuEvidence:
+        return GpuEvidence(available=True, driver_version=devices.driver_version, devices=devices.devices, xid=watch)
+
+    write_case(name, "fires-fell-off-the-bus", bundle(gpu=with_watch(xid_watch((79, 1, 12.5)))),
+               why="GPU 1 fell off the bus (XID 79) while the probe ran: the node needs draining",
+               expect={"severity": "critical", "setting": "gpu_hardware", "summary_contains": ["XID 79", "GPU 1"]})
+    write_case(name, "fires-app-illegal-address",
+               bundle(gpu=with_watch(xid_watch((31, 0, 12.5), (43, 0, 12.5), (43, 0, 12.5)))),
+               why="a kernel's illegal address (XID 31) then the GPU stopped processing (XID 43 x2): a software fault",
+               expect={"severity": "warning", "setting": "software_stack",
+                       "summary_contains": ["XID 31", "XID 43", "x2"]})
+    write_case(name, "quiet-watched-no-events", bundle(gpu=with_watch(xid_watch())),
+               why="both GPUs watched over the probe window, no XID reported")
+    write_case(name, "na-no-watch", bundle(gpu=with_watch(None)), why="the GPU snapshot ran but no XID watch (no stream probe)")
+    write_case(name, "na-nothing-watched",
+               bundle(gpu=with_watch(xid_watch(watched=(), reason="no GPU supports XID events"),
+                                     gpu(h100(errors=["xid_events: Not Supported"])))),
+               why="the driver does not support XID events on this GPU (a vGPU), so nothing was watched")
+
+
 def main() -> None:
     for make in (queueing, prefill_bound, cold_start, transport, kv_pressure, interference, batch_depth,
-                 eager, bundling, gpu_state):
+                 eager, bundling, gpu_state, xid_errors):
         make()
 
 

@@ -1,0 +1,177 @@
+"""The GPU driver reported XID errors while the probe ran.
+
+What it detects:
+GPU XID errors: NVML delivered one or more critical XID events (the driver's numbered reports of
+a GPU fault) on a watched GPU during the probe window. 79 (fallen off the bus), 48 (double-bit
+ECC), 95 (uncontained ECC) and 64 (row-remapping failure) are critical; 94 (contained ECC), 63
+(row remapping / page retirement recorded), the application-class 13, 31 and 43, and any other
+XID are warnings.
+
+Why it matters:
+An XID is a fault, not a slowdown: the process that caused or met it loses its CUDA context, so
+vLLM's engine dies or its requests fail, and what users feel is errors and stalls rather than a
+slower decode. A hardware XID (79, 48, 95, 64) leaves the GPU unusable until it is reset or
+replaced: no vLLM setting helps. The application class (13 graphics engine exception, 31 memory
+page fault / illegal address, 43 GPU stopped processing, usually after 13 or 31) is nearly
+always a bug in a CUDA kernel, vLLM, PyTorch or the driver, and vLLM's log shows it as "CUDA
+error: an illegal memory access".
+
+Evidence:
+gpu (NVML): ``xid``, the XID watch over the probe window: the devices watched, the window on the
+run's clock, every event (XID number, GPU index), and whether the watch stopped reading. NVML
+keeps no history: XIDs from before the probe are only in the driver's ``NVRM: Xid`` kernel log
+lines (``dmesg`` / ``journalctl -k``).
+
+Remediation:
+The most severe XID decides. Hardware XIDs -> ``gpu_hardware``: drain the node, reset the GPU
+(``nvidia-smi -r`` or a reboot), or have the provider replace it. 94 / 63 -> ``gpu_hardware``
+(warning): schedule a reset; watch for repeats. 13 / 31 / 43 -> ``software_stack``: find "CUDA
+error: an illegal memory access" in the vLLM log and upgrade the driver, vLLM and PyTorch. Any
+other XID -> ``gpu_hardware`` (warning): look it up in NVIDIA's XID catalogue.
+
+Example:
+XID 79 (GPU has fallen off the bus) on GPU 0 x1 during the 12.3 s probe window (GPUs 0, 1
+watched) -> gpu_hardware: drain the node and have the GPU reset or replaced.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from checks._engine import rerun
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.evidence import GpuEvidence, XidWatch
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_seconds
+
+XID_CATALOGUE = "https://docs.nvidia.com/deploy/xid-errors/"
+KERNEL_LOG = "the driver's `NVRM: Xid` kernel log lines (`dmesg` / `journalctl -k`)"
+
+
+@dataclass(frozen=True)
+class XidClass:
+    """What a group of XIDs means for the node and the one thing to do about it."""
+
+    rank: int  # which class decides when several occur: the highest
+    severity: Severity
+    setting: str
+    suggested: str
+    where: str
+
+
+HARDWARE = XidClass(
+    4, Severity.CRITICAL, "gpu_hardware",
+    "drain the node, reset the GPU (nvidia-smi -r or a reboot), or have the provider replace it",
+    "the host hardware (not vLLM)",
+)
+ECC = XidClass(
+    3, Severity.WARNING, "gpu_hardware",
+    "schedule a GPU reset (drain the node first) and watch for repeats; replace the GPU if they recur",
+    "the host hardware (not vLLM)",
+)
+APPLICATION = XidClass(
+    2, Severity.WARNING, "software_stack",
+    'look for "CUDA error: an illegal memory access" in the vLLM log; upgrade the NVIDIA driver, vLLM and PyTorch',
+    "the software stack: NVIDIA driver, vLLM, PyTorch / CUDA kernels",
+)
+OTHER = XidClass(
+    1, Severity.WARNING, "gpu_hardware",
+    f"look the XID up in NVIDIA's XID catalogue ({XID_CATALOGUE}) and follow its action",
+    "the host (driver or hardware, per the catalogue)",
+)
+
+#: Known XIDs: their meaning and class (NVIDIA's XID catalogue).
+XIDS: dict[int, tuple[str, XidClass]] = {
+    79: ("GPU has fallen off the bus: PCIe or power", HARDWARE),
+    48: ("double-bit ECC error: reset needed", HARDWARE),
+    95: ("uncontained ECC error: every process on the GPU affected, reset needed", HARDWARE),
+    64: ("row-remapping failure: replace the GPU", HARDWARE),
+    94: ("contained ECC error: only the faulting process was killed", ECC),
+    63: ("row remapping / page retirement recorded", ECC),
+    13: ("graphics engine exception", APPLICATION),
+    31: ("GPU memory page fault / illegal address", APPLICATION),
+    43: ("GPU stopped processing, usually after 13 or 31", APPLICATION),
+}
+
+
+@check(code="LD208", name="gpu-xid-errors", symptom=SymptomClass.GENERAL, cause="errors",
+       aliases=("xid", "xid-errors"))
+def gpu_xid_errors(gpu: GpuEvidence) -> Result:
+    watch = gpu.xid
+    if watch is None:
+        why = f"no NVML: {gpu.reason}" if not gpu.available and gpu.reason else "it runs only around a stream probe"
+        return NotApplicable(f"no XID watch ran ({why})")
+    if not watch.watched:
+        return NotApplicable(f"no GPU was watched for XID events ({watch.reason or 'no reason recorded'})")
+    window = _window(watch)
+    watched = ", ".join(str(i) for i in watch.watched)
+    if not watch.events:
+        return Pass(f"no XID error on GPUs {watched} during the probe{_span(window)}; NVML keeps no history, "
+                    f"so earlier XIDs are only in {KERNEL_LOG}")
+    counts = Counter((e.xid, e.gpu) for e in watch.events)
+    decisive = max((_class(xid) for xid, _ in counts), key=lambda c: c.rank)
+    source = f"gpu: NVML XID watch, GPUs {watched}"
+    evidence = [EvidenceValue(f"XID {xid} on {_gpu(index)}", n, "events", source)
+                for (xid, index), n in sorted(counts.items(), key=_order)]
+    if window is not None:
+        evidence.append(EvidenceValue("XID watch window", round(window, 3), "s",
+                                      f"gpu: NVML XID watch, run clock {watch.start_t:.1f}-{watch.end_t:.1f} s"))
+    listed = "; ".join(f"XID {xid} ({_meaning(xid)}) on {_gpu(index)} x{n}"
+                       for (xid, index), n in sorted(counts.items(), key=_order))
+    summary = f"{listed} during the probe{_span(window)} (GPUs {watched} watched)"
+    if watch.truncated:
+        summary += f"; the watch stopped reading after {len(watch.events)} events"
+    return Fire(
+        title="The GPU driver reported XID errors during the probe",
+        summary=summary,
+        remediation=Remediation(
+            setting=decisive.setting,
+            suggested=decisive.suggested,
+            why=_why(counts, decisive),
+            verify=rerun(f"no XID event during the probe, and none new in {KERNEL_LOG}"),
+            where=decisive.where,
+        ),
+        severity=decisive.severity,
+        evidence=evidence,
+    )
+
+
+def _class(xid: int) -> XidClass:
+    return XIDS[xid][1] if xid in XIDS else OTHER
+
+
+def _meaning(xid: int) -> str:
+    return XIDS[xid][0] if xid in XIDS else "see NVIDIA's XID catalogue"
+
+
+def _order(item: tuple[tuple[int, int | None], int]) -> tuple[int, int, int]:
+    """Most severe class first, then XID number and GPU (an unidentified GPU last)."""
+    (xid, index), _ = item
+    return (-_class(xid).rank, xid, index if index is not None else 1 << 30)
+
+
+def _gpu(index: int | None) -> str:
+    return f"GPU {index}" if index is not None else "an unidentified GPU"
+
+
+def _window(watch: XidWatch) -> float | None:
+    if watch.start_t is None or watch.end_t is None:
+        return None
+    return max(watch.end_t - watch.start_t, 0.0)
+
+
+def _span(window: float | None) -> str:
+    return f" window of {fmt_seconds(window)}" if window is not None else ""
+
+
+def _why(counts: Counter[tuple[int, int | None]], decisive: XidClass) -> str:
+    xids = sorted({xid for xid, _ in counts if _class(xid) is decisive})
+    named = ", ".join(f"XID {x} ({_meaning(x)})" for x in xids)
+    if decisive is HARDWARE:
+        return f"{named}: the GPU is unusable until it is reset or replaced; no vLLM setting helps"
+    if decisive is ECC:
+        return f"{named}: the GPU's memory is degrading; a reset retires or remaps the bad rows"
+    if decisive is APPLICATION:
+        return f"{named}: a CUDA kernel faulted, which is nearly always a vLLM, PyTorch or driver bug, not hardware"
+    return f"{named}: not one this check knows; NVIDIA's catalogue gives its cause and action"

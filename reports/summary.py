@@ -122,7 +122,7 @@ PATH_ROWS: list[tuple[str, str, Callable[[dict[str, Any], str], str]]] = [
     ("events per read p50 / max", "events_per_read",
      lambda ps, k: f"{_dist('p50', fmt_value)(ps, k)} / {_dist('max', fmt_value)(ps, k)}"),
     ("bytes per read p50", "bytes_per_read", _dist("p50", fmt_bytes)),
-    ("stalls (gap > 5 × median)", "stalls", lambda ps, k: fmt_value(ps.get(k))),
+    ("stalls (gap > 5 × typical gap)", "stalls", lambda ps, k: fmt_value(ps.get(k))),
     ("warm-up TTFT max", "warmup_ttft", _dist("max")),
     ("client queue p90 (scheduled → sent)", "client_queue", _dist("p90")),
     ("failures", "failures", lambda ps, k: ", ".join(f"{o} {n}" for o, n in (ps.get(k) or {}).items()) or "—"),

@@ -173,7 +173,7 @@ def test_verbose_prints_the_html_pages_tables_row_for_row(report: Report) -> Non
     # what the rows say, read as an on-call engineer would
     for row in ("measured ok / failed / warm-up 2 / 0 / 0 2 / 0 / 0", "TTFT p90 110 ms 717 ms",
                 "ITL p50 (every gap) 30 ms 0 ms", "events per read p50 / max 1 / 1 16.5 / 18",
-                "stalls (gap > 5 × median) 2 0",
+                "stalls (gap > 5 × typical gap) 2 0",
                 "max_model_len 1024 2", "vllm_version 0.32.0 1",
                 "served_model_name /srv/models/tiny-llama (defaults to the model) 2",
                 "preemptions 0 vllm:num_preemptions", "kv usage (gauge) min 5 %, max 29 %, last 5 % vllm:kv_cache_usage_perc",

@@ -1,8 +1,9 @@
 """The probe's own client may have distorted the timings.
 
 What it detects:
-The stream probe's self-check flagged the client: its event loop lagged, or the host's CPU was
-saturated while it measured (`stream.client.suspect`, with the reasons it gave).
+The stream probe's self-check flagged the client: its event loop lagged, it was slow to write
+its requests, or the host's CPU was saturated while it measured (`stream.client.suspect`, with
+the reasons it gave).
 
 Why it matters:
 A client that reads its socket late stamps tokens late and merges reads: TTFT grows, gaps
@@ -12,8 +13,8 @@ measurement, not a fault of the stack under diagnosis, so it is reported as info
 repeats it) and never fails a scheduled check on its own.
 
 Evidence:
-Stream probe client health: event-loop lag p99 and max, CPU percent max and CPU count, the
-HTTP stack used, and the self-check's reasons.
+Stream probe client health: event-loop lag p99 and max, request send time p99, CPU percent max
+and CPU count, the HTTP stack used, and the self-check's reasons.
 
 Remediation:
 Run the probe from a less loaded host, or with a lower `--concurrency` (setting `concurrency`,

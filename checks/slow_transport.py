@@ -13,8 +13,9 @@ a congested link adds the same delay to every request.
 Evidence:
 stream_stats: direct-path client TTFT mean. metrics_window: server TTFT mean. Stream: connect
 time (``t_connected - t_sent``) of requests that opened a new connection, and the client
-self-check's event-loop lag p99: a client that reads its socket late stamps the first token
-late, so up to that much of the difference is the client's own and is not counted.
+self-check's event-loop lag p99 and send time p99: a client that reads its socket late stamps
+the first token late, and one slow to write a request starts it late, so up to that much of
+the difference is the client's own and is not counted.
 
 Remediation:
 When new connections take most of it: reuse connections (``http_keepalive``: a connection
@@ -66,7 +67,7 @@ def slow_transport(
                       f"metrics: {metrics_window.ttft.metric} delta, n={metrics_window.ttft.count:.0f}"),
     ]
     if lag_s:
-        evidence.append(EvidenceValue("client event-loop lag p99", lag_s, "s", "stream: client self-check"))
+        evidence.append(EvidenceValue("client event-loop lag + send time, p99", lag_s, "s", "stream: client self-check"))
     evidence.append(EvidenceValue("client - server" + (" - client lag" if lag_s else ""), outside_s, "s",
                                   "difference of the two means" + (", less the client's own lag" if lag_s else "")))
     if share < transport_share or outside_s < min_transport_s:
@@ -105,9 +106,11 @@ def slow_transport(
 
 
 def _client_lag_s(stream: StreamEvidence | None) -> float:
-    """The client's event-loop lag p99 in seconds: how late it may have stamped a first token."""
-    lag_ms = stream.client.loop_lag_p99_ms if stream is not None else None
-    return lag_ms / 1000 if lag_ms else 0.0
+    """How much of a first token's time the client itself may have added, in seconds: its event
+    loop's lag p99 (a late stamp) plus its send time p99 (a request slow to leave)."""
+    if stream is None:
+        return 0.0
+    return ((stream.client.loop_lag_p99_ms or 0.0) + (stream.client.send_p99_ms or 0.0)) / 1000
 
 
 def _keepalive_in_use(stream: StreamEvidence | None) -> str | None:

@@ -230,3 +230,18 @@ def test_a_cpu_window_too_short_to_mean_anything_is_not_read():
     health = check.health("test")
     assert health.cpu_percent_max is None
     assert not any("CPU" in r for r in health.reasons)
+
+
+def test_the_self_check_flags_requests_that_left_the_client_late():
+    """TTFT runs from the send: a client slow to write its requests inflates it unseen by the server.
+    Only reused connections count, since a new one's connect and TLS time are the network's."""
+    def sent(i: int, write_s: float, reused: bool) -> RequestTrace:
+        return RequestTrace(path="direct", index=i, t_scheduled=i, t_sent=i, t_request_written=i + write_s,
+                            connection_reused=reused)
+
+    quick = [sent(i, 0.0004, True) for i in range(8)] + [sent(8, 0.3, False)]  # a TLS handshake: not the client
+    health = SelfCheck().health("test", quick)
+    assert health.send_p99_ms is not None and health.send_p99_ms < 1 and not health.suspect
+    slow = [sent(i, 0.0004 if i % 2 else 0.04, True) for i in range(8)]
+    health = SelfCheck().health("test", slow)
+    assert health.suspect and any("writing a request" in r for r in health.reasons)

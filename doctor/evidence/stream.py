@@ -79,6 +79,9 @@ class ClientHealth:
     loop_lag_max_ms: float | None = None
     cpu_percent_max: float | None = None
     cpu_count: int | None = None
+    # From send to request written, on reused connections only (no connect or TLS inside):
+    # the client's own time to put a request on the wire, which TTFT includes.
+    send_p99_ms: float | None = None
     suspect: bool = False
     reasons: list[str] = field(default_factory=list)
     transport: str = ""  # the HTTP stack used, e.g. "httpx+h11"

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 
 import psutil
 
 from doctor.derive.stream_stats import quantile
-from doctor.evidence import ClientHealth
+from doctor.evidence import ClientHealth, RequestTrace
 
 SAMPLE_INTERVAL_S = 0.01
 CPU_INTERVAL_S = 0.25
 #: Limits over which the client may have delayed its own stamps.
 LAG_P99_LIMIT_MS = 10.0
 LAG_MAX_LIMIT_MS = 50.0
+SEND_P99_LIMIT_MS = 10.0  # writing a request on an open connection takes well under 1 ms when the client keeps up
 CPU_LIMIT_PERCENT = 90.0  # of one core: a single event loop cannot use more than one
 
 
@@ -54,11 +56,13 @@ class SelfCheck:
                 self._read_cpu(now)
                 next_cpu = now + CPU_INTERVAL_S
 
-    def health(self, transport: str) -> ClientHealth:
+    def health(self, transport: str, requests: Sequence[RequestTrace] = ()) -> ClientHealth:
         """The client's health over the run, with reasons when its own stamps may be late.
 
         A late stamp from an overloaded client looks exactly like a slow server; the report uses
-        this to refuse blaming the server for latency the client added.
+        this to refuse blaming the server for latency the client added. A request that took long
+        to leave the client counts too: its TTFT runs from the send, so the delay reads as server
+        time although no event-loop sample need have caught it (the loop was busy sending).
         """
         self._read_cpu(time.perf_counter())
         out = ClientHealth(cpu_count=psutil.cpu_count(), transport=transport)
@@ -70,6 +74,13 @@ class SelfCheck:
                 out.reasons.append(f"event-loop lag p99 {out.loop_lag_p99_ms:.1f} ms > {LAG_P99_LIMIT_MS:g} ms: token stamps may be late")
             if out.loop_lag_max_ms > LAG_MAX_LIMIT_MS:
                 out.reasons.append(f"event-loop lag max {out.loop_lag_max_ms:.0f} ms > {LAG_MAX_LIMIT_MS:g} ms: one stall of the client itself")
+        sends = sorted((r.t_request_written - r.t_sent) * 1000 for r in requests
+                       if r.connection_reused and r.t_request_written is not None and r.t_sent is not None)
+        if sends:
+            out.send_p99_ms = round(quantile(sends, 0.99), 3)
+            if out.send_p99_ms > SEND_P99_LIMIT_MS:
+                out.reasons.append(f"writing a request took {out.send_p99_ms:.1f} ms at p99 > {SEND_P99_LIMIT_MS:g} ms: "
+                                   "TTFT includes the client's own send time")
         out.cpu_percent_max = round(max(self.cpu), 1) if self.cpu else None
         if out.cpu_percent_max is not None and out.cpu_percent_max >= CPU_LIMIT_PERCENT:
             out.reasons.append(f"client CPU reached {out.cpu_percent_max:.0f} % of a core: the client was saturated")

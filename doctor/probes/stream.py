@@ -170,7 +170,8 @@ class _Probe:
                 t0_wall=self.clock.t0_wall,
                 duration_s=self.clock.now() - self.start,
                 requests=self.traces,
-                client=self.check.health(f"httpx {httpx.__version__} + h11, reads stamped in data_received, {loop_name()}"),
+                client=self.check.health(f"httpx {httpx.__version__} + h11, reads stamped in data_received, {loop_name()}",
+                                         self.traces),
             )
             self._summarise_failures()
         return self.evidence

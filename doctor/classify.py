@@ -247,6 +247,7 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
         tpot_client_s=user.tpot_p90,
         tpot_budget_s=budgets.tpot_s,
         itl_components=itl_split.components,
+        itl_basis=f"{engine_ps.path} TPOT mean" if itl_split.components and engine_ps is not None else None,
     )
     missing = list(dict.fromkeys(ttft_split.missing + itl_split.missing))
 

@@ -123,6 +123,9 @@ class Decomposition:
     tpot_client_s: float | None = None
     tpot_budget_s: float | None = None
     itl_components: list[Component] = field(default_factory=list)
+    # What the inter-token components add up to, e.g. "direct TPOT mean": the engine's path,
+    # which may not be the path users felt (a buffering gateway shortens the gateway's TPOT).
+    itl_basis: str | None = None
 
 
 @dataclass

@@ -16,6 +16,7 @@ from doctor.bundle import from_dict, load_path, save
 from doctor.cli import app
 from doctor.evidence import RunRecord
 from doctor.runner import analyze
+from doctor.units import fmt_seconds
 from reports import charts, render_html, write_outputs
 from tests.support import bundles
 from tests.support.html_dom import inventory
@@ -52,6 +53,16 @@ def test_ttft_decomposition_bar_when_the_verdict_decomposes() -> None:
     report = real_buffering_report()
     assert any(c.seconds for c in report.verdict.decomposition.ttft_components)
     assert "TTFT decomposition" in chart_labels(render_html(report))
+
+
+def test_inter_token_bar_totals_what_its_parts_split_not_another_path() -> None:
+    """Through a buffering gateway the user's TPOT differs from the engine's; the parts split the
+    direct path's TPOT mean, so the bar is labelled and totalled with that."""
+    d = real_buffering_report().verdict.decomposition
+    assert d.itl_basis == "direct TPOT mean" and d.itl_components
+    html = render_html(real_buffering_report())
+    total = sum(c.seconds for c in d.itl_components)
+    assert f"measured {fmt_seconds(total)}" in html and ">direct TPOT mean<" in html
 
 
 def test_timeline_marks_bursts_on_the_gateway_only() -> None:

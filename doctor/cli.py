@@ -34,7 +34,7 @@ from doctor.model import Report, Severity, Symptom
 from doctor.probes.http import HttpOptions, credential_header
 from doctor.redact import Redactor
 from doctor.registry import CATALOGUE_HINT, Registry, load_registry
-from doctor.runner import AnalyzeOptions, analyze, validate_settings, with_analysis
+from doctor.runner import AnalyzeOptions, analyze, known_analysis, validate_settings, with_analysis
 
 app = typer.Typer(
     name="llm-doctor",
@@ -539,8 +539,12 @@ def analyze_cmd(
         cfg = load_config(opts.get("config"))
         check_output_options(opts, cfg)  # before reading the bundle or writing any file
         bundle = load_path(source)
-        cfg = with_recorded_analysis(cfg, bundle.run.analysis, explicit=opts.get("config") is not None)
-        report = analyze(bundle, build_analyze_options(opts, cfg, region or bundle.run.region))
+        registry = load_registry()
+        recorded, dropped = known_analysis(bundle.run.analysis, registry)
+        for warning in dropped:
+            err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+        cfg = with_recorded_analysis(cfg, recorded, explicit=opts.get("config") is not None)
+        report = analyze(bundle, build_analyze_options(opts, cfg, region or bundle.run.region), registry)
         return emit(report, opts, cfg)
 
     run_guarded(run)

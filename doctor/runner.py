@@ -137,6 +137,39 @@ def resolve_options(
     return options
 
 
+def known_analysis(record: AnalysisRecord | None, registry: Registry) -> tuple[AnalysisRecord | None, list[str]]:
+    """The recorded analysis without what this installation lacks, and a warning for each drop.
+
+    A report made where a plugin check was installed, or by a version whose check or option has
+    since been renamed, must still re-analyse: what the user types is checked strictly, but a
+    recorded key this installation does not know is dropped and said, not a usage error.
+    """
+    if record is None:
+        return None, []
+    warnings: list[str] = []
+
+    def known(key: str) -> bool:
+        ok = key.upper() == "ALL" or any(s.code.startswith(key.upper()) or s.is_named(key) for s in registry.checks)
+        if not ok:
+            warnings.append(f"the report's recorded analysis names {key!r}, which this llm-doctor lacks: left out")
+        return ok
+
+    settings: dict[str, dict[str, Any]] = {}
+    for key, values in record.settings.items():
+        spec = registry.find(key)
+        if spec is None:
+            known(key)
+            continue
+        kept = {opt: v for opt, v in values.items() if opt in spec.options}
+        warnings += [f"the report's recorded analysis sets {spec.code}.{opt}, an option this llm-doctor lacks: left out"
+                     for opt in values if opt not in spec.options]
+        if kept:
+            settings[key] = kept
+    pruned = dataclasses.replace(record, settings=settings, select=[k for k in record.select if known(k)],
+                                 ignore=[k for k in record.ignore if known(k)])
+    return pruned, warnings
+
+
 def validate_settings(registry: Registry, settings: dict[str, dict[str, Any]]) -> None:
     """Fail before any check runs when a ``--set`` names an unknown check or option."""
     for key in settings:

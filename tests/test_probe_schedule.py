@@ -16,7 +16,7 @@ import pytest
 from doctor.clock import Clock
 from doctor.collect import CollectConfig
 from doctor.derive.stream_stats import request_stats
-from doctor.probes.schedule import Job, dispatch
+from doctor.probes.schedule import Job, _Slots, dispatch
 from doctor.probes.stream import run_stream_probe
 from tests.support.sse_server import SseServer
 
@@ -127,3 +127,21 @@ def test_cancelling_the_dispatch_cancels_queued_and_running_requests():
 
     send = asyncio.run(scenario())
     assert send.started == [("direct", 0, 0)]  # the queued two were never sent
+
+
+def test_a_waiter_cancelled_as_its_slot_is_released_ends_cancelled_and_frees_the_slot():
+    async def race() -> tuple[type[BaseException] | None, list[int]]:
+        slots = _Slots(1)
+        slot = await slots.acquire()
+        waiter = asyncio.ensure_future(slots.acquire())
+        await asyncio.sleep(0)
+        waiter.cancel()  # cancelled first, then the holder releases before the waiter resumes
+        slots.release(slot)
+        try:
+            await waiter
+        except BaseException as exc:  # noqa: BLE001 - which exception is the point
+            return type(exc), list(slots._free)
+        return None, list(slots._free)
+
+    ended, free = asyncio.run(race())
+    assert ended is asyncio.CancelledError and free == [0]

@@ -154,6 +154,13 @@ def test_the_final_event_ends_the_request_when_the_server_holds_the_connection(s
     assert second.connection_reused is False  # the held connection was closed, not waited for
 
 
+@pytest.mark.parametrize("route", ["chat", "completions"])
+def test_a_body_left_unended_after_the_final_event_is_a_complete_answer(server, route):
+    """A server or proxy that closes after [DONE] without the last chunk has still answered."""
+    traces, (_, errors) = run(engine=server.base(itl=0.005, n=4, unended=1), route=route, requests=2)
+    assert errors == [] and all(t.ok and len(t.tokens) == 4 for t in traces), [t.error for t in traces]
+
+
 def test_pairs_are_interleaved_counterbalanced_and_never_over_concurrency(server):
     concurrency, requests, warmup = 2, 6, 2
     traces, (evidence, errors) = run(engine=server.base(itl=0.01, n=5), gateway=server.base(itl=0.01, n=5, framing="close"),

@@ -274,3 +274,20 @@ def test_a_report_reanalyses_with_the_budgets_it_was_made_with(tmp_path, monkeyp
     assert "HEALTHY" in widened.output, widened.output
     explicit = runner.invoke(app, ["analyze", "r.html", "--config", "llm-doctor.toml"])  # so does a named file
     assert "HEALTHY" in explicit.output, explicit.output
+
+
+def test_a_report_naming_a_check_this_install_lacks_still_reanalyses(tmp_path) -> None:
+    """Made where a plugin check LD901 was installed, or by a version with a since-renamed option:
+    the unknown keys are left out with a warning, the rest of the recorded analysis still applies."""
+    from doctor.evidence.run import AnalysisRecord
+
+    bundle = load_path(FIXTURES.parent / "bundles" / "realvllm-proxy-buffering.json.gz")
+    bundle.run.analysis = AnalysisRecord(ttft_budget_s=0.2, tpot_budget_s=0.2, select=["LD3", "LD901"],
+                                         settings={"LD901": {"threshold": 3}, "LD301": {"renamed_option": 1}})
+    save(bundle, tmp_path / "b.json")
+    result = CliRunner().invoke(app, ["analyze", str(tmp_path / "b.json"), "--json", str(tmp_path / "r.json")])
+    assert result.exit_code in (0, 1), result.output
+    assert "'LD901'" in result.output and "LD301.renamed_option" in result.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["verdict"]["budgets"] == {"ttft_s": 0.2, "tpot_s": 0.2}
+    assert {r["code"][:3] for r in report["results"]} == {"LD3"}  # the known part of the selection held

@@ -23,6 +23,7 @@ Warm-up pairs run first, closed loop, and all finish before the measured phase s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -87,7 +88,8 @@ class _Slots:
             if waiter.done() and not waiter.cancelled():
                 self.release(waiter.result())  # handed a slot, then cancelled before taking it
             else:
-                self._waiters.remove(waiter)
+                with contextlib.suppress(ValueError):  # release() may have dropped it already
+                    self._waiters.remove(waiter)
             raise
 
     def release(self, slot: int) -> None:

@@ -454,6 +454,8 @@ async def _finish_body(body: AsyncIterator[bytes]) -> None:
                 pass
         except httpx.ReadTimeout:
             pass  # a stall timeout shorter than the grace: the same held-open connection
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            pass  # closed or reset after the final event, without the last chunk: the answer is complete
 
 
 async def _excerpt(response: httpx.Response, trace: RequestTrace, log: ReadLog) -> str:

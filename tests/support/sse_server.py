@@ -20,7 +20,8 @@ comment before the first token), ``noevent=1`` (Responses API without ``event:``
 token events per write and ``itl`` between writes, what a buffering proxy delivers; a ``stall``
 then at a multiple of B), ``tail=S`` (S seconds between the last token and the usage trailer),
 ``hold=S`` (S seconds between the final event and the end of the body: the connection held
-open), ``strict=1`` (HTTP 400 to vLLM's extensions, as a non-vLLM server does), and one failure:
+open), ``unended=1`` (close the connection after the final event without ending the body, no
+last chunk, as some proxies do), ``strict=1`` (HTTP 400 to vLLM's extensions, as a non-vLLM server does), and one failure:
 ``fail=`` ``status`` (HTTP 500 with a JSON error), ``json`` (a JSON body where a stream was asked
 for), ``error`` (an error object after 2 tokens), ``cut`` (close after 2 tokens, mid-event),
 ``utf8`` (invalid UTF-8 after 2 tokens), ``usage`` (a usage trailer and no token), ``hang``
@@ -198,6 +199,8 @@ class SseServer:
         for payload in events.after():
             await stream.send(payload)
         await asyncio.sleep(float(opts.get("hold", 0)))
+        if opts.get("unended") == "1":
+            return False  # the connection closes with the body unended: no last chunk
         await stream.end()
         return keep and chunked
 

@@ -400,6 +400,53 @@ def test_a_secret_cut_by_the_wrap_is_redacted_whole(tmp_path: Path) -> None:
     assert (facts.value("max_num_seqs"), facts.value("max_model_len")) == (64, 4096)
 
 
+#: A stats message whose numbers keep their number of digits: every line of it is as wide as the last.
+_STATS = ("Engine 000: Avg prompt throughput: 1{i}.0 tokens/s, Avg generation throughput: 2{i}.0 tokens/s, "
+          "Running: 4 reqs, Waiting: {i} reqs, GPU KV cache usage: 5{i}.0%, Prefix cache hit rate: 0.0%")
+#: How a record starts in logs no terminal wrapped: vLLM's header, Python's default format
+#: (VLLM_CONFIGURE_LOGGING=0), a JSON formatter.
+_UNWRAPPED_SHAPES = {
+    "vLLM header": "(APIServer pid=1) INFO 11-30 05:39:16 [loggers.py:335] {}",
+    "Python logging default": "INFO:vllm.v1.metrics.loggers:{}",
+    "JSON": '{{"level": "INFO", "logger": "vllm.v1.metrics.loggers", "message": "{}"}}',
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_UNWRAPPED_SHAPES))
+def test_stats_lines_of_the_same_width_are_not_joined(shape: str, tmp_path: Path) -> None:
+    """Several distinct lines exactly as wide as the widest look like a terminal's wrap; each
+    starts a record of its own all the same."""
+    lines = [_UNWRAPPED_SHAPES[shape].format(_STATS.format(i=i)) for i in range(6)]
+    assert len({len(line) for line in lines}) == 1
+    text = "\n".join(lines) + "\n"
+    path = tmp_path / "stats.log"
+    path.write_text(text, encoding="utf-8")
+    evidence, _ = read_log(str(path))
+    assert [(kept.no, kept.text) for kept in evidence.matched] == list(enumerate(lines, 1))
+    for facts in (parse_lines(evidence.matched), _read(text), _parse(text)):
+        assert [(point.line, point.waiting) for point in facts.stats] == [(i + 1, float(i)) for i in range(6)]
+
+
+def test_python_default_format_warnings_of_the_same_width_are_not_joined() -> None:
+    """``WARNING:vllm.core.scheduler:...`` lines, a real 0.5.5 preemption warning in Python's
+    default format: each one counts, and the last cumulative count is read."""
+    warning = (LOGS / "v0.5.5dev-pr6102-preemption-warning-recompute-cumulative1.log").read_text().splitlines()[0]
+    message = warning.split("] ", 1)[1].replace("147", "{n}").replace("=1", "={n}")
+    text = "".join(f"WARNING:vllm.core.scheduler:{message.format(n=n)}\n" for n in range(11, 20))
+    for read in (_read, _parse):
+        facts = read(text)
+        assert (facts.preemption_warnings, facts.preemptions_cumulative) == (9, 19), read.__name__
+
+
+def test_a_wrapped_crlf_log_gives_the_facts_of_the_lf_one() -> None:
+    """A CRLF log's pieces each end in ``\\r``: joined, the record must not hold them."""
+    text = (LOGS / "startup-0.32.0-cpu-default.log").read_text(encoding="utf-8")
+    whole = _summary(_read(text))
+    wrong = [(width, read.__name__) for width in range(80, 201) for read in (_read, _parse)
+             if _summary(read(_terminal_wrap(text, width).replace("\n", "\r\n"))) != whole]
+    assert wrong == []
+
+
 def test_a_full_width_line_before_an_exception_line_is_not_joined() -> None:
     """With one line of the widest length only, an exception line after it is its own record."""
     lines = ["(EngineCore_DP0 pid=7) ERROR 10-03 16:22:17 [core.py:700] EngineCore failed to start: see the traceback",

@@ -56,7 +56,7 @@ _BOX_RIGHT = re.compile(r"\s*│\s*$")
 #: How a new record can start; a line that starts otherwise and follows a line of at least
 #: ``WRAP_MIN_WIDTH`` is the rest of that line, hard-wrapped by a paste or an editor.
 _RECORD_START = re.compile(
-    r"""\s|$|[(\[│|*#`$>\x1b]
+    r"""\s|$|[(\[│|*#`$>\x1b] | \{"
       | Traceback\b | \w*(?:Error|Exception|Warning)\b
       | (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b
       | \d{4}-\d\d-\d\d | \d\d-\d\d\ \d\d:
@@ -70,13 +70,15 @@ _RECORD_START = re.compile(
 WRAP_MIN_WIDTH = 79
 
 #: What only a new record starts with, however a terminal cut the one before: a process prefix,
-#: vLLM's level and date, a wrapper's timestamp or journald's, torch's rank, uvicorn's level, a
-#: traceback, the fence around a log pasted into an issue. A terminal cuts at a column, so a
-#: wrapped piece starts with any character at all.
+#: a level word (vLLM's header, uvicorn's ``INFO:``, Python's default ``INFO:vllm.x:``), a date
+#: (a wrapper's timestamp, journald's), a JSON object, torch's rank, a traceback, the fence
+#: around a log pasted into an issue. A terminal cuts at a column, so a wrapped piece may start
+#: with any character; these are what the lines of a log that no terminal wrapped start with,
+#: and a log whose periodic lines all have the same width must not be joined into one record.
 _RECORD_HEADER = re.compile(
     r"""\((?:[^()]|\([^()]*\))*?\ pid=\d+[^()]*\)
-      | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?:\ \d\d-\d\d\ \d\d:\d\d:\d\d|:\ )
-      | \S*\d{4}-\d\d-\d\d[T\ ]\d\d:\d\d:\d\d
+      | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b
+      | \S*\d{4}-\d\d-\d\d[T\ ]\d\d:\d\d:\d\d | \d{4}-\d\d-\d\d\b | \{"
       | \S+\ +\d{1,2}\ \d\d:\d\d:\d\d\ \S+\ [^\s:\[]+(?:\[\d+\])?:
       | \[(?:rank\d+|Stage-\d+)\]
       | Traceback\ \(most\ recent | ```""",

@@ -259,10 +259,12 @@ class Scanner:
     def _flush_group(self) -> None:
         """Keep the record just read, joined into one line numbered by its first, when the gate
         finds it worth keeping. Joined, it is redacted as a whole: a secret cut by the wrap
-        would pass the redaction in two halves."""
+        would pass the redaction in two halves. A CRLF log's pieces each end in ``\\r``, which
+        inside the record would read as a carriage-return overwrite (``split_records``)."""
         if not self._group:
             return
-        record = b"".join(text for _, text in self._group)
+        *pieces, (_, last) = self._group
+        record = b"".join(text.removesuffix(b"\r") for _, text in pieces) + last
         no = self._group[0][0]
         self._group, self._group_size = [], 0
         error = patterns.EXCEPTION_GATE.search(record)

@@ -18,13 +18,23 @@ from doctor.model import RERUN_INSTRUCTION, EvidenceValue, Remediation
 
 @dataclass
 class Setting:
-    """An engine setting in use and where it was read."""
+    """An engine setting in use and where it was read.
+
+    ``lower_bound``: the value is a default the engine may exceed (vLLM picks a larger one on some
+    hardware), so the setting in use is at least ``value``: ``running >= value`` does not show a
+    full batch, and ``value`` must not be quoted as today's setting in a numeric suggestion.
+    """
 
     value: Any
     source: str
+    lower_bound: bool = False
 
     def evidence(self, name: str, unit: str = "") -> EvidenceValue:
         return EvidenceValue(name, self.value, unit, self.source)
+
+    def current(self) -> str:
+        """The value as a remediation's ``current`` text: a lower bound says so, never a bare number."""
+        return f"at least {self.value} (vLLM's default for this GPU class)" if self.lower_bound else str(self.value)
 
 
 #: vLLM defaults that have not changed across versions, used when the log's ``non-default args``
@@ -53,8 +63,8 @@ def engine_setting(name: str, log_facts: LogFacts | None, run: RunRecord | None 
 
 
 #: ``vllm serve``'s V1 default for max_num_seqs when it is not set: 128 on CPU builds (0.32), and on
-#: GPUs 256, or more on large-memory GPUs in recent releases: 256 is a lower bound there, so a
-#: check that fires at 256 would fire at the real default too.
+#: GPUs 256, or more on large-memory GPUs in recent releases (1024 on cards with >= 70 GiB): 256 is
+#: a lower bound there (``Setting.lower_bound``).
 V1_SERVE_MAX_NUM_SEQS = {"CPU": 128, "GPU": 256}
 
 
@@ -66,9 +76,10 @@ def default_max_num_seqs(log_facts: LogFacts | None) -> Setting | None:
     device = log_facts.value("kv_cache_device")
     if args is None or device not in V1_SERVE_MAX_NUM_SEQS:
         return None
-    bound = "" if device == "CPU" else ", a lower bound"
+    bound = device != "CPU"
     return Setting(V1_SERVE_MAX_NUM_SEQS[device],
-                   f"vLLM V1 serve default on {device}{bound} (absent from non-default args, log line {args.line})")
+                   f"vLLM V1 serve default on {device}{', a lower bound' if bound else ''} "
+                   f"(absent from non-default args, log line {args.line})", lower_bound=bound)
 
 
 def max_num_seqs_in_use(log_facts: LogFacts | None, run: RunRecord | None = None) -> Setting | None:

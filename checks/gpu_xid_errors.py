@@ -5,7 +5,8 @@ GPU XID errors: NVML delivered one or more critical XID events (the driver's num
 a GPU fault) on a watched GPU during the probe window. 79 (fallen off the bus), 48 (double-bit
 ECC), 95 (uncontained ECC) and 64 (row-remapping failure) are critical; 94 (contained ECC), 63
 (row remapping / page retirement recorded), the application-class 13, 31 and 43, and any other
-XID are warnings.
+XID are warnings. NVML answering "GPU is lost" while the events are read is critical too: that is
+how a GPU that has fallen off the bus shows to the reader.
 
 Why it matters:
 An XID is a fault, not a slowdown: the process that caused or met it loses its CUDA context, so
@@ -18,7 +19,9 @@ error: an illegal memory access".
 
 Evidence:
 gpu (NVML): ``xid``, the XID watch over the probe window: the devices watched, the window on the
-run's clock, every event (XID number, GPU index), and whether the watch stopped reading. NVML
+run's clock, every event (XID number, GPU index), and whether the watch stopped reading: cut
+at its cap, or NVML failing mid-read (``read_error``, ``gpu_lost``). A failed read with no event
+read proves nothing, so the check is not applicable rather than passing. NVML
 keeps no history: XIDs from before the probe are only in the driver's ``NVRM: Xid`` kernel log
 lines (``dmesg`` / ``journalctl -k``).
 
@@ -106,6 +109,11 @@ def gpu_xid_errors(gpu: GpuEvidence) -> Result:
         return NotApplicable(f"no GPU was watched for XID events ({watch.reason or 'no reason recorded'})")
     window = _window(watch)
     watched = ", ".join(str(i) for i in watch.watched)
+    if watch.gpu_lost:
+        return _gpu_lost(watch, window, watched)
+    if not watch.events and watch.read_error:
+        return NotApplicable(f"the XID events of GPUs {watched} could not be read ({watch.read_error}), so an "
+                             f"empty watch proves nothing; look in {KERNEL_LOG}")
     if not watch.events:
         return Pass(f"no XID error on GPUs {watched} during the probe{_span(window)}; NVML keeps no history, "
                     f"so earlier XIDs are only in {KERNEL_LOG}")
@@ -122,6 +130,8 @@ def gpu_xid_errors(gpu: GpuEvidence) -> Result:
     summary = f"{listed} during the probe{_span(window)} (GPUs {watched} watched)"
     if watch.truncated:
         summary += f"; the watch stopped reading after {len(watch.events)} events"
+    elif watch.read_error:
+        summary += f"; the watch stopped reading after {len(watch.events)} events ({watch.read_error})"
     return Fire(
         title="The GPU driver reported XID errors during the probe",
         summary=summary,
@@ -133,6 +143,35 @@ def gpu_xid_errors(gpu: GpuEvidence) -> Result:
             where=decisive.where,
         ),
         severity=decisive.severity,
+        evidence=evidence,
+    )
+
+
+def _gpu_lost(watch: XidWatch, window: float | None, watched: str) -> Fire:
+    """NVML lost the GPU mid-read: the reader's view of XID 79, whatever events came before it."""
+    counts = Counter((e.xid, e.gpu) for e in watch.events)
+    read = "; ".join(f"XID {xid} ({_meaning(xid)}) on {_gpu(index)} x{n}"
+                     for (xid, index), n in sorted(counts.items(), key=_order))
+    source = f"gpu: NVML XID watch, GPUs {watched}"
+    evidence = [EvidenceValue("XID read error", watch.read_error, "", source)]
+    evidence += [EvidenceValue(f"XID {xid} on {_gpu(index)}", n, "events", source)
+                 for (xid, index), n in sorted(counts.items(), key=_order)]
+    summary = (f"NVML lost the GPU while reading XID events: it has likely fallen off the bus "
+               f"(GPUs {watched} watched during the probe{_span(window)})")
+    if read:
+        summary += f"; read before it: {read}"
+    return Fire(
+        title="NVML lost the GPU while reading XID events",
+        summary=summary,
+        remediation=Remediation(
+            setting=HARDWARE.setting,
+            suggested=HARDWARE.suggested,
+            why=("NVML answered 'GPU is lost' (the reader's view of XID 79, fallen off the bus): the GPU is "
+                 f"unusable until it is reset or replaced; no vLLM setting helps. The XID itself is in {KERNEL_LOG}"),
+            verify=rerun(f"nvidia-smi to list the GPU again, no XID event during the probe, and none new in {KERNEL_LOG}"),
+            where=HARDWARE.where,
+        ),
+        severity=HARDWARE.severity,
         evidence=evidence,
     )
 

@@ -15,9 +15,10 @@ the streams ended is the one that counts, and KV usage / waiting sampled during 
 Evidence:
 metrics_window: preemption delta, KV usage peak, running peak, and the waiting gauge in the
 scrapes taken during the stalls (preempted requests go back to the queue; else its peak during
-the probe). stream_stats: stalls (gaps > 5x the request's median gap) and the largest gap. gpu (NVML): free GPU memory. Startup log
-/ run record: ``gpu_memory_utilization``, ``kv_cache_tokens``, ``kv_cache_memory_gib``,
-``max_num_seqs``.
+the probe, or over the window when it comes from Prometheus history, whose clock is not the
+probe's). stream_stats: stalls (gaps > 5x the request's median gap) and the largest gap. gpu
+(NVML): free GPU memory. Startup log / run record: ``gpu_memory_utilization``,
+``kv_cache_tokens``, ``kv_cache_memory_gib``, ``max_num_seqs``.
 
 Remediation:
 As vLLM's guidance says: when NVML shows free GPU memory (at least ``gpu_headroom`` of it),
@@ -118,9 +119,18 @@ def _waiting(mw: MetricsWindow, path: PathStats, stream: StreamEvidence | None) 
 
     A preempted request goes back to the waiting queue: requests waiting while a stream is stalled
     are the preemption seen from the scheduler's side. Before / after scrapes see an idle engine.
+    Only scrapes share the probe's clock: Prometheus history counts its sample times from the start
+    of the range it was asked for, so its peak over that window is all it can give.
     """
     if mw.waiting is None:
         return None
+    if mw.source != "scrape":
+        if mw.waiting.max is None:
+            return None
+        where = "during the Prometheus window"
+        return EvidenceValue(f"waiting max {where}", mw.waiting.max, "requests",
+                             "metrics: vllm:num_requests_waiting, Prometheus history (its clock is not the probe's, "
+                             "so the stalls cannot be matched)"), where
     spans = _stall_spans(path, stream) if stream is not None else []
     during = [v for t, v in mw.waiting.samples if any(a <= t <= b for a, b in spans)]
     if during:
@@ -275,6 +285,10 @@ def _lower_max_num_seqs(
         evidence.append(max_seqs.evidence("max_num_seqs"))
     per_request = tokens_per_request(stream)
     running_max = mw.running.max if mw.running else None
+    if max_seqs is not None and max_seqs.lower_bound and current is not None:
+        # A lower-bound default: the limit in use is at least it, and at least what was seen running;
+        # only a fit below both is sure to lower it.
+        current = max(current, math.floor(running_max or 0))
     suggested = f"lower it below the {running_max:.0f} sequences running at the peak" if running_max else "lower it"
     if kv_tokens is not None and per_request is not None:
         evidence.append(EvidenceValue("tokens per request", per_request[0], "tokens", per_request[1]))
@@ -288,6 +302,6 @@ def _lower_max_num_seqs(
         why=(f"{reason}: with fewer concurrent sequences sharing it, each keeps its blocks to the end of its "
              "answer (lowering max_num_batched_tokens also limits how much a step allocates). " + alternative).strip(),
         verify=rerun("vllm:num_preemptions to stay flat after the streams end, and no stalls in the streams"),
-        current=str(current) if current is not None else None,
+        current=max_seqs.current() if max_seqs is not None else None,
         where="vllm serve flag --max-num-seqs",
     )

@@ -99,7 +99,10 @@ def requests_queued_before_prefill(
         evidence.append(EvidenceValue("KV usage max", kv_max, "fraction", "metrics: KV cache usage gauge"))
     kv_full = kv_max is not None and kv_max >= kv_headroom
     batch_full: bool | None = None  # unknown unless a scrape saw it full, or scrapes during the probe never did
-    if running_max is not None and max_seqs is not None:
+    # More running than a lower-bound default only shows that the limit in use is higher than it.
+    above_bound = (max_seqs is not None and max_seqs.lower_bound and running_max is not None
+                   and running_max >= float(max_seqs.value))
+    if running_max is not None and max_seqs is not None and not above_bound:
         if running_max >= float(max_seqs.value):
             batch_full = True
         elif _during(mw.running):
@@ -111,6 +114,9 @@ def requests_queued_before_prefill(
     if batch_full is not None:
         parts.append(f"running = max_num_seqs = {max_seqs.value}" if batch_full
                      else f"running up to {running_max:.0f} < max_num_seqs {max_seqs.value}")
+    elif above_bound:
+        parts.append(f"running up to {running_max:.0f}, above vLLM's default lower bound of {max_seqs.value}: "
+                     "the max_num_seqs in use is unknown")
     if kv_max is not None:
         parts.append(f"KV usage <= {fmt_pct(kv_max)}")
     if batch_full is False and not kv_full:
@@ -131,6 +137,8 @@ def requests_queued_before_prefill(
             demand = float(stream.shape.concurrency), "the probe's concurrency of {} (no scrape saw the peak)"
         unconfirmed = None if batch_full else (
             "max_num_seqs is in neither the startup log nor the run record" if max_seqs is None
+            else f"max_num_seqs is in neither the startup log nor the run record, and vLLM's default for this GPU "
+                 f"is only known to be at least {max_seqs.value}" if above_bound
             else "no scrape during the probe showed how many requests ran")
         remediation = _raise_max_num_seqs(max_seqs, kv_max, demand, unconfirmed, stream, log_facts, run, evidence)
     return Fire(
@@ -186,9 +194,11 @@ def _raise_max_num_seqs(
     The check fires with a known-full batch only when someone waited, so the peak demand
     (running + waiting) is above today's value whenever it is known. ``demand`` is that peak (or
     the probe's concurrency) and its description; ``unconfirmed`` says why the batch was not seen
-    full, when it was not.
+    full, when it was not. A lower-bound default is never today's value here: any number could
+    lower a limit that is in fact higher, so the advice is then the direction only.
     """
-    current = int(max_seqs.value) if max_seqs is not None else None
+    bounded = max_seqs is not None and max_seqs.lower_bound
+    current = int(max_seqs.value) if max_seqs is not None and not bounded else None
     fit: int | None = None
     basis = ""
     kv_tokens = engine_setting("kv_cache_tokens", log_facts, run)
@@ -202,7 +212,9 @@ def _raise_max_num_seqs(
         fit = math.floor(current * KV_TARGET / kv_max)
         basis = f"max_num_seqs {current} x {KV_TARGET} / peak KV usage {kv_max:.2f}"
     suggested: int | None = fit
-    if fit is not None and current is not None and fit <= current:
+    if bounded:
+        suggested = None
+    elif fit is not None and current is not None and fit <= current:
         suggested = None  # the arithmetic says the cache is the limit after all: give the direction only
     elif demand is not None and (fit is None or demand[0] < fit):
         # No need to go past the demand: every extra slot deepens the batch (slower tokens).
@@ -210,7 +222,13 @@ def _raise_max_num_seqs(
         basis = demand[1].format(suggested) + (f"; the KV cache fits up to {fit}: {basis}" if fit is not None else "")
     if suggested is not None and current is not None and suggested <= current:
         suggested = None  # a demand at or below today's limit cannot be met by raising it
-    text = f"{suggested} ({basis})" if suggested is not None else "raise it while KV usage stays below 90 %"
+    if suggested is not None:
+        text = f"{suggested} ({basis})"
+    elif bounded:
+        text = ("raise it above the limit in use (start the engine with --max-num-seqs set explicitly) while KV "
+                "usage stays below 90 %" + (f"; the KV cache fits up to {fit}: {basis}" if fit is not None else ""))
+    else:
+        text = "raise it while KV usage stays below 90 %"
     kv_note = f"KV usage stayed <= {fmt_pct(kv_max)}" if kv_max is not None else "the KV cache had room"
     if unconfirmed is None:
         why = f"the batch is full while {kv_note}: the sequence limit, not GPU memory, makes requests wait"
@@ -222,6 +240,6 @@ def _raise_max_num_seqs(
         suggested=text,
         why=why,
         verify=rerun("waiting to stay near 0, queue time to shrink, and no preemptions (vllm:num_preemptions)"),
-        current=str(current) if current is not None else None,
+        current=max_seqs.current() if max_seqs is not None else None,
         where="vllm serve flag --max-num-seqs",
     )

@@ -10,17 +10,19 @@ import json
 from pathlib import Path
 
 from checks.error_rate import error_rate
+from checks.kv_pressure_preemption import kv_pressure_preemption
 from checks.prefill_bound_first_token import prefill_bound_first_token
 from checks.requests_queued_before_prefill import requests_queued_before_prefill
 from doctor.bundle import from_dict, load_path
 from doctor.check import Fire, NotApplicable, Pass
 from doctor.derive.log_facts import Fact, LogFacts
 from doctor.derive.metrics_window import GaugeWindow, HistogramWindow, MetricsWindow
-from doctor.evidence import Bundle
+from doctor.derive.stream_stats import derive_stream_stats
+from doctor.evidence import Bundle, GpuDevice, GpuEvidence
 from doctor.model import Finding, Outcome
 from doctor.registry import load_registry
 from doctor.runner import Evidence, run_check
-from tests.support.bundles import bundle, metrics, stream
+from tests.support.bundles import bundle, metrics, request, stream
 from tests.support.make_check_fixtures_engine import steady
 from tests.support.make_check_fixtures_general import probe
 
@@ -113,6 +115,28 @@ def test_no_request_seen_waiting_during_the_probe_passes():
     assert isinstance(out, Pass) and "no request was seen waiting" in out.message
 
 
+def gpu_default() -> LogFacts:
+    """A V1 engine on a GPU whose non-default args do not name max_num_seqs: only a lower bound is known."""
+    return facts(engine_generation="V1", kv_cache_device="GPU", non_default_args={"model": "m"})
+
+
+def test_running_above_a_lower_bound_default_does_not_claim_a_full_batch():
+    """vLLM's GPU default 256 is a lower bound (1024 on >= 70 GiB cards): 300 running shows only that."""
+    out = requests_queued_before_prefill(queued(running=gauge(300), waiting=gauge(12)), log_facts=gpu_default(),
+                                         stream=stream(steady(4, ttft=2.4, gap=0.03), concurrency=312))
+    assert isinstance(out, Fire)
+    assert "running = max_num_seqs" not in out.summary and "the max_num_seqs in use is unknown" in out.summary
+    fix = out.remediation
+    assert fix.current == "at least 256 (vLLM's default for this GPU class)"
+    assert fix.suggested.startswith("raise it above the limit in use")  # no number that could lower a 1024 limit
+    assert "not confirmed" in fix.why
+
+
+def test_running_below_a_lower_bound_default_is_below_the_limit():
+    out = requests_queued_before_prefill(queued(running=gauge(100), waiting=gauge(12)), log_facts=gpu_default())
+    assert isinstance(out, Pass) and "running up to 100 < max_num_seqs 256" in out.message
+
+
 def test_recorded_queueing_bundle_still_raises_max_num_seqs():
     """Real vLLM 0.32 with --max-num-seqs 1: 7 waited behind the one running request."""
     f = finding("requests-queued-before-prefill", load_path(ROOT / "fixtures" / "bundles" / "realvllm-queueing.json.gz"))
@@ -155,6 +179,37 @@ def test_recorded_kv_pressure_names_the_default_max_num_seqs_and_the_waiting_que
     waiting = {e.name: e.value for e in f.evidence}.get("waiting max during the stalls")
     assert waiting is not None and waiting > 0
     assert "waiting during the stalls" in f.summary
+
+
+def test_lower_bound_default_is_not_quoted_as_the_max_num_seqs_to_lower():
+    """Without free GPU memory LD201 lowers max_num_seqs: with only a lower bound (256) known and 300
+    seen running, a fit of 280 is below the limit in use whatever it is, and 256 is not today's value."""
+    mw = MetricsWindow(preemptions=3.0, kv_usage=GaugeWindow(min=0.0, max=0.99, last=0.0), running=gauge(300))
+    full = GpuEvidence(available=True, devices=[GpuDevice(index=0, memory_total_bytes=80 * 2**30,
+                                                          memory_free_bytes=2**30)])
+    log_facts = gpu_default()
+    log_facts.facts["kv_cache_tokens"] = Fact(280 * 262, line=3)  # 262 tokens a request (usage trailers)
+    out = kv_pressure_preemption(mw, stream=stream(steady(4, ttft=0.2, gap=0.03)), log_facts=log_facts, gpu=full)
+    assert isinstance(out, Fire)
+    fix = out.remediation
+    assert fix.setting == "max_num_seqs" and fix.current == "at least 256 (vLLM's default for this GPU class)"
+    assert fix.suggested.startswith("280 ")
+
+
+def test_prometheus_history_waiting_is_not_matched_to_stall_times():
+    """Prometheus sample times count from the start of its range, not the probe's clock: no stall match."""
+    stalled = [request("direct", i, ttft=0.2, gaps=[0.03] * 10 + [3.0] + [0.03] * 10, start=0.0) for i in range(4)]
+    probe4 = stream(stalled, concurrency=4)
+    # A waiting spike at t=1 (inside the probe's stall at ~0.5-3.5 s) and the peak elsewhere.
+    waiting = GaugeWindow(min=0.0, max=9.0, last=0.0, samples=[[0.0, 0.0], [1.0, 2.0], [20.0, 9.0], [40.0, 0.0]])
+    mw = MetricsWindow(preemptions=3.0, kv_usage=GaugeWindow(min=0.0, max=0.99, last=0.0), waiting=waiting)
+    stats = derive_stream_stats(Bundle(stream=probe4))
+    scraped = kv_pressure_preemption(mw, stream_stats=stats, stream=probe4)
+    assert isinstance(scraped, Fire) and "up to 2 waiting during the stalls" in scraped.summary
+    mw.source = "prometheus"
+    history = kv_pressure_preemption(mw, stream_stats=stats, stream=probe4)
+    assert isinstance(history, Fire) and "during the stalls" not in history.summary
+    assert "up to 9 waiting during the Prometheus window" in history.summary
 
 
 def test_kv_sized_in_bytes_says_which_lever_grows_the_cache():

@@ -18,10 +18,13 @@ import pytest
 
 import doctor.probes.gpu as gpu_probe
 import doctor.probes.stream as stream_probe
+from checks.gpu_xid_errors import gpu_xid_errors
+from doctor.check import Fire, NotApplicable
 from doctor.clock import Clock
 from doctor.collect import CollectConfig, collect
 from doctor.evidence import Bundle, GpuEvidence
 from doctor.evidence.stream import StreamEvidence
+from doctor.model import Severity
 from doctor.probes.gpu import XidWatcher, collect_gpu
 from doctor.probes.http import HttpOptions
 from doctor.serial import load, to_jsonable
@@ -463,7 +466,25 @@ def test_gpu_lost_while_reading_keeps_the_window_and_releases_nvml() -> None:
     (error,) = errors
     assert (error.action, error.kind) == ("read XID events", "unavailable") and "GPU is lost" in error.message
     assert evidence.xid.watched == [0] and evidence.xid.reason == error.message
+    assert evidence.xid.read_error == error.message and evidence.xid.gpu_lost
     assert nvml.event_sets == {} and not nvml.initialised
+    # the reader's view of XID 79: LD208 must not read the empty watch as "no XID"
+    result = gpu_xid_errors(evidence)
+    assert isinstance(result, Fire) and result.severity is Severity.CRITICAL
+    assert result.remediation.setting == "gpu_hardware" and "fallen off the bus" in result.summary
+
+
+def test_another_read_failure_is_not_a_pass() -> None:
+    nvml = FakeNvml([FakeGpu()])
+
+    def probe() -> None:
+        nvml.wait_error = pynvml.NVML_ERROR_UNKNOWN
+
+    evidence, errors = watch(nvml, probe)
+    (error,) = errors
+    assert evidence.xid.read_error == error.message and not evidence.xid.gpu_lost
+    result = gpu_xid_errors(evidence)
+    assert isinstance(result, NotApplicable) and "Unknown Error" in result.message
 
 
 def test_the_xid_watch_round_trips_through_the_bundle() -> None:

@@ -71,6 +71,11 @@ class XidWatch:
     events: list[XidEvent] = field(default_factory=list)
     truncated: bool = False  # more events than the watch reads; the rest were left unread
     reason: str | None = None  # why nothing was watched, or why the watch ended early
+    # NVML failed while reading the queued events (other than "queue empty"): events may be missing,
+    # so "no event" proves nothing. ``gpu_lost`` when the failure was NVML's "GPU is lost", which
+    # is how a GPU that fell off the bus (XID 79) shows to the reader.
+    read_error: str | None = None
+    gpu_lost: bool = False
 
 
 @dataclass

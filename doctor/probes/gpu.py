@@ -196,7 +196,9 @@ class XidWatcher:
                 data = wait(self._set, 0)  # 0 ms: only what is already queued
             except nvml.NVMLError as exc:
                 if type(exc).__name__ != "NVMLError_Timeout":
-                    self._fail("read XID events", f"NVML failed while reading XID events: {exc}")
+                    self._watch.read_error = f"NVML failed while reading XID events: {exc}"
+                    self._watch.gpu_lost = type(exc).__name__ == "NVMLError_GpuIsLost"
+                    self._fail("read XID events", self._watch.read_error)
                 return
             if len(self._watch.events) == MAX_XID_EVENTS:
                 self._watch.truncated = True

@@ -206,6 +206,16 @@ def queueing() -> None:
                why="the same queue (82 % of TTFT, 12 waiting, KV <= 31 %) but only 8 of max_num_seqs 32 ran: "
                    "neither the batch limit nor the KV cache held the requests, so raising max_num_seqs "
                    "would change nothing")
+    above_default = load_scrapes({}, {"vllm:num_requests_waiting": 12, "vllm:num_requests_running": 300,
+                                      "vllm:kv_cache_usage_perc": 0.31}, {**histos, "vllm:kv_cache_usage_perc": 0.02})
+    write_case(name, "fires-direction-only-above-default-lower-bound",
+               bundle(stream=stream(direct, concurrency=312), metrics=above_default,
+                      log=vllm_log({}, kv_tokens=4_000_000)),
+               why="vllm serve on a GPU without --max-num-seqs: V1's default there is at least 256 (1024 on cards "
+                   "with >= 70 GiB), and 300 ran: the limit in use is unknown, so the batch is not claimed full and "
+                   "the advice is the direction only, never a number that could lower a 1024 limit",
+               expect={"severity": "critical", "setting": "max_num_seqs",
+                       "summary_contains": ["running up to 300, above vLLM's default lower bound of 256", "unknown"]})
     kv_full = load_scrapes({}, {"vllm:num_requests_waiting": 9, "vllm:num_requests_running": 5,
                                 "vllm:kv_cache_usage_perc": 0.97}, {**histos, "vllm:kv_cache_usage_perc": 0.1})
     write_case(name, "fires-kv-full-needs-capacity",
@@ -526,13 +536,16 @@ def gpu_state() -> None:
 # --------------------------------------------------------------------------- LD208
 
 
-def xid_watch(*events: tuple[int, int | None, float], watched: tuple[int, ...] = (0, 1), reason: str | None = None
-              ) -> XidWatch:
-    """A watch over a 12.3 s probe window (run clock 0.2-12.5 s); ``events`` are (xid, gpu, seen_t)."""
+def xid_watch(*events: tuple[int, int | None, float], watched: tuple[int, ...] = (0, 1), reason: str | None = None,
+              read_error: str | None = None, gpu_lost: bool = False) -> XidWatch:
+    """A watch over a 12.3 s probe window (run clock 0.2-12.5 s); ``events`` are (xid, gpu, seen_t).
+
+    ``read_error`` is the message the probe records when NVML fails mid-read (also its ``reason``).
+    """
     t0_wall = 1_796_000_000.0
     return XidWatch(watched=list(watched), start_t=0.2, end_t=12.5, start_wall=t0_wall + 0.2, end_wall=t0_wall + 12.5,
                     events=[XidEvent(gpu=g, xid=x, seen_t=t, seen_wall=t0_wall + t) for x, g, t in events],
-                    reason=reason)
+                    reason=reason or read_error, read_error=read_error, gpu_lost=gpu_lost)
 
 
 def xid_errors() -> None:
@@ -557,6 +570,20 @@ def xid_errors() -> None:
                bundle(gpu=with_watch(xid_watch(watched=(), reason="no GPU supports XID events"),
                                      gpu(h100(errors=["xid_events: Not Supported"])))),
                why="the driver does not support XID events on this GPU (a vGPU), so nothing was watched")
+    lost = "NVML failed while reading XID events: GPU is lost"
+    write_case(name, "fires-gpu-lost-while-reading", bundle(gpu=with_watch(xid_watch(read_error=lost, gpu_lost=True))),
+               why="NVML answered 'GPU is lost' when the watch read its events (how XID 79 shows to the reader): "
+                   "no event was read, yet the GPU has likely fallen off the bus",
+               expect={"severity": "critical", "setting": "gpu_hardware",
+                       "summary_contains": ["NVML lost the GPU", "fallen off the bus"]})
+    write_case(name, "fires-gpu-lost-after-an-xid",
+               bundle(gpu=with_watch(xid_watch((94, 0, 12.5), read_error=lost, gpu_lost=True))),
+               why="one contained ECC error (XID 94, a warning alone) was read, then NVML lost the GPU: critical",
+               expect={"severity": "critical", "setting": "gpu_hardware",
+                       "summary_contains": ["NVML lost the GPU", "XID 94"]})
+    write_case(name, "na-read-failed-no-events",
+               bundle(gpu=with_watch(xid_watch(read_error="NVML failed while reading XID events: Unknown Error"))),
+               why="NVML failed (not 'GPU is lost') while reading the events: an empty watch proves nothing, never a pass")
 
 
 def main() -> None:

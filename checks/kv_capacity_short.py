@@ -79,6 +79,8 @@ def kv_capacity_short(
     else:
         return NotApplicable("neither the KV cache size nor the maximum concurrency is in the log")
     if fit_full >= min_ratio * seqs.value:
+        if seqs.lower_bound:  # the limit in use may be larger than the default's floor
+            return NotApplicable(f"{arithmetic}; max_num_seqs in use is unknown: {seqs.current()}")
         return Pass(f"{arithmetic}: the cache holds a full batch")
 
     evidence = [seqs.evidence("max_num_seqs")]
@@ -106,6 +108,8 @@ def kv_capacity_short(
         holds = f"{fit_full:.1f} full-length requests"
         basis = "the full-length requests the cache holds"
     if suggested >= seqs.value:
+        if seqs.lower_bound:
+            return NotApplicable(f"{arithmetic}; max_num_seqs in use is unknown: {seqs.current()}")
         return Pass(f"{arithmetic}; the requests served fit max_num_seqs {seqs.value}")
     return Fire(
         title="The KV cache cannot hold a full batch",
@@ -113,7 +117,7 @@ def kv_capacity_short(
         remediation=Remediation(
             setting="max_num_seqs",
             suggested=str(suggested),
-            current=str(seqs.value),
+            current=seqs.current(),
             where="vllm serve flag --max-num-seqs",
             why=(
                 f"max_num_seqs admits {seqs.value} sequences but the KV cache holds {holds}: a full batch "

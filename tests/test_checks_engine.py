@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from checks.error_rate import error_rate
+from checks.kv_capacity_short import kv_capacity_short
 from checks.kv_pressure_preemption import kv_pressure_preemption
 from checks.prefill_bound_first_token import prefill_bound_first_token
 from checks.requests_queued_before_prefill import requests_queued_before_prefill
@@ -236,3 +237,25 @@ def test_cancelled_requests_and_their_aborts_are_not_failures():
     out = error_rate(bundle(stream=failing))
     assert isinstance(out, Fire) and "2 of 4 probe requests failed" in out.summary
     assert isinstance(error_rate(bundle(stream=probe(cancelled=8))), NotApplicable)
+
+
+# --------------------------------------------------------------------------- LD401
+
+def test_kv_capacity_with_only_a_lower_bound_default_does_not_claim_a_full_batch_fits():
+    """The cache holds 300 full-length requests, more than the 256 floor but not the 1024 an 80 GiB
+    card gets: whether a full batch fits is unknown, so it neither passes nor fires."""
+    log_facts = gpu_default()
+    log_facts.facts["kv_cache_tokens"] = Fact(300 * 1024, line=3)
+    log_facts.facts["max_model_len"] = Fact(1024, line=4)
+    out = kv_capacity_short(log_facts)
+    assert isinstance(out, NotApplicable) and "at least 256" in out.message
+
+
+def test_kv_capacity_below_the_lower_bound_fires_without_quoting_it_as_today():
+    log_facts = gpu_default()
+    log_facts.facts["kv_cache_tokens"] = Fact(100 * 1024, line=3)
+    log_facts.facts["max_model_len"] = Fact(1024, line=4)
+    out = kv_capacity_short(log_facts)
+    assert isinstance(out, Fire)
+    assert out.remediation.current == "at least 256 (vLLM's default for this GPU class)"
+    assert out.remediation.suggested == "100"

@@ -36,7 +36,7 @@ from checks._engine import engine_path, engine_setting, rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
-from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats
+from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import RunRecord, StreamEvidence
 from doctor.model import EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_seconds
@@ -115,10 +115,10 @@ def _gaps_by_depth(path: PathStats, stream: StreamEvidence) -> dict[int, list[fl
     out: dict[int, list[float]] = defaultdict(list)
     for rs in path.requests:
         trace = traces.get(rs.index)
-        if trace is None or rs.warmup or not rs.median_gap:
+        if trace is None or rs.warmup or not rs.median_gap or rs.stall_above is None:
             continue
         for token, gap in zip(trace.tokens, rs.gaps, strict=False):  # the last token has no gap after it
-            if gap > STALL_FACTOR * rs.median_gap:
+            if gap > rs.stall_above:
                 continue
             mid = token.t + gap / 2
             out[sum(1 for first, last in windows if first <= mid <= last)].append(gap)

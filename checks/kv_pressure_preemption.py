@@ -45,7 +45,7 @@ from checks._engine import Setting, engine_path, engine_setting, max_num_seqs_in
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
-from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats, stall_base
+from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import GpuEvidence, RunRecord, StreamEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
@@ -147,16 +147,16 @@ def _waiting(mw: MetricsWindow, path: PathStats, stream: StreamEvidence | None) 
 def _stall_spans(path: PathStats, stream: StreamEvidence) -> list[tuple[float, float]]:
     """When the measured requests of ``path`` stalled, on the probe's clock (which scrapes share).
 
-    A stall is what ``stream_stats`` counts as one (a gap above ``STALL_FACTOR`` x the request's
-    ``stall_base``); the view keeps the gaps but not their times, so the token stamps give them.
+    A stall is what ``stream_stats`` counts as one (a gap above the request's ``stall_above``);
+    the view keeps the gaps but not their times, so the token stamps give them.
     """
-    bases = {rs.index: stall_base(rs.gaps) for rs in path.requests if not rs.warmup}
+    above = {rs.index: rs.stall_above for rs in path.requests if not rs.warmup}
     spans: list[tuple[float, float]] = []
     for req in stream.requests:
-        base = bases.get(req.index) if req.path == path.path and req.ok and not req.warmup else None
-        if base:
+        limit = above.get(req.index) if req.path == path.path and req.ok and not req.warmup else None
+        if limit:
             times = [e.t for e in req.tokens if math.isfinite(e.t)]
-            spans += [(a, b) for a, b in itertools.pairwise(times) if b - a > STALL_FACTOR * base]
+            spans += [(a, b) for a, b in itertools.pairwise(times) if b - a > limit]
     return spans
 
 

@@ -375,12 +375,13 @@ def _itl_split(ps: PathStats, stream: StreamEvidence | None, mw: MetricsWindow |
     (the per-chunk gaps, ITL, are k times longer; the token-bundling check reports that).
     """
     split = _Split()
-    measured = [r for r in ps.requests if not r.warmup and r.tpot is not None and r.gaps and r.median_gap]
+    measured = [r for r in ps.requests
+                if not r.warmup and r.tpot is not None and r.gaps and r.median_gap and r.stall_above is not None]
     if not measured:
         return split
     tpot = statistics.fmean(r.tpot or 0.0 for r in measured)
     stall = statistics.fmean(  # a stall's time beyond the median gap, spread over the request's tokens as TPOT is
-        sum(g - r.median_gap for g in r.gaps if g > STALL_FACTOR * r.median_gap) / (r.tokens - 1)
+        sum(g - r.median_gap for g in r.gaps if g > r.stall_above) / (r.tokens - 1)
         for r in measured
     )
     split.basis = f"{ps.path} TPOT mean {fmt_seconds(tpot)} (n={len(measured)})"

@@ -115,7 +115,8 @@ class RequestStats:
     gaps: list[float] = field(default_factory=list)  # between token-bearing events (ITL)
     median_gap: float | None = None
     max_gap: float | None = None
-    stalls: int = 0  # gaps > STALL_FACTOR x the typical gap (see ``stall_base``)
+    stall_above: float | None = None  # STALL_FACTOR x the typical gap (``stall_base``): a longer gap is a stall
+    stalls: int = 0  # gaps > stall_above
     events_per_read: float | None = None
     bytes_per_read: float | None = None
     headers_to_first_token: float | None = None
@@ -213,7 +214,9 @@ def request_stats(req: RequestTrace) -> RequestStats:
         rs.median_gap = statistics.median(rs.gaps)
         rs.max_gap = max(rs.gaps)
         base = stall_base(rs.gaps)
-        rs.stalls = 0 if base is None else sum(1 for g in rs.gaps if g > STALL_FACTOR * base)
+        if base is not None:
+            rs.stall_above = STALL_FACTOR * base
+            rs.stalls = sum(1 for g in rs.gaps if g > rs.stall_above)
     return rs
 
 

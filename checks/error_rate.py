@@ -39,6 +39,7 @@ from checks._engine import rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import Bundle, RequestTrace
+from doctor.evidence.stream import CANCELLED
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct
 
@@ -105,8 +106,6 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
     ),
 }
 GENERIC = (*ENGINE_LOG, "requests failed")
-#: The outcome of a request in flight when the user stopped the probe: not a failure of the target.
-CANCELLED = "cancelled"
 
 
 def failure_key(req: RequestTrace) -> str:

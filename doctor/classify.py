@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from doctor.derive import Missing
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats
+from doctor.evidence.stream import CANCELLED
 from doctor.model import (
     CheckResult,
     Component,
@@ -87,8 +88,6 @@ FALLBACK_CAUSES: dict[str, tuple[str, ...]] = {
     "queue": ("queue-load",),
 }
 
-#: A request the user cancelled (Ctrl-C) is neither a failure nor a measurement.
-CANCELLED = "cancelled"
 
 #: Inter-token components that are the engine's steady per-token time (the rest is pure overhead).
 STEADY_DECODE = ("decode", "batch-depth", "gpu-state")

@@ -30,6 +30,11 @@ class TokenEvent:
     chars: int = 0
 
 
+#: The outcome of a request in flight when the user stopped the probe (Ctrl-C): neither a failure
+#: of the target nor a measurement.
+CANCELLED = "cancelled"
+
+
 @dataclass
 class RequestTrace:
     """One streamed request on one path."""

@@ -27,6 +27,7 @@ import httpx
 from doctor.clock import Clock
 from doctor.collect import ROUTES, CollectConfig
 from doctor.evidence import EvidenceError, ProbeShape, RequestTrace, StreamEvidence, TokenEvent
+from doctor.evidence.stream import CANCELLED
 from doctor.probes import payload as payloads
 from doctor.probes.http import join_url
 from doctor.probes.schedule import Job, dispatch, plan
@@ -237,7 +238,7 @@ class _Probe:
     def _at_deadline(self, jobs: list[Job]) -> None:
         """Requests cut by the deadline are ``deadline``, and so is every job never sent."""
         for trace in self.traces:
-            if trace.outcome == "cancelled":
+            if trace.outcome == CANCELLED:
                 trace.outcome, trace.error = "deadline", f"still streaming at the {self.config.deadline_s:g} s deadline"
         sent = {(t.path, t.index) for t in self.traces}
         now = self.clock.now()
@@ -251,7 +252,7 @@ class _Probe:
             reqs = [t for t in self.traces if t.path == path]
             failed: dict[str, list[RequestTrace]] = {}
             for t in reqs:
-                if not t.ok and t.outcome != "cancelled":  # Ctrl-C, not the target: ``Bundle.interrupted`` says so
+                if not t.ok and t.outcome != CANCELLED:  # Ctrl-C, not the target: ``Bundle.interrupted`` says so
                     failed.setdefault(t.outcome, []).append(t)
             no_success = not any(t.ok for t in reqs)
             for outcome, group in failed.items():
@@ -275,7 +276,7 @@ class _Probe:
             await self._stream(client, job, trace, log)
         except (asyncio.CancelledError, KeyboardInterrupt):
             # the deadline (``_at_deadline`` relabels it) or Ctrl-C: what came so far is kept below
-            trace.outcome = "cancelled"
+            trace.outcome = CANCELLED
             trace.error = "still streaming when the probe was stopped"
             raise
         except Exception as exc:  # noqa: BLE001 - every failure is a recorded outcome, never a crash

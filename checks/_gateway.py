@@ -95,6 +95,11 @@ def detect_proxy(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
     return None, None
 
 
+def gateway_name(server: str | None) -> str:
+    """How a remediation names the gateway: by its Server header when it sent one."""
+    return f"the gateway ({server})" if server else "the gateway"
+
+
 def ttft_wait(ps: PathStats, answer_s: float) -> float:
     """How many answers of ``answer_s`` the p90 request waited beyond the fastest one.
 

@@ -42,7 +42,7 @@ LD301 proxy-buffering: gateway delivers 16.0 events per read (4104 B) vs 1.0 dir
 from __future__ import annotations
 
 from checks._engine import rerun
-from checks._gateway import detect_proxy, gateway_headers, measured_pair, stream_encoding
+from checks._gateway import detect_proxy, gateway_headers, gateway_name, measured_pair, stream_encoding
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import EndpointsEvidence
@@ -163,7 +163,7 @@ def _remediation(family: str | None, server: str | None, burst_bytes: float) -> 
             ),
             verify=verify,
         )
-    name = f"the gateway ({server})" if server else "the gateway"
+    name = gateway_name(server)
     return Remediation(
         setting="proxy_buffering",
         suggested="off for text/event-stream responses on the streaming route",

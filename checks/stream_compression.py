@@ -35,7 +35,7 @@ nginx/1.22.1); 178.5 events per read (n=2 reads), the stream is held back -> ngi
 from __future__ import annotations
 
 from checks._engine import rerun
-from checks._gateway import detect_proxy, gateway_headers, stream_encoding
+from checks._gateway import detect_proxy, gateway_headers, gateway_name, stream_encoding
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import EndpointsEvidence
@@ -131,7 +131,7 @@ def _remediation(family: str | None, server: str | None, enc: str) -> Remediatio
             why="Traefik's compress middleware has withheld event streams in several releases (v1, v2.2, v3.3).",
             verify=verify,
         )
-    name = f"the gateway ({server})" if server else "the gateway"
+    name = gateway_name(server)
     return Remediation(
         setting="gzip",
         suggested="off for text/event-stream",

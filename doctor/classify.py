@@ -1,28 +1,38 @@
 """The classifier: which symptom dominates, why (with numbers), and the ONE remediation.
 
-A pure function of the evidence views and the check results, in four steps:
+A pure function of the evidence views and the check results, in five steps:
 
-1. **What users felt.** Client TTFT p90 and TPOT p90 per path (with ``n``) against the budgets,
-   and freezes inside answers (the p90 of each answer's largest gap) against the first-token
-   budget, since a reader waits for those as for a first token.
-2. **Where it went.** Two decompositions, in seconds. First token, on the path users take
-   (the gateway when there is one): gateway share (gateway minus direct TTFT mean), transport
-   (direct client TTFT mean minus the server's), server queue and server prefill (histogram
-   means). Inter-token time, on the engine path (direct when there is one): stalls (gaps over
-   ``STALL_FACTOR`` x the request's median, above that median), token bundling (per-chunk time
-   beyond per-token time), and the steady decode left. Stalls are preemption stalls when
+1. **What users felt**, from every witness (``user_felt``): the probe's requests per path
+   (censored ones at their lower bound), the server's own histograms over the probe window
+   (every user's requests, not only ours) and Prometheus history. Each gives TTFT p90, TPOT p90
+   and freezes inside answers (each answer's largest gap, held to the first-token budget, since
+   a reader waits for it as for a first token). A histogram's p90 is counted at its bucket's
+   lower bound, so only what the witness surely saw goes over budget. The verdict takes the
+   *worst credible* witness, names it, and keeps the probe's numbers beside it.
+2. **Where it went.** Two decompositions, in seconds, of means (server histograms give
+   nothing else), each share of the mean it splits, which the report names. First token, on the
+   path users take: gateway share (gateway minus direct TTFT mean), transport (direct client
+   TTFT mean minus the server's), server queue and server prefill (histogram means). When a
+   server witness decided, or the server's TTFT mean exceeds the probe's (the probe's requests
+   were the lucky ones), the split is of the server's TTFT mean, as the queue and prefill
+   checks quote it. Inter-token time, on the engine path: stalls (gaps over ``STALL_FACTOR`` x
+   the request's median, above that median) and the steady decode left; from the server's
+   inter-token histogram when no probe stream ran. Stalls are preemption stalls when
    preemptions were counted, else prefill interference when that check fired; steady decode is
-   the GPU's state or the batch depth when those checks fired. Components are means over the
-   window (server histograms give nothing else), so each share is of the decomposed mean; the
-   excess over budget is attributed in the same proportions. Steady decode within the TPOT budget
-   is no excess, so it counts only above that budget when the dominant component is chosen.
-3. **The symptom.** ``proxy-only`` when the direct path is within budget and the gateway path is
-   not, or when the gateway holds most of the first-token time. Otherwise the symptom whose p90
-   is furthest over its budget, *relative to that budget* (each budget says what users accept
-   for that part of the experience, so 3x the TTFT budget outweighs 1.2x the TPOT budget
-   whatever the answer length). With only a gateway path and no server metrics, the findings
-   decide; when they cannot, the verdict is ``inconclusive`` and says what is missing.
-4. **One remediation.** The finding whose ``cause`` explains the largest component of the
+   the GPU's state or the batch depth when those checks fired. Steady decode within the TPOT
+   budget is no excess, so it counts only above that budget when the dominant part is chosen.
+3. **The symptom.** ``proxy-only`` when the engine is within budget (direct probe and server
+   histograms) and the gateway path is not, when the gateway holds most of the first-token
+   time, when most gateway requests fail while direct ones succeed, or when the gateway
+   delivers the stream in bursts the engine does not send (the one-flush-per-token contract is
+   broken even within budget). Otherwise the symptom furthest over its budget, *relative to that
+   budget* (3x the TTFT budget outweighs 1.2x the TPOT budget whatever the answer length).
+4. **No headline against a finding.** Within every budget, a warning or critical finding of a
+   latency class (pre-first-token, inter-token, proxy-only) still makes that class the verdict:
+   the finding saw what the witnesses' budgets did not. Over budget in one class beside a severe
+   finding of another, the verdict says, with the numbers, why it chose its class. A path whose
+   requests mostly fail is never healthy.
+5. **One remediation.** The finding whose ``cause`` explains the largest component of the
    symptom's decomposition (most severe first; ``FALLBACK_CAUSES`` when no direct cause fired);
    else the most severe finding of the symptom's class. The renderers list the other findings.
    Requests cancelled by an interrupt are not failures: they are counted apart.
@@ -35,9 +45,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
-from doctor.derive import Missing
 from doctor.derive.chunking import tokens_per_chunk
-from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats
+from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats, stall_base
+from doctor.derive.user_felt import UserFelt, Witness
 from doctor.evidence.stream import CANCELLED
 from doctor.model import (
     CheckResult,
@@ -108,6 +118,9 @@ COMPONENT_PHRASES: dict[str, str] = {
     "decode": "steady decode",
 }
 
+#: First-token components measured inside the server, whose shares the checks quote of the server's TTFT.
+SERVER_PARTS = ("queue", "prefill")
+
 #: Share of the first-token time the gateway must hold for the verdict to blame it alone.
 GATEWAY_MAJORITY = 0.5
 
@@ -118,25 +131,46 @@ _SYMPTOM_CLASS = {
 }
 
 
+#: A path is failing when at least this share of its measured requests failed.
+FAILING_SHARE = 0.5
+
+#: A gateway delivers bursts when its reads carry at least this many events each (median)
+#: while the direct path's carry at most ``BURST_DIRECT`` (one flush per token).
+BURST_EVENTS = 3.0
+BURST_DIRECT = 1.5
+
+_CLASS_SYMPTOM = {cls: symptom for symptom, cls in _SYMPTOM_CLASS.items()}
+
+
+def times(r: float) -> str:
+    """A multiple of a budget as the reasoning prints it: ``3.0x``, ``0.13x`` (65 ms of 500 ms), never
+    a within-budget value rounded up to "1.0x"."""
+    return f"{r:.1f}x" if r >= 1 else f"{min(r, 0.99):.2g}x"
+
+
 @dataclass
 class Felt:
-    """What users felt on one path, against the budgets (``excess``: p90 / budget - 1, >= 0).
+    """What one witness felt, against the budgets (``excess``: p90 / budget - 1, >= 0).
 
-    A freeze inside an answer (the p90 of each answer's largest gap) is held to the first-token
-    budget: a reader waits for it exactly as for a first token, and a mean per-token time hides
-    it (one 5 s stall in 256 tokens adds only 20 ms to that answer's TPOT).
+    A freeze inside an answer (the p90 of each answer's largest gap; server side, the share of
+    answers with a gap beyond the budget) is held to the first-token budget: a reader waits for
+    it exactly as for a first token, and a mean per-token time hides it (one 5 s stall in 256
+    tokens adds only 20 ms to that answer's TPOT). Histogram p90s count at their lower bound.
     """
 
-    path: str
-    ttft_p90: float
-    ttft_n: int
-    tpot_p90: float | None
-    tpot_n: int
-    freeze_p90: float | None
-    freeze_n: int
-    ttft_excess: float
-    tpot_excess: float
-    freeze_excess: float
+    witness: Witness
+    ttft_excess: float = 0.0
+    tpot_excess: float = 0.0
+    freeze_excess: float = 0.0
+    freeze_text: str = ""
+    # the same as plain multiples of the budget (not clamped at 1), for the reasoning
+    ttft_ratio: float = 0.0
+    tpot_ratio: float = 0.0
+    freeze_ratio: float = 0.0
+
+    @property
+    def path(self) -> str:
+        return self.witness.path
 
     @property
     def inter_excess(self) -> float:
@@ -146,17 +180,69 @@ class Felt:
     def over(self) -> bool:
         return self.ttft_excess > 0 or self.inter_excess > 0
 
+    def ttft_text(self) -> str:
+        e = self.witness.ttft
+        if e is None:
+            return "TTFT unknown"
+        if not self.witness.server:
+            bound = f", {e.censored} still waiting when the probe gave up: at least" if e.censored else ""
+            return f"TTFT p90 {'>= ' if e.censored else ''}{fmt_seconds(e.p90_low)} (n={e.n}{bound})".replace(": at least)", ")")
+        if e.mean_only:
+            return f"TTFT mean {fmt_seconds(e.mean)} (n={e.n}, no buckets for a p90)"
+        return f"TTFT p90 {_interval(e.p90_low, e.p90_high)}, mean {fmt_seconds(e.mean)} (n={e.n})"
+
+    def tpot_text(self) -> str:
+        e = self.witness.tpot
+        if e is None:
+            return "TPOT unknown (single-token answers)" if not self.witness.server else "inter-token latency unknown"
+        if not self.witness.server:
+            return f"TPOT p90 {fmt_seconds(e.p90_low)} (n={e.n})"
+        if e.mean_only:
+            return f"inter-token latency mean {fmt_seconds(e.mean)} (n={e.n} gaps, no buckets for a p90)"
+        return f"inter-token latency p90 {_interval(e.p90_low, e.p90_high)}, mean {fmt_seconds(e.mean)} (n={e.n} gaps)"
+
     def line(self, budgets: Budgets) -> str:
-        text = (f"{self.path}: TTFT p90 {fmt_seconds(self.ttft_p90)} (n={self.ttft_n}) vs budget "
-                f"{fmt_seconds(budgets.ttft_s)} ({'over' if self.ttft_excess > 0 else 'within'})")
-        if self.tpot_p90 is None:
-            return text + "; TPOT unknown (single-token answers)"
-        text += (f"; TPOT p90 {fmt_seconds(self.tpot_p90)} (n={self.tpot_n}) vs budget "
-                 f"{fmt_seconds(budgets.tpot_s)} ({'over' if self.tpot_excess > 0 else 'within'})")
-        if self.freeze_excess > 0 and self.freeze_p90 is not None:
-            text += (f"; largest gap p90 {fmt_seconds(self.freeze_p90)} (n={self.freeze_n}): answers freeze "
-                     f"longer than the {fmt_seconds(budgets.ttft_s)} first-token budget")
+        def state(excess: float) -> str:
+            return "over" if excess > 0 else "within"
+
+        text = (f"{self.witness.label}: {self.ttft_text()} vs budget {fmt_seconds(budgets.ttft_s)} "
+                f"({state(self.ttft_excess)}); {self.tpot_text()}")
+        if self.witness.tpot is not None:
+            text += f" vs budget {fmt_seconds(budgets.tpot_s)} ({state(self.tpot_excess)})"
+        if self.freeze_text:
+            text += f"; {self.freeze_text}"
         return text
+
+
+def _interval(low: float, high: float | None) -> str:
+    if high is None:
+        return f"> {fmt_seconds(low)}"
+    return f"in {fmt_seconds(low)}-{fmt_seconds(high)}" if low > 0 else f"<= {fmt_seconds(high)}"
+
+
+def felt_of(witness: Witness, budgets: Budgets) -> Felt:
+    f = Felt(witness)
+    if witness.ttft is not None:
+        f.ttft_ratio = witness.ttft.p90_low / budgets.ttft_s
+        f.ttft_excess = max(f.ttft_ratio - 1, 0.0)
+    if witness.tpot is not None:
+        f.tpot_ratio = witness.tpot.p90_low / budgets.tpot_s
+        f.tpot_excess = max(f.tpot_ratio - 1, 0.0)
+    if witness.max_gap is not None:
+        gap = witness.max_gap
+        f.freeze_ratio = gap.p90_low / budgets.ttft_s
+        f.freeze_excess = max(f.freeze_ratio - 1, 0.0)
+        if f.freeze_excess > 0:
+            f.freeze_text = (f"largest gap p90 {'>= ' if gap.censored else ''}{fmt_seconds(gap.p90_low)} (n={gap.n}): "
+                             f"answers freeze longer than the {fmt_seconds(budgets.ttft_s)} first-token budget")
+    freezes = witness.freezes(budgets.ttft_s)
+    if freezes is not None and freezes.share >= 0.1:
+        # At least a tenth of the answers froze beyond the bucket bound: their largest-gap p90 is at least that.
+        f.freeze_ratio = max(freezes.gap_s / budgets.ttft_s, f.freeze_ratio)
+        f.freeze_excess = max(f.freeze_ratio - 1, 0.0) or 1e-9
+        f.freeze_text = (f"{freezes.gaps} gaps over {fmt_seconds(freezes.gap_s)} across {freezes.requests} requests: "
+                         f"answers freeze longer than the {fmt_seconds(budgets.ttft_s)} first-token budget")
+    return f
 
 
 @dataclass
@@ -165,7 +251,9 @@ class _Split:
 
     components: list[Component] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    basis: str = ""  # what the shares are of, for the reasoning
+    basis: str = ""  # what the shares are of, with its numbers, for the reasoning
+    label: str = ""  # the same without numbers, for the chart ("direct TPOT mean")
+    whole: str = ""  # the same, as the headline names it ("the server's TTFT mean 13.1 s")
 
     def dominant(self, allowance: float = 0.0) -> Component | None:
         """The component holding most of the excess: steady decode counts only above ``allowance``
@@ -182,6 +270,18 @@ class _Split:
         return f"{self.basis} splits into " + ", ".join(parts)
 
 
+@dataclass
+class _Failing:
+    path: str
+    failed: int
+    total: int
+    detail: str  # "http-status x8: HTTP 502 ..."
+
+    def text(self) -> str:
+        every = "every one of" if self.failed == self.total else f"{self.failed} of"
+        return f"{every} {self.total} {self.path} requests failed ({self.detail})"
+
+
 def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -> Verdict:
     """The verdict: what users felt against the budgets, where the excess went, the one change.
 
@@ -189,16 +289,8 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
     """
     findings = [r.finding for r in results if r.outcome is Outcome.FINDING and r.finding is not None]
     budget_map = {"ttft_s": budgets.ttft_s, "tpot_s": budgets.tpot_s}
-    try:
-        stats: StreamStats = evidence.get("stream_stats")
-    except Missing as exc:
-        return Verdict(
-            symptom=Symptom.INCONCLUSIVE,
-            summary="Inconclusive: no streamed request was measured, so what users feel is unknown.",
-            reasoning=[f"stream statistics: {exc}"],
-            missing=["a stream probe (--engine and/or --gateway)"],
-            budgets=budget_map,
-        )
+    stats: StreamStats | None = evidence.maybe("stream_stats")
+    view: UserFelt | None = evidence.maybe("user_felt")
     stream: StreamEvidence | None = evidence.maybe("stream")
     mw: MetricsWindow | None = evidence.maybe("metrics_window")
     suspect = stream is not None and stream.client.suspect
@@ -209,66 +301,113 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
     verdict = partial(Verdict, client_suspect=suspect, budgets=budget_map)
 
     reasoning: list[str] = []
-    felt: dict[str, Felt] = {}
-    for name, ps in stats.paths.items():
+    failing: dict[str, _Failing] = {}
+    failed = measured_total = 0
+    for name, ps in (stats.paths.items() if stats is not None else ()):
         failures = _failures(ps)
-        if failures:
-            reasoning.append(f"{name}: {sum(failures.values())} of {ps.n_ok + sum(failures.values())} requests "
-                             f"failed ({', '.join(f'{k} x{v}' for k, v in failures.items())})")
+        n_failed = sum(failures.values())
+        failed += n_failed
+        measured_total += ps.n_ok + n_failed
+        if n_failed:
+            reasoning.append(f"{name}: {n_failed} of {ps.n_ok + n_failed} requests failed "
+                             f"({', '.join(f'{k} x{v}' for k, v in failures.items())})")
+            if n_failed >= FAILING_SHARE * (ps.n_ok + n_failed):
+                failing[name] = _Failing(name, n_failed, ps.n_ok + n_failed, _failure_detail(stream, name, failures))
         if ps.failures.get(CANCELLED):
             reasoning.append(f"{name}: {ps.failures[CANCELLED]} request(s) cancelled when the run was interrupted")
-        if ps.ttft.n and ps.ttft.p90 is not None:
-            felt[name] = _felt(ps, budgets)
-            reasoning.append(felt[name].line(budgets))
-    failed = sum(sum(_failures(ps).values()) for ps in stats.paths.values())
-    if not felt:
-        cancelled = any(ps.failures.get(CANCELLED) for ps in stats.paths.values())
-        why = ("the run was interrupted before any request completed" + (f" ({failed} failed)" if failed else "")
-               if cancelled else "every probe request failed")
-        return verdict(
-            symptom=Symptom.INCONCLUSIVE,
-            summary=f"Inconclusive: {why}, so no latency was measured" + suspect_note + ".",
-            reasoning=reasoning,
-            missing=["a run left to finish (it was interrupted)" if cancelled
-                     else "one successful streamed request (see the error findings)"],
-        )
-    failed_note = (f"; {failed} of {failed + sum(ps.n_ok for ps in stats.paths.values())} requests failed"
-                   if failed else "")
+        if ps.ttft_censored:
+            reasoning.append(f"{name}: {ps.ttft_censored} request(s) still had no first token when the probe gave up: "
+                             "counted in TTFT at that wait (a lower bound), not dropped")
+        warm = ps.warmup_ttft
+        if warm.n and warm.max is not None and warm.max > budgets.ttft_s:
+            reasoning.append(f"{name}: warm-up TTFT {fmt_seconds(warm.max)} (n={warm.n}) is over the budget; set aside "
+                             "as a possible cold start (LD103 weighs it), not dropped from the report")
+    failed_note = f"; {failed} of {measured_total} requests failed" if failed else ""
 
-    user = felt.get("gateway") or next(iter(felt.values()))
-    engine_ps = stats.path("direct") if "direct" in felt else stats.path(user.path)
-    ttft_split = _ttft_split(stats, felt, mw)
-    itl_split = _itl_split(engine_ps, stream, mw, findings) if engine_ps is not None else _Split()
+    felts = [felt_of(w, budgets) for w in view.witnesses] if view is not None else []
+    reasoning += [f.line(budgets) for f in felts]
+    severe = [f for f in findings if f.severity.rank >= Severity.WARNING.rank and f.symptom in _CLASS_SYMPTOM]
+    probe = {f.path: f for f in felts if not f.witness.server}
+    servers = [f for f in felts if f.witness.server]
+
+    if not felts:
+        return _no_witness(verdict, stats, failing, findings, severe, reasoning, failed, suspect_note)
+
+    user = probe.get("gateway") or probe.get("direct") or max(servers, key=lambda f: f.ttft_excess)
+    engine_ps = None
+    if stats is not None:
+        engine_ps = stats.path("direct") if "direct" in probe else stats.path(user.path) if not user.witness.server else None
+    worst_ttft = max(felts, key=lambda f: f.ttft_excess)
+    server_ttft = _server_ttft(mw)
+    prefer_server = (worst_ttft.witness.server and worst_ttft.ttft_excess > 0) or not probe or (
+        server_ttft is not None and stats is not None and not user.witness.server
+        and server_ttft > (stats.paths[user.path].ttft.mean or 0.0))
+    ttft_split = _ttft_split(stats, probe, mw, prefer_server)
+    itl_split = (_itl_split(engine_ps, stream, mw, findings) if engine_ps is not None
+                 else _server_itl_split(mw, findings))
     decomposition = Decomposition(
-        ttft_client_s=user.ttft_p90,
+        ttft_client_s=user.witness.ttft.p90_low if user.witness.ttft is not None else None,
         ttft_budget_s=budgets.ttft_s,
         ttft_components=ttft_split.components,
-        tpot_client_s=user.tpot_p90,
+        ttft_basis=ttft_split.label if ttft_split.components else None,
+        tpot_client_s=user.witness.tpot.p90_low if user.witness.tpot is not None else None,
         tpot_budget_s=budgets.tpot_s,
         itl_components=itl_split.components,
-        itl_basis=f"{engine_ps.path} TPOT mean" if itl_split.components and engine_ps is not None else None,
+        itl_basis=itl_split.label if itl_split.components else None,
     )
     missing = list(dict.fromkeys(ttft_split.missing + itl_split.missing))
+    common = {"decomposition": decomposition, "missing": missing}
 
-    if not any(f.over for f in felt.values()):
-        tpot = f" and TPOT p90 {fmt_seconds(user.tpot_p90)}" if user.tpot_p90 is not None else ""
-        warned = sorted(f.code for f in findings if f.severity.rank >= Severity.WARNING.rank)
-        review = f"; {len(warned)} warning finding(s) to review ({', '.join(warned)})" if warned else ""
-        summary = (f"Healthy: TTFT p90 {fmt_seconds(user.ttft_p90)} (n={user.ttft_n}){tpot} are within the "
-                   f"{fmt_seconds(budgets.ttft_s)} / {fmt_seconds(budgets.tpot_s)} budgets on "
-                   f"{' and '.join(felt)}{failed_note}{review}{suspect_note}.")
-        return verdict(symptom=Symptom.HEALTHY, summary=summary, reasoning=reasoning, decomposition=decomposition,
-                       missing=missing)
+    gateway_failing = failing.get("gateway")
+    if gateway_failing is not None and "direct" in probe and "direct" not in failing:
+        reasoning.append(f"{gateway_failing.text()} while direct requests succeed: the gateway fails them")
+        primary = _most_severe(findings, SymptomClass.PROXY_ONLY) or _by_cause(findings, ("errors",))
+        return verdict(
+            symptom=Symptom.PROXY_ONLY,
+            summary=(f"Proxy-only: {gateway_failing.text()}, while direct requests succeed ({probe['direct'].ttft_text()})"
+                     + _fix(primary) + suspect_note + "."),
+            reasoning=reasoning + _primary_line(primary), primary_remediation=_remedy(primary),
+            primary_code=primary.code if primary else None, **common,
+        )
 
-    symptom, decision = _symptom(felt, ttft_split, findings)
+    if not any(f.over for f in felts):
+        bursts = _bursts(stats)
+        if bursts is not None:
+            primary = _primary(findings, _component(ttft_split, "gateway"), SymptomClass.PROXY_ONLY)
+            reasoning.append(bursts)
+            return verdict(
+                symptom=Symptom.PROXY_ONLY,
+                summary=f"Proxy-only: within budget, but {bursts}{_fix(primary)}{failed_note}{suspect_note}.",
+                reasoning=reasoning + _primary_line(primary), primary_remediation=_remedy(primary),
+                primary_code=primary.code if primary else None, **common,
+            )
+        if severe:
+            return _from_findings(verdict, severe, findings, user, budgets, reasoning, failed_note, suspect_note, common)
+        if failing:
+            worst = max(failing.values(), key=lambda x: x.failed / x.total)
+            reasoning.append(f"{worst.text()}: a failing path is never healthy")
+            primary = _by_cause(findings, ("errors",))
+            return verdict(
+                symptom=Symptom.INCONCLUSIVE,
+                summary=(f"Not healthy: {worst.text()}; the requests that succeeded were within budget"
+                         + _fix(primary) + suspect_note + "."),
+                reasoning=reasoning + _primary_line(primary), primary_remediation=_remedy(primary),
+                primary_code=primary.code if primary else None, **common,
+            )
+        tpot = f" and {user.tpot_text()}" if user.witness.tpot is not None else ""
+        summary = (f"Healthy: {user.ttft_text()}{tpot} are within the {fmt_seconds(budgets.ttft_s)} / "
+                   f"{fmt_seconds(budgets.tpot_s)} budgets on {' and '.join(f.witness.label for f in felts)}"
+                   f"{failed_note}{_review(findings)}{suspect_note}.")
+        return verdict(symptom=Symptom.HEALTHY, summary=summary, reasoning=reasoning, **common)
+
+    symptom, decider, decision = _symptom(felts, probe, servers, ttft_split, findings)
     reasoning.append(decision)
     if symptom is Symptom.INCONCLUSIVE:
         missing.insert(0, "a direct path (--engine) or /metrics (--metrics-url) to tell the gateway from the engine")
         return verdict(
             symptom=symptom,
-            summary=(f"Inconclusive: the {user.path} path is over budget (TTFT p90 {fmt_seconds(user.ttft_p90)}, "
-                     f"n={user.ttft_n}) but the evidence cannot tell the gateway from the engine"
-                     f"{failed_note}{suspect_note}."),
+            summary=(f"Inconclusive: the {user.path} path is over budget ({user.ttft_text()}) but the evidence "
+                     f"cannot tell the gateway from the engine{failed_note}{suspect_note}."),
             reasoning=reasoning, decomposition=decomposition, missing=list(dict.fromkeys(missing)),
         )
 
@@ -280,18 +419,77 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
     else:
         dominant = split.dominant(budgets.tpot_s if symptom is Symptom.INTER_TOKEN else 0.0)
     primary = _primary(findings, dominant, _SYMPTOM_CLASS[symptom])
-    if primary is not None:
-        reasoning.append(f"{primary.code} {primary.name}: {primary.summary}")
+    reasoning += _primary_line(primary)
+    reasoning += _other_classes(symptom, severe, felts)
     if suspect and stream is not None:
         reasoning.append("client self-check: " + "; ".join(stream.client.reasons or ["suspect"]))
     return verdict(
         symptom=symptom,
-        summary=_summary(symptom, felt, user, budgets, dominant, primary) + failed_note + suspect_note + ".",
+        summary=(_summary(symptom, probe, decider, budgets, dominant, split, primary, server_ttft)
+                 + _also(symptom, severe) + failed_note + suspect_note + "."),
         reasoning=reasoning,
-        primary_remediation=primary.remediation if primary else None,
+        primary_remediation=_remedy(primary),
         primary_code=primary.code if primary else None,
-        decomposition=decomposition,
-        missing=missing,
+        **common,
+    )
+
+
+def _no_witness(verdict: partial[Verdict], stats: StreamStats | None, failing: dict[str, _Failing],
+                findings: list[Finding], severe: list[Finding], reasoning: list[str], failed: int,
+                suspect_note: str) -> Verdict:
+    """No request measured and no server histogram: the findings may still speak, else inconclusive."""
+    if stats is None:
+        reasoning.append("stream statistics: no stream probe ran and no server histogram saw enough requests")
+        if severe:
+            top = min(severe, key=_rank)
+            symptom = _CLASS_SYMPTOM[top.symptom]
+            return verdict(
+                symptom=symptom,
+                summary=(f"{symptom.value.capitalize()}: no request was measured, but {top.code} ({top.severity.value}) "
+                         f"found {top.summary}{_fix(top)}."),
+                reasoning=reasoning + _primary_line(top), primary_remediation=top.remediation, primary_code=top.code,
+            )
+        return verdict(
+            symptom=Symptom.INCONCLUSIVE,
+            summary="Inconclusive: no streamed request was measured and no server histogram saw enough requests, "
+                    "so what users feel is unknown.",
+            reasoning=reasoning,
+            missing=["a stream probe (--engine and/or --gateway), or /metrics or Prometheus history with requests in it"],
+        )
+    cancelled = any(ps.failures.get(CANCELLED) for ps in stats.paths.values())
+    primary = _by_cause(findings, ("errors",))
+    if cancelled:
+        why = "the run was interrupted before any request completed" + (f" ({failed} failed)" if failed else "")
+    elif failing:
+        why = "; ".join(f.text() for f in failing.values())
+    else:
+        why = "every probe request failed"
+    return verdict(
+        symptom=Symptom.INCONCLUSIVE,
+        summary=f"Inconclusive: {why}, so no latency was measured{_fix(primary)}{suspect_note}.",
+        reasoning=reasoning + _primary_line(primary),
+        primary_remediation=_remedy(primary), primary_code=primary.code if primary else None,
+        missing=["a run left to finish (it was interrupted)" if cancelled
+                 else "one successful streamed request (see the error findings)"],
+    )
+
+
+def _from_findings(verdict: partial[Verdict], severe: list[Finding], findings: list[Finding], user: Felt,
+                   budgets: Budgets, reasoning: list[str], failed_note: str, suspect_note: str,
+                   common: dict) -> Verdict:
+    """Within every budget, yet a latency-class finding fired: its class is the verdict, since the
+    finding saw what the witnesses did not (another user's queue, a preemption, a buffered stream)."""
+    top = min(severe, key=_rank)
+    symptom = _CLASS_SYMPTOM[top.symptom]
+    reasoning.append(f"every witness is within budget, but {top.code} {top.name} ({top.severity.value}) is a "
+                     f"{top.symptom.value} finding: it decides the class")
+    reasoning += _primary_line(top)
+    within = user.ttft_text() + (f", {user.tpot_text()}" if user.witness.tpot is not None else "")
+    return verdict(
+        symptom=symptom,
+        summary=(f"{symptom.value.capitalize()}: {user.witness.label} within budget ({within}), but {top.code} "
+                 f"({top.severity.value}): {top.summary}{_fix(top)}{_also(symptom, severe)}{failed_note}{suspect_note}."),
+        reasoning=reasoning, primary_remediation=top.remediation, primary_code=top.code, **common,
     )
 
 
@@ -300,22 +498,88 @@ def _failures(ps: PathStats) -> dict[str, int]:
     return {outcome: n for outcome, n in ps.failures.items() if outcome != CANCELLED}
 
 
-def _felt(ps: PathStats, budgets: Budgets) -> Felt:
-    ttft = ps.ttft.p90 or 0.0
-    tpot = ps.tpot.p90
-    freeze = ps.max_gap.p90
-    return Felt(
-        path=ps.path,
-        ttft_p90=ttft,
-        ttft_n=ps.ttft.n,
-        tpot_p90=tpot,
-        tpot_n=ps.tpot.n,
-        freeze_p90=freeze,
-        freeze_n=ps.max_gap.n,
-        ttft_excess=max(ttft / budgets.ttft_s - 1, 0.0),
-        tpot_excess=max(tpot / budgets.tpot_s - 1, 0.0) if tpot is not None else 0.0,
-        freeze_excess=max(freeze / budgets.ttft_s - 1, 0.0) if freeze is not None else 0.0,
-    )
+def _failure_detail(stream: StreamEvidence | None, path: str, failures: dict[str, int]) -> str:
+    """``http-status x8: HTTP 502 Bad Gateway``: the commonest failure and its first error."""
+    outcome, n = max(failures.items(), key=lambda kv: kv[1])
+    first = next((r for r in (stream.requests if stream else []) if r.path == path and r.outcome == outcome), None)
+    error = ""
+    if first is not None:
+        error = f"HTTP {first.status}" if outcome == "http-status" and first.status else (first.error or "")
+    return f"{outcome} x{n}" + (f": {error[:120]}" if error else "")
+
+
+def _rank(f: Finding) -> tuple[int, str]:
+    return (-f.severity.rank, f.code)
+
+
+def _most_severe(findings: list[Finding], cls: SymptomClass) -> Finding | None:
+    return min((f for f in findings if f.symptom is cls and f.severity.rank >= Severity.WARNING.rank), key=_rank,
+               default=None)
+
+
+def _by_cause(findings: list[Finding], causes: tuple[str, ...]) -> Finding | None:
+    return min((f for f in findings if f.cause in causes), key=_rank, default=None)
+
+
+def _fix(primary: Finding | None) -> str:
+    return f"; change {primary.remediation.setting} ({primary.code})" if primary is not None else ""
+
+
+def _remedy(primary: Finding | None):
+    return primary.remediation if primary is not None else None
+
+
+def _primary_line(primary: Finding | None) -> list[str]:
+    return [f"{primary.code} {primary.name}: {primary.summary}"] if primary is not None else []
+
+
+def _review(findings: list[Finding]) -> str:
+    """The findings a healthy verdict leaves to review, counted by their real severity."""
+    by: dict[str, list[str]] = {}
+    for f in sorted(findings, key=_rank):
+        if f.severity.rank >= Severity.WARNING.rank:
+            by.setdefault(f.severity.value, []).append(f.code)
+    if not by:
+        return ""
+    return "; findings to review: " + ", ".join(f"{len(codes)} {sev} ({', '.join(codes)})" for sev, codes in by.items())
+
+
+def _also(symptom: Symptom, severe: list[Finding]) -> str:
+    others = sorted({f.code for f in severe if _CLASS_SYMPTOM[f.symptom] is not symptom})
+    return f" (also {', '.join(others)}: see the reasoning)" if others else ""
+
+
+def _other_classes(symptom: Symptom, severe: list[Finding], felts: list[Felt]) -> list[str]:
+    """Why the verdict's class wins over a severe finding of another latency class, with numbers."""
+    lines = []
+    ttft = max(f.ttft_ratio for f in felts)
+    inter = max(max(f.tpot_ratio, f.freeze_ratio) for f in felts)
+    for f in sorted(severe, key=_rank):
+        other = _CLASS_SYMPTOM[f.symptom]
+        if other is symptom:
+            continue
+        lines.append(f"{f.code} {f.name} ({f.severity.value}) speaks to {other.value}; {symptom.value} decides as its "
+                     f"excess is the larger (TTFT p90 {times(ttft)} its budget, inter-token {times(inter)})")
+    return lines
+
+
+def _bursts(stats: StreamStats | None) -> str | None:
+    """The gateway breaks the one-flush-per-token contract the engine keeps: a sentence, else None."""
+    if stats is None:
+        return None
+    gw, direct = stats.path("gateway"), stats.path("direct")
+    if gw is None or direct is None or gw.events_per_read.p50 is None or direct.events_per_read.p50 is None:
+        return None
+    if gw.events_per_read.p50 < BURST_EVENTS or direct.events_per_read.p50 > BURST_DIRECT:
+        return None
+    paces = [base for r in gw.requests if not r.warmup and (base := stall_base(r.gaps)) is not None]
+    every = f" every {fmt_seconds(statistics.median(paces))}" if paces else ""
+    return (f"delivered in bursts of {gw.events_per_read.p50:.0f} tokens{every} (gateway {gw.events_per_read.p50:.1f} "
+            f"events per read vs direct {direct.events_per_read.p50:.1f}): the gateway holds the stream back")
+
+
+def _server_ttft(mw: MetricsWindow | None) -> float | None:
+    return mw.ttft.mean if mw is not None and mw.ttft is not None else None
 
 
 def _shares(components: list[Component]) -> list[Component]:
@@ -325,29 +589,43 @@ def _shares(components: list[Component]) -> list[Component]:
     return components
 
 
-def _ttft_split(stats: StreamStats, felt: dict[str, Felt], mw: MetricsWindow | None) -> _Split:
-    """Mean TTFT on the users' path = gateway + transport + queue + prefill (+ what is left)."""
+def _ttft_split(stats: StreamStats | None, probe: dict[str, Felt], mw: MetricsWindow | None, prefer_server: bool) -> _Split:
+    """Mean TTFT on the users' path = gateway + transport + queue + prefill (+ what is left); of the
+    server's TTFT mean when the server saw more than the probe (``prefer_server``)."""
     split = _Split()
-    user = stats.paths["gateway" if "gateway" in felt else next(iter(felt))]
-    direct = stats.paths["direct"] if "direct" in felt else None
-    client_mean = user.ttft.mean or 0.0
-    split.basis = f"{user.path} TTFT mean {fmt_seconds(client_mean)} (n={user.ttft.n})"
+    server_ttft = _server_ttft(mw)
     parts: list[Component] = []
-    server_ttft = mw.ttft.mean if mw is not None and mw.ttft is not None else None
-    if direct is not None and user is not direct:
-        parts.append(Component("gateway", max((user.ttft.mean or 0.0) - (direct.ttft.mean or 0.0), 0.0),
-                               source="stream: gateway TTFT mean - direct TTFT mean"))
-    elif direct is None and server_ttft is not None:
-        parts.append(Component("gateway", max(client_mean - server_ttft, 0.0),
-                               source="stream: gateway TTFT mean - server TTFT mean (network included: no direct path)"))
-    if direct is not None and server_ttft is not None:
-        parts.append(Component("transport", max((direct.ttft.mean or 0.0) - server_ttft, 0.0),
-                               source="stream: direct TTFT mean - metrics: server TTFT mean"))
+    if prefer_server or stats is None or not probe:
+        if mw is None or server_ttft is None:
+            split.missing.append("vLLM's TTFT and queue-time histograms in /metrics (V1 engine)")
+            return split
+        whole = server_ttft
+        split.label = "server TTFT mean"
+        split.basis = f"server TTFT mean {fmt_seconds(whole)} (n={mw.ttft.count:.0f}, every user's requests)"
+        split.whole = f"the server's TTFT mean {fmt_seconds(whole)}"
+    else:
+        user = stats.paths["gateway" if "gateway" in probe else "direct"]
+        direct = stats.paths["direct"] if "direct" in probe else None
+        whole = user.ttft.mean or 0.0
+        split.label = f"{user.path} TTFT mean"
+        split.basis = f"{user.path} TTFT mean {fmt_seconds(whole)} (n={user.ttft.n})"
+        split.whole = f"the {user.path} TTFT mean {fmt_seconds(whole)}"
+        if direct is not None and user is not direct:
+            parts.append(Component("gateway", max(whole - (direct.ttft.mean or 0.0), 0.0),
+                                   source="stream: gateway TTFT mean - direct TTFT mean"))
+        elif direct is None and server_ttft is not None:
+            parts.append(Component("gateway", max(whole - server_ttft, 0.0),
+                                   source="stream: gateway TTFT mean - server TTFT mean (network included: no direct path)"))
+        if direct is not None and server_ttft is not None:
+            parts.append(Component("transport", max((direct.ttft.mean or 0.0) - server_ttft, 0.0),
+                                   source="stream: direct TTFT mean - metrics: server TTFT mean"))
+        if direct is None and "gateway" in probe and server_ttft is None:
+            split.missing.append("a direct path (--engine) to separate the gateway from the engine")
     if mw is None:
         split.missing.append("/metrics (--metrics-url) to split server queue and prefill time")
     else:
         queue = mw.queue.mean if mw.queue is not None else None
-        if queue is not None:
+        if queue is not None and mw.queue is not None:
             parts.append(Component("queue", queue, source=f"metrics: {mw.queue.metric} mean, n={mw.queue.count:.0f}"))
         if mw.prefill is not None and mw.prefill.mean is not None:
             parts.append(Component("prefill", mw.prefill.mean,
@@ -357,13 +635,23 @@ def _ttft_split(stats: StreamStats, felt: dict[str, Felt], mw: MetricsWindow | N
                                    source="metrics: server TTFT mean - queue time mean"))
         if queue is None or server_ttft is None:
             split.missing.append("vLLM's TTFT and queue-time histograms in /metrics (V1 engine)")
-    if direct is None and "gateway" in felt and server_ttft is None:
-        split.missing.append("a direct path (--engine) to separate the gateway from the engine")
     explained = sum(c.seconds or 0.0 for c in parts)
-    if parts and client_mean - explained > 0.05 * client_mean:
-        parts.append(Component("other", client_mean - explained, source="client TTFT mean - the components above"))
+    if parts and whole - explained > 0.05 * whole:
+        parts.append(Component("other", whole - explained, source=f"{split.label} - the components above"))
     split.components = _shares(parts)
     return split
+
+
+def _stall_name(mw: MetricsWindow | None, findings: list[Finding]) -> str:
+    causes = {f.cause for f in findings if f.severity.rank >= Severity.WARNING.rank}
+    if (mw is not None and bool(mw.preemptions)) or "preemption" in causes:
+        return "preemption-stalls"
+    return "prefill-interference" if "prefill-interference" in causes else "stalls"
+
+
+def _decode_name(findings: list[Finding]) -> str:
+    causes = {f.cause for f in findings if f.severity.rank >= Severity.WARNING.rank}
+    return "gpu-state" if "gpu-state" in causes else "batch-depth" if "batch-depth" in causes else "decode"
 
 
 def _itl_split(ps: PathStats, stream: StreamEvidence | None, mw: MetricsWindow | None,
@@ -377,27 +665,51 @@ def _itl_split(ps: PathStats, stream: StreamEvidence | None, mw: MetricsWindow |
     measured = [r for r in ps.requests
                 if not r.warmup and r.tpot is not None and r.gaps and r.median_gap and r.stall_above is not None]
     if not measured:
-        return split
+        return _server_itl_split(mw, findings)
     tpot = statistics.fmean(r.tpot or 0.0 for r in measured)
     stall = statistics.fmean(  # a stall's time beyond the median gap, spread over the request's tokens as TPOT is
         sum(g - r.median_gap for g in r.gaps if g > r.stall_above) / (r.tokens - 1)
         for r in measured
     )
+    split.label = f"{ps.path} TPOT mean"
     split.basis = f"{ps.path} TPOT mean {fmt_seconds(tpot)} (n={len(measured)})"
-    causes = {f.cause for f in findings if f.severity.rank >= Severity.WARNING.rank}
-    preempted = (mw is not None and bool(mw.preemptions)) or "preemption" in causes
-    if preempted:
-        stall_name = "preemption-stalls"
-    elif "prefill-interference" in causes:
-        stall_name = "prefill-interference"
-    else:
-        stall_name = "stalls"
-    parts = [Component(stall_name, stall, source=f"stream: gaps > {STALL_FACTOR:g}x the request's median, above it")]
+    split.whole = f"the {ps.path} TPOT mean {fmt_seconds(tpot)}"
+    parts = [Component(_stall_name(mw, findings), stall,
+                       source=f"stream: gaps > {STALL_FACTOR:g}x the request's median, above it")]
     steady = max(tpot - stall, 0.0)
     if stream is None or tokens_per_chunk(stream) is None:
         split.missing.append("usage trailers (completion tokens) to count tokens, not chunks")
-    decode_name = "gpu-state" if "gpu-state" in causes else "batch-depth" if "batch-depth" in causes else "decode"
-    parts.append(Component(decode_name, steady, source="stream: steady per-token time (stalls removed)"))
+    parts.append(Component(_decode_name(findings), steady, source="stream: steady per-token time (stalls removed)"))
+    split.components = _shares(parts)
+    return split
+
+
+def _server_itl_split(mw: MetricsWindow | None, findings: list[Finding]) -> _Split:
+    """The server's mean inter-token latency = stalls + steady decode, from its histogram alone.
+
+    Stalls are the gaps in buckets wholly above ``STALL_FACTOR`` x the median's bucket bound,
+    each counted at its bucket's lower bound (at least that long) minus the median: a lower bound
+    of the stall time, spread over every gap as the mean is.
+    """
+    split = _Split()
+    itl = mw.itl if mw is not None else None
+    if itl is None or itl.mean is None or not itl.count or itl.p50_le is None:
+        return split
+    above = itl.p50_le * STALL_FACTOR
+    stall_s, low, previous = 0.0, 0.0, 0.0
+    for le, cumulative in itl.buckets:
+        if low >= above:
+            stall_s += (cumulative - previous) * (low - itl.p50_le)
+        low, previous = le, cumulative
+    if low >= above:
+        stall_s += (itl.count - previous) * (low - itl.p50_le)
+    stall = min(stall_s / itl.count, itl.mean)
+    split.label = "server inter-token latency mean"
+    split.basis = f"server inter-token latency mean {fmt_seconds(itl.mean)} (n={itl.count:.0f} gaps)"
+    split.whole = f"the server's inter-token latency mean {fmt_seconds(itl.mean)}"
+    parts = [Component(_stall_name(mw, findings), stall,
+                       source=f"metrics: {itl.metric} gaps in buckets above {STALL_FACTOR:g}x the median's bound"),
+             Component(_decode_name(findings), itl.mean - stall, source=f"metrics: {itl.metric} mean, stalls removed")]
     split.components = _shares(parts)
     return split
 
@@ -406,35 +718,40 @@ def _component(split: _Split, name: str) -> Component | None:
     return next((c for c in split.components if c.name == name), None)
 
 
-def _symptom(felt: dict[str, Felt], ttft_split: _Split, findings: list[Finding]) -> tuple[Symptom, str]:
-    """The symptom and the sentence that justifies it."""
-    direct, gateway = felt.get("direct"), felt.get("gateway")
-    if direct is not None and gateway is not None and gateway.over and not direct.over:
-        return Symptom.PROXY_ONLY, "the direct path is within budget and the gateway path is not: the gateway adds it"
-    ttft_excess = max(f.ttft_excess for f in felt.values())
-    tpot_excess = max(f.tpot_excess for f in felt.values())
-    freeze_excess = max(f.freeze_excess for f in felt.values())
-    first_token = ttft_excess >= max(tpot_excess, freeze_excess)
-    ratio = f"TTFT p90 is {1 + ttft_excess:.1f}x its budget, TPOT p90 {1 + tpot_excess:.1f}x its budget"
-    if freeze_excess > 0:
-        ratio += f", largest gap p90 {1 + freeze_excess:.1f}x the first-token budget"
+def _symptom(felts: list[Felt], probe: dict[str, Felt], servers: list[Felt], ttft_split: _Split,
+             findings: list[Finding]) -> tuple[Symptom, Felt, str]:
+    """The symptom, the witness that decided it, and the sentence that justifies it."""
+    direct, gateway = probe.get("direct"), probe.get("gateway")
+    engine_over = (direct is not None and direct.over) or any(f.over for f in servers)
+    if gateway is not None and gateway.over and not engine_over and (direct is not None or servers):
+        within = "the direct path" + (" and the server's histograms" if servers else "") if direct else "the server's histograms"
+        return Symptom.PROXY_ONLY, gateway, f"{within} are within budget and the gateway path is not: the gateway adds it"
+    ttft = max(felts, key=lambda f: f.ttft_excess)
+    tpot = max(felts, key=lambda f: f.tpot_excess)
+    freeze = max(felts, key=lambda f: f.freeze_excess)
+    first_token = ttft.ttft_excess >= max(tpot.tpot_excess, freeze.freeze_excess)
+    ratio_text = (f"TTFT p90 is {times(ttft.ttft_ratio)} its budget ({ttft.witness.label}), TPOT p90 "
+                  f"{times(tpot.tpot_ratio)} its budget ({tpot.witness.label})")
+    if freeze.freeze_excess > 0:
+        ratio_text += f", the freezes {times(freeze.freeze_ratio)} the first-token budget ({freeze.witness.label})"
     gw = _component(ttft_split, "gateway")
-    if first_token and gw is not None and (gw.share or 0.0) > GATEWAY_MAJORITY:
-        return Symptom.PROXY_ONLY, f"{ratio}; the gateway holds {fmt_pct(gw.share or 0.0)} of the first-token time"
-    if gateway is not None and direct is None and not ttft_split.components:
+    if first_token and gw is not None and (gw.share or 0.0) > GATEWAY_MAJORITY and not any(f.over for f in servers):
+        return Symptom.PROXY_ONLY, gateway or ttft, f"{ratio_text}; the gateway holds {fmt_pct(gw.share or 0.0)} of the first-token time"
+    if gateway is not None and direct is None and not servers and not ttft_split.components:
         # Only the gateway was measured and nothing splits its time: let the findings decide.
         proxy = _severe(findings, SymptomClass.PROXY_ONLY)
         engine = _severe(findings, SymptomClass.PRE_FIRST_TOKEN) or _severe(findings, SymptomClass.INTER_TOKEN)
         if proxy and not engine:
-            return Symptom.PROXY_ONLY, f"{ratio}; only the gateway was measured and only gateway checks fired"
+            return Symptom.PROXY_ONLY, gateway, f"{ratio_text}; only the gateway was measured and only gateway checks fired"
         if not proxy and not engine:
-            return Symptom.INCONCLUSIVE, f"{ratio}; only the gateway was measured and no check explains it"
+            return Symptom.INCONCLUSIVE, gateway, f"{ratio_text}; only the gateway was measured and no check explains it"
         if proxy and engine:
-            return Symptom.INCONCLUSIVE, (f"{ratio}; only the gateway was measured and both gateway and engine "
-                                          "checks fired")
+            return Symptom.INCONCLUSIVE, gateway, (f"{ratio_text}; only the gateway was measured and both gateway and "
+                                                   "engine checks fired")
     if first_token:
-        return Symptom.PRE_FIRST_TOKEN, f"{ratio}: the excess lies before the first token"
-    return Symptom.INTER_TOKEN, f"{ratio}: the excess lies between tokens"
+        return Symptom.PRE_FIRST_TOKEN, ttft, f"{ratio_text}: the excess lies before the first token"
+    worst = tpot if tpot.tpot_excess >= freeze.freeze_excess else freeze
+    return Symptom.INTER_TOKEN, worst, f"{ratio_text}: the excess lies between tokens"
 
 
 def _severe(findings: list[Finding], cls: SymptomClass) -> list[Finding]:
@@ -444,42 +761,46 @@ def _severe(findings: list[Finding], cls: SymptomClass) -> list[Finding]:
 def _primary(findings: list[Finding], dominant: Component | None, cls: SymptomClass) -> Finding | None:
     """The finding explaining the dominant component (its fallback causes next); else the most
     severe of the symptom's class."""
-    def rank(f: Finding) -> tuple[int, str]:
-        return (-f.severity.rank, f.code)
-
     if dominant is not None:
         for causes in (COMPONENT_CAUSES.get(dominant.name, ()), FALLBACK_CAUSES.get(dominant.name, ())):
-            explaining = min((f for f in findings if f.cause in causes), key=rank, default=None)
+            explaining = _by_cause(findings, causes)
             if explaining is not None:
                 return explaining
-    return min((f for f in findings if f.symptom is cls), key=rank, default=None)
+    return min((f for f in findings if f.symptom is cls), key=_rank, default=None)
 
 
-def _summary(symptom: Symptom, felt: dict[str, Felt], user: Felt, budgets: Budgets,
-             dominant: Component | None, primary: Finding | None) -> str:
-    """One sentence with the numbers: what users felt, where it went, what to change."""
+def _summary(symptom: Symptom, probe: dict[str, Felt], decider: Felt, budgets: Budgets,
+             dominant: Component | None, split: _Split, primary: Finding | None, server_ttft: float | None) -> str:
+    """One sentence with the numbers: what users felt (and who saw it), where it went, what to change."""
     if symptom is Symptom.PROXY_ONLY:
-        direct = felt.get("direct")
-        what = f"gateway TTFT p90 {fmt_seconds(user.ttft_p90)} (n={user.ttft_n})"
+        gw, direct = probe.get("gateway"), probe.get("direct")
+        what = f"gateway {gw.ttft_text()}" if gw is not None else decider.ttft_text()
         if direct is not None:
-            what += f" vs direct {fmt_seconds(direct.ttft_p90)} (n={direct.ttft_n})"
+            what += f" vs direct {direct.ttft_text()}"
         what += f", budget {fmt_seconds(budgets.ttft_s)}"
     elif symptom is Symptom.INTER_TOKEN:
-        worst = max(felt.values(), key=lambda f: f.inter_excess)
-        what = (f"{worst.path} TPOT p90 {fmt_seconds(worst.tpot_p90 or 0.0)} (n={worst.tpot_n}) vs budget "
-                f"{fmt_seconds(budgets.tpot_s)}")
-        if worst.freeze_excess > worst.tpot_excess and worst.freeze_p90 is not None:
-            what = (f"{worst.path} answers freeze for {fmt_seconds(worst.freeze_p90)} (largest gap p90, "
-                    f"n={worst.freeze_n}; TPOT p90 {fmt_seconds(worst.tpot_p90 or 0.0)} vs budget "
-                    f"{fmt_seconds(budgets.tpot_s)})")
+        if decider.freeze_excess > decider.tpot_excess and decider.freeze_text:
+            what = f"{_who(decider)}: {decider.freeze_text} ({decider.tpot_text()} vs budget {fmt_seconds(budgets.tpot_s)})"
+        else:
+            what = f"{_who(decider)}: {decider.tpot_text()} vs budget {fmt_seconds(budgets.tpot_s)}"
     else:
-        worst = max(felt.values(), key=lambda f: f.ttft_excess)
-        what = (f"{worst.path} TTFT p90 {fmt_seconds(worst.ttft_p90)} (n={worst.ttft_n}) vs budget "
-                f"{fmt_seconds(budgets.ttft_s)}")
+        what = f"{_who(decider)}: {decider.ttft_text()} vs budget {fmt_seconds(budgets.ttft_s)}"
+    if decider.witness.server and probe:
+        own = probe.get("direct") or probe.get("gateway")
+        if own is not None:
+            what += f" (the probe's own {own.path} requests: {own.ttft_text()}" + (
+                f", {own.tpot_text()})" if symptom is Symptom.INTER_TOKEN else ")")
     if dominant is not None and dominant.share is not None and symptom is not Symptom.PROXY_ONLY:
         phrase = COMPONENT_PHRASES.get(dominant.name, dominant.name)
-        what += (f", {fmt_pct(dominant.share)} of inter-token time is {phrase}" if symptom is Symptom.INTER_TOKEN
-                 else f", {fmt_pct(dominant.share)} of it {phrase}")
+        share, whole = dominant.share, split.whole
+        if dominant.name in SERVER_PARTS and server_ttft:
+            # the share the queue and prefill checks quote: of the server's own TTFT, one number for one thing
+            share, whole = min((dominant.seconds or 0.0) / server_ttft, 1.0), f"the server's TTFT mean {fmt_seconds(server_ttft)}"
+        what += f"; {fmt_pct(share)} of {whole} is {phrase}"
     fix = (f"; change {primary.remediation.setting} ({primary.code})" if primary is not None
            else "; no check explains it")
     return f"{symptom.value.capitalize()}: {what}{fix}"
+
+
+def _who(f: Felt) -> str:
+    return f.witness.label if f.witness.server else f"{f.path} (the probe)"

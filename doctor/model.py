@@ -120,6 +120,9 @@ class Decomposition:
     ttft_client_s: float | None = None
     ttft_budget_s: float | None = None
     ttft_components: list[Component] = field(default_factory=list)
+    # What the first-token components add up to, e.g. "server TTFT mean 13.1 s (n=40, every
+    # user's requests)": a mean (components are means), which the chart totals and names.
+    ttft_basis: str | None = None
     tpot_client_s: float | None = None
     tpot_budget_s: float | None = None
     itl_components: list[Component] = field(default_factory=list)

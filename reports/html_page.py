@@ -272,8 +272,10 @@ def render_html(report: Report) -> str:
         chart_timeline=timeline_chart(report),
         chart_arrivals=arrivals_chart(report),
         chart_gaps=gaps_chart(stream_stats),
-        chart_ttft=decomposition_chart(d.ttft_components, d.ttft_client_s, d.ttft_budget_s,
-                                       "TTFT decomposition", "TTFT"),
+        # both bars total what their parts split (a mean, named by the basis), not a p90
+        chart_ttft=decomposition_chart(d.ttft_components, sum(c.seconds or 0.0 for c in d.ttft_components)
+                                       if d.ttft_basis else d.ttft_client_s, d.ttft_budget_s,
+                                       "TTFT decomposition", d.ttft_basis or "TTFT"),
         # the inter-token parts split the engine path's TPOT mean: the bar's total is that, not
         # what the user's path felt (through a buffering gateway the two differ)
         chart_itl=decomposition_chart(d.itl_components, sum(c.seconds or 0.0 for c in d.itl_components)

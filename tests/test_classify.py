@@ -99,10 +99,17 @@ def test_healthy_run_is_healthy_with_no_warning() -> None:
     assert not v.client_suspect
 
 
-def test_no_stream_is_inconclusive_and_names_the_probe() -> None:
-    v = diagnose(bundle(metrics=calm_metrics())).verdict
+def test_no_witness_at_all_is_inconclusive_and_names_the_probe() -> None:
+    v = diagnose(bundle(log=vllm_log({"max_num_seqs": 64}, kv_tokens=131072))).verdict
     assert v.symptom is Symptom.INCONCLUSIVE
     assert v.missing and "stream probe" in v.missing[0]
+
+
+def test_without_a_probe_the_servers_histograms_are_the_witness() -> None:
+    """No request of ours, but the server timed 12 of its users' requests: enough to speak."""
+    v = diagnose(bundle(metrics=calm_metrics())).verdict
+    assert v.symptom is Symptom.HEALTHY, v.summary
+    assert "server's histograms" in v.summary and "n=12" in v.summary
 
 
 def test_every_request_failed_is_inconclusive() -> None:
@@ -279,9 +286,11 @@ def test_primary_falls_back_to_the_most_severe_finding_of_the_symptom() -> None:
 
 
 def test_budgets_move_the_verdict() -> None:
-    b = fixture("requests-queued-before-prefill", "fires-full-batch-kv-headroom")
-    assert diagnose(b, Budgets(ttft_s=5.0, tpot_s=0.05)).verdict.symptom is Symptom.HEALTHY
-    assert diagnose(b).verdict.budgets == {"ttft_s": 0.5, "tpot_s": 0.05}
+    b = healthy_bundle()
+    assert diagnose(b).verdict.symptom is Symptom.HEALTHY
+    tight = diagnose(b, Budgets(ttft_s=0.05, tpot_s=0.05)).verdict
+    assert tight.symptom is Symptom.PRE_FIRST_TOKEN, tight.summary
+    assert tight.budgets == {"ttft_s": 0.05, "tpot_s": 0.05}
 
 
 # --------------------------------------------------------------------------- the lab, end to end

@@ -15,12 +15,14 @@ from doctor.derive.log_facts import derive_log_facts
 from doctor.derive.metrics_window import derive_metrics_window
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import derive_stream_stats
+from doctor.derive.user_felt import derive_user_felt
 from doctor.evidence import Bundle
 
 DERIVED: dict[str, Callable[[Bundle], Any]] = {
     "stream_stats": derive_stream_stats,
     "metrics_window": derive_metrics_window,
     "log_facts": derive_log_facts,
+    "user_felt": derive_user_felt,
 }
 
 __all__ = ["DERIVED", "Missing"]

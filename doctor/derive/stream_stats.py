@@ -2,7 +2,12 @@
 
 Warm-up requests are excluded from every distribution but kept as ``warmup_ttft`` so a cold
 start stays visible. Failed requests count in ``failures`` and never in a latency, so an
-error is never mistaken for a fast answer.
+error is never mistaken for a fast answer, with one exception that is the opposite mistake:
+a request still waiting for its first token when the probe gave up on it (``--stall-timeout``,
+the deadline) has a TTFT of *at least* that wait. It is right-censored, not missing: leaving it
+out would report the lucky requests of an incident as what users felt. Such a request counts
+in ``ttft`` at its lower bound (``ttft_censored`` says how many), warm-up or not, since a
+warm-up that never got an answer is no cold start but the incident itself.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from doctor.evidence import Bundle, RequestTrace, StreamEvidence
 
 #: A gap larger than this multiple of its request's median gap is a stall.
 STALL_FACTOR = 5.0
+
+#: Outcomes of a request that was sent and was still waiting when the probe stopped waiting.
+CENSORING_OUTCOMES = ("stall", "deadline")
 
 #: MLPerf's early-stopping confidence (Single-stream rule).
 EARLY_STOP_CONFIDENCE = 0.99
@@ -121,6 +129,9 @@ class RequestStats:
     bytes_per_read: float | None = None
     headers_to_first_token: float | None = None
     first_to_last_token: float | None = None
+    # ``ttft`` (no token came) or ``max_gap`` (the stream froze) is a lower bound: the probe
+    # stopped waiting (``CENSORING_OUTCOMES``).
+    censored: bool = False
 
 
 @dataclass
@@ -142,6 +153,8 @@ class PathStats:
     headers_to_first_token: Dist = field(default_factory=Dist)
     first_to_last_token: Dist = field(default_factory=Dist)
     warmup_ttft: Dist = field(default_factory=Dist)
+    ttft_censored: int = 0  # values of ``ttft`` that are lower bounds (still waiting when the probe gave up)
+    gap_censored: int = 0  # values of ``max_gap`` that are lower bounds (frozen when the probe gave up)
     stalls: int = 0
     headers: dict[str, str] = field(default_factory=dict)  # from the first successful request
     http_version: str | None = None
@@ -198,7 +211,11 @@ def request_stats(req: RequestTrace) -> RequestStats:
         if with_events:
             rs.events_per_read = statistics.fmean(r.events for r in with_events)
             rs.bytes_per_read = statistics.fmean(r.nbytes for r in with_events)
+    waited_until = req.t_failed if req.t_failed is not None else req.t_end
+    censored = req.outcome in CENSORING_OUTCOMES and req.t_sent is not None and waited_until is not None
     if not times:
+        if censored and waited_until is not None:
+            rs.ttft, rs.censored = waited_until - req.t_scheduled, True
         return rs
     rs.ttft = times[0] - req.t_scheduled
     rs.e2e = times[-1] - req.t_scheduled
@@ -217,6 +234,8 @@ def request_stats(req: RequestTrace) -> RequestStats:
         if base is not None:
             rs.stall_above = STALL_FACTOR * base
             rs.stalls = sum(1 for g in rs.gaps if g > rs.stall_above)
+    if censored and waited_until is not None and waited_until - times[-1] > (rs.max_gap or 0.0):
+        rs.max_gap, rs.censored = waited_until - times[-1], True
     return rs
 
 
@@ -225,9 +244,12 @@ def path_stats(name: str, url: str | None, reqs: list[RequestTrace]) -> PathStat
     ps = PathStats(path=name, url=url)
     measured: list[RequestStats] = []
     warm: list[RequestStats] = []
+    censored: list[RequestStats] = []  # failed, but their wait is a latency (see the module docstring)
     for req in reqs:
         rs = request_stats(req)
         ps.requests.append(rs)
+        if rs.censored:
+            censored.append(rs)
         if req.warmup:
             ps.n_warmup += 1
             if req.ok:
@@ -243,11 +265,15 @@ def path_stats(name: str, url: str | None, reqs: list[RequestTrace]) -> PathStat
             ps.n_failed += 1
             ps.failures[req.outcome] = ps.failures.get(req.outcome, 0) + 1
     ok_reads = [r for req in reqs if req.ok and not req.warmup for r in req.reads if r.events > 0]
-    ps.ttft = dist([r.ttft for r in measured if r.ttft is not None])
+    waited = [r for r in censored if r.tokens == 0]
+    frozen = [r for r in censored if r.tokens > 0 and not r.warmup]
+    ps.ttft = dist([r.ttft for r in measured + waited if r.ttft is not None])
+    ps.ttft_censored = len(waited)
     ps.tpot = dist([r.tpot for r in measured if r.tpot is not None])
     ps.itl = dist([g for r in measured for g in r.gaps])
     ps.e2e = dist([r.e2e for r in measured if r.e2e is not None])
-    ps.max_gap = dist([r.max_gap for r in measured if r.max_gap is not None])
+    ps.max_gap = dist([r.max_gap for r in measured + frozen if r.max_gap is not None])
+    ps.gap_censored = len(frozen)
     ps.client_queue = dist([r.client_queue for r in measured if r.client_queue is not None])
     ps.events_per_read = dist([float(r.events) for r in ok_reads])
     ps.bytes_per_read = dist([float(r.nbytes) for r in ok_reads])

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import RunRecord, StreamEvidence
 from doctor.model import RERUN_INSTRUCTION, EvidenceValue, Remediation
@@ -28,13 +29,16 @@ class Setting:
     value: Any
     source: str
     lower_bound: bool = False
+    inferred: bool = False  # read off the engine's behaviour (a gauge), not its configuration
 
     def evidence(self, name: str, unit: str = "") -> EvidenceValue:
         return EvidenceValue(name, self.value, unit, self.source)
 
     def current(self) -> str:
         """The value as a remediation's ``current`` text: a lower bound says so, never a bare number."""
-        return f"at least {self.value} (vLLM's default for this GPU class)" if self.lower_bound else str(self.value)
+        if self.lower_bound:
+            return f"at least {self.value} (vLLM's default for this GPU class)"
+        return f"{self.value} (inferred: {self.source})" if self.inferred else str(self.value)
 
 
 #: vLLM defaults that have not changed across versions, used when the log's ``non-default args``
@@ -82,9 +86,36 @@ def default_max_num_seqs(log_facts: LogFacts | None) -> Setting | None:
                    f"(absent from non-default args, log line {args.line})", lower_bound=bound)
 
 
-def max_num_seqs_in_use(log_facts: LogFacts | None, run: RunRecord | None = None) -> Setting | None:
-    """max_num_seqs as the log or run record gives it, else ``vllm serve``'s V1 default for the device."""
-    return engine_setting("max_num_seqs", log_facts, run) or default_max_num_seqs(log_facts)
+def max_num_seqs_in_use(log_facts: LogFacts | None, run: RunRecord | None = None,
+                        metrics_window: MetricsWindow | None = None, *, kv_headroom: float = 0.8) -> Setting | None:
+    """max_num_seqs as the log or run record gives it, else ``vllm serve``'s V1 default for the
+    device, else what the gauges imply (``inferred_max_num_seqs``)."""
+    return (engine_setting("max_num_seqs", log_facts, run) or default_max_num_seqs(log_facts)
+            or (inferred_max_num_seqs(metrics_window, kv_headroom) if metrics_window is not None else None))
+
+
+#: Samples of the running gauge, taken while requests waited, that must agree before its level is
+#: read as the batch limit.
+MIN_FLAT_SAMPLES = 3
+
+
+def inferred_max_num_seqs(mw: MetricsWindow, kv_headroom: float = 0.8) -> Setting | None:
+    """The batch limit the gauges imply without a startup log: ``running`` flat at N in every sample
+    taken while requests waited, with the KV cache below ``kv_headroom``. Requests queue beside free
+    memory only at a sequence limit, and the engine fills up to that limit, so N is it."""
+    if mw.running is None or mw.waiting is None:
+        return None
+    waiting = {t: v for t, v in mw.waiting.samples}
+    levels = [v for t, v in mw.running.samples if waiting.get(t, 0.0) > 0]
+    kv_max = mw.kv_usage.max if mw.kv_usage is not None else None
+    if len(levels) < MIN_FLAT_SAMPLES or len(set(levels)) != 1 or levels[0] <= 0:
+        return None
+    if kv_max is not None and kv_max >= kv_headroom:
+        return None
+    n = int(levels[0])
+    return Setting(n, f"running flat at {n} in {len(levels)} scrapes while requests waited, KV usage "
+                      f"<= {kv_max * 100:.0f} %" if kv_max is not None else
+                      f"running flat at {n} in {len(levels)} scrapes while requests waited", inferred=True)
 
 
 def engine_path(stats: StreamStats) -> PathStats | None:

@@ -16,7 +16,9 @@ Evidence:
 metrics_window: mean queue time and mean server TTFT over the window, ``waiting`` and
 ``running`` gauges (a zero, or a batch below the limit, counts only from scrapes taken during
 the probe), KV usage. Startup log / run record (else vLLM V1's default): ``max_num_seqs``, KV
-capacity in tokens. Stream: tokens per request (usage trailers, else the probe's shape).
+capacity in tokens. Without either, the gauges imply the limit: ``running`` flat at N in every
+scrape where requests waited, KV usage below ``kv_headroom``, is a batch capped at N (quoted as
+"inferred"). Stream: tokens per request (usage trailers, else the probe's shape).
 
 Remediation:
 KV usage stayed low (below ``kv_headroom``): the batch limit binds, raise ``max_num_seqs``;
@@ -90,7 +92,7 @@ def requests_queued_before_prefill(
 
     running_max = mw.running.max if mw.running else None
     kv_max = mw.kv_usage.max if mw.kv_usage else None
-    max_seqs = max_num_seqs_in_use(log_facts, run)
+    max_seqs = max_num_seqs_in_use(log_facts, run, mw, kv_headroom=kv_headroom)
     if running_max is not None:
         evidence.append(EvidenceValue("running max", running_max, "requests", "metrics: vllm:num_requests_running"))
     if max_seqs is not None:

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats, stall_base
-from doctor.derive.user_felt import UserFelt, Witness
+from doctor.derive.user_felt import FREEZE_SHARE, UserFelt, Witness
 from doctor.evidence.stream import CANCELLED
 from doctor.model import (
     CheckResult,
@@ -236,7 +236,7 @@ def felt_of(witness: Witness, budgets: Budgets) -> Felt:
             f.freeze_text = (f"largest gap p90 {'>= ' if gap.censored else ''}{fmt_seconds(gap.p90_low)} (n={gap.n}): "
                              f"answers freeze longer than the {fmt_seconds(budgets.ttft_s)} first-token budget")
     freezes = witness.freezes(budgets.ttft_s)
-    if freezes is not None and freezes.share >= 0.1:
+    if freezes is not None and freezes.share >= FREEZE_SHARE:
         # At least a tenth of the answers froze beyond the bucket bound: their largest-gap p90 is at least that.
         f.freeze_ratio = max(freezes.gap_s / budgets.ttft_s, f.freeze_ratio)
         f.freeze_excess = max(f.freeze_ratio - 1, 0.0) or 1e-9

@@ -34,6 +34,9 @@ from doctor.vllm_metrics.window import window_from_scrapes
 #: A histogram witness needs this many observations before its p90 says anything.
 MIN_SERVER_N = 5
 
+#: Answers freeze, as a p90 of each answer's largest gap would say, when at least this share of them did.
+FREEZE_SHARE = 0.1
+
 
 @dataclass
 class Estimate:
@@ -85,16 +88,18 @@ class Witness:
     def server(self) -> bool:
         return self.source != "probe"
 
-    def freezes(self, budget_s: float) -> Freezes | None:
-        """Server side: the share of answers that froze for longer than ``budget_s`` (gaps beyond the
-        first bucket bound at or above it, so each counted gap is surely longer than the budget)."""
+    def freezes(self, budget_s: float, share: float = FREEZE_SHARE) -> Freezes | None:
+        """Server side: answers that froze for longer than ``budget_s``, at the longest bucket bound
+        at or above it that at least ``share`` of the answers passed (gaps beyond a bound are surely
+        longer than it); the first such bound when none reaches ``share``."""
         if not self.freeze_buckets or self.requests <= 0:
             return None
-        over = next(((le, n) for le, n in self.freeze_buckets if le >= budget_s), None)
-        if over is None:
+        over = [Freezes(gap_s=le, share=min(gaps / self.requests, 1.0), gaps=int(gaps), requests=self.requests)
+                for le, gaps in self.freeze_buckets if le >= budget_s]
+        if not over:
             return None
-        le, gaps = over
-        return Freezes(gap_s=le, share=min(gaps / self.requests, 1.0), gaps=int(gaps), requests=self.requests)
+        frequent = [f for f in over if f.share >= share]
+        return frequent[-1] if frequent else over[0]
 
 
 @dataclass

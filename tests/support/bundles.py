@@ -91,15 +91,17 @@ def exposition(values: Mapping[str, object], engine: str = "0", model: str = "m"
     """Prometheus text for vLLM V1 families.
 
     ``values`` maps a family name to a number (gauge or counter, by the ``_total`` suffix),
-    to ``{"sum": s, "count": c}`` for a histogram (a single +Inf bucket), or to
+    to ``{"sum": s, "count": c}`` for a histogram (a single +Inf bucket; ``"buckets": {le:
+    cumulative count}`` adds finite buckets), or to
     ``{label_value: number}`` for ``vllm:request_success_total`` by ``finished_reason``.
     """
     labels = f'engine="{engine}",model_name="{model}"'
     lines: list[str] = []
     for name, value in values.items():
         if isinstance(value, Mapping) and "count" in value:
-            lines += [f"# HELP {name} h", f"# TYPE {name} histogram",
-                      f'{name}_bucket{{{labels},le="+Inf"}} {value["count"]}',
+            lines += [f"# HELP {name} h", f"# TYPE {name} histogram"]
+            lines += [f'{name}_bucket{{{labels},le="{le}"}} {n}' for le, n in dict(value.get("buckets", {})).items()]
+            lines += [f'{name}_bucket{{{labels},le="+Inf"}} {value["count"]}',
                       f"{name}_count{{{labels}}} {value['count']}",
                       f"{name}_sum{{{labels}}} {value['sum']}"]
         elif isinstance(value, Mapping):

@@ -1,0 +1,238 @@
+"""The verdict follows what users felt, from every witness, and never contradicts a finding.
+
+Each test is one way the headline used to say HEALTHY (or inconclusive) during an incident: the
+probe's few requests were the lucky ones, a request that never got its first token was dropped
+as a failure, the gateway failed every request, a buffering gateway stayed within budget, or
+only the server's histograms saw the incident. The last test holds the rule over every fixture.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from doctor.bundle import from_dict, load_path
+from doctor.classify import Budgets
+from doctor.evidence import Bundle, RequestTrace
+from doctor.model import Severity, Symptom
+from doctor.registry import load_registry
+from doctor.runner import AnalyzeOptions, analyze
+from tests.support.bundles import bundle, request, stream
+from tests.support.make_check_fixtures_engine import window
+
+REGISTRY = load_registry(plugins=False)
+ROOT = Path(__file__).resolve().parent.parent
+SSE = {"content-type": "text/event-stream; charset=utf-8", "transfer-encoding": "chunked"}
+LATENCY_CLASSES = {"pre-first-token", "inter-token", "proxy-only"}
+
+#: vLLM's own TTFT / queue-time bucket bounds (vllm/v1/metrics/loggers.py), in seconds.
+TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0)
+ITL_BOUNDS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+
+
+def diagnose(b: Bundle, budgets: Budgets | None = None):
+    return analyze(b, AnalyzeOptions(budgets=budgets or Budgets()), registry=REGISTRY)
+
+
+def histogram(values: list[float], bounds: tuple[float, ...]) -> dict[str, object]:
+    """A vLLM histogram exposition of exactly these observations."""
+    return {"sum": round(sum(values), 6), "count": len(values),
+            "buckets": {le: sum(1 for v in values if v <= le) for le in bounds}}
+
+
+def zero(bounds: tuple[float, ...]) -> dict[str, object]:
+    return histogram([], bounds)
+
+
+def server_window(ttfts: list[float], queues: list[float], itls: list[float], *,
+                  running: list[float], waiting: list[float], kv: float = 0.01, preemptions: int = 0):
+    """Scrapes before, during (one per gauge sample) and after, as vLLM exposes every family."""
+    families = {"vllm:time_to_first_token_seconds": TTFT_BOUNDS, "vllm:request_queue_time_seconds": TTFT_BOUNDS,
+                "vllm:inter_token_latency_seconds": ITL_BOUNDS, "vllm:e2e_request_latency_seconds": TTFT_BOUNDS}
+    before: dict[str, object] = {name: zero(b) for name, b in families.items()}
+    before.update({"vllm:num_requests_running": 0, "vllm:num_requests_waiting": 0, "vllm:kv_cache_usage_perc": 0.0,
+                   "vllm:num_preemptions_total": 0})
+    during: list[Mapping[str, object]] = [
+        {**before, "vllm:num_requests_running": r, "vllm:num_requests_waiting": w, "vllm:kv_cache_usage_perc": kv}
+        for r, w in zip(running, waiting, strict=True)
+    ]
+    after = {
+        **before,
+        "vllm:time_to_first_token_seconds": histogram(ttfts, TTFT_BOUNDS),
+        "vllm:request_queue_time_seconds": histogram(queues, TTFT_BOUNDS),
+        "vllm:inter_token_latency_seconds": histogram(itls, ITL_BOUNDS),
+        "vllm:e2e_request_latency_seconds": histogram([t + 1.0 for t in ttfts], TTFT_BOUNDS),
+        "vllm:num_preemptions_total": preemptions,
+    }
+    return window(before, during, after, end=float(len(running) + 1))
+
+
+def fast(path: str, n: int, *, start: float = 0.0, ttft: float = 0.08, **kw) -> list[RequestTrace]:
+    return [request(path, i, ttft=ttft, gaps=[0.02] * 15, start=start + i * 1.0, headers={**SSE}, **kw) for i in range(n)]
+
+
+def waited(path: str, index: int, *, start: float, waited_s: float = 30.0, warmup: bool = False) -> RequestTrace:
+    """A request sent, answered with headers, then no token until the probe's stall timeout."""
+    r = request(path, index, ttft=0.0, gaps=[], start=start, outcome="stall", warmup=warmup)
+    r.status, r.t_headers = 200, start + 0.01
+    r.t_failed = r.t_end = start + waited_s
+    r.error = f"no byte for {waited_s:g} s inside the stream"
+    return r
+
+
+# --------------------------------------------------------------------------- censored requests
+
+
+def test_a_request_still_waiting_at_the_stall_timeout_is_a_ttft_of_at_least_that_long() -> None:
+    reqs = fast("direct", 4) + [waited("direct", 4, start=5.0), waited("direct", 5, start=6.0)]
+    report = diagnose(bundle(stream=stream(reqs)))
+    ps = report.views["stream_stats"]["paths"]["direct"]
+    assert ps["ttft_censored"] == 2 and ps["ttft"]["n"] == 6 and ps["ttft"]["max"] >= 30.0
+    v = report.verdict
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN, v.summary
+    assert "TTFT p90 >= " in v.summary and "still waiting" in v.summary
+    assert any("counted in TTFT at that wait" in line for line in v.reasoning)
+
+
+def test_a_warm_up_that_never_got_an_answer_is_the_incident_not_a_cold_start() -> None:
+    reqs = [waited("direct", 0, start=0.0, warmup=True)] + fast("direct", 4, start=31.0)
+    v = diagnose(bundle(stream=stream(reqs))).verdict
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN, v.summary
+    assert "1 still waiting" in v.summary
+
+
+def test_a_slow_but_answered_warm_up_is_said_not_silently_dropped() -> None:
+    reqs = fast("direct", 1, ttft=3.0, warmup=True) + fast("direct", 5, start=5.0)
+    v = diagnose(bundle(stream=stream(reqs))).verdict
+    assert any("warm-up TTFT 3.00 s" in line for line in v.reasoning), v.reasoning
+
+
+# --------------------------------------------------------------------------- failing paths
+
+
+@pytest.mark.parametrize("outcome", ["http-status", "connect", "cut"])
+def test_a_gateway_that_fails_beside_a_working_engine_is_proxy_only(outcome: str) -> None:
+    broken = [request("gateway", i, ttft=0.0, gaps=[], start=10.0 + i, outcome=outcome) for i in range(5)]
+    for r in broken:
+        r.status = 502 if outcome == "http-status" else None
+    v = diagnose(bundle(stream=stream(fast("direct", 5) + broken))).verdict
+    assert v.symptom is Symptom.PROXY_ONLY, v.summary
+    assert "every one of 5 gateway requests failed" in v.summary and outcome in v.summary
+    if outcome == "http-status":
+        assert "HTTP 502" in v.summary
+    assert v.primary_code is not None
+
+
+def test_a_hung_gateway_is_proxy_only_by_its_censored_first_tokens() -> None:
+    hung = [waited("gateway", i, start=10.0 + i) for i in range(4)]
+    v = diagnose(bundle(stream=stream(fast("direct", 4) + hung))).verdict
+    assert v.symptom is Symptom.PROXY_ONLY, v.summary
+
+
+def test_a_mostly_failing_engine_is_never_healthy() -> None:
+    broken = [request("direct", i, ttft=0.0, gaps=[], start=10.0 + i, outcome="http-status") for i in range(4)]
+    v = diagnose(bundle(stream=stream(fast("direct", 2) + broken))).verdict
+    assert v.symptom is not Symptom.HEALTHY, v.summary
+    assert "4 of 6 direct requests failed" in v.summary
+
+
+# --------------------------------------------------------------------------- stream shape
+
+
+def test_bursts_the_engine_does_not_send_are_proxy_only_even_within_budget() -> None:
+    direct = fast("direct", 5)
+    gateway = [request("gateway", i, ttft=0.08, gaps=[0.02] * 47, start=20.0 + i * 2, headers={**SSE, "server": "nginx"},
+                       burst_bytes=4096) for i in range(5)]
+    v = diagnose(bundle(stream=stream(direct + gateway))).verdict
+    assert v.symptom is Symptom.PROXY_ONLY, v.summary
+    assert "within budget, but delivered in bursts of 22 tokens" in v.summary
+    assert v.primary_remediation is not None and v.primary_remediation.setting == "proxy_buffering"
+
+
+# --------------------------------------------------------------------------- the server's histograms
+
+
+def queueing_window():
+    """Twelve users' requests: TTFT 15-19 s, 99 % of it queue; running flat at 2 with a queue, KV 1 %."""
+    ttfts = [15.0 + 0.4 * i for i in range(12)]
+    return server_window(ttfts, [t * 0.99 for t in ttfts], [0.02] * 400,
+                         running=[2, 2, 2, 2], waiting=[10, 9, 6, 3], kv=0.01)
+
+
+def test_the_servers_histograms_see_the_incident_the_probe_missed() -> None:
+    """The probe's requests came after the burst and were fast; every other user's were not."""
+    v = diagnose(bundle(stream=stream(fast("direct", 5, start=20.0)), metrics=queueing_window())).verdict
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN, v.summary
+    assert "server's histograms" in v.summary and "n=12" in v.summary
+    assert "the probe's own direct requests" in v.summary  # kept beside the deciding witness
+    assert v.primary_code == "LD101" and v.primary_remediation.setting == "max_num_seqs"
+
+
+def test_a_window_without_a_probe_speaks_of_the_window() -> None:
+    report = diagnose(bundle(metrics=queueing_window()))
+    v = report.verdict
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN, v.summary
+    assert "TTFT" in v.summary and "mean 17.2 s (n=12)" in v.summary
+    assert v.decomposition.ttft_basis == "server TTFT mean"
+    ld101 = next(f for f in report.findings if f.code == "LD101")
+    queue_share = "99 %"
+    assert f"is {queue_share} of TTFT" in ld101.summary and f"{queue_share} of the server's TTFT mean" in v.summary
+
+
+def test_a_flat_running_gauge_with_a_queue_names_max_num_seqs_inferred() -> None:
+    """No startup log: running stays at 2 in every scrape while requests wait and the KV cache is empty."""
+    report = diagnose(bundle(metrics=queueing_window()))
+    rem = report.verdict.primary_remediation
+    assert rem is not None and rem.setting == "max_num_seqs"
+    assert rem.current is not None and rem.current.startswith("2 (inferred: running flat at 2")
+
+
+def test_answers_that_freeze_on_the_server_are_inter_token_though_the_probe_streamed_smoothly() -> None:
+    itls = [0.02] * 300 + [1.2] * 6  # six one-second freezes across twelve answers
+    mw = server_window([0.1] * 12, [0.001] * 12, itls, running=[6, 6, 6], waiting=[0, 0, 0], kv=0.3)
+    v = diagnose(bundle(stream=stream(fast("direct", 5)), metrics=mw)).verdict
+    assert v.symptom is Symptom.INTER_TOKEN, v.summary
+    assert "6 gaps over 1.00 s across 12 requests" in v.summary
+
+
+def test_a_healthy_server_window_keeps_a_healthy_verdict() -> None:
+    mw = server_window([0.09] * 12, [0.001] * 12, [0.02] * 300, running=[3, 2, 1], waiting=[0, 0, 0], kv=0.05)
+    v = diagnose(bundle(stream=stream(fast("direct", 5)), metrics=mw)).verdict
+    assert v.symptom is Symptom.HEALTHY, v.summary
+
+
+def test_within_budget_ratios_are_never_printed_as_1x() -> None:
+    mw = server_window([0.06] * 12, [0.001] * 12, [0.02] * 300, running=[1, 1, 1], waiting=[0, 0, 0])
+    reqs = [request("direct", i, ttft=0.065, gaps=[0.3] * 15, start=i * 6.0, headers={**SSE}) for i in range(5)]
+    v = diagnose(bundle(stream=stream(reqs), metrics=mw)).verdict
+    assert v.symptom is Symptom.INTER_TOKEN, v.summary
+    decision = next(line for line in v.reasoning if "its budget" in line)
+    assert "TTFT p90 is 0.13x its budget" in decision and "1.0x" not in decision
+
+
+# --------------------------------------------------------------------------- the rule, over every fixture
+
+
+def fixture_bundles() -> list[tuple[str, Bundle]]:
+    out = []
+    for path in sorted((ROOT / "fixtures" / "checks").glob("*/*.json")):
+        out.append((f"{path.parent.name}/{path.stem}", from_dict(json.loads(path.read_text())["bundle"], str(path))))
+    out += [(path.name, load_path(path)) for path in sorted((ROOT / "fixtures" / "bundles").glob("*.json.gz"))]
+    return out
+
+
+def test_no_healthy_verdict_beside_a_warning_or_critical_latency_finding() -> None:
+    offenders = []
+    bundles = fixture_bundles()
+    assert len(bundles) > 100
+    for name, b in bundles:
+        for budgets in (Budgets(), Budgets(ttft_s=5.0, tpot_s=1.0)):
+            report = diagnose(b, budgets)
+            severe = [f.code for f in report.findings
+                      if f.severity.rank >= Severity.WARNING.rank and f.symptom.value in LATENCY_CLASSES]
+            if report.verdict.symptom is Symptom.HEALTHY and severe:
+                offenders.append(f"{name} {budgets}: healthy beside {severe}")
+    assert not offenders, "\n".join(offenders)

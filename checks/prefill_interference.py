@@ -6,6 +6,9 @@ gap) that end as another request gets its first token, i.e. while that request's
 being computed in the same engine steps. Prompts from other users are invisible to the probe,
 so a gap also counts when several concurrent streams freeze at the same moment, no request was
 preempted, and /metrics shows more prompt tokens prefilled in the window than the probe sent.
+When the probe's own streams were not hit, the server's histograms still show it: inter-token
+gaps of ``server_gap_s`` or more while the median gap is milliseconds, long prefills (prefill
+time mean of ``min_prefill_s`` or more), and no preemption to explain the freezes instead.
 
 Why it matters:
 vLLM runs prefill chunks and decodes in the same step. A step that carries a large prefill
@@ -17,8 +20,9 @@ Evidence:
 stream (token times) and stream_stats (per-request median gap): each large gap is matched
 with the first tokens of the other requests on the same path, and with large gaps of the other
 streams. metrics_window: prompt tokens and preemptions over the window (prompt tokens beyond
-the probe's own, from its usage trailers, are other users' prefills). Startup log / run record: ``chunked_prefill``,
-``max_num_batched_tokens``.
+the probe's own, from its usage trailers, are other users' prefills); without a hit stream, the
+inter-token histogram (median and tail bucket bounds), prefill-time histogram and prompt tokens
+per finished request. Startup log / run record: ``chunked_prefill``, ``max_num_batched_tokens``.
 
 Remediation:
 Lower ``max_num_batched_tokens`` (to 2048 when above it, else halve it, at least 512) so a
@@ -50,8 +54,8 @@ MIN_BATCHED_TOKENS = 512
 
 @check(code="LD202", name="prefill-interference", symptom=SymptomClass.INTER_TOKEN, cause="prefill-interference")
 def prefill_interference(
-    stream_stats: StreamStats,
-    stream: StreamEvidence,
+    stream_stats: StreamStats | None = None,
+    stream: StreamEvidence | None = None,
     metrics_window: MetricsWindow | None = None,
     log_facts: LogFacts | None = None,
     run: RunRecord | None = None,
@@ -61,11 +65,33 @@ def prefill_interference(
     min_gaps: int = 2,
     time_share: float = 0.1,
     min_streams: int = 2,
+    server_gap_s: float = 0.5,
+    server_median_s: float = 0.1,
+    min_prefill_s: float = 0.2,
 ) -> Result:
     """``gap_factor``: a gap this many times its stream's median is large; ``coincide_share``:
     share of large gaps that must end at another request's first token; ``min_gaps``: at least
     this many such gaps; ``time_share``: their excess must be at least this share of decode time;
-    ``min_streams``: a freeze other users' prefill explains stops at least this many other streams."""
+    ``min_streams``: a freeze other users' prefill explains stops at least this many other streams;
+    ``server_gap_s``, ``server_median_s``, ``min_prefill_s``: from the server's histograms alone,
+    gaps of at least this long, while the median gap is at most this, with prefills this long."""
+    stream_result = (_from_streams(stream_stats, stream, metrics_window, log_facts, run, gap_factor=gap_factor,
+                                   coincide_share=coincide_share, min_gaps=min_gaps, time_share=time_share,
+                                   min_streams=min_streams)
+                     if stream_stats is not None and stream is not None else None)
+    if isinstance(stream_result, Fire):
+        return stream_result
+    server = _from_server(metrics_window, log_facts, run, min_gaps=min_gaps, server_gap_s=server_gap_s,
+                          server_median_s=server_median_s, min_prefill_s=min_prefill_s)
+    return stream_result if isinstance(stream_result, Pass) and not isinstance(server, Fire) else server
+
+
+def _from_streams(
+    stream_stats: StreamStats, stream: StreamEvidence, metrics_window: MetricsWindow | None,
+    log_facts: LogFacts | None, run: RunRecord | None, *, gap_factor: float, coincide_share: float,
+    min_gaps: int, time_share: float, min_streams: int,
+) -> Result:
+    """The probe's own streams: large gaps that end at another request's first token."""
     path = engine_path(stream_stats)
     if path is None:
         return NotApplicable("no successful streamed request")
@@ -100,6 +126,55 @@ def prefill_interference(
         rate = metrics_window.prompt_tokens / metrics_window.window_s
         evidence.append(EvidenceValue("prompt throughput", rate, "tokens/s", "metrics: vllm:prompt_tokens delta / window"))
         summary += f"; prompt throughput {rate:,.0f} tokens/s"
+    return _fire(summary, evidence, log_facts, run)
+
+
+def _from_server(
+    mw: MetricsWindow | None, log_facts: LogFacts | None, run: RunRecord | None, *, min_gaps: int,
+    server_gap_s: float, server_median_s: float, min_prefill_s: float,
+) -> Result:
+    """Every user's streams, from the server's histograms: a tail of long gaps beside a
+    millisecond median, long prefills, and no preemption that would explain the freezes."""
+    itl = mw.itl if mw is not None else None
+    if mw is None or itl is None or not itl.count or itl.p50_le is None:
+        return NotApplicable("no measured stream and no inter-token histogram in /metrics")
+    if mw.preemptions:
+        return Pass(f"{mw.preemptions:.0f} preemptions explain gaps in the window (see LD201)")
+    if itl.p50_le > server_median_s:
+        return Pass(f"server: median inter-token gap <= {fmt_seconds(itl.p50_le)}: no millisecond stream to interrupt")
+    # the longest bound at or above server_gap_s that at least min_gaps gaps passed
+    passed = [(le, itl.count - cumulative) for le, cumulative in itl.buckets
+              if le >= server_gap_s and itl.count - cumulative >= min_gaps]
+    bound = passed[-1] if passed else None
+    prefill = mw.prefill.mean if mw.prefill is not None else None
+    if bound is None:
+        return Pass(f"server: fewer than {min_gaps} inter-token gaps over {fmt_seconds(server_gap_s)} "
+                    f"(n={itl.count:.0f} gaps)")
+    if prefill is None or prefill < min_prefill_s:
+        return Pass(f"server: {bound[1]:.0f} gaps over {fmt_seconds(bound[0])}, but prefill time mean "
+                    f"{fmt_seconds(prefill)} is below {fmt_seconds(min_prefill_s)}: no long prefill to blame")
+    le, gaps = bound
+    evidence = [
+        EvidenceValue("gaps over the bound", gaps, "gaps", f"metrics: {itl.metric}, above le={le:g}"),
+        EvidenceValue("median gap bound", itl.p50_le, "s", f"metrics: {itl.metric} p50 bucket bound, n={itl.count:.0f}"),
+        EvidenceValue("prefill time mean", prefill, "s",
+                      f"metrics: {mw.prefill.metric if mw.prefill else 'prefill'} mean, n={mw.prefill.count if mw.prefill else 0:.0f}"),
+        EvidenceValue("preemptions", mw.preemptions or 0.0, "", "metrics: vllm:num_preemptions delta"),
+    ]
+    summary = (f"server: {gaps:.0f} inter-token gaps over {fmt_seconds(le)} while the median gap is <= "
+               f"{fmt_seconds(itl.p50_le)} (n={itl.count:.0f} gaps); prefill time mean {fmt_seconds(prefill)}; "
+               "no preemption")
+    finished = sum(mw.finished_by_reason.values())
+    if mw.prompt_tokens is not None and finished:
+        per_request = mw.prompt_tokens / finished
+        evidence.append(EvidenceValue("prompt tokens per finished request", per_request, "tokens",
+                                      "metrics: vllm:prompt_tokens delta / vllm:request_success delta"))
+        summary += f"; {per_request:,.0f} prompt tokens per request"
+    return _fire(summary, evidence, log_facts, run)
+
+
+def _fire(summary: str, evidence: list[EvidenceValue], log_facts: LogFacts | None, run: RunRecord | None) -> Fire:
+    """The finding, with the step-budget setting in use and the change that shortens each stall."""
     chunked = engine_setting("chunked_prefill", log_facts, run)
     batched = engine_setting("max_num_batched_tokens", log_facts, run)
     for name, setting in (("chunked_prefill", chunked), ("max_num_batched_tokens", batched)):

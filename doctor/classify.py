@@ -482,7 +482,7 @@ def _from_findings(verdict: partial[Verdict], severe: list[Finding], findings: l
     top = min(severe, key=_rank)
     symptom = _CLASS_SYMPTOM[top.symptom]
     reasoning.append(f"every witness is within budget, but {top.code} {top.name} ({top.severity.value}) is a "
-                     f"{top.symptom.value} finding: it decides the class")
+                     f"finding of the {top.symptom.value} class: it decides the verdict")
     reasoning += _primary_line(top)
     within = user.ttft_text() + (f", {user.tpot_text()}" if user.witness.tpot is not None else "")
     return verdict(

@@ -20,7 +20,7 @@ from doctor.evidence import Bundle, RequestTrace
 from doctor.model import Severity, Symptom
 from doctor.registry import load_registry
 from doctor.runner import AnalyzeOptions, analyze
-from tests.support.bundles import bundle, request, stream
+from tests.support.bundles import ITL_BOUNDS, TTFT_BOUNDS, bundle, histogram, request, stream
 from tests.support.make_check_fixtures_engine import window
 
 REGISTRY = load_registry(plugins=False)
@@ -28,19 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SSE = {"content-type": "text/event-stream; charset=utf-8", "transfer-encoding": "chunked"}
 LATENCY_CLASSES = {"pre-first-token", "inter-token", "proxy-only"}
 
-#: vLLM's own TTFT / queue-time bucket bounds (vllm/v1/metrics/loggers.py), in seconds.
-TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0)
-ITL_BOUNDS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 
 
 def diagnose(b: Bundle, budgets: Budgets | None = None):
     return analyze(b, AnalyzeOptions(budgets=budgets or Budgets()), registry=REGISTRY)
-
-
-def histogram(values: list[float], bounds: tuple[float, ...]) -> dict[str, object]:
-    """A vLLM histogram exposition of exactly these observations."""
-    return {"sum": round(sum(values), 6), "count": len(values),
-            "buckets": {le: sum(1 for v in values if v <= le) for le in bounds}}
 
 
 def zero(bounds: tuple[float, ...]) -> dict[str, object]:
@@ -87,7 +78,7 @@ def waited(path: str, index: int, *, start: float, waited_s: float = 30.0, warmu
 
 
 def test_a_request_still_waiting_at_the_stall_timeout_is_a_ttft_of_at_least_that_long() -> None:
-    reqs = fast("direct", 4) + [waited("direct", 4, start=5.0), waited("direct", 5, start=6.0)]
+    reqs = [*fast("direct", 4), waited("direct", 4, start=5.0), waited("direct", 5, start=6.0)]
     report = diagnose(bundle(stream=stream(reqs)))
     ps = report.views["stream_stats"]["paths"]["direct"]
     assert ps["ttft_censored"] == 2 and ps["ttft"]["n"] == 6 and ps["ttft"]["max"] >= 30.0
@@ -98,7 +89,7 @@ def test_a_request_still_waiting_at_the_stall_timeout_is_a_ttft_of_at_least_that
 
 
 def test_a_warm_up_that_never_got_an_answer_is_the_incident_not_a_cold_start() -> None:
-    reqs = [waited("direct", 0, start=0.0, warmup=True)] + fast("direct", 4, start=31.0)
+    reqs = [waited("direct", 0, start=0.0, warmup=True), *fast("direct", 4, start=31.0)]
     v = diagnose(bundle(stream=stream(reqs))).verdict
     assert v.symptom is Symptom.PRE_FIRST_TOKEN, v.summary
     assert "1 still waiting" in v.summary

@@ -174,7 +174,8 @@ def server_witness(mw: MetricsWindow) -> Witness | None:
     tpot = _server_estimate(mw.itl)
     if ttft is None and tpot is None:
         return None
-    finished = mw.e2e.count if mw.e2e is not None and mw.e2e.count else (mw.ttft.count if mw.ttft else 0.0)
+    finished = next((h.count for h in (mw.e2e, mw.ttft) if h is not None and h.count),
+                    sum(mw.finished_by_reason.values()))
     if mw.source == "prometheus":
         span = f" over the last {_span(mw.window_s)}" if mw.window_s else ""
         label = f"Prometheus history{span} (every user's requests)"

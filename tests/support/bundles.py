@@ -24,6 +24,17 @@ from doctor.evidence import (
 
 SSE_EVENT_BYTES = 180  # about one vLLM chat chunk
 
+#: vLLM V1's own bucket bounds (vllm/v1/metrics/loggers.py), in seconds: TTFT / queue / e2e, inter-token.
+TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0)
+ITL_BOUNDS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+
+
+def histogram(values: Iterable[float], bounds: tuple[float, ...]) -> dict[str, object]:
+    """A histogram value for ``exposition`` holding exactly these observations, in these buckets."""
+    vals = list(values)
+    return {"sum": round(sum(vals), 6), "count": len(vals),
+            "buckets": {le: sum(1 for v in vals if v <= le) for le in bounds}}
+
 
 def request(
     path: str,

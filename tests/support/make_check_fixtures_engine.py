@@ -32,7 +32,7 @@ from doctor.evidence import (
 from doctor.probes.logfile import read_log
 from doctor.vllm_metrics.names import FAMILIES
 from tests.support import nginx_traces
-from tests.support.bundles import bundle, log, metrics, request, stream
+from tests.support.bundles import ITL_BOUNDS, bundle, histogram, log, metrics, request, stream
 from tests.support.write_fixture import write_case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -437,6 +437,22 @@ def interference() -> None:
     write_case(name, "quiet-shared-freezes-but-preempted", bundle(stream=stream(freezes, concurrency=3),
                                                                  metrics=preempting),
                why="the same shared freezes, but 3 preemptions: KV pressure (LD201) explains them, not prefills")
+    itl = ITL_BOUNDS
+    zeros = {"vllm:inter_token_latency_seconds": histogram([], itl), "vllm:request_prefill_time_seconds": histogram([], itl),
+             "vllm:num_preemptions_total": 0, "vllm:prompt_tokens_total": 0, "vllm:request_success_total": {"length": 0}}
+    stalled = {"vllm:inter_token_latency_seconds": histogram([0.02] * 400 + [1.4] * 9, itl),
+               "vllm:request_prefill_time_seconds": histogram([1.5] * 3 + [0.02] * 9, itl),
+               "vllm:num_preemptions_total": 0, "vllm:prompt_tokens_total": 18600,
+               "vllm:request_success_total": {"length": 12}}
+    write_case(name, "fires-server-histograms-only",
+               bundle(metrics=window(zeros, [], stalled), log=vllm_log({"max_num_batched_tokens": 8192})),
+               why="no probe stream hit: the server's inter-token histogram has 9 gaps over 1 s beside a 25 ms median, "
+                   "3 of 12 prefills took 1.5 s (6,000-token prompts), no preemption; max_num_batched_tokens 8192",
+               expect={"setting": "max_num_batched_tokens", "severity": "warning",
+                       "summary_contains": ["9 inter-token gaps over 1.00 s", "max_num_batched_tokens 8192"]})
+    preempted = {**stalled, "vllm:num_preemptions_total": 4}
+    write_case(name, "quiet-server-histograms-preempted", bundle(metrics=window(zeros, [], preempted)),
+               why="the same long gaps, but 4 preemptions: KV pressure (LD201) explains them, not prefills")
     real = nginx_traces.load("direct", "chat", "direct")
     write_case(name, "na-real-vllm-0.32-one-stream-at-a-time", bundle(stream=stream(real)),
                why="real vLLM 0.32 direct.chat.jsonl (fixtures/real-vllm/nginx): sequential requests never overlap")

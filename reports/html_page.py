@@ -29,6 +29,7 @@ from doctor.units import fmt_pct, fmt_seconds
 from reports import charts
 from reports.summary import (
     HEADLINES,
+    WITNESS_HEADERS,
     fmt_bytes,
     fmt_evidence,
     fmt_value,
@@ -39,6 +40,7 @@ from reports.summary import (
     strip_controls,
     verify_text,
     view,
+    witness_rows,
 )
 
 #: Requests drawn per path in the timeline and the arrival plot: enough to see the pattern,
@@ -255,6 +257,9 @@ def render_html(report: Report) -> str:
         stream_missing=stream_missing,
         path_rows=path_table(stream_stats) if stream_stats else [],
         key_numbers=colored_key_numbers(stream_stats) if stream_stats else [],
+        witness_headers=WITNESS_HEADERS,
+        witnesses=witness_rows(view(report, "user_felt")[0]),
+        witnesses_missing=view(report, "user_felt")[1],
         headline=HEADLINES[report.verdict.symptom],
         metrics_window=metrics_window,
         metrics_missing=metrics_missing,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from doctor.model import RERUN_INSTRUCTION, Report, Symptom
-from doctor.units import fmt_pct, fmt_seconds
+from doctor.units import UNKNOWN, fmt_pct, fmt_seconds
 
 #: One line a reader understands without knowing the symptom names.
 HEADLINES: dict[Symptom, str] = {
@@ -127,6 +127,35 @@ PATH_ROWS: list[tuple[str, str, Callable[[dict[str, Any], str], str]]] = [
     ("client queue p90 (scheduled → sent)", "client_queue", _dist("p90")),
     ("failures", "failures", lambda ps, k: ", ".join(f"{o} {n}" for o, n in (ps.get(k) or {}).items()) or "—"),
 ]
+
+
+#: Columns of the witness table: who saw what users felt, with its n.
+WITNESS_HEADERS = ("witness", "n", "TTFT p90", "TTFT mean", "TPOT / inter-token p90", "censored")
+
+
+def _estimate_p90(e: dict[str, Any] | None) -> str:
+    """A p90 as the witness knows it: exact for the probe, a bucket interval for a histogram."""
+    if not e:
+        return UNKNOWN
+    low, high = e.get("p90_low"), e.get("p90_high")
+    if e.get("mean_only"):
+        return f"(mean {fmt_seconds(e.get('mean'))})"
+    if high is None:
+        return f"> {fmt_seconds(low)}"
+    if low == high:
+        return (">= " if e.get("censored") else "") + fmt_seconds(low)
+    return f"{fmt_seconds(low)}–{fmt_seconds(high)}" if low else f"<= {fmt_seconds(high)}"
+
+
+def witness_rows(user_felt: dict[str, Any] | None) -> list[list[str]]:
+    """One row per witness of the ``user_felt`` view, in ``WITNESS_HEADERS`` order."""
+    rows = []
+    for w in (user_felt or {}).get("witnesses", []):
+        ttft, tpot = w.get("ttft") or {}, w.get("tpot") or {}
+        rows.append([strip_controls(str(w.get("label", ""))), str(ttft.get("n") or tpot.get("n") or UNKNOWN),
+                     _estimate_p90(ttft), fmt_seconds(ttft.get("mean")), _estimate_p90(tpot),
+                     str(ttft.get("censored") or 0) if w.get("source") == "probe" else UNKNOWN])
+    return rows
 
 
 def path_table(stream_stats: dict[str, Any]) -> list[tuple[str, list[str]]]:

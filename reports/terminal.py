@@ -24,6 +24,7 @@ from rich.table import Table
 from doctor.model import Outcome, Report, Severity, Symptom
 from reports.summary import (
     HEADLINES,
+    WITNESS_HEADERS,
     fmt_evidence,
     key_numbers,
     log_fact_rows,
@@ -33,6 +34,7 @@ from reports.summary import (
     strip_controls,
     verify_text,
     view,
+    witness_rows,
 )
 
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -118,6 +120,12 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         say()
         say(unwrapped(grid(("", *paths), ((label, *(values[p] for p in paths)) for label, values in key_numbers(stats))),
                       console))
+    felt, _ = view(report, "user_felt")
+    servers = [row for row, w in zip(witness_rows(felt), (felt or {}).get("witnesses", []), strict=True)
+               if w.get("source") != "probe"]
+    if servers or (verbose and felt):  # the per-path table above is the probe's own row
+        say("\n[bold]What users felt, by witness[/]")
+        say(unwrapped(grid(WITNESS_HEADERS, witness_rows(felt) if verbose else servers, wrap=(0,)), console))
     if report.findings:
         say(f"\n[bold]Findings ({len(report.findings)})[/]")
     for f in report.findings:

@@ -23,7 +23,7 @@ from tests.support.html_dom import inventory
 from tests.support.report_cases import real_buffering_bundle, real_buffering_report
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "checks"
-SECTIONS = ["verdict", "evidence", "charts", "findings", "run", "log", "metrics", "machine", "errors", "glossary"]
+SECTIONS = ["verdict", "witnesses", "evidence", "charts", "findings", "run", "log", "metrics", "machine", "errors", "glossary"]
 
 
 @pytest.fixture(scope="module")

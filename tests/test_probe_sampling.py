@@ -1,0 +1,38 @@
+"""The probe's stopping rule: it stops when every path is clearly within or clearly over budget."""
+
+from __future__ import annotations
+
+from doctor.probes.sampling import binomial_cdf, conclusive, decided
+from tests.support.bundles import request
+
+
+def test_binomial_cdf_matches_small_cases_by_hand() -> None:
+    assert abs(binomial_cdf(0, 8, 0.1) - 0.9 ** 8) < 1e-12
+    assert abs(binomial_cdf(1, 2, 0.5) - 0.75) < 1e-12
+    assert binomial_cdf(8, 8, 0.1) == 1.0 and binomial_cdf(-1, 8, 0.1) == 0.0
+
+
+def test_eight_fast_requests_cannot_say_a_p90_is_within_budget_but_29_can() -> None:
+    assert decided(0, 8) is None  # 0.9^8 = 43 %: a 10 % exceedance would often show none
+    assert decided(0, 29) == "within"  # 0.9^29 < 5 %
+    assert decided(4, 8) == "over"
+    assert decided(1, 8) is None
+
+
+def test_a_slow_path_is_conclusive_early_and_a_healthy_one_only_with_enough_requests() -> None:
+    slow = [request("direct", i, ttft=2.0, gaps=[0.02] * 9, start=i * 3.0) for i in range(8)]
+    assert conclusive(slow, ["direct"], ttft_s=0.5, tpot_s=0.05)
+    fast = [request("direct", i, ttft=0.1, gaps=[0.02] * 9, start=i * 1.0) for i in range(8)]
+    assert not conclusive(fast, ["direct"], ttft_s=0.5, tpot_s=0.05)
+    more = [request("direct", i, ttft=0.1, gaps=[0.02] * 9, start=i * 1.0) for i in range(30)]
+    assert conclusive(more, ["direct"], ttft_s=0.5, tpot_s=0.05)
+
+
+def test_requests_still_waiting_at_the_stall_timeout_count_as_over_and_every_path_must_conclude() -> None:
+    waiting = []
+    for i in range(8):
+        r = request("gateway", i, ttft=0.0, gaps=[], start=i * 1.0, outcome="stall")
+        waiting.append(r)
+    fast = [request("direct", i, ttft=0.1, gaps=[0.02] * 9, start=i * 1.0) for i in range(8)]
+    assert conclusive(waiting, ["gateway"], ttft_s=0.5, tpot_s=0.05)
+    assert not conclusive(waiting + fast, ["gateway", "direct"], ttft_s=0.5, tpot_s=0.05)

@@ -45,11 +45,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
+from doctor.derive import Evidence
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats, stall_base
 from doctor.derive.user_felt import FREEZE_SHARE, UserFelt, Witness
 from doctor.evidence.stream import CANCELLED
 from doctor.model import (
+    Budgets,
     CheckResult,
     Component,
     Decomposition,
@@ -65,15 +67,6 @@ from doctor.units import fmt_pct, fmt_seconds
 if TYPE_CHECKING:
     from doctor.derive.metrics_window import MetricsWindow
     from doctor.evidence import StreamEvidence
-    from doctor.runner import Evidence
-
-
-@dataclass
-class Budgets:
-    """What users should feel: the usual interactive-chat targets by default."""
-
-    ttft_s: float = 0.5
-    tpot_s: float = 0.05
 
 
 #: Decomposition component -> the finding causes (``doctor.check.CAUSES``) that explain it.

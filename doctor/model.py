@@ -132,6 +132,14 @@ class Decomposition:
 
 
 @dataclass
+class Budgets:
+    """What users should feel: the usual interactive-chat targets by default."""
+
+    ttft_s: float = 0.5
+    tpot_s: float = 0.05
+
+
+@dataclass
 class Verdict:
     symptom: Symptom
     summary: str  # one sentence with numbers

@@ -16,12 +16,12 @@ from typing import Any
 
 from doctor import __version__
 from doctor.check import CheckSpec, Fire, NotApplicable, Pass
-from doctor.classify import Budgets, classify
-from doctor.derive import DERIVED, Missing
+from doctor.classify import classify
+from doctor.derive import DERIVED, Evidence, Missing
 from doctor.errors import UsageError
 from doctor.evidence import RAW_KINDS, Bundle
 from doctor.evidence.run import AnalysisRecord
-from doctor.model import CheckResult, Finding, Outcome, Report, Severity
+from doctor.model import Budgets, CheckResult, Finding, Outcome, Report, Severity
 from doctor.registry import Registry, load_registry
 from doctor.serial import to_jsonable
 
@@ -40,53 +40,6 @@ class AnalyzeOptions:
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # check code/name/alias -> option -> value
     budgets: Budgets = field(default_factory=Budgets)
     fail_on: Severity = Severity.WARNING  # not used by the analysis; recorded for re-analysis
-
-
-class Evidence:
-    """Lazy, memoised access to raw kinds and derived views of one bundle."""
-
-    def __init__(self, bundle: Bundle) -> None:
-        self.bundle = bundle
-        self._cache: dict[str, Any] = {}
-        self._missing: dict[str, str] = {}
-
-    def get(self, kind: str) -> Any:
-        """The evidence of that kind; raises ``Missing`` with the reason when there is none."""
-        if kind in self._missing:
-            raise Missing(self._missing[kind])
-        if kind in self._cache:
-            return self._cache[kind]
-        try:
-            value = self._resolve(kind)
-        except Missing as exc:
-            self._missing[kind] = str(exc)
-            raise
-        self._cache[kind] = value
-        return value
-
-    def maybe(self, kind: str) -> Any:
-        try:
-            return self.get(kind)
-        except Missing:
-            return None
-
-    def _resolve(self, kind: str) -> Any:
-        if kind == "bundle":
-            return self.bundle
-        if kind in RAW_KINDS:
-            value = getattr(self.bundle, kind)
-            if value is None:
-                errors = [e.message for e in self.bundle.errors_for(kind) if e.fatal]
-                raise Missing("; ".join(errors) if errors else f"no {kind} evidence was collected")
-            return value
-        if kind in DERIVED:
-            try:
-                return DERIVED[kind](self.bundle)
-            except Missing:
-                raise
-            except Exception as exc:  # a parser bug must not take the run down
-                raise Missing(f"could not derive {kind}: {type(exc).__name__}: {exc}") from exc
-        raise Missing(f"unknown evidence kind {kind!r}")
 
 
 def known_kinds() -> set[str]:
@@ -233,7 +186,7 @@ def views_of(evidence: Evidence) -> dict[str, Any]:
     views: dict[str, Any] = {}
     for kind in DERIVED:
         value = evidence.maybe(kind)
-        views[kind] = to_jsonable(value) if value is not None else {"missing": evidence._missing.get(kind)}
+        views[kind] = to_jsonable(value) if value is not None else {"missing": evidence.missing_reason(kind)}
     return views
 
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from doctor.bundle import from_dict
+from doctor.derive import Evidence
 from doctor.model import Outcome
 from doctor.registry import load_registry
-from doctor.runner import Evidence, run_check
+from doctor.runner import run_check
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "checks"
 CASES = sorted(FIXTURES.glob("*/*.json"))

@@ -15,9 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor.bundle import from_dict
-from doctor.classify import Budgets, classify
+from doctor.classify import classify
+from doctor.derive import Evidence
 from doctor.evidence import Bundle, RequestTrace
 from doctor.model import (
+    Budgets,
     CheckResult,
     EvidenceValue,
     Finding,
@@ -28,7 +30,7 @@ from doctor.model import (
     SymptomClass,
 )
 from doctor.registry import load_registry
-from doctor.runner import AnalyzeOptions, Evidence, analyze
+from doctor.runner import AnalyzeOptions, analyze
 from tests.support import nginx_traces
 from tests.support.bundles import bundle, request, stream
 from tests.support.make_check_fixtures_engine import (

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.classify import Budgets
 from doctor.errors import UsageError
-from doctor.model import Outcome
+from doctor.model import Budgets, Outcome
 from doctor.registry import load_registry
 from doctor.runner import AnalyzeOptions, analyze, resolve_options
 from tests.support import bundles

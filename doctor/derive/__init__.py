@@ -4,6 +4,9 @@ A check names a view as a parameter exactly as it names a raw kind. Each derivat
 whole ``Bundle`` and returns its view, or raises ``Missing`` with a reason the report shows
 (e.g. "no /metrics scrape and no Prometheus history"). Adding a view means adding a module and
 one entry here: views belong to the engine, checks to ``checks/``.
+
+``Evidence`` is what the runner, the classifier and tests read a bundle through: it resolves
+exactly the names a check may declare (``bundle``, the raw kinds, the views below), once each.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from doctor.derive.metrics_window import derive_metrics_window
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import derive_stream_stats
 from doctor.derive.user_felt import derive_user_felt
-from doctor.evidence import Bundle
+from doctor.evidence import RAW_KINDS, Bundle
 
 DERIVED: dict[str, Callable[[Bundle], Any]] = {
     "stream_stats": derive_stream_stats,
@@ -25,4 +28,57 @@ DERIVED: dict[str, Callable[[Bundle], Any]] = {
     "user_felt": derive_user_felt,
 }
 
-__all__ = ["DERIVED", "Missing"]
+
+
+class Evidence:
+    """Lazy, memoised access to raw kinds and derived views of one bundle."""
+
+    def __init__(self, bundle: Bundle) -> None:
+        self.bundle = bundle
+        self._cache: dict[str, Any] = {}
+        self._missing: dict[str, str] = {}
+
+    def get(self, kind: str) -> Any:
+        """The evidence of that kind; raises ``Missing`` with the reason when there is none."""
+        if kind in self._missing:
+            raise Missing(self._missing[kind])
+        if kind in self._cache:
+            return self._cache[kind]
+        try:
+            value = self._resolve(kind)
+        except Missing as exc:
+            self._missing[kind] = str(exc)
+            raise
+        self._cache[kind] = value
+        return value
+
+    def maybe(self, kind: str) -> Any:
+        try:
+            return self.get(kind)
+        except Missing:
+            return None
+
+    def missing_reason(self, kind: str) -> str | None:
+        """Why ``kind`` was missing when it was last asked for; None if it was found or never asked."""
+        return self._missing.get(kind)
+
+    def _resolve(self, kind: str) -> Any:
+        if kind == "bundle":
+            return self.bundle
+        if kind in RAW_KINDS:
+            value = getattr(self.bundle, kind)
+            if value is None:
+                errors = [e.message for e in self.bundle.errors_for(kind) if e.fatal]
+                raise Missing("; ".join(errors) if errors else f"no {kind} evidence was collected")
+            return value
+        if kind in DERIVED:
+            try:
+                return DERIVED[kind](self.bundle)
+            except Missing:
+                raise
+            except Exception as exc:  # a parser bug must not take the run down
+                raise Missing(f"could not derive {kind}: {type(exc).__name__}: {exc}") from exc
+        raise Missing(f"unknown evidence kind {kind!r}")
+
+
+__all__ = ["DERIVED", "Evidence", "Missing"]

@@ -24,13 +24,15 @@ from rich.markup import escape
 
 from doctor import __version__
 from doctor.bundle import load_path, save
-from doctor.collect import ROUTES, CollectConfig, collect
+from doctor.collect import collect
 from doctor.config import FileConfig, load_config, parse_set, with_recorded_analysis
 from doctor.errors import DoctorError, UsageError
 from doctor.evidence import Bundle
 from doctor.exit_codes import ExitCode
 from doctor.model import Budgets, Report, Severity, Symptom
 from doctor.probes.http import HttpOptions, credential_header
+from doctor.probes.payload import ROUTES
+from doctor.probes.plan import CollectConfig
 from doctor.redact import Redactor
 from doctor.registry import CATALOGUE_HINT, Registry, load_registry
 from doctor.runner import AnalyzeOptions, analyze, known_analysis, validate_settings, with_analysis

@@ -14,67 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext, suppress
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from doctor import __version__
 from doctor.clock import Clock
 from doctor.evidence import Bundle, EvidenceError
-from doctor.probes.http import HttpOptions, join_url
+from doctor.probes.plan import CollectConfig
 from doctor.redact import Redactor, redact_bundle
 from doctor.run_record import complete_run_record
 
 Progress = Callable[[str], None]
-
-ROUTES = {
-    "completions": "/v1/completions",
-    "chat": "/v1/chat/completions",
-    "responses": "/v1/responses",
-}
-
-
-@dataclass
-class CollectConfig:
-    """Everything ``collect`` / ``diagnose`` / ``probe`` were asked to do (flags over config file)."""
-
-    command: str = "collect"
-    engine: str | None = None  # vLLM directly
-    gateway: str | None = None  # what the application calls
-    route: str = "chat"
-    payload: dict[str, Any] | None = None  # the application's own request body (--payload FILE)
-    payload_source: str | None = None
-    model: str | None = None
-    prompt_tokens: int = 256
-    max_tokens: int = 64
-    concurrency: int = 1
-    requests: int = 8  # per path
-    warmup: int = 1  # per path, excluded from statistics
-    rate: float | None = None  # Poisson arrivals per second instead of closed loop
-    stall_timeout_s: float = 30.0
-    deadline_s: float = 300.0
-    http: HttpOptions = field(default_factory=HttpOptions)
-    log: str | None = None
-    metrics_url: str | None = None  # default: engine URL + /metrics
-    metrics: bool = True
-    scrape_interval_s: float = 1.0
-    prometheus: str | None = None
-    since_s: float = 900.0
-    selector: str = ""
-    gpu: bool = True
-    host: bool = True
-    run_fields: dict[str, Any] = field(default_factory=dict)  # provider, region, client_location, labels
-
-    def targets(self) -> dict[str, str]:
-        """``{"direct": engine, "gateway": gateway}`` for those given: the paths the probes compare."""
-        return {k: v for k, v in (("direct", self.engine), ("gateway", self.gateway)) if v}
-
-    def resolved_metrics_url(self) -> str | None:
-        """The /metrics URL to scrape: ``--metrics-url``, else the engine's own, else None (no engine)."""
-        if self.metrics_url:
-            return self.metrics_url
-        return join_url(self.engine, "/metrics") if self.engine else None
-
 
 def _guard(bundle: Bundle, source: str, target: str, action: str, fn: Callable[[], Any]) -> Any:
     """Run one probe step; an unexpected exception becomes an ``internal`` evidence error."""

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import re
 import statistics
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from doctor.derive.log_facts import LogFacts, derive_log_facts
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import measured_prompt_tokens
 from doctor.evidence import Bundle, ModelInfo, RunRecord
-
-if TYPE_CHECKING:
-    from doctor.collect import CollectConfig
+from doctor.probes.plan import CollectConfig
 
 #: Log facts that name the run rather than configure the engine.
 _IDENTITY_FACTS = frozenset(

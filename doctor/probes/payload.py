@@ -13,6 +13,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+#: The OpenAI-compatible streaming routes the probe can send to, by the name ``--route`` takes.
+ROUTES = {
+    "completions": "/v1/completions",
+    "chat": "/v1/chat/completions",
+    "responses": "/v1/responses",
+}
+
 #: Common one-token English words: a prompt of N of them is about N tokens for BPE tokenizers.
 _WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "the", "small", "cat", "sleeps", "near", "the", "warm", "fire", "and", "every", "bird", "in", "the", "old", "tree", "sings", "a", "song", "about", "the", "long", "day"]
 

@@ -25,11 +25,11 @@ import anyio
 import httpx
 
 from doctor.clock import Clock
-from doctor.collect import ROUTES, CollectConfig
 from doctor.evidence import EvidenceError, ProbeShape, RequestTrace, StreamEvidence, TokenEvent
 from doctor.evidence.stream import CANCELLED
 from doctor.probes import payload as payloads
 from doctor.probes.http import join_url
+from doctor.probes.plan import CollectConfig
 from doctor.probes.schedule import Job, dispatch, plan
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.sse import InvalidUtf8, SseParser, classify
@@ -130,7 +130,7 @@ class _Probe:
         self.start = clock.now()
         self.check = SelfCheck()
         self.evidence: StreamEvidence | None = None
-        self.urls = {path: join_url(base, ROUTES[config.route]) for path, base in config.targets().items()}
+        self.urls = {path: join_url(base, payloads.ROUTES[config.route]) for path, base in config.targets().items()}
         self.headers = {**config.http.request_headers(), "accept": "text/event-stream"}
         self.traces: list[RequestTrace] = []
         self.errors: list[EvidenceError] = []
@@ -261,7 +261,7 @@ class _Probe:
                 if first.body_excerpt:
                     detail += f": {first.body_excerpt[:200]}"
                 self.errors.append(EvidenceError(
-                    "stream", url, f"POST {ROUTES[self.config.route]} ({path})", _ERROR_KIND.get(outcome, "internal"),
+                    "stream", url, f"POST {payloads.ROUTES[self.config.route]} ({path})", _ERROR_KIND.get(outcome, "internal"),
                     f"{len(group)} of {len(reqs)} request(s) {outcome}: {detail}", fatal=no_success,
                 ))
 

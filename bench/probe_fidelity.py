@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 from doctor.clock import Clock  # noqa: E402
 from doctor.collect import CollectConfig  # noqa: E402
-from doctor.derive.stream_stats import quantile  # noqa: E402
 from doctor.probes import stream  # noqa: E402
+from doctor.stats import quantile  # noqa: E402
 
 TTFT_S, ITL_S, TOKENS = 0.05, 0.02, 100
 

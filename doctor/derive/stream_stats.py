@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, RequestTrace, StreamEvidence
+from doctor.stats import quantile
 
 #: A gap larger than this multiple of its request's median gap is a stall.
 STALL_FACTOR = 5.0
@@ -75,14 +76,6 @@ def early_stopping_rank(n: int, percentile: float, confidence: float = EARLY_STO
 def _early(sorted_values: list[float], percentile: float) -> float | None:
     rank = early_stopping_rank(len(sorted_values), percentile)
     return None if rank is None else sorted_values[-rank]
-
-
-def quantile(sorted_values: list[float], q: float) -> float:
-    """Linear-interpolated quantile of already sorted values (numpy's default method)."""
-    pos = (len(sorted_values) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def dist(values: list[float]) -> Dist:

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 import psutil
 
-from doctor.derive.stream_stats import quantile
 from doctor.evidence import ClientHealth, RequestTrace
+from doctor.stats import quantile
 
 SAMPLE_INTERVAL_S = 0.01
 CPU_INTERVAL_S = 0.25

@@ -6,7 +6,8 @@ and for testing the diagnosis against engines that behave like the real thing.
   with ``/metrics`` (``doctor.lab.metrics``) and a vLLM-format log (``doctor.lab.startup_log``);
 - ``doctor.lab.gateway``: a relay that passes, buffers, compresses or serialises streams;
 - ``doctor.lab.scenarios``: named set-ups with their expected verdicts, and ``start_lab``;
-  ``doctor.lab.serve`` is the child process ``start_lab`` runs them in.
+  ``doctor.lab.servers`` starts and stops the pair, and ``doctor.lab.serve`` is the child
+  process ``start_lab`` runs them in.
 
 Nothing is imported here, so that ``python -m doctor.lab.serve`` starts without importing
 itself twice.

@@ -24,7 +24,7 @@ from typing import Any
 from doctor.lab.engine import BackgroundLoad
 from doctor.lab.gateway import GatewayConfig
 from doctor.lab.scheduler import EngineConfig
-from doctor.lab.serve import servers_spec, start_servers, stop_servers
+from doctor.lab.servers import servers_spec, start_servers, stop_servers
 
 CHILD_START_TIMEOUT_S = 30.0
 CHILD_STOP_TIMEOUT_S = 1.0

@@ -12,45 +12,12 @@ serves until Ctrl-D.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-from doctor.lab.engine import BackgroundLoad, LabEngine
-from doctor.lab.gateway import GatewayConfig, LabGateway
-from doctor.lab.scheduler import EngineConfig
-
-
-def servers_spec(engine: EngineConfig, gateway: GatewayConfig, background: BackgroundLoad | None) -> str:
-    return json.dumps(
-        {
-            "engine": dataclasses.asdict(engine),
-            "gateway": dataclasses.asdict(gateway),
-            "background": dataclasses.asdict(background) if background else None,
-        }
-    )
-
-
-def start_servers(spec: dict[str, Any], workdir: Path) -> tuple[LabEngine, LabGateway]:
-    """Start engine (log in ``workdir/vllm.log``) then gateway; both stopped by the caller."""
-    background = BackgroundLoad(**spec["background"]) if spec.get("background") else None
-    engine = LabEngine(EngineConfig(**spec["engine"]), log_path=workdir / "vllm.log")
-    engine.start(background=background)
-    gateway = LabGateway(engine.url, GatewayConfig(**spec["gateway"]))
-    try:
-        gateway.start()
-    except BaseException:
-        engine.stop()
-        raise
-    return engine, gateway
-
-
-def stop_servers(engine: LabEngine, gateway: LabGateway) -> None:
-    # The engine first: a gateway blocked in a synchronous upstream read is released by it.
-    engine.stop()
-    gateway.stop()
+from doctor.lab.scenarios import get_scenario
+from doctor.lab.servers import servers_spec, start_servers, stop_servers
 
 
 def main(argv: list[str]) -> int:
@@ -61,8 +28,6 @@ def main(argv: list[str]) -> int:
     if what.lstrip().startswith("{"):
         spec = json.loads(what)
     else:
-        from doctor.lab.scenarios import get_scenario
-
         scenario = get_scenario(what)
         spec = json.loads(servers_spec(scenario.engine, scenario.gateway, scenario.background))
     Path(workdir).mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,8 @@
 - ``markdown``  a short summary to paste into a ticket or chat;
 - ``terminal``  the rich summary printed by the CLI;
 - ``charts``    the inline SVG charts of the HTML page; ``summary`` what all of them word alike.
+- ``stream_summary`` and ``log_summary`` what ``llm-doctor probe`` and ``llm-doctor log`` print
+  (they get the evidence and its derived view, not a report).
 """
 
 from __future__ import annotations

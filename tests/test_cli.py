@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor import __version__
-from doctor.cli import app, exit_code_for
-from doctor.exit_codes import ExitCode
+from doctor.cli import app
+from doctor.exit_codes import ExitCode, exit_code_for
 from doctor.model import (
     Finding,
     Remediation,
@@ -125,7 +125,7 @@ def test_diagnose_writes_the_html_report_by_default(monkeypatch, tmp_path, saved
     from doctor.bundle import load_path
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("doctor.cli.collect", lambda config, progress: load_path(saved_bundle))
+    monkeypatch.setattr("doctor.pipeline.collect", lambda config, progress: load_path(saved_bundle))
     result = runner.invoke(app, ["diagnose", "--engine", "http://127.0.0.1:8000"])
     assert result.exit_code in (ExitCode.HEALTHY, ExitCode.SYMPTOM), result.output
     assert (tmp_path / "llm-doctor-report.html").stat().st_size > 0
@@ -159,7 +159,7 @@ def test_diagnose_keeps_a_bundle_that_reanalyses_alike(monkeypatch, tmp_path):
 
     scenario = SCENARIOS["proxy-buffering"]
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("doctor.cli.collect", lambda config, progress: load_path(scenario.recorded))
+    monkeypatch.setattr("doctor.pipeline.collect", lambda config, progress: load_path(scenario.recorded))
     live = runner.invoke(app, ["diagnose", "--engine", "http://127.0.0.1:8000", *scenario.budget_args(),
                                "--bundle", "kept.json.gz", "--md", "r.md"])
     assert "PROXY-ONLY" in live.output, live.output

@@ -13,13 +13,15 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-import doctor.cli
+import doctor.commands.catalogue
+import doctor.pipeline
 from doctor.bundle import save
-from doctor.cli import app, build_analyze_options, build_collect_config
+from doctor.cli import app
 from doctor.config import FileConfig, load_config
 from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
 from doctor.model import Symptom
+from doctor.settings import build_analyze_options, build_collect_config
 from tests.support import bundles
 
 runner = CliRunner()
@@ -38,7 +40,7 @@ def collect_forbidden(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("diagnose probed before validating its options")
 
-    monkeypatch.setattr(doctor.cli, "collect", refuse)
+    monkeypatch.setattr(doctor.pipeline, "collect", refuse)
 
 
 # --- URLs ---------------------------------------------------------------------------------
@@ -112,7 +114,7 @@ def test_config_since_and_api_key_env_are_not_masked_by_flag_defaults(tmp_path, 
         seen["config"] = config
         raise UsageError("captured")
 
-    monkeypatch.setattr(doctor.cli, "collect", capture)
+    monkeypatch.setattr(doctor.pipeline, "collect", capture)
     monkeypatch.setenv("ACME_KEY", "sk-from-acme-key")
     path = tmp_path / "c.toml"
     path.write_text('[targets]\nprometheus = "http://127.0.0.1:9090"\nsince = "2h"\n[probe]\napi_key_env = "ACME_KEY"\n')
@@ -212,7 +214,7 @@ def test_catalogue_commands_report_registry_errors_as_one_line(monkeypatch, args
     def broken_registry(*a, **kw):
         raise UsageError("two checks claim 'LD101': checks.a and checks.b")
 
-    monkeypatch.setattr(doctor.cli, "load_registry", broken_registry)
+    monkeypatch.setattr(doctor.commands.catalogue, "load_registry", broken_registry)
     result = runner.invoke(app, args)
     assert result.exit_code == ExitCode.NO_DIAGNOSIS
     assert "two checks claim" in result.output

@@ -12,8 +12,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from doctor.bundle import load_path
-from doctor.cli import app, usable_evidence
-from doctor.exit_codes import ExitCode
+from doctor.cli import app
+from doctor.exit_codes import ExitCode, usable_evidence
 from tests.support import bundles
 
 LOG = Path(__file__).resolve().parent.parent / "fixtures" / "logs" / "startup-0.32.0-cpu-default.log"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from doctor.cli import build_analyze_options, build_collect_config
 from doctor.config import FileConfig, load_config, parse_set, with_recorded_analysis
 from doctor.errors import BundleError, UsageError
 from doctor.evidence.run import AnalysisRecord
 from doctor.model import Severity
+from doctor.settings import build_analyze_options, build_collect_config
 
 CONFIG = """
 [targets]
@@ -167,3 +167,25 @@ def test_no_record_leaves_the_config_as_it_is(cfg):
 def test_a_damaged_record_is_a_bundle_error(record, message):
     with pytest.raises(BundleError, match=f"recorded analysis: {message}"):
         with_recorded_analysis(FileConfig(), record, explicit=False)
+
+
+def test_help_quotes_the_defaults_resolution_uses():
+    """One source per default: what an unset flag resolves to is what its help text says."""
+    from typer.testing import CliRunner
+
+    from doctor.cli import app
+
+    config = build_collect_config({}, FileConfig(), "diagnose")
+    analysis = build_analyze_options({}, FileConfig(), None)
+    text = re.sub(r"[\s│╭╮╰╯─]+", " ", CliRunner().invoke(app, ["diagnose", "--help"], terminal_width=400).output)
+    expected = {
+        "--route": f"(default {config.route})", "--concurrency": f"(default {config.concurrency})",
+        "--requests": f"(default {config.requests})", "--warmup": f"(default {config.warmup})",
+        "--stall-timeout": f"(default {config.stall_timeout_s:g})", "--deadline": f"(default {config.deadline_s:g})",
+        "--scrape-interval": f"(default {config.scrape_interval_s:g})", "--since": f"default {config.since_s / 60:g}m)",
+        "--fail-on": f"(default {analysis.fail_on.value})", "--ttft-budget": f"(default {analysis.budgets.ttft_s:g})",
+        "--tpot-budget": f"(default {analysis.budgets.tpot_s:g})",
+    }
+    for flag, quoted in expected.items():
+        line = re.search(re.escape(flag) + r" <[^>]+> .*?\.(?= --| [A-Z]|$)", text)
+        assert line and quoted in line.group(), (flag, quoted, line and line.group())

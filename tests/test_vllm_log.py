@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from doctor.commands.log import log_command_output
 from doctor.derive import Missing
 from doctor.derive.log_facts import LogFacts, derive_log_facts
 from doctor.evidence import Bundle
 from doctor.probes.logfile import read_log
 from doctor.serial import load, to_jsonable
-from doctor.vllm_log.command import log_command_output
 from doctor.vllm_log.prefixes import strip_ansi
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"

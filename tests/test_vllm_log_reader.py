@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from doctor.commands.log import log_command_output
 from doctor.evidence.log import LogLine
 from doctor.probes.logfile import read_log
-from doctor.vllm_log.command import log_command_output
 from doctor.vllm_log.parser import parse_lines
 from doctor.vllm_log.scanner import Scanner
 

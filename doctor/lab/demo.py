@@ -1,22 +1,23 @@
-"""``llm-doctor demo``: the real ``diagnose`` path against the embedded engine and gateway.
+"""``llm-doctor demo``'s side of the lab: a running scenario, as the flags ``diagnose`` would get.
 
-Nothing here fakes a verdict: the demo starts a lab scenario on free ports, writes the
-scenario's request body as a ``--payload`` file, and runs exactly what ``llm-doctor diagnose``
-runs (collect -> bundle file -> analyze -> reports) with the lab's log as ``--log``.
+Nothing here fakes a verdict: ``lab_overrides`` starts a lab scenario on free ports, writes the
+scenario's request body as a ``--payload`` file, and yields the flags that point ``diagnose`` at
+it (the lab's log as ``--log``). The ``demo`` command (``doctor.commands.demo``) runs exactly
+what ``llm-doctor diagnose`` runs with them (collect -> bundle file -> analyze -> reports); the
+lab never calls back into the CLI.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from doctor.config import FileConfig
-from doctor.exit_codes import ExitCode
-from doctor.lab.scenarios import SCENARIOS, get_scenario, start_lab
+from doctor.errors import UsageError
+from doctor.lab.scenarios import SCENARIOS, Scenario, get_scenario, start_lab
 
 
 def list_scenarios() -> str:
@@ -24,6 +25,14 @@ def list_scenarios() -> str:
     return "\n".join(
         f"{name:<{width}}  {s.expect.symptom:<15}  {s.description}" for name, s in SCENARIOS.items()
     ) + "\n"
+
+
+def scenario_named(name: str) -> Scenario:
+    """The scenario called ``name``; an unknown name is a usage error that lists the known ones."""
+    try:
+        return get_scenario(name)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
 
 
 #: The files a demo always writes, under ``--out-dir`` unless a flag names the file elsewhere.
@@ -39,43 +48,24 @@ def with_default_outputs(opts: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     return {**opts, **{key: out_dir / name for key, name in DEFAULT_OUTPUTS.items() if not opts.get(key)}}
 
 
-def run_demo(
-    scenario: str,
-    out_dir: Path,
-    opts: dict[str, Any],
-    *,
-    list_only: bool = False,
-    progress: Callable[[str], None] = lambda _m: None,
-) -> ExitCode:
-    from doctor.cli import diagnose_config
-    from doctor.errors import UsageError
-
-    if list_only:
-        sys.stdout.write(list_scenarios())
-        return ExitCode.HEALTHY
-    try:
-        spec = get_scenario(scenario)
-    except KeyError as exc:
-        raise UsageError(str(exc.args[0])) from None
-    out_dir.mkdir(parents=True, exist_ok=True)
-    opts = with_default_outputs(opts, out_dir)
-    progress(f"scenario {spec.name}: {spec.description}")
+@contextmanager
+def lab_overrides(spec: Scenario) -> Iterator[dict[str, Any]]:
+    """Run ``spec``'s engine and gateway while the block runs; yields the ``diagnose`` flags for them."""
     with tempfile.TemporaryDirectory(prefix="llm-doctor-demo-") as tmp, start_lab(spec, tmp) as lab:
         payload = Path(tmp) / "payload.json"
         payload.write_text(json.dumps(spec.probe.payload()))
         plan = spec.probe
-        opts.update(
-            engine=lab.engine_url,
-            gateway=lab.gateway_url,
-            metrics_url=lab.metrics_url,
-            log=str(lab.log_path),
-            route=plan.route,
-            payload=payload,
-            concurrency=plan.concurrency,
-            requests=plan.requests,
-            warmup=plan.warmup,
-            scrape_interval=0.5,
-            no_gpu=True,
-            client_location="localhost (llm-doctor demo)",
-        )
-        return diagnose_config(opts, FileConfig(), bundle_path=None, command="demo")
+        yield {
+            "engine": lab.engine_url,
+            "gateway": lab.gateway_url,
+            "metrics_url": lab.metrics_url,
+            "log": str(lab.log_path),
+            "route": plan.route,
+            "payload": payload,
+            "concurrency": plan.concurrency,
+            "requests": plan.requests,
+            "warmup": plan.warmup,
+            "scrape_interval": 0.5,
+            "no_gpu": True,
+            "client_location": "localhost (llm-doctor demo)",
+        }

@@ -1,8 +1,10 @@
 """What a ``collect`` / ``diagnose`` / ``probe`` run was asked to do: the collector's plan.
 
-A leaf beside the probes (it needs only their HTTP options), so the collector, the stream probe
-and the run record all read one definition without importing each other. Its field defaults are
-the defaults of the flags: ``doctor.settings`` reads them, and generates the help text from them.
+A leaf beside the probes (it needs only their HTTP options and the evidence's ``ProbeShape``), so
+the collector, the stream probe and the run record all read one definition without importing
+each other. Its field defaults are the defaults of the flags: ``doctor.settings`` reads them, and
+the help text quotes them. The route and load shape default to ``ProbeShape``'s, which is what a
+bundle that recorded no shape loads with, so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.evidence.stream import ProbeShape
 from doctor.probes.http import HttpOptions, join_url
 
 
@@ -20,15 +23,15 @@ class CollectConfig:
     command: str = "collect"
     engine: str | None = None  # vLLM directly
     gateway: str | None = None  # what the application calls
-    route: str = "chat"
+    route: str = ProbeShape.route
     payload: dict[str, Any] | None = None  # the application's own request body (--payload FILE)
     payload_source: str | None = None
     model: str | None = None
     prompt_tokens: int = 256
     max_tokens: int = 64
-    concurrency: int = 1
-    requests: int = 8  # per path
-    warmup: int = 1  # per path, excluded from statistics
+    concurrency: int = ProbeShape.concurrency
+    requests: int = ProbeShape.requests  # per path
+    warmup: int = ProbeShape.warmup  # per path, excluded from statistics
     rate: float | None = None  # Poisson arrivals per second instead of closed loop
     stall_timeout_s: float = 30.0
     deadline_s: float = 300.0

@@ -1,7 +1,8 @@
-"""``llm-doctor log PATH [--json]``: what the startup-log parser found, for a human or a script.
+"""The ``llm-doctor log`` output: what the startup-log parser found, for a human or a script.
 
-The CLI prints the text and exits with the code; exit 1 when the last startup logged an
-error (a symptom), 2 when the log could not be read or holds no vLLM line (no diagnosis).
+Beside ``stream_summary`` (``probe``) because it is a renderer: it gets the evidence read and
+the facts parsed, and only words them. Raw lines longer than ``_RAW_WIDTH`` are shortened in the
+text (never in the JSON); the result is redacted, as every output is.
 """
 
 from __future__ import annotations
@@ -11,23 +12,19 @@ from typing import Any
 
 from doctor.evidence.errors import EvidenceError
 from doctor.evidence.log import LogEvidence
-from doctor.exit_codes import ExitCode
-from doctor.probes.logfile import read_log
 from doctor.redact import Redactor
 from doctor.serial import to_jsonable
 from doctor.vllm_log.model import LogFacts, StatsPoint
-from doctor.vllm_log.parser import parse_lines
 
 _RAW_WIDTH = 160  # raw lines longer than this are shortened in the text output (never in JSON)
 
 
-def log_command_output(source: str, as_json: bool) -> tuple[str, int]:
-    """The text ``llm-doctor log`` prints for ``source`` and its exit code."""
-    evidence, read_errors = read_log(source)
-    facts = parse_lines(evidence.matched, source) if evidence is not None else None
-    code = ExitCode.NO_DIAGNOSIS if facts is None or facts.empty else ExitCode.SYMPTOM if facts.errors else ExitCode.HEALTHY
+def render_log_summary(
+    source: str, evidence: LogEvidence | None, facts: LogFacts | None, read_errors: list[EvidenceError], *, as_json: bool
+) -> str:
+    """What ``llm-doctor log`` prints for ``source``: JSON or text, redacted."""
     text = _json(source, evidence, facts, read_errors) if as_json else _text(source, evidence, facts, read_errors)
-    return Redactor().text(text), int(code)
+    return Redactor().text(text)
 
 
 def _json(source: str, evidence: LogEvidence | None, facts: LogFacts | None, read_errors: list[EvidenceError]) -> str:

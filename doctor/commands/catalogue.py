@@ -1,0 +1,56 @@
+"""``llm-doctor checks`` and ``llm-doctor explain``: the check catalogue and one check's documentation."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.table import Table
+
+from doctor.check import DOC_HEADINGS
+from doctor.console import warn
+from doctor.errors import UsageError
+from doctor.exit_codes import ExitCode
+from doctor.registry import CATALOGUE_HINT, load_registry
+from reports.terminal import stdout_console, unwrapped
+
+
+def list_checks(as_json: bool) -> ExitCode:
+    """Every check: code, name, symptom class, the evidence it needs, its options."""
+    registry = load_registry()
+    if as_json:
+        rows = [
+            {"code": s.code, "name": s.name, "symptom": s.symptom.value, "cause": s.cause, "requires": list(s.requires),
+             "optional": list(s.optional), "options": s.options, "title": s.title, "origin": s.origin}
+            for s in registry.checks
+        ]
+        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+    else:
+        # Codes, names and symptoms are what people grep for: never wrapped or shortened.
+        table = Table(title=f"{len(registry.checks)} checks")
+        for column in ("code", "name", "symptom"):
+            table.add_column(column, no_wrap=True)
+        for column in ("needs", "options"):
+            table.add_column(column, overflow="fold")
+        for s in registry.checks:
+            table.add_row(s.code, s.name, s.symptom.value, "\n".join(s.requires),
+                          "\n".join(f"{k}={v}" for k, v in s.options.items()))
+        console = stdout_console()
+        console.print(unwrapped(table, console))
+    for w in registry.warnings:
+        warn(w)
+    return ExitCode.HEALTHY
+
+
+def explain(check: str) -> ExitCode:
+    """The check's docstring sections in ``DOC_HEADINGS`` order, then its options and defaults."""
+    spec = load_registry().find(check)
+    if spec is None:
+        raise UsageError(f"no check {check!r}; {CATALOGUE_HINT}")
+    out = [f"{spec.code} {spec.name} ({spec.symptom.value})", ""]
+    for heading in DOC_HEADINGS:
+        out += [f"## {heading}", spec.doc.get(heading, "(not documented)"), ""]
+    if spec.options:
+        out += ["## Options", *(f"  {spec.code}.{k} = {v!r}" for k, v in spec.options.items()), ""]
+    sys.stdout.write("\n".join(out))
+    return ExitCode.HEALTHY

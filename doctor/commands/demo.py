@@ -1,0 +1,33 @@
+"""``llm-doctor demo``: a lab scenario, diagnosed exactly as ``llm-doctor diagnose`` would.
+
+The one module outside ``doctor.lab`` that imports the lab (``tests/test_layering.py``): the
+lab hands over flags (``lab_overrides``) and the ``diagnose`` command body does the rest.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from doctor.commands import diagnose
+from doctor.config import FileConfig
+from doctor.console import progress
+from doctor.exit_codes import ExitCode
+from doctor.lab.demo import lab_overrides, list_scenarios, scenario_named, with_default_outputs
+from doctor.lab.scenarios import DEFAULT_SCENARIO
+from doctor.settings import check_output_options
+
+
+def run(scenario: str | None, out_dir: Path, opts: dict[str, Any], *, list_only: bool) -> ExitCode:
+    """Start the scenario's lab, diagnose it, write report.html and report.json under ``out_dir``."""
+    check_output_options(opts, FileConfig())  # before the lab starts
+    if list_only:
+        sys.stdout.write(list_scenarios())
+        return ExitCode.HEALTHY
+    spec = scenario_named(scenario or DEFAULT_SCENARIO)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    opts = with_default_outputs(opts, out_dir)
+    progress(f"scenario {spec.name}: {spec.description}")
+    with lab_overrides(spec) as overrides:
+        return diagnose.run({**opts, **overrides}, FileConfig(), bundle_path=None, command="demo")

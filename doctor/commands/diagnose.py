@@ -1,0 +1,32 @@
+"""``llm-doctor diagnose``: settings -> the pipeline -> the report's files, summary and exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from doctor import pipeline
+from doctor.commands.emit import emit
+from doctor.config import FileConfig
+from doctor.console import err, progress
+from doctor.exit_codes import ExitCode
+from doctor.settings import (
+    build_analyze_options,
+    build_collect_config,
+    check_output_options,
+    checked_registry,
+    require_evidence_source,
+)
+
+
+def run(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None, command: str = "diagnose") -> ExitCode:
+    """Everything is checked before anything is sent: targets, --format, --fail-on, --select, --set."""
+    config = build_collect_config(opts, cfg, command)
+    require_evidence_source(config, "diagnose")
+    check_output_options(opts, cfg)  # a bad --format or --fail-on fails before anything is sent
+    analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
+    registry = checked_registry(analyze_opts)
+    report = pipeline.diagnose(config, analyze_opts, registry, bundle_path=bundle_path, progress=progress)
+    if bundle_path:
+        err.print(f"wrote {bundle_path}")
+    return emit(report, opts, cfg)

@@ -1,0 +1,51 @@
+"""``llm-doctor probe``: only the streaming probe, and its per-path statistics."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from doctor.bundle import save
+from doctor.collect import collect
+from doctor.config import load_config
+from doctor.console import err, progress
+from doctor.derive.missing import Missing
+from doctor.derive.stream_stats import derive_stream_stats
+from doctor.errors import UsageError
+from doctor.exit_codes import ExitCode
+from doctor.settings import build_collect_config
+from reports.stream_summary import print_stream_summary, stream_summary_json
+from reports.terminal import stdout_console
+
+
+def run(opts: dict[str, Any], bundle: Path | None, as_json: bool) -> ExitCode:
+    """0 when a request succeeded on some path; 2 when none did (the errors are printed)."""
+    cfg = load_config(opts.get("config"))
+    config = build_collect_config(opts, cfg, "probe")
+    if not config.targets():
+        raise UsageError("give --engine and/or --gateway")
+    config.log = config.prometheus = None
+    config.gpu = config.host = config.metrics = False
+    result = collect(config, progress)
+    if bundle:
+        save(result, bundle)
+        err.print(f"wrote {bundle}")
+    try:
+        stats = derive_stream_stats(result)
+    except Missing as exc:
+        for e in result.errors:
+            err.print(f"[red]evidence error[/] {escape(e.source)} ({escape(e.kind)}): {escape(e.message)}", highlight=False)
+        err.print(f"[red]no stream statistics:[/] {escape(str(exc))}")
+        return ExitCode.INTERRUPTED if result.interrupted else ExitCode.NO_DIAGNOSIS
+    if as_json:
+        sys.stdout.write(json.dumps(stream_summary_json(stats, result), indent=1) + "\n")
+    else:
+        print_stream_summary(stats, result, stdout_console())
+    if result.interrupted:
+        return ExitCode.INTERRUPTED
+    ok = any(p.n_ok for p in stats.paths.values())
+    return ExitCode.HEALTHY if ok else ExitCode.NO_DIAGNOSIS

@@ -1,0 +1,305 @@
+"""Settings: flags over the config file over the dataclass defaults, each value checked.
+
+Every default lives on a dataclass, once: the probe plan's on ``CollectConfig``
+(``doctor.probes.plan``; its route and load shape are ``ProbeShape``'s, which an older bundle
+loads with), the budgets on ``Budgets`` and ``--fail-on`` on ``AnalyzeOptions``. Resolution
+reads them from ``PLAN``, ``BUDGETS`` and ``ANALYSIS``, and the CLI's help text quotes them with
+``shown``, so a default changed there changes the behaviour and the help together.
+
+Values are checked while they are resolved, before anything is sent: a bad URL, a zero
+``--rate`` or a typo in ``--fail-on`` is a ``UsageError`` naming the flag or config key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from doctor.config import FileConfig, parse_set
+from doctor.console import warn
+from doctor.errors import UsageError
+from doctor.model import Budgets, Severity
+from doctor.probes.http import HttpOptions, credential_header
+from doctor.probes.payload import ROUTES
+from doctor.probes.plan import CollectConfig
+from doctor.redact import Redactor
+from doctor.registry import Registry, load_registry
+from doctor.runner import AnalyzeOptions, validate_settings
+
+#: The defaults every flag falls back to, read from the dataclasses that use them.
+PLAN = CollectConfig()
+BUDGETS = Budgets()
+ANALYSIS = AnalyzeOptions()
+
+#: The environment variable the API key is read from unless ``--api-key-env`` names another.
+API_KEY_ENV = "OPENAI_API_KEY"
+
+
+def shown(value: Any) -> str:
+    """A default as help text quotes it: ``30.0`` -> ``30``, ``0.05`` -> ``0.05``."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def shown_duration(seconds: float) -> str:
+    """A window as ``--since`` takes it: ``900.0`` -> ``15m``, ``7200.0`` -> ``2h``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}"
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
+
+
+def _since(value: Any) -> float:
+    """``--since`` (or ``since`` of the config file) in seconds; the plan's default when unset."""
+    return PLAN.since_s if not value else _seconds(str(value))
+
+
+def _seconds(text: str) -> float:
+    """``15m`` / ``2h`` / ``900`` -> seconds; a history window must be finite and positive."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        value = float(text[:-1]) * units[text[-1]] if text[-1:] in units else float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"--since expects a positive duration like 15m, 2h or 900, got {text!r}")
+    return value
+
+
+def _bounded(value: Any, where: str, *, minimum: float, inclusive: bool = False) -> Any:
+    """``value`` when finite and above ``minimum`` (or equal to it, when ``inclusive``).
+
+    Without this, ``--ttft-budget -1`` yields a "healthy within -1.00 s" verdict and ``--rate 0``
+    or ``--deadline inf`` a probe that never ends; ``where`` names the flag or config key.
+    """
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer too large for a float is not a sane count either
+        finite = False
+    if not finite or value < minimum or (value == minimum and not inclusive):
+        bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
+        raise UsageError(f"{where} must be a finite number {bound}, got {value!r}")
+    return value
+
+
+def _probe_number(opts: dict[str, Any], cfg: FileConfig, key: str, default: Any, *, minimum: float, inclusive: bool = False) -> Any:
+    """A numeric probe setting: the flag, else ``[probe]`` of the config file, else ``default``.
+
+    ``is not None`` rather than ``or``, so that an explicit 0 is checked, not replaced.
+    """
+    if opts.get(key) is not None:
+        return _bounded(opts[key], "--" + key.replace("_", "-"), minimum=minimum, inclusive=inclusive)
+    if cfg.probe.get(key) is not None:
+        return _bounded(cfg.probe[key], f"[probe] {key} in {cfg.path}", minimum=minimum, inclusive=inclusive)
+    return default
+
+
+def _url(value: str | None, flag: str) -> str | None:
+    """``value`` if httpx can send to it: http(s), a host, a port in 1-65535.
+
+    Checked while parsing flags so that ``http://[::1`` or port 99999 is a usage error naming
+    the flag, not a traceback or an obscure probe failure. Credentials in it stay redacted.
+    """
+    if value is None:
+        return None
+    shown = Redactor().text(value)
+    try:
+        url = httpx.URL(value)
+    except httpx.InvalidURL as exc:
+        raise UsageError(f"{flag} {shown!r} is not a valid URL: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise UsageError(f"{flag} expects an http:// or https:// URL with a host, got {shown!r}")
+    if url.port is not None and not 1 <= url.port <= 65535:
+        raise UsageError(f"{flag} {shown!r}: the port must be between 1 and 65535")
+    return value
+
+
+def _api_key(env: str, path: str | Path | None) -> str | None:
+    """The key in the file ``path`` when given, else in the environment variable ``env``."""
+    if path:
+        try:
+            return Path(path).read_text(encoding="utf-8").strip() or None
+        except OSError as exc:
+            raise UsageError(f"cannot read --api-key-file {path}: {exc.strerror}") from None
+    return os.environ.get(env) or None
+
+
+ENV_VALUE = "@env:"
+
+
+def _headers(values: list[str] | None) -> dict[str, str]:
+    """``--header 'Name: value'``; ``'Name: @env:VAR'`` takes the value from the environment.
+
+    A credential typed on the command line is visible to every user in ``ps`` and stays in shell
+    history; the output is redacted either way, but only ``@env:`` keeps it off the command line,
+    so a literal credential gets a warning that says how.
+    """
+    out: dict[str, str] = {}
+    for item in values or []:
+        name, sep, value = item.partition(":")
+        name, value = name.strip(), value.strip()
+        if not sep or not name:
+            raise UsageError("--header expects 'Name: value', got a value without a name")
+        if value.startswith(ENV_VALUE):
+            var = value[len(ENV_VALUE):]
+            if not os.environ.get(var):
+                raise UsageError(f"--header {name}: the environment variable {var!r} is not set or empty")
+            value = os.environ[var]
+        elif value and credential_header(name):
+            warn(f"the {name} header's value is on the command line, visible in "
+                 f"ps and shell history; pass it as '{name}: {ENV_VALUE}VAR' instead")
+        out[name] = value
+    return out
+
+
+def _pick(opts: dict[str, Any], file_section: dict[str, Any], key: str, default: Any) -> Any:
+    """Flag, else config file, else default."""
+    value = opts.get(key)
+    if value is not None:
+        return value
+    return file_section.get(key, default)
+
+
+def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) -> CollectConfig:
+    """Flags over the config file over defaults, every value checked before anything is sent."""
+    t, p = cfg.targets, cfg.probe
+    route = _pick(opts, p, "route", PLAN.route)
+    if route not in ROUTES:
+        raise UsageError(f"--route must be one of {', '.join(ROUTES)}, got {route!r}")
+    payload = None
+    payload_path = _pick(opts, p, "payload", None)
+    if payload_path:
+        try:
+            payload = json.loads(Path(payload_path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise UsageError(f"cannot read --payload {payload_path}: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--payload {payload_path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+        if not isinstance(payload, dict):
+            raise UsageError(f"--payload {payload_path} must hold a JSON object")
+    verify: bool | str = True
+    if opts.get("insecure"):
+        verify = False
+    elif opts.get("ca_cert") or p.get("ca_cert"):
+        verify = str(opts.get("ca_cert") or p.get("ca_cert"))
+    api_key_env = opts.get("api_key_env") or p.get("api_key_env") or API_KEY_ENV
+    http = HttpOptions(
+        api_key=_api_key(api_key_env, opts.get("api_key_file") or p.get("api_key_file")),
+        headers=_headers(opts.get("header")),
+        verify=verify,
+    )
+    run_fields = {k: _pick(opts, cfg.run, k, None) for k in ("provider", "region", "client_location")}
+    run_fields = {k: v for k, v in run_fields.items() if v is not None}
+    labels = {k: str(v) for k, v in cfg.run.items() if k not in ("provider", "region", "client_location")}
+    if labels:
+        run_fields["labels"] = labels
+    config = CollectConfig(
+        command=command,
+        engine=_url(_pick(opts, t, "engine", None), "--engine"),
+        gateway=_url(_pick(opts, t, "gateway", None), "--gateway"),
+        route=route,
+        payload=payload,
+        payload_source=str(payload_path) if payload_path else None,
+        model=_pick(opts, p, "model", None),
+        prompt_tokens=_probe_number(opts, cfg, "prompt_tokens", PLAN.prompt_tokens, minimum=1, inclusive=True),
+        max_tokens=_probe_number(opts, cfg, "max_tokens", PLAN.max_tokens, minimum=1, inclusive=True),
+        concurrency=_probe_number(opts, cfg, "concurrency", PLAN.concurrency, minimum=1, inclusive=True),
+        requests=_probe_number(opts, cfg, "requests", PLAN.requests, minimum=0, inclusive=True),
+        warmup=_probe_number(opts, cfg, "warmup", PLAN.warmup, minimum=0, inclusive=True),
+        rate=_probe_number(opts, cfg, "rate", PLAN.rate, minimum=0),
+        stall_timeout_s=float(_probe_number(opts, cfg, "stall_timeout", PLAN.stall_timeout_s, minimum=0)),
+        deadline_s=float(_probe_number(opts, cfg, "deadline", PLAN.deadline_s, minimum=0)),
+        http=http,
+        log=_pick(opts, t, "log", None),
+        metrics_url=_url(_pick(opts, t, "metrics_url", None), "--metrics-url"),
+        metrics=not opts.get("no_metrics", False),
+        scrape_interval_s=float(_probe_number(opts, cfg, "scrape_interval", PLAN.scrape_interval_s, minimum=0)),
+        prometheus=_url(_pick(opts, t, "prometheus", None), "--prometheus"),
+        since_s=_since(opts.get("since") or t.get("since")),
+        selector=opts.get("selector") or t.get("selector", ""),
+        gpu=not opts.get("no_gpu", False),
+        host=not opts.get("no_host", False),
+        run_fields=run_fields,
+    )
+    return config
+
+
+def _budget(opts: dict[str, Any], cfg: FileConfig, name: str, region: str | None, default: float) -> float:
+    """A latency budget: the flag, else the config file (the region's value first), else ``default``.
+
+    A budget of 0 or less would turn every run into a symptom or a nonsense "healthy within
+    -1.00 s" verdict, so it is refused, and an explicit value is never replaced by the default.
+    """
+    flag = opts.get(f"{name}_budget")
+    if flag is not None:
+        return _bounded(flag, f"--{name}-budget", minimum=0)
+    value = cfg.budget(name, region)
+    if value is None:
+        return default
+    regional = name in cfg.budgets.get("regions", {}).get(region or "", {})
+    return _bounded(value, f"[budgets{'.regions.' + str(region) if regional else ''}] {name} in {cfg.path}", minimum=0)
+
+
+def build_analyze_options(opts: dict[str, Any], cfg: FileConfig, region: str | None) -> AnalyzeOptions:
+    """Selection, thresholds, budgets and ``--fail-on`` for ``analyze``: flags over the config file."""
+    a = cfg.analysis
+    settings = {k: dict(v) for k, v in cfg.checks.items()}
+    for check, values in parse_set(opts.get("set") or []).items():
+        settings[check] = {**settings.pop(check, {}), **values}  # last: a later key wins (runner.settings_for)
+    budgets = Budgets(
+        ttft_s=_budget(opts, cfg, "ttft", region, BUDGETS.ttft_s),
+        tpot_s=_budget(opts, cfg, "tpot", region, BUDGETS.tpot_s),
+    )
+    return AnalyzeOptions(
+        select=_split(opts.get("select")) or list(a.get("select", [])),
+        ignore=_split(opts.get("ignore")) or list(a.get("ignore", [])),
+        settings=settings,
+        budgets=budgets,
+        fail_on=check_output_options(opts, cfg),
+    )
+
+
+#: What ``--format`` may print to stdout; the first is the default.
+FORMATS = ("text", "json")
+
+
+def check_output_options(opts: dict[str, Any], cfg: FileConfig) -> Severity:
+    """Validate ``--format`` and ``--fail-on``; return the ``--fail-on`` severity.
+
+    Called before anything is probed or written, so that a typo does not cost a probe run or
+    leave a report file behind next to the error.
+    """
+    fmt = opts.get("format") or FORMATS[0]
+    if fmt not in FORMATS:
+        raise UsageError(f"--format must be {' or '.join(FORMATS)}, got {fmt!r}")
+    value = opts.get("fail_on") or cfg.analysis.get("fail_on") or ANALYSIS.fail_on.value
+    try:
+        return Severity(value)
+    except ValueError:
+        raise UsageError(f"--fail-on must be info, warning or critical, got {value!r}") from None
+
+
+def checked_registry(options: AnalyzeOptions) -> Registry:
+    """The check catalogue, with ``--select``/``--ignore`` keys and ``--set`` names verified.
+
+    ``diagnose`` calls it before probing: an unknown key would otherwise surface only after
+    the probe, and ``--select LD999`` would run no check at all and exit HEALTHY.
+    """
+    registry = load_registry()
+    registry.select(options.select, options.ignore)
+    validate_settings(registry, options.settings)
+    return registry
+
+
+def require_evidence_source(config: CollectConfig, verb: str) -> None:
+    """Refuse a run that would read nothing: no target, no log and no Prometheus."""
+    if not config.targets() and not config.log and not config.prometheus:
+        raise UsageError(f"nothing to {verb}: give --engine and/or --gateway, --log, or --prometheus")

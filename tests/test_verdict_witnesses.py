@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from doctor.bundle import from_dict, load_path
-from doctor.classify import Budgets
 from doctor.evidence import Bundle, RequestTrace
-from doctor.model import Severity, Symptom
+from doctor.model import Budgets, Severity, Symptom
 from doctor.registry import load_registry
 from doctor.runner import AnalyzeOptions, analyze
 from tests.support.bundles import ITL_BOUNDS, TTFT_BOUNDS, bundle, histogram, request, stream

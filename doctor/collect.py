@@ -120,7 +120,9 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             say(f"/metrics before the probe ({metrics_url})")
             _guard(bundle, "metrics", metrics_url, "scrape before", lambda: scraper.scrape("before"))
         if config.targets():
-            say(f"streaming probe: {config.requests} request(s) per path, concurrency {config.concurrency}")
+            count = (f"{config.requests} request(s) per path" if config.requests is not None else
+                     f"requests until every path is clearly within or over budget (at most {config.duration_s:g} s)")
+            say(f"streaming probe: {count}, concurrency {config.concurrency}")
             targets = ",".join(config.targets().values())
             # the endpoints probe already asked /v1/models: a second ask would only cost a silent
             # target's timeout again (it runs unless it crashed)

@@ -157,7 +157,7 @@ SCHEMA = _Table({
     "probe": _Table({
         "route": STRING, "payload": STRING, "model": STRING, "prompt_tokens": INTEGER,
         "max_tokens": INTEGER, "concurrency": INTEGER, "requests": INTEGER, "warmup": INTEGER,
-        "rate": NUMBER, "stall_timeout": NUMBER, "deadline": NUMBER, "scrape_interval": NUMBER,
+        "duration": NUMBER, "rate": NUMBER, "stall_timeout": NUMBER, "deadline": NUMBER, "scrape_interval": NUMBER,
         "api_key_env": STRING, "api_key_file": STRING, "ca_cert": STRING,
     }),
     "budgets": _Table({**_BUDGETS, "regions": _Table(each=_Table(_BUDGETS))}),

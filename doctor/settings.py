@@ -212,7 +212,8 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
         prompt_tokens=_probe_number(opts, cfg, "prompt_tokens", PLAN.prompt_tokens, minimum=1, inclusive=True),
         max_tokens=_probe_number(opts, cfg, "max_tokens", PLAN.max_tokens, minimum=1, inclusive=True),
         concurrency=_probe_number(opts, cfg, "concurrency", PLAN.concurrency, minimum=1, inclusive=True),
-        requests=_probe_number(opts, cfg, "requests", PLAN.requests, minimum=0, inclusive=True),
+        requests=_probe_number(opts, cfg, "requests", PLAN.requests, minimum=1, inclusive=True),
+        duration_s=float(_probe_number(opts, cfg, "duration", PLAN.duration_s, minimum=0)),
         warmup=_probe_number(opts, cfg, "warmup", PLAN.warmup, minimum=0, inclusive=True),
         rate=_probe_number(opts, cfg, "rate", PLAN.rate, minimum=0),
         stall_timeout_s=float(_probe_number(opts, cfg, "stall_timeout", PLAN.stall_timeout_s, minimum=0)),
@@ -228,6 +229,9 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
         gpu=not opts.get("no_gpu", False),
         host=not opts.get("no_host", False),
         run_fields=run_fields,
+        # the budgets the adaptive probe samples against: the analysis's own, flags over the file
+        budgets=Budgets(ttft_s=_budget(opts, cfg, "ttft", run_fields.get("region"), BUDGETS.ttft_s),
+                        tpot_s=_budget(opts, cfg, "tpot", run_fields.get("region"), BUDGETS.tpot_s)),
     )
     return config
 

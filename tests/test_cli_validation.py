@@ -80,9 +80,13 @@ def test_probe_numbers_out_of_range_name_the_flag(key, value):
         build_collect_config({"engine": ENGINE, key: value}, FileConfig(), "diagnose")
 
 
-def test_zero_requests_and_warmup_are_allowed():
-    config = build_collect_config({"engine": ENGINE, "requests": 0, "warmup": 0}, FileConfig(), "diagnose")
-    assert (config.requests, config.warmup) == (0, 0)
+def test_zero_warmup_is_allowed_but_zero_requests_is_not():
+    """No warm-up is a choice; no measured request is a probe that measures nothing (leave --requests
+    out for the adaptive default)."""
+    config = build_collect_config({"engine": ENGINE, "warmup": 0}, FileConfig(), "diagnose")
+    assert (config.requests, config.warmup) == (None, 0)
+    with pytest.raises(UsageError, match="--requests must be a finite number >= 1"):
+        build_collect_config({"engine": ENGINE, "requests": 0}, FileConfig(), "diagnose")
 
 
 def test_config_errors_keep_the_section_in_the_printed_message(tmp_path):

@@ -176,11 +176,13 @@ def test_help_quotes_the_defaults_resolution_uses():
     from doctor.cli import app
 
     config = build_collect_config({}, FileConfig(), "diagnose")
+    assert config.requests is None  # adaptive
     analysis = build_analyze_options({}, FileConfig(), None)
     text = re.sub(r"[\s│╭╮╰╯─]+", " ", CliRunner().invoke(app, ["diagnose", "--help"], terminal_width=400).output)
     expected = {
         "--route": f"(default {config.route})", "--concurrency": f"(default {config.concurrency})",
-        "--requests": f"(default {config.requests})", "--warmup": f"(default {config.warmup})",
+        "--requests": "(default: until every path is clearly within or over budget", "--warmup": f"(default {config.warmup})",
+        "--duration": f"(default {config.duration_s:g})",
         "--stall-timeout": f"(default {config.stall_timeout_s:g})", "--deadline": f"(default {config.deadline_s:g})",
         "--scrape-interval": f"(default {config.scrape_interval_s:g})", "--since": f"default {config.since_s / 60:g}m)",
         "--fail-on": f"(default {analysis.fail_on.value})", "--ttft-budget": f"(default {analysis.budgets.ttft_s:g})",

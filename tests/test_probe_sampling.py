@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from doctor.clock import Clock
+from doctor.evidence import StreamEvidence
+from doctor.model import Budgets
+from doctor.probes.plan import CollectConfig
 from doctor.probes.sampling import binomial_cdf, conclusive, decided
+from doctor.probes.stream import run_stream_probe
 from tests.support.bundles import request
+from tests.support.sse_server import SseServer
 
 
 def test_binomial_cdf_matches_small_cases_by_hand() -> None:
@@ -36,3 +42,31 @@ def test_requests_still_waiting_at_the_stall_timeout_count_as_over_and_every_pat
     fast = [request("direct", i, ttft=0.1, gaps=[0.02] * 9, start=i * 1.0) for i in range(8)]
     assert conclusive(waiting, ["gateway"], ttft_s=0.5, tpot_s=0.05)
     assert not conclusive(waiting + fast, ["gateway", "direct"], ttft_s=0.5, tpot_s=0.05)
+
+
+# --------------------------------------------------------------------------- the probe, adaptive
+
+
+def adaptive(server: SseServer, duration_s: float = 60.0, **opts) -> StreamEvidence:
+    config = CollectConfig(engine=server.base(**opts), requests=None, warmup=0, duration_s=duration_s,
+                           max_tokens=4, budgets=Budgets(ttft_s=0.5, tpot_s=0.05))
+    evidence, _ = run_stream_probe(config, Clock(), lambda _msg: None)
+    assert evidence is not None
+    return evidence
+
+
+def test_without_a_request_count_a_slow_path_stops_early_and_a_fast_one_samples_until_it_is_sure() -> None:
+    with SseServer() as server:
+        slow = adaptive(server, ttft=0.6, itl=0.001)
+        fast = adaptive(server, ttft=0.001, itl=0.001)
+    assert slow.shape.stopped is not None and slow.shape.stopped.startswith("conclusive after 8")
+    assert fast.shape.stopped is not None and fast.shape.stopped.startswith("conclusive after")
+    assert len(fast.requests) > len(slow.requests) >= 8  # 8 cannot prove a p90 within budget; they can prove it over
+    assert fast.shape.requests == len(fast.requests) and fast.shape.duration_s == 60.0
+
+
+def test_the_duration_bounds_an_undecided_probe() -> None:
+    """Within budget, but each answer takes 0.3 s: 29 of them (what proves a p90 within) do not fit in 2 s."""
+    with SseServer() as server:
+        evidence = adaptive(server, duration_s=2.0, ttft=0.3, itl=0.001)
+    assert evidence.shape.stopped == "the 2 s duration ran out"

@@ -106,6 +106,10 @@ class ProbeShape:
     rate: float | None = None  # Poisson arrivals per second; None = closed loop
     stall_timeout_s: float | None = None
     deadline_s: float | None = None
+    # Adaptive sampling (no --requests): the time budget of the measured phase, and why sending
+    # stopped ("conclusive after N per path", "the 30 s duration ran out", ...); None for a fixed count.
+    duration_s: float | None = None
+    stopped: str | None = None
     payload: dict[str, Any] = field(default_factory=dict)  # the body sent (redacted)
     payload_source: str | None = None  # --payload FILE, or "default"
     paths: dict[str, str] = field(default_factory=dict)  # path name -> URL (redacted)

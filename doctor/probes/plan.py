@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.evidence.stream import ProbeShape
+from doctor.model import Budgets
 from doctor.probes.http import HttpOptions, join_url
+
+#: The most measured requests per path an adaptive probe sends, whatever its duration.
+MAX_ADAPTIVE_REQUESTS = 256
 
 
 @dataclass
@@ -30,7 +34,10 @@ class CollectConfig:
     prompt_tokens: int = 256
     max_tokens: int = 64
     concurrency: int = ProbeShape.concurrency
-    requests: int = ProbeShape.requests  # per path
+    # per path; None: adaptive, until every path is clearly within or over budget
+    # (doctor.probes.sampling) or ``duration_s`` runs out, at most ``MAX_ADAPTIVE_REQUESTS``
+    requests: int | None = None
+    duration_s: float = 30.0  # the measured phase's time budget when ``requests`` is None
     warmup: int = ProbeShape.warmup  # per path, excluded from statistics
     rate: float | None = None  # Poisson arrivals per second instead of closed loop
     stall_timeout_s: float = 30.0
@@ -46,6 +53,7 @@ class CollectConfig:
     gpu: bool = True
     host: bool = True
     run_fields: dict[str, Any] = field(default_factory=dict)  # provider, region, client_location, labels
+    budgets: Budgets = field(default_factory=Budgets)  # what the adaptive probe samples against
 
     def targets(self) -> dict[str, str]:
         """``{"direct": engine, "gateway": gateway}`` for those given: the paths the probes compare."""

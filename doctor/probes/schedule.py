@@ -18,6 +18,9 @@ even when the request had to wait for a slot (no coordinated omission); the wait
 client queueing, ``t_sent - t_scheduled``, reported apart from latency.
 
 Warm-up pairs run first, closed loop, and all finish before the measured phase starts.
+
+A ``stop`` predicate (the sampling rule, ``doctor.probes.sampling``) is asked before each new
+pair: once it says enough, no further pair starts and those in flight finish.
 """
 
 from __future__ import annotations
@@ -102,8 +105,10 @@ class _Slots:
         self._free.append(slot)
 
 
-async def dispatch(jobs: list[Job], concurrency: int, send: Send, clock: Clock) -> None:
-    """Send ``jobs`` in order, at most ``concurrency`` in flight per path; wait for all."""
+async def dispatch(jobs: list[Job], concurrency: int, send: Send, clock: Clock,
+                   stop: Callable[[], bool] | None = None) -> None:
+    """Send ``jobs`` in order, at most ``concurrency`` in flight per path, until ``stop()`` says
+    enough before a new pair (whole pairs only, so the paths stay comparable); wait for all."""
     slots: dict[str, _Slots] = {}
     running: set[asyncio.Task[None]] = set()
     start = clock.now()
@@ -117,6 +122,7 @@ async def dispatch(jobs: list[Job], concurrency: int, send: Send, clock: Clock) 
         finally:
             path_slots.release(slot)
 
+    pair: int | None = None
     try:
         for job in jobs:
             if job.path not in slots:
@@ -131,6 +137,12 @@ async def dispatch(jobs: list[Job], concurrency: int, send: Send, clock: Clock) 
                 delay = scheduled - clock.now()
                 if delay > 0:
                     await asyncio.sleep(delay)
+            if job.index != pair:
+                if stop is not None and stop():
+                    if slot is not None:
+                        path_slots.release(slot)
+                    break
+                pair = job.index
             task = asyncio.ensure_future(run(job, scheduled, slot))
             running.add(task)
             task.add_done_callback(running.discard)

@@ -29,7 +29,8 @@ from doctor.evidence import EvidenceError, ProbeShape, RequestTrace, StreamEvide
 from doctor.evidence.stream import CANCELLED
 from doctor.probes import payload as payloads
 from doctor.probes.http import join_url
-from doctor.probes.plan import CollectConfig
+from doctor.probes.plan import MAX_ADAPTIVE_REQUESTS, CollectConfig
+from doctor.probes.sampling import conclusive
 from doctor.probes.schedule import Job, dispatch, plan
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.sse import InvalidUtf8, SseParser, classify
@@ -137,6 +138,7 @@ class _Probe:
         self.model = config.model
         self.drop_extensions = False
         self.finished: Counter[tuple[str, bool]] = Counter()  # (path, warm-up) -> requests done
+        self.stopped: str | None = None  # why adaptive sampling stopped
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -148,7 +150,7 @@ class _Probe:
         await anyio.sleep(0)
         self.start = clock.now()
         sampler = asyncio.ensure_future(self.check.sample())
-        warm, measured = plan(list(self.urls), config.requests, config.warmup, config.rate)
+        warm, measured = plan(list(self.urls), config.requests or MAX_ADAPTIVE_REQUESTS, config.warmup, config.rate)
         # one single-connection pool per slot: httpcore's pool scans all its connections on every
         # request and every response close, which costs more than the streams themselves at 256
         clients = {path: [make_client(self.context, config.http.timeout_s, config.stall_timeout_s)
@@ -188,7 +190,21 @@ class _Probe:
             self.progress(f"warm-up: {len(warm)} request(s)")
             await dispatch(warm, self.config.concurrency, send, self.clock)
         if measured:
-            await dispatch(measured, self.config.concurrency, send, self.clock)
+            await dispatch(measured, self.config.concurrency, send, self.clock,
+                           stop=self._enough if self.config.requests is None else None)
+
+    def _enough(self) -> bool:
+        """Adaptive sampling: stop once every path is decided, or the duration ran out (then say which)."""
+        config = self.config
+        measured = [t for t in self.traces if not t.warmup]
+        if measured and self.clock.now() - min(t.t_scheduled for t in measured) >= config.duration_s:
+            self.stopped = f"the {config.duration_s:g} s duration ran out"
+            return True
+        if conclusive(self.traces, self.urls, config.budgets.ttft_s, config.budgets.tpot_s):
+            done = min(sum(1 for t in measured if t.path == p) for p in self.urls)
+            self.stopped = f"conclusive after {done} request(s) per path (doctor.probes.sampling)"
+            return True
+        return False
 
     async def _discover_model(self) -> str | None:
         """The first id of ``/v1/models`` (engine first); None sends the request without a model.
@@ -228,7 +244,10 @@ class _Probe:
             route=config.route, model=self.model, prompt_tokens=None if config.payload is not None else config.prompt_tokens,
             max_tokens=config.max_tokens if config.payload is None
             else config.payload.get("max_tokens") or config.payload.get("max_output_tokens"),
-            concurrency=config.concurrency, requests=config.requests, warmup=config.warmup, rate=config.rate,
+            concurrency=config.concurrency, warmup=config.warmup, rate=config.rate,
+            requests=config.requests if config.requests is not None else max(
+                (sum(1 for t in self.traces if t.path == p and not t.warmup) for p in self.urls), default=0),
+            duration_s=config.duration_s if config.requests is None else None, stopped=self.stopped,
             stall_timeout_s=config.stall_timeout_s, deadline_s=config.deadline_s,
             payload=self._body(Job(0, next(iter(self.urls)), False)),
             payload_source=config.payload_source or "default",
@@ -304,14 +323,15 @@ class _Probe:
         """
         key = (trace.path, trace.warmup)
         self.finished[key] += 1
-        total = self.config.warmup if trace.warmup else self.config.requests
+        total = self.config.warmup if trace.warmup else self.config.requests  # None: adaptive, no total
         if trace.ok and trace.t_first_token is not None:
             tokens = sum(ev.tokens for ev in trace.tokens)
             result = f"ok, TTFT {fmt_seconds(trace.t_first_token - trace.t_scheduled)}, {tokens} token(s)"
         else:
             result = trace.outcome + (f" {trace.status}" if trace.outcome == "http-status" else "")
         phase = " warm-up" if trace.warmup else ""
-        self.progress(f"{trace.path}{phase} {self.finished[key]}/{total} {result}")
+        count = f"{self.finished[key]}/{total}" if total is not None else str(self.finished[key])
+        self.progress(f"{trace.path}{phase} {count} {result}")
 
     async def _stream(self, client: httpx.AsyncClient, job: Job, trace: RequestTrace, log: ReadLog) -> None:
         clock = self.clock

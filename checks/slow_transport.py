@@ -15,7 +15,9 @@ stream_stats: direct-path client TTFT mean. metrics_window: server TTFT mean. St
 time (``t_connected - t_sent``) of requests that opened a new connection, and the client
 self-check's event-loop lag p99 and send time p99: a client that reads its socket late stamps
 the first token late, and one slow to write a request starts it late, so up to that much of
-the difference is the client's own and is not counted.
+the difference is the client's own and is not counted. The two means are compared only while
+the server's histogram holds mostly the probe's own requests: during an incident other users'
+requests dominate it, and a difference of means of different requests is no network time.
 
 Remediation:
 When new connections take most of it: reuse connections (``http_keepalive``: a connection
@@ -49,15 +51,25 @@ def slow_transport(
     *,
     transport_share: float = 0.3,
     min_transport_s: float = 0.05,
+    max_foreign_share_x: float = 1.5,
 ) -> Result:
     """``transport_share``: share of the client's TTFT outside the server that fires;
-    ``min_transport_s``: ignore differences smaller than this (a LAN round trip)."""
+    ``min_transport_s``: ignore differences smaller than this (a LAN round trip);
+    ``max_foreign_share_x``: compare the means only while the server timed at most this many times
+    the requests the probe sent (else most of them are other users')."""
     direct = stream_stats.path("direct")
     if direct is None or not direct.ttft.n or direct.ttft.mean is None:
         return NotApplicable("no measured direct path (--engine): the gateway's share cannot be told from the network's")
     if metrics_window.ttft is None or metrics_window.ttft.mean is None:
         return NotApplicable("no server TTFT histogram (vllm:time_to_first_token_seconds) in /metrics")
     client_s, server_s = direct.ttft.mean, metrics_window.ttft.mean
+    sent = direct.n_ok + direct.n_failed + direct.n_warmup + sum(
+        ps.n_ok + ps.n_failed + ps.n_warmup for ps in stream_stats.paths.values() if ps is not direct)
+    if metrics_window.ttft.count > max_foreign_share_x * max(sent, 1):
+        # Two means of the same requests differ by the network; of different requests, by which
+        # requests they are (another user's queue, our lucky slot), so they say nothing here.
+        return NotApplicable(f"the server timed {metrics_window.ttft.count:.0f} first tokens, the probe sent {sent} "
+                             "requests: other users' requests dominate its mean, which then cannot be set against ours")
     lag_s = _client_lag_s(stream)
     outside_s = max(client_s - server_s - lag_s, 0.0)
     share = outside_s / client_s if client_s > 0 else 0.0

@@ -547,12 +547,14 @@ def _other_classes(symptom: Symptom, severe: list[Finding], felts: list[Felt]) -
     lines = []
     ttft = max(f.ttft_ratio for f in felts)
     inter = max(max(f.tpot_ratio, f.freeze_ratio) for f in felts)
+    larger = (symptom is Symptom.PRE_FIRST_TOKEN and ttft >= inter) or (symptom is Symptom.INTER_TOKEN and inter >= ttft)
+    why = "its excess is the larger" if larger else "of the cause above"
     for f in sorted(severe, key=_rank):
         other = _CLASS_SYMPTOM[f.symptom]
         if other is symptom:
             continue
-        lines.append(f"{f.code} {f.name} ({f.severity.value}) speaks to {other.value}; {symptom.value} decides as its "
-                     f"excess is the larger (TTFT p90 {times(ttft)} its budget, inter-token {times(inter)})")
+        lines.append(f"{f.code} {f.name} ({f.severity.value}) speaks to {other.value}; {symptom.value} decides as "
+                     f"{why} (TTFT p90 {times(ttft)} its budget, inter-token {times(inter)})")
     return lines
 
 
@@ -741,9 +743,17 @@ def _symptom(felts: list[Felt], probe: dict[str, Felt], servers: list[Felt], ttf
         if proxy and engine:
             return Symptom.INCONCLUSIVE, gateway, (f"{ratio_text}; only the gateway was measured and both gateway and "
                                                    "engine checks fired")
+    worst = tpot if tpot.tpot_excess >= freeze.freeze_excess else freeze
+    preempting = [f for f in findings if f.cause == "preemption" and f.severity.rank >= Severity.WARNING.rank]
+    if first_token and preempting and worst.inter_excess > 0:
+        # A KV cache that runs out does both: it freezes running answers (preempted, recomputed) and
+        # holds new requests in the queue. The queue is the symptom of the same cause, so the
+        # inter-token class, whose finding names the KV setting, decides.
+        return Symptom.INTER_TOKEN, worst, (f"{ratio_text}; but {preempting[0].code} saw the KV cache run out "
+                                            "(preemptions), which both freezes answers and queues new requests: "
+                                            "the inter-token cause decides")
     if first_token:
         return Symptom.PRE_FIRST_TOKEN, ttft, f"{ratio_text}: the excess lies before the first token"
-    worst = tpot if tpot.tpot_excess >= freeze.freeze_excess else freeze
     return Symptom.INTER_TOKEN, worst, f"{ratio_text}: the excess lies between tokens"
 
 

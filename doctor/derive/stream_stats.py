@@ -6,8 +6,10 @@ error is never mistaken for a fast answer, with one exception that is the opposi
 a request still waiting for its first token when the probe gave up on it (``--stall-timeout``,
 the deadline) has a TTFT of *at least* that wait. It is right-censored, not missing: leaving it
 out would report the lucky requests of an incident as what users felt. Such a request counts
-in ``ttft`` at its lower bound (``ttft_censored`` says how many), warm-up or not, since a
-warm-up that never got an answer is no cold start but the incident itself.
+in ``ttft_felt`` at its lower bound (``ttft_censored`` says how many), warm-up or not, since a
+warm-up that never got an answer is no cold start but the incident itself. ``ttft`` keeps the
+answered requests only, which is what compares with the server's own TTFT histogram (the
+server has not counted a request that is still waiting either).
 """
 
 from __future__ import annotations
@@ -146,7 +148,8 @@ class PathStats:
     headers_to_first_token: Dist = field(default_factory=Dist)
     first_to_last_token: Dist = field(default_factory=Dist)
     warmup_ttft: Dist = field(default_factory=Dist)
-    ttft_censored: int = 0  # values of ``ttft`` that are lower bounds (still waiting when the probe gave up)
+    ttft_felt: Dist = field(default_factory=Dist)  # ``ttft`` and the censored waits: what users felt
+    ttft_censored: int = 0  # values of ``ttft_felt`` that are lower bounds (still waiting when the probe gave up)
     gap_censored: int = 0  # values of ``max_gap`` that are lower bounds (frozen when the probe gave up)
     stalls: int = 0
     headers: dict[str, str] = field(default_factory=dict)  # from the first successful request
@@ -260,7 +263,8 @@ def path_stats(name: str, url: str | None, reqs: list[RequestTrace]) -> PathStat
     ok_reads = [r for req in reqs if req.ok and not req.warmup for r in req.reads if r.events > 0]
     waited = [r for r in censored if r.tokens == 0]
     frozen = [r for r in censored if r.tokens > 0 and not r.warmup]
-    ps.ttft = dist([r.ttft for r in measured + waited if r.ttft is not None])
+    ps.ttft = dist([r.ttft for r in measured if r.ttft is not None])
+    ps.ttft_felt = dist([r.ttft for r in measured + waited if r.ttft is not None])
     ps.ttft_censored = len(waited)
     ps.tpot = dist([r.tpot for r in measured if r.tpot is not None])
     ps.itl = dist([g for r in measured for g in r.gaps])

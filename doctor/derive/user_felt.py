@@ -157,13 +157,13 @@ def _above(h: HistogramWindow | None) -> list[list[float]]:
 def probe_witnesses(stats: StreamStats) -> list[Witness]:
     out = []
     for name, ps in stats.paths.items():
-        ttft = _probe_estimate(ps.ttft, ps.ttft_censored)
+        ttft = _probe_estimate(ps.ttft_felt, ps.ttft_censored)
         if ttft is None:
             continue
         out.append(Witness(
             source="probe", path=name, label=f"the probe's {name} requests",
             ttft=ttft, tpot=_probe_estimate(ps.tpot), max_gap=_probe_estimate(ps.max_gap, ps.gap_censored),
-            requests=ps.ttft.n,
+            requests=ps.ttft_felt.n,
         ))
     return out
 

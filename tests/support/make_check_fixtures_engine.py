@@ -326,6 +326,11 @@ def transport() -> None:
     write_case(name, "na-gateway-only",
                bundle(stream=stream(steady(8, ttft=0.42, gap=0.03, path="gateway")), metrics=scrapes),
                why="no direct path: the gateway's share cannot be told from the network's")
+    busy = load_scrapes({}, {"vllm:num_requests_running": 4}, {"vllm:time_to_first_token_seconds": hist(0.06, 80)})
+    write_case(name, "na-other-users-dominate-the-server-mean",
+               bundle(stream=stream(steady(8, ttft=0.42, gap=0.03)), metrics=busy),
+               why="the server timed 80 first tokens while the probe sent 8: its mean is mostly other users' "
+                   "requests, so client minus server is not the network")
 
 
 # --------------------------------------------------------------------------- LD201

@@ -28,6 +28,7 @@ from doctor.evidence.machine import (
     XidWatch,
 )
 from doctor.evidence.metrics import MetricsEvidence, PrometheusEvidence, PromQuery, Scrape
+from doctor.evidence.model_config import ModelConfigEvidence
 from doctor.evidence.run import RunRecord
 from doctor.evidence.stream import (
     ClientHealth,
@@ -50,6 +51,7 @@ RAW_KINDS: tuple[str, ...] = (
     "endpoints",
     "gpu",
     "host",
+    "model_config",
 )
 
 
@@ -66,6 +68,7 @@ class Bundle:
     endpoints: EndpointsEvidence | None = None
     gpu: GpuEvidence | None = None
     host: HostEvidence | None = None
+    model_config: ModelConfigEvidence | None = None  # --model-dir: the served model's config.json
     errors: list[EvidenceError] = field(default_factory=list)
     redactions: dict[str, int] = field(default_factory=dict)  # rule -> values redacted
     interrupted: bool = False
@@ -89,6 +92,7 @@ __all__ = [
     "LogEvidence",
     "LogLine",
     "MetricsEvidence",
+    "ModelConfigEvidence",
     "ModelInfo",
     "NvLink",
     "ProbeShape",

@@ -1,0 +1,15 @@
+"""Model-config evidence: the ``config.json`` the user points at (``--model-dir``), kept as text.
+
+Kept raw so that the sizing arithmetic (``doctor.sizing``) re-reads it at analysis time, as the
+log's lines are: a newer llm-doctor sizes an old bundle with what it knows then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class ModelConfigEvidence:
+    source: str  # the config.json path as given
+    text: str  # its content, unparsed

@@ -38,7 +38,8 @@ class Sizing:
     weights: WeightFormat
     weights_bytes: int
     weights_bytes_per_rank: int
-    layout: KvLayout
+    layout: KvLayout  # one rank's
+    kv_bytes_per_token: int  # the whole model's (tp 1), before any rank split or replication
     budget: Budget | None = None
     capacity: Capacity | None = None
     avg_tokens: int | None = None
@@ -71,5 +72,6 @@ def size_model(arch: Architecture, setup: Setup, budget: Budget | None = None, a
     return Sizing(
         arch=arch, setup=setup, params=params, params_per_rank=per_rank, weights=fmt,
         weights_bytes=weight_bytes(params, fmt), weights_bytes_per_rank=weight_bytes(per_rank, fmt),
-        layout=layout, budget=budget, capacity=cap, avg_tokens=avg_tokens, seqs_at_avg=seqs, notes=notes,
+        layout=layout, kv_bytes_per_token=kv_layout(arch, model_dtype=fmt.model_dtype, kv_cache_dtype=setup.kv_cache_dtype).bytes_per_token,
+        budget=budget, capacity=cap, avg_tokens=avg_tokens, seqs_at_avg=seqs, notes=notes,
     )

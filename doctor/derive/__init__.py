@@ -17,6 +17,7 @@ from typing import Any
 from doctor.derive.log_facts import derive_log_facts
 from doctor.derive.metrics_window import derive_metrics_window
 from doctor.derive.missing import Missing
+from doctor.derive.sizing import derive_sizing
 from doctor.derive.stream_stats import derive_stream_stats
 from doctor.derive.user_felt import derive_user_felt
 from doctor.evidence import RAW_KINDS, Bundle
@@ -26,6 +27,7 @@ DERIVED: dict[str, Callable[[Bundle], Any]] = {
     "metrics_window": derive_metrics_window,
     "log_facts": derive_log_facts,
     "user_felt": derive_user_felt,
+    "sizing": derive_sizing,
 }
 
 

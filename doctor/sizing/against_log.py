@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from doctor.sizing.architecture import Architecture
 from doctor.sizing.budget import Budget, GiB
 from doctor.sizing.kv import DEFAULT_MAX_NUM_BATCHED_TOKENS, kv_layout
-from doctor.sizing.plan import Setup, size_model
+from doctor.sizing.plan import Setup, Sizing, size_model
 from doctor.vllm_log.model import LogFacts
 
 GIB_HALF_STEP = 0.005  # vLLM prints GiB with 2 decimals (format_gib)
@@ -156,3 +156,21 @@ def compare_with_log(arch: Architecture, facts: LogFacts) -> LogComparison:
 def _contains(bounds: tuple[int, int], tokens: int) -> bool:
     return bounds[0] <= tokens <= bounds[1]
 
+
+
+def sizing_from_log(arch: Architecture, facts: LogFacts) -> tuple[Sizing, LogComparison | None]:
+    """The model sized under the log's setup and budget, with the comparison when the log allows one.
+
+    A budget the log printed in GiB is taken at its printed value (the comparison allows the
+    rounding); without a budget the sizing has no capacity, only weights and KV per token.
+    """
+    setup = log_setup(facts)
+    try:
+        comparison = compare_with_log(arch, facts)
+    except NotComparable:
+        return size_model(arch, setup), None
+    budget = None
+    if comparison.budget_bytes is not None:
+        low, high = comparison.budget_bytes
+        budget = Budget(low if low == high else (low + high) // 2, comparison.budget_source)
+    return size_model(arch, setup, budget), comparison

@@ -27,6 +27,7 @@ from doctor.model import Component, Finding, Outcome, Report, Severity
 from doctor.serial import to_jsonable
 from doctor.units import fmt_pct, fmt_seconds
 from reports import charts
+from reports.sizing import sizing_rows
 from reports.summary import (
     HEADLINES,
     WITNESS_HEADERS,
@@ -245,6 +246,7 @@ def render_html(report: Report) -> str:
     stream_stats, stream_missing = view(report, "stream_stats")
     metrics_window, metrics_missing = view(report, "metrics_window")
     log_facts, log_missing = view(report, "log_facts")
+    sizing, _ = view(report, "sizing")
     d = report.verdict.decomposition
     counts = {o.value: sum(1 for r in report.results if r.outcome is o) for o in Outcome}
     failed = [r for r in report.bundle.stream.requests if not r.ok] if report.bundle.stream else []
@@ -267,6 +269,8 @@ def render_html(report: Report) -> str:
         log_facts=log_facts,
         log_fact_rows=log_fact_rows(log_facts) if log_facts else [],
         log_missing=log_missing,
+        sizing_rows=sizing_rows(sizing) if sizing else [],
+        sizing=sizing,
         run_rows=run_rows(report),
         probe_tokens=probe_tokens(report),
         verify=partial(verify_text, report),

@@ -193,3 +193,26 @@ def test_a_bad_config_is_a_fatal_evidence_error_with_the_reason(tmp_path: Path, 
     if content is not None:
         with pytest.raises(ConfigError, match=message):
             parse_architecture(content)
+
+
+#: The shared logs' own tiny-llama (not the stage's model; its config is not kept): 2,048 KV bytes per
+#: token, as its override log shows (6.33 GiB made 25,930 blocks of 128 tokens, 262,144 bytes each).
+SHARED_TINY = {"model_type": "llama", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "intermediate_size": 512, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
+
+
+def test_the_shared_real_logs_agree_with_a_model_of_their_kv_bytes_per_token() -> None:
+    shared = parse_architecture(json.dumps(SHARED_TINY))
+    assert kv_layout(shared, model_dtype="bfloat16").bytes_per_token == 2048
+    evidence, _ = read_log(str(ROOT / "fixtures" / "logs" / "startup-0.32.0-cpu-default.log"))
+    cmp = compare_with_log(shared, parse_lines(evidence.matched))
+    assert cmp.agrees and cmp.reported_tokens == 4_361_088 and f"{cmp.expected_concurrency:.2f}" == "532.36"
+
+
+def test_the_longest_request_is_vllm_032s_estimated_maximum_model_length() -> None:
+    evidence, _ = read_log(str(ROOT / "fixtures" / "logs" / "startup-0.32.0-cpu-FAILED-kv-too-small-for-max-model-len.log"))
+    facts = parse_lines(evidence.matched)
+    assert (facts.value("kv_cache_memory_bytes"), facts.value("estimated_max_model_len")) == (8 << 20, 3968)
+    sizing = size_model(parse_architecture(json.dumps(SHARED_TINY)), Setup(device="cpu", max_model_len=8192), Budget(8 << 20, "8M"))
+    # 32 blocks of 128, one kept back as the null block: 31 x 128
+    assert (sizing.capacity.num_blocks, sizing.capacity.longest_request) == (32, 3968)

@@ -49,6 +49,10 @@ def sizing_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("Maximum concurrency", f"{doc['max_concurrency']:.2f}x for {doc['max_model_len']:,} tokens per request"))
         if seqs := doc.get("max_num_seqs_at_avg"):
             rows.append((f"max_num_seqs at {seqs['avg_tokens']:,} tokens", f"{seqs['max_num_seqs']:,} (every sequence holds its blocks at once)"))
+    if fp8 := doc.get("with_fp8"):
+        seqs = f", max_num_seqs {fp8['max_num_seqs_at_avg']:,}" if fp8["max_num_seqs_at_avg"] is not None else ""
+        weights = f"weights {_gib(fp8['weights_bytes_per_rank'])} per rank; needs an evaluation gate"
+        rows.append(("with fp8 weights + KV", f"{fp8['kv_cache_tokens']:,} tokens, {fp8['max_concurrency']:.2f}x{seqs} ({weights})"))
     if log := doc.get("log"):
         verdict = "agrees" if log["agrees"] else "DISAGREES"
         computed = f"{_tokens(log['expected_kv_cache_tokens'])} computed from {log['budget']}"

@@ -21,6 +21,7 @@ from doctor.sizing.architecture import ConfigError, parse_architecture
 from doctor.sizing.budget import Budget, GiB, budget_from_card, gpu_memory, parse_bytes
 from doctor.sizing.kv import kv_layout
 from doctor.sizing.plan import Setup, size_model
+from doctor.sizing.summary import summary
 from doctor.vllm_log.parser import parse_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -216,3 +217,22 @@ def test_the_longest_request_is_vllm_032s_estimated_maximum_model_length() -> No
     sizing = size_model(parse_architecture(json.dumps(SHARED_TINY)), Setup(device="cpu", max_model_len=8192), Budget(8 << 20, "8M"))
     # 32 blocks of 128, one kept back as the null block: 31 x 128
     assert (sizing.capacity.num_blocks, sizing.capacity.longest_request) == (32, 3968)
+
+
+def test_weights_and_a_card_budget_against_a_real_vllm_memory_profile() -> None:
+    """vLLM 0.6.5 serving Meta-Llama-3-8B on an H100 (fixtures/logs, PR #10511): weights 14.96 GiB at TP 1,
+    7.48 GiB at TP 2; 53.29 GiB left for the KV cache after 1.79 GiB non-torch and 1.26 GiB activations."""
+    llama = arch("llama-3-8b")
+    assert [round(size_model(llama, Setup(tp=tp)).weights_bytes_per_rank / GiB, 2) for tp in (1, 2)] == [14.96, 7.48]
+    card = size_model(llama, Setup(), budget_from_card(gpu_memory("H100-80GB"), 0.9, size_model(llama, Setup()).weights_bytes))
+    over = card.budget.kv_memory_bytes / GiB - 53.29
+    assert 1.79 + 1.26 <= over < 1.79 + 1.26 + 0.5  # the left-out parts, plus NVML's total above the CUDA runtime's
+
+
+def test_fp8_says_what_it_buys_on_a_card() -> None:
+    llama = arch("llama-3-8b")
+    setup = Setup(max_model_len=8192)
+    sizing = size_model(llama, setup, budget_from_card(gpu_memory("L4"), 0.9, size_model(llama, setup).weights_bytes), avg_tokens=2000)
+    doc = summary(sizing)
+    assert doc["with_fp8"]["kv_cache_tokens"] > 4 * doc["kv_cache_tokens"]  # half the weights leave more room, at half the bytes
+    assert "evaluation" in doc["with_fp8"]["caveat"]

@@ -6,10 +6,10 @@ engine's log; it composes the pure pieces (``params``, ``weights``, ``kv``, ``bu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from doctor.sizing.architecture import Architecture
-from doctor.sizing.budget import Budget
+from doctor.sizing.budget import Budget, budget_from_card
 from doctor.sizing.kv import Capacity, KvLayout, capacity, kv_layout, seqs_that_fit
 from doctor.sizing.params import Params, count_params
 from doctor.sizing.weights import WeightFormat, weight_bytes, weight_format
@@ -75,3 +75,21 @@ def size_model(arch: Architecture, setup: Setup, budget: Budget | None = None, a
         layout=layout, kv_bytes_per_token=kv_layout(arch, model_dtype=fmt.model_dtype, kv_cache_dtype=setup.kv_cache_dtype).bytes_per_token,
         budget=budget, capacity=cap, avg_tokens=avg_tokens, seqs_at_avg=seqs, notes=notes,
     )
+
+
+def in_fp8(sizing: Sizing) -> Sizing | None:
+    """The same model and budget with fp8 weights and an fp8 KV cache: what FP8 would buy.
+
+    A card budget is recomputed with the smaller weights; a byte budget stays as given. None when
+    both are fp8 (or smaller) already.
+    """
+    weights_done = sizing.weights.linear_bytes <= 1
+    kv_done = sizing.layout.element_bytes <= 1
+    if weights_done and kv_done:
+        return None
+    setup = replace(sizing.setup, dtype=None if weights_done else "fp8", kv_cache_dtype="fp8")
+    budget = sizing.budget
+    if budget is not None and budget.upper_bound and budget.gpu_memory_bytes and budget.utilization:
+        weights = size_model(sizing.arch, setup).weights_bytes_per_rank
+        budget = budget_from_card(budget.gpu_memory_bytes, budget.utilization, weights)
+    return size_model(sizing.arch, setup, budget, sizing.avg_tokens)

@@ -12,7 +12,7 @@ from typing import Any
 
 from doctor.sizing.against_log import LogComparison
 from doctor.sizing.budget import LEFT_OUT
-from doctor.sizing.plan import Sizing
+from doctor.sizing.plan import Sizing, in_fp8
 
 
 def summary(sizing: Sizing, comparison: LogComparison | None = None) -> dict[str, Any]:
@@ -58,6 +58,14 @@ def summary(sizing: Sizing, comparison: LogComparison | None = None) -> dict[str
             doc["left_out"] = LEFT_OUT
         if sizing.avg_tokens:
             doc["max_num_seqs_at_avg"] = {"avg_tokens": sizing.avg_tokens, "max_num_seqs": sizing.seqs_at_avg}
+    if cap is not None and (fp8 := in_fp8(sizing)) is not None and fp8.capacity is not None:
+        doc["with_fp8"] = {
+            "weights_bytes_per_rank": fp8.weights_bytes_per_rank,
+            "kv_cache_tokens": fp8.capacity.tokens,
+            "max_concurrency": round(fp8.capacity.max_concurrency, 2),
+            "max_num_seqs_at_avg": fp8.seqs_at_avg,
+            "caveat": "fp8 weights and KV cache change the model's outputs: gate the switch on an evaluation of your task",
+        }
     if comparison is not None:
         doc["log"] = {
             "agrees": comparison.agrees,

@@ -23,7 +23,8 @@ max_tokens).
 Remediation:
 Lower `max_num_seqs` to what the cache holds at the request size you serve: KV tokens x 0.9 /
 tokens per request (or raise `gpu_memory_utilization` / lower `max_model_len` to grow the cache
-per request instead).
+per request instead). With the model's config (`--model-dir`), it also says how many more
+sequences an fp8 KV cache would hold in the same memory.
 Options: `min_ratio` (1.0: fires when full-length requests that fit / max_num_seqs is below
 this), `kv_target` (0.9: the share of the cache the suggestion fills).
 
@@ -35,6 +36,7 @@ tokens: 4.0 full-length requests fit; at 768 tokens per request (n=8) 5.3 fit ->
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from checks._config import model_len
 from checks._engine import engine_setting, max_num_seqs_in_use, rerun, tokens_per_request
@@ -50,6 +52,7 @@ def kv_capacity_short(
     endpoints: EndpointsEvidence | None = None,
     stream: StreamEvidence | None = None,
     run: RunRecord | None = None,
+    sizing: dict[str, Any] | None = None,
     *,
     min_ratio: float = 1.0,
     kv_target: float = 0.9,
@@ -107,6 +110,10 @@ def kv_capacity_short(
         suggested = max(1, math.floor(fit_full))
         holds = f"{fit_full:.1f} full-length requests"
         basis = "the full-length requests the cache holds"
+    fp8 = (sizing or {}).get("with_fp8")
+    if fp8 and capacity_tokens:  # --model-dir: what the same budget holds with an fp8 KV cache
+        holds += (f"; with kv_cache_dtype fp8 the same memory holds {fp8['kv_cache_tokens']:,} tokens, "
+                  f"{fp8['kv_cache_tokens'] / capacity_tokens:.1f}x as many sequences (after an evaluation gate)")
     if suggested >= seqs.value:
         if seqs.lower_bound:
             return NotApplicable(f"{arithmetic}; max_num_seqs in use is unknown: {seqs.current()}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from doctor.evidence import GpuDevice, GpuEvidence, GpuProcess, LogEvidence, NvLink, RunRecord
 from doctor.probes.logfile import read_log
+from tests.support import make_check_fixtures_sizing as sizing_fixtures
 from tests.support.bundles import bundle, log, request, stream
 from tests.support.write_fixture import write_case
 
@@ -113,6 +114,16 @@ def kv_capacity_short() -> None:
         why="Real override log, no run record: the CPU default max_num_seqs 128 against 2 full-length "
         "requests that fit (the real-vLLM kv-pressure stage hit exactly this).",
         expect={"setting": "max_num_seqs", "summary_contains": ["max_num_seqs 128"]},
+    )
+    write_case(
+        name,
+        "fires-real-vllm-with-model-config",
+        bundle(log=sizing_fixtures.realvllm_startup("kv-pressure"), model_config=sizing_fixtures.config("tiny-llama-realvllm"),
+               stream=probe(208, 512)),
+        why="Real vLLM 0.32.0 kv-pressure log (--kv-cache-memory-bytes 32M: 4,096 tokens, CPU default max_num_seqs "
+        "128) with the stage's tiny model config (--model-dir): the remediation adds that an fp8 KV cache holds "
+        "8,192 tokens in the same 32 MiB, 2.0x the sequences.",
+        expect={"setting": "max_num_seqs", "summary_contains": ["4,096"]},
     )
     write_case(
         name,

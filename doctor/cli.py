@@ -60,6 +60,7 @@ TARGET_OPTIONS = [
 ]
 ENGINE_OPTIONS = [
     opt(str | None, None, "--log", help="vLLM log file ('-' = stdin, .gz accepted).", rich_help_panel=E),
+    opt(str | None, None, "--model-dir", help="The served model's directory (or its config.json): size its KV cache against the log's.", rich_help_panel=E),
     opt(str | None, None, "--metrics-url", help="/metrics URL (default: engine URL + /metrics).", rich_help_panel=E),
     opt(bool, False, "--no-metrics", help="Do not scrape /metrics.", rich_help_panel=E),
     opt(float | None, None, "--scrape-interval", help=f"Seconds between /metrics scrapes during the probe (default {shown(PLAN.scrape_interval_s)}).", rich_help_panel=E),
@@ -186,6 +187,43 @@ def log_cmd(
     from doctor.commands.log import run
 
     run_guarded(lambda: run(source, as_json))
+
+
+@app.command("size")
+def size_cmd(
+    model: Annotated[str, typer.Argument(help="A local model directory with config.json, or the config file (never a download).")],
+    dtype: Annotated[str | None, typer.Option("--dtype", help="Model dtype (auto, bfloat16, float16, float32), or fp8 | int8 | int4 to quantise the linear layers.")] = None,
+    kv_cache_dtype: Annotated[str, typer.Option("--kv-cache-dtype", help="auto (the model's dtype) or fp8.")] = "auto",
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel ranks.")] = 1,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="A card from the built-in table: H100-80GB, A100-80GB, A100-40GB, L40S, A10G, L4, ...")] = None,
+    gpu_memory: Annotated[str | None, typer.Option("--gpu-memory", help="Memory of another card, e.g. 24GiB.")] = None,
+    gpu_memory_utilization: Annotated[float | None, typer.Option("--gpu-memory-utilization", help="Share of the card vLLM may take (default 0.9).")] = None,
+    kv_cache_memory: Annotated[str | None, typer.Option("--kv-cache-memory", help="KV cache bytes per GPU as vLLM's --kv-cache-memory-bytes takes them (1G = 2**30).")] = None,
+    block_size: Annotated[int | None, typer.Option("--block-size", help="Tokens per KV block (default vLLM's: 16 on CUDA, 64 for MLA, 128 on CPU).")] = None,
+    max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="Tokens per request for the concurrency (default the config's max_position_embeddings).")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="Scheduler step size; sliding-window layers keep window + one step (default 2048).")] = None,
+    avg_tokens: Annotated[int | None, typer.Option("--avg-tokens", help="Average tokens per sequence: the largest max_num_seqs whose sequences all fit.")] = None,
+    device: Annotated[str, typer.Option("--device", help="cuda | cpu (the block size default).")] = "cuda",
+    log: Annotated[str | None, typer.Option("--log", help="A vLLM log: size under its setup and budget and compare with the KV cache it reports (exit 1 when they differ).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON to stdout (a switch, not a path).")] = False,
+) -> None:
+    """Size a model from its config: parameters, weight bytes, KV bytes per token, and the KV cache a budget gives.
+
+    [bold]Examples[/]
+
+      llm-doctor size ./Llama-3-8B --gpu L4 --max-model-len 8192 --avg-tokens 2000
+
+      llm-doctor size ./tiny --kv-cache-memory 1GiB --max-model-len 8192 --json
+
+      llm-doctor size ./Llama-3-70B --log vllm.log
+    """
+    from doctor.commands.size import SizeRequest, run, setup
+
+    run_guarded(lambda: run(SizeRequest(
+        model, setup(dtype=dtype, kv_cache_dtype=kv_cache_dtype, tp=tp, block_size=block_size, device=device, max_model_len=max_model_len,
+                     max_num_batched_tokens=max_num_batched_tokens),
+        gpu=gpu, gpu_memory=gpu_memory, gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory=kv_cache_memory,
+        avg_tokens=avg_tokens, log=log, as_json=as_json)))
 
 
 @app.command("checks")

@@ -62,7 +62,7 @@ def _redacting(progress: Progress, secrets: list[str]) -> Progress:
 
 def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bundle:
     """Run the probes and return the redacted bundle (partial, with ``interrupted``, on Ctrl-C)."""
-    from doctor.probes import endpoints, gpu, host, logfile, metrics, prometheus, stream
+    from doctor.probes import endpoints, gpu, host, logfile, metrics, model_config, prometheus, stream
 
     say = _redacting(progress, config.http.secrets())
     clock = Clock()
@@ -146,6 +146,10 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             _guard(bundle, "metrics", metrics_url or "", "scrape after", lambda: scraper.scrape("after"))
         if config.log:
             read_log(config.log)
+        if config.model_dir:
+            say(f"model config {config.model_dir}")
+            bundle.model_config = keep(_guard(bundle, "model_config", config.model_dir, "read",
+                                              lambda: model_config.read_model_config(config.model_dir)))
         if config.prometheus:
             say(f"Prometheus history ({config.prometheus}, last {config.since_s:.0f} s)")
             bundle.prometheus = keep(

@@ -220,6 +220,7 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
         deadline_s=float(_probe_number(opts, cfg, "deadline", PLAN.deadline_s, minimum=0)),
         http=http,
         log=_pick(opts, t, "log", None),
+        model_dir=_pick(opts, t, "model_dir", None),
         metrics_url=_url(_pick(opts, t, "metrics_url", None), "--metrics-url"),
         metrics=not opts.get("no_metrics", False),
         scrape_interval_s=float(_probe_number(opts, cfg, "scrape_interval", PLAN.scrape_interval_s, minimum=0)),

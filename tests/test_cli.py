@@ -23,7 +23,7 @@ from doctor.model import (
 from tests.support import bundles
 
 runner = CliRunner()
-COMMANDS = ["diagnose", "collect", "analyze", "probe", "log", "checks", "explain", "demo"]
+COMMANDS = ["diagnose", "collect", "analyze", "probe", "log", "size", "checks", "explain", "demo"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -19,8 +19,10 @@ from doctor.probes.logfile import read_log
 from doctor.sizing.against_log import sizing_from_log
 from doctor.sizing.architecture import Architecture, ConfigError, load_config_text, parse_architecture
 from doctor.sizing.budget import DEFAULT_GPU_MEMORY_UTILIZATION, Budget, budget_from_card, gpu_memory, parse_bytes
+from doctor.sizing.kv import DEFAULT_BLOCK_SIZE, kv_element_bytes
 from doctor.sizing.plan import Setup, size_model
 from doctor.sizing.summary import summary
+from doctor.sizing.weights import model_dtype
 from doctor.vllm_log.parser import parse_lines
 from reports.sizing import print_sizing
 from reports.terminal import stdout_console
@@ -37,6 +39,24 @@ class SizeRequest:
     avg_tokens: int | None = None
     log: str | None = None
     as_json: bool = False
+
+
+def setup(*, dtype: str | None, kv_cache_dtype: str, tp: int, block_size: int | None, device: str, max_model_len: int | None,
+          max_num_batched_tokens: int | None) -> Setup:
+    """The flags as a ``Setup``; a value the arithmetic cannot use is a usage error, said before any work."""
+    if device not in DEFAULT_BLOCK_SIZE:
+        raise UsageError(f"--device must be one of {', '.join(DEFAULT_BLOCK_SIZE)}, not {device!r}")
+    for flag, value in (("--tp", tp), ("--block-size", block_size), ("--max-model-len", max_model_len),
+                        ("--max-num-batched-tokens", max_num_batched_tokens)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1, not {value}")
+    try:
+        kv_element_bytes(kv_cache_dtype, "bfloat16")
+        model_dtype("bfloat16", dtype)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return Setup(dtype=dtype, kv_cache_dtype=kv_cache_dtype, tp=tp, block_size=block_size, device=device,
+                 max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens)
 
 
 def _architecture(model: str) -> Architecture:
@@ -56,6 +76,8 @@ def _budget(req: SizeRequest, arch: Architecture) -> Budget | None:
     utilization = req.gpu_memory_utilization if req.gpu_memory_utilization is not None else DEFAULT_GPU_MEMORY_UTILIZATION
     if not 0 < utilization <= 1:
         raise ValueError(f"--gpu-memory-utilization must be in (0, 1], not {utilization}")
+    if req.avg_tokens is not None and req.avg_tokens < 1:
+        raise ValueError(f"--avg-tokens must be at least 1, not {req.avg_tokens}")
     return budget_from_card(card, utilization, size_model(arch, req.setup).weights_bytes_per_rank)
 
 

@@ -44,6 +44,7 @@ class CollectConfig:
     deadline_s: float = 300.0
     http: HttpOptions = field(default_factory=HttpOptions)
     log: str | None = None
+    model_dir: str | None = None  # the served model's directory (or config.json), for sizing
     metrics_url: str | None = None  # default: engine URL + /metrics
     metrics: bool = True
     scrape_interval_s: float = 1.0

@@ -151,7 +151,7 @@ _BUDGETS = {"ttft": NUMBER, "tpot": NUMBER}
 
 SCHEMA = _Table({
     "targets": _Table({
-        "engine": STRING, "gateway": STRING, "log": STRING, "metrics_url": STRING,
+        "engine": STRING, "gateway": STRING, "log": STRING, "model_dir": STRING, "metrics_url": STRING,
         "prometheus": STRING, "since": DURATION, "selector": STRING,
     }),
     "probe": _Table({

@@ -57,6 +57,7 @@ from doctor.model import (
     Decomposition,
     Finding,
     Outcome,
+    Remediation,
     Severity,
     Symptom,
     SymptomClass,
@@ -518,7 +519,7 @@ def _fix(primary: Finding | None) -> str:
     return f"; change {primary.remediation.setting} ({primary.code})" if primary is not None else ""
 
 
-def _remedy(primary: Finding | None):
+def _remedy(primary: Finding | None) -> Remediation | None:
     return primary.remediation if primary is not None else None
 
 

@@ -80,9 +80,6 @@ class Witness:
     max_gap: Estimate | None = None  # probe only: each answer's largest gap
     freeze_buckets: list[list[float]] = field(default_factory=list)  # server: [le, gaps above le] of the ITL histogram
     requests: int = 0  # requests the witness saw finish (server) or measured (probe)
-    queue_mean: float | None = None
-    prefill_mean: float | None = None
-    window_s: float | None = None
 
     @property
     def server(self) -> bool:
@@ -107,12 +104,6 @@ class UserFelt:
     witnesses: list[Witness] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # why a source gave no witness
 
-    def probe(self, path: str) -> Witness | None:
-        return next((w for w in self.witnesses if w.source == "probe" and w.path == path), None)
-
-    @property
-    def servers(self) -> list[Witness]:
-        return [w for w in self.witnesses if w.server]
 
 
 def quantile_bounds(buckets: list[list[float]], count: float, q: float) -> tuple[float, float | None] | None:
@@ -184,9 +175,6 @@ def server_witness(mw: MetricsWindow) -> Witness | None:
     return Witness(
         source=mw.source, path="engine", label=label, ttft=ttft, tpot=tpot,
         freeze_buckets=_above(mw.itl), requests=round(finished),
-        queue_mean=mw.queue.mean if mw.queue is not None else None,
-        prefill_mean=mw.prefill.mean if mw.prefill is not None else None,
-        window_s=mw.window_s,
     )
 
 

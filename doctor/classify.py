@@ -43,7 +43,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from doctor.derive import Evidence
 from doctor.derive.chunking import tokens_per_chunk
@@ -356,38 +356,26 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
     if gateway_failing is not None and "direct" in probe and "direct" not in failing:
         reasoning.append(f"{gateway_failing.text()} while direct requests succeed: the gateway fails them")
         primary = _most_severe(findings, SymptomClass.PROXY_ONLY) or _by_cause(findings, ("errors",))
-        return verdict(
-            symptom=Symptom.PROXY_ONLY,
-            summary=(f"Proxy-only: {gateway_failing.text()}, while direct requests succeed ({probe['direct'].ttft_text()})"
-                     + _fix(primary) + suspect_note + "."),
-            reasoning=reasoning + _primary_line(primary), primary_remediation=_remedy(primary),
-            primary_code=primary.code if primary else None, **common,
-        )
+        return _decided(verdict, Symptom.PROXY_ONLY, primary, reasoning, common,
+                        f"Proxy-only: {gateway_failing.text()}, while direct requests succeed "
+                        f"({probe['direct'].ttft_text()}){_fix(primary)}{suspect_note}.")
 
     if not any(f.over for f in felts):
         bursts = _bursts(stats)
         if bursts is not None:
             primary = _primary(findings, _component(ttft_split, "gateway"), SymptomClass.PROXY_ONLY)
             reasoning.append(bursts)
-            return verdict(
-                symptom=Symptom.PROXY_ONLY,
-                summary=f"Proxy-only: within budget, but {bursts}{_fix(primary)}{failed_note}{suspect_note}.",
-                reasoning=reasoning + _primary_line(primary), primary_remediation=_remedy(primary),
-                primary_code=primary.code if primary else None, **common,
-            )
+            return _decided(verdict, Symptom.PROXY_ONLY, primary, reasoning, common,
+                            f"Proxy-only: within budget, but {bursts}{_fix(primary)}{failed_note}{suspect_note}.")
         if severe:
             return _from_findings(verdict, severe, findings, user, budgets, reasoning, failed_note, suspect_note, common)
         if failing:
             worst = max(failing.values(), key=lambda x: x.failed / x.total)
             reasoning.append(f"{worst.text()}: a failing path is never healthy")
             primary = _by_cause(findings, ("errors",))
-            return verdict(
-                symptom=Symptom.INCONCLUSIVE,
-                summary=(f"Not healthy: {worst.text()}; the requests that succeeded were within budget"
-                         + _fix(primary) + suspect_note + "."),
-                reasoning=reasoning + _primary_line(primary), primary_remediation=_remedy(primary),
-                primary_code=primary.code if primary else None, **common,
-            )
+            return _decided(verdict, Symptom.INCONCLUSIVE, primary, reasoning, common,
+                            f"Not healthy: {worst.text()}; the requests that succeeded were within budget"
+                            f"{_fix(primary)}{suspect_note}.")
         tpot = f" and {user.tpot_text()}" if user.witness.tpot is not None else ""
         summary = (f"Healthy: {user.ttft_text()}{tpot} are within the {fmt_seconds(budgets.ttft_s)} / "
                    f"{fmt_seconds(budgets.tpot_s)} budgets on {' and '.join(f.witness.label for f in felts)}"
@@ -517,6 +505,13 @@ def _by_cause(findings: list[Finding], causes: tuple[str, ...]) -> Finding | Non
 
 def _fix(primary: Finding | None) -> str:
     return f"; change {primary.remediation.setting} ({primary.code})" if primary is not None else ""
+
+
+def _decided(verdict: partial[Verdict], symptom: Symptom, primary: Finding | None, reasoning: list[str],
+             common: dict[str, Any], summary: str) -> Verdict:
+    """A verdict whose remediation is ``primary``'s, with its finding last in the reasoning."""
+    return verdict(symptom=symptom, summary=summary, reasoning=reasoning + _primary_line(primary),
+                   primary_remediation=_remedy(primary), primary_code=primary.code if primary else None, **common)
 
 
 def _remedy(primary: Finding | None) -> Remediation | None:

@@ -25,6 +25,12 @@ KNOWN_PROXIES: tuple[tuple[str, str], ...] = (
     ("apache", "apache"),
     ("uvicorn", "uvicorn"),  # a Python (ASGI) edge in front of the engine
     ("hypercorn", "uvicorn"),
+    ("gunicorn", "uvicorn"),
+    ("fastapi", "uvicorn"),
+    ("starlette", "uvicorn"),
+    ("litellm", "litellm"),
+    ("express", "node"),  # X-Powered-By: Express
+    ("node", "node"),
 )
 
 
@@ -41,11 +47,17 @@ def header(headers: Mapping[str, str], name: str) -> str | None:
     return None
 
 
+#: Content types a token stream is sent as: SSE, and the raw-text and NDJSON streams of
+#: application edges (a FastAPI ``StreamingResponse`` often says ``text/plain`` or nothing).
+STREAM_TYPES = ("text/event-stream", "text/plain", "ndjson", "jsonl")
+
+
 def stream_encoding(headers: Mapping[str, str]) -> str | None:
-    """The compression applied to an event stream, or ``None`` (not compressed, or not a stream)."""
+    """The compression applied to a token stream, or ``None`` (not compressed, or not a stream)."""
     ctype = (header(headers, "content-type") or "").lower()
     enc = (header(headers, "content-encoding") or "").lower().strip()
-    return enc if "text/event-stream" in ctype and enc in COMPRESSED else None
+    streamed = not ctype or any(t in ctype for t in STREAM_TYPES)
+    return enc if streamed and enc in COMPRESSED else None
 
 
 @dataclass
@@ -77,13 +89,17 @@ def gateway_headers(gateway: PathStats | None, endpoints: EndpointsEvidence | No
     return merged
 
 
-def detect_proxy(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """``(family, raw header)`` of the proxy that answered, from ``Server`` then ``Via``.
+def detect_proxy(headers: Mapping[str, str], kind: str | None = None) -> tuple[str | None, str | None]:
+    """``(family, name)`` of the edge that answered: what ``--gateway-kind`` says, else ``Server``, ``Via``, ``X-Powered-By``.
 
     ``server: uvicorn`` on the gateway path means the edge is itself a Python app (or a proxy
     that passes vLLM's own header through unchanged, which nginx does not: it replaces it).
+    The user's word wins: an edge behind a CDN answers with the CDN's ``Server``.
     """
-    for name in ("server", "via"):
+    if kind:
+        low = kind.lower()
+        return next((family for needle, family in KNOWN_PROXIES if needle in low), low), kind
+    for name in ("server", "via", "x-powered-by"):
         raw = header(headers, name)
         if not raw:
             continue

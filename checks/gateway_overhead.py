@@ -34,7 +34,7 @@ gateway's 281 ms; 1.0 events per read on both paths -> keep upstream connections
 from __future__ import annotations
 
 from checks._engine import rerun
-from checks._gateway import measured_pair
+from checks._gateway import detect_proxy, gateway_name, measured_pair
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.stream_stats import StreamStats
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
@@ -80,19 +80,33 @@ def gateway_overhead(
         f"gateway adds {fmt_seconds(added)} to TTFT p50 (n={g.ttft.n}; {fmt_seconds(added_min)} at the minimum), "
         f"{share:.0%} of the gateway's {fmt_seconds(g.ttft.p50)}; {g_epr:.1f} events per read vs {d_epr:.1f} direct"
     )
+    family, server = detect_proxy(g.headers, stream_stats.gateway_kind)
+    name = gateway_name(server)
+    why = (
+        f"Each request pays about {fmt_seconds(added)} on the gateway hop before its first token, with no "
+        "buffering and no queueing behind other streams: a fixed per-request cost. "
+    )
+    if family == "uvicorn":
+        why += (
+            f"In {name}: create the upstream client (openai.AsyncOpenAI, httpx.AsyncClient) once at startup and "
+            "reuse it, so requests share kept-alive connections; a client per request opens a new connection "
+            "each time. Cache authentication results instead of calling out per request."
+        )
+    elif family in (None, "nginx"):
+        why += (
+            "In nginx, `keepalive 16;` in the `upstream` block (with `proxy_http_version 1.1;` and "
+            '`proxy_set_header Connection "";`) avoids a new upstream connection per request.'
+        )
+    else:
+        why += f"In {name}: pool and keep alive its upstream connections, and cache authentication results."
     return Fire(
         title="The gateway adds a constant delay before the first token",
         summary=summary,
         remediation=Remediation(
             setting="gateway_hop",
             suggested="remove the per-request cost: upstream keep-alive, cached auth, TLS session reuse",
-            where="the gateway between the client and vLLM",
-            why=(
-                f"Each request pays about {fmt_seconds(added)} on the gateway hop before its first token, with no "
-                "buffering and no queueing behind other streams: a fixed per-request cost. In nginx, "
-                "`keepalive 16;` in the `upstream` block (with `proxy_http_version 1.1;` and "
-                '`proxy_set_header Connection "";`) avoids a new upstream connection per request.'
-            ),
+            where=f"{name} between the client and vLLM",
+            why=why,
             verify=rerun("gateway TTFT p50 within a few ms of the direct one"),
         ),
         severity=Severity.WARNING if share >= warning_share else Severity.INFO,

@@ -38,7 +38,7 @@ from __future__ import annotations
 import itertools
 
 from checks._engine import rerun
-from checks._gateway import measured_pair, ttft_wait
+from checks._gateway import detect_proxy, gateway_name, measured_pair, ttft_wait
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
@@ -119,20 +119,35 @@ def gateway_serialisation(
         EvidenceValue("gateway TTFT per request", send_order(g), "s", "stream: gateway, in send order"),
         EvidenceValue("direct TTFT per request", send_order(d), "s", "stream: direct, in send order"),
     ]
+    family, server = detect_proxy(g.headers, stream_stats.gateway_kind)
+    name = gateway_name(server)
+    why = (
+        "TTFT through the gateway grows with each concurrent request while the engine answers "
+        "them together on the direct path: the edge serves one upstream stream at a time (a "
+        "blocking HTTP client inside an async handler, or too few sync workers). "
+    )
+    if family == "uvicorn":
+        suggested = "the async client in the edge, or the blocking call in a thread pool"
+        why += (
+            f"In {name}: call vLLM with the async client (openai.AsyncOpenAI, httpx.AsyncClient) and `async for` "
+            "over its stream, or keep the sync client but iterate it in a thread pool (a plain `def` generator "
+            "given to StreamingResponse, or starlette.concurrency.iterate_in_threadpool), never inside an "
+            f"`async def`; and run enough workers (uvicorn --workers) for {c} concurrent streams."
+        )
+    else:
+        suggested = "async streaming client in the edge"
+        why += (
+            "Relay the upstream response chunk by chunk with an async client (httpx.AsyncClient, aiohttp), or "
+            f"run at least {c} workers."
+        )
     return Fire(
         title="The gateway serialises concurrent streams",
         summary=summary,
         remediation=Remediation(
             setting="gateway_streaming",
-            suggested="async streaming client in the edge",
-            where="the gateway / edge application that forwards requests to vLLM",
-            why=(
-                "TTFT through the gateway grows with each concurrent request while the engine answers "
-                "them together on the direct path: the edge serves one upstream stream at a time (a "
-                "blocking HTTP client inside an async handler, or too few sync workers). Relay the "
-                "upstream response chunk by chunk with an async client (httpx.AsyncClient, aiohttp), or "
-                f"run at least {c} workers."
-            ),
+            suggested=suggested,
+            where=f"{name}: the edge application that forwards requests to vLLM",
+            why=why,
             verify=rerun(
                 f"the gateway's wait close to the direct one ({d_wait:.1f} answers) at concurrency {c}"
             ),

@@ -78,7 +78,7 @@ def proxy_buffering(
     severity = Severity.CRITICAL if ttft_ratio >= critical_ttft_factor or one_piece else Severity.WARNING
     g_bpr = g.bytes_per_read.p50 or 0.0
     headers = gateway_headers(g, endpoints)
-    family, server = detect_proxy(headers)
+    family, server = detect_proxy(headers, stream_stats.gateway_kind)
     ttft_txt = f"{ttft_ratio:.1f}x" if ttft_ratio != float("inf") else "n/a"
     summary = (
         f"gateway delivers {g_epr:.1f} events per read ({g_bpr:.0f} B, n={g.events_per_read.n} reads) "

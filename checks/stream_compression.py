@@ -60,7 +60,7 @@ def stream_compression(
         enc = stream_encoding(headers)
         if enc is None:
             continue
-        family, server = detect_proxy(headers)
+        family, server = detect_proxy(headers, stream_stats.gateway_kind if ps.path == "gateway" else None)
         epr = ps.events_per_read.p50
         bursting = epr is not None and epr >= burst_events
         summary = f"{ps.path} sends text/event-stream with Content-Encoding: {enc}"

@@ -64,6 +64,7 @@ CAUSES: tuple[str, ...] = (
     "gateway-serialisation",
     "gateway-overhead",
     "proxy-timeout",
+    "reframing",  # the gateway changes the stream framing: a compatibility note, no latency
     # neither
     "capacity",
     "config",

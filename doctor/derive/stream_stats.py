@@ -154,6 +154,8 @@ class PathStats:
     stalls: int = 0
     headers: dict[str, str] = field(default_factory=dict)  # from the first successful request
     http_version: str | None = None
+    framing: str | None = None  # the stream framing of the first successful request (``RequestTrace.framing``)
+    tokens_estimated: bool = False  # token counts (TPOT, tokens) estimated from text length
     requests: list[RequestStats] = field(default_factory=list)
 
 
@@ -162,6 +164,8 @@ class StreamStats:
     route: str | None = None
     concurrency: int = 1
     paths: dict[str, PathStats] = field(default_factory=dict)
+    gateway_route: str | None = None  # the application's own route on the gateway path, when given
+    gateway_kind: str | None = None  # what the user said the gateway is (--gateway-kind)
 
     def path(self, name: str) -> PathStats | None:
         return self.paths.get(name)
@@ -257,6 +261,7 @@ def path_stats(name: str, url: str | None, reqs: list[RequestTrace]) -> PathStat
             if not ps.headers:
                 ps.headers = dict(req.headers)
                 ps.http_version = req.http_version
+                ps.framing, ps.tokens_estimated = req.framing, req.tokens_estimated
         else:
             ps.n_failed += 1
             ps.failures[req.outcome] = ps.failures.get(req.outcome, 0) + 1
@@ -292,7 +297,8 @@ def derive_stream_stats(bundle: Bundle) -> StreamStats:
         raise Missing("no stream probe ran (pass --engine and/or --gateway)")
     if not stream.requests:
         raise Missing("the stream probe sent no request")
-    stats = StreamStats(route=stream.shape.route, concurrency=stream.shape.concurrency)
+    stats = StreamStats(route=stream.shape.route, concurrency=stream.shape.concurrency,
+                        gateway_route=stream.shape.gateway_route, gateway_kind=stream.shape.gateway_kind)
     for name in dict.fromkeys(r.path for r in stream.requests):
         reqs = [r for r in stream.requests if r.path == name]
         stats.paths[name] = path_stats(name, stream.shape.paths.get(name), reqs)

@@ -30,6 +30,15 @@ class TokenEvent:
     chars: int = 0
 
 
+#: Stream framings the reader recognises (``RequestTrace.framing``) -> how the report names them.
+FRAMINGS: dict[str, str] = {
+    "openai-sse": "OpenAI SSE (JSON chunks, [DONE])",
+    "sse-text": "SSE whose data is plain text",
+    "sse-events": "SSE with named events",
+    "ndjson": "NDJSON (one JSON object per line)",
+    "raw": "raw text chunks (no per-token framing)",
+}
+
 #: The outcome of a request in flight when the user stopped the probe (Ctrl-C): neither a failure
 #: of the target nor a measurement.
 CANCELLED = "cancelled"
@@ -70,6 +79,13 @@ class RequestTrace:
     completion_tokens: int | None = None
     finish_reason: str | None = None
     text_excerpt: str | None = None  # first characters of the generated text
+    # The stream framing the reader detected or was told (``doctor.probes.framing.FRAMINGS``):
+    # "openai-sse", "sse-text", "sse-events", "ndjson" or "raw"; None when no body was read.
+    framing: str | None = None
+    tokens_estimated: bool = False  # token counts estimated from text length (no per-token framing)
+    # Why the reader stopped keeping this stream (its event or read cap), when it did: what was
+    # kept is evidence, the rest was not stored.
+    truncated: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -113,6 +129,13 @@ class ProbeShape:
     payload: dict[str, Any] = field(default_factory=dict)  # the body sent (redacted)
     payload_source: str | None = None  # --payload FILE, or "default"
     paths: dict[str, str] = field(default_factory=dict)  # path name -> URL (redacted)
+    # The application's own route on the gateway path (``--gateway-route``), e.g.
+    # "POST /chat?prompt={prompt}", and its body template file; None: the engine's route.
+    gateway_route: str | None = None
+    gateway_payload_source: str | None = None
+    framing: str | None = None  # --framing: the framing forced on every path; None: detected
+    text_field: str | None = None  # --text-field: where NDJSON / named-event JSON keeps its text
+    gateway_kind: str | None = None  # --gateway-kind: what the user says the gateway is (fastapi, nginx, ...)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from typing import Any
 
 from doctor.evidence.stream import ProbeShape
 from doctor.model import Budgets
+from doctor.probes.gateway_route import GatewayRoute
 from doctor.probes.http import HttpOptions, join_url
 
 #: The most measured requests per path an adaptive probe sends, whatever its duration.
@@ -30,6 +31,12 @@ class CollectConfig:
     route: str = ProbeShape.route
     payload: dict[str, Any] | None = None  # the application's own request body (--payload FILE)
     payload_source: str | None = None
+    # The application's own route and body on the gateway path (--gateway-route, --gateway-payload)
+    gateway_route: GatewayRoute | None = None
+    gateway_payload_source: str | None = None
+    framing: str | None = None  # --framing: force one (doctor.evidence.stream.FRAMINGS); None detects
+    text_field: str | None = None  # --text-field: the dotted path of the text in NDJSON objects
+    gateway_kind: str | None = None  # --gateway-kind: names the edge in remediations
     model: str | None = None
     prompt_tokens: int = 256
     max_tokens: int = 64

@@ -25,6 +25,19 @@ class InvalidUtf8(ValueError):
     """A line of the stream is not UTF-8 (the event stream format requires it)."""
 
 
+class TooLong(ValueError):
+    """A line or an event of the stream exceeds the reader's cap (``MAX_LINE_BYTES``).
+
+    A stream that never sends a newline would otherwise be held in memory whole: the cap keeps
+    a hostile or broken server from costing the run its memory.
+    """
+
+
+#: The longest line (and the largest event) the reader holds while it waits for its end. A real
+#: token event is a few hundred bytes; a tool-call delta or a usage trailer a few KiB.
+MAX_LINE_BYTES = 1 << 20
+
+
 @dataclass
 class SseEvent:
     """One dispatched event: ``t`` is the arrival time of its first byte."""
@@ -41,14 +54,22 @@ class SseParser:
     ``:`` comment lines (keep-alives), ``event:`` and multi-line ``data:`` fields, a blank line
     dispatches, an event without data is dropped. A lone ``\\r`` line end (allowed by the spec,
     sent by no OpenAI-compatible server) is not supported.
+
+    Linear in the bytes fed: the unfinished line is kept in one ``bytearray`` that grows in
+    place, only the new bytes are searched for a newline, and the consumed prefix is dropped once
+    per read (a copy of at most that read's tail). Bounded: a line or an event longer than
+    ``max_line_bytes`` raises ``TooLong``.
     """
 
-    def __init__(self) -> None:
-        self._buf = b""
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self.max_line_bytes = max_line_bytes
+        self._buf = bytearray()
+        self._scan = 0  # bytes of _buf already searched for a newline
         self._buf_t = 0.0  # arrival time of the first byte still in _buf
         self._event_t: float | None = None  # first byte of the event being assembled
         self._event: str | None = None
         self._data: list[str] = []
+        self._event_bytes = 0
         self.comments = 0  # keep-alive / comment lines seen
 
     @property
@@ -64,28 +85,48 @@ class SseParser:
         """
         if not data:
             return []
-        old = len(self._buf)
+        buf = self._buf
+        old = len(buf)
         if not old:
             self._buf_t = t
-        buf = self._buf + data if old else data
+        buf += data
         events: list[SseEvent] = []
         start = 0
+        pos = self._scan
         while True:
-            end = buf.find(b"\n", start)
+            end = buf.find(b"\n", pos)
             if end < 0:
                 break
             line_t = self._buf_t if start < old else t
             if (self._event_t is None and buf.startswith(b"data: ", start) and buf.startswith(b"\n", end + 1)
                     and buf[end - 1] != 13):  # 13 = "\r"
                 # fast path, the common case: a one-line "data: ..." event and its blank line
-                events.append(SseEvent(t=line_t, data=_decode(buf[start + 6:end])))
-                start = end + 2
+                events.append(SseEvent(t=line_t, data=decode_utf8(buf[start + 6:end])))
+                start = pos = end + 2
                 continue
-            self._line(buf[start:end], line_t, events)
-            start = end + 1
-        self._buf = buf[start:]
-        if self._buf and start >= old:
-            self._buf_t = t
+            self._line(bytes(buf[start:end]), line_t, events)
+            start = pos = end + 1
+        if start:
+            del buf[:start]
+            if buf and start >= old:
+                self._buf_t = t
+        self._scan = len(buf)
+        if len(buf) > self.max_line_bytes:
+            raise TooLong(f"a line of more than {self.max_line_bytes} bytes without a newline in the event stream")
+        return events
+
+    def flush(self) -> list[SseEvent]:
+        """At a clean end of the body: the event still being assembled, as if a blank line had ended it.
+
+        For framings without a terminator, whose last event may lack its blank line; an
+        unfinished last line is kept as a field too.
+        """
+        events: list[SseEvent] = []
+        if self._buf.strip():
+            self._line(bytes(self._buf), self._buf_t, events)
+        self._buf.clear()
+        self._scan = 0
+        self._line(b"", self._buf_t, events)
         return events
 
     def _line(self, raw: bytes, t: float, events: list[SseEvent]) -> None:
@@ -95,9 +136,9 @@ class SseParser:
             if self._data:
                 events.append(SseEvent(t=self._event_t if self._event_t is not None else t,
                                        data="\n".join(self._data), event=self._event))
-            self._event_t, self._event, self._data = None, None, []
+            self._event_t, self._event, self._data, self._event_bytes = None, None, [], 0
             return
-        line = _decode(raw)
+        line = decode_utf8(raw)
         if line.startswith(":"):
             self.comments += 1
             return
@@ -107,13 +148,17 @@ class SseParser:
         if self._event_t is None:
             self._event_t = t
         if name == "data":
+            self._event_bytes += len(raw)
+            if self._event_bytes > self.max_line_bytes:
+                raise TooLong(f"an event of more than {self.max_line_bytes} bytes in the event stream")
             self._data.append(value)
         elif name == "event":
             self._event = value
         # id: and retry: do not matter for timing
 
 
-def _decode(raw: bytes) -> str:
+def decode_utf8(raw: bytes | bytearray) -> str:
+    """``raw`` as UTF-8, or ``InvalidUtf8`` naming where it broke (the stream formats require UTF-8)."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -155,7 +200,7 @@ def classify(event: SseEvent) -> Chunk:
     kind = obj.get("type") or event.event
     if isinstance(kind, str) and (kind.startswith("response.") or kind == "error"):
         return _responses_chunk(kind, obj)
-    return _choices_chunk(obj)
+    return choices_chunk(obj)
 
 
 def _error_text(obj: dict[str, Any]) -> str | None:
@@ -178,7 +223,7 @@ def _usage(chunk: Chunk, usage: Any, prompt_key: str, completion_key: str) -> No
             chunk.completion_tokens = usage[completion_key]
 
 
-def _choices_chunk(obj: dict[str, Any]) -> Chunk:
+def choices_chunk(obj: dict[str, Any]) -> Chunk:
     """``/v1/completions`` (``choices[].text``) and ``/v1/chat/completions`` (``choices[].delta``)."""
     error = _error_text(obj)
     if error is not None:

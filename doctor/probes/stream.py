@@ -28,12 +28,13 @@ from doctor.clock import Clock
 from doctor.evidence import EvidenceError, ProbeShape, RequestTrace, StreamEvidence, TokenEvent
 from doctor.evidence.stream import CANCELLED
 from doctor.probes import payload as payloads
+from doctor.probes.framing import StreamDecoder
 from doctor.probes.http import join_url
 from doctor.probes.plan import MAX_ADAPTIVE_REQUESTS, CollectConfig
 from doctor.probes.sampling import conclusive
 from doctor.probes.schedule import Job, dispatch, plan
 from doctor.probes.selfcheck import SelfCheck
-from doctor.probes.sse import InvalidUtf8, SseParser, classify
+from doctor.probes.sse import Chunk, InvalidUtf8, TooLong
 from doctor.probes.transport import ReadLog, make_client, skip_missing_sniffio_imports, ssl_context
 from doctor.units import fmt_seconds
 
@@ -45,6 +46,12 @@ END_GRACE_S = 0.25
 EXCERPT_BYTES = 2048
 EXCERPT_CHARS = 500
 TEXT_EXCERPT_CHARS = 200
+
+#: Per request, the events and socket reads the reader keeps before it stops (``truncated``): a
+#: real answer has at most a few thousand of each, and a flood of tiny events (a million a
+#: second) must not be kept until the run runs out of memory.
+MAX_EVENTS = 100_000
+MAX_READS = 100_000
 
 #: RequestTrace.outcome -> EvidenceError.kind
 _ERROR_KIND = {
@@ -131,7 +138,11 @@ class _Probe:
         self.start = clock.now()
         self.check = SelfCheck()
         self.evidence: StreamEvidence | None = None
-        self.urls = {path: join_url(base, payloads.ROUTES[config.route]) for path, base in config.targets().items()}
+        route = config.gateway_route
+        #: path -> the URL its requests go to (for a templated gateway route: the template, as the user wrote it)
+        self.urls = {path: join_url(base, payloads.ROUTES[config.route]) if path != "gateway" or route is None
+                     else route.url(base, "{prompt}", config.max_tokens).replace("%7Bprompt%7D", "{prompt}")
+                     for path, base in config.targets().items()}
         self.headers = {**config.http.request_headers(), "accept": "text/event-stream"}
         self.traces: list[RequestTrace] = []
         self.errors: list[EvidenceError] = []
@@ -234,9 +245,23 @@ class _Probe:
         config = self.config
         if config.payload is not None:
             return payloads.user_body(config.payload, config.route, self.model)
-        nonce = job.index * len(self.urls) + list(self.urls).index(job.path)
-        body = payloads.default_body(config.route, self.model, config.prompt_tokens, config.max_tokens, nonce)
+        body = payloads.default_body(config.route, self.model, config.prompt_tokens, config.max_tokens, self._nonce(job))
         return payloads.without_extensions(body) if self.drop_extensions else body
+
+    def _request(self, job: Job) -> tuple[str, str, bytes | None, str | None]:
+        """(method, URL, body, content type) of one request: the engine's route, or the application's on the gateway."""
+        config, route = self.config, self.config.gateway_route
+        if job.path != "gateway" or route is None:
+            return "POST", self.urls[job.path], json.dumps(self._body(job)).encode(), "application/json"
+        # the same prompt and length the direct path's request of this index carries
+        prompt = payloads.prompt_text(config.prompt_tokens, self._nonce(job))
+        base = config.targets()[job.path]
+        content, content_type = route.content(prompt, config.max_tokens)
+        return route.method, route.url(base, prompt, config.max_tokens), content, content_type
+
+    def _nonce(self, job: Job) -> int:
+        """A per-request number at the head of each prompt: no prefix cache serves one path's prompt to the other."""
+        return job.index * len(self.urls) + list(self.urls).index(job.path)
 
     def _shape(self) -> ProbeShape:
         config = self.config
@@ -252,6 +277,9 @@ class _Probe:
             payload=self._body(Job(0, next(iter(self.urls)), False)),
             payload_source=config.payload_source or "default",
             paths=dict(config.targets().items()),
+            gateway_route=config.gateway_route.spec if config.gateway_route else None,
+            gateway_payload_source=config.gateway_payload_source,
+            framing=config.framing, text_field=config.text_field, gateway_kind=config.gateway_kind,
         )
 
     def _at_deadline(self, jobs: list[Job]) -> None:
@@ -265,6 +293,11 @@ class _Probe:
             if (job.path, job.index) not in sent:
                 self.traces.append(RequestTrace(index=job.index, path=job.path, warmup=job.warmup, t_scheduled=now,
                                                 outcome="deadline", error=f"not sent before the {self.config.deadline_s:g} s deadline"))
+
+    def _route_spec(self, path: str) -> str:
+        """``POST /v1/chat/completions``, or the gateway's own route as given."""
+        route = self.config.gateway_route
+        return route.spec if path == "gateway" and route is not None else f"POST {payloads.ROUTES[self.config.route]}"
 
     def _summarise_failures(self) -> None:
         for path, url in self.urls.items():
@@ -280,8 +313,14 @@ class _Probe:
                 if first.body_excerpt:
                     detail += f": {first.body_excerpt[:200]}"
                 self.errors.append(EvidenceError(
-                    "stream", url, f"POST {payloads.ROUTES[self.config.route]} ({path})", _ERROR_KIND.get(outcome, "internal"),
+                    "stream", url, f"{self._route_spec(path)} ({path})", _ERROR_KIND.get(outcome, "internal"),
                     f"{len(group)} of {len(reqs)} request(s) {outcome}: {detail}", fatal=no_success,
+                ))
+            cut_short = [t for t in reqs if t.ok and t.truncated]
+            if cut_short:  # kept as measured, but the rest of each stream was not: say so
+                self.errors.append(EvidenceError(
+                    "stream", url, f"{self._route_spec(path)} ({path})", "malformed",
+                    f"{len(cut_short)} of {len(reqs)} request(s) truncated: {cut_short[0].truncated}", fatal=False,
                 ))
 
     # -- one request -----------------------------------------------------------------------
@@ -348,9 +387,10 @@ class _Probe:
                 trace.t_headers = t if t is not None else clock.now()
 
         headers = {**self.headers, "x-request-id": request_id(self.clock, job.path, job.index)}
-        request = client.build_request("POST", self.urls[job.path], content=json.dumps(self._body(job)).encode(),
-                                       headers={**headers, "content-type": "application/json"},
-                                       extensions={"trace": on_trace})
+        method, url, content, content_type = self._request(job)
+        if content_type:
+            headers["content-type"] = content_type
+        request = client.build_request(method, url, content=content, headers=headers, extensions={"trace": on_trace})
         trace.t_sent = clock.now()
         response = await client.send(request, stream=True)
         try:
@@ -361,7 +401,7 @@ class _Probe:
             if response.status_code >= 400:
                 trace.outcome, trace.error = "http-status", f"HTTP {response.status_code} {response.reason_phrase}".strip()
                 trace.body_excerpt = await _excerpt(response, trace, log)
-            elif "json" in content_type or response.status_code != 200:
+            elif response.status_code != 200 or (_json_document(content_type) and self.config.framing != "ndjson"):
                 trace.outcome = "not-a-stream"
                 trace.error = f"asked for a stream, got HTTP {response.status_code} {content_type or 'without a content type'}"
                 trace.body_excerpt = await _excerpt(response, trace, log)
@@ -373,49 +413,70 @@ class _Probe:
                 trace.t_end = log.last_t if log.last_t is not None else clock.now()
 
     async def _read_events(self, response: httpx.Response, trace: RequestTrace, log: ReadLog) -> None:
-        parser = SseParser()
+        decoder = StreamDecoder(response.headers.get("content-type", ""), self.config.framing, self.config.text_field)
         ended = False
         counted = 0  # completion tokens already attributed (continuous usage stats)
+        events = 0
         text: list[str] = []
         # aiter_raw skips httpx's decoder chain when there is nothing to decode (most streams)
         body = response.aiter_bytes() if response.headers.get("content-encoding") else response.aiter_raw()
-        async for data in body:
-            if trace.t_first_byte is None:
-                trace.t_first_byte = log.first_body_t()
-            events = parser.feed(data, log.last_t if log.last_t is not None else self.clock.now())
-            if not events:
-                continue
-            log.add_events(len(events))
-            for event in events:
+
+        def take(items: list[tuple[float, Chunk]]) -> bool:
+            """Record one read's items; True at the stream's final event or its first error."""
+            nonlocal counted, ended
+            # a read without per-token framing is credited with the tokens it is estimated to
+            # carry, so events per read still shows a buffering edge's bursts
+            log.add_events(sum(c.tokens if decoder.estimated and c.kind == "token" else 1 for _, c in items))
+            for t, chunk in items:
                 if trace.t_first_event is None:
-                    trace.t_first_event = event.t
-                chunk = classify(event)
+                    trace.t_first_event = t
                 if chunk.kind == "error":
                     trace.outcome, trace.error = "stream-error", f"error inside the stream: {chunk.error}"
-                    return
+                    return True
                 if chunk.prompt_tokens is not None:
                     trace.prompt_tokens = chunk.prompt_tokens
                 if chunk.finish_reason:
                     trace.finish_reason = chunk.finish_reason
-                tokens = 1
+                tokens = chunk.tokens
                 if chunk.completion_tokens is not None:
                     trace.completion_tokens = chunk.completion_tokens
                     if chunk.kind == "token" and chunk.completion_tokens > counted:
                         tokens, counted = chunk.completion_tokens - counted, chunk.completion_tokens
                 if chunk.kind == "token":
-                    trace.tokens.append(TokenEvent(t=event.t, tokens=tokens, chars=len(chunk.text)))
+                    trace.tokens.append(TokenEvent(t=t, tokens=tokens, chars=len(chunk.text)))
                     if len(text) < TEXT_EXCERPT_CHARS:  # one character or more per token
                         text.append(chunk.text)
                 elif chunk.kind == "end":
                     ended = True
                     trace.t_end = log.last_t  # the read that completed the final event
+                    return True
+            return False
+
+        try:
+            async for data in body:
+                if trace.t_first_byte is None:
+                    trace.t_first_byte = log.first_body_t()
+                items = decoder.feed(data, log.last_t if log.last_t is not None else self.clock.now())
+                events += len(items)
+                if items and take(items):
                     break
-            if ended:
-                await _finish_body(body)
-                break
-        if text:
-            trace.text_excerpt = "".join(text)[:TEXT_EXCERPT_CHARS]
-        if parser.pending or not ended:
+                if events > MAX_EVENTS or len(log.reads) > MAX_READS:
+                    trace.truncated = (f"stopped reading after {events} events in {len(log.reads)} reads "
+                                       f"(caps: {MAX_EVENTS} events, {MAX_READS} reads per request)")
+                    break
+            else:  # the body ended cleanly: the end of a framing without a terminator
+                if not ended and trace.outcome == "ok":
+                    take(decoder.close())
+        finally:
+            trace.framing = decoder.framing if decoder.framing != "sse" else "sse-text"
+            trace.tokens_estimated = decoder.estimated
+            if text:
+                trace.text_excerpt = "".join(text)[:TEXT_EXCERPT_CHARS]
+        if ended and trace.outcome == "ok":
+            await _finish_body(body)
+        if trace.outcome != "ok":
+            return
+        if trace.truncated is None and decoder.needs_terminator and (decoder.pending or not ended):
             trace.outcome = "cut"
             trace.error = "the stream ended before its last event ([DONE] or response.completed)"
         elif not trace.tokens:
@@ -428,6 +489,9 @@ class _Probe:
         config = self.config
         if isinstance(exc, InvalidUtf8):
             return "invalid-utf8", str(exc)
+        if isinstance(exc, TooLong):
+            trace.truncated = str(exc)
+            return "stream-error", str(exc)
         if isinstance(exc, httpx.ConnectTimeout):
             return "timeout", f"no connection within {config.http.timeout_s:g} s"
         if isinstance(exc, httpx.ReadTimeout):
@@ -450,6 +514,12 @@ class _Probe:
         if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
             return "connect", f"bad URL: {exc}"
         return "stream-error", f"{type(exc).__name__}: {exc}"
+
+
+def _json_document(content_type: str) -> bool:
+    """A JSON content type that is one document (``application/json``), not a stream of them (NDJSON)."""
+    ctype = content_type.lower()
+    return "json" in ctype and not any(s in ctype for s in ("ndjson", "jsonl", "json-seq", "stream"))
 
 
 def _causes(exc: BaseException) -> list[BaseException]:

@@ -1,0 +1,105 @@
+"""The gateway holds the response headers until the first token.
+
+What it detects:
+On the direct path the response headers arrive well before the first token (vLLM answers
+`200 OK` as soon as it accepts the request), while through the gateway they arrive together
+with the first token: the edge withholds the response start until it has a body to send.
+
+Why it matters:
+Until the headers arrive the client cannot tell a queued request from a dead server: client and
+CDN header timeouts (Cloudflare's 524 until the first byte, load balancers' response-header
+timeouts) fire on long prefills, retries pile onto a busy engine, and a "connected" indicator
+never shows. Starlette's `GZipMiddleware` does this (it waits for the first body to decide on
+compression), and so does an edge that awaits the upstream's first token before returning its
+response.
+
+Evidence:
+Stream probe on both paths: headers-to-first-token p50 per path against that path's TTFT p50
+(the share of the wait spent after the headers), and the gateway's time to headers.
+
+Remediation:
+Send the response start as soon as the upstream's arrives (setting `gateway_response_start`).
+Starlette/FastAPI: do not wrap the streaming route in `GZipMiddleware` (exclude its content
+type), and return the `StreamingResponse` before awaiting the first token. Others: turn off
+whatever buffers the response start (compression, response buffering) on the streaming route.
+Options: `direct_share` (0.5: on the direct path at least this share of TTFT comes after the
+headers), `held_share` (0.1: through the gateway at most this share does), `min_held_s` (0.02: the
+gateway's wait for headers below this is too short to matter).
+
+Example:
+LD307 headers-held: the gateway (uvicorn) sends its headers with the first token (0 ms before it,
+TTFT p50 212 ms, n=3) while vLLM sends them 198 ms before it -> do not wrap the streaming route
+in GZipMiddleware.
+"""
+
+from __future__ import annotations
+
+from checks._engine import rerun
+from checks._gateway import detect_proxy, gateway_name, measured_pair
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_seconds
+
+
+def _after_headers(ps: PathStats) -> float | None:
+    """The share of TTFT p50 that came after the response headers, or None without both."""
+    h2t, ttft = ps.headers_to_first_token.p50, ps.ttft.p50
+    return None if h2t is None or not ttft else h2t / ttft
+
+
+@check(code="LD307", name="headers-held", symptom=SymptomClass.PROXY_ONLY, cause="buffering")
+def headers_held(
+    stream_stats: StreamStats,
+    *,
+    direct_share: float = 0.5,
+    held_share: float = 0.1,
+    min_held_s: float = 0.02,
+) -> Result:
+    pair = measured_pair(stream_stats)
+    if isinstance(pair, str):
+        return NotApplicable(pair)
+    d, g = pair.direct, pair.gateway
+    d_share, g_share = _after_headers(d), _after_headers(g)
+    if d_share is None or g_share is None:
+        return NotApplicable("no response-header time on one of the paths")
+    if d_share < direct_share:
+        return NotApplicable(f"the engine itself sends its headers late ({d_share:.0%} of TTFT after them): nothing to compare")
+    g_h2t, g_ttft = g.headers_to_first_token.p50 or 0.0, g.ttft.p50 or 0.0
+    held = g_ttft - g_h2t
+    if g_share > held_share or held < min_held_s:
+        return Pass(f"the gateway's headers arrive {fmt_seconds(g_h2t)} before its first token ({g_share:.0%} of TTFT)")
+    family, server = detect_proxy(g.headers, stream_stats.gateway_kind)
+    name = gateway_name(server)
+    d_h2t = d.headers_to_first_token.p50 or 0.0
+    summary = (f"{name} sends its headers with the first token ({fmt_seconds(g_h2t)} before it, TTFT p50 "
+               f"{fmt_seconds(g_ttft)}, n={g.ttft.n}) while the engine sends them {fmt_seconds(d_h2t)} before it")
+    if family == "uvicorn":
+        suggested = "send the response start at once: no GZipMiddleware on the streaming route"
+        why = (f"{name} withholds the response start until its first body: Starlette's GZipMiddleware waits for the "
+               "first body to decide on compression, and a handler that awaits the upstream's first token before "
+               "returning its StreamingResponse does the same. Exclude the streaming route's content type from "
+               "GZipMiddleware (or mount it without) and return the StreamingResponse at once.")
+    else:
+        suggested = "send the response headers as soon as the upstream's arrive"
+        why = (f"{name} buffers the response start until the first token; turn off what holds it (response "
+               "compression or buffering on the streaming route).")
+    return Fire(
+        title="The gateway holds the response headers until the first token",
+        summary=summary,
+        remediation=Remediation(
+            setting="gateway_response_start",
+            suggested=suggested,
+            where=f"{name}: the streaming route",
+            why=why,
+            verify=rerun("the gateway's headers well before its first token, as on the direct path"),
+        ),
+        severity=Severity.WARNING,
+        evidence=[
+            EvidenceValue("gateway headers to first token p50", g_h2t, "s", f"stream: gateway, n={g.headers_to_first_token.n}"),
+            EvidenceValue("gateway TTFT p50", g_ttft, "s", f"stream: gateway, n={g.ttft.n}"),
+            EvidenceValue("gateway share of TTFT after the headers", round(g_share, 4), "", "stream: gateway"),
+            EvidenceValue("direct headers to first token p50", d_h2t, "s", f"stream: direct, n={d.headers_to_first_token.n}"),
+            EvidenceValue("direct share of TTFT after the headers", round(d_share, 4), "", "stream: direct"),
+        ],
+    )

@@ -1,0 +1,78 @@
+"""The gateway changes the stream's framing.
+
+What it detects:
+The direct path streams OpenAI SSE (`data: {json}` chunks ending with `[DONE]`, as vLLM does)
+and the gateway path answers the same request in another framing: SSE whose data is plain
+text, SSE with named events, NDJSON, or raw text chunks (the vLLM playbook's FastAPI edge
+forwards `delta.content` as raw text).
+
+Why it matters:
+Not a latency problem: the framing the probe detected per path is how it still timed both. But
+any client that expects OpenAI SSE (the `openai` SDKs, LangChain, an OpenAI-compatible UI) breaks
+on the gateway's stream, and a framing without per-token events leaves token counts to be
+estimated from text length.
+
+Evidence:
+Stream probe on both paths: the framing the reader detected (or `--framing` forced) on each
+path's first successful request, and whether the gateway's token counts are estimated.
+
+Remediation:
+Relay the engine's OpenAI SSE unchanged on routes meant for OpenAI-compatible clients (setting
+`gateway_framing`), or document the edge's own framing for its clients; in a FastAPI edge,
+yield the upstream's `data:` lines (with `media_type="text/event-stream"`) instead of
+`delta.content`.
+
+Example:
+LD306 stream-reframed: the direct path streams OpenAI SSE (JSON chunks, [DONE]), the gateway raw
+text chunks (no per-token framing); gateway token counts are estimated -> relay OpenAI SSE
+unchanged, or document the edge's framing.
+"""
+
+from __future__ import annotations
+
+from checks._engine import rerun
+from checks._gateway import detect_proxy, gateway_name, measured_pair
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.derive.stream_stats import StreamStats
+from doctor.evidence.stream import FRAMINGS
+from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+
+OPENAI_SSE = "openai-sse"
+
+
+@check(code="LD306", name="stream-reframed", symptom=SymptomClass.PROXY_ONLY, cause="reframing")
+def stream_reframed(stream_stats: StreamStats) -> Result:
+    pair = measured_pair(stream_stats)
+    if isinstance(pair, str):
+        return NotApplicable(pair)
+    d, g = pair.direct, pair.gateway
+    if d.framing is None or g.framing is None:
+        return NotApplicable("the stream framing was not recorded (a bundle from before framing detection)")
+    if d.framing != OPENAI_SSE:
+        return NotApplicable(f"the direct path does not stream OpenAI SSE ({FRAMINGS.get(d.framing, d.framing)})")
+    if g.framing == OPENAI_SSE:
+        return Pass("both paths stream OpenAI SSE")
+    _, server = detect_proxy(g.headers, stream_stats.gateway_kind)
+    name = gateway_name(server)
+    summary = (f"the direct path streams {FRAMINGS[OPENAI_SSE]}, the gateway {FRAMINGS.get(g.framing, g.framing)}"
+               + ("; gateway token counts are estimated from text length" if g.tokens_estimated else ""))
+    return Fire(
+        title="The gateway re-frames the token stream",
+        summary=summary,
+        remediation=Remediation(
+            setting="gateway_framing",
+            suggested="relay the engine's OpenAI SSE unchanged (or document the edge's own framing)",
+            current=g.framing,
+            where=f"{name}: the streaming route's response",
+            why=(f"{name} answers in {FRAMINGS.get(g.framing, g.framing)} where vLLM sends OpenAI SSE: clients that "
+                 "expect OpenAI SSE (the openai SDKs, OpenAI-compatible UIs) cannot read it. In a FastAPI edge, "
+                 "yield the upstream's `data:` lines with media_type text/event-stream instead of delta.content."),
+            verify=rerun("the gateway path's framing reported as OpenAI SSE"),
+        ),
+        severity=Severity.INFO,
+        evidence=[
+            EvidenceValue("direct framing", d.framing, "", f"stream: direct, n={d.n_ok}"),
+            EvidenceValue("gateway framing", g.framing, "", f"stream: gateway, n={g.n_ok}"),
+            EvidenceValue("gateway tokens estimated", g.tokens_estimated, "", "stream: gateway reader"),
+        ],
+    )

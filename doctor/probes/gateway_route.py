@@ -1,0 +1,90 @@
+"""The application's own route on the gateway path: ``--gateway-route 'POST /chat?prompt={prompt}'``.
+
+Why: the edge an application calls is often not an OpenAI route at all (the vLLM playbook's
+FastAPI wrapper takes the prompt as a query parameter), and probing ``/v1/chat/completions``
+through it measures a 404. The direct path keeps the engine's route and body, the gateway path
+sends the application's request with the same prompt and output length, so the pair still
+compares like with like.
+
+Placeholders, replaced literally (other braces, such as a JSON body's, stay as they are):
+``{prompt}`` (URL-encoded in the path or query, JSON-escaped in a JSON body) and
+``{max_tokens}``. A body template (``--gateway-payload FILE``) is JSON when it parses as JSON
+once the placeholders are filled, else raw text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from doctor.probes.http import join_url
+
+METHODS = ("POST", "GET", "PUT", "PATCH")
+PLACEHOLDERS = ("{prompt}", "{max_tokens}")
+
+_SAMPLE_PROMPT = 'Request 0: the "quick" fox\n'
+
+
+@dataclass(frozen=True)
+class GatewayRoute:
+    """A parsed ``--gateway-route`` and its optional body template."""
+
+    method: str
+    target: str  # "/chat?prompt={prompt}"
+    body: str | None = None  # the --gateway-payload template text
+    body_json: bool = False
+
+    @property
+    def spec(self) -> str:
+        """How the route was given, for the bundle and the report."""
+        return f"{self.method} {self.target}"
+
+    def url(self, base: str, prompt: str, max_tokens: int) -> str:
+        """The request URL on ``base`` with the placeholders filled (URL-encoded)."""
+        path, sep, query = self.target.partition("?")
+        filled = [_fill(part, quote(prompt, safe=""), max_tokens) for part in (path, query)]
+        return join_url(base, filled[0]) + (sep + filled[1] if sep else "")
+
+    def content(self, prompt: str, max_tokens: int) -> tuple[bytes | None, str | None]:
+        """(body, content type) with the placeholders filled; (None, None) without a body template."""
+        if self.body is None:
+            return None, None
+        if self.body_json:
+            return _fill(self.body, json.dumps(prompt)[1:-1], max_tokens).encode(), "application/json"
+        return _fill(self.body, prompt, max_tokens).encode(), "text/plain; charset=utf-8"
+
+
+def _fill(template: str, prompt: str, max_tokens: int) -> str:
+    return template.replace("{prompt}", prompt).replace("{max_tokens}", str(max_tokens))
+
+
+def parse_route(spec: str, body: str | None = None) -> GatewayRoute:
+    """``'POST /chat?prompt={prompt}'`` (method optional, POST by default) -> ``GatewayRoute``; ValueError says what is wrong."""
+    parts = spec.strip().split(None, 1)
+    if not parts:
+        raise ValueError("--gateway-route is empty; expected e.g. 'POST /chat?prompt={prompt}'")
+    method, target = ("POST", parts[0]) if len(parts) == 1 else (parts[0].upper(), parts[1].strip())
+    if method not in METHODS:
+        raise ValueError(f"--gateway-route method must be one of {', '.join(METHODS)}, got {parts[0]!r}")
+    if not target.startswith("/") or any(c.isspace() for c in target):
+        raise ValueError(f"--gateway-route needs a path starting with '/' and no spaces, got {target!r}")
+    if body is not None and method == "GET":
+        raise ValueError("--gateway-payload needs a method that sends a body (POST, PUT or PATCH), not GET")
+    body_json = False
+    if body is not None and body.lstrip()[:1] in ("{", "["):
+        sample = _fill(body, json.dumps(_SAMPLE_PROMPT)[1:-1], 64)
+        try:
+            json.loads(sample)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"--gateway-payload looks like JSON but is not once its placeholders are filled: {exc}") from None
+        body_json = True
+    if not any(p in target or (body is not None and p in body) for p in ("{prompt}",)):
+        raise ValueError("--gateway-route (or --gateway-payload) must hold {prompt}: the gateway needs the probe's prompt")
+    return GatewayRoute(method=method, target=target, body=body, body_json=body_json)
+
+
+def read_payload(path: str) -> str:
+    """The text of a ``--gateway-payload`` file; OSError/UnicodeDecodeError for the caller to phrase."""
+    return Path(path).read_text(encoding="utf-8")

@@ -8,8 +8,8 @@ compares like with like.
 
 Placeholders, replaced literally (other braces, such as a JSON body's, stay as they are):
 ``{prompt}`` (URL-encoded in the path or query, JSON-escaped in a JSON body) and
-``{max_tokens}``. A body template (``--gateway-payload FILE``) is JSON when it parses as JSON
-once the placeholders are filled, else raw text.
+``{max_tokens}``. A body template (``--gateway-payload FILE``) that starts like JSON (``{"``, ``[``) must parse
+as JSON once the placeholders are filled and is sent as JSON; any other is raw text.
 """
 
 from __future__ import annotations
@@ -73,14 +73,15 @@ def parse_route(spec: str, body: str | None = None) -> GatewayRoute:
     if body is not None and method == "GET":
         raise ValueError("--gateway-payload needs a method that sends a body (POST, PUT or PATCH), not GET")
     body_json = False
-    if body is not None and body.lstrip()[:1] in ("{", "["):
+    head = body.lstrip() if body is not None else ""
+    if head[:1] in ("{", "[") and not head.startswith(PLACEHOLDERS):  # "{prompt}" alone is a raw text body
         sample = _fill(body, json.dumps(_SAMPLE_PROMPT)[1:-1], 64)
         try:
             json.loads(sample)
         except (ValueError, RecursionError) as exc:
             raise ValueError(f"--gateway-payload looks like JSON but is not once its placeholders are filled: {exc}") from None
         body_json = True
-    if not any(p in target or (body is not None and p in body) for p in ("{prompt}",)):
+    if "{prompt}" not in target and (body is None or "{prompt}" not in body):
         raise ValueError("--gateway-route (or --gateway-payload) must hold {prompt}: the gateway needs the probe's prompt")
     return GatewayRoute(method=method, target=target, body=body, body_json=body_json)
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from doctor.evidence.stream import FRAMINGS
 from doctor.model import RERUN_INSTRUCTION, Report, Symptom
 from doctor.units import UNKNOWN, fmt_pct, fmt_seconds
 
@@ -91,21 +92,43 @@ KEY_NUMBERS: list[tuple[str, str, str, Callable[[Any], str]]] = [
 ]
 
 
+#: Stats keys whose values divide by a token count, which a stream without per-token framing estimates.
+PER_TOKEN_KEYS = ("tpot",)
+
+
+def _estimated(ps: dict[str, Any], key: str, text: str) -> str:
+    """``text``, labelled "estimated" when it divides by token counts estimated from text length."""
+    return f"{text} (estimated)" if key in PER_TOKEN_KEYS and ps.get("tokens_estimated") and text != "—" else text
+
+
+def framing_cell(ps: dict[str, Any], _key: str = "framing") -> str:
+    """How a path's stream was framed (``PathStats.framing``), and whether its token counts are estimated."""
+    framing = ps.get("framing")
+    if not framing:
+        return "—"
+    text = FRAMINGS.get(framing, str(framing))
+    return f"{text}; token counts estimated" if ps.get("tokens_estimated") else text
+
+
 def key_numbers(stream_stats: dict[str, Any] | None) -> list[tuple[str, dict[str, str]]]:
-    """``[(label, {path: value})]`` from the ``stream_stats`` view."""
+    """``[(label, {path: value})]`` from the ``stream_stats`` view; the framing row when a path is not OpenAI SSE."""
     paths = (stream_stats or {}).get("paths", {})
-    return [(label, {name: fmt((ps.get(key) or {}).get(q)) for name, ps in paths.items()})
+    rows = [(label, {name: _estimated(ps, key, fmt((ps.get(key) or {}).get(q))) for name, ps in paths.items()})
             for label, key, q, fmt in KEY_NUMBERS]
+    if any(ps.get("framing") not in (None, "openai-sse") for ps in paths.values()):
+        rows.append(("stream framing", {name: framing_cell(ps) for name, ps in paths.items()}))
+    return rows
 
 
 def _dist(q: str, fmt: Callable[[Any], str] = fmt_seconds) -> Callable[[dict[str, Any], str], str]:
     """A cell showing quantile ``q`` of a ``Dist`` in the stream-stats view."""
-    return lambda ps, key: fmt((ps.get(key) or {}).get(q))
+    return lambda ps, key: _estimated(ps, key, fmt((ps.get(key) or {}).get(q)))
 
 
 #: The per-path comparison, one row per quantity: (label, stats key, how to show it).
 PATH_ROWS: list[tuple[str, str, Callable[[dict[str, Any], str], str]]] = [
     ("URL", "url", lambda ps, k: fmt_value(ps.get(k))),
+    ("stream framing", "framing", framing_cell),
     ("measured ok / failed / warm-up", "n_ok", lambda ps, k: f"{ps['n_ok']} / {ps['n_failed']} / {ps['n_warmup']}"),
     ("TTFT p50", "ttft", _dist("p50")),
     ("TTFT p90", "ttft", _dist("p90")),

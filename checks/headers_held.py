@@ -80,6 +80,11 @@ def headers_held(
                "first body to decide on compression, and a handler that awaits the upstream's first token before "
                "returning its StreamingResponse does the same. Exclude the streaming route's content type from "
                "GZipMiddleware (or mount it without) and return the StreamingResponse at once.")
+    elif family == "nginx":
+        suggested = "`gzip off;` (and `proxy_buffering off;`) on the streaming location"
+        why = (f"{name} holds the response headers until the body starts: its gzip filter waits for the first "
+               "output, and so do buffered responses. Set `gzip off;` (or drop text/event-stream from gzip_types) "
+               "and `proxy_buffering off;` in the location serving the streaming route.")
     else:
         suggested = "send the response headers as soon as the upstream's arrive"
         why = (f"{name} buffers the response start until the first token; turn off what holds it (response "

@@ -8,9 +8,15 @@ run-record fields::
     gateway = "https://llm.example.com"
     log = "/var/log/vllm.log"
 
+    gateway_kind = "fastapi"  # names the edge in remediations when its headers do not
+
     [probe]
     route = "chat"
     concurrency = 4
+    gateway_route = "POST /chat?prompt={prompt}"  # the application's own route on the gateway
+    gateway_payload = "edge-body.json"            # its body template ({prompt}, {max_tokens})
+    framing = "raw"                               # force a stream framing (default: detected)
+    text_field = "message.content"                # where NDJSON objects keep their text
 
     [budgets]
     ttft = 0.5          # seconds
@@ -152,13 +158,14 @@ _BUDGETS = {"ttft": NUMBER, "tpot": NUMBER}
 SCHEMA = _Table({
     "targets": _Table({
         "engine": STRING, "gateway": STRING, "log": STRING, "model_dir": STRING, "metrics_url": STRING,
-        "prometheus": STRING, "since": DURATION, "selector": STRING,
+        "prometheus": STRING, "since": DURATION, "selector": STRING, "gateway_kind": STRING,
     }),
     "probe": _Table({
         "route": STRING, "payload": STRING, "model": STRING, "prompt_tokens": INTEGER,
         "max_tokens": INTEGER, "concurrency": INTEGER, "requests": INTEGER, "warmup": INTEGER,
         "duration": NUMBER, "rate": NUMBER, "stall_timeout": NUMBER, "deadline": NUMBER, "scrape_interval": NUMBER,
         "api_key_env": STRING, "api_key_file": STRING, "ca_cert": STRING,
+        "gateway_route": STRING, "gateway_payload": STRING, "framing": STRING, "text_field": STRING,
     }),
     "budgets": _Table({**_BUDGETS, "regions": _Table(each=_Table(_BUDGETS))}),
     "run": _Table({"provider": STRING, "region": STRING, "client_location": STRING}, each=SCALAR),

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from doctor.probes.framing import StreamDecoder  # noqa: E402
-from doctor.probes.sse import SseParser  # noqa: E402
+from doctor.probes.framing import StreamDecoder
+from doctor.probes.sse import SseParser
 
 READ = 65536
 

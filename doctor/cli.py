@@ -18,6 +18,7 @@ from doctor import __version__
 from doctor.commands.guard import run_guarded
 from doctor.commands.options import opt, uses
 from doctor.config import load_config
+from doctor.evidence.stream import FRAMINGS
 from doctor.probes.payload import ROUTES
 from doctor.settings import ANALYSIS, API_KEY_ENV, BUDGETS, FORMATS, PLAN, shown, shown_duration
 
@@ -42,6 +43,11 @@ TARGET_OPTIONS = [
     opt(str | None, None, "--gateway", help="What the application calls (nginx, FastAPI edge...).", rich_help_panel=P),
     opt(str | None, None, "--route", help=f"{' | '.join(ROUTES)} (default {PLAN.route}).", rich_help_panel=P),
     opt(Path | None, None, "--payload", help="The application's own JSON request body; stream is forced on.", rich_help_panel=P),
+    opt(str | None, None, "--gateway-route", help="The application's own route on the gateway path, e.g. 'POST /chat?prompt={prompt}' ({prompt}, {max_tokens} filled in).", rich_help_panel=P),
+    opt(Path | None, None, "--gateway-payload", help="Body template for --gateway-route (JSON or raw text, same placeholders).", rich_help_panel=P),
+    opt(str | None, None, "--framing", help=f"Force the stream framing: {' | '.join(FRAMINGS)} (default: detected).", rich_help_panel=P),
+    opt(str | None, None, "--text-field", help="Where NDJSON / named-event JSON keeps its text, a dotted path (default: found).", rich_help_panel=P),
+    opt(str | None, None, "--gateway-kind", help="What the gateway is (fastapi, nginx, envoy, litellm...), for remediations when its headers do not say.", rich_help_panel=P),
     opt(str | None, None, "--model", help="Model id (default: the first id of /v1/models).", rich_help_panel=P),
     opt(int | None, None, "--prompt-tokens", help="Default prompt length in tokens (about).", rich_help_panel=P),
     opt(int | None, None, "--max-tokens", help="Output tokens asked for (a fixed length where the server honours it).", rich_help_panel=P),

@@ -23,7 +23,9 @@ import httpx
 from doctor.config import FileConfig, parse_set
 from doctor.console import warn
 from doctor.errors import UsageError
+from doctor.evidence.stream import FRAMINGS
 from doctor.model import Budgets, Severity
+from doctor.probes.gateway_route import edge_settings, impossible_without_engine
 from doctor.probes.http import HttpOptions, credential_header
 from doctor.probes.payload import ROUTES
 from doctor.probes.plan import CollectConfig
@@ -201,6 +203,13 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
     labels = {k: str(v) for k, v in cfg.run.items() if k not in ("provider", "region", "client_location")}
     if labels:
         run_fields["labels"] = labels
+    try:
+        payload_file = _pick(opts, p, "gateway_payload", None)
+        edge = edge_settings(_pick(opts, p, "gateway_route", None), str(payload_file) if payload_file else None,
+                             _pick(opts, p, "framing", None), _pick(opts, p, "text_field", None),
+                             _pick(opts, t, "gateway_kind", None), framings=tuple(FRAMINGS))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     config = CollectConfig(
         command=command,
         engine=_url(_pick(opts, t, "engine", None), "--engine"),
@@ -208,6 +217,11 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
         route=route,
         payload=payload,
         payload_source=str(payload_path) if payload_path else None,
+        gateway_route=edge.route,
+        gateway_payload_source=edge.payload_source,
+        framing=edge.framing,
+        text_field=edge.text_field,
+        gateway_kind=edge.kind,
         model=_pick(opts, p, "model", None),
         prompt_tokens=_probe_number(opts, cfg, "prompt_tokens", PLAN.prompt_tokens, minimum=1, inclusive=True),
         max_tokens=_probe_number(opts, cfg, "max_tokens", PLAN.max_tokens, minimum=1, inclusive=True),
@@ -234,6 +248,10 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
         budgets=Budgets(ttft_s=_budget(opts, cfg, "ttft", run_fields.get("region"), BUDGETS.ttft_s),
                         tpot_s=_budget(opts, cfg, "tpot", run_fields.get("region"), BUDGETS.tpot_s)),
     )
+    if edge.route is not None and config.gateway is None:
+        raise UsageError("--gateway-route needs --gateway: it is the route of the application's edge")
+    if edge.route is not None and config.engine is None:
+        warn(impossible_without_engine())
     return config
 
 

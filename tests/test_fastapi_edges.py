@@ -7,10 +7,13 @@ ratios and classifications, never absolute times.
 
 from __future__ import annotations
 
+import json
 import statistics
 
 import pytest
+from typer.testing import CliRunner
 
+from doctor.cli import app
 from doctor.clock import Clock
 from doctor.collect import CollectConfig, collect
 from doctor.derive.stream_stats import path_stats
@@ -118,3 +121,37 @@ def test_nginx_gzip_in_front_of_the_playbook_edge_is_proxy_only_compression(serv
     assert report.verdict.symptom is Symptom.PROXY_ONLY, report.verdict.summary
     assert report.verdict.primary_remediation.setting == "gzip"
     assert findings["LD302"].severity.value == "critical"
+
+
+def _diagnose_cli(engine: str, gateway: str, out) -> tuple[int, dict]:
+    """``llm-doctor diagnose`` as the README shows it, on the application's own route."""
+    result = CliRunner().invoke(app, ["diagnose", "--engine", engine, "--route", "chat", "--gateway", gateway,
+                                      "--gateway-route", "POST /chat?prompt={prompt}", "--requests", "4",
+                                      "--no-gpu", "--no-host", "--json", str(out)])
+    assert "Traceback" not in result.output, result.output
+    return result.exit_code, json.loads(out.read_text())
+
+
+def test_diagnose_on_the_playbook_edge_route_is_healthy_and_measured(server, tmp_path):
+    engine = server.base(ttft=0.05, itl=0.005)
+    with run_edge("playbook", engine) as (edge, app_):
+        code, doc = _diagnose_cli(engine, edge, tmp_path / "report.json")
+    assert doc["verdict"]["symptom"] == "healthy", doc["verdict"]["summary"]
+    assert code == 0
+    paths = next(v for k, v in doc["views"].items() if k == "stream_stats")["paths"]
+    direct, gateway = paths["direct"], paths["gateway"]
+    assert gateway["framing"] == "raw" and gateway["tokens_estimated"] is True and gateway["n_ok"] == 4
+    assert gateway["events_per_read"]["p50"] == direct["events_per_read"]["p50"] == 1.0
+    assert 0.5 < gateway["itl"]["p50"] / direct["itl"]["p50"] < 2.0
+    assert len(app_.state.prompts) == 5  # warm-up and measured requests reached the application's route
+
+
+@pytest.mark.nginx
+@NEEDS_NGINX
+def test_diagnose_with_nginx_gzip_in_front_of_the_playbook_edge_names_compression(server, tmp_path):
+    engine = server.base(ttft=0.05, itl=0.02)
+    with run_edge("playbook", engine) as (edge, _), run_nginx(GZIP_NGINX, int(edge.rsplit(":", 1)[1])) as gateway:
+        code, doc = _diagnose_cli(engine, gateway, tmp_path / "report.json")
+    assert code == 1
+    verdict = doc["verdict"]
+    assert verdict["symptom"] == "proxy-only" and verdict["primary_remediation"]["setting"] == "gzip"

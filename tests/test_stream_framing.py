@@ -191,3 +191,14 @@ def test_a_stream_without_newline_fails_at_the_line_cap(monkeypatch):
     assert trace.outcome == "stream-error" and "without a newline" in trace.error
     assert sum(r.nbytes for r in trace.reads) < 40 * 65536  # it stopped reading at the cap
     assert errors and errors[0].kind == "malformed"
+
+
+def test_estimated_token_counts_take_the_runs_own_characters_per_token():
+    from doctor.evidence import ReadRecord, RequestTrace, TokenEvent
+
+    direct = RequestTrace(index=0, path="direct", tokens=[TokenEvent(t=1.0, tokens=1, chars=7)] * 8)
+    raw = RequestTrace(index=0, path="gateway", tokens_estimated=True,
+                       tokens=[TokenEvent(t=2.0, tokens=estimate_tokens("x" * 56), chars=56)],
+                       reads=[ReadRecord(t=2.0, nbytes=56, events=estimate_tokens("x" * 56))])
+    stream_probe.calibrate_estimates([direct, raw])
+    assert raw.tokens[0].tokens == raw.reads[0].events == 8  # 56 characters at the direct path's 7 per token

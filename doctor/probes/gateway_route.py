@@ -89,3 +89,50 @@ def parse_route(spec: str, body: str | None = None) -> GatewayRoute:
 def read_payload(path: str) -> str:
     """The text of a ``--gateway-payload`` file; OSError/UnicodeDecodeError for the caller to phrase."""
     return Path(path).read_text(encoding="utf-8")
+
+
+#: ``--gateway-kind`` values the remediations know by name; others are accepted and quoted as given.
+GATEWAY_KINDS = ("fastapi", "starlette", "uvicorn", "nginx", "envoy", "litellm", "traefik", "caddy", "haproxy", "express")
+
+
+@dataclass(frozen=True)
+class EdgeSettings:
+    """The gateway path's own route, body template, framing and kind, checked before anything is sent."""
+
+    route: GatewayRoute | None = None
+    payload_source: str | None = None
+    framing: str | None = None
+    text_field: str | None = None
+    kind: str | None = None
+
+
+def edge_settings(route: str | None, payload: str | None, framing: str | None, text_field: str | None,
+                  kind: str | None, *, framings: tuple[str, ...]) -> EdgeSettings:
+    """``--gateway-route``/``--gateway-payload``/``--framing``/``--text-field``/``--gateway-kind`` as given; ValueError says what is wrong.
+
+    ``framings``: the names ``--framing`` accepts (``doctor.evidence.stream.FRAMINGS``).
+    """
+    if payload is not None and route is None:
+        raise ValueError("--gateway-payload needs --gateway-route: the body template belongs to the application's route")
+    body = None
+    if payload is not None:
+        try:
+            body = read_payload(payload)
+        except OSError as exc:
+            raise ValueError(f"cannot read --gateway-payload {payload}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"--gateway-payload {payload} is not UTF-8 text") from None
+    parsed = parse_route(route, body) if route is not None else None
+    if framing is not None and framing not in framings:
+        raise ValueError(f"--framing must be one of {', '.join(framings)}, got {framing!r}")
+    if text_field is not None and (not text_field.strip() or any(not part for part in text_field.split("."))):
+        raise ValueError(f"--text-field must be a dotted path such as message.content, got {text_field!r}")
+    return EdgeSettings(route=parsed, payload_source=payload, framing=framing, text_field=text_field,
+                        kind=kind.strip().lower() if kind and kind.strip() else None)
+
+
+def impossible_without_engine() -> str:
+    """What a run with only ``--gateway`` on the application's own route cannot tell, said plainly."""
+    return ("only --gateway on the application's own route: without --engine there is no direct path to compare, "
+            "so what the gateway adds (buffering, compression, serialisation, a per-request delay, re-framing, "
+            "held headers) cannot be separated from the engine's own latency")

@@ -187,6 +187,7 @@ class _Probe:
                 client=self.check.health(f"httpx {httpx.__version__} + h11, reads stamped in data_received, {loop_name()}",
                                          self.traces),
             )
+            calibrate_estimates(self.traces)
             self._summarise_failures()
         return self.evidence
 
@@ -514,6 +515,32 @@ class _Probe:
         if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
             return "connect", f"bad URL: {exc}"
         return "stream-error", f"{type(exc).__name__}: {exc}"
+
+
+def calibrate_estimates(traces: list[RequestTrace]) -> None:
+    """Re-estimate the token counts of streams without per-token framing at the run's own characters per token.
+
+    ``framing.estimate_tokens`` assumes English's ~4 characters per token while reading; a path
+    with per-token framing in the same run (the engine's own) measures the real ratio for the
+    same prompt and model, so the estimate becomes that path's count for the same text. The
+    reads are credited again with the new counts, so events per read stays true to the bursts.
+    """
+    measured = [ev for t in traces if t.ok and not t.tokens_estimated for ev in t.tokens]
+    chars, tokens = sum(ev.chars for ev in measured), sum(ev.tokens for ev in measured)
+    if not chars or not tokens:
+        return
+    per_token = chars / tokens
+    for trace in traces:
+        if not trace.tokens_estimated:
+            continue
+        change: dict[float, int] = {}
+        for ev in trace.tokens:
+            new = max(1, round(ev.chars / per_token))
+            change[ev.t] = change.get(ev.t, 0) + new - ev.tokens
+            ev.tokens = new
+        for read in trace.reads:
+            if read.t in change:
+                read.events = max(0, read.events + change.pop(read.t))
 
 
 def _json_document(content_type: str) -> bool:

@@ -60,7 +60,7 @@ def edge_app(kind: str, engine: str) -> FastAPI:
         app.add_middleware(GZipMiddleware, minimum_size=0)
 
     @app.post("/chat")
-    async def chat(prompt: str, max_tokens: int = 16) -> StreamingResponse:
+    async def chat(prompt: str, max_tokens: int = 64) -> StreamingResponse:
         app.state.prompts.append(prompt)
         body = {"model": MODEL, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "stream": True}
         # the playbook's mistake kept on purpose: a blocking call inside an async handler (it holds

@@ -1,9 +1,10 @@
 """The token stream is compressed on its way to the client.
 
 What it detects:
-A streamed response (`Content-Type: text/event-stream`) arrives with `Content-Encoding: gzip`,
-`br`, `zstd` or `deflate`: something between vLLM (which never compresses) and the client
-compresses the event stream.
+A streamed response (`Content-Type: text/event-stream`, or the `text/plain`/NDJSON/untyped
+stream of an application edge) arrives with `Content-Encoding: gzip`, `br`, `zstd` or
+`deflate`: something between vLLM (which never compresses) and the client compresses the
+token stream.
 
 Why it matters:
 A compressor accumulates input until its window fills or the body ends unless it is flushed per

@@ -15,10 +15,11 @@ from typer.testing import CliRunner
 
 from doctor.cli import app
 from doctor.clock import Clock
-from doctor.collect import CollectConfig, collect
+from doctor.collect import collect
 from doctor.derive.stream_stats import path_stats
 from doctor.model import Symptom
 from doctor.probes.gateway_route import parse_route
+from doctor.probes.plan import CollectConfig
 from doctor.probes.stream import run_stream_probe
 from doctor.runner import analyze
 from tests.support.edges import run_edge

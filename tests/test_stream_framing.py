@@ -14,10 +14,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from doctor.clock import Clock
-from doctor.collect import CollectConfig
 from doctor.probes import stream as stream_probe
 from doctor.probes.framing import StreamDecoder, detect, estimate_tokens
 from doctor.probes.gateway_route import parse_route
+from doctor.probes.plan import CollectConfig
 from doctor.probes.sse import SseParser, TooLong
 
 

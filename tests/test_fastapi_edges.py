@@ -124,11 +124,11 @@ def test_nginx_gzip_in_front_of_the_playbook_edge_is_proxy_only_compression(serv
     assert findings["LD302"].severity.value == "critical"
 
 
-def _diagnose_cli(engine: str, gateway: str, out) -> tuple[int, dict]:
+def _diagnose_cli(engine: str, gateway: str, out, *extra: str) -> tuple[int, dict]:
     """``llm-doctor diagnose`` as the README shows it, on the application's own route."""
     result = CliRunner().invoke(app, ["diagnose", "--engine", engine, "--route", "chat", "--gateway", gateway,
                                       "--gateway-route", "POST /chat?prompt={prompt}", "--requests", "4",
-                                      "--no-gpu", "--no-host", "--json", str(out)])
+                                      "--no-gpu", "--no-host", "--json", str(out), *extra])
     assert "Traceback" not in result.output, result.output
     return result.exit_code, json.loads(out.read_text())
 
@@ -136,7 +136,8 @@ def _diagnose_cli(engine: str, gateway: str, out) -> tuple[int, dict]:
 def test_diagnose_on_the_playbook_edge_route_is_healthy_and_measured(server, tmp_path):
     engine = server.base(ttft=0.05, itl=0.005)
     with run_edge("playbook", engine) as (edge, app_):
-        code, doc = _diagnose_cli(engine, edge, tmp_path / "report.json")
+        # a TTFT budget well above the 50 ms engine: a loaded shared CI machine must not make it a symptom
+        code, doc = _diagnose_cli(engine, edge, tmp_path / "report.json", "--ttft-budget", "2")
     assert doc["verdict"]["symptom"] == "healthy", doc["verdict"]["summary"]
     assert code == 0
     paths = next(v for k, v in doc["views"].items() if k == "stream_stats")["paths"]

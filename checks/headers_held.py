@@ -15,7 +15,9 @@ response.
 
 Evidence:
 Stream probe on both paths: headers-to-first-token p50 per path against that path's TTFT p50
-(the share of the wait spent after the headers), and the gateway's time to headers.
+(the share of the wait spent after the headers), and the gateway's time to headers. Every
+measured gateway request must hold its headers (a client whose event loop stalls stamps headers
+and first token together only in some requests).
 
 Remediation:
 Send the response start as soon as the upstream's arrives (setting `gateway_response_start`).
@@ -23,7 +25,7 @@ Starlette/FastAPI: do not wrap the streaming route in `GZipMiddleware` (exclude 
 type), and return the `StreamingResponse` before awaiting the first token. Others: turn off
 whatever buffers the response start (compression, response buffering) on the streaming route.
 Options: `direct_share` (0.5: on the direct path at least this share of TTFT comes after the
-headers), `held_share` (0.1: through the gateway at most this share does), `min_held_s` (0.02: the
+headers), `held_share` (0.1: through the gateway at most this share does, in every request), `min_held_s` (0.02: the
 gateway's wait for headers below this is too short to matter).
 
 Example:
@@ -48,6 +50,12 @@ def _after_headers(ps: PathStats) -> float | None:
     return None if h2t is None or not ttft else h2t / ttft
 
 
+def _request_shares(ps: PathStats) -> list[float]:
+    """Per measured request, the share of its TTFT that came after its headers."""
+    return [r.headers_to_first_token / r.ttft for r in ps.requests
+            if not r.warmup and r.outcome == "ok" and r.headers_to_first_token is not None and r.ttft]
+
+
 @check(code="LD307", name="headers-held", symptom=SymptomClass.PROXY_ONLY, cause="buffering")
 def headers_held(
     stream_stats: StreamStats,
@@ -67,8 +75,12 @@ def headers_held(
         return NotApplicable(f"the engine itself sends its headers late ({d_share:.0%} of TTFT after them): nothing to compare")
     g_h2t, g_ttft = g.headers_to_first_token.p50 or 0.0, g.ttft.p50 or 0.0
     held = g_ttft - g_h2t
-    if g_share > held_share or held < min_held_s:
-        return Pass(f"the gateway's headers arrive {fmt_seconds(g_h2t)} before its first token ({g_share:.0%} of TTFT)")
+    # every request, not the median: an edge that holds the response start holds it each time,
+    # while a client whose event loop stalled stamps headers and first token together only now and then
+    latest = max(_request_shares(g), default=1.0)
+    if latest > held_share or held < min_held_s:
+        return Pass(f"the gateway's headers arrive {fmt_seconds(g_h2t)} before its first token at p50 ({g_share:.0%} of TTFT; "
+                    f"up to {latest:.0%} in one request)")
     family, server = detect_proxy(g.headers, stream_stats.gateway_kind)
     name = gateway_name(server)
     d_h2t = d.headers_to_first_token.p50 or 0.0

@@ -63,6 +63,12 @@ def headers_held() -> None:
                expect={"severity": "warning", "setting": "gateway_response_start", "summary_contains": ["fastapi"]})
     write_case(name, "quiet-headers-early", bundle(stream=pair("raw")),
                why="Synthetic: the edge sends its headers at once, as the playbook-like edge does.")
+    lagged = pair("raw", gateway_headers_delay=1.0)
+    for req in lagged.requests[3:5]:  # two of three gateway requests got their headers at once
+        req.t_headers = req.t_scheduled + 0.01
+    write_case(name, "quiet-client-lag-in-some-requests", bundle(stream=lagged),
+               why="Synthetic: headers and first token stamped together in one gateway request only, as a client "
+               "whose event loop stalled stamps them; an edge that holds headers holds them in every request.")
     write_case(name, "na-engine-sends-late", bundle(stream=pair("raw", direct_headers_delay=1.0)),
                why="Synthetic: the direct path's headers come with its first token too; nothing to compare.")
 

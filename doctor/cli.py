@@ -21,6 +21,7 @@ from doctor.config import load_config
 from doctor.evidence.stream import FRAMINGS
 from doctor.probes.payload import ROUTES
 from doctor.settings import ANALYSIS, API_KEY_ENV, BUDGETS, FORMATS, PLAN, shown, shown_duration
+from doctor.signals import terminate_like_interrupt
 
 app = typer.Typer(
     name="llm-doctor",
@@ -297,4 +298,5 @@ def root(
 
 
 def main() -> None:
+    terminate_like_interrupt()
     app()

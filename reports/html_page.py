@@ -30,6 +30,7 @@ from reports import charts
 from reports.sizing import sizing_rows
 from reports.summary import (
     HEADLINES,
+    PARTIAL_NOTE,
     WITNESS_HEADERS,
     fmt_bytes,
     fmt_evidence,
@@ -263,6 +264,7 @@ def render_html(report: Report) -> str:
         witnesses=witness_rows(view(report, "user_felt")[0]),
         witnesses_missing=view(report, "user_felt")[1],
         headline=HEADLINES[report.verdict.symptom],
+        partial_note=PARTIAL_NOTE,
         metrics_window=metrics_window,
         metrics_missing=metrics_missing,
         metric_rows=metric_rows(metrics_window) if metrics_window else [],

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from doctor.model import Report
-from reports.summary import HEADLINES, fmt_evidence, key_numbers, passed_count, strip_controls, verify_text, view
+from reports.summary import HEADLINES, PARTIAL_NOTE, fmt_evidence, key_numbers, passed_count, strip_controls, verify_text, view
 
 _SPECIAL = str.maketrans({"|": "\\|", "[": "\\[", "]": "\\]", "\\": "\\\\", "\n": " ", "\r": " "})
 #: ``<`` before a letter, ``/``, ``!`` or ``?`` may open an HTML tag, a comment or an autolink;
@@ -41,7 +41,10 @@ def code(text: object) -> str:
 def render_markdown(report: Report) -> str:
     """A few lines for a ticket or chat: verdict, the one change, how to verify, the findings."""
     v = report.verdict
-    lines = [f"### llm-doctor: **{v.symptom.value}**: {HEADLINES[v.symptom]}", "", md(v.summary), ""]
+    lines = [f"### llm-doctor: **{v.symptom.value}**: {HEADLINES[v.symptom]}", ""]
+    if report.bundle.interrupted:
+        lines += [f"> **{PARTIAL_NOTE}**", ""]
+    lines += [md(v.summary), ""]
     if v.client_suspect:
         lines += ["> The probing client may have distorted these timings (client self-check).", ""]
     if v.primary_remediation:

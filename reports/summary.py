@@ -27,6 +27,11 @@ HEADLINES: dict[Symptom, str] = {
 }
 
 
+#: Said at the top of every report of an interrupted collection (Ctrl-C, SIGTERM), beside the
+#: verdict: a reader of the ticket must not take a partial run for a finished one.
+PARTIAL_NOTE = "Partial report: the collection was interrupted; only the evidence gathered until then was analysed."
+
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 

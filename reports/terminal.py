@@ -24,6 +24,7 @@ from rich.table import Table
 from doctor.model import Outcome, Report, Severity, Symptom
 from reports.summary import (
     HEADLINES,
+    PARTIAL_NOTE,
     WITNESS_HEADERS,
     fmt_evidence,
     key_numbers,
@@ -96,6 +97,8 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     v = report.verdict
     style = _SYMPTOM_STYLE.get(v.symptom, "bold red")
     say(f"[{style}]{v.symptom.value.upper()}[/]  [bold]{HEADLINES[v.symptom]}[/]")
+    if report.bundle.interrupted:
+        say(f"[bold yellow]{PARTIAL_NOTE}[/]")
     say(clean(v.summary))
     if v.client_suspect:
         say("[yellow]client suspect:[/] the probing client may have distorted these timings")

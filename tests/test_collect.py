@@ -136,8 +136,10 @@ def test_probe_clients_are_built_in_one_place() -> None:
             assert text.count(construct) == expected, f"{source.name} builds its own {construct[:-1]}"
 
 
-def test_ctrl_c_mid_stream_keeps_the_requests_scrapes_and_log(tmp_path: Path) -> None:
-    """SIGINT to a real ``llm-doctor collect`` while a request streams: exit 130, a partial bundle."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_mid_stream_keeps_the_requests_scrapes_and_log(tmp_path: Path, sig: signal.Signals) -> None:
+    """SIGINT (or SIGTERM, what timeout/systemd/Kubernetes send) to a real ``llm-doctor collect``
+    while a request streams: exit 130, a partial bundle."""
     out = tmp_path / "bundle.json"
     with SseServer() as server:
         engine = server.base(itl="0.05", n="100000")
@@ -153,7 +155,7 @@ def test_ctrl_c_mid_stream_keeps_the_requests_scrapes_and_log(tmp_path: Path) ->
                 assert proc.poll() is None, proc.communicate()[0].decode()
                 assert time.monotonic() < end, "the probe never started streaming"
                 time.sleep(0.02)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(sig)
             output = proc.communicate(timeout=HANG_GUARD_S)[0].decode()
         finally:
             if proc.poll() is None:
@@ -171,3 +173,42 @@ def test_ctrl_c_mid_stream_keeps_the_requests_scrapes_and_log(tmp_path: Path) ->
     assert bundle.metrics is not None and [s.phase for s in bundle.metrics.scrapes][:1] == ["before"]
     assert bundle.log is not None
     assert not re.search(r"Traceback", output)
+
+
+def _stop_mid_stream(command: list[str], server: SseServer, sig: signal.Signals) -> tuple[int, str]:
+    """Run ``command``, send ``sig`` once the server has streamed a few tokens; (exit code, output)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        end = time.monotonic() + HANG_GUARD_S
+        while not any(len(sent.tokens) >= 5 for sent in list(server.log.requests.values())):
+            assert proc.poll() is None, proc.communicate()[0].decode()
+            assert time.monotonic() < end, "the probe never started streaming"
+            time.sleep(0.02)
+        proc.send_signal(sig)
+        return proc.wait(timeout=HANG_GUARD_S), proc.communicate()[0].decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sigterm_during_diagnose_writes_a_report_marked_partial(tmp_path: Path) -> None:
+    """SIGTERM mid-probe: exit 130, the text and the HTML banner say "partial"; analysing that
+    report later is not itself an interruption, so it exits with the verdict's code, not 130."""
+    html, md = tmp_path / "report.html", tmp_path / "report.md"
+    with SseServer() as server:
+        command = [sys.executable, "-m", "doctor", "diagnose", "--engine", server.base(itl="0.05", n="100000"),
+                   "--requests", "2", "--warmup", "0", "--no-gpu", "--no-host", "--no-metrics",
+                   "--html", str(html), "--md", str(md)]
+        code, output = _stop_mid_stream(command, server, signal.SIGTERM)
+    assert code == ExitCode.INTERRUPTED, output
+    assert "Partial report" in output and "Traceback" not in output
+    banner = html.read_text().split('id="verdict"', 1)[1].split("</section>", 1)[0]
+    assert 'id="partial"' in banner and "Partial report" in banner
+    assert "Partial report" in md.read_text()
+    again = subprocess.run([sys.executable, "-m", "doctor", "analyze", str(html), "--format", "text"], cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                           timeout=HANG_GUARD_S)
+    assert again.returncode != ExitCode.INTERRUPTED, again.stdout + again.stderr
+    assert "Partial report" in again.stdout

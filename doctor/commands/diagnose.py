@@ -29,4 +29,4 @@ def run(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None, command
     report = pipeline.diagnose(config, analyze_opts, registry, bundle_path=bundle_path, progress=progress)
     if bundle_path:
         err.print(f"wrote {bundle_path}")
-    return emit(report, opts, cfg)
+    return emit(report, opts, cfg, interrupted=report.bundle.interrupted)  # this run's own collection

@@ -15,8 +15,13 @@ from reports.json_doc import render_json
 from reports.terminal import print_report, stdout_console
 
 
-def emit(report: Report, opts: dict[str, Any], cfg: FileConfig) -> ExitCode:
-    """Write the requested files, print the summary, and decide the exit code."""
+def emit(report: Report, opts: dict[str, Any], cfg: FileConfig, *, interrupted: bool = False) -> ExitCode:
+    """Write the requested files, print the summary, and decide the exit code.
+
+    ``interrupted``: this process was stopped (Ctrl-C, SIGTERM) while collecting, so it exits 130.
+    A later ``analyze`` of that partial evidence was not interrupted: its exit code is the verdict's
+    (the reports still say the evidence is partial).
+    """
     fail_on = check_output_options(opts, cfg)
     written = write_outputs(report, json_path=opts.get("json"), html_path=opts.get("html"), md_path=opts.get("md"))
     if (opts.get("format") or FORMATS[0]) == "json":
@@ -25,6 +30,6 @@ def emit(report: Report, opts: dict[str, Any], cfg: FileConfig) -> ExitCode:
         print_report(report, stdout_console(), verbose=bool(opts.get("verbose")))
     for path in written:
         err.print(f"wrote {path}")
-    if report.bundle.interrupted:
+    if interrupted:
         return ExitCode.INTERRUPTED
     return exit_code_for(report, fail_on)

@@ -15,6 +15,7 @@ from typing import Any
 from doctor.errors import BundleError, BundleVersionError, UsageError
 from doctor.evidence import SCHEMA_VERSION, Bundle
 from doctor.serial import load, to_jsonable
+from doctor.wire import WireError, loads
 
 #: The HTML report embeds the bundle as xz-compressed JSON in base64: ``<script type=EMBED_TYPE
 #: id=EMBED_ID>``. Compressed because raw /metrics text and per-read logs make a typical bundle
@@ -36,8 +37,8 @@ _EMBED_RE = re.compile(
 def dumps(bundle: Bundle, compact: bool = False) -> str:
     """Indented for a bundle file people read with ``less`` and ``jq``; compact inside reports."""
     if compact:
-        return json.dumps(to_jsonable(bundle), separators=(",", ":"), ensure_ascii=False)
-    return json.dumps(to_jsonable(bundle), indent=1, ensure_ascii=False)
+        return json.dumps(to_jsonable(bundle), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(to_jsonable(bundle), indent=1, ensure_ascii=False, allow_nan=False)
 
 
 def save(bundle: Bundle, path: str | os.PathLike[str]) -> None:
@@ -77,8 +78,8 @@ def from_dict(data: Any, origin: str = "bundle") -> Bundle:
     if not isinstance(data, dict) or "schema_version" not in data:
         raise BundleError(f"{origin}: not an llm-doctor evidence bundle (no schema_version)")
     version = data["schema_version"]
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise BundleError(f"{origin}: schema_version must be an integer, not {version!r}")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise BundleError(f"{origin}: schema_version must be a positive integer, not {version!r:.40}")
     if version > SCHEMA_VERSION:
         raise BundleVersionError(
             f"{origin}: bundle schema_version {version} is newer than this llm-doctor understands "
@@ -115,11 +116,9 @@ def load_path(path: str | os.PathLike[str]) -> Bundle:
             except (ValueError, OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
                 raise BundleError(f"{path}: the embedded bundle is damaged: {exc}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BundleError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise BundleError(f"{path}: JSON nested too deeply to be an llm-doctor bundle") from None
+        data = loads(text, finite=True)
+    except WireError as exc:
+        raise BundleError(f"{path}: {exc}") from None
     if isinstance(data, dict) and "bundle" in data and "verdict" in data:
         data = data["bundle"]  # a JSON report carries its bundle
     return from_dict(data, str(path))

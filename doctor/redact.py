@@ -21,6 +21,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from doctor.wire import clean
+
 MASK = "[REDACTED]"
 
 # Header names whose whole value is a credential, wherever ``Name: value`` / ``name=value`` is seen.
@@ -88,6 +90,7 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """``value`` with every secret replaced by ``[REDACTED]``; each masked span counts once."""
+        value = clean(value)  # the one pass over every string of a bundle: a surrogate cannot reach a writer
         spans = self._spans(value)
         if not spans:
             return value
@@ -132,7 +135,7 @@ class Redactor:
                 setattr(obj, f.name, self.walk(getattr(obj, f.name)))
             return obj
         if isinstance(obj, dict):
-            return {k: self._value(k, v) for k, v in obj.items()}
+            return {clean(k) if isinstance(k, str) else k: self._value(k, v) for k, v in obj.items()}
         if isinstance(obj, list):
             return [self.walk(v) for v in obj]
         return obj

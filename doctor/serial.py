@@ -18,20 +18,30 @@ import typing
 from functools import cache
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from doctor.wire import clean
+
 T = TypeVar("T")
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Turn dataclasses, enums and containers into plain JSON-compatible values."""
+    """Turn dataclasses, enums and containers into plain JSON-compatible values.
+
+    The exact inverse of ``from_jsonable`` for every value the wire can put in a field: strings
+    lose lone surrogates (``wire.clean``: no UTF-8 can carry them), and a float that is not
+    finite is written as ``null`` (JSON has no NaN or infinity; read back, a plain ``float``
+    field is NaN, "unknown", and an optional one ``None``).
+    """
+    if isinstance(obj, str):
+        return clean(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        return {clean(str(k)): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
-    if isinstance(obj, float) and math.isnan(obj):  # NaN is not JSON
+    if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
 
@@ -98,7 +108,12 @@ def from_jsonable(tp: Any, data: Any, path: str = "") -> Any:
         return tp(data)
     if not _matches(tp, data):
         raise _mismatch(tp, data, path)
-    return float(data) if tp is float else data
+    if tp is float:
+        try:
+            return float(data)
+        except OverflowError:  # an integer such as 10**400: beyond any float
+            raise TypeError(f"{path or 'the document'}: an integer beyond the range of a number") from None
+    return data
 
 
 def _join(path: str, name: str) -> str:

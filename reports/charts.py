@@ -205,17 +205,19 @@ def request_timeline(rows: Sequence[TimelineRow]) -> Markup:
     return svg(height, *parts, label="Per-request timeline, direct vs gateway")
 
 
-def token_arrivals(curves: Mapping[str, Sequence[Sequence[float]]]) -> Markup:
+def token_arrivals(curves: Mapping[str, Sequence[Sequence[tuple[float, int]]]]) -> Markup:
     """Cumulative tokens received vs time since send, one step line per request.
 
-    A smooth diagonal is a healthy stream; a staircase of vertical jumps is a buffer being
-    flushed, and the width of each step is how long the user saw nothing.
+    Each request is its token events as ``(time, tokens it carried)``: the work is per event,
+    never per token, so a server claiming ten billion tokens in one chunk costs one step, not a
+    list ten billion long. A smooth diagonal is a healthy stream; a staircase of vertical jumps
+    is a buffer being flushed, and the width of each step is how long the user saw nothing.
     """
     top, plot_h = 30, 300
     height = top + plot_h + 46
-    all_t = [t for reqs in curves.values() for req in reqs for t in req]
+    all_t = [t for reqs in curves.values() for req in reqs for t, _ in req]
     xmax = max([*all_t, 0.001])
-    ymax = max([len(req) for reqs in curves.values() for req in reqs] + [1]) * 1.05
+    ymax = max([sum(n for _, n in req) for reqs in curves.values() for req in reqs] + [1]) * 1.05
     x = Scale(0, xmax, LEFT, WIDTH - RIGHT)
     y = Scale(0, ymax, top + plot_h, top)
     series = series_index(curves)
@@ -227,13 +229,15 @@ def token_arrivals(curves: Mapping[str, Sequence[Sequence[float]]]) -> Markup:
                              "transform": f"rotate(-90 14 {_num(top + plot_h / 2)})", "text-anchor": "middle"},
                     "tokens received"))
     for name, reqs in curves.items():
-        for i, times in enumerate(reqs):
-            if not times:
+        for i, events in enumerate(reqs):
+            if not events:
                 continue
             # One vertical step per distinct canvas x: tokens closer than the drawing's resolution
             # merge into one step, so a 2,000-token answer costs a few hundred points.
             steps: dict[str, int] = {}
-            for count, t in enumerate(times, start=1):
+            count = 0
+            for t, n in events:
+                count += n
                 steps[str(round(x(t)))] = count
             pts = [f"{_num(x(0))},{_num(y(0))}"]
             before = 0
@@ -241,8 +245,8 @@ def token_arrivals(curves: Mapping[str, Sequence[Sequence[float]]]) -> Markup:
                 pts += [f"{px},{_num(y(before))}", f"{px},{_num(y(count))}"]
                 before = count
             parts.append(el("polyline", {"points": " ".join(pts), "class": f"curve s{series[name]}"},
-                            el("title", None, f"{name} request {i + 1}: {len(times)} tokens, "
-                                              f"first after {fmt_seconds(times[0])}, last after {fmt_seconds(times[-1])}")))
+                            el("title", None, f"{name} request {i + 1}: {count} tokens, "
+                                              f"first after {fmt_seconds(events[0][0])}, last after {fmt_seconds(events[-1][0])}")))
     parts += _x_axis(x, top + plot_h, nice_ticks(0, xmax, 8), "seconds since the request was sent")
     return svg(height, *parts, label="Token arrivals: cumulative tokens received per request")
 

@@ -130,10 +130,10 @@ def arrivals_chart(report: Report) -> Markup | None:
     stream = report.bundle.stream
     if stream is None:
         return None
-    curves: dict[str, list[list[float]]] = {}
+    curves: dict[str, list[list[tuple[float, int]]]] = {}
     for r in _measured(stream.requests, ARRIVALS_PER_PATH, ok_only=True):
-        times = [t for ev in r.tokens if (t := _since_send(r, ev.t)) is not None for _ in range(max(ev.tokens, 1))]
-        curves.setdefault(r.path, []).append(times)
+        events = [(t, max(ev.tokens, 1)) for ev in r.tokens if (t := _since_send(r, ev.t)) is not None]
+        curves.setdefault(r.path, []).append(events)
     return charts.token_arrivals(curves) if curves else None
 
 

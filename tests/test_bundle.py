@@ -151,7 +151,7 @@ def test_a_leaf_of_the_wrong_type_is_a_bundle_error_naming_it(tmp_path, field, v
 def test_a_schema_version_that_is_not_an_integer_is_a_bundle_error(version):
     data = json.loads(dumps(sample()))
     data["schema_version"] = version
-    with pytest.raises(BundleError, match="schema_version must be an integer"):
+    with pytest.raises(BundleError, match="schema_version must be a positive integer"):
         from_dict(data)
 
 

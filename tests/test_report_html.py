@@ -233,8 +233,8 @@ def test_nice_ticks_cover_the_range_with_round_steps() -> None:
 
 def test_arrival_plot_stays_small_for_long_answers() -> None:
     """Steps closer than the drawing's resolution merge: the size follows the canvas, not the answer."""
-    long = charts.token_arrivals({"direct": [[i * 0.002 for i in range(5000)]]})
-    longer = charts.token_arrivals({"direct": [[i * 0.0002 for i in range(50000)]]})
+    long = charts.token_arrivals({"direct": [[(i * 0.002, 1) for i in range(5000)]]})
+    longer = charts.token_arrivals({"direct": [[(i * 0.0002, 1) for i in range(50000)]]})
     assert len(longer) < 1.1 * len(long) < 40_000
     assert "5,000 tokens" not in long and "5000 tokens" in long  # the tooltip still counts every token
 

@@ -19,7 +19,6 @@ times: the on-call engineer should not wait three deadlines to learn the same th
 
 from __future__ import annotations
 
-import json
 import re
 import ssl
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from doctor import wire
 from doctor.evidence import Endpoint, EndpointsEvidence, EvidenceError, ModelInfo
 from doctor.probes.http import (
     BodyTooLarge,
@@ -163,10 +163,10 @@ def _json(answer: _Answer, path: str) -> Any:
     if answer.status >= 400:
         raise _Failure("http-status", f"GET {path} answered HTTP {answer.status}{_what(answer)}")
     try:
-        return json.loads(answer.body)
-    except ValueError:
+        return wire.loads(answer.body)
+    except wire.WireError as exc:
         described = _what(answer) or f" ({len(answer.body)} characters of {content_type or 'unknown type'})"
-        raise _Failure("malformed", f"GET {path} answered HTTP {answer.status} but not JSON{described}") from None
+        raise _Failure("malformed", f"GET {path} answered HTTP {answer.status} but {exc}{described}") from None
 
 
 def _what(answer: _Answer) -> str:

@@ -73,6 +73,19 @@ def user_body(payload: dict[str, Any], route: str, model: str | None) -> dict[st
     return body
 
 
+def max_tokens(payload: dict[str, Any]) -> int | None:
+    """The output length the application's body asks for, when it is a count.
+
+    ``max_tokens: "64"`` or ``12.5`` or ``true`` is the application's business (the server may
+    accept or refuse it); the probe shape records only an integer, which its bundle can carry.
+    """
+    for key in ("max_tokens", "max_output_tokens", "max_completion_tokens"):
+        value = payload.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
 def without_extensions(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` without vLLM's extensions, for a server that answered 400 to them."""
     out = {k: v for k, v in body.items() if k not in VLLM_EXTENSIONS}

@@ -11,13 +11,13 @@ no series, so a Prometheus holding one vLLM version costs one query per part.
 
 from __future__ import annotations
 
-import json
 import ssl
 import time
 from collections.abc import Mapping
 
 import httpx
 
+from doctor import wire
 from doctor.evidence import EvidenceError, PrometheusEvidence, PromQuery
 from doctor.probes.http import (
     BodyTooLarge,
@@ -176,8 +176,8 @@ class _Session:
             return False
         query.response = text
         try:
-            body = json.loads(text)
-        except json.JSONDecodeError:
+            body = wire.loads(text)
+        except wire.WireError:
             body = None
         if not isinstance(body, dict) or "status" not in body:
             query.error = f"HTTP {response.status_code}, not a Prometheus API answer"
@@ -193,4 +193,4 @@ class _Session:
 
 
 def _has_result(response: str) -> bool:
-    return bool(json.loads(response).get("data", {}).get("result"))
+    return bool(wire.loads(response).get("data", {}).get("result"))

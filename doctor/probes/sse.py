@@ -20,6 +20,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.wire import WireError, loads
+
 
 class InvalidUtf8(ValueError):
     """A line of the stream is not UTF-8 (the event stream format requires it)."""
@@ -192,9 +194,9 @@ def classify(event: SseEvent) -> Chunk:
     if event.data.strip() == "[DONE]":
         return Chunk("end")
     try:
-        obj = json.loads(event.data)
-    except json.JSONDecodeError:
-        return Chunk("error", error=f"an event whose data is not JSON: {event.data[:120]!r}")
+        obj = loads(event.data)
+    except WireError as exc:
+        return Chunk("error", error=f"an event whose data is {exc}: {event.data[:120]!r}")
     if not isinstance(obj, dict):
         return Chunk("error", error=f"an event whose data is not a JSON object: {event.data[:120]!r}")
     kind = obj.get("type") or event.event
@@ -215,12 +217,20 @@ def _error_text(obj: dict[str, Any]) -> str | None:
     return None
 
 
+def _count(value: Any) -> int | None:
+    """A token count the server claims: a non-negative int (JSON ``true`` is a Python int, not a count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _reason(value: Any) -> str | None:
+    """A finish reason: only a non-empty string is one (a server may send a number or an object)."""
+    return value if isinstance(value, str) and value else None
+
+
 def _usage(chunk: Chunk, usage: Any, prompt_key: str, completion_key: str) -> None:
     if isinstance(usage, dict):
-        if isinstance(usage.get(prompt_key), int):
-            chunk.prompt_tokens = usage[prompt_key]
-        if isinstance(usage.get(completion_key), int):
-            chunk.completion_tokens = usage[completion_key]
+        chunk.prompt_tokens = _count(usage.get(prompt_key))
+        chunk.completion_tokens = _count(usage.get(completion_key))
 
 
 def choices_chunk(obj: dict[str, Any]) -> Chunk:
@@ -233,7 +243,7 @@ def choices_chunk(obj: dict[str, Any]) -> Chunk:
     for choice in obj.get("choices") or ():
         if not isinstance(choice, dict):
             continue
-        finish = choice.get("finish_reason") or finish
+        finish = _reason(choice.get("finish_reason")) or finish
         text = choice.get("text")
         if isinstance(text, str) and text:
             texts.append(text)
@@ -260,7 +270,7 @@ def _responses_chunk(kind: str, obj: dict[str, Any]) -> Chunk:
         return Chunk("error", error=_error_text(resp) or str(obj.get("message") or _error_text(obj) or kind))
     if kind in ("response.completed", "response.incomplete"):
         resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
-        chunk = Chunk("end", finish_reason=resp.get("status") or kind.rsplit(".", 1)[1])
+        chunk = Chunk("end", finish_reason=_reason(resp.get("status")) or kind.rsplit(".", 1)[1])
         _usage(chunk, resp.get("usage"), "input_tokens", "output_tokens")
         return chunk
     delta = obj.get("delta")

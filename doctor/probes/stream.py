@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import httpx
 
+from doctor import wire
 from doctor.clock import Clock
 from doctor.evidence import EvidenceError, ProbeShape, RequestTrace, StreamEvidence, TokenEvent
 from doctor.evidence.stream import CANCELLED
@@ -235,7 +236,7 @@ class _Probe:
                     break
                 try:
                     response = await asyncio.wait_for(client.get(join_url(base, "/v1/models"), headers=headers), timeout)
-                    return str(response.json()["data"][0]["id"])
+                    return str(wire.loads(response.content)["data"][0]["id"])
                 except (httpx.HTTPError, asyncio.TimeoutError, ValueError, LookupError, TypeError):
                     continue
         finally:
@@ -268,8 +269,7 @@ class _Probe:
         config = self.config
         return ProbeShape(
             route=config.route, model=self.model, prompt_tokens=None if config.payload is not None else config.prompt_tokens,
-            max_tokens=config.max_tokens if config.payload is None
-            else config.payload.get("max_tokens") or config.payload.get("max_output_tokens"),
+            max_tokens=config.max_tokens if config.payload is None else payloads.max_tokens(config.payload),
             concurrency=config.concurrency, warmup=config.warmup, rate=config.rate,
             requests=config.requests if config.requests is not None else max(
                 (sum(1 for t in self.traces if t.path == p and not t.warmup) for p in self.urls), default=0),

@@ -104,7 +104,8 @@ def parse_exposition(text: str) -> tuple[list[Sample], bool]:
     """The samples of known vLLM families in ``text``, and whether any ``vllm:`` family was declared.
 
     ``_created`` series (prometheus_client's creation timestamps) never match a family and are
-    dropped with every other unknown sample. NaN values are dropped too: they carry no amount.
+    dropped with every other unknown sample. NaN values are dropped too: they carry no amount;
+    so are integers beyond a float's range (a 310-digit sample), which no reading can use.
     Raises ``ExpositionError`` with a short reason when the text does not parse.
     """
     samples: list[Sample] = []
@@ -114,7 +115,8 @@ def parse_exposition(text: str) -> tuple[list[Sample], bool]:
             saw_vllm = saw_vllm or metric_family.name.startswith("vllm:")
             for s in metric_family.samples:
                 hit = _INDEX.get(s.name)
-                if hit is None or math.isnan(s.value):
+                value = _amount(s.value)
+                if hit is None or value is None:
                     continue
                 family, metric, part = hit
                 labels = dict(s.labels)
@@ -130,12 +132,21 @@ def parse_exposition(text: str) -> tuple[list[Sample], bool]:
                         sub=sub,
                         le=float(le) if le is not None else None,
                         rest=tuple(sorted(labels.items())),
-                        value=float(s.value),
+                        value=value,
                     )
                 )
     except ValueError as exc:  # prometheus_client reports every syntax error as ValueError
         raise ExpositionError(f"not a Prometheus exposition: {_shorten(str(exc))}") from None
     return samples, saw_vllm
+
+
+def _amount(value: float) -> float | None:
+    """A sample's value as a float; ``None`` for NaN or an integer no float can hold."""
+    try:
+        amount = float(value)
+    except OverflowError:
+        return None
+    return None if math.isnan(amount) else amount
 
 
 def _shorten(text: str, limit: int = 120) -> str:

@@ -1,0 +1,121 @@
+"""``diagnose`` against a hostile server, and bundles carrying what such a server can send.
+
+Each case once cost the run (a traceback, "cannot reload its own bundle", a lost view). The
+server is real (tests/support/hostile_server.py); the assertions are about what the user gets:
+a report, the failure named, an exit code that is not a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from doctor.bundle import dumps, load_path, save
+from doctor.cli import app
+from doctor.errors import BundleError
+from doctor.evidence import TokenEvent
+from doctor.exit_codes import ExitCode
+from tests.support import bundles
+from tests.support.hostile_server import HostileServer
+
+runner = CliRunner()
+
+
+def diagnose(base: str, tmp_path: Path) -> tuple[int, str, Path]:
+    html = tmp_path / "report.html"
+    result = runner.invoke(app, ["diagnose", "--engine", base, "--requests", "2", "--warmup", "0", "--no-gpu",
+                                 "--no-host", "--deadline", "30", "--html", str(html), "--bundle", str(tmp_path / "b.json")])
+    return result.exit_code, result.output + (repr(result.exception) if result.exception else ""), html
+
+
+@pytest.fixture(scope="module")
+def hostile():
+    with HostileServer() as server:
+        yield server
+
+
+def test_surrogates_in_text_model_and_version_still_give_a_report(hostile, tmp_path: Path) -> None:
+    code, output, html = diagnose(hostile.base("surrogates"), tmp_path)
+    assert code in (ExitCode.HEALTHY, ExitCode.SYMPTOM), output
+    assert html.exists() and "Traceback" not in output
+    bundle = load_path(tmp_path / "b.json")
+    (endpoint,) = bundle.endpoints.endpoints
+    assert endpoint.models[0].id == "\ufffd"  # the lone surrogate, replaced, not dropped
+    assert all("\ufffd" in r.text_excerpt for r in bundle.stream.requests)
+
+
+def test_odd_usage_types_and_huge_counts_reload_and_render(hostile, tmp_path: Path) -> None:
+    """``prompt_tokens: true``, ``finish_reason: 7``, ``completion_tokens: 10^10``: the bundle
+    reloads (no "cannot reload its own bundle") and the report is written."""
+    code, output, html = diagnose(hostile.base("huge"), tmp_path)
+    assert "cannot reload" not in output and "malformed bundle" not in output, output
+    assert code in (ExitCode.HEALTHY, ExitCode.SYMPTOM), output
+    bundle = load_path(tmp_path / "b.json")
+    for trace in bundle.stream.requests:
+        assert trace.prompt_tokens is None and trace.finish_reason is None  # neither is a count or a reason
+        assert trace.completion_tokens == 10_000_000_000
+    assert html.exists()
+
+
+def test_deep_json_and_a_310_digit_sample_are_evidence_errors_not_lost_views(hostile, tmp_path: Path) -> None:
+    code, output, _ = diagnose(hostile.base("deep"), tmp_path)
+    assert "RecursionError" not in output and "OverflowError" not in output, output
+    assert re.search(r"/version answered HTTP 200 but JSON nested deeper", output), output
+    bundle = load_path(tmp_path / "b.json")
+    assert bundle.endpoints is not None and bundle.stream is not None and bundle.stream.requests[0].ok
+    assert code in (ExitCode.HEALTHY, ExitCode.SYMPTOM), output
+
+
+def test_a_token_event_claiming_ten_billion_tokens_draws_one_step(tmp_path: Path) -> None:
+    """The arrivals chart works per event: a huge count must not become a list that long."""
+    req = bundles.request("direct", 0, ttft=0.05, gaps=[0.01, 0.01])
+    req.tokens[-1] = TokenEvent(t=req.tokens[-1].t, tokens=10_000_000_000)
+    path = tmp_path / "huge.json"
+    save(bundles.bundle(stream=bundles.stream([req])), path)
+    result = runner.invoke(app, ["analyze", str(path), "--html", str(tmp_path / "r.html")])
+    assert result.exit_code in (ExitCode.HEALTHY, ExitCode.SYMPTOM, ExitCode.NO_DIAGNOSIS), result.output
+    assert "10000000002 tokens" in (tmp_path / "r.html").read_text()
+
+
+def _bundle_text(duration: str | None = None, **changes: object) -> str:
+    """A valid bundle's text, with ``changes`` to its top level and ``duration`` as the literal
+    text of the stream's ``duration_s`` (a float field)."""
+    data = json.loads(dumps(bundles.bundle(stream=bundles.stream([bundles.request("direct", 0, ttft=0.1, gaps=[0.02])]))))
+    data.update(changes)
+    data["stream"]["duration_s"] = "DURATION"
+    return json.dumps(data).replace('"DURATION"', duration or "1.5")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (_bundle_text(schema_version=-1), "schema_version must be a positive integer"),
+    (_bundle_text("NaN"), "NaN is not a JSON number"),
+    (_bundle_text("Infinity"), "Infinity is not a JSON number"),
+    (_bundle_text("1e400"), "out of range"),
+    (_bundle_text("1" + "0" * 400), "beyond the range"),
+    (_bundle_text("9" * 5000), "too large"),
+    ('{"schema_version": 1, "x": ' + "[" * 5000 + "]" * 5000 + "}", "nested deeper"),
+])
+def test_bundles_the_reader_refuses_say_why(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(text)
+    with pytest.raises(BundleError, match=message):
+        load_path(path)
+    result = runner.invoke(app, ["analyze", str(path)])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS and message in result.output, result.output
+
+
+def test_a_lone_surrogate_anywhere_in_a_bundle_is_written_and_read_back(tmp_path: Path) -> None:
+    bundle = bundles.bundle(stream=bundles.stream([bundles.request("direct", 0, ttft=0.1, gaps=[0.02])]))
+    bundle.stream.requests[0].text_excerpt = "a\ud800b"
+    bundle.stream.shape.payload = {"\udfffkey": ["\ud800"]}
+    bundle.run.labels["team"] = "\udc80"
+    for name in ("b.json", "b.json.gz"):
+        save(bundle, tmp_path / name)
+        again = load_path(tmp_path / name)
+        assert again.stream.requests[0].text_excerpt == "a\ufffdb"
+        assert again.stream.shape.payload == {"\ufffdkey": ["\ufffd"]}
+        assert again.run.labels["team"] == "\ufffd"

@@ -28,10 +28,13 @@ EMBED_TYPE = "application/x-xz+base64"
 #: Earlier reports embedded gzip (or plain JSON); both still load.
 GZIP_EMBED_TYPE = "application/gzip+base64"
 _XZ_PRESET = 3  # a 4 MiB dictionary spans many scrapes; higher presets only cost time and memory
-_EMBED_RE = re.compile(
-    r'<script type="(application/json|application/gzip\+base64|application/x-xz\+base64)" id="' + EMBED_ID
-    + r'">(.*?)</script>', re.DOTALL
+_EMBED_OPEN = re.compile(
+    r'<script type="(application/json|application/gzip\+base64|application/x-xz\+base64)" id="' + EMBED_ID + r'">'
 )
+_EMBED_CLOSE = "</script>"
+#: The most ``analyze`` reads or inflates. Far above a real bundle (a long probe with per-read
+#: logs is tens of MB), far below what hurts: a 1 MB ``.json.gz`` of spaces inflates to 1 GB.
+MAX_BUNDLE_BYTES = 256 * 2**20
 
 
 def dumps(bundle: Bundle, compact: bool = False) -> str:
@@ -91,30 +94,68 @@ def from_dict(data: Any, origin: str = "bundle") -> Bundle:
         raise BundleError(f"{origin}: malformed bundle: {exc}") from None
 
 
+def _inflate(data: bytes, kind: str, where: str) -> bytearray:
+    """Decompress gzip or xz ``data``, refusing output beyond ``MAX_BUNDLE_BYTES``.
+
+    ``gzip.decompress`` and ``lzma.decompress`` have no output limit; these decompressors stop
+    at the limit, so a decompression bomb costs at most that much memory.
+    """
+    out = bytearray()
+    while data:
+        inflater: Any = lzma.LZMADecompressor() if kind == "xz" else zlib.decompressobj(wbits=31)
+        try:
+            out += inflater.decompress(data, MAX_BUNDLE_BYTES + 1 - len(out))
+        except (zlib.error, lzma.LZMAError) as exc:
+            raise BundleError(f"{where}: corrupt {kind}: {exc}") from None
+        if len(out) > MAX_BUNDLE_BYTES:
+            raise BundleError(f"{where}: inflates to more than {MAX_BUNDLE_BYTES >> 20} MiB, beyond any llm-doctor bundle")
+        if not inflater.eof:
+            raise BundleError(f"{where}: corrupt {kind}: the data ends before the compressed stream does")
+        data = inflater.unused_data if kind == "gzip" and inflater.unused_data[:2] == b"\x1f\x8b" else b""  # members
+    return out
+
+
+def _embedded(text: str, where: str) -> str:
+    """The bundle inside an HTML report: the text of its ``<script type=... id=EMBED_ID>`` element.
+
+    Found with one search for the opening tag and one ``find`` for the close, not a lazy
+    ``(.*?)</script>`` regex: on a page of many unclosed opening tags that regex scanned to the
+    end once per tag (quadratic). The first close after the opening tag is what it matched.
+    """
+    opening = _EMBED_OPEN.search(text)
+    if opening is None:
+        raise BundleError(f"{where}: HTML file without an embedded llm-doctor bundle")
+    end = text.find(_EMBED_CLOSE, opening.end())
+    if end == -1:
+        raise BundleError(f"{where}: the embedded llm-doctor bundle is not closed (a truncated page?)")
+    kind, body = opening.group(1), text[opening.end():end]
+    if kind not in (EMBED_TYPE, GZIP_EMBED_TYPE):
+        return body
+    try:
+        data = base64.b64decode(body, validate=True)
+    except ValueError as exc:
+        raise BundleError(f"{where}: the embedded bundle is damaged: {exc}") from None
+    try:
+        return _inflate(data, "xz" if kind == EMBED_TYPE else "gzip", f"{where}: the embedded bundle is damaged").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{where}: the embedded bundle is damaged: {exc}") from None
+
+
 def load_path(path: str | os.PathLike[str]) -> Bundle:
     """Load a bundle from JSON, gzipped JSON, a JSON report (which holds the bundle), or an HTML report."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            raw: bytes | bytearray = f.read(MAX_BUNDLE_BYTES + 1)
     except OSError as exc:
         raise BundleError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BUNDLE_BYTES:
+        raise BundleError(f"{path}: larger than {MAX_BUNDLE_BYTES >> 20} MiB, beyond any llm-doctor bundle")
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:  # zlib.error: damaged deflate data
-            raise BundleError(f"{path}: corrupt gzip: {exc}") from None
+        raw = _inflate(raw, "gzip", str(path))
     text = raw.decode("utf-8", errors="replace")
     if text.lstrip()[:1] == "<":
-        match = _EMBED_RE.search(text)
-        if not match:
-            raise BundleError(f"{path}: HTML file without an embedded llm-doctor bundle")
-        kind, text = match.group(1), match.group(2)
-        if kind in (EMBED_TYPE, GZIP_EMBED_TYPE):
-            decompress = lzma.decompress if kind == EMBED_TYPE else gzip.decompress
-            try:
-                text = decompress(base64.b64decode(text, validate=True)).decode("utf-8")
-            except (ValueError, OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
-                raise BundleError(f"{path}: the embedded bundle is damaged: {exc}") from None
+        text = _embedded(text, str(path))
     try:
         data = loads(text, finite=True)
     except WireError as exc:

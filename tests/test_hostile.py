@@ -7,13 +7,17 @@ a report, the failure named, an exit code that is not a crash.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
+import lzma
 import re
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+import doctor.bundle as bundle_module
 from doctor.bundle import dumps, load_path, save
 from doctor.cli import app
 from doctor.errors import BundleError
@@ -119,3 +123,33 @@ def test_a_lone_surrogate_anywhere_in_a_bundle_is_written_and_read_back(tmp_path
         assert again.stream.requests[0].text_excerpt == "a\ufffdb"
         assert again.stream.shape.payload == {"\ufffdkey": ["\ufffd"]}
         assert again.run.labels["team"] == "\ufffd"
+
+
+def test_a_decompression_bomb_is_refused_at_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A .json.gz that inflates past the limit is refused (the limit lowered so the test is cheap);
+    the same bomb embedded in an HTML report too."""
+    monkeypatch.setattr(bundle_module, "MAX_BUNDLE_BYTES", 1 << 20)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * (4 << 20)))
+    with pytest.raises(BundleError, match="inflates to more than 1 MiB"):
+        load_path(bomb)
+    page = tmp_path / "bomb.html"
+    embedded = base64.b64encode(lzma.compress(b" " * (4 << 20))).decode()
+    page.write_text(f'<html><script type="{bundle_module.EMBED_TYPE}" id="{bundle_module.EMBED_ID}">{embedded}</script>')
+    with pytest.raises(BundleError, match="inflates to more than 1 MiB"):
+        load_path(page)
+    small = tmp_path / "ok.json.gz"
+    save(bundles.bundle(), small)
+    assert load_path(small).schema_version >= 1  # under the limit: read as before
+
+
+def test_many_unclosed_script_tags_are_searched_once(tmp_path: Path) -> None:
+    """The page's bundle is found by one search for the opening tag and one for its close: with
+    thousands of unclosed opening tags, only the count of characters read grows, never per tag."""
+    opening = f'<script type="application/json" id="{bundle_module.EMBED_ID}">'
+    page = tmp_path / "unclosed.html"
+    page.write_text("<html>" + opening * 20_000)
+    with pytest.raises(BundleError, match="not closed"):
+        load_path(page)
+    page.write_text("<html>" + opening + dumps(bundles.bundle(), compact=True) + "</script>" + opening * 20_000)
+    assert load_path(page).schema_version >= 1

@@ -20,11 +20,14 @@ from __future__ import annotations
 import re
 
 #: Openings of the messages the parser reads, after vLLM's ``[file.py:N] `` (``file.py:N] ``
-#: before 0.8).
+#: before 0.8). Every repeat is bounded (``\d{1,4}``, ``{0,40}``) or cannot cross a line: the
+#: headerless gate tries them at every position of the log, where an unbounded ``\d+`` or
+#: ``\s*`` runs to the end of each long run of digits or blank lines, once per position
+#: (256 KiB of blank lines took 56 s).
 _OPENINGS = (
-    rb"(?:Engine \d+: |\d+ Engines Aggregated: )?(?:"
+    rb"(?:Engine \d{1,4}: |\d{1,4} Engines Aggregated: )?(?:"
     rb"Avg prompt throughput|Prefix cache hit rate: GPU|Sequence group"  # while serving
-    rb"|vLLM API server version|\s*\xe2\x96|args: Namespace|non-default args|Initializing"  # startup markers
+    rb"|vLLM API server version|[ \t]{0,40}\xe2\x96|args: Namespace|non-default args|Initializing"  # startup markers
     rb"|Using max model len|Chunked prefill|Cudagraph is disabled"
     rb"|# \w+ blocks|Maximum concurrency|Overriding num_gpu_blocks|vllm cache_config_info"
     rb"|Available KV|Auto set|Explicitly set|Loading model weights|Model loading took|Memory profiling"
@@ -32,7 +35,7 @@ _OPENINGS = (
     rb"|PyTorch activation|available_kv_cache_memory|Graph capturing|Estimated CUDA graph|CUDA graph"
     rb"|torch\.compile takes|init engine"
     rb"|The model's max seq len|To serve at least|Free memory on device|No available memory"
-    rb"|[A-Z][A-Za-z +]* KV cache size)"  # GPU, CPU, XPU, "GPU + host"; last: it is tried at any capital
+    rb"|[A-Z][A-Za-z +]{0,40} KV cache size)"  # GPU, CPU, XPU, "GPU + host"; last: it is tried at any capital
 )
 #: Request logs echo user prompts, which may hold any phrase: never kept. Most vLLM lines of a
 #: busy log are these, so the gate rules them out first, which halves its time.
@@ -59,8 +62,10 @@ PREEMPTION_MARK = b"preempted by"
 # 0.4.0+ "vLLM API server version 0.10.2"; 0.3.3 printed it from api_server.py too.
 API_VERSION = re.compile(r"vLLM API server version (?P<version>\d[\w.+-]*)")
 # 0.30+ banner drawn with block elements: "▄▄ ▄█ █ ... version 0.32.0", then "... model /path".
-BANNER_VERSION = re.compile(r"[\u2580-\u259f].*\bversion (?P<version>\d+\.\d+[\w.+-]*)\s*$")
-BANNER_MODEL = re.compile(r"[\u2580-\u259f].*\bmodel\s+(?P<model>\S+)\s*$")
+# Anchored at the start and reaching the first block element by its complement, so a long run
+# of block elements costs one pass, not one pass per element (a search from each of them).
+BANNER_VERSION = re.compile(r"^[^\u2580-\u259f]*[\u2580-\u259f].*\bversion (?P<version>\d+\.\d+[\w.+-]*)\s*$")
+BANNER_MODEL = re.compile(r"^[^\u2580-\u259f]*[\u2580-\u259f].*\bmodel\s+(?P<model>\S+)\s*$")
 # 0.1.7-0.3.3 "Initializing an LLM engine with config: ..."; 0.4.0+ "(v0.4.0)"; 0.6.4-0.7.0 V1
 # core.py used the same words; 0.7.2+ "Initializing a V1 LLM engine" / "a V0 LLM engine".
 ENGINE_INIT = re.compile(

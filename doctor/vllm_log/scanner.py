@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import sys
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from doctor.vllm_log import patterns
@@ -204,12 +205,9 @@ class Scanner:
             self._scan_wrapped(block, begin, end)
             return
         starts: dict[int, int] = {}  # line start -> first gate hit in it
-        for match in self._gate(block, begin, end).finditer(block, begin, end):
-            hit = match.start()
-            starts.setdefault(block.rfind(b"\n", begin, hit) + 1 or begin, hit)
-        for match in patterns.EXCEPTION_GATE.finditer(block, begin, end):
-            hit = match.start()
-            start = block.rfind(b"\n", begin, hit) + 1 or begin
+        for hit, start in _first_hits(self._gate(block, begin, end), block, begin, end):
+            starts[start] = hit
+        for hit, start in _first_hits(patterns.EXCEPTION_GATE, block, begin, end):
             if start not in starts and not _REQUEST_LOG.search(block, start, hit):
                 starts[start] = hit
         base = self.lines_total
@@ -303,6 +301,19 @@ class Scanner:
         if b"Error" in line and b"KV cache" not in line:
             return self._exceptions
         return self._startup
+
+
+def _first_hits(gate: re.Pattern[bytes], block: bytes, begin: int, end: int) -> Iterator[tuple[int, int]]:
+    """(first hit, line start) of each line of ``block[begin:end]`` that ``gate`` finds.
+
+    After a hit the search resumes at the next line: a line holding a million hits (8 MB of
+    ``Error: ``) is found once, not searched back to its start once per hit (quadratic).
+    """
+    pos = begin
+    while pos < end and (match := gate.search(block, pos, end)) is not None:
+        hit = match.start()
+        yield hit, block.rfind(b"\n", begin, hit) + 1 or begin
+        pos = block.find(b"\n", hit, end) + 1 or end
 
 
 def probe(start: bytes, whole: bool) -> tuple[bool, Wrap | None]:

@@ -1,0 +1,134 @@
+"""Benchmark: the untrusted-input paths on pathological inputs, at two sizes; fails on super-linear growth.
+
+Each case once took time quadratic in its input (issue 13): a headerless log of blank lines or
+of one long line of digits, capitals or block elements, ``Error: `` repeated on one line, the
+URL-credentials redaction rule on ``a.a.a...``, an HTML page with many unclosed ``<script>``
+tags. Each is timed at ``--size`` and at ``--factor`` times that (best of ``--repeat`` runs,
+after one warm-up); a case whose time grows more than ``--limit`` times as fast as its input
+fails, and the script exits 1.
+
+    .venv/bin/python bench/pathological.py                  # 256 KiB and 1 MiB inputs
+    .venv/bin/python bench/pathological.py --size 1M --only log-blank-lines
+
+Not a test: timings are for a person to read, on a quiet machine. Results: docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from doctor.bundle import EMBED_ID, BundleError, load_path  # noqa: E402
+from doctor.probes.logfile import read_log  # noqa: E402
+from doctor.redact import Redactor  # noqa: E402
+from doctor.vllm_log.parser import parse_lines  # noqa: E402
+
+HEADER = b"INFO 01-01 00:00:00 [api_server.py:1] "
+
+
+def _log(data: bytes) -> Callable[[], object]:
+    """Read and parse ``data`` as a log file, the way ``--log`` does."""
+    def run() -> object:
+        with tempfile.NamedTemporaryFile(suffix=".log", delete=False) as f:
+            f.write(data)
+        try:
+            evidence, _ = read_log(f.name)
+            return parse_lines(evidence.matched, f.name) if evidence else None
+        finally:
+            os.unlink(f.name)
+    return run
+
+
+def _redact(text: str) -> Callable[[], object]:
+    return lambda: Redactor(["not-in-the-text"]).text(text)
+
+
+def _page(text: str) -> Callable[[], object]:
+    def run() -> object:
+        with tempfile.NamedTemporaryFile("w", suffix=".html", delete=False) as f:
+            f.write(text)
+        try:
+            return load_path(f.name)
+        except BundleError as exc:
+            return exc
+        finally:
+            os.unlink(f.name)
+    return run
+
+
+def _repeat(unit: str, n: int) -> str:
+    return (unit * (n // len(unit) + 1))[:n]
+
+
+#: name -> (what it is, builder of the case for an input of about n bytes)
+CASES: dict[str, tuple[str, Callable[[int], Callable[[], object]]]] = {
+    "log-blank-lines": ("headerless log of blank lines", lambda n: _log(b"\n" * n)),
+    "log-one-long-line": ("headerless log: one line of letters", lambda n: _log(b"a" * n)),
+    "log-digits-line": ("headerless log: one line of digits", lambda n: _log(b"7" * n)),
+    "log-capitals-line": ("headerless log: one line of capitals and spaces", lambda n: _log(_repeat("AB ", n).encode())),
+    "log-spaces-lines": ("headerless log: lines of 1,000 spaces", lambda n: _log(_repeat(" " * 999 + "\n", n).encode())),
+    "log-block-chars": ("banner line: a run of block elements", lambda n: _log(HEADER + _repeat("█", n // 3).encode() + b"\n")),
+    "log-block-chars-wrapped": ("headerless lines of block elements", lambda n: _log(_repeat("█" * 300 + "\n", n // 3).encode())),
+    "log-error-hits": ("'Error: ' repeated on one line", lambda n: _log(_repeat("Error: ", n).encode())),
+    "log-error-lines": ("'Error: ' repeated, lines of 60 KiB", lambda n: _log(_repeat(_repeat("Error: ", 60_000) + "\n", n).encode())),
+    "redact-dots": ("redaction of a.a.a...", lambda n: _redact(_repeat("a.", n))),
+    "redact-schemes": ("redaction of a://a://...", lambda n: _redact(_repeat("a://", n))),
+    "redact-query": ("redaction of &token=&token=...", lambda n: _redact(_repeat("&token", n))),
+    "redact-headers": ("redaction of authorization: x y z...", lambda n: _redact("authorization: " + _repeat("x ", n))),
+    "html-unclosed-scripts": ("report page with many unclosed script tags",
+                              lambda n: _page("<html>" + _repeat(f'<script type="application/json" id="{EMBED_ID}">', n))),
+}
+
+
+def _size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20}
+    return int(float(text[:-1]) * units[text[-1].upper()]) if text[-1].upper() in units else int(text)
+
+
+def best(fn: Callable[[], object], repeat: int) -> float:
+    fn()  # warm-up: imports, caches, the page cache
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size", default="256K", help="the smaller input size (bytes, or with K/M)")
+    ap.add_argument("--factor", type=int, default=4, help="the larger input is this many times the smaller")
+    ap.add_argument("--limit", type=float, default=2.0,
+                    help="fail when time grows more than this many times faster than the input")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", action="append", help="run only these cases (repeatable)")
+    args = ap.parse_args()
+    small = _size(args.size)
+    failed = []
+    print(f"{'case':26} {'small':>10} {'large':>10} {'growth':>7}  (input x{args.factor}, limit x{args.factor * args.limit:g})")
+    for name, (what, build) in CASES.items():
+        if args.only and name not in args.only:
+            continue
+        t_small = best(build(small), args.repeat)
+        t_large = best(build(small * args.factor), args.repeat)
+        # A floor of 1 ms: below it, the growth of a constant-time case is noise.
+        growth = max(t_large, 1e-3) / max(t_small, 1e-3)
+        bad = growth > args.factor * args.limit
+        failed += [name] if bad else []
+        print(f"{name:26} {t_small * 1e3:8.1f}ms {t_large * 1e3:8.1f}ms {growth:6.1f}x  {'SUPER-LINEAR' if bad else 'ok'}  {what}")
+    if failed:
+        print(f"super-linear: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

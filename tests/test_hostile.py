@@ -12,6 +12,7 @@ import gzip
 import json
 import lzma
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,14 @@ from typer.testing import CliRunner
 import doctor.bundle as bundle_module
 from doctor.bundle import dumps, load_path, save
 from doctor.cli import app
+from doctor.clock import Clock
 from doctor.errors import BundleError
 from doctor.evidence import TokenEvent
 from doctor.exit_codes import ExitCode
+from doctor.probes.endpoints import collect_endpoints
+from doctor.probes.http import DeadlineExceeded, HttpOptions, bounded_get, http_client
+from doctor.probes.metrics import Scraper
+from doctor.probes.prometheus import query_history
 from tests.support import bundles
 from tests.support.hostile_server import HostileServer
 
@@ -153,3 +159,38 @@ def test_many_unclosed_script_tags_are_searched_once(tmp_path: Path) -> None:
         load_path(page)
     page.write_text("<html>" + opening + dumps(bundles.bundle(), compact=True) + "</script>" + opening * 20_000)
     assert load_path(page).schema_version >= 1
+
+
+def _finishes(fn, guard_s: float = 60.0):
+    """``fn()``'s result, run in a thread; fails when it is still running after ``guard_s``
+    (only a guard against a hang: the deadlines below are 1-2 s, the drip lasts 10 minutes)."""
+    out: list[object] = []
+
+    def call() -> None:
+        try:
+            out.append(fn())
+        except Exception as exc:  # noqa: BLE001 - re-raised in the test's thread
+            out.append(exc)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(guard_s)
+    assert not thread.is_alive(), "a dripping server defeated the deadline"
+    if isinstance(out[0], Exception):
+        raise out[0]
+    return out[0]
+
+
+def test_headers_dripped_one_byte_a_second_do_not_defeat_the_get_deadlines(hostile) -> None:
+    """Every plain GET (endpoints, /metrics, Prometheus) ends at its deadline while the status
+    line and headers are still coming, and says so as a timeout."""
+    base = hostile.base("drip")
+    with http_client(None, False, 1.0) as client, pytest.raises(DeadlineExceeded):
+        _finishes(lambda: bounded_get(client, base + "/version", deadline_s=1.0))
+    _, errors = _finishes(lambda: collect_endpoints({"direct": base}, HttpOptions(timeout_s=1.0)))
+    assert errors and {e.kind for e in errors} == {"timeout"}, errors
+    scraper = Scraper(base + "/metrics", Clock(), timeout_s=1.0)
+    _finishes(lambda: scraper.scrape("before"))
+    assert next(s.error for s in scraper.result()[0].scrapes) is not None
+    _, errors = _finishes(lambda: query_history(base, since_s=60, timeout_s=1.0))
+    assert errors and errors[0].kind == "timeout", errors

@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -88,11 +91,59 @@ def http_client(headers: Mapping[str, str] | None, verify: bool | str, timeout_s
     Redirects are followed: several vLLM versions mount /metrics so that it answers 307 -> /metrics/.
     ``trust_env=False``, as for the stream probe: a probe reaches the URL it was given, not a proxy
     from the environment (whose ``Server`` / ``Via`` headers would describe the proxy, not the target).
+    No kept-alive connections: ``bounded_get`` enforces its deadline on the socket it sees opened,
+    and a reused connection opens none (a new local connection per GET costs well under 1 ms).
     """
     return httpx.Client(
         headers=dict(headers or {}), verify=ssl_context(verify), timeout=timeout_s,
-        follow_redirects=True, trust_env=False,
+        follow_redirects=True, trust_env=False, limits=httpx.Limits(max_keepalive_connections=0),
     )
+
+
+class _Watchdog:
+    """Shuts the sockets of one exchange down at its deadline, wherever the exchange is blocked.
+
+    httpx bounds each connect and each read, not the exchange: response headers dripped one
+    byte per second keep every read under its timeout and ``client.stream`` never returns, so a
+    check inside the body loop comes too late. httpcore's ``trace`` extension reports every
+    connection the exchange opens (redirects included); at the deadline a timer thread shuts
+    them down, which wakes the blocked read with an error that ``bounded_get`` reports as the
+    deadline. Hand-written because httpx has no whole-request timeout (encode/httpx#1450).
+    """
+
+    def __init__(self, deadline_s: float) -> None:
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(deadline_s, self._expire)
+        self._timer.daemon = True
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if event in ("connection.connect_tcp.complete", "connection.connect_unix_socket.complete"):
+            sock = info["return_value"].get_extra_info("socket")
+            with self._lock:
+                self._sockets.append(sock)
+                if self.expired:  # connected just after the deadline: shut at once
+                    self._shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                self._shut(sock)
+
+    @staticmethod
+    def _shut(sock: socket.socket | None) -> None:
+        if sock is not None:
+            with suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
 
 
 def bounded_get(
@@ -106,20 +157,28 @@ def bounded_get(
     """GET ``url`` -> (response, decoded body), with a deadline on the *whole* exchange, not only on each read.
 
     httpx's timeouts bound every connect and every read, so a server that drips one byte per
-    second would never time out; the body is therefore read in chunks against a monotonic
-    deadline. Raises ``DeadlineExceeded``, ``BodyTooLarge`` or an ``httpx.HTTPError``.
+    second would never time out: the body is read in chunks against a monotonic deadline, and
+    ``_Watchdog`` shuts the connection at the deadline while the headers are still coming.
+    Raises ``DeadlineExceeded``, ``BodyTooLarge`` or an ``httpx.HTTPError``.
     """
     end = time.monotonic() + deadline_s
-    with client.stream("GET", url, params=params) as response:
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > max_bytes:
-                raise BodyTooLarge(f"body larger than {max_bytes // (1024 * 1024)} MiB")
-            chunks.append(chunk)
-            if time.monotonic() > end:
-                raise DeadlineExceeded(f"no complete answer within {deadline_s:g} s")
+    late = DeadlineExceeded(f"no complete answer within {deadline_s:g} s")
+    with _Watchdog(deadline_s) as watchdog:
+        try:
+            with client.stream("GET", url, params=params, extensions={"trace": watchdog.trace}) as response:
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise BodyTooLarge(f"body larger than {max_bytes // (1024 * 1024)} MiB")
+                    chunks.append(chunk)
+                    if time.monotonic() > end:
+                        raise late
+        except httpx.HTTPError:
+            if watchdog.expired:
+                raise late from None
+            raise
     text = b"".join(chunks).decode(response.charset_encoding or "utf-8", errors="replace")
     return response, text
 

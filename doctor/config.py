@@ -52,6 +52,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from doctor.console import note
 from doctor.errors import BundleError, UsageError
 from doctor.evidence.run import AnalysisRecord
 
@@ -209,12 +210,21 @@ def load_config(path: Path | None) -> FileConfig:
         if not default.is_file():
             return FileConfig()
         path = default
+        # read by every command without being named: a stray file from another project must not
+        # change budgets or targets silently
+        note(f"using {DEFAULT_CONFIG} from the working directory ({Path.cwd()}); --config names another")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot read config {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"config {path} is not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"config {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"config {path} is nested too deeply to be an llm-doctor config") from None
+    except ValueError as exc:  # an integer past Python's 4,300-digit conversion limit
+        raise UsageError(f"config {path}: a number is too large ({str(exc).split(';')[0]})") from None
     for section in ("targets", "probe", "run"):  # before the schema: say *why*, not "unknown key"
         table = data.get(section)
         bad = _FORBIDDEN & {k.lower() for k in table} if isinstance(table, dict) else set()

@@ -17,6 +17,11 @@ def progress(message: str) -> None:
     err.print(f"[dim]… {escape(message)}[/]", highlight=False)  # messages name URLs and paths: never markup
 
 
+def note(message: str) -> None:
+    """A dim "note:" line: something the user did not ask for explicitly but should know."""
+    err.print(f"[dim]note: {escape(message)}[/]", highlight=False)
+
+
 def warn(message: str) -> None:
     """A yellow "warning:" line; ``message`` is shown as typed, never read as markup."""
     err.print(f"[yellow]warning:[/] {escape(message)}", highlight=False)

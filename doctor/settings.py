@@ -12,7 +12,6 @@ Values are checked while they are resolved, before anything is sent: a bad URL, 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from doctor import wire
 from doctor.config import FileConfig, parse_set
 from doctor.console import warn
 from doctor.errors import UsageError
@@ -180,11 +180,13 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
     payload_path = _pick(opts, p, "payload", None)
     if payload_path:
         try:
-            payload = json.loads(Path(payload_path).read_text(encoding="utf-8"))
+            payload = wire.loads(Path(payload_path).read_bytes().decode("utf-8"))
         except OSError as exc:
             raise UsageError(f"cannot read --payload {payload_path}: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--payload {payload_path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"--payload {payload_path} is not UTF-8 text (byte {exc.start})") from None
+        except wire.WireError as exc:  # not JSON, nested too deep, a number too long
+            raise UsageError(f"--payload {payload_path}: {exc}") from None
         if not isinstance(payload, dict):
             raise UsageError(f"--payload {payload_path} must hold a JSON object")
     verify: bool | str = True

@@ -193,4 +193,9 @@ class _Session:
 
 
 def _has_result(response: str) -> bool:
-    return bool(wire.loads(response).get("data", {}).get("result"))
+    try:
+        data = wire.loads(response)
+    except wire.WireError:
+        return False
+    data = data.get("data") if isinstance(data, dict) else None
+    return isinstance(data, dict) and bool(data.get("result"))

@@ -8,10 +8,10 @@ window's start.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 
+from doctor import wire
 from doctor.evidence import PrometheusEvidence, PromQuery
 from doctor.vllm_metrics.names import ENGINE_LABEL, FAMILIES, MODEL_LABEL, Family
 from doctor.vllm_metrics.readings import (
@@ -73,7 +73,9 @@ def window_from_history(evidence: PrometheusEvidence) -> MetricsWindow:
                 for labels, value in _instant(parts.get(part, [])):
                     h = hists.setdefault(_engine(labels), HistogramDelta())
                     if part == "bucket":
-                        h.buckets[float(labels["le"])] = value
+                        le = _number(labels.get("le"))
+                        if le is not None:
+                            h.buckets[le] = value
                     else:
                         setattr(h, part, value)
         else:
@@ -89,7 +91,7 @@ def _gauge(readings: Readings, family: Family, parts: dict[str, list[dict]], sta
     per_engine: dict[EngineKey, GaugeSeries] = {}
     for row in parts.get("range", []):
         series = per_engine.setdefault(_engine(row["metric"]), GaugeSeries())
-        series.samples = [(float(ts) - start, v) for ts, raw in row.get("values", []) if not math.isnan(v := float(raw))]
+        series.samples = [(t - start, v) for t, v in (_point(p) for p in row.get("values") or []) if t is not None and v is not None]
     for part, attr in (("max", "max"), ("min", "min")):
         for labels, value in _instant(parts.get(part, [])):
             setattr(per_engine.setdefault(_engine(labels), GaugeSeries()), attr, value)
@@ -104,20 +106,51 @@ def _gauge(readings: Readings, family: Family, parts: dict[str, list[dict]], sta
 
 
 def _rows(query: PromQuery | None) -> list[dict]:
+    """The answer's result rows that have the API's shape, each with a ``metric`` label map.
+
+    The answer is the server's (or a hand-edited bundle's): a row that is not an object, labels
+    that are not a map of strings, a value that is not a ``[time, "number"]`` pair are skipped
+    one by one (``_point``), so one odd row costs itself, not the history view.
+    """
     if query is None:
         return []
     try:
-        result = json.loads(query.response).get("data", {}).get("result", [])
-    except (json.JSONDecodeError, AttributeError):  # a hand-edited bundle; the query counts as unanswered
+        data = wire.loads(query.response)
+    except wire.WireError:  # the query counts as unanswered
         return []
-    return result if isinstance(result, list) else []
+    data = data.get("data") if isinstance(data, dict) else None
+    result = data.get("result") if isinstance(data, dict) else None
+    rows = []
+    for row in result if isinstance(result, list) else []:
+        labels = row.get("metric", {}) if isinstance(row, dict) else None
+        if isinstance(labels, dict):
+            rows.append({**row, "metric": {str(k): str(v) for k, v in labels.items()}})
+    return rows
+
+
+def _number(raw: object) -> float | None:
+    """A sample value or timestamp as the API writes it (``"1.5"``, ``1700000000.1``); None if it is none."""
+    if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
+        return None
+    try:
+        value = float(raw)
+    except (ValueError, OverflowError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def _point(pair: object) -> tuple[float | None, float | None]:
+    """``[time, "value"]`` -> (time, value); (None, None) for anything else."""
+    if not isinstance(pair, list) or len(pair) != 2:
+        return None, None
+    return _number(pair[0]), _number(pair[1])
 
 
 def _instant(rows: Iterable[dict]) -> Iterable[tuple[dict[str, str], float]]:
     for row in rows:
-        value = float(row["value"][1])
-        if not math.isnan(value):
-            yield row.get("metric", {}), value
+        _, value = _point(row.get("value"))
+        if value is not None:
+            yield row["metric"], value
 
 
 def _engine(labels: dict[str, str]) -> EngineKey:

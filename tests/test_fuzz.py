@@ -1,0 +1,265 @@
+"""Property-based tests of every parser of untrusted input (hypothesis).
+
+The property is always the same: whatever arrives, the parser answers with its result or its
+own documented error (an evidence error, ``BundleError``, ``UsageError``...), never another
+exception; and the bundle writer and reader are exact inverses of what the wire can carry.
+
+The ``ci`` profile (the default) is bounded and deterministic: ``derandomize`` draws the same
+examples on every run, ``max_examples`` keeps each parser to a few seconds on a slow machine,
+and ``deadline=None`` because a shared CI core makes per-example times noise. Run a longer,
+random search with ``HYPOTHESIS_PROFILE=fuzz``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from doctor.bundle import EMBED_ID, EMBED_TYPE, dumps, load_path, save
+from doctor.config import FileConfig, load_config
+from doctor.errors import BundleError, UsageError
+from doctor.evidence import PrometheusEvidence, PromQuery, RequestTrace, TokenEvent
+from doctor.probes import endpoints
+from doctor.probes.logfile import read_log
+from doctor.probes.sse import InvalidUtf8, SseParser, classify
+from doctor.settings import build_collect_config
+from doctor.vllm_log.parser import parse_lines
+from doctor.vllm_metrics.history import PRESENCE_PART, query_name, window_from_history
+from doctor.vllm_metrics.names import FAMILIES, ExpositionError, parse_exposition
+from doctor.vllm_metrics.readings import NoWindow
+from tests.support import bundles
+
+settings.register_profile(
+    "ci", max_examples=60, deadline=None, derandomize=True, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.register_profile("fuzz", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# --- what the wire carries ---------------------------------------------------------------
+
+#: Text with the characters that broke things: lone surrogates, controls, block elements, NUL.
+wire_text = st.text(st.one_of(st.characters(), st.sampled_from("\ud800\udfff\x00\x1b█\n\r\t\"\\{}[]:,")), max_size=60)
+numbers = st.one_of(
+    st.integers(), st.integers(min_value=10**300, max_value=10**400), st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(), st.none(),
+)
+json_values = st.recursive(
+    st.one_of(numbers, wire_text),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(wire_text, inner, max_size=4)),
+    max_leaves=20,
+)
+
+
+def _json_text(value: object) -> str:
+    try:
+        return json.dumps(value)
+    except ValueError:  # an int past the 4,300-digit limit: send the digits as they are
+        return "1" + "0" * 5000
+
+
+def _lines_with(*fragments: str) -> st.SearchStrategy[bytes]:
+    """Log-like bytes: vLLM phrases, headers, junk and raw bytes, in any order."""
+    pieces = st.one_of(
+        st.sampled_from(fragments), wire_text, st.binary(max_size=40),
+        st.sampled_from(["\n", "INFO 01-01 00:00:00 [api_server.py:1] ", "Error: ", "█" * 30, " " * 50, "7" * 40]),
+    )
+    return st.lists(pieces, max_size=40).map(lambda parts: b"".join(p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass") for p in parts))
+
+
+# --- logs --------------------------------------------------------------------------------
+
+LOG_PHRASES = (
+    "vLLM API server version 0.9.0", "non-default args: {'max_num_seqs': 8, ", "args: Namespace(model='m', ",
+    "# GPU blocks: 12, # CPU blocks: 4", "GPU KV cache size: 1,024 tokens", "Maximum concurrency for 2048 tokens per request: 3.2x",
+    "Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs",
+    "ValueError: The model's max seq len (4096) is larger than the maximum number of tokens that can be stored in KV cache (2048).",
+    "Initializing a V1 LLM engine (v0.9.0) with config: model='m', max_seq_len=4096, ",
+)
+
+
+@given(_lines_with(*LOG_PHRASES))
+def test_log_reader_and_parser_take_any_bytes(data: bytes) -> None:
+    with tempfile.NamedTemporaryFile(suffix=".log", delete=False) as f:
+        f.write(data)
+    try:
+        evidence, errors = read_log(f.name)
+    finally:
+        os.unlink(f.name)
+    assert evidence is not None or errors
+    if evidence is not None:
+        facts = parse_lines(evidence.matched, f.name)
+        json.dumps([line.text for line in evidence.matched], ensure_ascii=False).encode()  # writable
+        assert facts is not None
+
+
+# --- /metrics ------------------------------------------------------------------------------
+
+METRIC_LINES = (
+    "# TYPE vllm:num_requests_running gauge\n", 'vllm:num_requests_running{model_name="m"} ',
+    "vllm:gpu_cache_usage_perc ", 'vllm:time_to_first_token_seconds_bucket{le="', "+Inf", "NaN", "1e400",
+    "1" + "0" * 310, "# HELP x y\n",
+)
+
+
+@given(_lines_with(*METRIC_LINES))
+def test_exposition_parser_answers_samples_or_its_error(data: bytes) -> None:
+    try:
+        samples, _ = parse_exposition(data.decode("utf-8", "replace"))
+    except ExpositionError:
+        return
+    assert all(math.isfinite(s.value) or math.isinf(s.value) for s in samples)
+
+
+# --- SSE -----------------------------------------------------------------------------------
+
+SSE_PIECES = (
+    "data: ", "\n\n", "event: response.output_text.delta\n", "data: [DONE]\n\n", ":ping\n\n",
+    '{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":', '{"usage":{"prompt_tokens":',
+    '"completion_tokens":', "true", "10000000000", "7", "null", "}]}", "}}", '"\\ud800"',
+    '{"type":"response.completed","response":{"status":', '{"error":{"message":"boom"}}',
+)
+
+
+@given(_lines_with(*SSE_PIECES), st.integers(min_value=1, max_value=64))
+def test_sse_parser_and_classifier_take_any_stream(data: bytes, read_size: int) -> None:
+    parser = SseParser()
+    try:
+        for i in range(0, len(data), read_size):
+            for event in parser.feed(data[i:i + read_size], float(i)):
+                chunk = classify(event)
+                assert chunk.finish_reason is None or isinstance(chunk.finish_reason, str)
+                for count in (chunk.prompt_tokens, chunk.completion_tokens):
+                    assert count is None or (type(count) is int and count >= 0)
+                trace = RequestTrace(index=0, path="direct", finish_reason=chunk.finish_reason,
+                                     completion_tokens=chunk.completion_tokens, text_excerpt=chunk.text[:200],
+                                     error=chunk.error, tokens=[TokenEvent(t=event.t)])
+                _round_trip_trace(trace)
+    except InvalidUtf8:
+        pass
+
+
+def _round_trip_trace(trace: RequestTrace) -> None:
+    bundle = bundles.bundle(stream=bundles.stream([trace]))
+    with tempfile.TemporaryDirectory() as tmp:
+        save(bundle, Path(tmp) / "b.json")
+        again = load_path(Path(tmp) / "b.json").stream.requests[0]
+    assert again.finish_reason == trace.finish_reason and again.completion_tokens == trace.completion_tokens
+
+
+# --- Prometheus HTTP API answers -------------------------------------------------------------
+
+api_rows = st.lists(st.one_of(
+    json_values,
+    st.fixed_dictionaries({"metric": st.one_of(json_values, st.dictionaries(st.sampled_from(["le", "model_name", "engine"]), json_values)),
+                           "value": st.one_of(json_values, st.tuples(numbers, st.one_of(numbers, wire_text)).map(list))}),
+    st.fixed_dictionaries({"metric": st.just({}), "values": st.lists(st.one_of(json_values, st.tuples(numbers, wire_text).map(list)))}),
+), max_size=4)
+api_answers = st.one_of(
+    json_values.map(_json_text),
+    api_rows.map(lambda rows: json.dumps({"status": "success", "data": {"resultType": "vector", "result": rows}}, allow_nan=True)),
+    st.binary(max_size=30).map(lambda b: b.decode("latin-1")),
+)
+
+
+@given(st.lists(api_answers, min_size=1, max_size=6))
+def test_prometheus_history_reads_any_answers(answers: list[str]) -> None:
+    names = [query_name(f.key, PRESENCE_PART[f.kind], f.names[0]) for f in FAMILIES]
+    names += [query_name(f.key, part, f.names[0]) for f in FAMILIES for part in ("bucket", "sum", "range", "min", "total_max")]
+    queries = [PromQuery(name=names[i % len(names)], expr="x", response=a) for i, a in enumerate(answers * 8)]
+    with contextlib.suppress(NoWindow):
+        window_from_history(PrometheusEvidence(url="http://p", since_s=60.0, end_wall=1000.0, queries=queries))
+
+
+# --- /version and /v1/models -------------------------------------------------------------------
+
+@given(st.one_of(json_values.map(_json_text), st.sampled_from(['{"version":' * 3000, '{"data":[{"id":"\\ud800"}]}'])))
+def test_version_and_models_answers_are_read_or_refused(body: str) -> None:
+    answer = endpoints._Answer(200, "HTTP/1.1", httpx.Headers({"content-type": "application/json"}), body)
+    for read in (endpoints._read_version, endpoints._read_models):
+        endpoint = endpoints.Endpoint(role="direct", url="http://e")
+        try:
+            read(endpoint, answer)
+        except endpoints._Failure:
+            continue
+        json.dumps([endpoint.version, [m.id for m in endpoint.models]], ensure_ascii=False).encode()
+
+
+# --- bundles and HTML reports ---------------------------------------------------------------------
+
+@given(json_values)
+def test_bundle_reader_answers_a_bundle_or_bundle_error(value: object) -> None:
+    data = json.loads(dumps(bundles.bundle(stream=bundles.stream([bundles.request("direct", 0, ttft=0.1, gaps=[0.01])]))))
+    data["stream"]["requests"][0]["finish_reason"] = value
+    data["run"]["labels"] = {"x": value}
+    for text in (_json_text(value), json.dumps(data, allow_nan=True) if _json_text(value) != "1" + "0" * 5000 else "{}"):
+        for wrap in (text, f'<html><script type="application/json" id="{EMBED_ID}">{text}</script>',
+                     f'<html><script type="{EMBED_TYPE}" id="{EMBED_ID}">{text[:50]}'):
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "b.html"
+                path.write_text(wrap, encoding="utf-8", errors="surrogatepass")
+                with contextlib.suppress(BundleError):
+                    load_path(path)
+
+
+@given(wire_text, st.floats(allow_nan=True, allow_infinity=True), st.integers(min_value=0, max_value=10**300))
+def test_bundle_writer_and_reader_are_inverses(text: str, number: float, count: int) -> None:
+    trace = bundles.request("direct", 0, ttft=0.1, gaps=[0.01])
+    trace.text_excerpt, trace.error, trace.completion_tokens = text, text, count
+    trace.headers = {text: text}
+    bundle = bundles.bundle(stream=bundles.stream([trace]))
+    bundle.stream.duration_s = number
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("b.json", "b.json.gz"):
+            save(bundle, Path(tmp) / name)
+            again = load_path(Path(tmp) / name)
+            expected = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if any(
+                "\ud800" <= c <= "\udfff" for c in text) else text
+            got = again.stream.requests[0]
+            assert got.text_excerpt.replace("\ufffd", "") == expected.replace("\ufffd", "")
+            assert got.completion_tokens == count
+            assert again.stream.duration_s == number or (math.isnan(again.stream.duration_s) and not math.isfinite(number))
+
+
+# --- TOML config and --payload -------------------------------------------------------------------
+
+TOML_PIECES = ("[probe]\n", "[budgets]\n", "ttft = ", "requests = ", "model = ", '"m"', "1" * 5000, "[" * 300,
+               "nan", "inf", "-1", "\n", "[budgets.regions.eu]\n", '"\\ud800"')
+
+
+@given(_lines_with(*TOML_PIECES))
+def test_config_file_is_a_config_or_a_usage_error(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.toml"
+        path.write_bytes(data)
+        with contextlib.suppress(UsageError):
+            load_config(path)
+
+
+@given(st.one_of(json_values.map(_json_text), st.binary(max_size=40).map(lambda b: b.decode("latin-1")),
+                 st.integers(min_value=1, max_value=600).map(lambda n: '{"a":' + "[" * n + "]" * n + "}")))
+def test_payload_file_is_a_body_or_a_usage_error(text: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "p.json"
+        path.write_bytes(text.encode("utf-8", "surrogatepass"))
+        try:
+            config = build_collect_config({"payload": path, "engine": "http://127.0.0.1:9"}, FileConfig(), "collect")
+        except UsageError:
+            return
+        assert isinstance(config.payload, dict)
+        json.dumps(config.payload)  # what the probe will send
+
+
+@pytest.mark.parametrize("profile", ["ci"])
+def test_the_ci_profile_is_bounded_and_deterministic(profile: str) -> None:
+    chosen = settings.get_profile(profile)
+    assert chosen.derandomize and chosen.deadline is None and chosen.max_examples <= 100

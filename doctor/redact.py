@@ -46,10 +46,10 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     )),
     # ``--api-key`` takes one or more keys: everything up to the next flag is masked.
     ("api-key-flag", re.compile(r"(?i)--api-key\s+(?!-)(?P<secret>\S+(?:[ \t]+(?!-)[^\s'\"]+)*)")),
-    # ``scheme://user:password@`` and ``scheme://token@``: the whole user-info part. The scheme is
-    # bounded (32 characters, far above any real one): unbounded, ``a.a.a...`` ran it to the end of
-    # the run from every word start, quadratic on a line that every kept log line passes through.
-    ("url-credentials", re.compile(r"""(?i)\b[a-z][a-z0-9+.-]{0,31}://(?P<secret>[^/?#\s@'"<>]+)@""")),
+    # ``scheme://user:password@`` and ``scheme://token@``: the whole user-info part. Anchored on the
+    # ``://`` (after one scheme character), not on the scheme's start: ``\b[a-z][a-z0-9+.-]*://``
+    # ran to the end of ``a.a.a...`` from every word start, quadratic on every kept log line.
+    ("url-credentials", re.compile(r"""(?i)(?<=[a-z0-9+.-])://(?P<secret>[^/?#\s@'"<>]+)@""")),
     ("url-query-credential", re.compile(
         r"""(?i)[?&;](?:[a-z0-9_.-]*(?:token|api[_-]?key|secret|password|passwd)|key|sig|signature|auth)=(?P<secret>[^&#\s'"<>]+)"""
     )),

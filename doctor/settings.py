@@ -25,6 +25,7 @@ from doctor.console import warn
 from doctor.errors import UsageError
 from doctor.evidence.stream import FRAMINGS
 from doctor.model import Budgets, Severity
+from doctor.probes import logfile
 from doctor.probes.gateway_route import edge_settings, impossible_without_engine
 from doctor.probes.http import HttpOptions, credential_header
 from doctor.probes.payload import ROUTES
@@ -170,6 +171,25 @@ def _pick(opts: dict[str, Any], file_section: dict[str, Any], key: str, default:
     return file_section.get(key, default)
 
 
+def check_output_paths(*paths: Path | None) -> None:
+    """Refuse an output path that cannot be written, before the probe: found only afterwards, an
+    unwritable ``--html`` or ``-o`` cost the whole probe. Nothing is created here (no file is left
+    behind by a run refused later); missing folders are fine when the nearest existing one is
+    writable, since the writer creates them."""
+    for path in paths:
+        if path is None:
+            continue
+        if path.is_dir():
+            raise UsageError(f"cannot write {path}: it is a directory")
+        parent = path.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise UsageError(f"cannot write {path}: {parent} is not a directory")
+        if not os.access(parent if not path.exists() else path, os.W_OK):
+            raise UsageError(f"cannot write {path}: permission denied")
+
+
 def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) -> CollectConfig:
     """Flags over the config file over defaults, every value checked before anything is sent."""
     t, p = cfg.targets, cfg.probe
@@ -189,11 +209,16 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
             raise UsageError(f"--payload {payload_path}: {exc}") from None
         if not isinstance(payload, dict):
             raise UsageError(f"--payload {payload_path} must hold a JSON object")
+    log = _pick(opts, t, "log", None)
+    if log and (why := logfile.unreadable(str(log))):
+        raise UsageError(f"--log: {why}")
     verify: bool | str = True
     if opts.get("insecure"):
         verify = False
     elif opts.get("ca_cert") or p.get("ca_cert"):
         verify = str(opts.get("ca_cert") or p.get("ca_cert"))
+        if not Path(verify).is_file():
+            raise UsageError(f"--ca-cert {verify}: no such file")
     api_key_env = opts.get("api_key_env") or p.get("api_key_env") or API_KEY_ENV
     http = HttpOptions(
         api_key=_api_key(api_key_env, opts.get("api_key_file") or p.get("api_key_file")),

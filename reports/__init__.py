@@ -33,7 +33,9 @@ def write_outputs(
     it came from the user's ``--json``/``--html``/``--md`` flag and deserves one line, not a traceback.
     """
     written: list[Path] = []
-    for path, render in ((json_path, render_json), (html_path, render_html), (md_path, render_markdown)):
+    full = next((p.name for p in (html_path, json_path) if p is not None), None)  # what the summary points at
+    renders = ((json_path, render_json), (html_path, render_html), (md_path, lambda r: render_markdown(r, full)))
+    for path, render in renders:
         if path is not None:
             write_file(path, render(report).encode("utf-8"))
             written.append(path)

@@ -38,8 +38,12 @@ def code(text: object) -> str:
     return f"{fence} {value} {fence}" if fence == "``" else f"`{value}`"
 
 
-def render_markdown(report: Report) -> str:
-    """A few lines for a ticket or chat: verdict, the one change, how to verify, the findings."""
+def render_markdown(report: Report, full_report: str | None = None) -> str:
+    """A few lines for a ticket or chat: verdict, the one change, how to verify, the findings.
+
+    ``full_report``: the file name of the HTML (or JSON) report written beside it, which the
+    footer points at; without one the footer says how to get one, not a report that is not there.
+    """
     v = report.verdict
     lines = [f"### llm-doctor: **{v.symptom.value}**: {HEADLINES[v.symptom]}", ""]
     if report.bundle.interrupted:
@@ -77,5 +81,9 @@ def render_markdown(report: Report) -> str:
     facts = [f"llm-doctor {md(report.tool_version)}", f"{passed_count(report)} check(s) passed"]
     facts += [f"{label} {md(value)}" for label, value in
               (("model", run.model), ("vLLM", run.vllm_version), ("region", run.region), ("run", run.started_at)) if value]
-    lines.append("_" + "; ".join(facts) + ". Full evidence: the HTML report (`llm-doctor analyze report.html` re-analyses it)._")
+    if full_report:
+        where = f"Full evidence: {md(full_report)} ({code('llm-doctor analyze ' + full_report)} re-analyses it)"
+    else:
+        where = f"No full report was written with this summary ({code('--html PATH')} writes one)"
+    lines.append("_" + "; ".join(facts) + f". {where}._")
     return "\n".join(lines) + "\n"

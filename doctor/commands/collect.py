@@ -10,7 +10,7 @@ from doctor.collect import collect
 from doctor.config import load_config
 from doctor.console import err, progress
 from doctor.exit_codes import ExitCode, usable_evidence
-from doctor.settings import build_collect_config, require_evidence_source
+from doctor.settings import build_collect_config, check_output_paths, require_evidence_source
 
 
 def run(opts: dict[str, Any], bundle: Path) -> ExitCode:
@@ -18,6 +18,7 @@ def run(opts: dict[str, Any], bundle: Path) -> ExitCode:
     cfg = load_config(opts.get("config"))
     config = build_collect_config(opts, cfg, "collect")
     require_evidence_source(config, "collect")
+    check_output_paths(bundle)
     result = collect(config, progress)
     save(result, bundle)
     err.print(f"wrote {bundle} ({len(result.errors)} evidence error(s))")

@@ -13,6 +13,7 @@ from typing import Any
 from doctor.commands import diagnose
 from doctor.config import FileConfig
 from doctor.console import progress
+from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
 from doctor.lab.demo import lab_overrides, list_scenarios, scenario_named, with_default_outputs
 from doctor.lab.scenarios import DEFAULT_SCENARIO
@@ -26,7 +27,10 @@ def run(scenario: str | None, out_dir: Path, opts: dict[str, Any], *, list_only:
         sys.stdout.write(list_scenarios())
         return ExitCode.HEALTHY
     spec = scenario_named(scenario or DEFAULT_SCENARIO)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file of that name, a read-only place: before the lab starts
+        raise UsageError(f"--out-dir {out_dir}: cannot be used as a folder ({exc.strerror or exc})") from None
     opts = with_default_outputs(opts, out_dir)
     progress(f"scenario {spec.name}: {spec.description}")
     with lab_overrides(spec) as overrides:

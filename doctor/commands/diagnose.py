@@ -14,6 +14,7 @@ from doctor.settings import (
     build_analyze_options,
     build_collect_config,
     check_output_options,
+    check_output_paths,
     checked_registry,
     require_evidence_source,
 )
@@ -24,6 +25,7 @@ def run(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None, command
     config = build_collect_config(opts, cfg, command)
     require_evidence_source(config, "diagnose")
     check_output_options(opts, cfg)  # a bad --format or --fail-on fails before anything is sent
+    check_output_paths(bundle_path, opts.get("json"), opts.get("html"), opts.get("md"))
     analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
     registry = checked_registry(analyze_opts)
     report = pipeline.diagnose(config, analyze_opts, registry, bundle_path=bundle_path, progress=progress)

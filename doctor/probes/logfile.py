@@ -46,10 +46,8 @@ def read_log(source: str, *, max_bytes: int | None = None) -> tuple[LogEvidence 
     with ExitStack() as opened:
         try:
             stream, size = _open(source, opened)
-        except IsADirectoryError:
-            return None, [_error(source, "unreadable", f"{source} is a directory, not a log file")]
         except OSError as exc:
-            return None, [_error(source, "unreadable", f"cannot open the log {source}: {exc.strerror or exc}")]
+            return None, [_refusal(source, exc)]
         try:
             parallel = None
             if max_bytes is None and size is not None and size >= PARALLEL_MIN and _workers() > 1 and _can_fork():
@@ -62,12 +60,8 @@ def read_log(source: str, *, max_bytes: int | None = None) -> tuple[LogEvidence 
                 errors += _scan(source, stream, size, scanner, max_bytes)
         except (EOFError, zlib.error) as exc:
             damage = exc
-        except _BadGzip as exc:
-            return None, [_error(source, "malformed", f"{source} is not a readable gzip file ({exc})")]
-        except _Binary as exc:
-            return None, [_error(source, "malformed", f"{source} {exc}")]
-        except OSError as exc:
-            return None, [_error(source, "unreadable", f"reading the log {source} failed: {exc.strerror or exc}")]
+        except (_BadGzip, _Binary, OSError) as exc:
+            return None, [_refusal(source, exc, opened=True)]
     scanner.finish()
     if damage is not None:
         errors.append(_error(source, "cut", f"the compressed log {source} is truncated or corrupt ({damage}); "
@@ -88,6 +82,45 @@ def read_log(source: str, *, max_bytes: int | None = None) -> tuple[LogEvidence 
         truncated=scanner.truncated,
     )
     return evidence, errors
+
+
+def unreadable(source: str) -> str | None:
+    """Why ``source`` cannot be read as a log, or None: checked before the probe sends anything,
+    so a typo or a binary file given to ``--log`` costs no probe run. Only the start is read."""
+    if source == "-":
+        return None  # stdin: nothing to check before it is read
+    try:
+        info = os.stat(source)
+    except OSError as exc:
+        return _refusal(source, exc).message
+    if not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
+        return None  # a pipe or a device: reading its start now would take it from read_log
+    with ExitStack() as opened:
+        try:
+            stream, _ = _open(source, opened)
+        except OSError as exc:
+            return _refusal(source, exc).message
+        try:
+            _check_text(stream.read(_SNIFF))
+        except (EOFError, zlib.error):
+            return None  # damage after the start: read_log reads up to it and says so
+        except (_BadGzip, _Binary, OSError) as exc:
+            return _refusal(source, exc, opened=True).message
+    return None
+
+
+def _refusal(source: str, exc: Exception, *, opened: bool = False) -> EvidenceError:
+    """The evidence error for a log that cannot be read at all (``opened``: it failed after opening)."""
+    if isinstance(exc, _BadGzip):
+        return _error(source, "malformed", f"{source} is not a readable gzip file ({exc})")
+    if isinstance(exc, _Binary):
+        return _error(source, "malformed", f"{source} {exc}")
+    if isinstance(exc, IsADirectoryError):
+        return _error(source, "unreadable", f"{source} is a directory, not a log file")
+    reason = getattr(exc, "strerror", None) or exc
+    if opened:
+        return _error(source, "unreadable", f"reading the log {source} failed: {reason}")
+    return _error(source, "unreadable", f"cannot open the log {source}: {reason}")
 
 
 class _Binary(Exception):

@@ -225,3 +225,12 @@ def test_garbage_parse_raises_a_short_clear_error():
 def test_no_metrics_no_history_is_missing():
     with pytest.raises(Missing, match="--metrics-url or --prometheus"):
         derive_metrics_window(Bundle())
+
+
+def test_the_same_failure_of_every_scrape_is_said_once_with_a_count():
+    """17 scrapes answering 404 are one reason with its count, not 17 copies (issue 13)."""
+    failed = [scrape("during", float(t), '{"detail":"Not Found"}', status=404) for t in range(17)]
+    with pytest.raises(Missing) as info:
+        window(*failed)
+    assert "17 of 17 scrapes: /metrics answered HTTP 404" in str(info.value)
+    assert str(info.value).count("HTTP 404") == 1

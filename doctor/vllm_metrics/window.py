@@ -25,6 +25,16 @@ class ParsedScrape:
     samples: list[Sample]
 
 
+def _summarised(failed: Sequence[tuple[Scrape, str]], total: int) -> list[str]:
+    """One line per distinct reason: "17 of 17 scrapes: /metrics answered HTTP 404", not 17 lines
+    (the reason reaches the report and a cron mail); a reason met once keeps its scrape's time."""
+    by_reason: dict[str, list[Scrape]] = {}
+    for scrape, reason in failed:
+        by_reason.setdefault(reason, []).append(scrape)
+    return [f"{group[0].phase} scrape at t={group[0].t:+.1f}s: {reason}" if len(group) == 1
+            else f"{len(group)} of {total} scrapes: {reason}" for reason, group in by_reason.items()]
+
+
 def parse_scrape(scrape: Scrape) -> tuple[ParsedScrape | None, str | None]:
     """The scrape's samples, or the reason it is unusable (an HTML page, garbage, no vllm: metric)."""
     if scrape.error:
@@ -48,13 +58,14 @@ def parse_scrape(scrape: Scrape) -> tuple[ParsedScrape | None, str | None]:
 def window_from_scrapes(scrapes: Sequence[Scrape]) -> MetricsWindow:
     """The window between the first and the last usable scrape; ``NoWindow`` when there are < 2."""
     parsed: list[ParsedScrape] = []
-    skipped: list[str] = []
+    failed: list[tuple[Scrape, str]] = []
     for scrape in sorted(scrapes, key=lambda s: s.t):
         result, reason = parse_scrape(scrape)
         if result is None:
-            skipped.append(f"{scrape.phase} scrape at t={scrape.t:+.1f}s: {reason}")
+            failed.append((scrape, reason or "unusable"))
         else:
             parsed.append(result)
+    skipped = _summarised(failed, len(scrapes))
     if len(parsed) < 2:
         what = "no /metrics scrape succeeded" if not parsed else "only one /metrics scrape succeeded"
         raise NoWindow("; ".join([what, *skipped]))

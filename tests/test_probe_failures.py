@@ -98,6 +98,8 @@ def test_the_api_key_is_sent_but_never_stored(tmp_path, server):
 
 
 def test_an_unreadable_ca_bundle_is_a_tls_evidence_error(tmp_path):
+    # a missing file is refused before the probe (tests/test_cli_preflight.py); one that is no CA bundle is found here
+    (tmp_path / "missing.pem").write_text("not a certificate\n")
     result, bundle = probe(tmp_path, "--engine", "https://127.0.0.1:9", "--ca-cert", str(tmp_path / "missing.pem"))
     assert result.exit_code == ExitCode.NO_DIAGNOSIS
     assert bundle.stream is None

@@ -6,7 +6,7 @@ from doctor.clock import Clock
 from doctor.evidence import StreamEvidence
 from doctor.model import Budgets
 from doctor.probes.plan import CollectConfig
-from doctor.probes.sampling import binomial_cdf, conclusive, decided
+from doctor.probes.sampling import FAIL_FAST, binomial_cdf, conclusive, decided
 from doctor.probes.stream import run_stream_probe
 from tests.support.bundles import request
 from tests.support.sse_server import SseServer
@@ -38,6 +38,7 @@ def test_requests_still_waiting_at_the_stall_timeout_count_as_over_and_every_pat
     waiting = []
     for i in range(8):
         r = request("gateway", i, ttft=0.0, gaps=[], start=i * 1.0, outcome="stall")
+        r.t_end = r.t_scheduled + 30.0  # finished: the probe gave up waiting
         waiting.append(r)
     fast = [request("direct", i, ttft=0.1, gaps=[0.02] * 9, start=i * 1.0) for i in range(8)]
     assert conclusive(waiting, ["gateway"], ttft_s=0.5, tpot_s=0.05)
@@ -70,3 +71,26 @@ def test_the_duration_bounds_an_undecided_probe() -> None:
     with SseServer() as server:
         evidence = adaptive(server, duration_s=2.0, ttft=0.3, itl=0.001)
     assert evidence.shape.stopped == "the 2 s duration ran out"
+
+
+def test_a_path_whose_first_requests_all_fail_is_not_hammered() -> None:
+    """A refused gateway beside a working engine: three failures say it, a fourth would not say more."""
+    with SseServer() as server:
+        config = CollectConfig(engine=server.base(ttft=0.001, itl=0.001), gateway=server.base(fail="status"),
+                               requests=None, warmup=0, max_tokens=4)
+        evidence, errors = run_stream_probe(config, Clock(), lambda _msg: None)
+    assert evidence is not None
+    gateway = [t for t in evidence.requests if t.path == "gateway"]
+    assert FAIL_FAST <= len(gateway) <= FAIL_FAST + 1 and not any(t.ok for t in gateway)
+    assert evidence.shape.stopped is not None and evidence.shape.stopped.startswith("gateway: the first 3")
+    assert any(e.kind == "http-status" for e in errors)
+
+
+def test_requests_the_deadline_left_unsent_are_not_failures() -> None:
+    with SseServer() as server:
+        config = CollectConfig(engine=server.base(ttft=0.001, itl=0.1, n=8), requests=6, warmup=0, deadline_s=1.5)
+        evidence, _ = run_stream_probe(config, Clock(), lambda _msg: None)
+    assert evidence is not None
+    sent = evidence.requests
+    assert 0 < len(sent) < 6  # the rest were never sent, and have no trace to be counted as failed
+    assert evidence.shape.stopped is not None and "never sent" in evidence.shape.stopped

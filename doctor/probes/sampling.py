@@ -39,6 +39,10 @@ MIN_REQUESTS = 8
 #: Outcomes that say "slow" rather than "broken": counted as over the first-token budget.
 SLOW_OUTCOMES = ("stall", "timeout", "deadline")
 
+#: A path whose first this many measured requests all failed is not sent more: a refused port, a
+#: 502 or a hung gateway says the same on the fourth try, and a hung one costs a stall timeout each.
+FAIL_FAST = 3
+
 
 def binomial_cdf(k: int, n: int, p: float) -> float:
     """P(X <= k) for X ~ Binomial(n, p), summed in log space (n may be in the hundreds)."""
@@ -67,7 +71,7 @@ def _exceedances(traces: Iterable[RequestTrace], ttft_s: float, tpot_s: float) -
     """(n, TTFT over, n with a TPOT, TPOT over) over finished, measured requests."""
     n = ttft_over = n_tpot = tpot_over = 0
     for t in traces:
-        if t.warmup or t.outcome == "cancelled":
+        if t.warmup or t.outcome == "cancelled" or t.t_end is None:  # in flight: not finished yet
             continue
         first = t.tokens[0].t if t.tokens else None
         if first is None:
@@ -97,3 +101,13 @@ def conclusive(traces: list[RequestTrace], paths: Iterable[str], ttft_s: float, 
         if "over" not in states and any(state is None for state in states):
             return False
     return True
+
+
+def failing_fast(traces: list[RequestTrace], path: str, n: int = FAIL_FAST) -> str | None:
+    """The commonest outcome when the path's finished measured requests are ``n`` or more and none
+    succeeded; None while any succeeded or fewer finished."""
+    done = [t for t in traces if t.path == path and not t.warmup and t.outcome != "cancelled" and t.t_end is not None]
+    if len(done) < n or any(t.ok for t in done):
+        return None
+    outcomes = [t.outcome for t in done]
+    return max(set(outcomes), key=outcomes.count)

@@ -32,7 +32,7 @@ from doctor.probes import payload as payloads
 from doctor.probes.framing import StreamDecoder
 from doctor.probes.http import join_url
 from doctor.probes.plan import MAX_ADAPTIVE_REQUESTS, CollectConfig
-from doctor.probes.sampling import conclusive
+from doctor.probes.sampling import FAIL_FAST, conclusive, failing_fast
 from doctor.probes.schedule import Job, dispatch, plan
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.sse import Chunk, InvalidUtf8, TooLong
@@ -203,12 +203,20 @@ class _Probe:
             self.progress(f"warm-up: {len(warm)} request(s)")
             await dispatch(warm, self.config.concurrency, send, self.clock)
         if measured:
-            await dispatch(measured, self.config.concurrency, send, self.clock,
-                           stop=self._enough if self.config.requests is None else None)
+            await dispatch(measured, self.config.concurrency, send, self.clock, stop=self._enough)
 
     def _enough(self) -> bool:
-        """Adaptive sampling: stop once every path is decided, or the duration ran out (then say which)."""
+        """Stop sending when a path fails fast (``sampling.failing_fast``); without ``--requests``,
+        also once every path is decided or the duration ran out. ``stopped`` says which."""
         config = self.config
+        for path in self.urls:
+            outcome = failing_fast(self.traces, path)
+            if outcome is not None:
+                self.stopped = (f"{path}: the first {FAIL_FAST} or more requests all failed ({outcome}): "
+                                "stopped sending rather than repeat it")
+                return True
+        if config.requests is not None:
+            return False
         measured = [t for t in self.traces if not t.warmup]
         if measured and self.clock.now() - min(t.t_scheduled for t in measured) >= config.duration_s:
             self.stopped = f"the {config.duration_s:g} s duration ran out"
@@ -284,16 +292,17 @@ class _Probe:
         )
 
     def _at_deadline(self, jobs: list[Job]) -> None:
-        """Requests cut by the deadline are ``deadline``, and so is every job never sent."""
+        """Requests cut by the deadline are ``deadline``; a job never sent was not run, which is no
+        failure of the target: ``stopped`` counts them instead of a trace each."""
         for trace in self.traces:
             if trace.outcome == CANCELLED:
                 trace.outcome, trace.error = "deadline", f"still streaming at the {self.config.deadline_s:g} s deadline"
         sent = {(t.path, t.index) for t in self.traces}
-        now = self.clock.now()
-        for job in jobs:
-            if (job.path, job.index) not in sent:
-                self.traces.append(RequestTrace(index=job.index, path=job.path, warmup=job.warmup, t_scheduled=now,
-                                                outcome="deadline", error=f"not sent before the {self.config.deadline_s:g} s deadline"))
+        unsent = sum(1 for job in jobs if (job.path, job.index) not in sent)
+        if unsent and self.config.requests is not None:
+            self.stopped = f"the {self.config.deadline_s:g} s deadline: {unsent} planned request(s) never sent"
+        elif self.stopped is None:
+            self.stopped = f"the {self.config.deadline_s:g} s deadline"
 
     def _route_spec(self, path: str) -> str:
         """``POST /v1/chat/completions``, or the gateway's own route as given."""

@@ -105,7 +105,7 @@ def inferred_max_num_seqs(mw: MetricsWindow, kv_headroom: float = 0.8) -> Settin
     memory only at a sequence limit, and the engine fills up to that limit, so N is it."""
     if mw.running is None or mw.waiting is None:
         return None
-    waiting = dict(mw.waiting.samples)
+    waiting = {sample[0]: sample[1] for sample in mw.waiting.samples}  # [t, value] pairs
     levels = [v for t, v in mw.running.samples if waiting.get(t, 0.0) > 0]
     kv_max = mw.kv_usage.max if mw.kv_usage is not None else None
     if len(levels) < MIN_FLAT_SAMPLES or len(set(levels)) != 1 or levels[0] <= 0:

@@ -53,8 +53,8 @@ def staircase_steps(ps: PathStats, step_s: float) -> list[float]:
 
 def send_order(ps: PathStats) -> list[float]:
     """TTFT of each measured request in the order the probe sent them (rounded to the ms)."""
-    ok = [r for r in sorted(ps.requests, key=lambda r: r.index) if not r.warmup and r.ttft is not None]
-    return [round(r.ttft, 3) for r in ok if r.outcome == "ok"]
+    ok = [r for r in sorted(ps.requests, key=lambda r: r.index) if not r.warmup and r.outcome == "ok"]
+    return [round(ttft, 3) for r in ok if (ttft := r.ttft) is not None]
 
 
 @check(

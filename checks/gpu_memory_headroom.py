@@ -48,12 +48,13 @@ def gpu_memory_headroom(
 ) -> Result:
     if not gpu.available:
         return NotApplicable(f"no GPU readings ({gpu.reason or 'NVML unavailable'})")
-    measured = [d for d in gpu.devices if d.memory_total_bytes and d.memory_free_bytes is not None]
+    measured = [(d, free, total) for d in gpu.devices
+                if (total := d.memory_total_bytes) and (free := d.memory_free_bytes) is not None]
     if not measured:
         return NotApplicable("NVML reported no memory figures")
-    tightest = min(measured, key=lambda d: d.memory_free_bytes / d.memory_total_bytes)
-    free_share = tightest.memory_free_bytes / tightest.memory_total_bytes
-    free_gib, total_gib = tightest.memory_free_bytes / GIB, tightest.memory_total_bytes / GIB
+    tightest, free_bytes, total_bytes = min(measured, key=lambda m: m[1] / m[2])
+    free_share = free_bytes / total_bytes
+    free_gib, total_gib = free_bytes / GIB, total_bytes / GIB
     if free_share >= min_free_share:
         return Pass(
             f"GPU {tightest.index} keeps {free_gib:.1f} GiB of {total_gib:.1f} GiB free ({fmt_pct(free_share)})"
@@ -64,7 +65,7 @@ def gpu_memory_headroom(
         suggested = f"{math.floor(target * 100) / 100:.2f}"
     else:
         suggested = f"lower by {math.ceil((min_free_share - free_share) * 100) / 100:.2f}"
-    others = [p for p in tightest.processes if p.used_memory_bytes]
+    others = [(p, used) for p in tightest.processes if (used := p.used_memory_bytes)]
     summary = (
         f"GPU {tightest.index} has {free_gib:.1f} GiB free of {total_gib:.1f} GiB ({fmt_pct(free_share)}, "
         f"n={len(measured)} GPUs read)"
@@ -82,11 +83,11 @@ def gpu_memory_headroom(
         *(
             EvidenceValue(
                 f"process {p.name or p.pid} GPU memory",
-                round(p.used_memory_bytes / GIB, 2),
+                round(used / GIB, 2),
                 "GiB",
                 "gpu: NVML running processes",
             )
-            for p in others
+            for p, used in others
         ),
     ]
     if util is not None:

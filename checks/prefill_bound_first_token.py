@@ -71,13 +71,14 @@ def prefill_bound_first_token(
     if prefill is None:
         return NotApplicable("no prefill-time histogram, and no TTFT and queue histograms to subtract")
     prefill_s, prefill_source = prefill
-    ttft_s = mw.ttft.mean if mw.ttft is not None and mw.ttft.mean else None
-    if not ttft_s:
+    ttft_hist = mw.ttft
+    ttft_s = ttft_hist.mean if ttft_hist is not None and ttft_hist.mean else None
+    if ttft_hist is None or not ttft_s:
         return NotApplicable("no server TTFT histogram (vllm:time_to_first_token_seconds) to compare prefill with")
     share = min(prefill_s / ttft_s, 1.0)
     evidence = [
         EvidenceValue("server prefill time mean", prefill_s, "s", prefill_source),
-        EvidenceValue("server TTFT mean", ttft_s, "s", f"metrics: {mw.ttft.metric} delta, n={mw.ttft.count:.0f}"),
+        EvidenceValue("server TTFT mean", ttft_s, "s", f"metrics: {ttft_hist.metric} delta, n={ttft_hist.count:.0f}"),
     ]
     if share < prefill_share or prefill_s < min_prefill_s:
         return Pass(f"prefill {fmt_seconds(prefill_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}")

@@ -74,7 +74,7 @@ def proxy_buffering(
         return Pass(f"the gateway delivers {g_epr:.1f} events per read vs {d_epr:.1f} direct: no bursts")
 
     d_f2l, g_f2l = d.first_to_last_token.p50, g.first_to_last_token.p50
-    one_piece = bool(d_f2l) and g_f2l is not None and g_f2l <= collapse_share * d_f2l
+    one_piece = bool(d_f2l and g_f2l is not None and g_f2l <= collapse_share * d_f2l)
     severity = Severity.CRITICAL if ttft_ratio >= critical_ttft_factor or one_piece else Severity.WARNING
     g_bpr = g.bytes_per_read.p50 or 0.0
     headers = gateway_headers(g, endpoints)

@@ -66,7 +66,7 @@ def imbalance_signals(
     kv = [v for v in (_peak(e.kv_usage) for e in engines) if v is not None]
     if len(kv) >= 2 and max(kv) - min(kv) >= cache_gap:
         signals.append(f"KV usage {max(kv):.2f} vs {min(kv):.2f}")
-    waiting = {e.engine: _peak(e.waiting) for e in engines if _peak(e.waiting) is not None}
+    waiting = {e.engine: peak for e in engines if (peak := _peak(e.waiting)) is not None}
     queued = [k for k, v in waiting.items() if v > 0]
     if queued and len(queued) < len(waiting):
         signals.append(f"engine {queued[0]} queued {waiting[queued[0]]:.0f} while another had none")

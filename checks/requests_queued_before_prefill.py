@@ -113,10 +113,10 @@ def requests_queued_before_prefill(
     parts = [f"queue time {fmt_seconds(queue_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}"]
     if waiting_max is not None:
         parts.append(f"waiting up to {waiting_max:.0f}")
-    if batch_full is not None:
+    if batch_full is not None and max_seqs is not None:  # batch_full is only known beside max_seqs
         parts.append(f"running = max_num_seqs = {max_seqs.value}" if batch_full
                      else f"running up to {running_max:.0f} < max_num_seqs {max_seqs.value}")
-    elif above_bound:
+    elif above_bound and max_seqs is not None:
         parts.append(f"running up to {running_max:.0f}, above vLLM's default lower bound of {max_seqs.value}: "
                      "the max_num_seqs in use is unknown")
     if kv_max is not None:
@@ -126,14 +126,13 @@ def requests_queued_before_prefill(
         # burst of arrivals did): raising max_num_seqs would change nothing.
         return Pass("; ".join(parts) + ": neither the batch limit nor the KV cache was full")
 
-    if kv_full:
+    if kv_full and kv_max is not None:
         remediation = _capacity(kv_max, running_max, waiting_max)
     else:
         # Peak demand is only known from scrapes during the probe (before / after ones give a lower
         # bound); without them, the probe's own concurrency is the demand it is known to have offered.
-        seen = running_max is not None and waiting_max is not None and _during(mw.running) and _during(mw.waiting)
         demand: tuple[float, str] | None = None
-        if seen:
+        if running_max is not None and waiting_max is not None and _during(mw.running) and _during(mw.waiting):
             demand = running_max + waiting_max, "the peak of {} requests in flight"
         elif stream is not None and stream.shape.concurrency > 1:
             demand = float(stream.shape.concurrency), "the probe's concurrency of {} (no scrape saw the peak)"
@@ -152,9 +151,9 @@ def requests_queued_before_prefill(
     )
 
 
-def _during(gauge: GaugeWindow) -> bool:
+def _during(gauge: GaugeWindow | None) -> bool:
     """Whether a sample was taken while the probe ran (more than the scrapes before and after it)."""
-    return len(gauge.samples) > 2
+    return gauge is not None and len(gauge.samples) > 2
 
 
 def _ttft(mw: MetricsWindow, stats: StreamStats | None) -> tuple[float | None, str]:

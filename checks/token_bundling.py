@@ -64,7 +64,7 @@ def token_bundling(
     bundled_by_config = interval is not None and int(interval.value) > 1
     if k < bundle_threshold and not bundled_by_config:
         return Pass("; ".join(parts))
-    if bundled_by_config:
+    if bundled_by_config and interval is not None:
         remediation = Remediation(
             setting="stream_interval",
             suggested="1",

@@ -350,7 +350,7 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
         itl_basis=itl_split.label if itl_split.components else None,
     )
     missing = list(dict.fromkeys(ttft_split.missing + itl_split.missing))
-    common = {"decomposition": decomposition, "missing": missing}
+    common: dict[str, Any] = {"decomposition": decomposition, "missing": missing}
 
     gateway_failing = failing.get("gateway")
     if gateway_failing is not None and "direct" in probe and "direct" not in failing:
@@ -458,7 +458,7 @@ def _no_witness(verdict: partial[Verdict], stats: StreamStats | None, failing: d
 
 def _from_findings(verdict: partial[Verdict], severe: list[Finding], findings: list[Finding], user: Felt,
                    budgets: Budgets, reasoning: list[str], failed_note: str, suspect_note: str,
-                   common: dict) -> Verdict:
+                   common: dict[str, Any]) -> Verdict:
     """Within every budget, yet a latency-class finding fired: its class is the verdict, since the
     finding saw what the witnesses did not (another user's queue, a preemption, a buffered stream)."""
     top = min(severe, key=_rank)
@@ -587,7 +587,7 @@ def _ttft_split(stats: StreamStats | None, probe: dict[str, Felt], mw: MetricsWi
     server_ttft = _server_ttft(mw)
     parts: list[Component] = []
     if prefer_server or stats is None or not probe:
-        if mw is None or server_ttft is None:
+        if mw is None or mw.ttft is None or server_ttft is None:
             split.missing.append("vLLM's TTFT and queue-time histograms in /metrics (V1 engine)")
             return split
         whole = server_ttft
@@ -659,8 +659,9 @@ def _itl_split(ps: PathStats, stream: StreamEvidence | None, mw: MetricsWindow |
         return _server_itl_split(mw, findings)
     tpot = statistics.fmean(r.tpot or 0.0 for r in measured)
     stall = statistics.fmean(  # a stall's time beyond the median gap, spread over the request's tokens as TPOT is
-        sum(g - r.median_gap for g in r.gaps if g > r.stall_above) / (r.tokens - 1)
+        sum(g - median for g in r.gaps if g > above) / (r.tokens - 1)
         for r in measured
+        if (median := r.median_gap) is not None and (above := r.stall_above) is not None  # every one is: narrows the types
     )
     split.label = f"{ps.path} TPOT mean"
     split.basis = f"{ps.path} TPOT mean {fmt_seconds(tpot)} (n={len(measured)})"

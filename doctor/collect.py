@@ -151,11 +151,12 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             bundle.model_config = keep(_guard(bundle, "model_config", config.model_dir, "read",
                                               lambda: model_config.read_model_config(config.model_dir)))
         if config.prometheus:
-            say(f"Prometheus history ({config.prometheus}, last {config.since_s:.0f} s)")
+            prometheus_url = config.prometheus
+            say(f"Prometheus history ({prometheus_url}, last {config.since_s:.0f} s)")
             bundle.prometheus = keep(
-                _guard(bundle, "prometheus", config.prometheus, "query",
+                _guard(bundle, "prometheus", prometheus_url, "query",
                        lambda: prometheus.query_history(
-                           config.prometheus, since_s=config.since_s, selector=config.selector,
+                           prometheus_url, since_s=config.since_s, selector=config.selector,
                            headers=config.http.request_headers(), verify=config.http.verify,
                            timeout_s=config.http.timeout_s)),
             )

@@ -98,7 +98,8 @@ def with_recorded_analysis(cfg: FileConfig, record: AnalysisRecord | None, *, ex
     if record is None:
         return cfg
     recorded = _recorded_sections(record)
-    top = cfg if explicit else replace(cfg, **{key: {} for key in ANALYSIS_SECTIONS})
+    cleared: dict[str, Any] = {key: {} for key in ANALYSIS_SECTIONS}
+    top = cfg if explicit else replace(cfg, **cleared)
     checks = {key: dict(values) for key, values in recorded["checks"].items()}
     for key, values in top.checks.items():  # re-inserted last: a later key wins (runner.settings_for)
         checks[key] = {**checks.pop(key, {}), **values}
@@ -154,7 +155,7 @@ NUMBER = _Value("a number", _number)
 STRINGS = _Value("an array of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
 SCALAR = _Value("a string, number or boolean", lambda v: isinstance(v, (str, bool)) or _number(v))
 DURATION = _Value("a duration (e.g. \"15m\") or a number of seconds", lambda v: isinstance(v, str) or _number(v))
-_BUDGETS = {"ttft": NUMBER, "tpot": NUMBER}
+_BUDGETS: dict[str, _Value | _Table] = {"ttft": NUMBER, "tpot": NUMBER}
 
 SCHEMA = _Table({
     "targets": _Table({

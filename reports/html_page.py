@@ -91,7 +91,7 @@ def _finite(*values: Any) -> bool:
 
 def _since_send(req: RequestTrace, t: float | None) -> float | None:
     base = req.t_sent if req.t_sent is not None else req.t_scheduled
-    return max(t - base, 0.0) if _finite(t, base) else None
+    return max(t - base, 0.0) if t is not None and base is not None and _finite(t, base) else None
 
 
 def _measured(requests: list[RequestTrace], per_path: int, ok_only: bool) -> list[RequestTrace]:
@@ -218,7 +218,7 @@ def gpu_watch_rows(gpu: GpuEvidence | None) -> list[tuple[str, str]]:
         rows.append(("XID watch", f"no GPU watched: {fmt_value(watch.reason)}"))
     else:
         window = (f", run clock {watch.start_t:.1f}–{watch.end_t:.1f} s ({fmt_seconds(watch.end_t - watch.start_t)})"
-                  if _finite(watch.start_t, watch.end_t) else "")
+                  if watch.start_t is not None and watch.end_t is not None and _finite(watch.start_t, watch.end_t) else "")
         rows.append(("XID watch", f"GPUs {', '.join(map(str, watch.watched))}{window}"
                                   + (f"; {watch.reason}" if watch.reason else "")))
         counts = Counter((e.xid, e.gpu) for e in watch.events)

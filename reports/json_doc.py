@@ -22,7 +22,7 @@ SCHEMA_ID = "https://llm-doctor.dev/schema/report-1.json"
 @cache
 def report_schema() -> dict[str, Any]:
     """The published JSON Schema of the report (draft 2020-12), read from the installed package."""
-    text = files("reports").joinpath("schema", "report.schema.json").read_text(encoding="utf-8")
+    text = files("reports").joinpath("schema").joinpath("report.schema.json").read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
 

@@ -113,8 +113,8 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         say(f"[bold]Verify:[/] {clean(verify_text(report, r.verify))}")
     if v.missing:
         say("[yellow]Missing evidence:[/] " + clean("; ".join(v.missing)))
-    stats, _ = view(report, "stream_stats")
-    paths = list((stats or {}).get("paths", {}))
+    stats = view(report, "stream_stats")[0] or {}
+    paths = list(stats.get("paths", {}))
     if paths and verbose:  # every row of the HTML page's per-path comparison
         say("\n[bold]Per path, as the client felt it[/]")
         say(unwrapped(grid(("", *paths), ((label, *cells) for label, cells in path_table(stats)),
@@ -148,9 +148,9 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
                            ((r.code, r.name, r.outcome.value, r.message) for r in report.results), wrap=(3,)), console))
         print_log_facts(report, console)
         print_metrics_delta(report, console)
-    for r in report.results:
-        if r.outcome is Outcome.ERROR:  # a failed check is not just a count: say which and why
-            say(f"[red]check error[/] {r.code} {clean(r.name)}: {clean(r.message)}")
+    for result in report.results:
+        if result.outcome is Outcome.ERROR:  # a failed check is not just a count: say which and why
+            say(f"[red]check error[/] {result.code} {clean(result.name)}: {clean(result.message)}")
     for e in report.bundle.errors:
         say(f"[red]evidence error[/] {clean(e.source)} ({clean(e.kind)}): {clean(e.message)}")
     for w in report.warnings:

@@ -107,7 +107,7 @@ class Responder:
         self.ended = True
         await self._writer.drain()
 
-    async def send_full(self, status: int, body: bytes, content_type: str, extra: list[tuple[str, str]] = ()) -> None:
+    async def send_full(self, status: int, body: bytes, content_type: str, extra: tuple[tuple[str, str], ...] = ()) -> None:
         headers = [("content-type", content_type), ("content-length", str(len(body))), *extra]
         await self.start(status, headers, chunked=False)
         if body:
@@ -163,7 +163,7 @@ class ThreadedServer:
         """Schedule a coroutine on the server loop (thread-safe); it is cancelled at stop."""
 
         def _spawn() -> None:
-            task = self.loop.create_task(coro)  # type: ignore[arg-type]
+            task: asyncio.Task[None] = self.loop.create_task(coro)  # type: ignore[arg-type]
             self._state.tasks.add(task)
             task.add_done_callback(self._task_done)
 

@@ -92,6 +92,10 @@ class Formatter:
 class ChoiceChunkFormatter(Formatter):
     """Completions and chat: one ``choices`` chunk per delta, then the usage trailer and ``[DONE]``."""
 
+    def _head(self) -> dict[str, Any]:
+        """The ``id``/``object``/``created``/``model`` fields each route's chunks start with."""
+        raise NotImplementedError
+
     def _choice_chunk(self, choice: dict[str, Any], finish_reason: str | None) -> list[bytes]:
         chunk = {**self._head(), "choices": [choice]}
         if self.options.continuous_usage:
@@ -172,7 +176,7 @@ class ChatFormatter(ChoiceChunkFormatter):
         return self._choice_chunk(choice, finish_reason)
 
     def full(self, finish_reason: str) -> dict[str, Any]:
-        message = {
+        message: dict[str, Any] = {
             "role": "assistant",
             "content": self.text,
             "refusal": None,

@@ -26,6 +26,7 @@ import hashlib
 import os
 import re
 from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -106,9 +107,10 @@ def _start_nvml(nvml: ModuleType | Any | None) -> tuple[Any | None, str | None, 
     """
     if nvml is None:
         try:
-            import pynvml as nvml
+            import pynvml
         except ImportError:
             return None, "the NVML bindings (nvidia-ml-py, module pynvml) are not installed", []
+        nvml = pynvml
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
@@ -204,7 +206,7 @@ class XidWatcher:
                 self._watch.truncated = True
                 return
             seen_t, seen_wall = self._stamp()
-            gpu = _optional(nvml, lambda d=data.device: int(nvml.nvmlDeviceGetIndex(d)))
+            gpu = _optional(nvml, partial(_device_index, nvml, data.device))
             self._watch.events.append(XidEvent(gpu=gpu, xid=int(data.eventData), seen_t=seen_t, seen_wall=seen_wall))
 
     def _release(self) -> None:
@@ -237,7 +239,7 @@ def _snapshot(nvml: Any, evidence: GpuEvidence) -> None:
     evidence.devices = [_device(nvml, i, h) for i, h in enumerate(handles)]
     bus_to_index: dict[tuple[str, ...], int] = {}
     for device, handle in zip(evidence.devices, handles, strict=True):
-        bus_id = _field(nvml, device, "pci", lambda h=handle: _text(nvml.nvmlDeviceGetPciInfo(h).busId))
+        bus_id = _field(nvml, device, "pci", partial(_pci_bus_id, nvml, handle))
         if bus_id:
             bus_to_index[_bus_key(bus_id)] = device.index
     for device, handle in zip(evidence.devices, handles, strict=True):
@@ -302,10 +304,10 @@ def _processes(nvml: Any, d: GpuDevice, h: Any) -> list[GpuProcess]:
         ("compute_processes", nvml.nvmlDeviceGetComputeRunningProcesses),
         ("graphics_processes", nvml.nvmlDeviceGetGraphicsRunningProcesses),
     ):
-        for proc in _field(nvml, d, label, lambda g=getter: g(h)) or []:
+        for proc in _field(nvml, d, label, partial(getter, h)) or []:
             known = found.get(proc.pid)
             if known is None:
-                name = _optional(nvml, lambda p=proc.pid: _text(nvml.nvmlSystemGetProcessName(p)))
+                name = _optional(nvml, partial(_process_name, nvml, proc.pid))
                 found[proc.pid] = GpuProcess(pid=proc.pid, name=name or None, used_memory_bytes=proc.usedGpuMemory)
             elif known.used_memory_bytes is None:
                 known.used_memory_bytes = proc.usedGpuMemory
@@ -331,9 +333,7 @@ def _nvlinks(nvml: Any, d: GpuDevice, h: Any, bus_to_index: dict[tuple[str, ...]
             break
         remote = None
         if active:
-            bus_id = _field(
-                nvml, d, f"nvlink{link}_remote", lambda lk=link: _text(nvml.nvmlDeviceGetNvLinkRemotePciInfo(h, lk).busId)
-            )
+            bus_id = _field(nvml, d, f"nvlink{link}_remote", partial(_nvlink_remote_bus_id, nvml, h, link))
             remote = bus_to_index.get(_bus_key(bus_id)) if bus_id else None
         links.append(NvLink(gpu=d.index, link=link, active=active, remote_gpu=remote))
     return links
@@ -355,11 +355,28 @@ def _topology(nvml: Any, evidence: GpuEvidence, handles: list[Any]) -> dict[str,
                 continue
             level = _field(
                 nvml, evidence.devices[i], f"topology-{j}",
-                lambda a=handles[i], b=handles[j]: nvml.nvmlDeviceGetTopologyCommonAncestor(a, b),
+                partial(nvml.nvmlDeviceGetTopologyCommonAncestor, handles[i], handles[j]),
             )
             if level is not None:
                 topology[f"{i}-{j}"] = levels.get(level, f"level-{level}")
     return topology
+
+
+# Queries made inside loops, bound with functools.partial (a lambda would capture the loop variable).
+def _device_index(nvml: Any, handle: Any) -> int:
+    return int(nvml.nvmlDeviceGetIndex(handle))
+
+
+def _pci_bus_id(nvml: Any, handle: Any) -> str:
+    return _text(nvml.nvmlDeviceGetPciInfo(handle).busId)
+
+
+def _process_name(nvml: Any, pid: int) -> str:
+    return _text(nvml.nvmlSystemGetProcessName(pid))
+
+
+def _nvlink_remote_bus_id(nvml: Any, handle: Any, link: int) -> str:
+    return _text(nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
 
 
 def _field(nvml: Any, device: GpuDevice, label: str, fn: Callable[[], T]) -> T | None:

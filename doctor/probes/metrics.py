@@ -64,6 +64,7 @@ class Scraper:
         """One GET, stored as a ``Scrape``; a failure is stored with its reason, never raised."""
         t = self.clock.now()
         scrape = Scrape(phase=phase, t=t, wall=self.clock.t0_wall + t)
+        kind: str | None
         if self._client is None:
             kind, scrape.error = "tls", self._setup_error
         else:

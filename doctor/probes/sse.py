@@ -265,11 +265,11 @@ def choices_chunk(obj: dict[str, Any]) -> Chunk:
 
 def _responses_chunk(kind: str, obj: dict[str, Any]) -> Chunk:
     """``/v1/responses``: only non-empty ``*.delta`` events are tokens; ``*.done`` repeats them."""
+    found = obj.get("response")
+    resp: dict[str, Any] = found if isinstance(found, dict) else {}
     if kind in ("error", "response.failed"):
-        resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
         return Chunk("error", error=_error_text(resp) or str(obj.get("message") or _error_text(obj) or kind))
     if kind in ("response.completed", "response.incomplete"):
-        resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
         chunk = Chunk("end", finish_reason=_reason(resp.get("status")) or kind.rsplit(".", 1)[1])
         _usage(chunk, resp.get("usage"), "input_tokens", "output_tokens")
         return chunk

@@ -136,8 +136,11 @@ async def _wait(fut: asyncio.Future[None], timeout: float | None, error: type[Ex
     if timeout is None:
         await fut
         return
-    handle = asyncio.get_running_loop().call_later(
-        timeout, lambda: fut.done() or fut.set_exception(error(f"no progress for {timeout:g} s")))
+    def expire() -> None:
+        if not fut.done():
+            fut.set_exception(error(f"no progress for {timeout:g} s"))
+
+    handle = asyncio.get_running_loop().call_later(timeout, expire)
     try:
         await fut
     finally:

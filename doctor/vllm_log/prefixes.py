@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -200,7 +200,7 @@ def _process(prefix: str) -> str | None:
     return f"{processes[-1][0]} pid={processes[-1][1]}" if processes else None
 
 
-def iter_records(lines: Sequence[tuple[int, str]]) -> Iterator[Record]:
+def iter_records(lines: Iterable[tuple[int, str]]) -> Iterator[Record]:
     """Records of ``(line number, text)`` pairs, joining hard-wrapped continuation lines."""
     cleaned = [(no, strip_ansi(text).rstrip("\r\n")) for no, text in lines]
     wrap = infer_wrap(cleaned, headers=any(HEADER.search(text) for _, text in cleaned))

@@ -27,9 +27,8 @@ max_model_len 8,192 -> max_num_batched_tokens 8192.
 
 from __future__ import annotations
 
-from checks._config import is_off, model_len
-from checks._engine import engine_setting, rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import engine_setting, is_off, model_len, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import EndpointsEvidence, RunRecord
 from doctor.model import Remediation, Severity, SymptomClass
@@ -64,7 +63,7 @@ def chunked_prefill_config(
             setting="max_num_batched_tokens",
             suggested=str(mml.value),
             current=str(batched.value),
-            where="vllm serve flag --max-num-batched-tokens",
+            where=vllm_flag("max_num_batched_tokens"),
             why=(
                 "Without chunked prefill a whole prompt must fit one engine step of max_num_batched_tokens. "
                 "Raising it to max_model_len serves every prompt the model accepts; alternatively "

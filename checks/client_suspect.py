@@ -28,8 +28,8 @@ cores -> run from a less loaded host or with --concurrency 4.
 
 from __future__ import annotations
 
-from checks._engine import rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import rerun
 from doctor.evidence import StreamEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from checks._engine import rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import rerun, vllm_flag
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import Bundle, RequestTrace
 from doctor.evidence.stream import CANCELLED
@@ -81,7 +81,7 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
     "http-too-long": (
         "max_model_len",
         "at least the prompt + max_tokens sent",
-        "vllm serve flag --max-model-len",
+        vllm_flag("max_model_len"),
         "the prompt is longer than the model accepts",
     ),
     "http-5xx": (*ENGINE_LOG, "the server failed the request"),

@@ -33,9 +33,8 @@ gateway's 281 ms; 1.0 events per read on both paths -> keep upstream connections
 
 from __future__ import annotations
 
-from checks._engine import rerun
-from checks._gateway import detect_proxy, gateway_name, measured_pair
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import detect_proxy, gateway_name, measured_pair, rerun
 from doctor.derive.stream_stats import StreamStats
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
@@ -51,9 +50,7 @@ def gateway_overhead(
     burst_factor: float = 4.0,
     warning_share: float = 0.5,
 ) -> Result:
-    pair = measured_pair(stream_stats)
-    if isinstance(pair, str):
-        return NotApplicable(pair)
+    pair = measured_pair(stream_stats)  # raises NotApplicable unless both paths were measured
     d, g = pair.direct, pair.gateway
     added = (g.ttft.p50 or 0.0) - (d.ttft.p50 or 0.0)
     added_min = (g.ttft.min or 0.0) - (d.ttft.min or 0.0)

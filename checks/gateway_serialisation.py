@@ -37,9 +37,8 @@ from __future__ import annotations
 
 import itertools
 
-from checks._engine import rerun
-from checks._gateway import detect_proxy, gateway_name, measured_pair, ttft_wait
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import detect_proxy, gateway_name, measured_pair, rerun, ttft_wait
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
@@ -71,9 +70,7 @@ def gateway_serialisation(
 ) -> Result:
     if stream_stats.concurrency < 2:
         return NotApplicable("serialisation shows only under concurrent requests (probe concurrency was 1)")
-    pair = measured_pair(stream_stats)
-    if isinstance(pair, str):
-        return NotApplicable(pair)
+    pair = measured_pair(stream_stats)  # raises NotApplicable unless both paths were measured
     d, g = pair.direct, pair.gateway
     answer = d.e2e.p50
     if g.ttft.n < 2 or not answer:

@@ -25,8 +25,8 @@ GPU 0: 1 other process besides vLLM: python (pid 4242, 9.5 GiB) -> move it off G
 
 from __future__ import annotations
 
-from checks._engine import rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import rerun
 from doctor.evidence import GpuDevice, GpuEvidence, GpuProcess, HostEvidence
 from doctor.model import EvidenceValue, Remediation, SymptomClass
 

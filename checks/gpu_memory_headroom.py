@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 
-from checks._engine import engine_setting, rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import engine_setting, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import GpuEvidence, RunRecord
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
@@ -99,7 +99,7 @@ def gpu_memory_headroom(
             setting="gpu_memory_utilization",
             suggested=suggested,
             current=str(util.value) if util is not None else None,
-            where="vllm serve flag --gpu-memory-utilization",
+            where=vllm_flag("gpu_memory_utilization"),
             why=(
                 f"Only {fmt_pct(free_share)} of GPU {tightest.index} is free: allocations outside the KV cache "
                 "(long-prompt activations, CUDA graphs, NCCL, other processes) can hit out-of-memory. "

@@ -26,8 +26,8 @@ GPU 0: SM clock 1,290 of 1,980 MHz (65 %), reasons sw_thermal_slowdown, 87 C -> 
 
 from __future__ import annotations
 
-from checks._engine import rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import rerun
 from doctor.evidence import GpuDevice, GpuEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct

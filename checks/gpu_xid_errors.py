@@ -42,8 +42,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from checks._engine import rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import rerun
 from doctor.evidence import GpuEvidence, XidWatch
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds

@@ -38,9 +38,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from checks._config import model_len
-from checks._engine import engine_setting, max_num_seqs_in_use, rerun, tokens_per_request
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import engine_setting, max_num_seqs_in_use, model_len, rerun, sequences_that_fit, tokens_per_request, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import EndpointsEvidence, RunRecord, StreamEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
@@ -103,7 +102,7 @@ def kv_capacity_short(
         if fit_now < seqs.value:
             severity = Severity.WARNING
             summary += f" (< max_num_seqs {seqs.value})"
-        suggested = max(1, math.floor(capacity_tokens * kv_target / tokens))
+        suggested = max(1, sequences_that_fit(capacity_tokens, tokens, kv_target))
         holds = f"about {fit_now:.1f} requests of {tokens:,.0f} tokens"
         basis = f"{capacity_tokens:,.0f} KV tokens x {kv_target} / {tokens:,.0f} tokens per request"
     else:
@@ -125,7 +124,7 @@ def kv_capacity_short(
             setting="max_num_seqs",
             suggested=str(suggested),
             current=seqs.current(),
-            where="vllm serve flag --max-num-seqs",
+            where=vllm_flag("max_num_seqs"),
             why=(
                 f"max_num_seqs admits {seqs.value} sequences but the KV cache holds {holds}: a full batch "
                 f"preempts. Suggested from {basis}. Raising gpu_memory_utilization or lowering max_model_len "

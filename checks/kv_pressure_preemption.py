@@ -41,8 +41,19 @@ from __future__ import annotations
 import itertools
 import math
 
-from checks._engine import Setting, engine_path, engine_setting, max_num_seqs_in_use, rerun, tokens_per_request
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import (
+    MAX_GPU_MEMORY_UTILIZATION,
+    Setting,
+    capped_utilization,
+    engine_path,
+    engine_setting,
+    max_num_seqs_in_use,
+    rerun,
+    sequences_that_fit,
+    tokens_per_request,
+    vllm_flag,
+)
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
@@ -50,8 +61,6 @@ from doctor.evidence import GpuEvidence, RunRecord, StreamEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
 
-#: Never suggest more than this share of GPU memory for vLLM (activations, graphs, fragmentation).
-MAX_UTILISATION = 0.95
 #: Free memory left unclaimed when suggesting a higher utilisation.
 UTILISATION_MARGIN = 0.05
 
@@ -212,11 +221,11 @@ def _raise_utilisation(
     extra = free - UTILISATION_MARGIN
     utilisation = engine_setting("gpu_memory_utilization", log_facts, run)
     if utilisation is None:
-        suggested, current = f"raise it by {extra:.2f} (at most {MAX_UTILISATION})", None
+        suggested, current = f"raise it by {extra:.2f} (at most {MAX_GPU_MEMORY_UTILIZATION})", None
     else:
         evidence.append(utilisation.evidence("gpu_memory_utilization"))
         current = float(utilisation.value)
-        target = min(round(current + extra, 2), MAX_UTILISATION)
+        target = capped_utilization(round(current + extra, 2))
         suggested = f"{target:.2f}"
         kv_gib = engine_setting("kv_cache_memory_gib", log_facts, run)
         if kv_tokens is not None and kv_gib is not None and float(kv_gib.value) > 0:
@@ -231,7 +240,7 @@ def _raise_utilisation(
              "sequences stop running out of blocks"),
         verify=rerun("vllm:num_preemptions to stay flat after the streams end, and no stalls in the streams"),
         current=f"{current:.2f}" if current is not None else None,
-        where="vllm serve flag --gpu-memory-utilization",
+        where=vllm_flag("gpu_memory_utilization"),
     )
 
 
@@ -248,8 +257,8 @@ def _raise_utilisation_if_free(
     if utilisation is not None:
         evidence.append(utilisation.evidence("gpu_memory_utilization"))
     current = float(utilisation.value) if utilisation is not None else None
-    target = (f"{min(current + UTILISATION_MARGIN, MAX_UTILISATION):.2f}" if current is not None
-              else f"raise it (at most {MAX_UTILISATION})")
+    target = (f"{capped_utilization(current + UTILISATION_MARGIN):.2f}" if current is not None
+              else f"raise it (at most {MAX_GPU_MEMORY_UTILIZATION})")
     fallback = _lower_max_num_seqs(mw, stream, log_facts, run, kv_tokens, evidence,
                                    reason="if no GPU memory is free, the KV cache cannot grow")
     return Remediation(
@@ -260,7 +269,7 @@ def _raise_utilisation_if_free(
              "evidence was collected here, so the headroom is unknown"),
         verify=fallback.verify,
         current=f"{current:.2f}" if current is not None else None,
-        where="vllm serve flag --gpu-memory-utilization (or --max-num-seqs)",
+        where=vllm_flag("gpu_memory_utilization") + " (or --max-num-seqs)",
     )
 
 
@@ -292,7 +301,8 @@ def _lower_max_num_seqs(
     suggested = f"lower it below the {running_max:.0f} sequences running at the peak" if running_max else "lower it"
     if kv_tokens is not None and per_request is not None:
         evidence.append(EvidenceValue("tokens per request", per_request[0], "tokens", per_request[1]))
-        fit = max(math.floor(float(kv_tokens.value) / per_request[0]), 1)
+        # the whole cache (target 1.0): a lower limit must keep every admitted sequence from preemption
+        fit = max(sequences_that_fit(float(kv_tokens.value), per_request[0], target=1.0), 1)
         if current is None or fit < current:
             suggested = (f"{fit} ({int(kv_tokens.value):,} KV tokens / {per_request[0]:,.0f} tokens per request: "
                          "every admitted sequence fits at full length)")
@@ -303,5 +313,5 @@ def _lower_max_num_seqs(
              "answer (lowering max_num_batched_tokens also limits how much a step allocates). " + alternative).strip(),
         verify=rerun("vllm:num_preemptions to stay flat after the streams end, and no stalls in the streams"),
         current=max_seqs.current() if max_seqs is not None else None,
-        where="vllm serve flag --max-num-seqs",
+        where=vllm_flag("max_num_seqs"),
     )

@@ -28,8 +28,8 @@ fewer replicas, more concurrency per replica.
 
 from __future__ import annotations
 
-from checks._engine import rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import rerun
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import StreamEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass

@@ -36,9 +36,8 @@ from __future__ import annotations
 
 import statistics
 
-from checks._config import is_off
-from checks._engine import Setting, engine_setting, rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import Setting, engine_setting, is_off, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import measured_prompt_tokens
@@ -112,7 +111,7 @@ def prefill_bound_first_token(
                  "with the cache on, the shared part's prefill is done once and reused"),
             verify=rerun("TTFT to fall on repeated prompts and vllm:prefix_cache_hits to grow"),
             current="false",
-            where="vllm serve flag --enable-prefix-caching",
+            where=vllm_flag("enable_prefix_caching"),
         )
         summary += "; prefix caching off with a shared prompt prefix"
     elif chunked is not None and chunked.value and batched is not None and _small(batched, prompt, small_batched_tokens):
@@ -127,7 +126,7 @@ def prefill_bound_first_token(
             why="the prompt's compute itself is the first-token time: nothing is waiting, nothing is reused",
             verify=rerun("server prefill time (vllm:request_prefill_time_seconds) to fall"),
             current=str(tp.value) if tp else None,
-            where="vllm serve flag --tensor-parallel-size",
+            where=vllm_flag("tensor_parallel_size"),
         )
     if caching_off and shared is None:
         # Turning the cache on would change nothing for prompts that share no prefix.
@@ -202,5 +201,5 @@ def _raise_batched_tokens(batched: Setting, prompt: tuple[float, str] | None) ->
              "that carries a prefill chunk longer, so inter-token latency of the other streams gets worse"),
         verify=rerun("TTFT to fall; watch TPOT / inter-token gaps, which may rise"),
         current=str(current),
-        where="vllm serve flag --max-num-batched-tokens",
+        where=vllm_flag("max_num_batched_tokens"),
     )

@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import statistics
 
-from checks._engine import engine_path, engine_setting, rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import engine_path, engine_setting, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
@@ -195,7 +195,7 @@ def _fire(summary: str, evidence: list[EvidenceValue], log_facts: LogFacts | Non
             why="without chunked prefill a whole prompt runs in one step and every running stream waits for it",
             verify=rerun("the large gaps to shrink; TTFT of long prompts may rise a little"),
             current="false",
-            where="vllm serve flag --enable-chunked-prefill",
+            where=vllm_flag("enable_chunked_prefill"),
         )
     else:
         current = int(batched.value) if batched is not None else None
@@ -210,7 +210,7 @@ def _fire(summary: str, evidence: list[EvidenceValue], log_facts: LogFacts | Non
                  "stream; smaller chunks spread the prompt over more, shorter steps"),
             verify=rerun("the large gaps to shrink and TPOT p90 to fall; TTFT of long prompts may rise a little"),
             current=str(current) if current is not None else None,
-            where="vllm serve flag --max-num-batched-tokens",
+            where=vllm_flag("max_num_batched_tokens"),
         )
     return Fire(
         title="Other requests' prefills stall running streams",

@@ -29,9 +29,8 @@ keep the shared prompt prefix byte-identical.
 
 from __future__ import annotations
 
-from checks._config import is_off
-from checks._engine import engine_setting, rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import engine_setting, is_off, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import RunRecord
@@ -77,7 +76,7 @@ def prefix_cache_efficiency(
             setting="enable_prefix_caching",
             suggested="true",
             current=str(enabled.value),
-            where="vllm serve flag --enable-prefix-caching",
+            where=vllm_flag("enable_prefix_caching"),
             why="Prefix caching is off, so shared prompt prefixes are prefilled again for every request.",
             verify=rerun("a higher prefix cache hit rate and lower server TTFT for prompts sharing a prefix"),
         )

@@ -41,9 +41,8 @@ LD301 proxy-buffering: gateway delivers 16.0 events per read (4104 B) vs 1.0 dir
 
 from __future__ import annotations
 
-from checks._engine import rerun
-from checks._gateway import detect_proxy, gateway_headers, gateway_name, measured_pair, stream_encoding
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import detect_proxy, gateway_headers, gateway_name, measured_pair, rerun, stream_encoding
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import EndpointsEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
@@ -59,9 +58,7 @@ def proxy_buffering(
     collapse_share: float = 0.1,
     critical_ttft_factor: float = 5.0,
 ) -> Result:
-    pair = measured_pair(stream_stats)
-    if isinstance(pair, str):
-        return NotApplicable(pair)
+    pair = measured_pair(stream_stats)  # raises NotApplicable unless both paths were measured
     d, g = pair.direct, pair.gateway
     d_epr, g_epr = d.events_per_read.p50, g.events_per_read.p50
     if d_epr is None or g_epr is None:

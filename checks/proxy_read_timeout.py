@@ -35,9 +35,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from checks._engine import rerun
-from checks._gateway import detect_proxy
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import detect_proxy, rerun
 from doctor.evidence import RequestTrace, StreamEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds

@@ -24,8 +24,8 @@ replicas: add capacity.
 
 from __future__ import annotations
 
-from checks._engine import add_capacity
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import add_capacity
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.model import EvidenceValue, Severity, SymptomClass
 from doctor.units import fmt_seconds

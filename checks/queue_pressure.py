@@ -26,8 +26,8 @@ LD504 queue-pressure: up to 12 requests waiting while 8 ran (= max_num_seqs 8), 
 
 from __future__ import annotations
 
-from checks._engine import add_capacity, engine_setting
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import add_capacity, engine_setting
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import RunRecord

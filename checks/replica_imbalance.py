@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from checks._engine import rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import rerun
 from doctor.derive.metrics_window import EngineWindow, MetricsWindow
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 

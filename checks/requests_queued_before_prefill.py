@@ -39,17 +39,24 @@ from __future__ import annotations
 
 import math
 
-from checks._engine import Setting, engine_path, engine_setting, max_num_seqs_in_use, rerun, tokens_per_request
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import (
+    KV_FILL_TARGET,
+    Setting,
+    engine_path,
+    engine_setting,
+    max_num_seqs_in_use,
+    rerun,
+    sequences_that_fit,
+    tokens_per_request,
+    vllm_flag,
+)
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import GaugeWindow, MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import RunRecord, StreamEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
-
-#: Fill the KV cache to this fraction at most when suggesting a larger batch.
-KV_TARGET = 0.9
 
 
 @check(code="LD101", name="requests-queued-before-prefill", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="queue",
@@ -207,11 +214,12 @@ def _raise_max_num_seqs(
     if kv_tokens is not None and per_request is not None:
         evidence.append(kv_tokens.evidence("KV cache capacity", "tokens"))
         evidence.append(EvidenceValue("tokens per request", per_request[0], "tokens", per_request[1]))
-        fit = math.floor(float(kv_tokens.value) * KV_TARGET / per_request[0])
-        basis = f"{int(kv_tokens.value)} KV tokens x {KV_TARGET} / {per_request[0]:.0f} tokens per request"
+        fit = sequences_that_fit(float(kv_tokens.value), per_request[0])
+        basis = f"{int(kv_tokens.value)} KV tokens x {KV_FILL_TARGET} / {per_request[0]:.0f} tokens per request"
     elif current is not None and kv_max:
-        fit = math.floor(current * KV_TARGET / kv_max)
-        basis = f"max_num_seqs {current} x {KV_TARGET} / peak KV usage {kv_max:.2f}"
+        # today's batch held kv_max of the cache: the same requests fill KV_FILL_TARGET of it at this many
+        fit = sequences_that_fit(current, kv_max)
+        basis = f"max_num_seqs {current} x {KV_FILL_TARGET} / peak KV usage {kv_max:.2f}"
     suggested: int | None = fit
     if bounded:
         suggested = None
@@ -242,5 +250,5 @@ def _raise_max_num_seqs(
         why=why,
         verify=rerun("waiting to stay near 0, queue time to shrink, and no preemptions (vllm:num_preemptions)"),
         current=max_seqs.current() if max_seqs is not None else None,
-        where="vllm serve flag --max-num-seqs",
+        where=vllm_flag("max_num_seqs"),
     )

@@ -26,8 +26,8 @@ direct: warm-up TTFT 4.10 s vs steady median 120 ms (34x) -> keep --warmup >= 1 
 
 from __future__ import annotations
 
-from checks._engine import rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import rerun
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import statistics
 
-from checks._engine import rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import rerun
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import StreamEvidence

@@ -36,8 +36,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from checks._engine import engine_setting, rerun
 from doctor.check import Fire, Pass, Result, check
+from doctor.checklib import capped_utilization, engine_setting, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts, StartupError
 from doctor.evidence import RunRecord
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
@@ -106,7 +106,7 @@ def _no_cache_memory(ctx: _Context) -> _Fix:
         )
     return _Fix(
         "gpu_memory_utilization",
-        f"{min(0.95, ctx.utilisation + ctx.step):.2f}",
+        f"{capped_utilization(ctx.utilisation + ctx.step):.2f}",
         why,
         current=ctx.utilisation_current,
     )
@@ -222,7 +222,7 @@ def startup_error(
             suggested=fix.suggested,
             current=fix.current,
             why=fix.why,
-            where=fix.where or f"vllm serve flag --{fix.setting.replace('_', '-')}",
+            where=fix.where or vllm_flag(fix.setting),
             verify=rerun("the engine starts (no error in its log) and the probe's requests succeed"),
         ),
         severity=Severity.CRITICAL,

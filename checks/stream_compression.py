@@ -35,9 +35,8 @@ nginx/1.22.1); 178.5 events per read (n=2 reads), the stream is held back -> ngi
 
 from __future__ import annotations
 
-from checks._engine import rerun
-from checks._gateway import detect_proxy, gateway_headers, gateway_name, stream_encoding
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import detect_proxy, gateway_headers, gateway_name, rerun, stream_encoding
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import EndpointsEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass

@@ -27,8 +27,8 @@ direct: 4.0 tokens per chunk (800 tokens in 200 chunks, n=8); stream_interval = 
 
 from __future__ import annotations
 
-from checks._engine import engine_setting, rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import engine_setting, rerun, vllm_flag
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import RunRecord, StreamEvidence
@@ -72,7 +72,7 @@ def token_bundling(
                  "spans several tokens; 1 streams each token (more API-server CPU per token)"),
             verify=rerun("about 1 token per chunk and an ITL near the TPOT"),
             current=str(interval.value),
-            where="vllm serve flag --stream-interval",
+            where=vllm_flag("stream_interval"),
         )
     else:
         remediation = Remediation(
@@ -81,7 +81,7 @@ def token_bundling(
             why=("with stream_interval 1 the API server merges tokens it has not sent yet only when its event "
                  "loop falls behind the engine: it is the bottleneck of the stream"),
             verify=rerun("about 1 token per chunk"),
-            where="vllm serve flag --api-server-count",
+            where=vllm_flag("api_server_count"),
         )
     return Fire(
         title="Chunks carry several tokens: per-chunk gaps are not per-token gaps",

@@ -20,8 +20,9 @@ A check declares what it needs through its signature::
 ``aliases`` are other names a check answers to (``explain``, ``--select``, ``--set``): the words
 an issue or a runbook uses for it, e.g. ``queueing`` for requests-queued-before-prefill.
 
-The function returns ``Fire`` (a finding), ``Pass`` or ``NotApplicable``; raising is allowed and
-is isolated by the runner as an ``error`` result. The module docstring carries the documentation
+The function returns ``Fire`` (a finding), ``Pass`` or ``NotApplicable``; it may also raise
+``NotApplicable`` (a helper in ``doctor.checklib`` does, so the check needs no branch for it);
+any other exception is isolated by the runner as an ``error`` result. The module docstring carries the documentation
 under the fixed headings in ``DOC_HEADINGS``; ``llm-doctor explain`` prints it.
 """
 
@@ -96,8 +97,17 @@ class Pass:
 
 
 @dataclass
-class NotApplicable:
+class NotApplicable(Exception):  # a result first; raising it is the shortcut for helpers
+    """The check's question does not arise on this evidence; returned, or raised from a helper.
+
+    Raised (``raise NotApplicable("no gateway path")``), it ends the check from any depth, as a
+    returned one would: the runner records the same ``not-applicable`` result.
+    """
+
     message: str
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
 
 Result = Fire | Pass | NotApplicable
@@ -128,7 +138,11 @@ class CheckSpec:
         return key.upper() == self.code or key.strip().lower().replace(" ", "-") in (self.name, *self.aliases)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Result:
-        return self.func(*args, **kwargs)
+        """The check's result; a ``NotApplicable`` raised from any depth is returned like one."""
+        try:
+            return self.func(*args, **kwargs)
+        except NotApplicable as raised:
+            return raised
 
     @property
     def title(self) -> str:

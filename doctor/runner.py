@@ -149,7 +149,7 @@ def run_check(
         result.message = str(exc)
         return result
     try:
-        out = spec.func(*args, **kwargs)
+        out = spec(*args, **kwargs)  # a raised NotApplicable comes back as the result (CheckSpec.__call__)
     except Exception as exc:  # noqa: BLE001 - isolate a broken check: its error is a result, the run goes on
         result.outcome = Outcome.ERROR
         result.message = f"{type(exc).__name__}: {exc}"

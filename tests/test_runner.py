@@ -118,3 +118,24 @@ def test_an_alias_clashing_with_a_taken_key_is_refused():
 
     with pytest.raises(UsageError, match="two checks claim 'queueing'"):
         _claims([*load_registry(plugins=False).checks, twin])
+
+
+def test_a_raised_not_applicable_is_the_same_result_as_a_returned_one():
+    from doctor.check import NotApplicable, check
+    from doctor.checklib import measured_pair
+    from doctor.derive import Evidence
+    from doctor.model import SymptomClass
+    from doctor.runner import run_check
+
+    @check(code="TS900", name="sample-compares-paths", symptom=SymptomClass.PROXY_ONLY, cause="gateway-overhead")
+    def compares(stream_stats):
+        measured_pair(stream_stats)  # one path only: raises
+        raise AssertionError("not reached")
+
+    @check(code="TS901", name="sample-returns-na", symptom=SymptomClass.PROXY_ONLY, cause="gateway-overhead")
+    def returns(stream_stats):
+        return NotApplicable("needs both the direct (--engine) and the gateway (--gateway) path to compare them")
+
+    raised, returned = (run_check(spec, Evidence(one_request_bundle()), {}) for spec in (compares, returns))
+    assert raised.outcome is returned.outcome is Outcome.NOT_APPLICABLE
+    assert raised.message == returned.message

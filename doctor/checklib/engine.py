@@ -1,20 +1,19 @@
-"""What the engine-side checks (LD1xx, LD2xx) read alike: settings in use, the path to trust, sizes.
+"""Engine settings in use and where they were read: the lookups every engine-side check shares.
 
-Not a check (the leading underscore keeps the registry out): small lookups that several checks
-need, written once so that "the max_num_seqs in use" means the same thing in every finding.
+Written once so that "the max_num_seqs in use" means the same thing in every finding: the
+startup log first, then the run record, then a vLLM default that is known not to move, then
+what the gauges imply. Public through ``doctor.checklib``.
 """
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
-from doctor.derive.stream_stats import PathStats, StreamStats
-from doctor.evidence import RunRecord, StreamEvidence
-from doctor.model import RERUN_INSTRUCTION, EvidenceValue, Remediation
+from doctor.evidence import EndpointsEvidence, RunRecord
+from doctor.model import EvidenceValue
 
 
 @dataclass
@@ -118,49 +117,23 @@ def inferred_max_num_seqs(mw: MetricsWindow, kv_headroom: float = 0.8) -> Settin
                       f"running flat at {n} in {len(levels)} scrapes while requests waited", inferred=True)
 
 
-def engine_path(stats: StreamStats) -> PathStats | None:
-    """The path that shows the engine best: direct when it has answers, else whichever has."""
-    direct = stats.path("direct")
-    if direct is not None and direct.ttft.n:
-        return direct
-    return next((ps for ps in stats.paths.values() if ps.ttft.n), None)
-
-
-def tokens_per_request(stream: StreamEvidence | None) -> tuple[float, str] | None:
-    """KV tokens one request holds at its end (prompt + completion), and where that came from.
-
-    The usage trailers of measured answers are exact; the probe's requested shape is the
-    fallback (its ``max_tokens`` is an upper bound, which is what KV sizing must assume).
-    """
-    if stream is None:
-        return None
-    used = [
-        r.prompt_tokens + r.completion_tokens
-        for r in stream.requests
-        if r.ok and not r.warmup and r.prompt_tokens is not None and r.completion_tokens is not None
-    ]
-    if used:
-        return statistics.fmean(used), f"stream: usage trailers, mean over n={len(used)}"
-    shape = stream.shape
-    if shape.prompt_tokens and shape.max_tokens:
-        return float(shape.prompt_tokens + shape.max_tokens), "stream: probe shape (prompt_tokens + max_tokens)"
+def model_len(
+    log_facts: LogFacts | None, run: RunRecord | None, endpoints: EndpointsEvidence | None
+) -> Setting | None:
+    """``max_model_len`` from the log / run record, else what /v1/models reports."""
+    found = engine_setting("max_model_len", log_facts, run)
+    if found is not None or endpoints is None:
+        return found
+    for ep in endpoints.endpoints:
+        for model in ep.models:
+            if model.max_model_len:
+                return Setting(model.max_model_len, f"{ep.role} /v1/models")
     return None
 
 
-def rerun(expect: str) -> str:
-    """The verify text every remediation shares: same probe, one change, what to expect."""
-    return f"{RERUN_INSTRUCTION}; expect {expect}"
+_OFF = ("false", "0", "off", "no", "none", "disabled")
 
 
-def add_capacity(why: str, verify: str) -> Remediation:
-    """The capacity remediation queue-bound checks share: more replicas, or less offered load.
-
-    ``why`` states the check's own numbers; the advice is the same whichever check saw the queue.
-    """
-    return Remediation(
-        setting="replicas",
-        suggested="add capacity or lower the offered concurrency",
-        where="the deployment (replica count / load balancer) or the clients' concurrency",
-        why=why,
-        verify=rerun(verify),
-    )
+def is_off(value: Any) -> bool:
+    """A flag value that means off, whether the log printed a bool, a number or a word."""
+    return value is False or str(value).strip().lower() in _OFF

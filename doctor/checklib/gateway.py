@@ -1,16 +1,15 @@
-"""Shared reading of the gateway path for the proxy-only checks (LD3xx).
+"""Which proxy answered, and what its responses say: the gateway reading of the proxy-only checks.
 
-Not a check (the registry skips ``_`` modules). It holds the two questions every proxy-only
-check asks first: "were both paths measured?" and "which proxy is it?", so the checks answer
-them the same way and name the same directive for the same proxy.
+"Which proxy is it?" is the question every proxy-only check (LD3xx) asks before it names a
+directive; answered here once, the checks name the same directive for the same proxy. Public
+through ``doctor.checklib``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.derive.stream_stats import PathStats
 from doctor.evidence import EndpointsEvidence
 
 #: ``Server`` / ``Via`` substrings -> the proxy family whose directives the checks name.
@@ -60,23 +59,6 @@ def stream_encoding(headers: Mapping[str, str]) -> str | None:
     return enc if streamed and enc in COMPRESSED else None
 
 
-@dataclass
-class PathPair:
-    direct: PathStats
-    gateway: PathStats
-
-
-def measured_pair(stats: StreamStats) -> PathPair | str:
-    """Both paths with at least one successful request, or why the comparison is impossible."""
-    direct, gateway = stats.path("direct"), stats.path("gateway")
-    if gateway is None or direct is None:
-        return "needs both the direct (--engine) and the gateway (--gateway) path to compare them"
-    for ps in (direct, gateway):
-        if ps.ttft.n == 0:
-            return f"no successful request on the {ps.path} path to compare"
-    return PathPair(direct=direct, gateway=gateway)
-
-
 def gateway_headers(gateway: PathStats | None, endpoints: EndpointsEvidence | None) -> dict[str, str]:
     """Response headers of the gateway: the streamed response's first, else the endpoint probe's."""
     merged: dict[str, str] = {}
@@ -114,16 +96,3 @@ def detect_proxy(headers: Mapping[str, str], kind: str | None = None) -> tuple[s
 def gateway_name(server: str | None) -> str:
     """How a remediation names the gateway: by its Server header when it sent one."""
     return f"the gateway ({server})" if server else "the gateway"
-
-
-def ttft_wait(ps: PathStats, answer_s: float) -> float:
-    """How many answers of ``answer_s`` the p90 request waited beyond the fastest one.
-
-    (TTFT p90 - TTFT min) / answer time: an edge that relays one stream at a time makes the
-    c-th concurrent request wait c-1 whole answers, while an engine's own queueing and batched
-    prefill stay well under one. A ratio of TTFTs would not do: the fastest direct request can
-    be ten times faster than the p90 without any serialisation.
-    """
-    if ps.ttft.min is None or ps.ttft.p90 is None or answer_s <= 0:
-        return 0.0
-    return (ps.ttft.p90 - ps.ttft.min) / answer_s

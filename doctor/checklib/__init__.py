@@ -1,0 +1,86 @@
+"""The check toolkit: what every check, built-in or third-party, uses to read evidence alike.
+
+A check (``doctor.check``) is a pure function of evidence; these helpers make its numbers and
+its remediation mean the same thing as every other check's:
+
+- **settings in use** (``engine``): ``engine_setting`` reads a setting from the startup log,
+  then the run record, then a stable vLLM default, as a ``Setting`` that knows its source;
+  ``max_num_seqs_in_use`` adds vLLM's V1 default and what the gauges imply
+  (``inferred_max_num_seqs``); ``model_len`` adds /v1/models; ``is_off`` reads a flag.
+- **sizes** (``sizing``): ``tokens_per_request``, ``sequences_that_fit`` (the one formula for
+  "how many sequences fit in the KV cache") and ``capped_utilization`` (the one ceiling for a
+  suggested ``gpu_memory_utilization``).
+- **paths** (``paths``): ``engine_path`` (the path that shows the engine best) and
+  ``measured_pair`` (both paths, or it raises ``NotApplicable``).
+- **the gateway** (``gateway``): ``detect_proxy`` and ``gateway_name`` (which proxy answered,
+  and how a remediation names it), response headers and stream compression.
+- **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
+  ``add_capacity`` and ``vllm_flag`` (``vllm serve flag --max-num-seqs``).
+
+``from doctor.checklib import engine_setting, rerun, vllm_flag``: the names below are the
+public API (``tests/test_checklib.py`` pins them); the submodules are its layout, not its
+contract.
+"""
+
+from doctor.checklib.engine import (
+    MIN_FLAT_SAMPLES,
+    STABLE_DEFAULTS,
+    V1_SERVE_MAX_NUM_SEQS,
+    Setting,
+    default_max_num_seqs,
+    engine_setting,
+    inferred_max_num_seqs,
+    is_off,
+    max_num_seqs_in_use,
+    model_len,
+)
+from doctor.checklib.gateway import (
+    COMPRESSED,
+    KNOWN_PROXIES,
+    detect_proxy,
+    gateway_headers,
+    gateway_name,
+    header,
+    stream_encoding,
+)
+from doctor.checklib.paths import PathPair, engine_path, measured_pair, ttft_wait
+from doctor.checklib.remediation import add_capacity, rerun, vllm_flag
+from doctor.checklib.sizing import (
+    KV_FILL_TARGET,
+    MAX_GPU_MEMORY_UTILIZATION,
+    capped_utilization,
+    sequences_that_fit,
+    tokens_per_request,
+)
+
+__all__ = [
+    "COMPRESSED",
+    "KNOWN_PROXIES",
+    "KV_FILL_TARGET",
+    "MAX_GPU_MEMORY_UTILIZATION",
+    "MIN_FLAT_SAMPLES",
+    "STABLE_DEFAULTS",
+    "V1_SERVE_MAX_NUM_SEQS",
+    "PathPair",
+    "Setting",
+    "add_capacity",
+    "capped_utilization",
+    "default_max_num_seqs",
+    "detect_proxy",
+    "engine_path",
+    "engine_setting",
+    "gateway_headers",
+    "gateway_name",
+    "header",
+    "inferred_max_num_seqs",
+    "is_off",
+    "max_num_seqs_in_use",
+    "measured_pair",
+    "model_len",
+    "rerun",
+    "sequences_that_fit",
+    "stream_encoding",
+    "tokens_per_request",
+    "ttft_wait",
+    "vllm_flag",
+]

@@ -1,0 +1,66 @@
+"""The check toolkit's public names are a contract with third-party checks: pinned here.
+
+Adding a name is a reviewed change to this list; removing or renaming one breaks plugins.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import doctor.checklib as checklib
+from doctor.check import NotApplicable
+from doctor.derive.stream_stats import StreamStats
+
+ROOT = Path(__file__).resolve().parent.parent
+
+EXPORTS = {
+    "COMPRESSED", "KNOWN_PROXIES", "KV_FILL_TARGET", "MAX_GPU_MEMORY_UTILIZATION", "MIN_FLAT_SAMPLES",
+    "STABLE_DEFAULTS", "V1_SERVE_MAX_NUM_SEQS", "PathPair", "Setting", "add_capacity", "capped_utilization",
+    "default_max_num_seqs", "detect_proxy", "engine_path", "engine_setting", "gateway_headers", "gateway_name",
+    "header", "inferred_max_num_seqs", "is_off", "max_num_seqs_in_use", "measured_pair", "model_len", "rerun",
+    "sequences_that_fit", "stream_encoding", "tokens_per_request", "ttft_wait", "vllm_flag",
+}
+
+
+def test_exports_are_pinned() -> None:
+    assert set(checklib.__all__) == EXPORTS
+    assert len(checklib.__all__) == len(EXPORTS), "a name is listed twice in __all__"
+    for name in EXPORTS:
+        assert getattr(checklib, name) is not None, name
+        assert name in checklib.__doc__ or name.isupper() or getattr(checklib, name).__doc__, f"{name} is undocumented"
+
+
+def test_checks_have_no_private_helper_modules() -> None:
+    """The helpers live in the toolkit, where plugins can import them too."""
+    private = [p.name for p in (ROOT / "checks").glob("_*.py") if p.name != "__init__.py"]
+    assert private == []
+
+
+def test_every_check_takes_its_helpers_from_the_toolkit() -> None:
+    for path in sorted((ROOT / "checks").glob("*.py")):
+        text = path.read_text()
+        assert "from checks." not in text and "import checks." not in text, f"{path.name} imports another check module"
+
+
+def test_vllm_flag_spells_the_command_line() -> None:
+    assert checklib.vllm_flag("max_num_seqs") == "vllm serve flag --max-num-seqs"
+    assert (checklib.vllm_flag("pipeline_parallel_size", "tensor_parallel_size")
+            == "vllm serve flags --pipeline-parallel-size / --tensor-parallel-size")
+
+
+def test_sequences_that_fit_leaves_the_target_share_free() -> None:
+    assert checklib.sequences_that_fit(10_000, 1_000) == 9  # 0.9 of the cache by default
+    assert checklib.sequences_that_fit(10_000, 1_000, target=1.0) == 10
+    assert checklib.sequences_that_fit(999, 1_000, target=1.0) == 0
+
+
+def test_utilization_is_capped() -> None:
+    assert checklib.capped_utilization(0.97) == checklib.MAX_GPU_MEMORY_UTILIZATION
+    assert checklib.capped_utilization(0.85) == 0.85
+
+
+def test_measured_pair_raises_not_applicable_without_both_paths() -> None:
+    with pytest.raises(NotApplicable, match="needs both the direct"):
+        checklib.measured_pair(StreamStats())

@@ -21,6 +21,11 @@ Lower ``max_num_seqs`` to the depth at which the fitted line meets ``tpot_target
 default your ``--tpot-budget``); expect more queueing at peak load (watch TTFT), so pair it with
 capacity if the queue grows.
 
+Options:
+tpot_target_s: the inter-token target (defaults to --tpot-budget)
+growth: deepest / shallowest median gap that counts as growing
+min_gaps: gaps a depth needs to count
+
 Example:
 direct: median gap 22 ms at depth 1, 61 ms at depth 8 (2.8x); fitted 16 ms + 5.6 ms per
 sequence -> max_num_seqs 6 meets 50 ms.
@@ -54,8 +59,6 @@ def batch_too_deep(
     growth: float = 1.5,
     min_gaps: int = 5,
 ) -> Result:
-    """``tpot_target_s``: the inter-token target (defaults to ``--tpot-budget``); ``growth``: deepest /
-    shallowest median gap that counts as growing; ``min_gaps``: gaps a depth needs to count."""
     if metrics_window is not None and metrics_window.preemptions:
         return Pass(f"{metrics_window.preemptions:.0f} preemptions: the stalls are KV pressure (LD201), not depth")
     path = engine_path(stream_stats)

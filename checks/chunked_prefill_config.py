@@ -18,7 +18,6 @@ Startup log (or run record): `chunked_prefill` / `enable_chunked_prefill`,
 Remediation:
 Raise `max_num_batched_tokens` to at least `max_model_len` (or turn chunked prefill on with
 `--enable-chunked-prefill`, which lets a step take part of a prompt; on vLLM V1 it is always on).
-Options: none.
 
 Example:
 LD402 chunked-prefill-config: chunked prefill off with max_num_batched_tokens 2,048 <

@@ -19,7 +19,6 @@ and CPU count, the HTTP stack used, and the self-check's reasons.
 Remediation:
 Run the probe from a less loaded host, or with a lower `--concurrency` (setting `concurrency`,
 suggested half the current value), then compare.
-Options: none.
 
 Example:
 LD507 client-suspect: client event loop lagged 85 ms at p99 (max 240 ms), CPU up to 100 % of 2

@@ -23,8 +23,14 @@ when the body says the prompt is too long, else the payload); 5xx -> the engine 
 (`vllm_server`); connect / dns / tls -> `endpoint_url`; cut -> `proxy_read_timeout`; timeout /
 stall / deadline -> the latency findings (`replicas` when queueing); metrics errors ->
 `vllm_server`; metrics aborts -> the clients' timeout (`client_timeout`).
-Options (vllm-doctor 0.6.0 defaults): `max_failure_share` (0.05: failed probe requests),
-`max_error_share` (0.05), `max_abort_share` (0.10) of finished requests.
+
+Options:
+max_failure_share: failed probe requests / measured ones at which it fires (vllm-doctor 0.6.0's
+    default)
+max_error_share: finished requests with reason error / all finished at which it fires (vllm-doctor
+    0.6.0's default)
+max_abort_share: finished requests with reason abort / all finished at which it fires (vllm-doctor
+    0.6.0's default)
 
 Example:
 LD501 error-rate: 3 of 16 probe requests failed (gateway: http-status 503 x3); vLLM finished 4 of

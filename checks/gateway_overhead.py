@@ -21,10 +21,13 @@ Remove the per-request work from the gateway hop (setting `gateway_hop`): keep u
 connections alive (nginx: `keepalive 16;` in the `upstream` block with `proxy_http_version 1.1;`
 and `proxy_set_header Connection "";`), cache authentication results, reuse TLS sessions,
 drop hops that add nothing.
-Options: `overhead_share` (0.25: added TTFT p50 / gateway TTFT p50), `min_added_s` (0.05: added
-time below this is noise for interactive use), `constant_share` (0.5: the added time at the
-minimum must be at least this share of the added p50), `burst_factor` (4.0, as in LD301),
-`warning_share` (0.5: share that makes it a warning, else info).
+
+Options:
+overhead_share: added TTFT p50 / gateway TTFT p50 that fires
+min_added_s: added time below this is noise for interactive use
+constant_share: the added time at the minimum must be at least this share of the added p50
+burst_factor: events per read ratio left to proxy-buffering, as in LD301
+warning_share: share that makes it a warning, else info
 
 Example:
 LD304 gateway-overhead: gateway adds 180 ms to TTFT p50 (n=8; 172 ms at the minimum), 64 % of the

@@ -22,10 +22,13 @@ Remediation:
 Make the edge stream asynchronously (setting `gateway_streaming`): an async HTTP client
 (`httpx.AsyncClient`, `aiohttp`) whose response is relayed chunk by chunk, or enough workers
 for the offered concurrency, so the edge never waits on one upstream stream to serve another.
-Options: `wait_answers` (1.0: the gateway's p90 request waited at least this many answers more
-than its fastest), `spread_factor` (3.0: gateway wait / direct wait), `ttft_factor` (2.0:
-gateway TTFT p90 / direct p90), `step_share` (0.5: a staircase step is a TTFT jump of at least
-this share of an answer), `critical_steps` (2: staircase steps that make the finding critical).
+
+Options:
+wait_answers: the gateway's p90 request waited at least this many answers more than its fastest
+spread_factor: gateway wait / direct wait
+ttft_factor: gateway TTFT p90 / direct p90
+step_share: a staircase step is a TTFT jump of at least this share of an answer
+critical_steps: staircase steps that make the finding critical
 
 Example:
 LD303 gateway-serialisation: at concurrency 4 the gateway's p90 request waited 2.1 answers

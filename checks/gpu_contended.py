@@ -19,6 +19,9 @@ Remediation:
 ``gpu_isolation``: move the other process off this GPU, or give vLLM its own device
 (``CUDA_VISIBLE_DEVICES``, a dedicated node, or MIG partitions for hard isolation).
 
+Options:
+min_memory_fraction: ignore other processes holding less of the device's memory than this
+
 Example:
 GPU 0: 1 other process besides vLLM: python (pid 4242, 9.5 GiB) -> move it off GPU 0.
 """
@@ -33,7 +36,6 @@ from doctor.model import EvidenceValue, Remediation, SymptomClass
 
 @check(code="LD207", name="gpu-contended", symptom=SymptomClass.INTER_TOKEN, cause="gpu-state")
 def gpu_contended(gpu: GpuEvidence, host: HostEvidence | None = None, *, min_memory_fraction: float = 0.01) -> Result:
-    """``min_memory_fraction``: ignore other processes holding less of the device's memory than this."""
     if not gpu.available:
         return NotApplicable(f"no NVML evidence ({gpu.reason or 'not collected'})")
     if not any(d.processes for d in gpu.devices):

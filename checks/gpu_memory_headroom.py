@@ -16,7 +16,10 @@ Startup log (or run record): `gpu_memory_utilization` in use.
 Remediation:
 Lower `gpu_memory_utilization` by the missing headroom (suggested: current - (min_free_share -
 free share), rounded down to 0.01), or move the other processes off the GPU.
-Options: `min_free_share` (0.03: free / total below this fires), `critical_free_share` (0.01).
+
+Options:
+min_free_share: free / total GPU memory below which it fires
+critical_free_share: free / total below which the finding is critical
 
 Example:
 LD405 gpu-memory-headroom: GPU 0 has 0.4 GiB free of 79.6 GiB (0.5 %); 2 processes hold memory ->

@@ -20,6 +20,9 @@ Software power cap -> ``gpu_power_limit`` (raise it back to the board's default 
 ``nvidia-smi -pl``). Hardware slowdown / power brake -> ``gpu_hardware`` (power supply, cabling,
 the board itself: ask the provider to replace the node).
 
+Options:
+clock_ratio: SM clock / max clock below which a device with a harmful reason fires
+
 Example:
 GPU 0: SM clock 1,290 of 1,980 MHz (65 %), reasons sw_thermal_slowdown, 87 C -> gpu_cooling.
 """
@@ -41,7 +44,6 @@ HARMFUL = THERMAL + POWER + HARDWARE
 
 @check(code="LD206", name="gpu-throttled", symptom=SymptomClass.INTER_TOKEN, cause="gpu-state")
 def gpu_throttled(gpu: GpuEvidence, *, clock_ratio: float = 0.9) -> Result:
-    """``clock_ratio``: SM clock / max clock below which a device with a harmful reason fires."""
     if not gpu.available:
         return NotApplicable(f"no NVML evidence ({gpu.reason or 'not collected'})")
     if not any(d.throttle_reasons or d.sm_clock_mhz for d in gpu.devices):

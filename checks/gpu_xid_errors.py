@@ -98,8 +98,9 @@ XIDS: dict[int, tuple[str, XidClass]] = {
 }
 
 
-@check(code="LD208", name="gpu-xid-errors", symptom=SymptomClass.GENERAL, cause="errors",
-       aliases=("xid", "xid-errors"))
+# LD208 until the code's hundreds digit became its symptom class: kept, so `--select LD208` still works
+@check(code="LD508", name="gpu-xid-errors", symptom=SymptomClass.GENERAL, cause="errors",
+       aliases=("LD208", "xid", "xid-errors"))
 def gpu_xid_errors(gpu: GpuEvidence) -> Result:
     watch = gpu.xid
     if watch is None:

@@ -25,8 +25,10 @@ Lower `max_num_seqs` to what the cache holds at the request size you serve: KV t
 tokens per request (or raise `gpu_memory_utilization` / lower `max_model_len` to grow the cache
 per request instead). With the model's config (`--model-dir`), it also says how many more
 sequences an fp8 KV cache would hold in the same memory.
-Options: `min_ratio` (1.0: fires when full-length requests that fit / max_num_seqs is below
-this), `kv_target` (0.9: the share of the cache the suggestion fills).
+
+Options:
+min_ratio: fires when full-length requests that fit / max_num_seqs is below this
+kv_target: the share of the cache the suggestion fills
 
 Example:
 LD401 kv-capacity-short: KV cache 4,096 tokens < max_num_seqs 8 x max_model_len 1,024 = 8,192

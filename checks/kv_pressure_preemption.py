@@ -30,6 +30,11 @@ tokens per request.
 Without NVML evidence (a remote engine), ``gpu_memory_utilization`` if ``nvidia-smi`` shows
 free memory, with the ``max_num_seqs`` value as the fallback in the same suggestion.
 
+Options:
+kv_full: KV usage at or above which the cache counts as full
+gpu_headroom: free GPU memory fraction (NVML) above which raising gpu_memory_utilization is
+    suggested
+
 Example:
 3 preemptions in the window; KV usage up to 97 %; 4 stalls, longest gap 13.0 s vs median 30 ms;
 no GPU memory headroom -> lower max_num_seqs from 32 to 13 (245,760 KV tokens / 18,000 tokens
@@ -77,8 +82,6 @@ def kv_pressure_preemption(
     kv_full: float = 0.95,
     gpu_headroom: float = 0.1,
 ) -> Result:
-    """``kv_full``: KV usage at or above which the cache counts as full; ``gpu_headroom``: free
-    GPU memory fraction (NVML) above which raising ``gpu_memory_utilization`` is suggested."""
     mw = metrics_window
     preempted = mw.preemptions
     logged = log_facts.preemption_warnings if log_facts is not None else 0

@@ -18,8 +18,14 @@ probe's own requests is not mistaken for production traffic.
 Remediation:
 Consolidate traffic onto fewer replicas (setting `replicas`), or send more concurrent requests
 to each: throughput rises with the batch until the latency budget says stop.
-Options (vllm-doctor 0.6.0 defaults): `min_prompt_tps` (10), `min_generation_tps` (50),
-`min_running` (2).
+
+Options:
+min_prompt_tps: prompt tokens per second at or above which the engine is used (vllm-doctor 0.6.0's
+    default)
+min_generation_tps: generated tokens per second at or above which the engine is used (vllm-doctor
+    0.6.0's default)
+min_running: running requests at the busiest scrape at or above which the engine is used (vllm-
+    doctor 0.6.0's default)
 
 Example:
 LD502 low-throughput: 3.1 prompt and 18.4 generated tokens/s over 60 s, running <= 1, waiting 0 ->

@@ -27,6 +27,12 @@ cache counted hits. Else chunked prefill with a small
 better TTFT, worse inter-token latency for the streams running beside a long prefill. Else
 more compute per replica (``tensor_parallel_size``) or shorter prompts.
 
+Options:
+prefill_share: prefill / TTFT share that fires
+min_prefill_s: ignore prefills shorter than this
+long_prompt_tokens: a mean prompt at least this long is long
+small_batched_tokens: a chunked-prefill step budget at most this is small
+
 Example:
 prefill 1.10 s is 92 % of TTFT 1.20 s; prompts 3,900 tokens; chunked prefill with
 max_num_batched_tokens 512 -> raise max_num_batched_tokens to 4096.
@@ -62,9 +68,6 @@ def prefill_bound_first_token(
     long_prompt_tokens: int = 1024,
     small_batched_tokens: int = 2048,
 ) -> Result:
-    """``prefill_share``: prefill / TTFT share that fires; ``min_prefill_s``: ignore prefills shorter
-    than this; ``long_prompt_tokens``: a mean prompt at least this long is long;
-    ``small_batched_tokens``: a chunked-prefill step budget at most this is small."""
     mw = metrics_window
     prefill = _prefill(mw)
     if prefill is None:

@@ -30,6 +30,16 @@ Lower ``max_num_batched_tokens`` (to 2048 when above it, else halve it, at least
 prefill is cut into smaller chunks that each delay the running streams less (TTFT of long
 prompts rises a little). With chunked prefill off, turn it on (``enable_chunked_prefill``).
 
+Options:
+gap_factor: a gap this many times its stream's median is large
+coincide_share: share of large gaps that must end at another request's first token
+min_gaps: at least this many such gaps
+time_share: their excess must be at least this share of decode time
+min_streams: a freeze other users' prefill explains stops at least this many other streams
+server_gap_s: from the server's histograms alone: gaps of at least this long
+server_median_s: from the server's histograms alone: while the median gap is at most this
+min_prefill_s: from the server's histograms alone: with prefills at least this long
+
 Example:
 direct: 9 of 11 large gaps (median 240 ms vs 25 ms) end at another request's first token;
 they are 38 % of decode time; chunked prefill with max_num_batched_tokens 16384 -> 2048.
@@ -70,12 +80,6 @@ def prefill_interference(
     server_median_s: float = 0.1,
     min_prefill_s: float = 0.2,
 ) -> Result:
-    """``gap_factor``: a gap this many times its stream's median is large; ``coincide_share``:
-    share of large gaps that must end at another request's first token; ``min_gaps``: at least
-    this many such gaps; ``time_share``: their excess must be at least this share of decode time;
-    ``min_streams``: a freeze other users' prefill explains stops at least this many other streams;
-    ``server_gap_s``, ``server_median_s``, ``min_prefill_s``: from the server's histograms alone,
-    gaps of at least this long, while the median gap is at most this, with prefills this long."""
     stream_result = (_from_streams(stream_stats, stream, metrics_window, log_facts, run, gap_factor=gap_factor,
                                    coincide_share=coincide_share, min_gaps=min_gaps, time_share=time_share,
                                    min_streams=min_streams)

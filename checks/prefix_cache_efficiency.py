@@ -19,8 +19,10 @@ Remediation:
 Prefix caching off: `--enable-prefix-caching` (setting `enable_prefix_caching`). On: put the
 shared part of the prompt first and keep it byte-identical across requests (setting
 `prompt_prefix`); variable content (dates, ids, retrieved text) goes after it.
-Options: `min_hit_rate` (0.5, vllm-doctor's default), `min_queries` (1000: fewer looked-up
-tokens are too few to judge).
+
+Options:
+min_hit_rate: prefix-cache hit rate below which it fires (vllm-doctor's default)
+min_queries: fewer looked-up tokens are too few to judge
 
 Example:
 LD503 prefix-cache-efficiency: 12 % of 48,210 prompt tokens looked up hit the prefix cache ->

@@ -27,12 +27,15 @@ relay; vLLM itself stays chunked) is relayed in buffer-sized bursts, while a chu
 keeps flowing. An upstream app can instead send `X-Accel-Buffering: no` per response, unless
 the gateway sets `proxy_ignore_headers X-Accel-Buffering`. Other proxies: turn response buffering off for
 `text/event-stream` on the streaming route.
-Options: `burst_factor` (4.0: gateway events per read p50 / direct's; the signature, since
-events read together share one arrival time, so bursts collapse the gaps by themselves),
-`collapse_share` (0.1: a gateway first-to-last-token time below this share of direct's means
-answers arrive in one piece), `critical_ttft_factor` (5.0: gateway TTFT p50 / direct at which,
-like one-piece answers, the finding is critical; a warning instead when the stream is also
-compressed, since stream-compression (LD302) then names the more specific cause).
+
+Options:
+burst_factor: gateway events per read p50 / direct's; the signature, since events read together
+    share one arrival time, so bursts collapse the gaps by themselves
+collapse_share: a gateway first-to-last-token time below this share of direct's means answers arrive
+    in one piece
+critical_ttft_factor: gateway TTFT p50 / direct at which, like one-piece answers, the finding is
+    critical; a warning instead when the stream is also compressed, since stream-compression (LD302)
+    then names the more specific cause
 
 Example:
 LD301 proxy-buffering: gateway delivers 16.0 events per read (4104 B) vs 1.0 direct; TTFT p50

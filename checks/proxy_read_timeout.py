@@ -21,9 +21,11 @@ Remediation:
 Raise the gateway's read timeout above the longest silence the engine produces (setting
 `proxy_read_timeout`; nginx: `proxy_read_timeout 300s;` in the streaming location), and shorten
 the silences themselves (queueing / preemption findings).
-Options: `min_idle_s` (5.0: shorter idles are not timeouts), `idle_tolerance` (0.2: idle times
-within this relative spread count as one fixed timeout), `suggested_s` (300: the floor of the
-suggested timeout; the suggestion is at least twice the observed idle).
+
+Options:
+min_idle_s: shorter idles are not timeouts
+idle_tolerance: idle times within this relative spread count as one fixed timeout
+suggested_s: the floor of the suggested timeout; the suggestion is at least twice the observed idle
 
 Example:
 LD305 proxy-read-timeout: 2 of 8 gateway requests cut after 60.0 s idle (n=2, nginx default

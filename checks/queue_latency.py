@@ -15,7 +15,10 @@ Metrics window: queue-time histogram delta (p90 bucket bound, mean, count), wait
 Remediation:
 Add capacity (setting `replicas`) or lower the offered concurrency; when the batch limit rather
 than the GPU is full, requests-queued-before-prefill (LD101) suggests a `max_num_seqs`.
-Options: `max_queue_p90_s` (1.0, vllm-doctor's default threshold).
+
+Options:
+max_queue_p90_s: queue time p90 (its bucket bound) at or above which it fires (vllm-doctor's default
+    threshold)
 
 Example:
 LD505 queue-latency: queue time p90 <= 2.5 s (mean 1.42 s, n=40 requests), waiting up to 9 ->

@@ -17,7 +17,11 @@ Remediation:
 Add capacity (setting `replicas`) or lower the offered concurrency. When running sat at
 `max_num_seqs` with KV usage low, the batch limit is the queue's cause: see
 requests-queued-before-prefill (LD101) for a `max_num_seqs` value.
-Options (vllm-doctor 0.6.0 defaults): `max_waiting` (5), `high_running` (50).
+
+Options:
+max_waiting: requests waiting at some scrape above which it fires (vllm-doctor 0.6.0's default)
+high_running: running requests at which the engine counts as saturated, which makes it a warning
+    (vllm-doctor 0.6.0's default)
 
 Example:
 LD504 queue-pressure: up to 12 requests waiting while 8 ran (= max_num_seqs 8), KV usage <= 31 %

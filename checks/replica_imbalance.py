@@ -20,9 +20,13 @@ Remediation:
 Route by load (setting `load_balancing`): least outstanding requests rather than round-robin
 over long-lived connections or sticky sessions (nginx: `least_conn;` in the `upstream` block);
 check that every replica is ready and registered.
-Options (vllm-doctor 0.6.0 defaults): `imbalance_factor` (2.0), `cache_gap` (0.30),
-`min_total_running` (5: the running signal needs that much load in total), `min_total_finished`
-(10: same for finished requests).
+
+Options:
+imbalance_factor: busiest / least busy engine's running or finished requests that fires (vllm-doctor
+    0.6.0's default)
+cache_gap: KV usage difference between engines that fires (vllm-doctor 0.6.0's default)
+min_total_running: the running signal needs that much load in total
+min_total_finished: the finished signal needs that many finished requests in total
 
 Example:
 LD506 replica-imbalance: model m on 2 engines: running max 8 vs 1 (8.0x), finished 46 vs 5, KV

@@ -29,6 +29,12 @@ today's ``max_num_seqs`` scaled by 0.9 / peak KV usage). Without scrapes during 
 batch is not seen full: the same advice, saying so.
 KV usage was high: the GPU is full, add capacity (``replicas``) or lower offered concurrency.
 
+Options:
+queue_share: queue time / TTFT share that fires
+min_queue_s: ignore queues shorter than this (an idle engine's scheduling tick)
+kv_headroom: peak KV usage below which the batch limit, not memory, binds
+critical_share: queue / TTFT share at which the finding is critical
+
 Example:
 TTFT mean 2.40 s on the server, 1.97 s of it (82 %) queue time; waiting up to 12, running
 = max_num_seqs = 8, KV usage <= 31 % -> raise max_num_seqs from 8 to 20 (the peak in flight;
@@ -73,9 +79,6 @@ def requests_queued_before_prefill(
     kv_headroom: float = 0.8,
     critical_share: float = 0.8,
 ) -> Result:
-    """``queue_share``: queue / TTFT share that fires; ``min_queue_s``: ignore queues shorter than
-    this (an idle engine's scheduling tick); ``kv_headroom``: peak KV usage below which the batch
-    limit, not memory, binds; ``critical_share``: share at which the finding is critical."""
     mw = metrics_window
     if mw.queue is None or mw.queue.mean is None:
         return NotApplicable("no queue-time histogram in /metrics (vllm:request_queue_time_seconds)")

@@ -20,6 +20,10 @@ Keep a warm floor: scheduled checks send at least one warm-up request before mea
 (``--warmup``), and serving keeps replicas warm (a minimum replica count above zero, a
 warm-up request after each start).
 
+Options:
+cold_factor: warm-up TTFT / steady median TTFT that fires (info)
+warning_factor: the ratio at which it becomes a warning
+
 Example:
 direct: warm-up TTFT 4.10 s vs steady median 120 ms (34x) -> keep --warmup >= 1 and a warm floor.
 """
@@ -41,8 +45,6 @@ def slow_cold_start(
     cold_factor: float = 3.0,
     warning_factor: float = 10.0,
 ) -> Result:
-    """``cold_factor``: warm-up TTFT / steady median TTFT that fires (info);
-    ``warning_factor``: the ratio at which it becomes a warning."""
     compared = [ps for ps in stream_stats.paths.values() if ps.warmup_ttft.n and ps.ttft.p50]
     if not compared:
         return NotApplicable("no successful warm-up request to compare with (the probe ran with --warmup 0?)")

@@ -24,6 +24,12 @@ When new connections take most of it: reuse connections (``http_keepalive``: a c
 pool / HTTP keep-alive on the caller). Otherwise: place the caller near the engine
 (``region_placement``: same region / zone, or a gateway in the engine's region).
 
+Options:
+transport_share: share of the client's TTFT outside the server that fires
+min_transport_s: ignore differences smaller than this (a LAN round trip)
+max_foreign_share_x: compare the means only while the server timed at most this many times the
+    requests the probe sent (else most of them are other users')
+
 Example:
 direct: client TTFT mean 420 ms vs server TTFT mean 60 ms: 360 ms (86 %) between client and
 engine; new connections take 12 ms -> move the caller into the engine's region.
@@ -53,10 +59,6 @@ def slow_transport(
     min_transport_s: float = 0.05,
     max_foreign_share_x: float = 1.5,
 ) -> Result:
-    """``transport_share``: share of the client's TTFT outside the server that fires;
-    ``min_transport_s``: ignore differences smaller than this (a LAN round trip);
-    ``max_foreign_share_x``: compare the means only while the server timed at most this many times
-    the requests the probe sent (else most of them are other users')."""
     direct = stream_stats.path("direct")
     if direct is None or not direct.ttft.n or direct.ttft.mean is None:
         return NotApplicable("no measured direct path (--engine): the gateway's share cannot be told from the network's")

@@ -21,8 +21,10 @@ shrink the model's footprint. max-len-exceeds-kv: `max_model_len` to the length 
 fits (or raise `gpu_memory_utilization`). memory-below-utilisation: `gpu_memory_utilization`
 just below the free share of the device (or free the memory other processes hold). oom: lower
 `gpu_memory_utilization` to leave room for activations and CUDA graphs. other: the line itself.
-Options: `step` (0.05: how far the suggested gpu_memory_utilization moves), `margin` (0.02:
-kept below the free share for memory-below-utilisation).
+
+Options:
+step: how far the suggested gpu_memory_utilization moves
+margin: kept below the free share for memory-below-utilisation
 
 Example:
 LD403 startup-error: startup failed (log line 75, max-len-exceeds-kv): max_model_len 8,192 needs

@@ -25,8 +25,10 @@ without the middleware, or use a Starlette version that skips `text/event-stream
 `GZipMiddleware`). Traefik: `excludedContentTypes: [text/event-stream]` on the `compress`
 middleware (setting `compress`). Others: setting `gzip`, turn response compression off for
 `text/event-stream`.
-Options: `burst_events` (2.0: events per read p50 at or above which the compressed path is
-already bursting, which makes the finding critical).
+
+Options:
+burst_events: events per read p50 at or above which the compressed path is already bursting, which
+    makes the finding critical
 
 Example:
 LD302 stream-compression: gateway sends text/event-stream with Content-Encoding: gzip (Server:

@@ -20,6 +20,10 @@ Remediation:
 ``stream_interval`` > 1: set it to 1 if smooth streaming matters more than API-server CPU.
 Otherwise the API server is falling behind: add API server processes (``api_server_count``).
 
+Options:
+bundle_threshold: tokens per chunk at which it fires (info)
+warning_tokens: tokens per chunk at which it becomes a warning (users see visible bursts)
+
 Example:
 direct: 4.0 tokens per chunk (800 tokens in 200 chunks, n=8); stream_interval = 4 (log line 9)
 -> stream_interval 1.
@@ -44,8 +48,6 @@ def token_bundling(
     bundle_threshold: float = 1.5,
     warning_tokens: float = 4.0,
 ) -> Result:
-    """``bundle_threshold``: tokens per chunk at which it fires (info); ``warning_tokens``: tokens
-    per chunk at which it becomes a warning (users see visible bursts)."""
     per_chunk = tokens_per_chunk(stream)
     interval = engine_setting("stream_interval", log_facts, run)
     if per_chunk is None and interval is None:

@@ -19,7 +19,6 @@ Remediation:
 Consider pipeline parallelism over these GPUs (setting `pipeline_parallel_size`, with
 `tensor_parallel_size` 1), which sends activations once per stage boundary, or data-parallel
 replicas when one GPU holds the model; keep tensor parallelism for NVLink-connected GPUs.
-Options: none.
 
 Example:
 LD404 tp-without-nvlink: tensor_parallel_size 2 over GPUs 0-1 linked by PCIe (NVML topology), no

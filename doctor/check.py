@@ -18,12 +18,14 @@ A check declares what it needs through its signature::
   latency budget rather than to its declared default, so a check and the verdict agree.
 
 ``aliases`` are other names a check answers to (``explain``, ``--select``, ``--set``): the words
-an issue or a runbook uses for it, e.g. ``queueing`` for requests-queued-before-prefill.
+an issue or a runbook uses for it, e.g. ``queueing`` for requests-queued-before-prefill, or a
+code it had before (``LD208`` for gpu-xid-errors, now LD508).
 
 The function returns ``Fire`` (a finding), ``Pass`` or ``NotApplicable``; it may also raise
 ``NotApplicable`` (a helper in ``doctor.checklib`` does, so the check needs no branch for it);
 any other exception is isolated by the runner as an ``error`` result. The module docstring carries the documentation
-under the fixed headings in ``DOC_HEADINGS``; ``llm-doctor explain`` prints it.
+under the fixed headings in ``DOC_HEADINGS``, and each option under ``Options:``
+(``OPTIONS_HEADING``); ``llm-doctor explain`` prints it.
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ DOC_HEADINGS: tuple[str, ...] = (
     "Remediation",
     "Example",
 )
+
+#: The heading that describes each keyword-only option, one ``name: what it means`` line each
+#: (continuation lines indented); required when the check has options. The default is not
+#: written there: ``explain`` prints it from the signature, so it is written once.
+OPTIONS_HEADING = "Options"
+
+_OPTION_LINE = re.compile(r"^(\w+):\s*(.*)$")
 
 #: Decomposition components a finding can explain (the classifier matches on these).
 CAUSES: tuple[str, ...] = (
@@ -135,7 +144,9 @@ class CheckSpec:
 
     def is_named(self, key: str) -> bool:
         """Whether ``key`` is the code (any case), the name or an alias (``cold start`` = ``cold-start``)."""
-        return key.upper() == self.code or key.strip().lower().replace(" ", "-") in (self.name, *self.aliases)
+        code = key.strip().upper()
+        return (code == self.code or code in self.aliases  # a former code
+                or key.strip().lower().replace(" ", "-") in (self.name, *self.aliases))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Result:
         """The check's result; a ``NotApplicable`` raised from any depth is returned like one."""
@@ -143,6 +154,11 @@ class CheckSpec:
             return self.func(*args, **kwargs)
         except NotApplicable as raised:
             return raised
+
+    @property
+    def option_docs(self) -> dict[str, str]:
+        """What each option means, from the ``Options:`` heading of the docstring."""
+        return parse_options(self.doc.get(OPTIONS_HEADING, ""))
 
     @property
     def title(self) -> str:
@@ -155,12 +171,26 @@ def parse_doc(text: str) -> dict[str, str]:
     current: str | None = None
     for line in inspect.cleandoc(text or "").splitlines():
         stripped = line.strip().removeprefix("## ").rstrip(":")
-        if stripped in DOC_HEADINGS:
+        if stripped in DOC_HEADINGS or stripped == OPTIONS_HEADING:
             current = stripped
             sections[current] = []
         elif current is not None:
             sections[current].append(line)
     return {k: "\n".join(v).strip() for k, v in sections.items()}
+
+
+def parse_options(text: str) -> dict[str, str]:
+    """The ``Options:`` section as ``{option: description}``; indented lines continue the one above."""
+    found: dict[str, str] = {}
+    last: str | None = None
+    for line in text.splitlines():
+        match = _OPTION_LINE.match(line)
+        if match:
+            last = match.group(1)
+            found[last] = match.group(2).strip()
+        elif last is not None and line[:1].isspace() and line.strip():
+            found[last] += " " + line.strip()
+    return found
 
 
 def check(
@@ -183,8 +213,8 @@ def check(
     if cause not in CAUSES:
         raise ValueError(f"check {code}: unknown cause {cause!r}; known: {', '.join(CAUSES)}")
     for alias in aliases:
-        if not NAME_RE.match(alias):
-            raise ValueError(f"check {code}: alias {alias!r} must be kebab-case")
+        if not (NAME_RE.match(alias) or CODE_RE.match(alias)):
+            raise ValueError(f"check {code}: alias {alias!r} must be kebab-case, or a former code like LD208")
 
     def wrap(func: Callable[..., Result]) -> CheckSpec:
         requires: list[str] = []

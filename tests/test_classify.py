@@ -363,13 +363,13 @@ def test_steady_decode_excess_names_a_decode_setting_not_a_prefill_one() -> None
 
 
 def test_a_gpu_fault_is_listed_but_does_not_explain_slow_steady_decode() -> None:
-    """An XID (LD208) explains failures and stalls, not the per-token speed: a critical one is a
+    """An XID (LD508) explains failures and stalls, not the per-token speed: a critical one is a
     finding of its own, while the decomposition and the primary stay with what slows decoding."""
     faulty = gpu(h100())
     faulty.xid = xid_watch((79, 0, 1.0), watched=(0,))
     report = diagnose(bundle(stream=stream(steady(6, ttft=0.1, gap=0.09, tokens=12)),
                              log=vllm_log({"enforce_eager": True}), gpu=faulty))
-    xid = next(f for f in report.findings if f.code == "LD208")
+    xid = next(f for f in report.findings if f.code == "LD508")
     assert xid.severity is Severity.CRITICAL and xid.remediation.setting == "gpu_hardware"
     v = report.verdict
     assert v.symptom is Symptom.INTER_TOKEN, v.summary
@@ -382,7 +382,7 @@ def test_a_gpu_fault_in_a_healthy_run_is_named_for_review() -> None:
     assert b.gpu is not None
     b.gpu.xid = xid_watch((94, 0, 1.0), watched=(0,))
     v = diagnose(b).verdict
-    assert v.symptom is Symptom.HEALTHY and "LD208" in v.summary, v.summary
+    assert v.symptom is Symptom.HEALTHY and "LD508" in v.summary, v.summary
 
 
 def queue_without_batch_limit() -> Bundle:

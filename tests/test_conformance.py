@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.check import CAUSES, CODE_RE, DOC_HEADINGS, NAME_RE
+from doctor.check import CAUSES, CODE_RE, DOC_HEADINGS, NAME_RE, OPTIONS_HEADING
 from doctor.model import SymptomClass
 from doctor.registry import load_registry
 from doctor.runner import known_kinds
@@ -37,6 +37,33 @@ def test_check_contract(spec):
     assert spec.requires or len(spec.optional) >= 2, f"{spec.code} declares no required evidence"
     for option, default in spec.options.items():
         assert default is not None and not isinstance(default, (list, dict)), f"{spec.code}.{option} needs a scalar default"
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.code for s in SPECS])
+def test_options_heading_describes_every_option(spec):
+    """``Options:`` lists each keyword-only option once, with what it means, and nothing else."""
+    if not spec.options:
+        assert OPTIONS_HEADING not in spec.doc, f"{spec.code} has no options: drop its '{OPTIONS_HEADING}:' heading"
+        return
+    described = spec.option_docs
+    assert list(described) == list(spec.options), f"{spec.code}: '{OPTIONS_HEADING}:' must list {list(spec.options)} in order"
+    for option, text in described.items():
+        assert text, f"{spec.code}.{option} has no description"
+
+
+#: The hundreds digit of a code is its symptom class (DEVELOPERS.md, "Adding a check").
+CODE_CLASS = {
+    "1": SymptomClass.PRE_FIRST_TOKEN,
+    "2": SymptomClass.INTER_TOKEN,
+    "3": SymptomClass.PROXY_ONLY,
+    "4": SymptomClass.CAPACITY_CONFIG,
+    "5": SymptomClass.GENERAL,
+}
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.code for s in SPECS])
+def test_code_hundreds_digit_is_the_symptom_class(spec):
+    assert CODE_CLASS[spec.code[2]] is spec.symptom, f"{spec.code} is {spec.symptom.value}: its code must be LD{[k for k, v in CODE_CLASS.items() if v is spec.symptom][0]}xx"
 
 
 def test_codes_and_names_are_unique():

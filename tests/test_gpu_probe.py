@@ -468,7 +468,7 @@ def test_gpu_lost_while_reading_keeps_the_window_and_releases_nvml() -> None:
     assert evidence.xid.watched == [0] and evidence.xid.reason == error.message
     assert evidence.xid.read_error == error.message and evidence.xid.gpu_lost
     assert nvml.event_sets == {} and not nvml.initialised
-    # the reader's view of XID 79: LD208 must not read the empty watch as "no XID"
+    # the reader's view of XID 79: LD508 must not read the empty watch as "no XID"
     result = gpu_xid_errors(evidence)
     assert isinstance(result, Fire) and result.severity is Severity.CRITICAL
     assert result.remediation.setting == "gpu_hardware" and "fallen off the bus" in result.summary

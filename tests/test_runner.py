@@ -83,6 +83,15 @@ def test_aliases_find_select_and_set():
     assert resolve_options(spec, {"queueing": {"queue_share": "0.7"}})["queue_share"] == 0.7
 
 
+def test_a_former_code_still_selects_and_sets_its_check():
+    """LD208 became LD508 (its class is general): runbooks that say LD208 keep working, exactly."""
+    registry = load_registry(plugins=False)
+    assert [s.code for s in registry.select(["LD208"], [])] == ["LD508"]
+    assert [s.code for s in registry.select(["ld208"], [])] == ["LD508"]
+    assert "LD508" not in [s.code for s in registry.select(["LD2"], [])]  # a prefix means today's codes only
+    assert "LD508" not in [s.code for s in registry.select(["ALL"], ["LD208"])]
+
+
 def test_a_later_key_wins_whatever_key_names_the_check():
     spec = load_registry(plugins=False).find("LD101")
     settings = {"requests-queued-before-prefill": {"queue_share": "0.6"}, "ld101": {"queue_share": "0.7"}}

@@ -21,7 +21,8 @@ def list_checks(as_json: bool) -> ExitCode:
     if as_json:
         rows = [
             {"code": s.code, "name": s.name, "symptom": s.symptom.value, "cause": s.cause, "requires": list(s.requires),
-             "optional": list(s.optional), "options": s.options, "title": s.title, "origin": s.origin}
+             "optional": list(s.optional), "options": s.options, "option_docs": s.option_docs, "title": s.title,
+             "origin": s.origin}
             for s in registry.checks
         ]
         sys.stdout.write(json.dumps(rows, indent=1) + "\n")
@@ -43,14 +44,15 @@ def list_checks(as_json: bool) -> ExitCode:
 
 
 def explain(check: str) -> ExitCode:
-    """The check's docstring sections in ``DOC_HEADINGS`` order, then its options and defaults."""
+    """The check's docstring sections in ``DOC_HEADINGS`` order, then each option: its default and meaning."""
     spec = load_registry().find(check)
     if spec is None:
         raise UsageError(f"no check {check!r}; {CATALOGUE_HINT}")
     out = [f"{spec.code} {spec.name} ({spec.symptom.value})", ""]
     for heading in DOC_HEADINGS:
         out += [f"## {heading}", spec.doc.get(heading, "(not documented)"), ""]
-    if spec.options:
-        out += ["## Options", *(f"  {spec.code}.{k} = {v!r}" for k, v in spec.options.items()), ""]
+    described = spec.option_docs
+    options = [f"  {spec.code}.{k} = {v!r}: {described.get(k, '(not documented)')}" for k, v in spec.options.items()]
+    out += ["## Options", *(options or ["(none)"]), ""]
     sys.stdout.write("\n".join(out))
     return ExitCode.HEALTHY

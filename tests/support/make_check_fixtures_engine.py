@@ -1,4 +1,4 @@
-"""Write the fixture bundles of the pre-first-token and inter-token checks and the GPU checks (LD101-LD208).
+"""Write the fixture bundles of the pre-first-token and inter-token checks and the GPU checks (LD101-LD207, LD508).
 
 Run ``.venv/bin/python -m tests.support.make_check_fixtures_engine``. Streams that need a
 realistic interplay of requests (prefill steps stalling running streams, gaps growing with
@@ -554,7 +554,7 @@ def gpu_state() -> None:
                why="NVML lists no process (a container without the host PID namespace)")
 
 
-# --------------------------------------------------------------------------- LD208
+# --------------------------------------------------------------------------- LD508
 
 
 def xid_watch(*events: tuple[int, int | None, float], watched: tuple[int, ...] = (0, 1), reason: str | None = None,

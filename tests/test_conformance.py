@@ -63,7 +63,8 @@ CODE_CLASS = {
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.code for s in SPECS])
 def test_code_hundreds_digit_is_the_symptom_class(spec):
-    assert CODE_CLASS[spec.code[2]] is spec.symptom, f"{spec.code} is {spec.symptom.value}: its code must be LD{[k for k, v in CODE_CLASS.items() if v is spec.symptom][0]}xx"
+    digit = next(k for k, v in CODE_CLASS.items() if v is spec.symptom)
+    assert spec.code[2] == digit, f"{spec.code} is {spec.symptom.value}: its code must be LD{digit}xx"
 
 
 def test_codes_and_names_are_unique():

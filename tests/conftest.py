@@ -15,3 +15,17 @@ def saved_bundle(tmp_path):
     reqs = [bundles.request("direct", i, ttft=0.1, gaps=[0.02] * 8, start=i * 0.5) for i in range(4)]
     save(bundles.bundle(stream=bundles.stream(reqs)), path)
     return path
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--update-snapshots", action="store_true", default=False,
+        help="rewrite each check fixture's .snap (fixtures/checks/*/*.snap) from the check's result instead of "
+             "comparing with it; review the diff before committing",
+    )
+
+
+@pytest.fixture
+def update_snapshots(request) -> bool:
+    """Whether this run rewrites snapshots (``pytest --update-snapshots``) rather than asserting them."""
+    return bool(request.config.getoption("--update-snapshots"))

@@ -3,6 +3,11 @@
 ``fixtures/checks/<check-name>/<case>.json`` holds ``{"_why", "expect", "bundle", "settings"}``.
 The case name says what must happen: ``fires-*``, ``quiet-*``, ``na-*``, ``missing-*``;
 ``expect`` pins the outcome and, for a finding, its severity and remediation setting.
+
+Beside each case, ``<case>.snap`` is the whole result (ruff's ``.snap``): outcome, message, and
+for a finding its severity, title, summary, remediation and evidence. A change to any of them
+fails here until ``pytest tests/test_checks.py --update-snapshots`` rewrites the snapshot, and
+then it is a diff to review.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ import pytest
 
 from doctor.bundle import from_dict
 from doctor.derive import Evidence
-from doctor.model import Outcome
+from doctor.model import CheckResult, Outcome
 from doctor.registry import load_registry
 from doctor.runner import run_check
+from doctor.serial import to_jsonable
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "checks"
 CASES = sorted(FIXTURES.glob("*/*.json"))
@@ -28,8 +34,34 @@ PREFIX_OUTCOME = {
 }
 
 
+def readable(value: object) -> object:
+    """Floats to 12 significant digits: ``0.4`` rather than ``0.4000000000000057``, which is
+    arithmetic noise (and may differ by a last digit between platforms), not behaviour."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {k: readable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [readable(v) for v in value]
+    return value
+
+
+def snapshot(result: CheckResult) -> str:
+    """The result as its snapshot: everything a reader sees, nothing that varies by run (the duration).
+
+    A finding's message is its summary, so it is written once."""
+    doc: dict[str, object] = {"outcome": result.outcome.value}
+    if result.finding is None:
+        doc["message"] = result.message
+    else:
+        f = result.finding
+        doc |= {"severity": f.severity.value, "title": f.title, "summary": f.summary,
+                "remediation": to_jsonable(f.remediation), "evidence": to_jsonable(f.evidence)}
+    return json.dumps(readable(doc), indent=1, ensure_ascii=False) + "\n"
+
+
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.parent.name}/{c.stem}" for c in CASES])
-def test_check_fixture(case: Path) -> None:
+def test_check_fixture(case: Path, update_snapshots: bool) -> None:
     data = json.loads(case.read_text())
     spec = load_registry(plugins=False).find(case.parent.name)
     assert spec is not None, f"fixture directory {case.parent.name} names no check"
@@ -45,6 +77,18 @@ def test_check_fixture(case: Path) -> None:
             assert result.finding.remediation.setting == expected["setting"]
         for needle in expected.get("summary_contains", []):
             assert needle in result.finding.summary
+    snap, actual = case.with_suffix(".snap"), snapshot(result)
+    if update_snapshots:
+        if not snap.exists() or snap.read_text() != actual:
+            snap.write_text(actual)
+        return
+    assert snap.exists(), f"{snap.relative_to(FIXTURES)} is missing: run `pytest tests/test_checks.py --update-snapshots`"
+    assert actual == snap.read_text(), f"{snap.relative_to(FIXTURES)} differs: review, then --update-snapshots"
+
+
+def test_every_snapshot_has_its_case() -> None:
+    orphans = [s.relative_to(FIXTURES) for s in FIXTURES.glob("*/*.snap") if not s.with_suffix(".json").exists()]
+    assert not orphans, f"snapshots without a case (delete them): {orphans}"
 
 
 def test_every_check_has_fires_quiet_and_not_applicable_fixtures() -> None:

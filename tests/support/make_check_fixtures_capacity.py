@@ -9,13 +9,14 @@ written as NVML reports them.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from doctor.evidence import GpuDevice, GpuEvidence, GpuProcess, LogEvidence, NvLink, RunRecord
 from doctor.probes.logfile import read_log
 from tests.support import make_check_fixtures_sizing as sizing_fixtures
 from tests.support.bundles import bundle, log, request, stream
-from tests.support.write_fixture import write_case
+from tests.support.write_fixture import write_all, write_case
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 GIB = 1024**3
@@ -73,7 +74,7 @@ def device(index: int, *, total_gib: float = 79.6, free_gib: float = 7.5, procs:
     )
 
 
-def kv_capacity_short() -> None:
+def cases_kv_capacity_short() -> None:
     name = "kv-capacity-short"
     override = real_log("startup-0.32.0-cpu-num-gpu-blocks-override-32.log")
     write_case(
@@ -137,7 +138,7 @@ def kv_capacity_short() -> None:
     )
 
 
-def chunked_prefill_config() -> None:
+def cases_chunked_prefill_config() -> None:
     name = "chunked-prefill-config"
     v0 = ["INFO 09-10 12:00:00 api_server.py:495] vLLM API server version 0.5.4"]
     args = (
@@ -174,7 +175,7 @@ def chunked_prefill_config() -> None:
     )
 
 
-def startup_error() -> None:
+def cases_startup_error() -> None:
     name = "startup-error"
     write_case(
         name,
@@ -218,7 +219,7 @@ def startup_error() -> None:
     )
 
 
-def tp_without_nvlink() -> None:
+def cases_tp_without_nvlink() -> None:
     name = "tp-without-nvlink"
     tp2 = real_log("v0.10.2dev-pr24162-serve-tp2-non-default-args-v1-init.log")
     write_case(
@@ -244,7 +245,7 @@ def tp_without_nvlink() -> None:
     )
 
 
-def gpu_memory_headroom() -> None:
+def cases_gpu_memory_headroom() -> None:
     name = "gpu-memory-headroom"
     util = run_with(gpu_memory_utilization=0.95)
     write_case(
@@ -270,11 +271,7 @@ def gpu_memory_headroom() -> None:
 
 
 def main() -> None:
-    kv_capacity_short()
-    chunked_prefill_config()
-    startup_error()
-    tp_without_nvlink()
-    gpu_memory_headroom()
+    write_all(sys.modules[__name__])
 
 
 if __name__ == "__main__":

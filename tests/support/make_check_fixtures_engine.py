@@ -10,6 +10,7 @@ scrapes (``fixtures/metrics``) and nginx traces (``fixtures/real-vllm/nginx``) g
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from doctor.probes.logfile import read_log
 from doctor.vllm_metrics.names import FAMILIES
 from tests.support import nginx_traces
 from tests.support.bundles import ITL_BOUNDS, bundle, histogram, log, metrics, request, stream
-from tests.support.write_fixture import write_case
+from tests.support.write_fixture import write_all, write_case
 
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 2**30
@@ -186,7 +187,7 @@ def real_log() -> LogEvidence:
 # --------------------------------------------------------------------------- LD101
 
 
-def queueing() -> None:
+def cases_requests_queued_before_prefill() -> None:
     name = "requests-queued-before-prefill"
     direct = steady(4, ttft=2.4, gap=0.03)
     histos = {"vllm:request_queue_time_seconds": hist(1.97, 16), "vllm:time_to_first_token_seconds": hist(2.4, 16)}
@@ -240,7 +241,7 @@ def queueing() -> None:
 # --------------------------------------------------------------------------- LD102
 
 
-def prefill_bound() -> None:
+def cases_prefill_bound_first_token() -> None:
     name = "prefill-bound-first-token"
     long_prompts = steady(4, ttft=1.25, gap=0.03, prompt_tokens=3900)
     scrapes = load_scrapes({}, {"vllm:num_requests_running": 2, "vllm:kv_cache_usage_perc": 0.2},
@@ -284,7 +285,7 @@ def prefill_bound() -> None:
 # --------------------------------------------------------------------------- LD103
 
 
-def cold_start() -> None:
+def cases_slow_cold_start() -> None:
     name = "slow-cold-start"
     write_case(name, "fires-cold-first-request",
                bundle(stream=stream(steady(8, ttft=0.12, gap=0.03, warmup_ttft=4.1))),
@@ -302,7 +303,7 @@ def cold_start() -> None:
 # --------------------------------------------------------------------------- LD104
 
 
-def transport() -> None:
+def cases_slow_transport() -> None:
     name = "slow-transport"
     scrapes = load_scrapes({}, {"vllm:num_requests_running": 1},
                            {"vllm:time_to_first_token_seconds": hist(0.06, 8)})
@@ -361,7 +362,7 @@ def long_context(reqs: list[RequestTrace], concurrency: int) -> StreamEvidence:
     return ev
 
 
-def kv_pressure() -> None:
+def cases_kv_pressure_preemption() -> None:
     name = "kv-pressure-preemption"
     pressure = load_scrapes({}, {"vllm:kv_cache_usage_perc": 0.97, "vllm:num_requests_running": 8,
                                  "vllm:num_requests_waiting": 3, "vllm:num_preemptions_total": 0},
@@ -414,7 +415,7 @@ def kv_pressure() -> None:
 ARRIVALS = [0.0, 0.4, 0.8, 1.2, 1.6]
 
 
-def interference() -> None:
+def cases_prefill_interference() -> None:
     name = "prefill-interference"
     stutter = simulate(ARRIVALS, 20, lambda running, new: 0.025 + 0.25 * new)
     write_case(name, "fires-prefill-steps-stall-streams",
@@ -469,7 +470,7 @@ def interference() -> None:
 RAMP = [i * 0.2 for i in range(4)]
 
 
-def batch_depth() -> None:
+def cases_batch_too_deep() -> None:
     name = "batch-too-deep"
     deep = simulate(RAMP, 24, lambda running, new: 0.01 + 0.012 * (running + new))
     write_case(name, "fires-tpot-grows-with-depth",
@@ -490,7 +491,7 @@ def batch_depth() -> None:
 # --------------------------------------------------------------------------- LD204, LD205
 
 
-def eager() -> None:
+def cases_eager_mode() -> None:
     name = "eager-mode"
     write_case(name, "fires-enforce-eager", bundle(log=vllm_log({"enforce_eager": True})),
                why="--enforce-eager in non-default args", expect={"severity": "info", "setting": "enforce_eager"})
@@ -499,7 +500,7 @@ def eager() -> None:
     write_case(name, "na-no-log", bundle(run=RunRecord()), why="no startup log and no engine_config")
 
 
-def bundling() -> None:
+def cases_token_bundling() -> None:
     name = "token-bundling"
     bundled = steady(8, ttft=0.1, gap=0.12)
     for r in bundled:
@@ -523,7 +524,7 @@ def bundling() -> None:
 # --------------------------------------------------------------------------- LD206, LD207
 
 
-def gpu_state() -> None:
+def cases_gpu_throttled() -> None:
     name = "gpu-throttled"
     write_case(name, "fires-thermal-slowdown",
                bundle(gpu=gpu(h100(sm_clock_mhz=1290, throttle_reasons=["sw_thermal_slowdown"], temperature_c=87.0))),
@@ -537,6 +538,9 @@ def gpu_state() -> None:
                why="low clocks because the GPU was idle: normal")
     write_case(name, "na-no-nvml", bundle(gpu=GpuEvidence(available=False, reason="NVML Shared Library Not Found")),
                why="no NVIDIA driver on the host")
+
+
+def cases_gpu_contended() -> None:
     name = "gpu-contended"
     other = GpuProcess(pid=4242, name="python", used_memory_bytes=int(9.5 * GIB))
     write_case(name, "fires-other-process",
@@ -569,7 +573,7 @@ def xid_watch(*events: tuple[int, int | None, float], watched: tuple[int, ...] =
                     reason=reason or read_error, read_error=read_error, gpu_lost=gpu_lost)
 
 
-def xid_errors() -> None:
+def cases_gpu_xid_errors() -> None:
     name = "gpu-xid-errors"
     two = gpu(h100(), h100(index=1))
 
@@ -608,9 +612,7 @@ def xid_errors() -> None:
 
 
 def main() -> None:
-    for make in (queueing, prefill_bound, cold_start, transport, kv_pressure, interference, batch_depth,
-                 eager, bundling, gpu_state, xid_errors):
-        make()
+    write_all(sys.modules[__name__])
 
 
 if __name__ == "__main__":

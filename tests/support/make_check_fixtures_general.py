@@ -7,11 +7,12 @@ a second engine are added here), so the real metrics-window derivation computes 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 
 from doctor.evidence import ClientHealth, MetricsEvidence, RunRecord, Scrape, StreamEvidence
 from tests.support.bundles import bundle, exposition, log, metrics, request, stream
-from tests.support.write_fixture import write_case
+from tests.support.write_fixture import write_all, write_case
 
 WALL0 = 1_700_000_000.0
 
@@ -64,7 +65,7 @@ def probe(*, failed: int = 0, status: int = 503, n: int = 8, cancelled: int = 0)
     return stream(reqs)
 
 
-def error_rate() -> None:
+def cases_error_rate() -> None:
     name = "error-rate"
     before = {"vllm:request_success_total": {"stop": 0, "length": 0, "error": 0, "abort": 0}}
     write_case(
@@ -151,7 +152,7 @@ def error_rate() -> None:
     )
 
 
-def low_throughput() -> None:
+def cases_low_throughput() -> None:
     name = "low-throughput"
     idle_before = {
         "vllm:prompt_tokens_total": 1000,
@@ -188,7 +189,7 @@ def low_throughput() -> None:
     )
 
 
-def prefix_cache_efficiency() -> None:
+def cases_prefix_cache_efficiency() -> None:
     name = "prefix-cache-efficiency"
     zero = {"vllm:prefix_cache_queries_total": 0, "vllm:prefix_cache_hits_total": 0}
     default_log = log(
@@ -243,7 +244,7 @@ def prefix_cache_efficiency() -> None:
     )
 
 
-def queue_pressure() -> None:
+def cases_queue_pressure() -> None:
     name = "queue-pressure"
     quiet = {"vllm:num_requests_waiting": 0, "vllm:num_requests_running": 0, "vllm:kv_cache_usage_perc": 0.0}
     write_case(
@@ -301,7 +302,7 @@ def queue_pressure() -> None:
     )
 
 
-def queue_latency() -> None:
+def cases_queue_latency() -> None:
     name = "queue-latency"
     q = "vllm:request_queue_time_seconds"
     empty = histogram(q, {0.1: 0, 0.5: 0, 1.0: 0, 2.5: 0, 5.0: 0}, 0.0)
@@ -334,7 +335,7 @@ def queue_latency() -> None:
     )
 
 
-def replica_imbalance() -> None:
+def cases_replica_imbalance() -> None:
     name = "replica-imbalance"
     zero = {
         "vllm:num_requests_running": 0,
@@ -392,7 +393,7 @@ def replica_imbalance() -> None:
     )
 
 
-def client_suspect() -> None:
+def cases_client_suspect() -> None:
     name = "client-suspect"
     lagging = probe()
     lagging.shape.concurrency = 8
@@ -426,13 +427,7 @@ def client_suspect() -> None:
 
 
 def main() -> None:
-    error_rate()
-    low_throughput()
-    prefix_cache_efficiency()
-    queue_pressure()
-    queue_latency()
-    replica_imbalance()
-    client_suspect()
+    write_all(sys.modules[__name__])
 
 
 if __name__ == "__main__":

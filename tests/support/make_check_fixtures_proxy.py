@@ -7,10 +7,12 @@ the synthetic ones cover what those recordings do not (other proxies, concurrenc
 
 from __future__ import annotations
 
+import sys
+
 from doctor.evidence import RequestTrace, StreamEvidence
 from tests.support import nginx_traces
 from tests.support.bundles import bundle, request, stream
-from tests.support.write_fixture import write_case
+from tests.support.write_fixture import write_all, write_case
 
 SSE = {"content-type": "text/event-stream; charset=utf-8", "transfer-encoding": "chunked"}
 UVICORN = {**SSE, "server": "uvicorn"}
@@ -88,7 +90,7 @@ def cut_after(req: RequestTrace, keep_tokens: int, idle: float) -> RequestTrace:
     return req
 
 
-def proxy_buffering() -> None:
+def cases_proxy_buffering() -> None:
     name = "proxy-buffering"
     write_case(
         name,
@@ -160,7 +162,7 @@ def proxy_buffering() -> None:
     )
 
 
-def stream_compression() -> None:
+def cases_stream_compression() -> None:
     name = "stream-compression"
     write_case(
         name,
@@ -200,7 +202,7 @@ def stream_compression() -> None:
     )
 
 
-def gateway_serialisation() -> None:
+def cases_gateway_serialisation() -> None:
     name = "gateway-serialisation"
     answer = 0.1 + 8 * 0.15  # TTFT + 8 gaps: one whole answer
     staircase = [0.1 + k * answer for k in range(3)]
@@ -230,7 +232,7 @@ def gateway_serialisation() -> None:
     )
 
 
-def gateway_overhead() -> None:
+def cases_gateway_overhead() -> None:
     name = "gateway-overhead"
     write_case(
         name,
@@ -257,7 +259,7 @@ def gateway_overhead() -> None:
     write_case(name, "na-gateway-only", bundle(stream=only_gw), why="Only the gateway was probed.")
 
 
-def proxy_read_timeout() -> None:
+def cases_proxy_read_timeout() -> None:
     name = "proxy-read-timeout"
     ev = paths([0.1] * 2, [0.1] * 3, gaps=[0.03] * 8 + [70.0] + [0.03] * 3, gateway_headers=NGINX)
     gateway = [r for r in ev.requests if r.path == "gateway"]
@@ -291,11 +293,7 @@ def proxy_read_timeout() -> None:
 
 
 def main() -> None:
-    proxy_buffering()
-    stream_compression()
-    gateway_serialisation()
-    gateway_overhead()
-    proxy_read_timeout()
+    write_all(sys.modules[__name__])
 
 
 if __name__ == "__main__":

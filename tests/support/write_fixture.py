@@ -1,5 +1,8 @@
 """Write check fixture cases: ``write_case`` for one case, ``write_all`` for a generator module.
 
+A case's bundle is written sparse (``sparse``: fields at their defaults left out), so a reader
+sees what the case sets up rather than every field of every request.
+
 A generator (``tests/support/make_check_fixtures_*.py``) holds one ``cases_<check>`` function per
 check, named for the check's module (``cases_proxy_buffering`` writes
 ``fixtures/checks/proxy-buffering/``); ``write_all`` finds them by that prefix, so a new check
@@ -10,6 +13,7 @@ freshness test regenerates every fixture there and compares.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import json
 from collections.abc import Callable, Iterator
@@ -17,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from doctor.bundle import from_dict
 from doctor.evidence import Bundle
 from doctor.serial import to_jsonable
 
@@ -42,11 +47,39 @@ def writing_into(root: Path) -> Iterator[Path]:
         _root.pop()
 
 
+def _at_default(f: dataclasses.Field[Any], value: Any) -> bool:
+    if f.default is not dataclasses.MISSING:
+        return type(value) is type(f.default) and value == f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return bool(to_jsonable(value) == to_jsonable(f.default_factory()))
+    return False  # a required field is always written
+
+
+def sparse(obj: Any) -> Any:
+    """``to_jsonable`` without the dataclass fields left at their defaults.
+
+    The bundle loader gives an absent key its field's default, so the case reads back the same
+    (``write_case`` checks it), and what remains is what the case is about. ``schema_version``
+    stays: it says which bundle format the case was written in.
+    """
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: sparse(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if f.name == "schema_version" or not _at_default(f, getattr(obj, f.name))}
+    if isinstance(obj, dict):
+        return {str(k): sparse(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [sparse(v) for v in obj]
+    return to_jsonable(obj)
+
+
 def write_case(check_name: str, case: str, bundle: Bundle, *, why: str, expect: dict[str, Any] | None = None,
                settings: dict[str, dict[str, Any]] | None = None) -> Path:
     path = _root[-1] / check_name / f"{case}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"_why": why, "expect": expect or {}, "settings": settings or {}, "bundle": to_jsonable(bundle)}
+    written = sparse(bundle)
+    if to_jsonable(from_dict(written, str(path))) != to_jsonable(bundle):
+        raise AssertionError(f"{path}: the sparse bundle does not read back as the bundle it was written from")
+    doc = {"_why": why, "expect": expect or {}, "settings": settings or {}, "bundle": written}
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path
 

@@ -24,9 +24,10 @@ import concurrent.futures
 import email.utils
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from http import HTTPStatus
+from typing import Any
 
 import h11
 
@@ -159,11 +160,11 @@ class ThreadedServer:
         if not self.port:
             raise RuntimeError(f"{self._server_name} did not start listening")
 
-    def run_soon(self, coro: Awaitable[None]) -> None:
+    def run_soon(self, coro: Coroutine[Any, Any, None]) -> None:
         """Schedule a coroutine on the server loop (thread-safe); it is cancelled at stop."""
 
         def _spawn() -> None:
-            task: asyncio.Task[None] = self.loop.create_task(coro)  # type: ignore[arg-type]
+            task: asyncio.Task[None] = self.loop.create_task(coro)
             self._state.tasks.add(task)
             task.add_done_callback(self._task_done)
 

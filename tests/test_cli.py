@@ -152,6 +152,15 @@ def test_explain_knows_the_names_the_issue_uses(alias, code):
     assert result.output.startswith(code)
 
 
+def test_explain_prints_each_option_with_its_default_and_meaning():
+    result = runner.invoke(app, ["explain", "gateway-overhead"])
+    assert result.exit_code == 0, result.output
+    options = result.output.split("## Options", 1)[1]
+    assert "LD304.min_added_s = 0.05: added time below this is noise for interactive use" in options
+    assert "(not documented)" not in options
+    assert runner.invoke(app, ["explain", "LD208"]).output.startswith("LD508 gpu-xid-errors")  # a former code
+
+
 def test_diagnose_keeps_a_bundle_that_reanalyses_alike(monkeypatch, tmp_path):
     """``--bundle`` from diagnose records the budgets, so ``analyze`` of it gives diagnose's verdict."""
     from doctor.bundle import load_path

@@ -32,8 +32,8 @@ token) -> matches kv_cache_dtype fp8 (log: auto) or tensor_parallel_size 2 (log:
 
 from __future__ import annotations
 
-from checks._engine import rerun
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import ModelConfigEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
@@ -68,7 +68,7 @@ def kv_cache_size_mismatch(log_facts: LogFacts, model_config: ModelConfigEvidenc
             setting=first.setting,
             suggested=f"the value you intend (the engine behaves as with {first.value})",
             current=first.current,
-            where=f"vllm serve flag --{first.setting.replace('_', '-')}",
+            where=vllm_flag(first.setting),
             why=(f"The engine's {cmp.reported_tokens:,} KV tokens are what this model gets with {first.setting} "
                  f"{first.value}, not with the logged {first.current}: every capacity figure (max_num_seqs, "
                  "max_model_len, cards needed) computed from the plan is off by the same factor."),

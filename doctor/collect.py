@@ -147,9 +147,10 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
         if config.log:
             read_log(config.log)
         if config.model_dir:
-            say(f"model config {config.model_dir}")
-            bundle.model_config = keep(_guard(bundle, "model_config", config.model_dir, "read",
-                                              lambda: model_config.read_model_config(config.model_dir)))
+            model_dir = config.model_dir
+            say(f"model config {model_dir}")
+            bundle.model_config = keep(_guard(bundle, "model_config", model_dir, "read",
+                                              lambda: model_config.read_model_config(model_dir)))
         if config.prometheus:
             prometheus_url = config.prometheus
             say(f"Prometheus history ({prometheus_url}, last {config.since_s:.0f} s)")

@@ -60,9 +60,9 @@ def weight_format(quantization: dict[str, Any] | None, config_dtype: str, dtype:
     method = str(quantization.get("quant_method") or "unknown").lower()
     if method in ("fp8", "fbgemm_fp8"):
         block = quantization.get("weight_block_size")
-        scale = 4 / (block[0] * block[1]) if isinstance(block, list) and len(block) == 2 else 0.0
-        label = f"fp8 (block {block[0]}x{block[1]})" if scale else "fp8"
-        return WeightFormat(base, 1 + scale, label, note)
+        if isinstance(block, list) and len(block) == 2:
+            return WeightFormat(base, 1 + 4 / (block[0] * block[1]), f"fp8 (block {block[0]}x{block[1]})", note)
+        return WeightFormat(base, 1.0, "fp8", note)
     if method in ("awq", "gptq"):
         bits = int(quantization.get("bits") or quantization.get("w_bit") or 4)
         group = int(quantization.get("group_size") or quantization.get("q_group_size") or 128)
@@ -81,7 +81,7 @@ def weight_format(quantization: dict[str, Any] | None, config_dtype: str, dtype:
 
 def _compressed_tensors(quantization: dict[str, Any], base: str, note: str) -> WeightFormat:
     groups = quantization.get("config_groups") or {}
-    first = next(iter(groups.values()), {}) if isinstance(groups, dict) else {}
+    first: Any = next(iter(groups.values()), {}) if isinstance(groups, dict) else {}
     weights = first.get("weights") or {} if isinstance(first, dict) else {}
     bits = int(weights.get("num_bits") or 8)
     group = weights.get("group_size") if weights.get("strategy") == "group" else None

@@ -9,13 +9,14 @@ lines in vLLM 0.32's format whose numbers are worked out by hand in each case's 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from doctor.bundle import load_path
 from doctor.evidence import LogEvidence, ModelConfigEvidence
 from doctor.probes.logfile import read_log
 from tests.support.bundles import bundle, log
-from tests.support.write_fixture import write_case
+from tests.support.write_fixture import write_all, write_case
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "fixtures" / "model-configs"
@@ -56,7 +57,7 @@ def gpu_log(args: dict[str, object], kv_gib: float, tokens: int, max_len: int, c
     ])
 
 
-def main() -> None:
+def cases_kv_cache_size_mismatch() -> None:
     write_case(
         NAME, "quiet-real-vllm-1gib",
         bundle(log=realvllm_startup("healthy"), model_config=config("tiny-llama-realvllm")),
@@ -119,6 +120,10 @@ def main() -> None:
         bundle(log=realvllm_startup("healthy")),
         why="The real 1 GiB log without --model-dir: nothing to size.",
     )
+
+
+def main() -> None:
+    write_all(sys.modules[__name__])
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ GENERATORS = (
     "tests.support.make_check_fixtures_capacity",
     "tests.support.make_check_fixtures_general",
     "tests.support.make_check_fixtures_proxy",
+    "tests.support.make_check_fixtures_sizing",
 )
 CASES_PREFIX = "cases_"
 

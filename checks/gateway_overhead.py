@@ -36,7 +36,7 @@ gateway's 281 ms; 1.0 events per read on both paths -> keep upstream connections
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.check import Fire, Pass, Result, check
 from doctor.checklib import detect_proxy, gateway_name, measured_pair, rerun
 from doctor.derive.stream_stats import StreamStats
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass

@@ -24,9 +24,11 @@ Send the response start as soon as the upstream's arrives (setting `gateway_resp
 Starlette/FastAPI: do not wrap the streaming route in `GZipMiddleware` (exclude its content
 type), and return the `StreamingResponse` before awaiting the first token. Others: turn off
 whatever buffers the response start (compression, response buffering) on the streaming route.
-Options: `direct_share` (0.5: on the direct path at least this share of TTFT comes after the
-headers), `held_share` (0.1: through the gateway at most this share does, in every request), `min_held_s` (0.02: the
-gateway's wait for headers below this is too short to matter).
+
+Options:
+direct_share: on the direct path at least this share of TTFT comes after the headers
+held_share: through the gateway at most this share does, in every request
+min_held_s: the gateway's wait for headers below this is too short to matter
 
 Example:
 LD307 headers-held: the gateway (uvicorn) sends its headers with the first token (0 ms before it,
@@ -36,9 +38,8 @@ in GZipMiddleware.
 
 from __future__ import annotations
 
-from checks._engine import rerun
-from checks._gateway import detect_proxy, gateway_name, measured_pair
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import detect_proxy, gateway_name, measured_pair, rerun
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
@@ -64,9 +65,7 @@ def headers_held(
     held_share: float = 0.1,
     min_held_s: float = 0.02,
 ) -> Result:
-    pair = measured_pair(stream_stats)
-    if isinstance(pair, str):
-        return NotApplicable(pair)
+    pair = measured_pair(stream_stats)  # raises NotApplicable unless both paths were measured
     d, g = pair.direct, pair.gateway
     d_share, g_share = _after_headers(d), _after_headers(g)
     if d_share is None or g_share is None:

@@ -30,9 +30,8 @@ unchanged, or document the edge's framing.
 
 from __future__ import annotations
 
-from checks._engine import rerun
-from checks._gateway import detect_proxy, gateway_name, measured_pair
 from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import detect_proxy, gateway_name, measured_pair, rerun
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence.stream import FRAMINGS
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
@@ -42,9 +41,7 @@ OPENAI_SSE = "openai-sse"
 
 @check(code="LD306", name="stream-reframed", symptom=SymptomClass.PROXY_ONLY, cause="reframing")
 def stream_reframed(stream_stats: StreamStats) -> Result:
-    pair = measured_pair(stream_stats)
-    if isinstance(pair, str):
-        return NotApplicable(pair)
+    pair = measured_pair(stream_stats)  # raises NotApplicable unless both paths were measured
     d, g = pair.direct, pair.gateway
     if d.framing is None or g.framing is None:
         return NotApplicable("the stream framing was not recorded (a bundle from before framing detection)")

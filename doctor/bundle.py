@@ -94,7 +94,7 @@ def from_dict(data: Any, origin: str = "bundle") -> Bundle:
         raise BundleError(f"{origin}: malformed bundle: {exc}") from None
 
 
-def _inflate(data: bytes, kind: str, where: str) -> bytearray:
+def _inflate(data: bytes | bytearray, kind: str, where: str) -> bytearray:
     """Decompress gzip or xz ``data``, refusing output beyond ``MAX_BUNDLE_BYTES``.
 
     ``gzip.decompress`` and ``lzma.decompress`` have no output limit; these decompressors stop

@@ -250,7 +250,8 @@ class StreamDecoder:
             if text is not None:
                 break
         chunk = Chunk("token" if text else "other", text=text or "")
-        usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else obj
+        found = obj.get("usage")
+        usage: dict[str, Any] = found if isinstance(found, dict) else obj
         chunk.prompt_tokens = _count(usage.get("prompt_tokens", usage.get("prompt_eval_count")))
         chunk.completion_tokens = _count(usage.get("completion_tokens", usage.get("eval_count")))
         finish = obj.get("finish_reason") or obj.get("done_reason")

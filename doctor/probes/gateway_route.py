@@ -74,7 +74,7 @@ def parse_route(spec: str, body: str | None = None) -> GatewayRoute:
         raise ValueError("--gateway-payload needs a method that sends a body (POST, PUT or PATCH), not GET")
     body_json = False
     head = body.lstrip() if body is not None else ""
-    if head[:1] in ("{", "[") and not head.startswith(PLACEHOLDERS):  # "{prompt}" alone is a raw text body
+    if body is not None and head[:1] in ("{", "[") and not head.startswith(PLACEHOLDERS):  # "{prompt}" alone is a raw text body
         sample = _fill(body, json.dumps(_SAMPLE_PROMPT)[1:-1], 64)
         try:
             json.loads(sample)

@@ -7,9 +7,11 @@ text chunks, and a Starlette ``GZipMiddleware`` sends its headers with the first
 
 from __future__ import annotations
 
+import sys
+
 from doctor.evidence import RequestTrace, StreamEvidence
 from tests.support.bundles import bundle, request, stream
-from tests.support.write_fixture import write_case
+from tests.support.write_fixture import write_all, write_case
 
 SSE = {"content-type": "text/event-stream; charset=utf-8", "server": "uvicorn"}
 GZIP = {"content-type": "text/plain; charset=utf-8", "content-encoding": "gzip", "server": "uvicorn"}
@@ -33,7 +35,7 @@ def pair(gateway_framing: str | None, *, direct_framing: str | None = "openai-ss
     return ev
 
 
-def stream_reframed() -> None:
+def cases_stream_reframed() -> None:
     name = "stream-reframed"
     write_case(name, "fires-raw-text-edge", bundle(stream=pair("raw")),
                why="Synthetic: the direct path streams OpenAI SSE, the playbook-like edge raw text chunks.",
@@ -49,7 +51,7 @@ def stream_reframed() -> None:
                why="Only the gateway was probed: nothing to compare its framing with.")
 
 
-def headers_held() -> None:
+def cases_headers_held() -> None:
     name = "headers-held"
     write_case(name, "fires-gzip-middleware", bundle(stream=pair("raw", gateway_headers_delay=1.0, gateway_headers=GZIP)),
                why="Synthetic, as the real GZipMiddleware edge measures: the gateway's headers arrive with the "
@@ -74,8 +76,7 @@ def headers_held() -> None:
 
 
 def main() -> None:
-    stream_reframed()
-    headers_held()
+    write_all(sys.modules[__name__])
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ GENERATORS = (
     "tests.support.make_check_fixtures_general",
     "tests.support.make_check_fixtures_proxy",
     "tests.support.make_check_fixtures_sizing",
+    "tests.support.make_check_fixtures_edge",
 )
 CASES_PREFIX = "cases_"
 

@@ -34,7 +34,8 @@ Options:
 gap_factor: a gap this many times its stream's median is large
 coincide_share: share of large gaps that must end at another request's first token
 min_gaps: at least this many such gaps
-time_share: their excess must be at least this share of decode time
+time_share: the large gaps' excess (the probe's streams), or the long gaps (the server's histograms), must hold
+    at least this share of decode time
 min_streams: a freeze other users' prefill explains stops at least this many other streams
 server_gap_s: from the server's histograms alone: gaps of at least this long
 server_median_s: from the server's histograms alone: while the median gap is at most this

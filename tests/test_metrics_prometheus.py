@@ -9,14 +9,9 @@ the same factor for every series of one scrape), never as absolute counts or tim
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from doctor.derive.metrics_window import MetricsWindow, derive_metrics_window
@@ -24,69 +19,22 @@ from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, MetricsEvidence, PrometheusEvidence, Scrape
 from doctor.probes.prometheus import query_history
 from doctor.serial import load
-from tests.support import system
+from tests.support.nginx import free_port
+from tests.support.prometheus import run_prometheus, scrapes, wait_for
 from tests.support.vllm_exporter import TICK, Exporter
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "prometheus-2.42-ticking-two-engines.json"
 SCRAPES_WANTED = 6
-STARTUP_DEADLINE_S = 90.0  # generous: only a broken setup should reach it
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, what: str, deadline_s: float = STARTUP_DEADLINE_S) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            if predicate():
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"{what} not reached within {deadline_s:g} s")
 
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory) -> Iterator[str]:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        system.missing("prometheus binary not found; install the Debian package `prometheus`")
-    workdir = tmp_path_factory.mktemp("prometheus")
     # Engine 1 names its counters without _total, as vLLM 0.2 did: history must count it alike.
     with Exporter(ticking=True, bare=("1",)) as exporter:
         target = exporter.url.split("//", 1)[1].split("/", 1)[0]
-        config = workdir / "prometheus.yml"
-        config.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            f"scrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: ['{target}']\n"
-        )
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        proc = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )
-        try:
-            wait_for(lambda: httpx.get(f"{url}/-/ready", timeout=2).status_code == 200, "Prometheus ready")
-
-            def scraped_enough() -> bool:
-                answer = httpx.get(f"{url}/api/v1/query", params={"query": "count_over_time(up[5m])"}, timeout=2).json()
-                rows = answer["data"]["result"]
-                return bool(rows) and float(rows[0]["value"][1]) >= SCRAPES_WANTED
-
-            wait_for(scraped_enough, f"{SCRAPES_WANTED} scrapes of the exporter")
+        with run_prometheus([target], tmp_path_factory.mktemp("prometheus")) as url:
+            wait_for(lambda: scrapes(url) >= SCRAPES_WANTED, f"{SCRAPES_WANTED} scrapes of the exporter")
             yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 def assert_ticking_window(w: MetricsWindow) -> None:

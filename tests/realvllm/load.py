@@ -1,0 +1,124 @@
+"""The incident's users: ``tests/support/loadgen.py`` as a process of its own, beside llm-doctor.
+
+``user_load`` starts the load generator against a server, waits until the server itself shows
+the load (its ``/metrics`` gauges, not a sleep), and stops the generator when the block ends
+(SIGTERM, then SIGKILL), so no user outlives its test. ``felt`` turns the generator's JSONL
+into the few numbers an assertion message or the findings notes quote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.loadgen import read_records
+
+ROOT = Path(__file__).resolve().parents[2]
+LOAD_READY_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Load:
+    """The users of one incident, as load-generator flags, and when the incident counts as started."""
+
+    users: int
+    prompt_tokens: int
+    max_tokens: int
+    also: tuple[str, ...] = ()  # more user classes, USERS:PROMPT_TOKENS:MAX_TOKENS[:LABEL]
+    duration_s: float = 240.0  # a bound: the test stops the users once llm-doctor is done
+    ready: dict[str, float] = field(default_factory=dict)  # gauge -> the value it must reach first
+
+    def args(self, url: str, out: Path) -> list[str]:
+        also = [a for spec in self.also for a in ("--also", spec)]
+        return ["--url", url, "--users", str(self.users), "--prompt-tokens", str(self.prompt_tokens),
+                "--max-tokens", str(self.max_tokens), *also, "--duration", str(self.duration_s), "--out", str(out)]
+
+
+def gauges(url: str) -> dict[str, float]:
+    """vLLM's gauges now, summed over engines (``vllm:num_requests_waiting`` ...)."""
+    text = httpx.get(f"{url}/metrics", timeout=5.0).text
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.type == "gauge":
+            for sample in family.samples:
+                out[sample.name] = out.get(sample.name, 0.0) + sample.value
+    return out
+
+
+@contextlib.contextmanager
+def user_load(url: str, load: Load, out: Path) -> Iterator[Path]:
+    """Users streaming from ``url`` for the duration of the block; yields their JSONL file."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.loadgen", *load.args(url, out)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=out.with_suffix(".stderr").open("wb"),
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_ready(proc, url, load)
+        yield out
+    finally:
+        _stop(proc)
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], url: str, load: Load) -> None:
+    deadline = time.monotonic() + LOAD_READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the load generator exited with {proc.returncode} before the incident began")
+        with contextlib.suppress(httpx.HTTPError):
+            now = gauges(url)
+            if all(now.get(name, 0.0) >= value for name, value in load.ready.items()):
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"the server never showed {load.ready} within {LOAD_READY_TIMEOUT_S:g} s")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _p(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def felt(jsonl: Path) -> dict[str, Any]:
+    """What the load generator's users felt, per user class: n, stopped, errors, TTFT, TPOT and largest-gap quantiles."""
+    out: dict[str, Any] = {}
+    records = read_records(jsonl)
+    for label in sorted({r["label"] for r in records}):
+        mine = [r for r in records if r["label"] == label]
+        stopped = [r for r in mine if (r["error"] or "").startswith("stopped")]  # cut short by the test's end
+        ok = [r for r in mine if r["error"] is None and r["ttft_s"] is not None]
+        ttft = [r["ttft_s"] for r in ok]
+        gaps = [r["max_gap_s"] for r in ok if r["max_gap_s"] is not None]
+        tpot = [(r["e2e_s"] - r["ttft_s"]) / (r["events"] - 1) for r in ok if r["events"] > 1]
+        prompts = [r["prompt_tokens"] for r in ok if r["prompt_tokens"]]
+        out[label] = {
+            "n": len(mine), "stopped": len(stopped), "errors": len(mine) - len(ok) - len(stopped),
+            "prompt_tokens": statistics.median(prompts) if prompts else None,
+            "ttft_p50_s": _p(ttft, 0.5), "ttft_max_s": max(ttft, default=None),
+            "tpot_p50_s": _p(tpot, 0.5), "tpot_max_s": max(tpot, default=None),
+            "max_gap_p50_s": _p(gaps, 0.5), "max_gap_max_s": max(gaps, default=None),
+            "gaps_over_1s": sum(len(r["gaps_over_1s"]) for r in ok),
+        }
+    return out

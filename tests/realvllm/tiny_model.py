@@ -22,11 +22,23 @@ from pathlib import Path
 WORDS = ["the", "a", "of", "to", "and", "in", "is", "it", "that", "for", "on", "with", "as", "was", "at", "by", "be", "this", "from", "or", "an", "are", "not", "but", "have", "latency", "token", "stream", "server", "gateway", "engine", "cache", "queue", "request", "response", "model", "prompt", "batch", "first", "last", "time", "fast", "slow", "wait", "run", "go", "stop", "read", "write", "send", "buffer", "proxy", "nginx", "vllm", "gpu", "cpu"]
 
 
+def probe_words() -> list[str]:
+    """The words of llm-doctor's default prompt, so that its ``--prompt-tokens N`` is about N tokens here.
+
+    Without them in the corpus the tokenizer splits each into ~3 tokens, and the default
+    256-token prompt becomes ~830: several seconds of prefill on a CPU before any first token.
+    """
+    from doctor.probes.payload import prompt_text
+
+    return sorted(set(prompt_text(64, 0).split()[2:]) - set(WORDS))
+
+
 def corpus(lines: int = 4000) -> list[str]:
     import random
 
     rnd = random.Random(0)
-    return [" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(5, 30))) for _ in range(lines)]
+    words = WORDS + probe_words()
+    return [" ".join(rnd.choice(words) for _ in range(rnd.randint(5, 30))) for _ in range(lines)]
 
 
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]

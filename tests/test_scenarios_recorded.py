@@ -33,7 +33,11 @@ def test_recorded_real_vllm_bundle_reaches_the_live_verdict(scenario: Scenario, 
     assert not verdict_mismatches(report, scenario), explain(report)
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS.values(), ids=list(SCENARIOS))
+LIVE = {name: s for name, s in SCENARIOS.items() if not s.history}
+HISTORY = {name: s for name, s in SCENARIOS.items() if s.history}
+
+
+@pytest.mark.parametrize("scenario", LIVE.values(), ids=list(LIVE))
 def test_recorded_bundle_holds_the_real_engines_evidence(scenario: Scenario) -> None:
     """What a live vLLM 0.32 gave: its /version, log, scrapes and streams, on the scenario's paths."""
     bundle = load_path(scenario.recorded)
@@ -43,3 +47,12 @@ def test_recorded_bundle_holds_the_real_engines_evidence(scenario: Scenario) -> 
     assert bundle.stream is not None
     paths = {r.path for r in bundle.stream.requests}
     assert paths == ({"direct", "gateway"} if scenario.via_gateway else {"direct"})
+
+
+@pytest.mark.parametrize("scenario", HISTORY.values(), ids=list(HISTORY))
+def test_recorded_history_bundle_holds_only_what_prometheus_kept(scenario: Scenario) -> None:
+    """A history-only run: Prometheus answers over the window, no probe, no log, no scrape of its own."""
+    bundle = load_path(scenario.recorded)
+    assert bundle.prometheus is not None and bundle.prometheus.queries
+    assert all(q.error is None for q in bundle.prometheus.queries)
+    assert bundle.stream is None and bundle.log is None and bundle.metrics is None

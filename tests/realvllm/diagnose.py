@@ -9,6 +9,7 @@ recorded fixture (``fixtures/bundles/realvllm-<name>.json.gz``); provenance goes
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -23,13 +24,17 @@ DIAGNOSE_TIMEOUT_S = 600.0
 MAX_RECORDED_BYTES = 1 << 20
 
 
-def run_diagnose(scenario: Scenario, out: Path, *, engine: str, log: Path, gateway: str | None = None) -> dict[str, Any]:
-    """Diagnose ``engine`` (and ``gateway``) with the scenario's flags; return the JSON report."""
+def run_diagnose(scenario: Scenario, out: Path, *, engine: str | None = None, log: Path | None = None,
+                 gateway: str | None = None, prometheus: str | None = None) -> dict[str, Any]:
+    """Diagnose ``engine`` (and ``gateway``), or ``prometheus``'s history, with the scenario's flags;
+    return the JSON report."""
     out.mkdir(parents=True, exist_ok=True)
     report, bundle = out / "report.json", out / "bundle.json.gz"
-    cmd = [sys.executable, "-m", "doctor", "diagnose", "--engine", engine, *(["--gateway", gateway] if gateway else []),
-           "--log", str(log), *scenario.probe_args, *scenario.budget_args(),
+    targets = [*(["--engine", engine] if engine else []), *(["--gateway", gateway] if gateway else []),
+               *(["--log", str(log)] if log else []), *(["--prometheus", prometheus] if prometheus else [])]
+    cmd = [sys.executable, "-m", "doctor", "diagnose", *targets, *scenario.probe_args, *scenario.budget_args(),
            "--json", str(report), "--html", str(out / "report.html"), "--bundle", str(bundle)]
+    (out / "command.txt").write_text(" ".join(cmd) + "\n")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=DIAGNOSE_TIMEOUT_S)
     # 0 healthy, 1 a symptom: both are answers; anything else is a failure of the run itself.
     assert proc.returncode in (0, 1), f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
@@ -70,4 +75,40 @@ def explain(report: dict[str, Any]) -> str:
     verdict = report["verdict"]
     lines = [f"verdict: {verdict['symptom']}: {verdict['summary']}", *(f"  - {r}" for r in verdict.get("reasoning", []))]
     lines += [f"finding {f['code']} {f['name']} ({f['severity']}): {f['summary']}" for f in report["findings"]]
+    return "\n".join(lines)
+
+
+def _s(value: float | None, unit: str = "s") -> str:
+    return "-" if value is None else f"{value:.3f} {unit}"
+
+
+def evidence(report: dict[str, Any]) -> str:
+    """The evidence numbers the verdict should follow, in a few lines: the probe's requests one by one
+    (warm-up and failed ones too), the server's histograms and gauges over the window, preemptions."""
+    lines = []
+    stream = (report.get("bundle") or {}).get("stream") or {}
+    for r in stream.get("requests", []):
+        ttft = r["t_first_token"] - r["t_sent"] if r.get("t_first_token") is not None else None
+        tokens = r.get("completion_tokens") or len(r.get("tokens") or [])
+        tpot = ((r["t_last_token"] - r["t_first_token"]) / (tokens - 1)
+                if r.get("t_last_token") is not None and r.get("t_first_token") is not None and tokens > 1 else None)
+        times = [t["t"] for t in r.get("tokens") or []]
+        gap = max((b - a for a, b in itertools.pairwise(times)), default=None)
+        lines.append(f"probe {r['path']} #{r['index']}{' warm-up' if r.get('warmup') else ''} {r['outcome']}: "
+                     f"TTFT {_s(ttft)}, TPOT {_s(tpot)}, max gap {_s(gap)}, tokens {tokens}"
+                     + (f", error {r['error']}" if r.get("error") else ""))
+    window = (report.get("views") or {}).get("metrics_window") or {}
+    if window:
+        lines.append(f"server window ({window.get('source')}, {window.get('window_s', 0):.0f} s): "
+                     f"preemptions {window.get('preemptions')}, prompt tokens {window.get('prompt_tokens')}, "
+                     f"generation tokens {window.get('generation_tokens')}")
+        for name in ("ttft", "queue", "prefill", "decode", "itl", "e2e"):
+            h = window.get(name)
+            if h:
+                lines.append(f"  {name}: n {h['count']:.0f}, mean {_s(h.get('mean'))}, p50 <= {h.get('p50_le')}, "
+                             f"p90 <= {h.get('p90_le')}, p99 <= {h.get('p99_le')}")
+        for name in ("running", "waiting", "kv_usage"):
+            g = window.get(name)
+            if g:
+                lines.append(f"  {name}: min {g['min']:.3g}, max {g['max']:.3g}, last {g['last']:.3g}")
     return "\n".join(lines)

@@ -7,12 +7,22 @@ analyses each bundle with the budgets the live run used and expects the same ans
 Budgets are set here for CPU speed (this ~72 M-parameter random Llama decoded at ~16 ms per
 token, TPOT p50, in the recorded healthy run on a 2-core CI machine): the defaults (0.5 s, 50 ms)
 are GPU-interactive targets and stay untouched.
+
+The ``users-*`` and ``history-*`` scenarios are incidents as they happen in production: the load
+comes from other users (``tests/support/loadgen.py``, a process of its own), and llm-doctor runs
+beside it with its default probe. They run the model in float32: on a CPU without AVX-512 the
+bf16 matmuls fall back to a slow path (prefill ~17 ms per token against ~3 ms in float32), which
+would bury every incident under seconds of idle prefill. Their budgets allow for 2 shared cores
+(idle TTFT of the default 256-token prompt 0.9-3 s, TPOT 75-110 ms there); each incident is made
+several times larger than that.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.realvllm.load import Load
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "fixtures" / "bundles"
@@ -21,6 +31,12 @@ RECORDED = ROOT / "fixtures" / "bundles"
 #: model (8 layers x 4 KV heads x 64 dims x 2 (K and V) x 2 bytes = 8 KiB per token), which
 #: holds the default 128 sequences of max_model_len 1024 (no kv-capacity-short).
 ROOMY_KV = ["--kv-cache-memory-bytes", "1G"]
+
+#: The incidents' engines: float32 (see above), whose KV token takes 16 KiB, so 2 GiB is the roomy cache;
+#: ``-O0`` skips torch.compile, which took ~2 of the ~3.5 minutes of start-up on 2 shared cores (it
+#: keeps ``enforce_eager`` off, so the eager-mode check stays out of the incidents' verdicts).
+FP32 = ["--dtype", "float32", "-O0"]
+ROOMY_KV_FP32 = ["--kv-cache-memory-bytes", "2G"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +50,8 @@ class Scenario:
     setting: str | None  # the primary remediation's setting (None: no remediation, healthy)
     finding: str | None = None  # a finding code the verdict must list
     via_gateway: bool = False  # probe through a real nginx as well as directly
+    load: Load | None = None  # other users' load, from a process of its own, while llm-doctor runs
+    history: bool = False  # after the load: Prometheus history only (--prometheus, no probe, no log)
     notes: list[str] = field(default_factory=list)
 
     def budget_args(self) -> list[str]:
@@ -46,6 +64,15 @@ class Scenario:
 
 #: The engine runs on the CPU: NVML (when a GPU happens to be there) would describe another device.
 _SHORT = ["--route", "chat", "--no-gpu"]
+#: What an on-call engineer types during an incident: no probe shape, the probe's defaults.
+_DEFAULT_PROBE = _SHORT
+_HISTORY = ["--no-gpu", "--since", "4m"]
+
+#: Twelve users in closed loops on two sequence slots: each waits for ~6 others' short answers.
+QUEUEING_LOAD = Load(users=12, prompt_tokens=64, max_tokens=8, ready={"vllm:num_requests_waiting": 6})
+#: Six users' 384-token answers (~100-token prompts) need 6 x 4 blocks of 128 tokens; the cache has 16
+#: (2,048 tokens), so running streams are preempted as they grow.
+KV_LOAD = Load(users=6, prompt_tokens=64, max_tokens=384, ready={"vllm:num_requests_running": 4})
 
 SCENARIOS = {
     s.name: s
@@ -83,6 +110,57 @@ SCENARIOS = {
                         "--warmup", "0"],
             ttft_budget_s=1.0, tpot_budget_s=0.2,
             symptom="inter-token", setting="max_num_seqs", finding="LD201",
+        ),
+        Scenario(
+            name="users-healthy",
+            engine_args=[*FP32, *ROOMY_KV_FP32],
+            probe_args=_DEFAULT_PROBE,
+            ttft_budget_s=4.0, tpot_budget_s=0.3,
+            symptom="healthy", setting=None,
+            load=Load(users=2, prompt_tokens=64, max_tokens=64, ready={"vllm:num_requests_running": 1}),
+        ),
+        Scenario(
+            name="users-queueing",
+            engine_args=[*FP32, *ROOMY_KV_FP32, "--max-num-seqs", "2"],
+            probe_args=_DEFAULT_PROBE,
+            ttft_budget_s=4.0, tpot_budget_s=0.3,
+            symptom="pre-first-token", setting="max_num_seqs", finding="LD101",
+            load=QUEUEING_LOAD,
+        ),
+        Scenario(
+            name="history-queueing",
+            engine_args=[*FP32, *ROOMY_KV_FP32, "--max-num-seqs", "2"],
+            probe_args=_HISTORY,
+            ttft_budget_s=4.0, tpot_budget_s=0.3,
+            symptom="pre-first-token", setting="max_num_seqs", finding="LD101",
+            load=QUEUEING_LOAD, history=True,
+        ),
+        Scenario(
+            name="users-kv-pressure",
+            engine_args=[*FP32, "--kv-cache-memory-bytes", "32M"],
+            probe_args=_DEFAULT_PROBE,
+            ttft_budget_s=4.0, tpot_budget_s=0.3,
+            symptom="inter-token", setting="max_num_seqs", finding="LD201",
+            load=KV_LOAD,
+        ),
+        Scenario(
+            name="history-kv-pressure",
+            engine_args=[*FP32, "--kv-cache-memory-bytes", "32M"],
+            probe_args=_HISTORY,
+            ttft_budget_s=4.0, tpot_budget_s=0.3,
+            symptom="inter-token", setting="max_num_seqs", finding="LD201",
+            load=KV_LOAD, history=True,
+        ),
+        Scenario(
+            name="users-prefill-interference",
+            # One user's ~1,800-token prompt every 3 s or so, computed in one step (the step budget is
+            # larger than the prompt), while three users and the probe stream.
+            engine_args=[*FP32, *ROOMY_KV_FP32, "--max-model-len", "2048", "--max-num-batched-tokens", "2048"],
+            probe_args=_DEFAULT_PROBE,
+            ttft_budget_s=4.0, tpot_budget_s=0.3,
+            symptom="inter-token", setting="max_num_batched_tokens", finding="LD202",
+            load=Load(users=3, prompt_tokens=64, max_tokens=128, also=("1:1800:1:long:2",),
+                      ready={"vllm:num_requests_running": 3}),
         ),
     )
 }

@@ -1,0 +1,93 @@
+"""Incidents as production has them: other users hurt the server, llm-doctor runs beside them.
+
+Each incident serves the tiny model with the flags of its ``users-*`` scenario, lets a real
+Prometheus scrape it every second, and starts the users (``tests/support/loadgen.py``, a
+process of its own). Once the server shows the load, ``llm-doctor diagnose`` runs with its
+default probe (only targets, ``--log``, CPU budgets, ``--no-gpu``, ``--route chat``); then the
+users stop. Where the incident has a ``history-*`` scenario, a second ``diagnose`` reads only
+what Prometheus kept (``--prometheus URL --since 4m``: no probe, no log), as an engineer would
+after the incident is over. The users' own timings (their JSONL) go into every assertion
+message beside llm-doctor's verdict and evidence, so a failure says what the users felt.
+
+One incident at a time: the fixture is module-scoped and parametrized, so pytest runs the live
+and history tests of one incident on one server, then stops it before the next one starts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.realvllm.diagnose import evidence, explain, run_diagnose, verdict_mismatches
+from tests.realvllm.load import felt, user_load
+from tests.realvllm.scenarios import SCENARIOS, Scenario
+from tests.realvllm.server import VllmServer, serve_vllm
+from tests.support.prometheus import run_prometheus, scrapes, wait_for
+
+pytestmark = pytest.mark.realvllm
+
+#: incident -> (live scenario, history scenario or None); both share one server and one load.
+INCIDENTS: dict[str, tuple[str, str | None]] = {
+    "healthy": ("users-healthy", None),
+    "queueing": ("users-queueing", "history-queueing"),
+    "kv-pressure": ("users-kv-pressure", "history-kv-pressure"),
+    "prefill-interference": ("users-prefill-interference", None),
+}
+#: Prometheus scrapes after the users stopped, before history is read: the incident's end is stored.
+SCRAPES_AFTER_LOAD = 3
+
+
+@dataclass
+class Incident:
+    server: VllmServer
+    prometheus: str
+    users: Path  # the load generator's JSONL
+    live: dict[str, Any]  # llm-doctor's JSON report from during the incident
+    workdir: Path
+
+
+def _message(report: dict[str, Any], users: Path) -> str:
+    return f"{explain(report)}\nusers felt: {json.dumps(felt(users))}\n{evidence(report)}"
+
+
+@pytest.fixture(scope="module")
+def incident(request: pytest.FixtureRequest, tiny_model: Path,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Incident]:
+    live = SCENARIOS[INCIDENTS[request.param][0]]
+    assert live.load is not None, live.name
+    workdir = tmp_path_factory.mktemp(request.param)
+    with serve_vllm(tiny_model, workdir / "vllm.log", live.engine_args) as server:
+        target = server.url.split("//", 1)[1]
+        with run_prometheus([target], workdir / "prometheus", interval_s=1.0) as prometheus:
+            with user_load(server.url, live.load, workdir / "users.jsonl") as users:
+                report = run_diagnose(live, workdir / "live", engine=server.url, log=server.log)
+            stopped = scrapes(prometheus)
+            wait_for(lambda: scrapes(prometheus) >= stopped + SCRAPES_AFTER_LOAD, "scrapes after the load stopped")
+            yield Incident(server=server, prometheus=prometheus, users=users, live=report, workdir=workdir)
+
+
+def _history(name: str) -> Scenario:
+    scenario = SCENARIOS[INCIDENTS[name][1] or ""]
+    assert scenario.history, scenario.name
+    return scenario
+
+
+@pytest.mark.parametrize("incident", list(INCIDENTS), indirect=True)
+def test_diagnose_beside_other_users_names_the_incident(incident: Incident, request: pytest.FixtureRequest) -> None:
+    scenario = SCENARIOS[INCIDENTS[request.node.callspec.params["incident"]][0]]
+    users = felt(incident.users)
+    assert users and all(u["n"] > u["errors"] + u["stopped"] for u in users.values()), users  # users were served
+    assert not verdict_mismatches(incident.live, scenario), _message(incident.live, incident.users)
+
+
+@pytest.mark.parametrize("incident", [name for name, (_, history) in INCIDENTS.items() if history], indirect=True)
+def test_prometheus_history_after_the_incident_names_it(incident: Incident, request: pytest.FixtureRequest) -> None:
+    scenario = _history(request.node.callspec.params["incident"])
+    report = run_diagnose(scenario, incident.workdir / "history", prometheus=incident.prometheus)
+    assert report["bundle"]["stream"] is None  # no probe: only what Prometheus kept
+    assert not verdict_mismatches(report, scenario), _message(report, incident.users)

@@ -148,7 +148,9 @@ SCENARIOS = {
             engine_args=[*FP32, "--kv-cache-memory-bytes", "32M"],
             probe_args=_HISTORY,
             ttft_budget_s=4.0, tpot_budget_s=0.3,
-            symptom="inter-token", setting="max_num_seqs", finding="LD201",
+            # No log and no NVML: LD201 cannot tell that the KV cache is sized in bytes on a CPU, and
+            # gives vLLM's first advice (more memory for the cache), lowering max_num_seqs as fallback.
+            symptom="inter-token", setting="gpu_memory_utilization", finding="LD201",
             load=KV_LOAD, history=True,
         ),
         Scenario(

@@ -16,6 +16,7 @@ and history tests of one incident on one server, then stops it before the next o
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from tests.realvllm.diagnose import evidence, explain, run_diagnose, verdict_mis
 from tests.realvllm.load import felt, user_load
 from tests.realvllm.scenarios import SCENARIOS, Scenario
 from tests.realvllm.server import VllmServer, serve_vllm
-from tests.support.prometheus import run_prometheus, scrapes, wait_for
+from tests.support.prometheus import last_scrape, run_prometheus, wait_for
 
 pytestmark = pytest.mark.realvllm
 
@@ -40,6 +41,7 @@ INCIDENTS: dict[str, tuple[str, str | None]] = {
 }
 #: Prometheus scrapes after the users stopped, before history is read: the incident's end is stored.
 SCRAPES_AFTER_LOAD = 3
+SCRAPE_INTERVAL_S = 1.0
 
 
 @dataclass
@@ -63,11 +65,12 @@ def incident(request: pytest.FixtureRequest, tiny_model: Path,
     workdir = tmp_path_factory.mktemp(request.param)
     with serve_vllm(tiny_model, workdir / "vllm.log", live.engine_args) as server:
         target = server.url.split("//", 1)[1]
-        with run_prometheus([target], workdir / "prometheus", interval_s=1.0) as prometheus:
+        with run_prometheus([target], workdir / "prometheus", interval_s=SCRAPE_INTERVAL_S) as prometheus:
             with user_load(server.url, live.load, workdir / "users.jsonl") as users:
                 report = run_diagnose(live, workdir / "live", engine=server.url, log=server.log)
-            stopped = scrapes(prometheus)
-            wait_for(lambda: scrapes(prometheus) >= stopped + SCRAPES_AFTER_LOAD, "scrapes after the load stopped")
+            stopped = time.time()
+            wait_for(lambda: last_scrape(prometheus) >= stopped + SCRAPES_AFTER_LOAD * SCRAPE_INTERVAL_S,
+                     "scrapes after the load stopped")
             yield Incident(server=server, prometheus=prometheus, users=users, live=report, workdir=workdir)
 
 

@@ -38,7 +38,16 @@ def wait_for(predicate: Callable[[], bool], what: str, deadline_s: float = START
 
 def scrapes(url: str) -> float:
     """How many scrapes of its first target the Prometheus at ``url`` holds from the last 5 minutes."""
-    answer = httpx.get(f"{url}/api/v1/query", params={"query": "count_over_time(up[5m])"}, timeout=2).json()
+    return _first_value(url, "count_over_time(up[5m])")
+
+
+def last_scrape(url: str) -> float:
+    """The Unix time of the latest scrape of its first target (0 before the first one)."""
+    return _first_value(url, "timestamp(up)")
+
+
+def _first_value(url: str, query: str) -> float:
+    answer = httpx.get(f"{url}/api/v1/query", params={"query": query}, timeout=2).json()
     rows = answer["data"]["result"]
     return float(rows[0]["value"][1]) if rows else 0.0
 

@@ -37,7 +37,7 @@ class Load:
     prompt_tokens: int
     max_tokens: int
     also: tuple[str, ...] = ()  # more user classes, USERS:PROMPT_TOKENS:MAX_TOKENS[:LABEL]
-    duration_s: float = 240.0  # a bound: the test stops the users once llm-doctor is done
+    duration_s: float = 600.0  # a bound only: the test stops the users as soon as llm-doctor is done
     ready: dict[str, float] = field(default_factory=dict)  # gauge -> the value it must reach first
 
     def args(self, url: str, out: Path) -> list[str]:
@@ -60,9 +60,9 @@ def gauges(url: str) -> dict[str, float]:
 @contextlib.contextmanager
 def user_load(url: str, load: Load, out: Path) -> Iterator[Path]:
     """Users streaming from ``url`` for the duration of the block; yields their JSONL file."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.support.loadgen", *load.args(url, out)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=out.with_suffix(".stderr").open("wb"),
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    with out.with_suffix(".stderr").open("wb") as err:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen([sys.executable, "-m", "tests.support.loadgen", *load.args(url, out)], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         _wait_ready(proc, url, load)
         yield out

@@ -93,7 +93,7 @@ def one_request(url: str, route: str, model: str, shape: Shape, user: int, seq: 
                 stop: threading.Event) -> Record:
     """Send one streamed request and time it from this client's clock; give up on it once ``stop`` is set."""
     parts = urlsplit(url)
-    path = "/v1/completions" if route == "completions" else "/v1/chat/completions"
+    path = parts.path.rstrip("/") + ("/v1/completions" if route == "completions" else "/v1/chat/completions")
     rec = Record(label=shape.label, user=user, seq=seq, start=time.time())
     payload = json.dumps(body(route, model, prompt(shape.prompt_tokens, f"u{user}s{seq}t{rec.start:.3f}"),
                               shape.max_tokens)).encode()

@@ -78,7 +78,7 @@ def prefill_interference(
     time_share: float = 0.1,
     min_streams: int = 2,
     server_gap_s: float = 0.5,
-    server_median_s: float = 0.1,
+    server_median_s: float = 0.2,
     min_prefill_s: float = 0.2,
 ) -> Result:
     stream_result = (_from_streams(stream_stats, stream, metrics_window, log_facts, run, gap_factor=gap_factor,

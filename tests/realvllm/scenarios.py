@@ -27,12 +27,9 @@ from tests.realvllm.load import Load
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "fixtures" / "bundles"
 
-#: The KV cache of the servers that are not meant to run short: 1 GiB = 131,072 tokens of this
-#: model (8 layers x 4 KV heads x 64 dims x 2 (K and V) x 2 bytes = 8 KiB per token), which
-#: holds the default 128 sequences of max_model_len 1024 (no kv-capacity-short).
-ROOMY_KV = ["--kv-cache-memory-bytes", "1G"]
-
-#: The incidents' engines: float32 (see above), whose KV token takes 16 KiB, so 2 GiB is the roomy cache;
+#: Every engine of the stage: float32 (see above; CI's machine is AVX2-only too), whose KV token takes
+#: 16 KiB (8 layers x 4 KV heads x 64 dims x 2 (K and V) x 4 bytes), so 2 GiB = 131,072 tokens is the
+#: roomy cache that holds the default 128 sequences of max_model_len 1024 (no kv-capacity-short);
 #: ``-O0`` skips torch.compile, which took ~2 of the ~3.5 minutes of start-up on 2 shared cores (it
 #: keeps ``enforce_eager`` off, so the eager-mode check stays out of the incidents' verdicts).
 FP32 = ["--dtype", "float32", "-O0"]
@@ -79,14 +76,14 @@ SCENARIOS = {
     for s in (
         Scenario(
             name="healthy",
-            engine_args=ROOMY_KV,
+            engine_args=[*FP32, *ROOMY_KV_FP32],
             probe_args=[*_SHORT, "--prompt-tokens", "64", "--max-tokens", "32", "--concurrency", "1", "--requests", "8"],
             ttft_budget_s=1.0, tpot_budget_s=0.2,
             symptom="healthy", setting=None,
         ),
         Scenario(
             name="proxy-buffering",
-            engine_args=ROOMY_KV,
+            engine_args=[*FP32, *ROOMY_KV_FP32],
             # nginx's 4 KiB buffer holds ~12 chat events of this model, so the gateway's first token
             # comes ~12 decode steps (~0.2-0.35 s) after the direct one (~0.1 s with a short
             # prompt): the TTFT budget sits between the two. 48 tokens fill the buffer ~3 times.
@@ -97,7 +94,7 @@ SCENARIOS = {
         ),
         Scenario(
             name="queueing",
-            engine_args=[*ROOMY_KV, "--max-num-seqs", "1"],
+            engine_args=[*FP32, *ROOMY_KV_FP32, "--max-num-seqs", "1"],
             probe_args=[*_SHORT, "--prompt-tokens", "64", "--max-tokens", "32", "--concurrency", "8", "--requests", "16"],
             ttft_budget_s=1.0, tpot_budget_s=0.2,
             symptom="pre-first-token", setting="max_num_seqs", finding="LD101",
@@ -105,7 +102,7 @@ SCENARIOS = {
         Scenario(
             name="kv-pressure",
             # 32 MiB = 4,096 tokens: 8 streams of 64 + 512 tokens need 40 blocks of 128, there are 32.
-            engine_args=["--kv-cache-memory-bytes", "32M"],
+            engine_args=[*FP32, "--kv-cache-memory-bytes", "64M"],  # 4,096 float32 tokens
             probe_args=[*_SHORT, "--prompt-tokens", "64", "--max-tokens", "512", "--concurrency", "8", "--requests", "8",
                         "--warmup", "0"],
             ttft_budget_s=1.0, tpot_budget_s=0.2,

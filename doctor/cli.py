@@ -95,12 +95,16 @@ ANALYSIS_OPTIONS = [
     opt(str, FORMATS[0], "--format", help=f"What to print to stdout: {' | '.join(FORMATS)} (the whole JSON report).", rich_help_panel=A),
     opt(bool, False, "--verbose", "-v", help="Also show the evidence values, every check's outcome, and the per-path, startup-log and metrics tables.", rich_help_panel=A),
 ]
+EXPORT_OPTIONS = [
+    opt(Path | None, None, "--metrics-textfile", help="Also write the run's metrics (llm_doctor_*) here, atomically, for node_exporter's textfile collector (name it *.prom).", rich_help_panel=A),
+    opt(str | None, None, "--pushgateway", help="Also push the run's metrics to this Prometheus Pushgateway URL (job llm-doctor, grouped by region).", rich_help_panel=A),
+]
 CONFIG_OPTION = [opt(Path | None, None, "--config", help="TOML config (default ./llm-doctor.toml when present).")]
 
 
 
 @app.command()
-@uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, ANALYSIS_OPTIONS, CONFIG_OPTION)
+@uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, ANALYSIS_OPTIONS, EXPORT_OPTIONS, CONFIG_OPTION)
 def diagnose(
     bundle: Annotated[Path | None, typer.Option("--bundle", help="Also keep the evidence bundle here (.json or .json.gz).")] = None,
     opts: dict[str, Any] = {},  # noqa: B006 - filled by uses()
@@ -112,6 +116,8 @@ def diagnose(
       llm-doctor diagnose --engine http://vllm:8000 --gateway https://llm.example.com --log vllm.log
 
       llm-doctor diagnose --gateway https://llm.example.com --route responses --payload app-request.json --html report.html
+
+      llm-doctor diagnose --engine http://vllm:8000 --region eu-west --metrics-textfile /var/lib/node_exporter/textfile/llm_doctor.prom
     """
     from doctor.commands.diagnose import run
 
@@ -138,7 +144,7 @@ def collect_cmd(
 
 
 @app.command("analyze")
-@uses(ANALYSIS_OPTIONS, CONFIG_OPTION)
+@uses(ANALYSIS_OPTIONS, EXPORT_OPTIONS, CONFIG_OPTION)
 def analyze_cmd(
     source: Annotated[Path, typer.Argument(help="A bundle (.json, .json.gz) or a report (.json, .html) that embeds one.")],
     region: Annotated[str | None, typer.Option("--region", help="Select per-region budgets from the config.")] = None,

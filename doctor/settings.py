@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -353,3 +354,27 @@ def require_evidence_source(config: CollectConfig, verb: str) -> None:
     """Refuse a run that would read nothing: no target, no log and no Prometheus."""
     if not config.targets() and not config.log and not config.prometheus:
         raise UsageError(f"nothing to {verb}: give --engine and/or --gateway, --log, or --prometheus")
+
+
+@dataclass(frozen=True)
+class ExportTargets:
+    """Where a run's metrics go (``--metrics-textfile``, ``--pushgateway``); both optional."""
+
+    textfile: Path | None = None
+    pushgateway: str | None = None
+
+
+def check_export_options(opts: dict[str, Any]) -> ExportTargets:
+    """Validate the metrics outputs before anything is probed: a typo must not cost a probe run.
+
+    The textfile's folder must already exist (node_exporter reads a fixed folder; creating a
+    misspelt one would export into nowhere), and the Pushgateway must be an http(s) URL.
+    """
+    textfile = opts.get("metrics_textfile")
+    if textfile is not None:
+        textfile = Path(textfile)
+        if not textfile.parent.is_dir():
+            raise UsageError(f"--metrics-textfile {textfile}: the folder {textfile.parent} does not exist")
+        if textfile.is_dir():
+            raise UsageError(f"--metrics-textfile {textfile} is a directory; name a file (node_exporter reads *.prom)")
+    return ExportTargets(textfile=textfile, pushgateway=_url(opts.get("pushgateway"), "--pushgateway"))

@@ -7,12 +7,14 @@ from typing import Any
 
 from doctor import pipeline
 from doctor.commands.emit import emit
+from doctor.commands.export import export_metrics
 from doctor.config import FileConfig
 from doctor.console import err, progress
 from doctor.exit_codes import ExitCode
 from doctor.settings import (
     build_analyze_options,
     build_collect_config,
+    check_export_options,
     check_output_options,
     check_output_paths,
     checked_registry,
@@ -21,14 +23,18 @@ from doctor.settings import (
 
 
 def run(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None, command: str = "diagnose") -> ExitCode:
-    """Everything is checked before anything is sent: targets, --format, --fail-on, --select, --set."""
+    """Everything is checked before anything is sent: targets, --format, --fail-on, --select, --set,
+    the metrics outputs; the metrics are exported after the report (its files and summary)."""
     config = build_collect_config(opts, cfg, command)
     require_evidence_source(config, "diagnose")
     check_output_options(opts, cfg)  # a bad --format or --fail-on fails before anything is sent
     check_output_paths(bundle_path, opts.get("json"), opts.get("html"), opts.get("md"))
+    exports = check_export_options(opts)
     analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
     registry = checked_registry(analyze_opts)
     report = pipeline.diagnose(config, analyze_opts, registry, bundle_path=bundle_path, progress=progress)
     if bundle_path:
         err.print(f"wrote {bundle_path}")
-    return emit(report, opts, cfg, interrupted=report.bundle.interrupted)  # this run's own collection
+    code = emit(report, opts, cfg, interrupted=report.bundle.interrupted)  # this run's own collection
+    export_metrics(report, exports)
+    return code

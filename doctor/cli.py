@@ -166,6 +166,31 @@ def analyze_cmd(
     run_guarded(lambda: run(opts, source, region))
 
 
+@app.command("compare")
+def compare_cmd(
+    base: Annotated[Path, typer.Argument(help="The earlier run: a bundle, or a JSON or HTML report (it embeds one).")],
+    current: Annotated[Path, typer.Argument(help="The run to judge against it, in any of the same forms.")],
+    allow_unlike: Annotated[bool, typer.Option("--allow-unlike", help="Compare even when the run records differ (the differences are still printed).")] = False,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML config (default ./llm-doctor.toml when present).")] = None,
+) -> None:
+    """Compare two runs: refuse unlike ones (exit 2), flag a latency regression beyond noise (exit 1).
+
+    Runs must agree on model, revision, engine version and config, route, request shape,
+    concurrency, scenario, provider, region and client location. Like runs get TTFT, TPOT, ITL
+    and E2E p50/p90 per path side by side, each tested against noise with a Mann-Whitney U test
+    over the per-request samples.
+
+    [bold]Examples[/]
+
+      llm-doctor compare yesterday.json today.json
+
+      llm-doctor compare before.html after.json.gz --allow-unlike
+    """
+    from doctor.commands.compare import run
+
+    run_guarded(lambda: run(base, current, allow_unlike=allow_unlike, config=config))
+
+
 @app.command("probe")
 @uses(TARGET_OPTIONS, CONFIG_OPTION)
 def probe_cmd(

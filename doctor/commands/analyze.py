@@ -8,9 +8,10 @@ from typing import Any
 from doctor.bundle import load_path
 from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
-from doctor.config import load_config, with_recorded_analysis
+from doctor.config import FileConfig, load_config, with_recorded_analysis
 from doctor.console import warn
 from doctor.exit_codes import ExitCode
+from doctor.model import Report
 from doctor.registry import load_registry
 from doctor.runner import analyze, known_analysis
 from doctor.settings import build_analyze_options, check_export_options, check_output_options
@@ -21,13 +22,22 @@ def run(opts: dict[str, Any], source: Path, region: str | None) -> ExitCode:
     cfg = load_config(opts.get("config"))
     check_output_options(opts, cfg)  # before reading the bundle or writing any file
     exports = check_export_options(opts)
+    report, cfg = reanalyse(source, opts, cfg, region)
+    code = emit(report, opts, cfg)
+    export_metrics(report, exports)
+    return code
+
+
+def reanalyse(source: Path, opts: dict[str, Any], cfg: FileConfig, region: str | None) -> tuple[Report, FileConfig]:
+    """The report of a saved bundle (or of the bundle a report embeds), with its recorded settings.
+
+    Also what ``compare`` reads each side with, so both sides are judged as ``analyze`` would.
+    Returns the config with the recorded analysis folded in, which decides the exit code.
+    """
     bundle = load_path(source)
     registry = load_registry()
     recorded, dropped = known_analysis(bundle.run.analysis, registry)
     for warning in dropped:
         warn(warning)
     cfg = with_recorded_analysis(cfg, recorded, explicit=opts.get("config") is not None)
-    report = analyze(bundle, build_analyze_options(opts, cfg, region or bundle.run.region), registry)
-    code = emit(report, opts, cfg)
-    export_metrics(report, exports)
-    return code
+    return analyze(bundle, build_analyze_options(opts, cfg, region or bundle.run.region), registry), cfg

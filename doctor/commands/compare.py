@@ -1,0 +1,33 @@
+"""``llm-doctor compare BASE CURRENT``: two saved runs side by side, gated on exit codes.
+
+Each side is read as ``analyze`` reads it (a bundle, or a JSON or HTML report embedding one,
+re-analysed with its recorded settings), so both are judged by this version's checks.
+Exit 2 for unlike runs (unless ``--allow-unlike``), 1 for a regression beyond noise, else 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from doctor.commands.analyze import reanalyse
+from doctor.compare import compare_reports
+from doctor.config import load_config
+from doctor.exit_codes import ExitCode
+from reports.comparison import print_comparison, print_unlike
+from reports.terminal import stdout_console
+
+
+def run(base: Path, current: Path, *, allow_unlike: bool, config: Path | None = None) -> ExitCode:
+    """Both sides are read before anything is printed: an unreadable one is one error line."""
+    cfg = load_config(config)
+    opts = {"config": config}
+    base_report, _ = reanalyse(base, opts, cfg, None)
+    current_report, _ = reanalyse(current, opts, cfg, None)
+    comparison = compare_reports(base_report, current_report)
+    console = stdout_console()
+    if comparison.unlike:
+        print_unlike(comparison, console, refused=not allow_unlike)
+        if not allow_unlike:
+            return ExitCode.NO_DIAGNOSIS
+    print_comparison(comparison, console)
+    return ExitCode.SYMPTOM if comparison.regressions else ExitCode.HEALTHY

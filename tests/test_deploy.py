@@ -1,0 +1,176 @@
+"""The deployment artefacts: the alerting rules checked and unit-tested by the real ``promtool``
+(Debian package ``prometheus``) against the families a recorded run exports, the CronJob's
+scheduling, secret and region fields, and the Dockerfile's build context and user."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import typer.main
+import yaml
+
+from doctor.bundle import load_path
+from doctor.cli import app
+from doctor.registry import load_registry
+from doctor.runner import AnalyzeOptions, analyze
+from doctor.settings import API_KEY_ENV
+from reports.prometheus_export import render_metrics
+from tests.support import system
+from tests.test_metrics_export import samples
+
+ROOT = Path(__file__).resolve().parent.parent
+ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yaml"
+CRONJOB = ROOT / "deploy" / "kubernetes" / "cronjob.yaml"
+DOCKERFILE = ROOT / "Dockerfile"
+PROMTOOL = system.find("promtool")
+needs_promtool = system.needs(PROMTOOL, "promtool not found; install the Debian package `prometheus`")
+
+
+def exported(bundle: str, region: str) -> dict:
+    """The samples a recorded run exports, as if it had run in ``region``."""
+    report = analyze(load_path(ROOT / "fixtures" / "bundles" / f"realvllm-{bundle}.json.gz"), AnalyzeOptions(), load_registry())
+    report.bundle.run.region = region
+    return samples(render_metrics(report))
+
+
+def series(parsed: dict, minutes: int) -> list[dict[str, str]]:
+    """promtool input series: every exported sample, constant for ``minutes`` at 1 m steps."""
+    out = []
+    for (name, labels), value in parsed.items():
+        selector = ",".join(f'{k}="{v}"' for k, v in labels)
+        out.append({"series": f"{name}{{{selector}}}", "values": f"{value:g}+0x{minutes}"})
+    return out
+
+
+def alerts_firing(tmp_path: Path, parsed: dict, alertnames: list[str]) -> dict[str, list[dict]]:
+    """Write a promtool unit test that expects no alert of ``alertnames`` and read back what fired.
+
+    promtool prints the alerts it got when they differ from the expected ones; asking for none
+    makes it list each firing alert's labels, which the caller asserts.
+    """
+    test = {
+        "rule_files": [str(ALERTS)],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series(parsed, 40),
+                   "alert_rule_test": [{"eval_time": "30m", "alertname": a, "exp_alerts": []} for a in alertnames]}],
+    }
+    path = tmp_path / "alerts.test.yaml"
+    path.write_text(yaml.safe_dump(test))
+    result = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    fired: dict[str, list[dict]] = {}
+    for match in re.finditer(r'alertname: (\w+), time: [^,]+,\s*exp:\[\],\s*\n\s*got:\[(.*?)\]\n', result.stdout + result.stderr, re.S):
+        fired[match.group(1)] = [dict(re.findall(r'(\w+)="([^"]*)"', got)) for got in re.findall(r"Labels:\{(.*?)\}", match.group(2))]
+    assert result.returncode == (1 if fired else 0), result.stdout + result.stderr
+    return fired
+
+
+@needs_promtool
+def test_promtool_accepts_the_rules() -> None:
+    result = subprocess.run([PROMTOOL, "check", "rules", str(ALERTS)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 6 rules found" in result.stdout
+
+
+@needs_promtool
+def test_the_rules_fire_on_a_queueing_run_and_stay_quiet_on_a_healthy_one(tmp_path) -> None:
+    """The rules read the names the exporter writes: a drift in either breaks this test."""
+    names = ["LlmDoctorLatencySymptom", "LlmDoctorCriticalFinding", "LlmDoctorCannotDiagnose", "LlmDoctorRequestsFailing"]
+    queueing = alerts_firing(tmp_path, exported("queueing", "eu-west"), names)
+    assert {n: [(a["region"], a.get("symptom")) for a in alerts] for n, alerts in queueing.items()} == {
+        "LlmDoctorLatencySymptom": [("eu-west", "pre-first-token")],
+        "LlmDoctorCriticalFinding": [("eu-west", None)],
+    }
+    assert alerts_firing(tmp_path, exported("healthy", "ap-south"), names) == {}
+
+
+@needs_promtool
+def test_the_gateway_rule_compares_paths_of_one_region(tmp_path) -> None:
+    proxy = exported("proxy-buffering", "eu-west")
+    key = ("llm_doctor_ttft_p90_seconds", (("path", "gateway"), ("region", "eu-west")))
+    direct = proxy[("llm_doctor_ttft_p90_seconds", (("path", "direct"), ("region", "eu-west")))]
+    proxy[key] = 3 * direct  # a gateway three times slower to the first token
+    fired = alerts_firing(tmp_path, proxy, ["LlmDoctorGatewayAddsTTFT"])
+    assert [a["region"] for a in fired["LlmDoctorGatewayAddsTTFT"]] == ["eu-west"]
+    proxy[key] = direct
+    assert alerts_firing(tmp_path, proxy, ["LlmDoctorGatewayAddsTTFT"]) == {}
+
+
+def cronjob() -> dict:
+    (doc,) = list(yaml.safe_load_all(CRONJOB.read_text()))
+    return doc
+
+
+def test_the_cronjob_never_overlaps_and_ends_before_the_next_round() -> None:
+    job = cronjob()
+    assert (job["apiVersion"], job["kind"]) == ("batch/v1", "CronJob")
+    spec = job["spec"]
+    assert spec["concurrencyPolicy"] == "Forbid"
+    every = re.fullmatch(r"\*/(\d+) \* \* \* \*", spec["schedule"])
+    assert every, spec["schedule"]
+    period_s = int(every.group(1)) * 60
+    assert 0 < spec["startingDeadlineSeconds"] < period_s
+    assert 0 < spec["jobTemplate"]["spec"]["activeDeadlineSeconds"] < period_s
+
+
+def test_the_cronjob_takes_the_key_from_a_secret_and_runs_one_region() -> None:
+    job = cronjob()
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert set(env[API_KEY_ENV]["valueFrom"]["secretKeyRef"]) == {"name", "key"}  # what diagnose reads by default
+    assert {"cpu", "memory"} <= set(container["resources"]["limits"])
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    region = job["metadata"]["labels"]["region"]
+    assert job["spec"]["jobTemplate"]["metadata"]["labels"]["region"] == region == pod["metadata"]["labels"]["region"]
+    assert f"--region={region}" in container["args"]
+
+
+def test_the_cronjob_arguments_are_diagnose_options() -> None:
+    """Every flag in the manifest is one diagnose takes: a renamed flag breaks the manifest here."""
+    (container,) = cronjob()["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    command, *flags = container["args"]
+    assert command == "diagnose"
+    known = {o for p in typer.main.get_command(app).commands["diagnose"].params for o in p.opts}
+    assert {f.split("=", 1)[0] for f in flags} <= known
+    assert any(f.startswith(("--pushgateway=", "--metrics-textfile=")) for f in flags)
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in DOCKERFILE.read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_the_image_runs_as_the_user_the_cronjob_expects() -> None:
+    users = [arg for op, arg in dockerfile() if op == "USER"]
+    assert users, "the image must not run as root"
+    uid = users[-1].split(":")[0]
+    assert uid.isdigit() and int(uid) != 0  # numeric: runAsNonRoot can verify it
+    pod = cronjob()["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == int(uid)
+    assert [arg for op, arg in dockerfile() if op == "ENTRYPOINT"] == ['["llm-doctor"]']
+
+
+@pytest.mark.slow
+def test_the_docker_build_context_installs_the_package(tmp_path) -> None:
+    """What the Dockerfile copies is enough to build the wheel (no docker daemon needed for that)."""
+    context = tmp_path / "context"
+    context.mkdir()
+    for op, arg in dockerfile():
+        if op == "COPY":
+            *sources, _dest = shlex.split(arg)
+            for source in sources:
+                src = ROOT / source
+                (shutil.copytree if src.is_dir() else shutil.copy)(src, context / source)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path), str(context)],
+                   check=True, capture_output=True, timeout=300)
+    (wheel,) = tmp_path.glob("llm_doctor-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"doctor", "checks", "reports"}
+    assert any(n.startswith("reports/templates/") for n in names)

@@ -1,9 +1,11 @@
 """The deployment artefacts: the alerting rules checked and unit-tested by the real ``promtool``
-(Debian package ``prometheus``) against the families a recorded run exports, the CronJob's
-scheduling, secret and region fields, and the Dockerfile's build context and user."""
+(Debian package ``prometheus``) against the families a recorded run exports, the Grafana
+dashboard's queries, the CronJob's scheduling, secret and region fields, and the Dockerfile's
+build context and user."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -21,7 +23,7 @@ from doctor.cli import app
 from doctor.registry import load_registry
 from doctor.runner import AnalyzeOptions, analyze
 from doctor.settings import API_KEY_ENV
-from reports.prometheus_export import render_metrics
+from reports.prometheus_export import FAMILIES, render_metrics
 from tests.support import system
 from tests.test_metrics_export import samples
 
@@ -29,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yaml"
 CRONJOB = ROOT / "deploy" / "kubernetes" / "cronjob.yaml"
 DOCKERFILE = ROOT / "Dockerfile"
+DASHBOARD = ROOT / "deploy" / "grafana" / "llm-doctor.json"
 PROMTOOL = system.find("promtool")
 needs_promtool = system.needs(PROMTOOL, "promtool not found; install the Debian package `prometheus`")
 
@@ -174,3 +177,26 @@ def test_the_docker_build_context_installs_the_package(tmp_path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"doctor", "checks", "reports"}
     assert any(n.startswith("reports/templates/") for n in names)
+
+
+def dashboard_queries() -> dict[str, str]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    return {f"{panel['title']} {t['refId']}": t["expr"] for panel in dashboard["panels"] for t in panel["targets"]}
+
+
+def test_the_dashboard_shows_every_exported_family_and_no_other() -> None:
+    used = {name for expr in dashboard_queries().values() for name in re.findall(r"\bllm_doctor_\w+", expr)}
+    assert used == set(FAMILIES)
+    assert all('region=~"$region"' in expr for expr in dashboard_queries().values())  # the region picker filters every panel
+
+
+@needs_promtool
+def test_promtool_parses_every_dashboard_query(tmp_path) -> None:
+    """Each query as a recording rule: ``promtool check rules`` parses its PromQL."""
+    rules = [{"record": f"llm_doctor:dashboard_{i}", "expr": expr.replace("$region", ".*")}
+             for i, expr in enumerate(dashboard_queries().values())]
+    path = tmp_path / "dashboard-queries.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    result = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in result.stdout

@@ -14,6 +14,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import kubernetes_validate
 import pytest
 import typer.main
 import yaml
@@ -108,6 +109,15 @@ def test_the_gateway_rule_compares_paths_of_one_region(tmp_path) -> None:
 def cronjob() -> dict:
     (doc,) = list(yaml.safe_load_all(CRONJOB.read_text()))
     return doc
+
+
+def test_the_cronjob_matches_the_kubernetes_schema() -> None:
+    """Strict: an unknown field (a misspelt ``startingDeadlinSeconds``) fails, as kubectl would refuse it."""
+    kubernetes_validate.validate(cronjob(), kubernetes_validate.latest_version(), strict=True)
+    misspelt = cronjob()
+    misspelt["spec"]["startingDeadlinSeconds"] = misspelt["spec"].pop("startingDeadlineSeconds")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(misspelt, kubernetes_validate.latest_version(), strict=True)
 
 
 def test_the_cronjob_never_overlaps_and_ends_before_the_next_round() -> None:

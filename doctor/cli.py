@@ -126,6 +126,32 @@ def diagnose(
     run_guarded(lambda: run(opts, load_config(opts.get("config")), bundle))
 
 
+@app.command()
+@uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, ANALYSIS_OPTIONS, EXPORT_OPTIONS, CONFIG_OPTION)
+def watch(
+    every: Annotated[str, typer.Option("--every", help="Start a round this often: seconds, or 30s, 5m, 1h.")] = "5m",
+    count: Annotated[int | None, typer.Option("--count", help="Stop after N rounds (default: until SIGTERM).")] = None,
+    listen: Annotated[str | None, typer.Option("--listen", help="Serve the latest round's metrics on HOST:PORT/metrics.")] = None,
+    history: Annotated[Path | None, typer.Option("--history", help="Keep each round's JSON report (it embeds the bundle) in this folder.")] = None,
+    keep: Annotated[int, typer.Option("--keep", help="Rounds kept in --history; older ones are deleted.")] = 100,
+    opts: dict[str, Any] = {},  # noqa: B006
+) -> None:
+    """Diagnose every --every, serve the latest round on /metrics, keep a history; SIGTERM ends after the round.
+
+    Each round is a whole diagnose (its own warm-up); rounds never overlap. A target that is
+    down makes an inconclusive round (llm_doctor_up 0), not the end of the watch. The exit code
+    is the last round's.
+
+    [bold]Example[/]
+
+      llm-doctor watch --engine http://vllm:8000 --every 5m --listen 0.0.0.0:9464 --history /var/lib/llm-doctor
+    """
+    from doctor.commands.watch import run
+    from doctor.settings import build_watch_plan
+
+    run_guarded(lambda: run(opts, load_config(opts.get("config")), build_watch_plan(every, count, listen, history, keep)))
+
+
 @app.command("collect")
 @uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, CONFIG_OPTION)
 def collect_cmd(

@@ -66,15 +66,15 @@ def _since(value: Any) -> float:
     return PLAN.since_s if not value else _seconds(str(value))
 
 
-def _seconds(text: str) -> float:
-    """``15m`` / ``2h`` / ``900`` -> seconds; a history window must be finite and positive."""
+def _seconds(text: str, flag: str = "--since") -> float:
+    """``15m`` / ``2h`` / ``900`` -> seconds; a window or period must be finite and positive."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     try:
         value = float(text[:-1]) * units[text[-1]] if text[-1:] in units else float(text)
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"--since expects a positive duration like 15m, 2h or 900, got {text!r}")
+        raise UsageError(f"{flag} expects a positive duration like 15m, 2h or 900, got {text!r}")
     return value
 
 
@@ -378,3 +378,31 @@ def check_export_options(opts: dict[str, Any]) -> ExportTargets:
         if textfile.is_dir():
             raise UsageError(f"--metrics-textfile {textfile} is a directory; name a file (node_exporter reads *.prom)")
     return ExportTargets(textfile=textfile, pushgateway=_url(opts.get("pushgateway"), "--pushgateway"))
+
+
+@dataclass(frozen=True)
+class WatchPlan:
+    """How ``watch`` repeats: the period, how many rounds (None: until SIGTERM), and where it serves and keeps."""
+
+    every_s: float
+    count: int | None = None
+    listen: tuple[str, int] | None = None
+    history: Path | None = None
+    keep: int = 100
+
+
+def build_watch_plan(every: str, count: int | None, listen: str | None, history: Path | None, keep: int) -> WatchPlan:
+    """Checked before the first round: a bad period, count, address or retention is a usage error."""
+    if count is not None and count < 1:
+        raise UsageError(f"--count must be at least 1, got {count}")
+    if keep < 1:
+        raise UsageError(f"--keep must be at least 1, got {keep}")
+    address = None
+    if listen is not None:
+        host, sep, port = listen.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise UsageError(f"--listen expects HOST:PORT with a port in 1-65535, got {listen!r}")
+        address = (host.strip("[]"), int(port))
+    if history is not None and history.exists() and not history.is_dir():
+        raise UsageError(f"--history {history} is not a directory")
+    return WatchPlan(every_s=_seconds(every, "--every"), count=count, listen=address, history=history, keep=keep)

@@ -1,0 +1,110 @@
+"""``llm-doctor watch``: ``diagnose`` every ``--every``, the latest round served on ``/metrics``.
+
+Each round is a whole ``diagnose`` through ``doctor.pipeline`` (its own warm-up, so every round
+measures from the same warm floor), and rounds never overlap: the next starts one period after
+the previous one started, or at once when a round ran longer than the period. A target that is
+down does not end the watch: its round is inconclusive, ``llm_doctor_up`` reads 0 and the
+next round tries again. SIGTERM (a Kubernetes pod stopping) lets the round in progress finish,
+so the last round kept in ``--history`` and served on ``/metrics`` is always a complete one.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from doctor import pipeline
+from doctor.bundle import write_file
+from doctor.commands.emit import emit
+from doctor.commands.export import export_metrics
+from doctor.config import FileConfig
+from doctor.console import err, progress
+from doctor.errors import UsageError
+from doctor.exit_codes import ExitCode
+from doctor.model import Report
+from doctor.settings import (
+    WatchPlan,
+    build_analyze_options,
+    build_collect_config,
+    check_export_options,
+    check_output_options,
+    checked_registry,
+    require_evidence_source,
+)
+from reports.json_doc import render_json
+from reports.prometheus_export import metrics_registry
+
+
+class LatestRound(Collector):
+    """The latest complete round's families; nothing before the first round ends."""
+
+    def __init__(self) -> None:
+        self.report: Report | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        report = self.report  # one read: a round ending mid-scrape swaps the whole report
+        if report is not None:
+            yield from metrics_registry(report).collect()
+
+
+def keep_round(report: Report, history: Path, keep: int) -> Path:
+    """Write the round's JSON report (it embeds the bundle) and drop the oldest beyond ``keep``."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    path = history / f"round-{stamp}.json"
+    write_file(path, render_json(report).encode("utf-8"))
+    for old in sorted(history.glob("round-*.json"))[:-keep]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def run(opts: dict[str, Any], cfg: FileConfig, plan: WatchPlan) -> ExitCode:
+    """Rounds until ``--count`` or SIGTERM; the exit code is the last complete round's."""
+    config = build_collect_config(opts, cfg, "watch")
+    require_evidence_source(config, "watch")
+    check_output_options(opts, cfg)
+    exports = check_export_options(opts)
+    analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
+    registry = checked_registry(analyze_opts)
+    latest = LatestRound()
+    server = None
+    if plan.listen is not None:
+        served = CollectorRegistry(auto_describe=False)
+        served.register(latest)
+        try:
+            server, _thread = start_http_server(plan.listen[1], plan.listen[0], registry=served)
+        except OSError as exc:
+            raise UsageError(f"--listen {plan.listen[0]}:{plan.listen[1]}: {exc.strerror or exc}") from None
+        err.print(f"serving /metrics on http://{plan.listen[0]}:{plan.listen[1]}/metrics")
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda _sig, _frame: stop.set())
+    code = ExitCode.NO_DIAGNOSIS
+    try:
+        rounds = 0
+        while not stop.is_set() and (plan.count is None or rounds < plan.count):
+            started = time.monotonic()
+            rounds += 1
+            progress(f"round {rounds}" + (f"/{plan.count}" if plan.count else ""))
+            report = pipeline.diagnose(config, analyze_opts, registry, progress=progress)
+            latest.report = report
+            if plan.history is not None:
+                err.print(f"kept {keep_round(report, plan.history, plan.keep)}")
+            code = emit(report, opts, cfg)
+            export_metrics(report, exports)
+            if plan.count is not None and rounds >= plan.count:
+                break
+            stop.wait(max(plan.every_s - (time.monotonic() - started), 0.0))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+    return code

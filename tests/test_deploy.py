@@ -31,6 +31,7 @@ from tests.test_metrics_export import samples
 ROOT = Path(__file__).resolve().parent.parent
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yaml"
 CRONJOB = ROOT / "deploy" / "kubernetes" / "cronjob.yaml"
+WATCH = ROOT / "deploy" / "kubernetes" / "watch.yaml"
 DOCKERFILE = ROOT / "Dockerfile"
 DASHBOARD = ROOT / "deploy" / "grafana" / "llm-doctor.json"
 PROMTOOL = system.find("promtool")
@@ -210,3 +211,33 @@ def test_promtool_parses_every_dashboard_query(tmp_path) -> None:
     result = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(rules)} rules found" in result.stdout
+
+
+def watch_manifests() -> dict[str, dict]:
+    return {doc["kind"]: doc for doc in yaml.safe_load_all(WATCH.read_text())}
+
+
+def test_the_watch_deployment_and_service_match_the_kubernetes_schema() -> None:
+    docs = watch_manifests()
+    assert set(docs) == {"Deployment", "Service", "ServiceMonitor"}
+    for kind in ("Deployment", "Service"):  # the ServiceMonitor is a CRD: no built-in schema
+        kubernetes_validate.validate(docs[kind], kubernetes_validate.latest_version(), strict=True)
+
+
+def test_the_service_monitor_scrapes_the_watch_it_selects() -> None:
+    docs = watch_manifests()
+    deployment, service, monitor = docs["Deployment"], docs["Service"], docs["ServiceMonitor"]
+    pod = deployment["spec"]["template"]
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"  # never two probers
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    (container,) = pod["spec"]["containers"]
+    command, *flags = container["args"]
+    assert command == "watch"
+    known = {o for p in typer.main.get_command(app).commands["watch"].params for o in p.opts}
+    assert {f.split("=", 1)[0] for f in flags} <= known
+    listen_port = int(next(f for f in flags if f.startswith("--listen=")).rsplit(":", 1)[1])
+    (port,) = container["ports"]
+    assert port["containerPort"] == listen_port and service["spec"]["ports"][0]["targetPort"] == port["name"]
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == [port["name"]]
+    assert f"--region={pod['metadata']['labels']['region']}" in flags

@@ -79,7 +79,10 @@ def test_prometheus_scrapes_a_running_watch_and_sigterm_ends_after_the_round(tmp
             api = f"http://127.0.0.1:{prom_port}/api/v1/query"
 
             def query(q: str) -> list[dict]:
-                return httpx.get(api, params={"query": q}, timeout=2).json()["data"]["result"]
+                answer = httpx.get(api, params={"query": q}, timeout=2)
+                return answer.json()["data"]["result"] if answer.status_code == 200 else []
+
+            wait_for(lambda: httpx.get(f"http://127.0.0.1:{prom_port}/-/ready", timeout=2).status_code == 200, "Prometheus ready")
 
             wait_for(lambda: query('llm_doctor_verdict{symptom="healthy"} == 1'), "Prometheus sees the healthy verdict")
             (ttft,) = query('llm_doctor_ttft_p90_seconds{path="direct"}')

@@ -5,7 +5,9 @@ measures from the same warm floor), and rounds never overlap: the next starts on
 the previous one started, or at once when a round ran longer than the period. A target that is
 down does not end the watch: its round is inconclusive, ``llm_doctor_up`` reads 0 and the
 next round tries again. SIGTERM (a Kubernetes pod stopping) lets the round in progress finish,
-so the last round kept in ``--history`` and served on ``/metrics`` is always a complete one.
+so the last round kept in ``--history`` and served on ``/metrics`` is always a complete one:
+unlike ``diagnose``, which treats SIGTERM as Ctrl-C (``doctor.signals``), ``watch`` installs its own
+handler for its rounds. Ctrl-C still cuts the round short, reports it as partial and exits 130.
 """
 
 from __future__ import annotations
@@ -97,8 +99,10 @@ def run(opts: dict[str, Any], cfg: FileConfig, plan: WatchPlan) -> ExitCode:
             latest.report = report
             if plan.history is not None:
                 err.print(f"kept {keep_round(report, plan.history, plan.keep)}")
-            code = emit(report, opts, cfg)
+            code = emit(report, opts, cfg, interrupted=report.bundle.interrupted)
             export_metrics(report, exports)
+            if report.bundle.interrupted:  # Ctrl-C: the partial round is reported, and the watch ends (130)
+                break
             if plan.count is not None and rounds >= plan.count:
                 break
             stop.wait(max(plan.every_s - (time.monotonic() - started), 0.0))

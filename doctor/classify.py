@@ -133,6 +133,9 @@ FAILING_SHARE = 0.5
 BURST_EVENTS = 3.0
 BURST_DIRECT = 1.5
 
+#: Over budget, a bursting gateway is blamed when its TTFT is at least this multiple of the direct one's.
+BURST_TTFT_FACTOR = 2.0
+
 _CLASS_SYMPTOM = {cls: symptom for symptom, cls in _SYMPTOM_CLASS.items()}
 
 
@@ -382,7 +385,7 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
                    f"{failed_note}{_review(findings)}{suspect_note}.")
         return verdict(symptom=Symptom.HEALTHY, summary=summary, reasoning=reasoning, **common)
 
-    symptom, decider, decision = _symptom(felts, probe, servers, ttft_split, findings)
+    symptom, decider, decision = _symptom(felts, probe, servers, ttft_split, findings, _bursts(stats))
     reasoning.append(decision)
     if symptom is Symptom.INCONCLUSIVE:
         missing.insert(0, "a direct path (--engine) or /metrics (--metrics-url) to tell the gateway from the engine")
@@ -711,10 +714,16 @@ def _component(split: _Split, name: str) -> Component | None:
 
 
 def _symptom(felts: list[Felt], probe: dict[str, Felt], servers: list[Felt], ttft_split: _Split,
-             findings: list[Finding]) -> tuple[Symptom, Felt, str]:
+             findings: list[Finding], bursts: str | None) -> tuple[Symptom, Felt, str]:
     """The symptom, the witness that decided it, and the sentence that justifies it."""
     direct, gateway = probe.get("direct"), probe.get("gateway")
     engine_over = (direct is not None and direct.over) or any(f.over for f in servers)
+    if bursts is not None and gateway is not None and direct is not None and gateway.over \
+            and gateway.ttft_ratio >= BURST_TTFT_FACTOR * direct.ttft_ratio:
+        # Between bursts the gateway's answers look frozen, so its freezes are the bursts; what the
+        # gateway adds is told by its first token against the direct path's, whatever the engine does.
+        return Symptom.PROXY_ONLY, gateway, (f"{bursts}, and the gateway's TTFT p90 is {times(gateway.ttft_ratio)} its "
+                                             f"budget against {times(direct.ttft_ratio)} direct: the gateway adds it")
     if gateway is not None and gateway.over and not engine_over and (direct is not None or servers):
         within = "the direct path" + (" and the server's histograms" if servers else "") if direct else "the server's histograms"
         return Symptom.PROXY_ONLY, gateway, f"{within} are within budget and the gateway path is not: the gateway adds it"

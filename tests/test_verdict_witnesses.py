@@ -227,3 +227,15 @@ def test_no_healthy_verdict_beside_a_warning_or_critical_latency_finding() -> No
             if report.verdict.symptom is Symptom.HEALTHY and severe:
                 offenders.append(f"{name} {budgets}: healthy beside {severe}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_a_bursting_gateway_over_budget_is_proxy_only_though_its_bursts_look_like_freezes() -> None:
+    """A loaded engine (50 ms per token, a 2 s pause in every answer) behind a buffer of 22 events:
+    both paths freeze, but the gateway's first token, 4.5x the direct one's, says what it adds."""
+    gaps = [0.05] * 23 + [2.0] + [0.05] * 23
+    direct = [request("direct", i, ttft=0.3, gaps=gaps, start=i * 5.0, headers={**SSE}) for i in range(5)]
+    gateway = [request("gateway", i, ttft=0.3, gaps=gaps, start=40.0 + i * 5, headers={**SSE, "server": "nginx"},
+                       burst_bytes=4096) for i in range(5)]
+    v = diagnose(bundle(stream=stream(direct + gateway)), Budgets(ttft_s=0.2, tpot_s=0.2)).verdict
+    assert v.symptom is Symptom.PROXY_ONLY, v.reasoning
+    assert v.primary_remediation is not None and v.primary_remediation.setting == "proxy_buffering"

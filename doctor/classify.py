@@ -363,8 +363,8 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
                         f"Proxy-only: {gateway_failing.text()}, while direct requests succeed "
                         f"({probe['direct'].ttft_text()}){_fix(primary)}{suspect_note}.")
 
+    bursts = _bursts(stats)
     if not any(f.over for f in felts):
-        bursts = _bursts(stats)
         if bursts is not None:
             primary = _primary(findings, _component(ttft_split, "gateway"), SymptomClass.PROXY_ONLY)
             reasoning.append(bursts)
@@ -385,7 +385,7 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
                    f"{failed_note}{_review(findings)}{suspect_note}.")
         return verdict(symptom=Symptom.HEALTHY, summary=summary, reasoning=reasoning, **common)
 
-    symptom, decider, decision = _symptom(felts, probe, servers, ttft_split, findings, _bursts(stats))
+    symptom, decider, decision = _symptom(felts, probe, servers, ttft_split, findings, bursts)
     reasoning.append(decision)
     if symptom is Symptom.INCONCLUSIVE:
         missing.insert(0, "a direct path (--engine) or /metrics (--metrics-url) to tell the gateway from the engine")

@@ -45,7 +45,7 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun, vllm_flag
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import Bundle, RequestTrace
-from doctor.evidence.stream import CANCELLED
+from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct
 
@@ -139,16 +139,19 @@ def error_rate(
     max_abort_share: float = 0.10,
 ) -> Result:
     requests = bundle.stream.requests if bundle.stream else []
-    # A request still streaming when the user stopped the probe (Ctrl-C) neither succeeded nor
-    # failed: it is left out, and so is the abort vLLM counted when its connection closed.
-    cancelled = sum(1 for r in requests if r.outcome == CANCELLED)
-    measured = [r for r in requests if not r.warmup and r.outcome != CANCELLED]
+    # A request still streaming when the user stopped the probe (Ctrl-C), or one the probing
+    # client froze through, neither succeeded nor failed: it is left out, and so is the abort vLLM
+    # counted when its connection closed.
+    void = Counter(r.outcome for r in requests if r.outcome in NOT_THE_TARGETS)
+    cancelled = sum(void.values())
+    measured = [r for r in requests if not r.warmup and r.outcome not in NOT_THE_TARGETS]
     reasons = dict(metrics_window.finished_by_reason) if metrics_window is not None else {}
     if cancelled and "abort" in reasons:
         reasons["abort"] = max(reasons["abort"] - cancelled, 0.0)
     finished = sum(reasons.values())
     if not measured and not finished:
-        stopped = f" ({cancelled} cancelled when the probe was stopped)" if cancelled else ""
+        said = {CANCELLED: "cancelled when the probe was stopped", CLIENT_STALL: "lost to a freeze of the client itself"}
+        stopped = f" ({', '.join(f'{n} {said[k]}' for k, n in void.items())})" if void else ""
         return NotApplicable(f"no completed probe request{stopped} and no finished request in the metrics window")
     failed = [r for r in measured if not r.ok]
     fail_share = len(failed) / len(measured) if measured else 0.0

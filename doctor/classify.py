@@ -49,7 +49,7 @@ from doctor.derive import Evidence
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats, stall_base
 from doctor.derive.user_felt import FREEZE_SHARE, UserFelt, Witness
-from doctor.evidence.stream import CANCELLED
+from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS
 from doctor.model import (
     Budgets,
     CheckResult,
@@ -312,6 +312,13 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
                 failing[name] = _Failing(name, n_failed, ps.n_ok + n_failed, _failure_detail(stream, name, failures))
         if ps.failures.get(CANCELLED):
             reasoning.append(f"{name}: {ps.failures[CANCELLED]} request(s) cancelled when the run was interrupted")
+        if ps.failures.get(CLIENT_STALL):
+            reasoning.append(f"{name}: {ps.failures[CLIENT_STALL]} request(s) not counted: the client itself froze "
+                             "past the stall timeout, so whether the server answered is unknown")
+        if ps.client_frozen.n and ps.client_frozen.max is not None:
+            reasoning.append(f"{name}: the client itself froze during {ps.client_frozen.n} request(s), "
+                             f"{fmt_seconds(ps.client_frozen.max)} at most: taken out of their timings "
+                             "(each a lower bound), not blamed on the server")
         if ps.ttft_censored:
             reasoning.append(f"{name}: {ps.ttft_censored} request(s) still had no first token when the probe gave up: "
                              "counted in TTFT at that wait (a lower bound), not dropped")
@@ -479,8 +486,9 @@ def _from_findings(verdict: partial[Verdict], severe: list[Finding], findings: l
 
 
 def _failures(ps: PathStats) -> dict[str, int]:
-    """The path's failures by outcome, without the requests cancelled by an interrupt."""
-    return {outcome: n for outcome, n in ps.failures.items() if outcome != CANCELLED}
+    """The path's failures by outcome, without the requests that were no failure of the target
+    (cancelled by an interrupt, lost to a freeze of the client)."""
+    return {outcome: n for outcome, n in ps.failures.items() if outcome not in NOT_THE_TARGETS}
 
 
 def _failure_detail(stream: StreamEvidence | None, path: str, failures: dict[str, int]) -> str:

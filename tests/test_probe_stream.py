@@ -7,6 +7,7 @@ Assertions compare the probe's own stamps with each other and with the server's 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import statistics
 import time
@@ -213,24 +214,69 @@ def test_a_server_rejecting_vllm_extensions_costs_only_the_warmup(server):
 
 
 def test_the_self_check_flags_a_blocked_event_loop():
-    async def blocked() -> SelfCheck:
-        check = SelfCheck()
+    clock = Clock()
+
+    async def blocked() -> tuple[SelfCheck, float, float]:
+        check = SelfCheck(clock)
         task = asyncio.ensure_future(check.sample())
         await asyncio.sleep(0.05)
+        start = clock.now()
         time.sleep(0.2)  # what a saturated client does to every stamp
+        end = clock.now()
         await asyncio.sleep(0.05)
         task.cancel()
-        return check
+        return check, start, end
 
-    health = asyncio.run(blocked()).health("test")
+    check, start, end = asyncio.run(blocked())
+    health = check.health("test")
     assert health.suspect and health.loop_lag_max_ms > 100
     assert any("lag" in r for r in health.reasons)
+    # the freeze is kept as an interval on the run's clock, covering most of the blocking call
+    assert check.frozen_within(start, end) > 0.5 * (end - start)
+    assert any(a <= start + 0.05 and b >= end - 0.05 for a, b in health.freezes), health.freezes
+
+
+def test_a_client_frozen_mid_stream_is_not_blamed_on_the_server(server, monkeypatch):
+    """Two streams of two tokens 1.5 s apart, under a 1 s stall timeout. The client's loop blocks for
+    0.8 s in the second stream's first read (as a starved client does, beside a busy CPU engine),
+    while the first waits for its next token. When the first times out, the client had been awake
+    for only 0.2 s of its wait: no failure of the target, and not counted against it (without the
+    freeze it would be a "stall", which is right: the server was silent for the whole timeout).
+    The gap the freeze sits in is counted without it (a lower bound)."""
+    from doctor.derive.stream_stats import derive_stream_stats
+    from doctor.evidence import Bundle
+    from doctor.probes import stream as stream_module
+
+    real_feed = stream_module.StreamDecoder.feed
+    decoders: list[object] = []
+
+    def feed(self, data, t):
+        if self not in decoders:
+            decoders.append(self)
+            if len(decoders) == 2:
+                time.sleep(0.8)
+        return real_feed(self, data, t)
+
+    monkeypatch.setattr(stream_module.StreamDecoder, "feed", feed)
+    traces, (evidence, errors) = run(engine=server.base(ttft=0.02, itl=1.5, n=2), route="completions",
+                                     requests=2, concurrency=2, stall_timeout_s=1.0)
+    assert sorted(t.outcome for t in traces) == ["client-stall", "ok"], [(t.outcome, t.error) for t in traces]
+    (stalled,) = [t for t in traces if t.outcome == "client-stall"]
+    assert "froze" in stalled.error
+    assert any(b - a > 0.7 for a, b in evidence.client.freezes), evidence.client.freezes
+    assert [e.kind for e in errors if e.source == "stream"] == ["client"]
+    ps = derive_stream_stats(Bundle(stream=evidence)).paths["direct"]
+    assert (ps.n_ok, ps.n_failed, ps.n_void) == (1, 0, 1)
+    (ok,) = [rs for rs in ps.requests if rs.outcome == "ok"]
+    (answered,) = [t for t in traces if t.ok]
+    raw = [b.t - a.t for a, b in itertools.pairwise(answered.tokens)]
+    assert ok.client_frozen > 0.7 and max(ok.gaps) < max(raw) - 0.7
 
 
 def test_a_cpu_window_too_short_to_mean_anything_is_not_read():
     """A probe that ends at once (every connection refused) must not report the last busy
     millisecond as a saturated client."""
-    check = SelfCheck()
+    check = SelfCheck(Clock())
     deadline = time.perf_counter() + 0.02
     while time.perf_counter() < deadline:  # burn CPU for a window far shorter than the interval
         pass
@@ -247,8 +293,8 @@ def test_the_self_check_flags_requests_that_left_the_client_late():
                             connection_reused=reused)
 
     quick = [sent(i, 0.0004, True) for i in range(8)] + [sent(8, 0.3, False)]  # a TLS handshake: not the client
-    health = SelfCheck().health("test", quick)
+    health = SelfCheck(Clock()).health("test", quick)
     assert health.send_p99_ms is not None and health.send_p99_ms < 1 and not health.suspect
     slow = [sent(i, 0.0004 if i % 2 else 0.04, True) for i in range(8)]
-    health = SelfCheck().health("test", slow)
+    health = SelfCheck(Clock()).health("test", slow)
     assert health.suspect and any("writing a request" in r for r in health.reasons)

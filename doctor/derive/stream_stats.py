@@ -10,6 +10,13 @@ in ``ttft_felt`` at its lower bound (``ttft_censored`` says how many), warm-up o
 warm-up that never got an answer is no cold start but the incident itself. ``ttft`` keeps the
 answered requests only, which is what compares with the server's own TTFT histogram (the
 server has not counted a request that is still waiting either).
+
+The client's own freezes (``ClientHealth.freezes``: its event loop could not read) are taken
+out of every wait and gap they overlap: a token that arrived while the client was frozen is
+stamped when it woke up, so the gap to it is at least the time before the freeze, not the time
+after. Each latency is then a lower bound of what the server did, the way a histogram's p90
+counts at its bucket's lower bound: a client that stalls beside a busy engine (34 s, seen on a
+2-core host) cannot invent an incident. ``client_frozen`` says how much was taken out.
 """
 
 from __future__ import annotations
@@ -17,10 +24,12 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, RequestTrace, StreamEvidence
+from doctor.evidence.stream import NOT_THE_TARGETS, frozen_overlap
 from doctor.stats import quantile
 
 #: A gap larger than this multiple of its request's median gap is a stall.
@@ -127,6 +136,7 @@ class RequestStats:
     # ``ttft`` (no token came) or ``max_gap`` (the stream froze) is a lower bound: the probe
     # stopped waiting (``CENSORING_OUTCOMES``).
     censored: bool = False
+    client_frozen: float = 0.0  # seconds of the client's own freezes taken out of this request's timings
 
 
 @dataclass
@@ -136,7 +146,9 @@ class PathStats:
     n_ok: int = 0
     n_failed: int = 0
     n_warmup: int = 0
-    failures: dict[str, int] = field(default_factory=dict)  # outcome -> count
+    n_void: int = 0  # measured requests that neither measured the target nor failed it (``NOT_THE_TARGETS``)
+    failures: dict[str, int] = field(default_factory=dict)  # outcome -> count, ``NOT_THE_TARGETS`` included
+    client_frozen: Dist = field(default_factory=Dist)  # per request (warm-ups too) the client froze in, seconds
     ttft: Dist = field(default_factory=Dist)
     tpot: Dist = field(default_factory=Dist)
     itl: Dist = field(default_factory=Dist)  # every gap of every request, pooled
@@ -198,9 +210,14 @@ def stall_base(gaps: list[float]) -> float | None:
     return statistics.median(moving) if moving else None
 
 
-def request_stats(req: RequestTrace) -> RequestStats:
-    """What one request felt, from its client timestamps (latencies count from the scheduled send)."""
+def request_stats(req: RequestTrace, freezes: Sequence[Sequence[float]] = ()) -> RequestStats:
+    """What one request felt, from its client timestamps (latencies count from the scheduled send),
+    less the client's own ``freezes`` (sorted, disjoint intervals; see the module docstring)."""
     rs = RequestStats(index=req.index, path=req.path, warmup=req.warmup, outcome=req.outcome)
+
+    def span(start: float, end: float) -> float:
+        return end - start - frozen_overlap(freezes, start, end) if freezes else end - start
+
     if req.t_sent is not None:
         rs.client_queue = req.t_sent - req.t_scheduled
     times = [t.t for t in req.tokens if math.isfinite(t.t)]  # a hand-edited null time is skipped, not a NaN gap
@@ -213,16 +230,19 @@ def request_stats(req: RequestTrace) -> RequestStats:
             rs.bytes_per_read = statistics.fmean(r.nbytes for r in with_events)
     waited_until = req.t_failed if req.t_failed is not None else req.t_end
     censored = req.outcome in CENSORING_OUTCOMES and req.t_sent is not None and waited_until is not None
+    last = waited_until if waited_until is not None else (times[-1] if times else req.t_scheduled)
+    if freezes:
+        rs.client_frozen = frozen_overlap(freezes, req.t_scheduled, max(last, times[-1] if times else last))
     if not times:
         if censored and waited_until is not None:
-            rs.ttft, rs.censored = waited_until - req.t_scheduled, True
+            rs.ttft, rs.censored = span(req.t_scheduled, waited_until), True
         return rs
-    rs.ttft = times[0] - req.t_scheduled
-    rs.e2e = times[-1] - req.t_scheduled
-    rs.first_to_last_token = times[-1] - times[0]
+    rs.ttft = span(req.t_scheduled, times[0])
+    rs.e2e = span(req.t_scheduled, times[-1])
+    rs.first_to_last_token = span(times[0], times[-1])
     if req.t_headers is not None:
-        rs.headers_to_first_token = times[0] - req.t_headers
-    rs.gaps = [b - a for a, b in itertools.pairwise(times)]
+        rs.headers_to_first_token = span(req.t_headers, times[0])
+    rs.gaps = [span(a, b) for a, b in itertools.pairwise(times)]
     if rs.gaps:
         # per token: an event that carries k tokens stands for k tokens, not one (vLLM's
         # --stream-interval, its API server merging tokens when it falls behind); the per-event
@@ -234,19 +254,20 @@ def request_stats(req: RequestTrace) -> RequestStats:
         if base is not None:
             rs.stall_above = STALL_FACTOR * base
             rs.stalls = sum(1 for g in rs.gaps if g > rs.stall_above)
-    if censored and waited_until is not None and waited_until - times[-1] > (rs.max_gap or 0.0):
-        rs.max_gap, rs.censored = waited_until - times[-1], True
+    if censored and waited_until is not None and span(times[-1], waited_until) > (rs.max_gap or 0.0):
+        rs.max_gap, rs.censored = span(times[-1], waited_until), True
     return rs
 
 
-def path_stats(name: str, url: str | None, reqs: list[RequestTrace]) -> PathStats:
+def path_stats(name: str, url: str | None, reqs: list[RequestTrace],
+               freezes: Sequence[Sequence[float]] = ()) -> PathStats:
     """Distributions over one path's measured, successful requests; failures counted apart."""
     ps = PathStats(path=name, url=url)
     measured: list[RequestStats] = []
     warm: list[RequestStats] = []
     censored: list[RequestStats] = []  # failed, but their wait is a latency (see the module docstring)
     for req in reqs:
-        rs = request_stats(req)
+        rs = request_stats(req, freezes)
         ps.requests.append(rs)
         if rs.censored:
             censored.append(rs)
@@ -263,7 +284,10 @@ def path_stats(name: str, url: str | None, reqs: list[RequestTrace]) -> PathStat
                 ps.http_version = req.http_version
                 ps.framing, ps.tokens_estimated = req.framing, req.tokens_estimated
         else:
-            ps.n_failed += 1
+            if req.outcome in NOT_THE_TARGETS:
+                ps.n_void += 1
+            else:
+                ps.n_failed += 1
             ps.failures[req.outcome] = ps.failures.get(req.outcome, 0) + 1
     ok_reads = [r for req in reqs if req.ok and not req.warmup for r in req.reads if r.events > 0]
     waited = [r for r in censored if r.tokens == 0]
@@ -287,6 +311,7 @@ def path_stats(name: str, url: str | None, reqs: list[RequestTrace]) -> PathStat
     )
     ps.warmup_ttft = dist([r.ttft for r in warm if r.ttft is not None])
     ps.stalls = sum(r.stalls for r in measured)
+    ps.client_frozen = dist([r.client_frozen for r in ps.requests if r.client_frozen > 0])
     return ps
 
 
@@ -299,10 +324,25 @@ def derive_stream_stats(bundle: Bundle) -> StreamStats:
         raise Missing("the stream probe sent no request")
     stats = StreamStats(route=stream.shape.route, concurrency=stream.shape.concurrency,
                         gateway_route=stream.shape.gateway_route, gateway_kind=stream.shape.gateway_kind)
+    freezes = _freezes(stream)
     for name in dict.fromkeys(r.path for r in stream.requests):
         reqs = [r for r in stream.requests if r.path == name]
-        stats.paths[name] = path_stats(name, stream.shape.paths.get(name), reqs)
+        stats.paths[name] = path_stats(name, stream.shape.paths.get(name), reqs, freezes)
     return stats
+
+
+def _freezes(stream: StreamEvidence) -> list[tuple[float, float]]:
+    """The client's freezes as ``frozen_overlap`` needs them: sorted, disjoint, each a real interval
+    (a hand-edited bundle may hold anything)."""
+    intervals = sorted((a, b) for a, b in (f for f in stream.client.freezes if len(f) == 2)
+                       if math.isfinite(a) and math.isfinite(b) and a < b)
+    merged: list[tuple[float, float]] = []
+    for a, b in intervals:
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    return merged
 
 
 def measured_prompt_tokens(stream: StreamEvidence) -> list[int]:

@@ -13,7 +13,8 @@ class EvidenceError:
     ``prometheus``, ``endpoints``, ``gpu``, ``host``); ``target`` what it was pointed at
     (a redacted URL or path); ``action`` what it tried; ``kind`` a stable machine-readable
     reason (``connect``, ``dns``, ``tls``, ``timeout``, ``http-status``, ``malformed``,
-    ``unreadable``, ``unavailable``, ``cut``, ``internal``); ``message`` the human sentence.
+    ``unreadable``, ``unavailable``, ``cut``, ``internal``, ``client``: the probing client itself
+    froze); ``message`` the human sentence.
     """
 
     source: str

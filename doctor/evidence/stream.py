@@ -8,6 +8,8 @@ lines can be placed on the same axis. A field is ``None`` when the moment never 
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +44,11 @@ FRAMINGS: dict[str, str] = {
 #: The outcome of a request in flight when the user stopped the probe (Ctrl-C): neither a failure
 #: of the target nor a measurement.
 CANCELLED = "cancelled"
+#: The outcome of a request whose read timed out because the client itself froze past the stall
+#: timeout (``ClientHealth.freezes``): the server may well have answered; no failure of the target.
+CLIENT_STALL = "client-stall"
+#: Outcomes that neither measured the target nor were its failures.
+NOT_THE_TARGETS = (CANCELLED, CLIENT_STALL)
 
 
 @dataclass
@@ -106,6 +113,23 @@ class ClientHealth:
     suspect: bool = False
     reasons: list[str] = field(default_factory=list)
     transport: str = ""  # the HTTP stack used, e.g. "httpx+h11"
+    # [start, end] on the run's clock of each time the client's event loop woke up late by more
+    # than 50 ms, in time order: it could not read then, so a token that arrived meanwhile is
+    # stamped at the end.
+    freezes: list[list[float]] = field(default_factory=list)
+
+
+def frozen_overlap(freezes: Sequence[Sequence[float]], start: float, end: float) -> float:
+    """Seconds of ``[start, end]`` covered by ``freezes``: disjoint ``(start, end)`` intervals in time order.
+
+    Bisected, since a derivation asks once per gap and a stream may have thousands of both.
+    """
+    total = 0.0
+    i = bisect.bisect_right(freezes, start, key=lambda f: f[1])  # the first freeze that ends after start
+    while i < len(freezes) and freezes[i][0] < end:
+        total += min(end, freezes[i][1]) - max(start, freezes[i][0])
+        i += 1
+    return total
 
 
 @dataclass

@@ -23,9 +23,10 @@ decides only when to stop sending.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from doctor.evidence import RequestTrace
+from doctor.evidence.stream import NOT_THE_TARGETS, frozen_overlap
 
 #: One-sided significance of "clearly within" / "clearly over".
 ALPHA = 0.05
@@ -67,11 +68,17 @@ def decided(over: int, n: int, alpha: float = ALPHA, q: float = 1 - PERCENTILE) 
     return None
 
 
-def _exceedances(traces: Iterable[RequestTrace], ttft_s: float, tpot_s: float) -> tuple[int, int, int, int]:
-    """(n, TTFT over, n with a TPOT, TPOT over) over finished, measured requests."""
+def _exceedances(traces: Iterable[RequestTrace], ttft_s: float, tpot_s: float,
+                 freezes: Sequence[Sequence[float]]) -> tuple[int, int, int, int]:
+    """(n, TTFT over, n with a TPOT, TPOT over) over finished, measured requests, less the
+    client's own ``freezes`` (as ``doctor.derive.stream_stats`` counts them)."""
     n = ttft_over = n_tpot = tpot_over = 0
+
+    def span(start: float, end: float) -> float:
+        return end - start - frozen_overlap(freezes, start, end)
+
     for t in traces:
-        if t.warmup or t.outcome == "cancelled" or t.t_end is None:  # in flight: not finished yet
+        if t.warmup or t.outcome in NOT_THE_TARGETS or t.t_end is None:  # in flight: not finished yet
             continue
         first = t.tokens[0].t if t.tokens else None
         if first is None:
@@ -81,20 +88,20 @@ def _exceedances(traces: Iterable[RequestTrace], ttft_s: float, tpot_s: float) -
         if not t.ok:
             continue
         n += 1
-        ttft_over += first - t.t_scheduled > ttft_s
+        ttft_over += span(t.t_scheduled, first) > ttft_s
         tokens = max(t.completion_tokens or len(t.tokens), len(t.tokens))
         if tokens > 1:
             n_tpot += 1
-            tpot_over += (t.tokens[-1].t - first) / (tokens - 1) > tpot_s
+            tpot_over += span(first, t.tokens[-1].t) / (tokens - 1) > tpot_s
     return n, ttft_over, n_tpot, tpot_over
 
 
 def conclusive(traces: list[RequestTrace], paths: Iterable[str], ttft_s: float, tpot_s: float,
-               min_requests: int = MIN_REQUESTS) -> bool:
+               min_requests: int = MIN_REQUESTS, freezes: Sequence[Sequence[float]] = ()) -> bool:
     """Whether every path is decided: clearly over one budget, or clearly within every budget it
     has (TPOT only once enough answers had more than one token). See the module docstring."""
     for path in paths:
-        n, ttft_over, n_tpot, tpot_over = _exceedances((t for t in traces if t.path == path), ttft_s, tpot_s)
+        n, ttft_over, n_tpot, tpot_over = _exceedances((t for t in traces if t.path == path), ttft_s, tpot_s, freezes)
         if n < min_requests:
             return False
         states = [decided(ttft_over, n)] + ([decided(tpot_over, n_tpot)] if n_tpot >= min_requests else [])
@@ -106,7 +113,8 @@ def conclusive(traces: list[RequestTrace], paths: Iterable[str], ttft_s: float, 
 def failing_fast(traces: list[RequestTrace], path: str, n: int = FAIL_FAST) -> str | None:
     """The commonest outcome when the path's finished measured requests are ``n`` or more and none
     succeeded; None while any succeeded or fewer finished."""
-    done = [t for t in traces if t.path == path and not t.warmup and t.outcome != "cancelled" and t.t_end is not None]
+    done = [t for t in traces if t.path == path and not t.warmup and t.outcome not in NOT_THE_TARGETS
+            and t.t_end is not None]
     if len(done) < n or any(t.ok for t in done):
         return None
     outcomes = [t.outcome for t in done]

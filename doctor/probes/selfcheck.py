@@ -5,6 +5,13 @@ blocking call, too many streams for one process) every stamp after the delay is 
 and the delay looks like a slow server. The sampler sleeps a fixed interval and records how
 late it woke up; psutil reports the process's CPU. Either one over its limit marks the
 evidence ``suspect``, so a diagnosis can say "client suspect" instead of blaming the server.
+
+Each wake-up later than ``FREEZE_MS`` is also kept as a freeze, ``(start, end)`` on the run's
+clock. A freeze is time the client could not read: a token that arrived during it is stamped at
+its end. Kept as intervals, the derivations can take each freeze out of the gaps and waits it
+overlaps (``doctor.derive.stream_stats``), and the probe can tell a read timeout the client
+caused (it froze past ``--stall-timeout``; seen on a 2-core host beside a busy CPU engine: 34 s)
+from a server that went silent.
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ from collections.abc import Sequence
 
 import psutil
 
+from doctor.clock import Clock
 from doctor.evidence import ClientHealth, RequestTrace
+from doctor.evidence.stream import frozen_overlap
 from doctor.stats import quantile
 
 SAMPLE_INTERVAL_S = 0.01
@@ -25,13 +34,20 @@ LAG_P99_LIMIT_MS = 10.0
 LAG_MAX_LIMIT_MS = 50.0
 SEND_P99_LIMIT_MS = 10.0  # writing a request on an open connection takes well under 1 ms when the client keeps up
 CPU_LIMIT_PERCENT = 90.0  # of one core: a single event loop cannot use more than one
+#: A wake-up this late is a freeze of the client, kept as an interval (``ClientHealth.freezes``).
+FREEZE_MS = LAG_MAX_LIMIT_MS
+#: At most this many freezes are kept (the longest): enough to correct every gap that matters.
+MAX_FREEZES = 1000
 
 
 class SelfCheck:
     """Run ``sample()`` as a task for the probe's duration, then read ``health()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
         self.lags_ms: list[float] = []
+        self.freezes: list[tuple[float, float]] = []  # (start, end) on ``clock``, in time order
+        self._awake_at = clock.now()  # the sampler's last wake-up
         self.cpu: list[float] = []
         self._process = psutil.Process()
         self._process.cpu_percent(None)  # primes the counter: the first reading is always 0
@@ -51,10 +67,24 @@ class SelfCheck:
             before = time.perf_counter()
             await asyncio.sleep(SAMPLE_INTERVAL_S)
             now = time.perf_counter()
-            self.lags_ms.append(max(0.0, (now - before - SAMPLE_INTERVAL_S) * 1000))
+            lag_ms = max(0.0, (now - before - SAMPLE_INTERVAL_S) * 1000)
+            self.lags_ms.append(lag_ms)
+            self._awake_at = self.clock.now()
+            if lag_ms > FREEZE_MS:
+                self.freezes.append((self._awake_at - lag_ms / 1000, self._awake_at))
             if now >= next_cpu:
                 self._read_cpu(now)
                 next_cpu = now + CPU_INTERVAL_S
+
+    def frozen_within(self, start: float, end: float) -> float:
+        """Seconds of ``[start, end]`` (the run's clock) the client spent frozen.
+
+        A freeze is recorded when the sampler wakes up; a caller that wakes up first from the
+        same freeze (a read timeout) finds it still open: since the sampler's last wake-up.
+        """
+        now, since = self.clock.now(), self._awake_at + SAMPLE_INTERVAL_S  # the sampler's sleep is no freeze
+        freezes = [*self.freezes, (since, now)] if (now - since) * 1000 > FREEZE_MS else self.freezes
+        return frozen_overlap(freezes, start, end)
 
     def health(self, transport: str, requests: Sequence[RequestTrace] = ()) -> ClientHealth:
         """The client's health over the run, with reasons when its own stamps may be late.
@@ -84,5 +114,8 @@ class SelfCheck:
         out.cpu_percent_max = round(max(self.cpu), 1) if self.cpu else None
         if out.cpu_percent_max is not None and out.cpu_percent_max >= CPU_LIMIT_PERCENT:
             out.reasons.append(f"client CPU reached {out.cpu_percent_max:.0f} % of a core: the client was saturated")
+        kept = sorted(sorted(self.freezes, key=lambda f: f[0] - f[1])[:MAX_FREEZES])
+        out.freezes = [[round(a, 6), round(b, 6)] for a, b in kept]
         out.suspect = bool(out.reasons)
         return out
+

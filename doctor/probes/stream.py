@@ -27,7 +27,7 @@ import httpx
 from doctor import wire
 from doctor.clock import Clock
 from doctor.evidence import EvidenceError, ProbeShape, RequestTrace, StreamEvidence, TokenEvent
-from doctor.evidence.stream import CANCELLED
+from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS
 from doctor.probes import payload as payloads
 from doctor.probes.framing import StreamDecoder
 from doctor.probes.http import join_url
@@ -137,7 +137,7 @@ class _Probe:
         self.context = context
         self.discover_model = discover_model
         self.start = clock.now()
-        self.check = SelfCheck()
+        self.check = SelfCheck(clock)
         self.evidence: StreamEvidence | None = None
         route = config.gateway_route
         #: path -> the URL its requests go to (for a templated gateway route: the template, as the user wrote it)
@@ -221,7 +221,7 @@ class _Probe:
         if measured and self.clock.now() - min(t.t_scheduled for t in measured) >= config.duration_s:
             self.stopped = f"the {config.duration_s:g} s duration ran out"
             return True
-        if conclusive(self.traces, self.urls, config.budgets.ttft_s, config.budgets.tpot_s):
+        if conclusive(self.traces, self.urls, config.budgets.ttft_s, config.budgets.tpot_s, freezes=self.check.freezes):
             done = min(sum(1 for t in measured if t.path == p) for p in self.urls)
             self.stopped = f"conclusive after {done} request(s) per path (doctor.probes.sampling)"
             return True
@@ -314,9 +314,15 @@ class _Probe:
             reqs = [t for t in self.traces if t.path == path]
             failed: dict[str, list[RequestTrace]] = {}
             for t in reqs:
-                if not t.ok and t.outcome != CANCELLED:  # Ctrl-C, not the target: ``Bundle.interrupted`` says so
+                if not t.ok and t.outcome not in NOT_THE_TARGETS:  # Ctrl-C (``Bundle.interrupted``), a frozen client
                     failed.setdefault(t.outcome, []).append(t)
             no_success = not any(t.ok for t in reqs)
+            frozen = [t for t in reqs if t.outcome == CLIENT_STALL]
+            if frozen:  # not the target's failure, but the run measured less than it meant to: say so
+                self.errors.append(EvidenceError(
+                    "stream", url, f"{self._route_spec(path)} ({path})", "client",
+                    f"{len(frozen)} of {len(reqs)} request(s) not measured: {frozen[0].error}", fatal=False,
+                ))
             for outcome, group in failed.items():
                 first = group[0]
                 detail = first.error or outcome
@@ -506,6 +512,15 @@ class _Probe:
             return "timeout", f"no connection within {config.http.timeout_s:g} s"
         if isinstance(exc, httpx.ReadTimeout):
             where = "for the response headers" if trace.status is None else "inside the stream"
+            # A read timeout measures the client's wait, not the server's silence: a client that
+            # froze past the stall timeout wakes up to a timeout even with the answer in its
+            # socket buffer (the timer and the data are handled in the same loop turn).
+            last = trace.tokens[-1].t if trace.tokens else trace.t_headers or trace.t_sent or trace.t_scheduled
+            now = self.clock.now()
+            frozen = self.check.frozen_within(last, now)
+            if now - last - frozen < config.stall_timeout_s:
+                return CLIENT_STALL, (f"the client itself froze for {frozen:.1f} s of the {now - last:.1f} s it waited "
+                                      f"{where}: the server may well have answered (not counted as the server's)")
             return "stall", f"no byte for {config.stall_timeout_s:g} s {where}"
         if isinstance(exc, httpx.ConnectError):
             for cause in _causes(exc):

@@ -5,6 +5,11 @@ probe's client self-check measures a process of its own rather than pytest, and 
 is the real one. With ``LLM_DOCTOR_RECORD=1`` the live run's bundle replaces the scenario's
 recorded fixture (``fixtures/bundles/realvllm-<name>.json.gz``); provenance goes in
 ``fixtures/PROVENANCE.md`` by hand.
+
+A run whose own client froze for longer than ``RERUN_AFTER_FREEZE_S`` (it says so: the self-check
+keeps each freeze) is run once more, as its report advises: CI's 2-core virtual machines have
+frozen the probing process alone for 34 s beside a busy engine, while vLLM and the users' process
+went on. Such a run measured the machine, not the scenario. The first run stays beside it, in ``OUT-frozen/``.
 """
 
 from __future__ import annotations
@@ -22,12 +27,32 @@ from tests.realvllm.scenarios import Scenario
 
 DIAGNOSE_TIMEOUT_S = 600.0
 MAX_RECORDED_BYTES = 1 << 20
+#: A freeze of the probing client this long voids a run (every budget here is 4 s or less).
+RERUN_AFTER_FREEZE_S = 5.0
 
 
 def run_diagnose(scenario: Scenario, out: Path, *, engine: str | None = None, log: Path | None = None,
                  gateway: str | None = None, prometheus: str | None = None) -> dict[str, Any]:
     """Diagnose ``engine`` (and ``gateway``), or ``prometheus``'s history, with the scenario's flags;
-    return the JSON report."""
+    return the JSON report (of a second run when the first one's client froze)."""
+    def once() -> dict[str, Any]:
+        return _diagnose(scenario, out, engine=engine, log=log, gateway=gateway, prometheus=prometheus)
+
+    report = once()
+    if longest_freeze(report) > RERUN_AFTER_FREEZE_S:
+        shutil.copytree(out, out.parent / f"{out.name}-frozen", dirs_exist_ok=True)
+        report = once()
+    return report
+
+
+def longest_freeze(report: dict[str, Any]) -> float:
+    """The longest freeze of the probing client in the report's bundle, in seconds."""
+    client = ((report.get("bundle") or {}).get("stream") or {}).get("client") or {}
+    return max((b - a for a, b in client.get("freezes") or []), default=0.0)
+
+
+def _diagnose(scenario: Scenario, out: Path, *, engine: str | None, log: Path | None,
+              gateway: str | None, prometheus: str | None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     report, bundle = out / "report.json", out / "bundle.json.gz"
     targets = [*(["--engine", engine] if engine else []), *(["--gateway", gateway] if gateway else []),

@@ -19,6 +19,9 @@ the probe, or over the window when it comes from Prometheus history, whose clock
 probe's). stream_stats: stalls (gaps > 5x the request's median gap) and the largest gap. gpu
 (NVML): free GPU memory. Startup log / run record: ``gpu_memory_utilization``,
 ``kv_cache_tokens``, ``kv_cache_memory_gib``, ``max_num_seqs``.
+Critical when requests were preempted and either the probe's own streams stalled or the
+preemptions reach ``critical_share`` of the requests the engine finished in the window (every
+user's: a probe whose few requests were spared does not make it a warning); else a warning.
 
 Remediation:
 As vLLM's guidance says: when NVML shows free GPU memory (at least ``gpu_headroom`` of it),
@@ -34,6 +37,8 @@ Options:
 kv_full: KV usage at or above which the cache counts as full
 gpu_headroom: free GPU memory fraction (NVML) above which raising gpu_memory_utilization is
     suggested
+critical_share: preemptions per finished request at or above which preemption is critical even
+    when the probe's own streams did not stall
 
 Example:
 3 preemptions in the window; KV usage up to 97 %; 4 stalls, longest gap 13.0 s vs median 30 ms;
@@ -81,6 +86,7 @@ def kv_pressure_preemption(
     *,
     kv_full: float = 0.95,
     gpu_headroom: float = 0.1,
+    critical_share: float = 0.1,
 ) -> Result:
     mw = metrics_window
     preempted = mw.preemptions
@@ -90,9 +96,15 @@ def kv_pressure_preemption(
         return NotApplicable("/metrics has neither vllm:num_preemptions nor a KV usage gauge")
     evidence: list[EvidenceValue] = []
     parts: list[str] = []
+    finished = sum(mw.finished_by_reason.values())
+    share = preempted / finished if preempted and finished else None
     if preempted is not None:
         evidence.append(EvidenceValue("preemptions", preempted, "", "metrics: vllm:num_preemptions delta"))
-        if preempted > 0:
+        if share is not None:
+            evidence.append(EvidenceValue("requests finished", finished, "", "metrics: vllm:request_success delta"))
+            parts.append(f"{preempted:.0f} preemptions in the window, {share:.2f} per finished request "
+                         f"(n={finished:.0f})")
+        elif preempted > 0:
             parts.append(f"{preempted:.0f} preemptions in the window")
     if logged:
         evidence.append(EvidenceValue("preemption warnings", logged, "", "log: 'is preempted by' lines"))
@@ -121,7 +133,8 @@ def kv_pressure_preemption(
         title="The KV cache ran full and running requests were preempted",
         summary="; ".join(parts),
         remediation=_remediation(mw, stream, log_facts, gpu, run, gpu_headroom, evidence),
-        severity=Severity.CRITICAL if was_preempted and stalls else Severity.WARNING,
+        severity=(Severity.CRITICAL if was_preempted and (stalls or (share is not None and share >= critical_share))
+                  else Severity.WARNING),
         evidence=evidence,
     )
 

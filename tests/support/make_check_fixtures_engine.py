@@ -398,6 +398,22 @@ def cases_kv_pressure_preemption() -> None:
                why="no counted preemption (scraped before the preempted requests resumed) but KV 99 % and 6 s stalls; "
                    "no NVML evidence: gpu_memory_utilization if free, else max_num_seqs, in one suggestion",
                expect={"severity": "warning", "setting": "gpu_memory_utilization"})
+    def served(preempted: int, finished: int) -> MetricsEvidence:
+        return load_scrapes({"vllm:request_success_total": {"stop": 0, "length": 0}},
+                            {"vllm:kv_cache_usage_perc": 0.98, "vllm:num_requests_running": 8,
+                             "vllm:num_requests_waiting": 4, "vllm:num_preemptions_total": 0},
+                            {"vllm:num_preemptions_total": preempted,
+                             "vllm:request_success_total": {"stop": 0, "length": finished}})
+    spared = stream(steady(8, ttft=0.1, gap=0.03))
+    write_case(name, "fires-critical-other-users-preempted",
+               bundle(stream=spared, metrics=served(12, 60)),
+               why="12 preemptions over 60 finished requests (every user's), KV 98 %; the probe's own 8 streams "
+                   "were spared (no stall): a fifth of the requests froze, which is critical, not a warning",
+               expect={"severity": "critical", "summary_contains": ["0.20 per finished request"]})
+    write_case(name, "fires-warning-a-few-preemptions",
+               bundle(stream=spared, metrics=served(2, 60)),
+               why="2 preemptions over 60 finished requests, the probe's streams spared: a warning",
+               expect={"severity": "warning"})
     write_case(name, "quiet-real-vllm-0.32-scrapes", bundle(metrics=real_window()),
                why=REAL_SCRAPES + ": no preemption, KV usage 0")
     calm = load_scrapes({}, {"vllm:kv_cache_usage_perc": 0.4, "vllm:num_preemptions_total": 0},

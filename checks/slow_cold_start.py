@@ -13,7 +13,10 @@ warm-up requests out; this check says what they cost.
 
 Evidence:
 stream_stats: ``warmup_ttft`` (the warm-up requests, excluded from every other number) against
-the measured ``ttft`` median, per path.
+the measured ``ttft`` median, per path. metrics_window (scrapes, which share the probe's clock):
+the running and waiting gauges while the slow warm-up waited. A warm-up that waited beside other
+users' requests (more requests in the engine than the probe had in flight) queued behind them:
+that is load, which the latency checks weigh, not a cold start, and this check passes saying so.
 
 Remediation:
 Keep a warm floor: scheduled checks send at least one warm-up request before measuring
@@ -32,7 +35,9 @@ from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun
+from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.evidence import StreamEvidence
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
@@ -41,6 +46,8 @@ from doctor.units import fmt_seconds
        aliases=("cold-start",))
 def slow_cold_start(
     stream_stats: StreamStats,
+    stream: StreamEvidence | None = None,
+    metrics_window: MetricsWindow | None = None,
     *,
     cold_factor: float = 3.0,
     warning_factor: float = 10.0,
@@ -53,6 +60,11 @@ def slow_cold_start(
     slow, steady = worst.warmup_ttft.max or 0.0, worst.ttft.p50 or 0.0
     if ratio < cold_factor:
         return Pass(f"{worst.path}: warm-up TTFT {fmt_seconds(slow)} vs steady median {fmt_seconds(steady)}")
+    others = _others_in_engine(worst.path, stream, metrics_window)
+    if others:
+        return Pass(f"{worst.path}: warm-up TTFT {fmt_seconds(slow)} is {ratio:.0f}x the steady median, but up to "
+                    f"{others:.0f} other request(s) were running or waiting in the engine while it waited: queued "
+                    "behind other users (load, which the latency checks weigh), not a cold start")
     return Fire(
         title="The first requests are much slower than the steady ones",
         summary=(f"{worst.path}: warm-up TTFT {fmt_seconds(slow)} (n={worst.warmup_ttft.n}) vs steady median "
@@ -73,6 +85,22 @@ def slow_cold_start(
             EvidenceValue("ratio", round(ratio, 1), "x", "warm-up max / steady p50"),
         ],
     )
+
+
+def _others_in_engine(path: str, stream: StreamEvidence | None, mw: MetricsWindow | None) -> float:
+    """The most requests in the engine (running + waiting) beyond the probe's own in flight, at the
+    scrapes taken while a warm-up of ``path`` waited for its first token; 0 when none was taken."""
+    if stream is None or mw is None or mw.source != "scrape" or mw.running is None:
+        return 0.0
+    waiting: dict[float, float] = {s[0]: s[1] for s in mw.waiting.samples} if mw.waiting is not None else {}
+    spans = [(r.t_sent, r.t_first_token) for r in stream.requests
+             if r.path == path and r.warmup and r.ok and r.t_sent is not None and r.t_first_token is not None]
+    most = 0.0
+    for t, running in mw.running.samples:
+        if any(a <= t <= b for a, b in spans):
+            ours = sum(1 for r in stream.requests if r.t_sent is not None and r.t_sent <= t <= (r.t_end or t))
+            most = max(most, running + waiting.get(t, 0.0) - ours)
+    return most
 
 
 def _ratio(ps: PathStats) -> float:

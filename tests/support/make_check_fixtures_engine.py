@@ -296,6 +296,11 @@ def cases_slow_cold_start() -> None:
     write_case(name, "quiet-real-vllm-0.32-direct", bundle(stream=stream(real)),
                why="real vLLM 0.32 direct.chat.jsonl (fixtures/real-vllm/nginx), first request as warm-up: "
                    "116 ms vs 61 ms is under 3x")
+    busy = load_scrapes({}, {"vllm:num_requests_running": 4, "vllm:num_requests_waiting": 2}, {})
+    write_case(name, "quiet-warmup-queued-behind-other-users",
+               bundle(stream=stream(steady(8, ttft=0.12, gap=0.03, warmup_ttft=4.1)), metrics=busy),
+               why="the same 4.1 s warm-up, but the scrape while it waited shows 4 running and 2 waiting, "
+                   "the probe's own warm-up one of them: it queued behind other users, no cold start")
     write_case(name, "na-no-warmup", bundle(stream=stream(steady(8, ttft=0.12, gap=0.03))),
                why="the probe ran with --warmup 0")
 

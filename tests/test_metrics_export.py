@@ -55,6 +55,10 @@ def test_textfile_of_a_recorded_bundle_holds_its_report(tmp_path) -> None:
     direct = report.views["stream_stats"]["paths"]["direct"]
     region = ""  # the recorded run gave no region: the label is there, empty
     assert value(parsed, "llm_doctor_ttft_p90_seconds", path="direct", region=region) == pytest.approx(direct["ttft_felt"]["p90"])
+    assert value(parsed, "llm_doctor_ttft_p95_seconds", path="direct", region=region) == pytest.approx(direct["ttft_felt"]["p95"])
+    assert direct["ttft_felt"]["p90"] <= direct["ttft_felt"]["p95"] <= direct["ttft_felt"]["max"]
+    assert value(parsed, "llm_doctor_requests_waiting_max", region=region) == 7.0  # the queue vllm:num_requests_waiting built
+    assert value(parsed, "llm_doctor_target_up", path="direct", region=region) == 1.0
     assert value(parsed, "llm_doctor_tpot_p90_seconds", path="direct", region=region) == pytest.approx(direct["tpot"]["p90"])
     assert value(parsed, "llm_doctor_itl_max_seconds", path="direct", region=region) == pytest.approx(direct["itl"]["max"])
     assert value(parsed, "llm_doctor_requests_failed_ratio", path="direct", region=region) == 0.0

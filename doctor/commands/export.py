@@ -7,6 +7,7 @@ contract of gates), and the Pushgateway's own ``push_time_seconds`` shows a stal
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from urllib.error import URLError
 
 from prometheus_client import push_to_gateway, write_to_textfile
@@ -23,8 +24,9 @@ PUSH_JOB = "llm-doctor"
 PUSH_TIMEOUT_S = 10.0
 
 
-def export_metrics(report: Report, targets: ExportTargets) -> None:
-    """Write the textfile atomically and push, as asked.
+def export_metrics(report: Report | Mapping[str, Report], targets: ExportTargets) -> None:
+    """Write the textfile atomically and push, as asked (several reports: ``watch``'s targets,
+    grouped on the Pushgateway by the region they share).
 
     ``write_to_textfile`` writes ``PATH.<pid>.<thread>`` in the same folder and renames it over
     ``PATH`` (atomic on one filesystem), so node_exporter never reads half a file, and the
@@ -40,7 +42,8 @@ def export_metrics(report: Report, targets: ExportTargets) -> None:
             raise UsageError(f"cannot write {targets.textfile}: {exc.strerror or exc}") from None
         err.print(f"wrote {targets.textfile}")
     if targets.pushgateway is not None:
-        region = report.bundle.run.region
+        first = next(iter(report.values())) if isinstance(report, Mapping) else report
+        region = first.bundle.run.region
         try:
             push_to_gateway(targets.pushgateway, job=PUSH_JOB, registry=registry, timeout=PUSH_TIMEOUT_S,
                             grouping_key={"region": region} if region else None)

@@ -53,6 +53,7 @@ class Dist:
     p99: float | None = None
     max: float | None = None
     mean: float | None = None
+    p95: float | None = None  # what autoscalers scale on (KEDA, HPA examples): exported, not judged
     # MLPerf early-stopping estimates: an upper bound the true percentile stays under with
     # 99 % confidence, None with ``note`` saying why when n is too small for one.
     p90_early: float | None = None
@@ -100,6 +101,7 @@ def dist(values: list[float]) -> Dist:
         p50=quantile(vals, 0.5),
         p90=quantile(vals, 0.9),
         p99=quantile(vals, 0.99),
+        p95=quantile(vals, 0.95),
         max=vals[-1],
         mean=statistics.fmean(vals),
         p90_early=_early(vals, 0.9),

@@ -23,3 +23,8 @@ class EvidenceError:
     kind: str
     message: str
     fatal: bool = False  # True when the whole evidence kind is unusable, not just one sample
+
+
+#: Failure kinds that mean the target was not reached at all (no answer, not a bad one): the
+#: endpoints probe stops asking such a target, and ``watch`` calls a path failing only so down.
+UNREACHABLE_KINDS = frozenset({"connect", "dns", "tls", "timeout"})

@@ -28,6 +28,7 @@ import httpx
 
 from doctor import wire
 from doctor.evidence import Endpoint, EndpointsEvidence, EvidenceError, ModelInfo
+from doctor.evidence.errors import UNREACHABLE_KINDS
 from doctor.probes.http import (
     BodyTooLarge,
     DeadlineExceeded,
@@ -55,8 +56,6 @@ MAX_BODY_BYTES = 1 << 20
 
 _ROLES = {"direct": "engine", "gateway": "gateway"}
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
-#: Failure kinds after which the target's remaining calls would only fail the same way.
-_UNREACHABLE = frozenset({"connect", "dns", "tls", "timeout"})
 #: How each failure kind reads to the user; ``{}`` is the transport's own words.
 _REASONS = {
     "timeout": "no complete answer within {t:g} s",
@@ -122,10 +121,10 @@ def _probe_target(
         except _Failure as failure:
             message = failure.message
             skipped = [p for p, _ in calls[i + 1 :]]
-            if failure.kind in _UNREACHABLE and skipped:
+            if failure.kind in UNREACHABLE_KINDS and skipped:
                 message += f" ({', '.join(skipped)} not tried)"
             errors.append(EvidenceError(SOURCE, url, f"GET {path}", failure.kind, message))
-            if failure.kind in _UNREACHABLE:
+            if failure.kind in UNREACHABLE_KINDS:
                 break
             continue
         answered = True

@@ -99,12 +99,15 @@ EXPORT_OPTIONS = [
     opt(Path | None, None, "--metrics-textfile", help="Also write the run's metrics (llm_doctor_*) here, atomically, for node_exporter's textfile collector (name it *.prom).", rich_help_panel=A),
     opt(str | None, None, "--pushgateway", help="Also push the run's metrics to this Prometheus Pushgateway URL (job llm-doctor, grouped by region).", rich_help_panel=A),
 ]
+BASELINE_OPTION = [
+    opt(Path | None, None, "--baseline", help="Keep the latest healthy run per region, provider, client location and request shape in this folder, and compare each run with its own (exit 1 for a regression beyond noise).", rich_help_panel=A),
+]
 CONFIG_OPTION = [opt(Path | None, None, "--config", help="TOML config (default ./llm-doctor.toml when present).")]
 
 
 
 @app.command()
-@uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, ANALYSIS_OPTIONS, EXPORT_OPTIONS, CONFIG_OPTION)
+@uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, ANALYSIS_OPTIONS, EXPORT_OPTIONS, BASELINE_OPTION, CONFIG_OPTION)
 def diagnose(
     bundle: Annotated[Path | None, typer.Option("--bundle", help="Also keep the evidence bundle here (.json or .json.gz).")] = None,
     opts: dict[str, Any] = {},  # noqa: B006 - filled by uses()
@@ -127,13 +130,16 @@ def diagnose(
 
 
 @app.command()
-@uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, ANALYSIS_OPTIONS, EXPORT_OPTIONS, CONFIG_OPTION)
+@uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, ANALYSIS_OPTIONS, EXPORT_OPTIONS, BASELINE_OPTION, CONFIG_OPTION)
 def watch(
     every: Annotated[str, typer.Option("--every", help="Start a round this often: seconds, or 30s, 5m, 1h.")] = "5m",
     count: Annotated[int | None, typer.Option("--count", help="Stop after N rounds (default: until SIGTERM).")] = None,
     listen: Annotated[str | None, typer.Option("--listen", help="Serve the latest round's metrics on HOST:PORT/metrics.")] = None,
     history: Annotated[Path | None, typer.Option("--history", help="Keep each round's JSON report (it embeds the bundle) in this folder.")] = None,
     keep: Annotated[int, typer.Option("--keep", help="Rounds kept in --history; older ones are deleted.")] = 100,
+    retries: Annotated[int, typer.Option("--retries", help="Retries of a round whose target is down (1 s, then doubling, never past the next round's start) before it is reported as an outage.")] = 3,
+    canary_engine: Annotated[str | None, typer.Option("--canary-engine", help="A canary vLLM probed in the same round as --engine and compared with it.", rich_help_panel=P)] = None,
+    canary_gateway: Annotated[str | None, typer.Option("--canary-gateway", help="A canary gateway probed in the same round as --gateway and compared with it.", rich_help_panel=P)] = None,
     opts: dict[str, Any] = {},  # noqa: B006
 ) -> None:
     """Diagnose every --every, serve the latest round on /metrics, keep a history; SIGTERM ends after the round.
@@ -149,7 +155,8 @@ def watch(
     from doctor.commands.watch import run
     from doctor.settings import build_watch_plan
 
-    run_guarded(lambda: run(opts, load_config(opts.get("config")), build_watch_plan(every, count, listen, history, keep)))
+    run_guarded(lambda: run(opts, load_config(opts.get("config")), build_watch_plan(
+        every, count, listen, history, keep, retries=retries, canary_engine=canary_engine, canary_gateway=canary_gateway)))
 
 
 @app.command("collect")
@@ -198,6 +205,7 @@ def compare_cmd(
     current: Annotated[Path, typer.Argument(help="The run to judge against it, in any of the same forms.")],
     allow_unlike: Annotated[bool, typer.Option("--allow-unlike", help="Compare even when the run records differ (the differences are still printed).")] = False,
     config: Annotated[Path | None, typer.Option("--config", help="TOML config (default ./llm-doctor.toml when present).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON to stdout (a switch, not a path); the exit codes are the same.")] = False,
 ) -> None:
     """Compare two runs: refuse unlike ones (exit 2), flag a latency regression beyond noise (exit 1).
 
@@ -211,10 +219,12 @@ def compare_cmd(
       llm-doctor compare yesterday.json today.json
 
       llm-doctor compare before.html after.json.gz --allow-unlike
+
+      llm-doctor compare yesterday.json today.json --json
     """
     from doctor.commands.compare import run
 
-    run_guarded(lambda: run(base, current, allow_unlike=allow_unlike, config=config))
+    run_guarded(lambda: run(base, current, allow_unlike=allow_unlike, config=config, as_json=as_json))
 
 
 @app.command("probe")

@@ -16,7 +16,10 @@ beyond noise at ``ALPHA``; a regression is such a change towards slower.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +47,12 @@ LIKE_FIELDS: dict[str, Callable[[RunRecord], Any]] = {
     "region": lambda r: r.region,
     "client location": lambda r: r.client_location,
 }
+
+#: The ``LIKE_FIELDS`` that say where and how a run measured rather than what it measured: a
+#: baseline is kept per value of these (``baseline_key``), so a run is only ever judged against
+#: its own region's, provider's and client location's latency at its own request shape. What is
+#: left (model, revision, engine version and config) is what a baseline exists to watch change.
+PLACE_AND_SHAPE = ("provider", "region", "client location", "route", "request shape", "concurrency", "scenario")
 
 #: Engine-config facts that change on every launch without being a setting.
 VOLATILE_ENGINE_KEYS = frozenset({"host", "port", "init_engine_s", "model_tag"})
@@ -134,6 +143,13 @@ def run_differences(base: RunRecord, current: RunRecord) -> list[FieldDiff]:
     if config:
         diffs.append(FieldDiff("engine config", {d.field: d.base for d in config}, {d.field: d.current for d in config}))
     return diffs
+
+
+def baseline_key(run: RunRecord) -> str:
+    """A file-name-safe key of the run's ``PLACE_AND_SHAPE``: the region (readable), then a digest of all."""
+    values = json.dumps({name: LIKE_FIELDS[name](run) for name in PLACE_AND_SHAPE}, sort_keys=True, default=str)
+    region = re.sub(r"[^A-Za-z0-9_.-]+", "_", run.region or "no-region")[:64]
+    return f"{region}-{hashlib.sha256(values.encode('utf-8')).hexdigest()[:16]}"
 
 
 def mann_whitney(base: list[float], current: list[float]) -> tuple[float, float]:

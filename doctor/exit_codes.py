@@ -44,6 +44,16 @@ def exit_code_for(report: Report, fail_on: Severity) -> ExitCode:
     return ExitCode.HEALTHY
 
 
+#: Which of two codes a run of several parts (a canary and its stable, a fleet's replicas) ends
+#: with: an interruption, then a symptom, then "could not diagnose", then healthy.
+_PRECEDENCE = (ExitCode.HEALTHY, ExitCode.NO_DIAGNOSIS, ExitCode.SYMPTOM, ExitCode.INTERRUPTED)
+
+
+def worst_code(codes: list[ExitCode]) -> ExitCode:
+    """The code of several parts of one run: the worst by ``_PRECEDENCE`` (healthy when none)."""
+    return max(codes, key=_PRECEDENCE.index, default=ExitCode.HEALTHY)
+
+
 def usable_evidence(bundle: Bundle) -> bool:
     """Whether a bundle holds anything about the service a diagnosis can start from.
 

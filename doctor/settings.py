@@ -356,6 +356,17 @@ def require_evidence_source(config: CollectConfig, verb: str) -> None:
         raise UsageError(f"nothing to {verb}: give --engine and/or --gateway, --log, or --prometheus")
 
 
+def check_baseline_folder(opts: dict[str, Any]) -> Path | None:
+    """``--baseline DIR``: a folder (created on the first healthy run), never a file."""
+    folder = opts.get("baseline")
+    if folder is None:
+        return None
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--baseline {folder} is not a directory")
+    return folder
+
+
 @dataclass(frozen=True)
 class ExportTargets:
     """Where a run's metrics go (``--metrics-textfile``, ``--pushgateway``); both optional."""
@@ -382,21 +393,33 @@ def check_export_options(opts: dict[str, Any]) -> ExportTargets:
 
 @dataclass(frozen=True)
 class WatchPlan:
-    """How ``watch`` repeats: the period, how many rounds (None: until SIGTERM), and where it serves and keeps."""
+    """How ``watch`` repeats: the period, how many rounds (None: until SIGTERM), where it serves
+    and keeps, how often a down target is retried within a round, and the canary beside the target."""
 
     every_s: float
     count: int | None = None
     listen: tuple[str, int] | None = None
     history: Path | None = None
     keep: int = 100
+    retries: int = 3
+    canary_engine: str | None = None
+    canary_gateway: str | None = None
+
+    @property
+    def canary(self) -> bool:
+        return bool(self.canary_engine or self.canary_gateway)
 
 
-def build_watch_plan(every: str, count: int | None, listen: str | None, history: Path | None, keep: int) -> WatchPlan:
-    """Checked before the first round: a bad period, count, address or retention is a usage error."""
+def build_watch_plan(every: str, count: int | None, listen: str | None, history: Path | None, keep: int, *,
+                     retries: int = WatchPlan.retries, canary_engine: str | None = None,
+                     canary_gateway: str | None = None) -> WatchPlan:
+    """Checked before the first round: a bad period, count, address, retention or canary URL is a usage error."""
     if count is not None and count < 1:
         raise UsageError(f"--count must be at least 1, got {count}")
     if keep < 1:
         raise UsageError(f"--keep must be at least 1, got {keep}")
+    if retries < 0:
+        raise UsageError(f"--retries must be 0 or more, got {retries}")
     address = None
     if listen is not None:
         host, sep, port = listen.rpartition(":")
@@ -405,4 +428,6 @@ def build_watch_plan(every: str, count: int | None, listen: str | None, history:
         address = (host.strip("[]"), int(port))
     if history is not None and history.exists() and not history.is_dir():
         raise UsageError(f"--history {history} is not a directory")
-    return WatchPlan(every_s=_seconds(every, "--every"), count=count, listen=address, history=history, keep=keep)
+    return WatchPlan(every_s=_seconds(every, "--every"), count=count, listen=address, history=history, keep=keep,
+                     retries=retries, canary_engine=_url(canary_engine, "--canary-engine"),
+                     canary_gateway=_url(canary_gateway, "--canary-gateway"))

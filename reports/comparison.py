@@ -38,10 +38,11 @@ def _change(row: Row) -> str:
     return UNKNOWN if row.change is None else f"{row.change * 100:+.0f} %"
 
 
-def print_unlike(comparison: Comparison, console: Console, *, refused: bool) -> None:
-    """Each differing run-record field, base and current, and whether that stops the comparison."""
+def print_unlike(comparison: Comparison, console: Console, *, refused: bool, head: str | None = None) -> None:
+    """Each differing run-record field, base and current, and whether that stops the comparison
+    (``head`` replaces the first words, for a caller that compares unlike runs on purpose)."""
     say = printer(console)
-    head = "Unlike runs: not compared" if refused else "Unlike runs, compared anyway (--allow-unlike)"
+    head = head or ("Unlike runs: not compared" if refused else "Unlike runs, compared anyway (--allow-unlike)")
     say(f"[bold yellow]{head}[/]; these run-record fields differ: {clean(', '.join(d.field for d in comparison.unlike))}")
     say(unwrapped(grid(["field", "base", "current"], _field_rows(comparison.unlike), wrap=(1, 2)), console))
     if refused:
@@ -71,3 +72,28 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
         say("[bold red]Regression beyond noise:[/] " + clean(", ".join(f"{r.metric} ({r.path})" for r in regressions)))
     else:
         say("[bold green]No regression beyond noise.[/]")
+
+
+def comparison_json(comparison: Comparison, *, refused: bool) -> str:
+    """The comparison as one JSON document (``compare --json``): what a gate reads instead of the table.
+
+    ``refused`` says the rows were not computed because the runs are unlike; ``regressions``
+    names each metric and path beyond noise towards slower, as the exit code counts them.
+    """
+    def diff(d: FieldDiff) -> dict[str, Any]:
+        return {"field": d.field, "base": d.base, "current": d.current}
+
+    doc = {
+        "refused": refused,
+        "unlike": [diff(d) for d in comparison.unlike],
+        "engine_changes": [diff(d) for d in comparison.engine_changes],
+        "attributable": comparison.attributable,
+        "test": {"name": "mann-whitney-u", "sided": "two", "alpha": ALPHA, "min_samples": MIN_SAMPLES},
+        "rows": [] if refused else [
+            {"path": r.path, "metric": r.metric, "base": {"p50": r.base_p50, "p90": r.base_p90, "n": r.n_base},
+             "current": {"p50": r.current_p50, "p90": r.current_p90, "n": r.n_current}, "p90_change": r.change,
+             "p_value": r.p_value, "p_slower": r.slower, "beyond_noise": r.beyond_noise, "regression": r.regression}
+            for r in comparison.rows],
+        "regressions": [] if refused else [f"{r.metric} ({r.path})" for r in comparison.regressions],
+    }
+    return json.dumps(doc, indent=2, default=str) + "\n"

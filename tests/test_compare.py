@@ -3,6 +3,7 @@ server caught by name, identical runs passed; and the pieces (the noise test, en
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,21 @@ def test_a_slower_first_token_is_a_ttft_regression_and_the_same_run_is_not(tmp_p
     same = compare(str(fast.with_suffix(".html")), str(fast))  # an HTML report and a JSON report of one run
     assert same.exit_code == 0, same.output
     assert same.stdout.splitlines()[-1] == "No regression beyond noise."
+
+
+def test_compare_json_says_the_same_as_the_table_and_exits_alike(tmp_path) -> None:
+    healthy, queueing = str(FIXTURES / "realvllm-healthy.json.gz"), str(FIXTURES / "realvllm-queueing.json.gz")
+    refused = compare(healthy, queueing, "--json")
+    assert refused.exit_code == 2
+    doc = json.loads(refused.stdout)
+    assert doc["refused"] is True and doc["rows"] == [] and "concurrency" in [d["field"] for d in doc["unlike"]]
+    anyway = compare(healthy, queueing, "--json", "--allow-unlike")
+    assert anyway.exit_code == 1
+    doc = json.loads(anyway.stdout)
+    assert doc["refused"] is False and doc["attributable"] is False
+    assert "TTFT (direct)" in doc["regressions"]
+    ttft = next(r for r in doc["rows"] if r["metric"] == "TTFT" and r["path"] == "direct")
+    assert ttft["regression"] and ttft["p_value"] < doc["test"]["alpha"] and ttft["current"]["p90"] > ttft["base"]["p90"]
 
 
 def test_more_than_one_engine_setting_changed_is_not_attributable() -> None:

@@ -7,27 +7,38 @@ Exit 2 for unlike runs (unless ``--allow-unlike``), 1 for a regression beyond no
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from doctor.commands.analyze import reanalyse
-from doctor.compare import compare_reports
+from doctor.compare import Comparison, compare_reports
 from doctor.config import load_config
 from doctor.exit_codes import ExitCode
-from reports.comparison import print_comparison, print_unlike
+from reports.comparison import comparison_json, print_comparison, print_unlike
 from reports.terminal import stdout_console
 
 
-def run(base: Path, current: Path, *, allow_unlike: bool, config: Path | None = None) -> ExitCode:
+def run(base: Path, current: Path, *, allow_unlike: bool, config: Path | None = None, as_json: bool = False) -> ExitCode:
     """Both sides are read before anything is printed: an unreadable one is one error line."""
     cfg = load_config(config)
     opts = {"config": config}
     base_report, _ = reanalyse(base, opts, cfg, None)
     current_report, _ = reanalyse(current, opts, cfg, None)
     comparison = compare_reports(base_report, current_report)
-    console = stdout_console()
-    if comparison.unlike:
-        print_unlike(comparison, console, refused=not allow_unlike)
-        if not allow_unlike:
-            return ExitCode.NO_DIAGNOSIS
-    print_comparison(comparison, console)
+    refused = bool(comparison.unlike) and not allow_unlike
+    if as_json:
+        sys.stdout.write(comparison_json(comparison, refused=refused))
+    else:
+        console = stdout_console()
+        if comparison.unlike:
+            print_unlike(comparison, console, refused=refused)
+        if not refused:
+            print_comparison(comparison, console)
+    return comparison_code(comparison, refused=refused)
+
+
+def comparison_code(comparison: Comparison, *, refused: bool) -> ExitCode:
+    """2 refused (unlike runs), 1 a regression beyond noise, else 0."""
+    if refused:
+        return ExitCode.NO_DIAGNOSIS
     return ExitCode.SYMPTOM if comparison.regressions else ExitCode.HEALTHY

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor import pipeline
+from doctor.commands.baseline import against_baseline
 from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
 from doctor.config import FileConfig
@@ -14,6 +15,7 @@ from doctor.exit_codes import ExitCode
 from doctor.settings import (
     build_analyze_options,
     build_collect_config,
+    check_baseline_folder,
     check_export_options,
     check_output_options,
     check_output_paths,
@@ -24,12 +26,14 @@ from doctor.settings import (
 
 def run(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None, command: str = "diagnose") -> ExitCode:
     """Everything is checked before anything is sent: targets, --format, --fail-on, --select, --set,
-    the metrics outputs; the metrics are exported after the report (its files and summary)."""
+    the metrics outputs, the baseline folder; the metrics are exported after the report (its files
+    and summary), then the run is compared with its region's baseline."""
     config = build_collect_config(opts, cfg, command)
     require_evidence_source(config, "diagnose")
     check_output_options(opts, cfg)  # a bad --format or --fail-on fails before anything is sent
     check_output_paths(bundle_path, opts.get("json"), opts.get("html"), opts.get("md"))
     exports = check_export_options(opts)
+    baseline = check_baseline_folder(opts)
     analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
     registry = checked_registry(analyze_opts)
     report = pipeline.diagnose(config, analyze_opts, registry, bundle_path=bundle_path, progress=progress)
@@ -37,4 +41,4 @@ def run(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None, command
         err.print(f"wrote {bundle_path}")
     code = emit(report, opts, cfg, interrupted=report.bundle.interrupted)  # this run's own collection
     export_metrics(report, exports)
-    return code
+    return against_baseline(report, code, baseline, opts, cfg) if baseline is not None else code

@@ -3,8 +3,10 @@
 Each round is a whole ``diagnose`` through ``doctor.pipeline`` (its own warm-up, so every round
 measures from the same warm floor), and rounds never overlap: the next starts one period after
 the previous one started, or at once when a round ran longer than the period. A target that is
-down does not end the watch: its round is inconclusive, ``llm_doctor_up`` reads 0 and the
-next round tries again. SIGTERM (a Kubernetes pod stopping) lets the round in progress finish,
+down does not end the watch: the round retries it with backoff while that fits in the period
+(``doctor.outage``), then reports the outage as the round's result (exit 1, ``llm_doctor_up`` 0,
+``llm_doctor_target_up`` 0), and the next round tries again. With a canary, each round probes
+the stable and the canary and compares them (``doctor.commands.watch_round``). SIGTERM (a Kubernetes pod stopping) lets the round in progress finish,
 so the last round kept in ``--history`` and served on ``/metrics`` is always a complete one:
 unlike ``diagnose``, which treats SIGTERM as Ctrl-C (``doctor.signals``), ``watch`` installs its own
 handler for its rounds. Ctrl-C still cuts the round short, reports it as partial and exits 130.
@@ -16,33 +18,31 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from doctor import pipeline
-from doctor.bundle import write_file
+from doctor.commands.baseline import against_baseline
 from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
+from doctor.commands.watch_round import CANARY, canary_code, diagnose_with_retries, keep_round, round_targets, target_outputs
 from doctor.config import FileConfig
 from doctor.console import err, progress
 from doctor.errors import UsageError
-from doctor.exit_codes import ExitCode
+from doctor.exit_codes import ExitCode, worst_code
 from doctor.model import Report
 from doctor.settings import (
     WatchPlan,
     build_analyze_options,
     build_collect_config,
+    check_baseline_folder,
     check_export_options,
     check_output_options,
     checked_registry,
     require_evidence_source,
 )
-from reports.json_doc import render_json
 from reports.prometheus_export import metrics_registry
 
 
@@ -50,22 +50,17 @@ class LatestRound(Collector):
     """The latest complete round's families; nothing before the first round ends."""
 
     def __init__(self) -> None:
-        self.report: Report | None = None
+        self.reports: dict[str, Report] | None = None
 
     def collect(self) -> Iterator[Metric]:
-        report = self.report  # one read: a round ending mid-scrape swaps the whole report
-        if report is not None:
-            yield from metrics_registry(report).collect()
+        reports = self.reports  # one read: a round ending mid-scrape swaps the whole round
+        if reports is not None:
+            yield from metrics_registry(exported(reports)).collect()
 
 
-def keep_round(report: Report, history: Path, keep: int) -> Path:
-    """Write the round's JSON report (it embeds the bundle) and drop the oldest beyond ``keep``."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    path = history / f"round-{stamp}.json"
-    write_file(path, render_json(report).encode("utf-8"))
-    for old in sorted(history.glob("round-*.json"))[:-keep]:
-        old.unlink(missing_ok=True)
-    return path
+def exported(reports: dict[str, Report]) -> Report | dict[str, Report]:
+    """What the families are built from: the one report, or every target's (labelled ``target``)."""
+    return reports[""] if list(reports) == [""] else reports
 
 
 def run(opts: dict[str, Any], cfg: FileConfig, plan: WatchPlan) -> ExitCode:
@@ -74,8 +69,10 @@ def run(opts: dict[str, Any], cfg: FileConfig, plan: WatchPlan) -> ExitCode:
     require_evidence_source(config, "watch")
     check_output_options(opts, cfg)
     exports = check_export_options(opts)
+    baseline = check_baseline_folder(opts)
     analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
     registry = checked_registry(analyze_opts)
+    targets = round_targets(config, plan)
     latest = LatestRound()
     server = None
     if plan.listen is not None:
@@ -95,13 +92,23 @@ def run(opts: dict[str, Any], cfg: FileConfig, plan: WatchPlan) -> ExitCode:
             started = time.monotonic()
             rounds += 1
             progress(f"round {rounds}" + (f"/{plan.count}" if plan.count else ""))
-            report = pipeline.diagnose(config, analyze_opts, registry, progress=progress)
-            latest.report = report
+            reports: dict[str, Report] = {}
+            for name, target in targets.items():
+                reports[name] = diagnose_with_retries(name, target, analyze_opts, registry, plan, started, stop)
+                if reports[name].bundle.interrupted:
+                    break
+            latest.reports = reports
             if plan.history is not None:
-                err.print(f"kept {keep_round(report, plan.history, plan.keep)}")
-            code = emit(report, opts, cfg, interrupted=report.bundle.interrupted)
-            export_metrics(report, exports)
-            if report.bundle.interrupted:  # Ctrl-C: the partial round is reported, and the watch ends (130)
+                for path in keep_round(reports, plan.history, plan.keep):
+                    err.print(f"kept {path}")
+            codes = []
+            for name, report in reports.items():
+                codes.append(emit(report, target_outputs(opts, name), cfg, interrupted=report.bundle.interrupted))
+                if baseline is not None and name != CANARY:  # a canary is judged against its stable, not the baseline
+                    codes[-1] = against_baseline(report, codes[-1], baseline, opts, cfg)
+            export_metrics(exported(reports), exports)
+            code = canary_code(reports, worst_code(codes))
+            if any(report.bundle.interrupted for report in reports.values()):  # Ctrl-C: reported as partial, the watch ends (130)
                 break
             if plan.count is not None and rounds >= plan.count:
                 break

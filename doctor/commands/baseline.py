@@ -1,0 +1,60 @@
+"""``--baseline DIR`` (``diagnose``, ``watch``): each run judged against its own place's last healthy run.
+
+"Within budget" is a local number: London's latency says nothing about Mumbai's, and a run
+from another client location or at another concurrency moves every percentile. So the folder
+keeps one baseline per ``doctor.compare.PLACE_AND_SHAPE`` (provider, region, client location,
+route, request shape, concurrency, scenario), named by ``baseline_key``, and a run is compared
+only with its own. The baseline is the latest run that was healthy (exit 0) and not itself a
+regression against the one before, so a slow drift cannot ratchet it; after a change that is
+accepted, delete the file and the next healthy run becomes the baseline. What differs besides
+the place and the shape (model, revision, engine version, config) is printed, not refused: that
+is the change a baseline is there to watch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from doctor.bundle import write_file
+from doctor.commands.analyze import reanalyse
+from doctor.compare import Comparison, baseline_key, compare_reports
+from doctor.config import FileConfig
+from doctor.console import err, note, warn
+from doctor.errors import DoctorError
+from doctor.exit_codes import ExitCode
+from doctor.model import Report
+from reports.comparison import print_comparison, print_unlike
+from reports.json_doc import render_json
+
+
+def baseline_path(folder: Path, report: Report) -> Path:
+    """Where this run's place and shape keep their baseline."""
+    return folder / f"{baseline_key(report.bundle.run)}.json"
+
+
+def against_baseline(report: Report, code: ExitCode, folder: Path, opts: dict[str, Any], cfg: FileConfig) -> ExitCode:
+    """Compare ``report`` with its baseline (printed on stderr), keep it as the new one when it is
+    healthy and no regression, and return the exit code: ``code``, or 1 for a regression beyond noise."""
+    path = baseline_path(folder, report)
+    comparison: Comparison | None = None
+    if path.exists():
+        try:
+            base, _ = reanalyse(path, {"config": opts.get("config")}, cfg, report.bundle.run.region)
+        except DoctorError as exc:  # a damaged baseline costs the comparison, not the run
+            warn(f"baseline {path} unreadable ({exc}); the next healthy run replaces it")
+        else:
+            comparison = compare_reports(base, report)
+            err.print(f"against the baseline {path}:")
+            if comparison.unlike:
+                print_unlike(comparison, err, refused=False, head="Changed since the baseline")
+            print_comparison(comparison, err)
+    else:
+        note(f"no baseline yet for this region and request shape ({path.name})")
+    regressed = comparison is not None and bool(comparison.regressions)
+    if code is ExitCode.HEALTHY and not regressed and not report.bundle.interrupted:
+        write_file(path, render_json(report).encode("utf-8"))
+        err.print(f"baseline {path} updated")
+    if regressed and code is not ExitCode.INTERRUPTED:
+        return ExitCode.SYMPTOM
+    return code

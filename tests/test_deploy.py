@@ -23,7 +23,8 @@ from doctor.bundle import load_path
 from doctor.cli import app
 from doctor.registry import load_registry
 from doctor.runner import AnalyzeOptions, analyze
-from doctor.settings import API_KEY_ENV
+from doctor.settings import API_KEY_ENV, BUDGETS
+from doctor.vllm_metrics.names import FAMILIES as VLLM_FAMILIES
 from reports.prometheus_export import FAMILIES, render_metrics
 from tests.support import system
 from tests.test_metrics_export import samples
@@ -34,6 +35,7 @@ CRONJOB = ROOT / "deploy" / "kubernetes" / "cronjob.yaml"
 WATCH = ROOT / "deploy" / "kubernetes" / "watch.yaml"
 DOCKERFILE = ROOT / "Dockerfile"
 DASHBOARD = ROOT / "deploy" / "grafana" / "llm-doctor.json"
+KEDA = ROOT / "deploy" / "keda" / "scaledobject.yaml"
 PROMTOOL = system.find("promtool")
 needs_promtool = system.needs(PROMTOOL, "promtool not found; install the Debian package `prometheus`")
 
@@ -241,3 +243,34 @@ def test_the_service_monitor_scrapes_the_watch_it_selects() -> None:
     assert port["containerPort"] == listen_port and service["spec"]["ports"][0]["targetPort"] == port["name"]
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == [port["name"]]
     assert f"--region={pod['metadata']['labels']['region']}" in flags
+
+
+def scaled_object() -> dict:
+    return yaml.safe_load(KEDA.read_text())
+
+
+def test_the_scaled_object_scales_the_engine_on_its_queue_per_replica_and_its_ttft() -> None:
+    scaled = scaled_object()
+    assert (scaled["apiVersion"], scaled["kind"]) == ("keda.sh/v1alpha1", "ScaledObject")
+    assert scaled["spec"]["scaleTargetRef"]["kind"] == "Deployment"
+    assert 1 <= scaled["spec"]["minReplicaCount"] < scaled["spec"]["maxReplicaCount"]
+    triggers = {t["name"]: t for t in scaled["spec"]["triggers"]}
+    assert {t["type"] for t in triggers.values()} == {"prometheus"}
+    queue, ttft = triggers["queue-per-replica"], triggers["ttft-p95"]
+    assert queue["metricType"] == "AverageValue"  # KEDA divides the fleet's queue by the replicas: a per-replica depth
+    # the vLLM families llm-doctor itself reads (doctor/vllm_metrics/names.py), so the names are the engine's own
+    engine_names = {name for family in VLLM_FAMILIES for name in family.names}
+    for trigger in (queue, ttft):
+        used = set(re.findall(r"vllm:[a-z_]+?(?=_bucket\b|\{|\)|$)", trigger["metadata"]["query"]))
+        assert used and used <= engine_names, used
+    assert "vllm:num_requests_waiting" in queue["metadata"]["query"]
+    assert ttft["metricType"] == "Value" and float(ttft["metadata"]["threshold"]) == BUDGETS.ttft_s  # the default budget
+
+
+@needs_promtool
+def test_promtool_parses_the_scaled_object_queries(tmp_path) -> None:
+    rules = [{"record": f"keda:{t['name'].replace('-', '_')}", "expr": t["metadata"]["query"]} for t in scaled_object()["spec"]["triggers"]]
+    path = tmp_path / "keda-queries.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "keda", "rules": rules}]}))
+    result = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr

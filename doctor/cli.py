@@ -40,7 +40,7 @@ R = "Run record"
 A = "Analysis and output"
 
 TARGET_OPTIONS = [
-    opt(str | None, None, "--engine", help="vLLM base URL, probed directly (e.g. http://10.0.0.5:8000).", rich_help_panel=P),
+    opt(list[str] | None, None, "--engine", help="vLLM base URL, probed directly (e.g. http://10.0.0.5:8000); repeat it for a fleet of replicas (diagnose, watch).", rich_help_panel=P),
     opt(str | None, None, "--gateway", help="What the application calls (nginx, FastAPI edge...).", rich_help_panel=P),
     opt(str | None, None, "--route", help=f"{' | '.join(ROUTES)} (default {PLAN.route}).", rich_help_panel=P),
     opt(Path | None, None, "--payload", help="The application's own JSON request body; stream is forced on.", rich_help_panel=P),

@@ -201,6 +201,11 @@ def _request_samples(reqs: list[dict[str, Any]], metric: str) -> list[float]:
     return [r[key] for r in reqs if r.get(key) is not None]
 
 
+def request_samples(report: Report, path: str, metric: str) -> list[float]:
+    """One value of ``metric`` (``METRICS``) per measured, answered request of ``path``: what the noise test takes."""
+    return _request_samples(_measured(report, path)[0], metric)
+
+
 def _p50_p90(values: list[float]) -> tuple[float | None, float | None]:
     vals = sorted(values)
     return (quantile(vals, 0.5), quantile(vals, 0.9)) if vals else (None, None)

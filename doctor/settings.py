@@ -240,7 +240,7 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
         raise UsageError(str(exc)) from None
     config = CollectConfig(
         command=command,
-        engine=_url(_pick(opts, t, "engine", None), "--engine"),
+        engine=next(iter(check_fleet(opts, cfg, command)), None),  # the first replica; a fleet run copies this per replica
         gateway=_url(_pick(opts, t, "gateway", None), "--gateway"),
         route=route,
         payload=payload,
@@ -281,6 +281,34 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
     if edge.route is not None and config.engine is None:
         warn(impossible_without_engine())
     return config
+
+
+#: The commands that probe several ``--engine`` replicas in one run (a fleet).
+FLEET_COMMANDS = ("diagnose", "watch")
+#: Inputs that belong to one engine, so a fleet of several cannot say which replica they describe.
+_ONE_ENGINE_ONLY = ("log", "model_dir", "metrics_url", "prometheus")
+
+
+def fleet_engines(opts: dict[str, Any], cfg: FileConfig) -> list[str]:
+    """Every ``--engine`` given (repeatable), else the config file's, each URL checked."""
+    given = opts.get("engine")
+    if given is None:
+        given = cfg.targets.get("engine")
+    urls = [given] if isinstance(given, str) else list(given or [])
+    return [url for url in (_url(u, "--engine") for u in urls) if url]
+
+
+def check_fleet(opts: dict[str, Any], cfg: FileConfig, command: str) -> list[str]:
+    """The replicas of a fleet run: several engines only where the command probes them one by one,
+    and without the inputs of one engine (a log, a model directory, /metrics URL, Prometheus)."""
+    engines = fleet_engines(opts, cfg)
+    if len(engines) > 1:
+        if command not in FLEET_COMMANDS:
+            raise UsageError(f"several --engine are for {' and '.join(FLEET_COMMANDS)}; {command} probes one engine")
+        for key in _ONE_ENGINE_ONLY:
+            if _pick(opts, cfg.targets, key, None):
+                raise UsageError(f"--{key.replace('_', '-')} describes one engine: not with several --engine")
+    return engines
 
 
 def _budget(opts: dict[str, Any], cfg: FileConfig, name: str, region: str | None, default: float) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -9,14 +11,18 @@ from doctor import pipeline
 from doctor.commands.baseline import against_baseline
 from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
+from doctor.commands.watch_round import RoundSettings, round_targets, run_round
 from doctor.config import FileConfig
 from doctor.console import err, progress
+from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
 from doctor.settings import (
+    WatchPlan,
     build_analyze_options,
     build_collect_config,
     check_baseline_folder,
     check_export_options,
+    check_fleet,
     check_output_options,
     check_output_paths,
     checked_registry,
@@ -36,6 +42,12 @@ def run(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None, command
     baseline = check_baseline_folder(opts)
     analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
     registry = checked_registry(analyze_opts)
+    engines = check_fleet(opts, cfg, command)
+    if len(engines) > 1:  # a fleet: one diagnosis per replica, side by side (``doctor.commands.watch_round``)
+        if bundle_path:
+            raise UsageError("--bundle keeps one run's bundle; with several --engine, each replica's --json report embeds its own")
+        settings = RoundSettings(opts, cfg, analyze_opts, registry, WatchPlan(every_s=0.0, retries=0), exports, baseline)
+        return run_round(round_targets(config, settings.plan, engines), settings, time.monotonic(), threading.Event())[1]
     report = pipeline.diagnose(config, analyze_opts, registry, bundle_path=bundle_path, progress=progress)
     if bundle_path:
         err.print(f"wrote {bundle_path}")

@@ -24,14 +24,11 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from doctor.commands.baseline import against_baseline
-from doctor.commands.emit import emit
-from doctor.commands.export import export_metrics
-from doctor.commands.watch_round import CANARY, canary_code, diagnose_with_retries, keep_round, round_targets, target_outputs
+from doctor.commands.watch_round import RoundSettings, exported, round_targets, run_round
 from doctor.config import FileConfig
 from doctor.console import err, progress
 from doctor.errors import UsageError
-from doctor.exit_codes import ExitCode, worst_code
+from doctor.exit_codes import ExitCode
 from doctor.model import Report
 from doctor.settings import (
     WatchPlan,
@@ -39,6 +36,7 @@ from doctor.settings import (
     build_collect_config,
     check_baseline_folder,
     check_export_options,
+    check_fleet,
     check_output_options,
     checked_registry,
     require_evidence_source,
@@ -58,21 +56,15 @@ class LatestRound(Collector):
             yield from metrics_registry(exported(reports)).collect()
 
 
-def exported(reports: dict[str, Report]) -> Report | dict[str, Report]:
-    """What the families are built from: the one report, or every target's (labelled ``target``)."""
-    return reports[""] if list(reports) == [""] else reports
-
-
 def run(opts: dict[str, Any], cfg: FileConfig, plan: WatchPlan) -> ExitCode:
     """Rounds until ``--count`` or SIGTERM; the exit code is the last complete round's."""
     config = build_collect_config(opts, cfg, "watch")
     require_evidence_source(config, "watch")
     check_output_options(opts, cfg)
-    exports = check_export_options(opts)
-    baseline = check_baseline_folder(opts)
+    targets = round_targets(config, plan, check_fleet(opts, cfg, "watch"))
     analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
-    registry = checked_registry(analyze_opts)
-    targets = round_targets(config, plan)
+    settings = RoundSettings(opts, cfg, analyze_opts, checked_registry(analyze_opts), plan,
+                             check_export_options(opts), check_baseline_folder(opts))
     latest = LatestRound()
     server = None
     if plan.listen is not None:
@@ -92,22 +84,8 @@ def run(opts: dict[str, Any], cfg: FileConfig, plan: WatchPlan) -> ExitCode:
             started = time.monotonic()
             rounds += 1
             progress(f"round {rounds}" + (f"/{plan.count}" if plan.count else ""))
-            reports: dict[str, Report] = {}
-            for name, target in targets.items():
-                reports[name] = diagnose_with_retries(name, target, analyze_opts, registry, plan, started, stop)
-                if reports[name].bundle.interrupted:
-                    break
+            reports, code = run_round(targets, settings, started, stop)
             latest.reports = reports
-            if plan.history is not None:
-                for path in keep_round(reports, plan.history, plan.keep):
-                    err.print(f"kept {path}")
-            codes = []
-            for name, report in reports.items():
-                codes.append(emit(report, target_outputs(opts, name), cfg, interrupted=report.bundle.interrupted))
-                if baseline is not None and name != CANARY:  # a canary is judged against its stable, not the baseline
-                    codes[-1] = against_baseline(report, codes[-1], baseline, opts, cfg)
-            export_metrics(exported(reports), exports)
-            code = canary_code(reports, worst_code(codes))
             if any(report.bundle.interrupted for report in reports.values()):  # Ctrl-C: reported as partial, the watch ends (130)
                 break
             if plan.count is not None and rounds >= plan.count:

@@ -1,11 +1,13 @@
-"""One round of ``watch``: its targets, each diagnosed with retries while it is down, the canary
-compared with its stable, and the round kept in ``--history``.
+"""One round of ``watch`` (and a fleet ``diagnose``): its targets, each diagnosed with retries
+while it is down, the canary compared with its stable, the fleet's replicas side by side, and the
+round kept in ``--history``.
 
 A round diagnoses each of its named targets in turn through ``doctor.pipeline`` (one at a time:
 two probes at once would each load the other's numbers). The targets are the watched one
-(named ``""``), or ``stable`` and ``canary`` when ``--canary-engine``/``--canary-gateway`` are
-given: the canary gets the same request shape, budgets and run record (same region), and its
-own engine's /metrics, but none of the stable's log, Prometheus or model directory.
+(named ``""``); or ``stable`` and ``canary`` when ``--canary-engine``/``--canary-gateway`` are
+given (the canary gets the same request shape, budgets and run record, and its own engine's
+/metrics, but none of the stable's log, Prometheus or model directory); or, with several
+``--engine``, one per replica (named by its host and port) plus ``gateway`` for the users' path.
 """
 
 from __future__ import annotations
@@ -13,35 +15,66 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from doctor import pipeline
 from doctor.bundle import write_file
+from doctor.commands.baseline import against_baseline
+from doctor.commands.emit import emit
+from doctor.commands.export import export_metrics
 from doctor.compare import compare_reports
+from doctor.config import FileConfig
 from doctor.console import err, progress, warn
-from doctor.exit_codes import ExitCode
+from doctor.errors import UsageError
+from doctor.exit_codes import ExitCode, worst_code
+from doctor.fleet import fleet_view
 from doctor.model import Report
 from doctor.outage import retry_delay, unreachable_paths
 from doctor.probes.plan import CollectConfig
 from doctor.registry import Registry
 from doctor.runner import AnalyzeOptions
-from doctor.settings import WatchPlan
+from doctor.settings import ExportTargets, WatchPlan
 from reports.comparison import print_comparison, print_unlike
+from reports.fleet import print_fleet
 from reports.json_doc import render_json
 
-STABLE, CANARY = "stable", "canary"
+STABLE, CANARY, GATEWAY = "stable", "canary", "gateway"
 
 
-def round_targets(config: CollectConfig, plan: WatchPlan) -> dict[str, CollectConfig]:
-    """``{name: what to diagnose}`` for every round: the one target, or a stable and its canary."""
-    if not plan.canary:
+def round_targets(config: CollectConfig, plan: WatchPlan, engines: list[str]) -> dict[str, CollectConfig]:
+    """``{name: what to diagnose}`` for every round: the one target, a stable and its canary, or a fleet."""
+    if plan.canary and len(engines) > 1:
+        raise UsageError("a canary is compared with one stable target: not with several --engine")
+    if plan.canary:
+        canary = replace(config, engine=plan.canary_engine, gateway=plan.canary_gateway, metrics_url=None,
+                         log=None, prometheus=None, model_dir=None, run_fields=dict(config.run_fields))
+        return {STABLE: config, CANARY: canary}
+    if len(engines) <= 1:
         return {"": config}
-    canary = replace(config, engine=plan.canary_engine, gateway=plan.canary_gateway, metrics_url=None,
-                     log=None, prometheus=None, model_dir=None, run_fields=dict(config.run_fields))
-    return {STABLE: config, CANARY: canary}
+    names = replica_names(engines)
+    targets = {name: replace(config, engine=url, gateway=None, run_fields=dict(config.run_fields)) for name, url in names.items()}
+    if config.gateway:
+        targets[GATEWAY] = replace(config, engine=None, run_fields=dict(config.run_fields))
+    return targets
+
+
+def replica_names(engines: list[str]) -> dict[str, str]:
+    """``{host:port: URL}``; a repeated host and port gets ``#2``, ``#3``, ... (two paths on one server)."""
+    names: dict[str, str] = {}
+    for url in engines:
+        parsed = httpx.URL(url)
+        base = f"{parsed.host}:{parsed.port or (443 if parsed.scheme == 'https' else 80)}"
+        name, n = base, 1
+        while name in names:
+            n += 1
+            name = f"{base}#{n}"
+        names[name] = url
+    return names
 
 
 def diagnose_with_retries(name: str, config: CollectConfig, analyze_opts: AnalyzeOptions, registry: Registry,
@@ -84,11 +117,24 @@ def canary_code(reports: dict[str, Report], code: ExitCode) -> ExitCode:
     return ExitCode.SYMPTOM if comparison.regressions and code is not ExitCode.INTERRUPTED else code
 
 
+def fleet_code(reports: dict[str, Report], code: ExitCode) -> ExitCode:
+    """Print the replicas side by side (on stderr) when the round probed a fleet; ``code`` unchanged:
+    each replica's own code is already in it, and the fleet's is the worst of them."""
+    replicas = {name: report for name, report in reports.items() if name not in ("", STABLE, CANARY, GATEWAY)}
+    if len(replicas) > 1:
+        print_fleet(fleet_view(replicas), err)
+    return code
+
+
+def _file_part(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
 def target_outputs(opts: dict[str, Any], name: str) -> dict[str, Any]:
     """The flags for one target's report: ``--json r.json`` becomes ``r.canary.json`` for a named target."""
     if not name:
         return opts
-    return {**opts, **{key: Path(opts[key]).with_suffix(f".{name}{Path(opts[key]).suffix}")
+    return {**opts, **{key: Path(opts[key]).with_suffix(f".{_file_part(name)}{Path(opts[key]).suffix}")
                        for key in ("json", "html", "md") if opts.get(key)}}
 
 
@@ -102,7 +148,7 @@ def keep_round(reports: dict[str, Report], history: Path, keep: int) -> list[Pat
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     written = []
     for name, report in reports.items():
-        path = history / (f"round-{stamp}--{name}.json" if name else f"round-{stamp}.json")
+        path = history / (f"round-{stamp}--{_file_part(name)}.json" if name else f"round-{stamp}.json")
         write_file(path, render_json(report).encode("utf-8"))
         written.append(path)
     rounds = [(m.group("stamp"), path) for path in history.iterdir() if (m := _ROUND.fullmatch(path.name))]
@@ -111,3 +157,41 @@ def keep_round(reports: dict[str, Report], history: Path, keep: int) -> list[Pat
         if stamp not in newest:
             path.unlink(missing_ok=True)
     return written
+
+
+@dataclass(frozen=True)
+class RoundSettings:
+    """What every round of one command shares: the flags, the analysis, the outputs."""
+
+    opts: dict[str, Any]
+    cfg: FileConfig
+    analyze_opts: AnalyzeOptions
+    registry: Registry
+    plan: WatchPlan
+    exports: ExportTargets
+    baseline: Path | None = None
+
+
+def run_round(targets: dict[str, CollectConfig], rs: RoundSettings, started: float, stop: threading.Event) -> tuple[dict[str, Report], ExitCode]:
+    """Diagnose every target, keep and emit each report, export the round, and decide its code:
+    the worst of the targets' (each against its baseline), a canary's regression, a fleet's replicas."""
+    reports: dict[str, Report] = {}
+    for name, target in targets.items():
+        reports[name] = diagnose_with_retries(name, target, rs.analyze_opts, rs.registry, rs.plan, started, stop)
+        if reports[name].bundle.interrupted:  # Ctrl-C: what was gathered is reported, the rest is not probed
+            break
+    if rs.plan.history is not None:
+        for path in keep_round(reports, rs.plan.history, rs.plan.keep):
+            err.print(f"kept {path}")
+    codes = []
+    for name, report in reports.items():
+        codes.append(emit(report, target_outputs(rs.opts, name), rs.cfg, interrupted=report.bundle.interrupted))
+        if rs.baseline is not None and name != CANARY:  # a canary is judged against its stable, not the baseline
+            codes[-1] = against_baseline(report, codes[-1], rs.baseline, rs.opts, rs.cfg)
+    export_metrics(exported(reports), rs.exports)
+    return reports, fleet_code(reports, canary_code(reports, worst_code(codes)))
+
+
+def exported(reports: dict[str, Report]) -> Report | dict[str, Report]:
+    """What the families are built from: the one report, or every target's (labelled ``target``)."""
+    return reports[""] if list(reports) == [""] else reports

@@ -82,7 +82,7 @@ def alerts_firing(tmp_path: Path, parsed: dict, alertnames: list[str]) -> dict[s
 def test_promtool_accepts_the_rules() -> None:
     result = subprocess.run([PROMTOOL, "check", "rules", str(ALERTS)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 6 rules found" in result.stdout
+    assert "SUCCESS: 8 rules found" in result.stdout
 
 
 @needs_promtool
@@ -243,6 +243,25 @@ def test_the_service_monitor_scrapes_the_watch_it_selects() -> None:
     assert port["containerPort"] == listen_port and service["spec"]["ports"][0]["targetPort"] == port["name"]
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == [port["name"]]
     assert f"--region={pod['metadata']['labels']['region']}" in flags
+
+
+@needs_promtool
+def test_the_outage_and_canary_rules_read_the_target_labels(tmp_path) -> None:
+    healthy = exported("healthy", "eu-west")
+    assert alerts_firing(tmp_path, healthy, ["LlmDoctorTargetDown", "LlmDoctorCanarySlower"]) == {}
+    up = ("llm_doctor_target_up", (("path", "direct"), ("region", "eu-west")))
+    down = {**healthy, up: 0.0}
+    assert [a["path"] for a in alerts_firing(tmp_path, down, ["LlmDoctorTargetDown"])["LlmDoctorTargetDown"]] == ["direct"]
+
+    def as_target(parsed: dict, target: str, factor: float = 1.0) -> dict:
+        return {(name, tuple(sorted((*labels, ("target", target))))): v * (factor if name == "llm_doctor_ttft_p90_seconds" else 1)
+                for (name, labels), v in parsed.items()}
+
+    slower = {**as_target(healthy, "stable"), **as_target(healthy, "canary", 2.0)}
+    fired = alerts_firing(tmp_path, slower, ["LlmDoctorCanarySlower"])
+    assert [(a["region"], a["path"]) for a in fired["LlmDoctorCanarySlower"]] == [("eu-west", "direct")]
+    alike = {**as_target(healthy, "stable"), **as_target(healthy, "canary")}
+    assert alerts_firing(tmp_path, alike, ["LlmDoctorCanarySlower"]) == {}
 
 
 def scaled_object() -> dict:

@@ -145,12 +145,16 @@ def watch(
     """Diagnose every --every, serve the latest round on /metrics, keep a history; SIGTERM ends after the round.
 
     Each round is a whole diagnose (its own warm-up); rounds never overlap. A target that is
-    down makes an inconclusive round (llm_doctor_up 0), not the end of the watch. The exit code
-    is the last round's.
+    down is retried with backoff inside the period, then reported as the round's outage (exit 1,
+    llm_doctor_up 0), not the end of the watch. --canary-engine probes a canary in the same
+    round and compares it with the stable; --engine repeated watches a fleet. The exit code is
+    the last round's.
 
-    [bold]Example[/]
+    [bold]Examples[/]
 
       llm-doctor watch --engine http://vllm:8000 --every 5m --listen 0.0.0.0:9464 --history /var/lib/llm-doctor
+
+      llm-doctor watch --engine http://vllm:8000 --canary-engine http://vllm-canary:8000 --every 5m --baseline /var/lib/llm-doctor/baselines
     """
     from doctor.commands.watch import run
     from doctor.settings import build_watch_plan

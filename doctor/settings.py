@@ -26,7 +26,7 @@ from doctor.console import warn
 from doctor.errors import UsageError
 from doctor.evidence.stream import FRAMINGS
 from doctor.model import Budgets, Severity
-from doctor.probes import logfile
+from doctor.probes import kubernetes, logfile
 from doctor.probes.gateway_route import edge_settings, impossible_without_engine
 from doctor.probes.http import HttpOptions, credential_header
 from doctor.probes.payload import ROUTES
@@ -238,9 +238,11 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
                              _pick(opts, t, "gateway_kind", None), framings=tuple(FRAMINGS))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    fleet = check_fleet(opts, cfg, command)  # resolved once: a k8s:// Service's endpoints are asked for here
     config = CollectConfig(
         command=command,
-        engine=next(iter(check_fleet(opts, cfg, command)), None),  # the first replica; a fleet run copies this per replica
+        engine=fleet[0] if fleet else None,
+        fleet=fleet if len(fleet) > 1 else [],
         gateway=_url(_pick(opts, t, "gateway", None), "--gateway"),
         route=route,
         payload=payload,
@@ -290,12 +292,21 @@ _ONE_ENGINE_ONLY = ("log", "model_dir", "metrics_url", "prometheus")
 
 
 def fleet_engines(opts: dict[str, Any], cfg: FileConfig) -> list[str]:
-    """Every ``--engine`` given (repeatable), else the config file's, each URL checked."""
+    """Every ``--engine`` given (repeatable), else the config file's, each URL checked; a
+    ``k8s://namespace/service:port`` is the Service's ready endpoints (``doctor.probes.kubernetes``)."""
     given = opts.get("engine")
     if given is None:
         given = cfg.targets.get("engine")
-    urls = [given] if isinstance(given, str) else list(given or [])
-    return [url for url in (_url(u, "--engine") for u in urls) if url]
+    engines: list[str] = []
+    for url in [given] if isinstance(given, str) else list(given or []):
+        if url.startswith(kubernetes.SCHEME):
+            try:
+                engines += kubernetes.resolve(kubernetes.parse_target(url), kubernetes.in_cluster_api())
+            except kubernetes.KubeError as exc:
+                raise UsageError(f"--engine {url}: {exc}") from None
+        elif checked := _url(url, "--engine"):
+            engines.append(checked)
+    return engines
 
 
 def check_fleet(opts: dict[str, Any], cfg: FileConfig, command: str) -> list[str]:

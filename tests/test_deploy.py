@@ -293,3 +293,18 @@ def test_promtool_parses_the_scaled_object_queries(tmp_path) -> None:
     path.write_text(yaml.safe_dump({"groups": [{"name": "keda", "rules": rules}]}))
     result = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_fleet_role_grants_what_the_kubernetes_probe_asks_and_no_more() -> None:
+    docs = {doc["kind"]: doc for doc in yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "fleet-rbac.yaml").read_text())}
+    assert set(docs) == {"ServiceAccount", "Role", "RoleBinding"}
+    for doc in docs.values():
+        kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
+    granted = {(group, resource, verb) for rule in docs["Role"]["rules"] for group in rule["apiGroups"]
+               for resource in rule["resources"] for verb in rule["verbs"]}
+    assert granted == {("", "services", "get"), ("discovery.k8s.io", "endpointslices", "list")}
+    source = (ROOT / "doctor" / "probes" / "kubernetes.py").read_text()
+    assert "/api/v1/namespaces/{ns}/services/{svc}" in source and "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices" in source
+    binding = docs["RoleBinding"]
+    assert binding["roleRef"]["name"] == docs["Role"]["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == docs["ServiceAccount"]["metadata"]["name"]

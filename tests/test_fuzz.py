@@ -28,7 +28,7 @@ from doctor.bundle import EMBED_ID, EMBED_TYPE, dumps, load_path, save
 from doctor.config import FileConfig, load_config
 from doctor.errors import BundleError, UsageError
 from doctor.evidence import PrometheusEvidence, PromQuery, RequestTrace, TokenEvent
-from doctor.probes import endpoints
+from doctor.probes import endpoints, kubernetes
 from doctor.probes.logfile import read_log
 from doctor.probes.sse import InvalidUtf8, SseParser, classify
 from doctor.settings import build_collect_config
@@ -192,6 +192,26 @@ def test_version_and_models_answers_are_read_or_refused(body: str) -> None:
         except endpoints._Failure:
             continue
         json.dumps([endpoint.version, [m.id for m in endpoint.models]], ensure_ascii=False).encode()
+
+
+# --- Kubernetes Service and EndpointSlices (k8s:// fleets) ------------------------------------------
+
+slice_items = st.lists(st.one_of(json_values, st.fixed_dictionaries({
+    "ports": st.one_of(json_values, st.lists(st.fixed_dictionaries({"name": st.sampled_from(["http", "", None]), "port": st.one_of(numbers, json_values)}))),
+    "endpoints": st.one_of(json_values, st.lists(st.fixed_dictionaries({
+        "addresses": st.one_of(json_values, st.lists(st.one_of(wire_text, json_values))),
+        "conditions": st.one_of(json_values, st.fixed_dictionaries({"ready": st.one_of(st.booleans(), json_values)}))}))),
+})), max_size=4)
+
+
+@given(st.one_of(json_values, st.just({"spec": {"ports": [{"name": "http", "port": 8000}]}})),
+       st.one_of(json_values, slice_items.map(lambda items: {"items": items})))
+def test_endpoint_slices_give_urls_or_a_kube_error(service: object, slices: object) -> None:
+    try:
+        urls = kubernetes.ready_endpoints(service, slices, kubernetes.KubeService("ns", "svc", "8000"))
+    except kubernetes.KubeError:
+        return
+    assert urls and all(httpx.URL(u).scheme == "http" for u in urls)
 
 
 # --- bundles and HTML reports ---------------------------------------------------------------------

@@ -22,7 +22,6 @@ from doctor.settings import (
     build_collect_config,
     check_baseline_folder,
     check_export_options,
-    check_fleet,
     check_output_options,
     check_output_paths,
     checked_registry,
@@ -42,12 +41,11 @@ def run(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None, command
     baseline = check_baseline_folder(opts)
     analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
     registry = checked_registry(analyze_opts)
-    engines = check_fleet(opts, cfg, command)
-    if len(engines) > 1:  # a fleet: one diagnosis per replica, side by side (``doctor.commands.watch_round``)
+    if config.fleet:  # one diagnosis per replica, side by side (``doctor.commands.watch_round``)
         if bundle_path:
             raise UsageError("--bundle keeps one run's bundle; with several --engine, each replica's --json report embeds its own")
         settings = RoundSettings(opts, cfg, analyze_opts, registry, WatchPlan(every_s=0.0, retries=0), exports, baseline)
-        return run_round(round_targets(config, settings.plan, engines), settings, time.monotonic(), threading.Event())[1]
+        return run_round(round_targets(config, settings.plan), settings, time.monotonic(), threading.Event())[1]
     report = pipeline.diagnose(config, analyze_opts, registry, bundle_path=bundle_path, progress=progress)
     if bundle_path:
         err.print(f"wrote {bundle_path}")

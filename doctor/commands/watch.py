@@ -36,7 +36,6 @@ from doctor.settings import (
     build_collect_config,
     check_baseline_folder,
     check_export_options,
-    check_fleet,
     check_output_options,
     checked_registry,
     require_evidence_source,
@@ -61,7 +60,7 @@ def run(opts: dict[str, Any], cfg: FileConfig, plan: WatchPlan) -> ExitCode:
     config = build_collect_config(opts, cfg, "watch")
     require_evidence_source(config, "watch")
     check_output_options(opts, cfg)
-    targets = round_targets(config, plan, check_fleet(opts, cfg, "watch"))
+    targets = round_targets(config, plan)
     analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
     settings = RoundSettings(opts, cfg, analyze_opts, checked_registry(analyze_opts), plan,
                              check_export_options(opts), check_baseline_folder(opts))

@@ -46,20 +46,21 @@ from reports.json_doc import render_json
 STABLE, CANARY, GATEWAY = "stable", "canary", "gateway"
 
 
-def round_targets(config: CollectConfig, plan: WatchPlan, engines: list[str]) -> dict[str, CollectConfig]:
+def round_targets(config: CollectConfig, plan: WatchPlan) -> dict[str, CollectConfig]:
     """``{name: what to diagnose}`` for every round: the one target, a stable and its canary, or a fleet."""
-    if plan.canary and len(engines) > 1:
+    if plan.canary and config.fleet:
         raise UsageError("a canary is compared with one stable target: not with several --engine")
     if plan.canary:
         canary = replace(config, engine=plan.canary_engine, gateway=plan.canary_gateway, metrics_url=None,
                          log=None, prometheus=None, model_dir=None, run_fields=dict(config.run_fields))
         return {STABLE: config, CANARY: canary}
-    if len(engines) <= 1:
+    if not config.fleet:
         return {"": config}
-    names = replica_names(engines)
-    targets = {name: replace(config, engine=url, gateway=None, run_fields=dict(config.run_fields)) for name, url in names.items()}
+    names = replica_names(config.fleet)
+    targets = {name: replace(config, engine=url, gateway=None, fleet=[], run_fields=dict(config.run_fields))
+               for name, url in names.items()}
     if config.gateway:
-        targets[GATEWAY] = replace(config, engine=None, run_fields=dict(config.run_fields))
+        targets[GATEWAY] = replace(config, engine=None, fleet=[], run_fields=dict(config.run_fields))
     return targets
 
 

@@ -1,0 +1,136 @@
+"""A fleet named as a Kubernetes Service, ``k8s://namespace/service:port``: its ready endpoints.
+
+Read from the API server of the cluster the pod runs in, with the pod's service account (its
+token and CA under ``SERVICE_ACCOUNT``, the server from ``KUBERNETES_SERVICE_HOST``/``_PORT``),
+as every in-cluster client does. Two GETs, each with a whole-exchange deadline: the Service, to
+find which of its ports ``port`` names (by number or by name), and its EndpointSlices
+(``discovery.k8s.io/v1``, labelled ``kubernetes.io/service-name``), whose ports carry the Service
+port's name and the pod's own port number. Endpoints that are not ready are left out: a pod
+still loading its weights is not a replica users reach. Hand-written over httpx rather than
+taking the ``kubernetes`` client, a large dependency for two GETs. The pod needs ``get`` on
+services and ``list`` on endpointslices in that namespace (deploy/kubernetes/watch.yaml's Role).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from doctor import wire
+from doctor.probes.http import bounded_get, http_client
+
+SCHEME = "k8s://"
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+DEADLINE_S = 10.0
+_TARGET = re.compile(r"k8s://(?P<namespace>[a-z0-9]([-a-z0-9]*[a-z0-9])?)/(?P<service>[a-z0-9]([-a-z0-9]*[a-z0-9])?)"
+                     r":(?P<port>[0-9]{1,5}|[a-z0-9]([-a-z0-9]*[a-z0-9])?)")
+
+
+class KubeError(Exception):
+    """The Service could not be resolved; the message says why, for a usage error."""
+
+
+@dataclass(frozen=True)
+class KubeService:
+    namespace: str
+    service: str
+    port: str  # a Service port's number or name
+
+
+@dataclass(frozen=True)
+class KubeApi:
+    url: str
+    token: str | None = None
+    verify: bool | str = True
+
+
+def parse_target(url: str) -> KubeService:
+    """``k8s://namespace/service:port`` (DNS-1123 labels; the port a number or a name)."""
+    match = _TARGET.fullmatch(url)
+    if match is None:
+        raise KubeError(f"{url!r} is not k8s://namespace/service:port")
+    return KubeService(match["namespace"], match["service"], match["port"])
+
+
+def in_cluster_api(env: Mapping[str, str] = os.environ, account: Path = SERVICE_ACCOUNT) -> KubeApi:
+    """The API server and credentials of the pod this runs in; ``KubeError`` outside a cluster."""
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
+    if not host:
+        raise KubeError("k8s:// targets are resolved from inside a Kubernetes pod (KUBERNETES_SERVICE_HOST is not set)")
+    try:
+        token = (account / "token").read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise KubeError(f"cannot read the service account token {account / 'token'}: {exc.strerror}") from None
+    ca = account / "ca.crt"
+    return KubeApi(url=f"https://{f'[{host}]' if ':' in host else host}:{port}", token=token,
+                   verify=str(ca) if ca.is_file() else True)
+
+
+def resolve(target: KubeService, api: KubeApi) -> list[str]:
+    """``http://address:port`` of every ready endpoint of the Service's port, sorted."""
+    headers = {"Authorization": f"Bearer {api.token}"} if api.token else {}
+    ns, svc = quote(target.namespace), quote(target.service)
+    where = f"{target.namespace}/{target.service}"
+    try:
+        with http_client(headers, api.verify, DEADLINE_S) as client:
+            service = _get(client, f"{api.url}/api/v1/namespaces/{ns}/services/{svc}", where)
+            slices = _get(client, f"{api.url}/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices", where,
+                          params={"labelSelector": f"kubernetes.io/service-name={target.service}"})
+    except (OSError, ValueError) as exc:  # a CA path that cannot be read or parsed
+        raise KubeError(f"cannot reach the Kubernetes API for {where}: {exc}") from None
+    return ready_endpoints(service, slices, target)
+
+
+def _get(client: httpx.Client, url: str, where: str, params: Mapping[str, str] | None = None) -> Any:
+    try:
+        response, text = bounded_get(client, url, deadline_s=DEADLINE_S, params=params)
+    except Exception as exc:  # noqa: BLE001 - every transport failure is one reason in the usage error
+        raise KubeError(f"cannot reach the Kubernetes API for {where}: {exc}") from None
+    if response.status_code != 200:
+        raise KubeError(f"the Kubernetes API answered {response.status_code} for {where} (the pod's Role needs "
+                        "get on services and list on endpointslices)")
+    try:
+        return wire.loads(text)
+    except wire.WireError as exc:
+        raise KubeError(f"the Kubernetes API's answer for {where} is not JSON: {exc}") from None
+
+
+def ready_endpoints(service: Any, slices: Any, target: KubeService) -> list[str]:
+    """The ready endpoints' URLs from a Service and its EndpointSliceList (parsed JSON, any shape)."""
+    ports = [p for p in _items(_get_in(service, "spec", "ports")) if isinstance(p, dict)]
+    chosen = next((p for p in ports if str(p.get("port")) == target.port or p.get("name") == target.port), None)
+    if chosen is None:
+        raise KubeError(f"the Service {target.namespace}/{target.service} has no port {target.port}")
+    name = chosen.get("name") or ""
+    urls = set()
+    for item in _items(_get_in(slices, "items")):
+        numbers = [p.get("port") for p in _items(_get_in(item, "ports")) if isinstance(p, dict) and (p.get("name") or "") == name]
+        number = next((n for n in numbers if isinstance(n, int) and 0 < n < 65536), None)
+        if number is None:
+            continue
+        for endpoint in _items(_get_in(item, "endpoints")):
+            if _get_in(endpoint, "conditions", "ready") is False:
+                continue
+            for address in _items(_get_in(endpoint, "addresses"))[:1]:  # the addresses of one endpoint are one pod
+                if isinstance(address, str) and address:
+                    urls.add(f"http://{f'[{address}]' if ':' in address else address}:{number}")
+    if not urls:
+        raise KubeError(f"the Service {target.namespace}/{target.service} has no ready endpoint on port {target.port}")
+    return sorted(urls)
+
+
+def _get_in(doc: Any, *keys: str) -> Any:
+    for key in keys:
+        doc = doc.get(key) if isinstance(doc, dict) else None
+    return doc
+
+
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

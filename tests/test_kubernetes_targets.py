@@ -72,9 +72,8 @@ def test_the_api_is_asked_with_the_service_accounts_token_over_its_ca(tmp_path: 
 
 def test_a_forbidden_answer_names_the_role_it_needs() -> None:
     routes = {"/api/v1/namespaces/inference/services/vllm": lambda h: send(h, 403, b'{"kind":"Status"}', "application/json")}
-    with serve(routes) as (base, _):
-        with pytest.raises(kubernetes.KubeError, match="403 .*list on endpointslices"):
-            kubernetes.resolve(kubernetes.KubeService("inference", "vllm", "80"), kubernetes.KubeApi(url=base, token="t"))
+    with serve(routes) as (base, _), pytest.raises(kubernetes.KubeError, match=r"403 .*list on endpointslices"):
+        kubernetes.resolve(kubernetes.KubeService("inference", "vllm", "80"), kubernetes.KubeApi(url=base, token="t"))
 
 
 def test_outside_a_cluster_a_k8s_target_is_a_usage_error() -> None:

@@ -69,7 +69,8 @@ def replica_names(engines: list[str]) -> dict[str, str]:
     names: dict[str, str] = {}
     for url in engines:
         parsed = httpx.URL(url)
-        base = f"{parsed.host}:{parsed.port or (443 if parsed.scheme == 'https' else 80)}"
+        host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
+        base = f"{host}:{parsed.port or (443 if parsed.scheme == 'https' else 80)}"
         name, n = base, 1
         while name in names:
             n += 1
@@ -118,13 +119,12 @@ def canary_code(reports: dict[str, Report], code: ExitCode) -> ExitCode:
     return ExitCode.SYMPTOM if comparison.regressions and code is not ExitCode.INTERRUPTED else code
 
 
-def fleet_code(reports: dict[str, Report], code: ExitCode) -> ExitCode:
-    """Print the replicas side by side (on stderr) when the round probed a fleet; ``code`` unchanged:
-    each replica's own code is already in it, and the fleet's is the worst of them."""
+def show_fleet(reports: dict[str, Report]) -> None:
+    """The replicas side by side (on stderr) when the round probed a fleet. It adds no exit code:
+    the fleet's is the worst replica's, already counted."""
     replicas = {name: report for name, report in reports.items() if name not in ("", STABLE, CANARY, GATEWAY)}
     if len(replicas) > 1:
         print_fleet(fleet_view(replicas), err)
-    return code
 
 
 def _file_part(name: str) -> str:
@@ -174,8 +174,9 @@ class RoundSettings:
 
 
 def run_round(targets: dict[str, CollectConfig], rs: RoundSettings, started: float, stop: threading.Event) -> tuple[dict[str, Report], ExitCode]:
-    """Diagnose every target, keep and emit each report, export the round, and decide its code:
-    the worst of the targets' (each against its baseline), a canary's regression, a fleet's replicas."""
+    """Diagnose every target, keep and emit each report, export the round, show a fleet side by
+    side, and decide the round's code: the worst of the targets' (each against its baseline), or
+    1 for a canary's regression."""
     reports: dict[str, Report] = {}
     for name, target in targets.items():
         reports[name] = diagnose_with_retries(name, target, rs.analyze_opts, rs.registry, rs.plan, started, stop)
@@ -190,7 +191,8 @@ def run_round(targets: dict[str, CollectConfig], rs: RoundSettings, started: flo
         if rs.baseline is not None and name != CANARY:  # a canary is judged against its stable, not the baseline
             codes[-1] = against_baseline(report, codes[-1], rs.baseline, rs.opts, rs.cfg)
     export_metrics(exported(reports), rs.exports)
-    return reports, fleet_code(reports, canary_code(reports, worst_code(codes)))
+    show_fleet(reports)
+    return reports, canary_code(reports, worst_code(codes))
 
 
 def exported(reports: dict[str, Report]) -> Report | dict[str, Report]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,23 +18,40 @@ from doctor.probes.host import collect_host
 
 SECRET = "sk-hostprobe-0123456789abcdef"
 
-# Listens like `vllm serve` does, then idles until killed.
+# Listens like `vllm serve --port N` does, then idles until killed.
 SERVER = """
 import socket, sys, time
 sock = socket.socket()
-sock.bind(("127.0.0.1", 0))
+sock.bind(("127.0.0.1", int(sys.argv[sys.argv.index("--port") + 1])))
 sock.listen()
 print(sock.getsockname()[1], flush=True)
 time.sleep(600)
 """
 
 
-@pytest.fixture
-def fake_vllm(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _other_vllm(*ours: int) -> bool:
+    """Whether a vLLM-like process other than the test's own runs here (a real server, say)."""
+    return any(host_probe._vllm_rank(p) is not None for p in psutil.process_iter() if p.pid not in (os.getpid(), *ours))
+
+
+def _denied(kind: str = "inet") -> list[object]:
+    """``psutil.net_connections`` where listing sockets needs privileges (macOS)."""
+    raise psutil.AccessDenied()
+
+
+@contextlib.contextmanager
+def serving(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
     script = tmp_path / "vllm"  # so the command line reads `python .../vllm serve ...`
     script.write_text(SERVER)
     proc = subprocess.Popen(
-        [sys.executable, str(script), "serve", "/srv/models/tiny", "--max-model-len", "1024", "--api-key", SECRET],
+        [sys.executable, str(script), "serve", "/srv/models/tiny", "--port", str(_free_port()),
+         "--max-model-len", "1024", "--api-key", SECRET],
         stdout=subprocess.PIPE, text=True,
     )
     try:
@@ -41,6 +61,12 @@ def fake_vllm(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture
+def fake_vllm(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    with serving(tmp_path) as served:
+        yield served
 
 
 def test_machine_facts() -> None:
@@ -63,12 +89,14 @@ def test_finds_local_engine_by_its_listening_port(fake_vllm: tuple[subprocess.Po
     assert (found.pid, found.found_by) == (proc.pid, "port")
     assert found.rss_bytes and found.rss_bytes > 0 and found.num_threads and found.num_threads >= 1
     assert found.cpu_percent is not None
-    assert found.cmdline and "serve /srv/models/tiny --max-model-len 1024" in found.cmdline
+    assert found.cmdline and f"serve /srv/models/tiny --port {port} --max-model-len 1024" in found.cmdline
     assert SECRET not in found.cmdline and "--api-key [REDACTED]" in found.cmdline
 
 
 def test_remote_engine_is_found_by_name(fake_vllm: tuple[subprocess.Popen[str], int]) -> None:
     proc, _ = fake_vllm
+    if _other_vllm(proc.pid):
+        pytest.skip("another vLLM-like process runs on this machine: which one a remote URL means is a guess")
     host, errors = collect_host("http://10.255.0.9:8000")  # not this host: no port lookup
     assert errors == []
     assert host.vllm_process is not None
@@ -78,20 +106,29 @@ def test_remote_engine_is_found_by_name(fake_vllm: tuple[subprocess.Popen[str], 
 def test_port_lookup_denied_falls_back_to_name(
     fake_vllm: tuple[subprocess.Popen[str], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where listing sockets needs privileges (macOS), the name still finds the process."""
+    """Where listing sockets needs privileges (macOS), the name still finds the process: of
+    several vLLM servers on the host (a real one may run beside the test), the one whose
+    ``--port`` is the URL's."""
     proc, port = fake_vllm
-
-    def denied(kind: str = "inet") -> list[object]:
-        raise psutil.AccessDenied()
-
-    monkeypatch.setattr(host_probe.psutil, "net_connections", denied)
+    monkeypatch.setattr(host_probe.psutil, "net_connections", _denied)
     host, _ = collect_host(f"http://127.0.0.1:{port}")
     assert host.vllm_process is not None
     assert (host.vllm_process.pid, host.vllm_process.found_by) == (proc.pid, "name")
 
 
+def test_of_several_servers_by_name_the_one_on_the_urls_port(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two vLLM servers on one host and no socket listing: the older one is not the URL's."""
+    monkeypatch.setattr(host_probe.psutil, "net_connections", _denied)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with serving(tmp_path / "a") as (older, _), serving(tmp_path / "b") as (newer, port):
+        host, _errors = collect_host(f"http://127.0.0.1:{port}")
+        assert host.vllm_process is not None
+        assert host.vllm_process.pid == newer.pid != older.pid
+
+
 def test_local_engine_without_a_process_is_said() -> None:
-    if any(host_probe._vllm_rank(p) is not None for p in psutil.process_iter()):
+    if _other_vllm():
         pytest.skip("a vLLM-like process runs on this machine")
     host, errors = collect_host("http://127.0.0.1:1")
     assert host.vllm_process is None

@@ -108,7 +108,7 @@ def _find_vllm(port: int | None) -> tuple[psutil.Process, str] | None:
         owner = _listening_process(port)
         if owner is not None and _vllm_rank(owner) is not None:
             return owner, "port"
-        by_name = _process_by_name()
+        by_name = _process_by_name(port)
         if by_name is not None:
             return by_name, "name"
         # Something else holds the port (a container proxy, a wrapper): it is still what serves it.
@@ -131,19 +131,31 @@ def _listening_process(port: int) -> psutil.Process | None:
     return min(processes, key=_create_time, default=None)
 
 
-def _process_by_name() -> psutil.Process | None:
-    """The oldest process whose command line is a vLLM server, else any vLLM-named process."""
-    best: tuple[int, float, psutil.Process] | None = None
+def _process_by_name(port: int | None = None) -> psutil.Process | None:
+    """The oldest process whose command line is a vLLM server, else any vLLM-named process; of
+    several servers (one host, several engines), first the one whose command line names ``port``."""
+    best: tuple[int, bool, float, psutil.Process] | None = None
     for proc in psutil.process_iter():
         if proc.pid == os.getpid():
             continue
         rank = _vllm_rank(proc)
         if rank is None:
             continue
-        key = (rank, _create_time(proc), proc)
-        if best is None or key[:2] < best[:2]:
+        key = (rank, port is None or not _names_port(proc, port), _create_time(proc), proc)
+        if best is None or key[:3] < best[:3]:
             best = key
-    return best[2] if best else None
+    return best[3] if best else None
+
+
+def _names_port(proc: psutil.Process, port: int) -> bool:
+    """Whether the command line says ``--port PORT`` (or ``--port=PORT``), as ``vllm serve`` takes it."""
+    try:
+        cmdline = proc.cmdline()
+    except psutil.Error:
+        return False
+    wanted = str(port)
+    return any((arg == "--port" and cmdline[i + 1 : i + 2] == [wanted]) or arg == f"--port={wanted}"
+               for i, arg in enumerate(cmdline))
 
 
 def _vllm_rank(proc: psutil.Process) -> int | None:

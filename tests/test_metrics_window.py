@@ -234,3 +234,45 @@ def test_the_same_failure_of_every_scrape_is_said_once_with_a_count():
         window(*failed)
     assert "17 of 17 scrapes: /metrics answered HTTP 404" in str(info.value)
     assert str(info.value).count("HTTP 404") == 1
+
+
+SPEC_V1 = """# HELP vllm:spec_decode_num_drafts Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts counter
+vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}
+vllm:spec_decode_num_drafts_created{{engine="0",model_name="m"}} 1.756736798733569e+09
+# HELP vllm:spec_decode_num_draft_tokens Number of draft tokens.
+# TYPE vllm:spec_decode_num_draft_tokens counter
+vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {drafted}
+# HELP vllm:spec_decode_num_accepted_tokens Number of accepted tokens.
+# TYPE vllm:spec_decode_num_accepted_tokens counter
+vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}
+# HELP vllm:spec_decode_num_accepted_tokens_per_pos Accepted tokens per draft position.
+# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="0"}} {accepted}
+vllm:num_requests_running{{engine="0",model_name="m"}} 1.0
+"""
+
+
+def test_spec_decode_counters_are_window_deltas_and_the_per_position_series_is_not_counted():
+    """vLLM V1's names (v1/spec_decode/metrics.py): the per-position counter shares a prefix, not the name."""
+    w = window(scrape("before", 0.0, SPEC_V1.format(drafts=10.0, drafted=50.0, accepted=20.0)),
+               scrape("after", 5.0, SPEC_V1.format(drafts=70.0, drafted=350.0, accepted=80.0)))
+    assert (w.spec_drafts, w.spec_draft_tokens, w.spec_accepted_tokens) == (60.0, 300.0, 60.0)
+    assert w.engines["0"].spec_accepted_tokens == 60.0
+    assert w.metric_names["spec_draft_tokens"] == "vllm:spec_decode_num_draft_tokens"
+
+
+def test_spec_decode_off_is_not_missing_evidence():
+    """vLLM registers the spec-decode counters only with a speculative_config: absent is off, not an old vLLM."""
+    w = real_run()
+    assert (w.spec_draft_tokens, w.spec_accepted_tokens, w.spec_drafts) == (None, None, None)
+    assert not {"spec_draft_tokens", "spec_accepted_tokens", "spec_drafts"} & set(w.missing)
+
+
+def test_v0_spec_decode_counters_have_no_drafts_counter():
+    """V0 (0.5.4-0.9) named its counters with _total in code and had no drafts counter."""
+    text = ("vllm:spec_decode_num_accepted_tokens_total{{model_name=\"m\"}} {a}\n"
+            "vllm:spec_decode_num_draft_tokens_total{{model_name=\"m\"}} {d}\n"
+            "vllm:num_requests_running{{model_name=\"m\"}} 0.0\n")
+    w = window(scrape("before", 0.0, text.format(a=0, d=0)), scrape("after", 5.0, text.format(a=8547, d=13311)))
+    assert (w.spec_accepted_tokens, w.spec_draft_tokens, w.spec_drafts) == (8547.0, 13311.0, None)

@@ -30,6 +30,13 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "facts": {"kv_cache_memory_gib": 6.51, "kv_cache_tokens": 42656, "max_concurrency": 1.30,
                   "max_concurrency_tokens": 32768, "engine_generation": "V1"},
     },
+    "v0.10.1dev-speculators166-eagle3-random-draft-engine-config.log": {
+        "facts": {"vllm_version": "0.10.1.dev2081+gc44ef9fc0.d20250930", "engine_generation": "V1", "max_model_len": 1024,
+                  "num_speculative_tokens": 3, "dtype": "bfloat16", "kv_cache_dtype": "auto",
+                  "speculative_config": "SpeculativeConfig(method='eagle3', model='/tmp/pytest-of-rahul-tuli/pytest-15/"
+                                        "test_convert_run_vllm_engine_e2/random-weights-llama3.1.8b-2layer-eagle3-unconverted', "
+                                        "num_spec_tokens=3)"},
+    },
     "v0.10.2dev-pr24162-serve-tp2-non-default-args-v1-init.log": {
         "facts": {"vllm_version": "0.10.2.dev378+g4d7fe40fc.d20250829", "max_model_len": 32768,
                   "max_num_batched_tokens": 2048, "chunked_prefill": True, "tensor_parallel_size": 2,

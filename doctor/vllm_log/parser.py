@@ -417,6 +417,11 @@ def _finish(state: _StartupState) -> Startup:
     )
 
 
+#: ``num_spec_tokens=3`` in the engine config's ``SpeculativeConfig(...)`` repr (0.6-0.33), or
+#: ``'num_speculative_tokens': 3`` in the ``--speculative-config`` dict of the non-default args.
+_SPEC_TOKENS = re.compile(r"num_spec(?:ulative)?_tokens['\"]?\s*[:=]\s*(\d+)")
+
+
 def _infer(state: _StartupState) -> None:
     """Add the facts that follow from others of the same startup, each with a note saying how."""
     blocks, concurrency = state.fact("num_gpu_blocks"), state.fact("max_concurrency")
@@ -435,6 +440,9 @@ def _infer(state: _StartupState) -> None:
     size = state.value("block_size")
     if blocks and size and tokens is None:
         state.infer("kv_cache_tokens", blocks.value * size, blocks, f"num_gpu_blocks {blocks.value} x block_size {size}")
+    spec = state.fact("speculative_config")
+    if spec is not None and (k := _SPEC_TOKENS.search(str(spec.value))):
+        state.infer("num_speculative_tokens", int(k[1]), spec, "from speculative_config")
     version = _version_tuple(state.value("vllm_version"))
     if state.value("engine_generation") is None and version:
         if version >= (0, 11):

@@ -32,6 +32,9 @@ class Family:
     names: tuple[str, ...]  # metric names as exposed, without _total/_bucket/_sum/_count
     sub_label: str | None = None  # a label kept apart (finished_reason), others are summed
     aggregate: str = "sum"  # how a gauge combines across engines: "sum" or "max"
+    # A feature without which vLLM registers no such metric (speculative decoding): its absence
+    # is the feature being off, not an older vLLM, so it is not listed in ``missing``.
+    only_with: str | None = None
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -50,6 +53,11 @@ FAMILIES: tuple[Family, ...] = (
     # KV usage is a fraction per engine: the window's total is the fullest engine, not a sum.
     Family("kv_usage", "gauge", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), aggregate="max"),
     Family("running", "gauge", ("vllm:num_requests_running",)),
+    # Speculative decoding (V0 0.5.4-0.9 spec_decode/metrics.py; V1 v1/spec_decode/metrics.py, engine-labelled
+    # since 0.10.2): both expose ``_total``. V1 counts a draft per request per step; V0 had no drafts counter.
+    Family("spec_draft_tokens", "counter", ("vllm:spec_decode_num_draft_tokens",), only_with="speculative decoding"),
+    Family("spec_accepted_tokens", "counter", ("vllm:spec_decode_num_accepted_tokens",), only_with="speculative decoding"),
+    Family("spec_drafts", "counter", ("vllm:spec_decode_num_drafts",), only_with="speculative decoding"),
     Family("waiting", "gauge", ("vllm:num_requests_waiting",)),
 )
 

@@ -152,7 +152,7 @@ def assemble(readings: Readings, *, source: str, window_s: float | None) -> Metr
                 setattr(engines[key], family.key, series.window())
             total_series = readings.gauge_totals.get(family.key) or combine_gauges(per_engine, family.aggregate)
             setattr(window, family.key, total_series.window())
-        else:
+        elif family.only_with is None:
             window.missing.append(family.key)
 
     window.engines = {engine.engine: engine for engine in engines.values()}

@@ -47,6 +47,9 @@ class EngineWindow:
     generation_tokens: float | None = None
     prefix_cache_hits: float | None = None
     prefix_cache_queries: float | None = None
+    spec_draft_tokens: float | None = None
+    spec_accepted_tokens: float | None = None
+    spec_drafts: float | None = None
     ttft: HistogramWindow | None = None
     queue: HistogramWindow | None = None
     prefill: HistogramWindow | None = None
@@ -68,6 +71,10 @@ class MetricsWindow:
     generation_tokens: float | None = None
     prefix_cache_hits: float | None = None
     prefix_cache_queries: float | None = None
+    # Speculative decoding's draft, accepted and draft-count deltas; None also when it is off.
+    spec_draft_tokens: float | None = None
+    spec_accepted_tokens: float | None = None
+    spec_drafts: float | None = None
     ttft: HistogramWindow | None = None
     queue: HistogramWindow | None = None
     prefill: HistogramWindow | None = None

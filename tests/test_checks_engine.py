@@ -9,17 +9,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from checks.error_rate import error_rate
 from checks.kv_capacity_short import kv_capacity_short
 from checks.kv_pressure_preemption import kv_pressure_preemption
 from checks.prefill_bound_first_token import prefill_bound_first_token
 from checks.requests_queued_before_prefill import requests_queued_before_prefill
+from checks.speculative_decoding_loss import _per_position_acceptance, speculative_decoding_loss
 from doctor.bundle import from_dict, load_path
 from doctor.check import Fire, NotApplicable, Pass
 from doctor.derive import Evidence
 from doctor.derive.log_facts import Fact, LogFacts
 from doctor.derive.metrics_window import GaugeWindow, HistogramWindow, MetricsWindow
 from doctor.derive.stream_stats import derive_stream_stats
+from doctor.derive.user_felt import UserFelt, derive_user_felt
 from doctor.evidence import Bundle, GpuDevice, GpuEvidence
 from doctor.model import Finding, Outcome
 from doctor.registry import load_registry
@@ -260,3 +264,38 @@ def test_kv_capacity_below_the_lower_bound_fires_without_quoting_it_as_today():
     assert isinstance(out, Fire)
     assert out.remediation.current == "at least 256 (vLLM's default for this GPU class)"
     assert out.remediation.suggested == "100"
+
+
+# -- LD209 speculative-decoding-loss ------------------------------------------------------------
+
+SPEC_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "spec-decode"
+
+
+def test_one_rate_per_position_matches_vllms_own_per_position_rates():
+    """The real ngram run of vllm-project/vllm PR #24127 printed the window's rate (262 of 295 draft
+    tokens, k 5) and each position's: the model's a^j lies within what vLLM measured."""
+    line = (SPEC_LOGS / "v0.10.2dev-pr24127-ngram-k5-specdecoding-metrics.log").read_text()
+    per_position = [float(x) for x in line.rsplit("Per-position acceptance rate: ", 1)[1].split(", ")]
+    a = _per_position_acceptance(262 / 295, 5)
+    assert sum(a**j for j in range(1, 6)) / 5 == pytest.approx(262 / 295)
+    assert all(min(per_position) <= a**j <= max(per_position) for j in range(1, 6))
+
+
+def test_speculative_suggestion_keeps_the_positions_that_pay():
+    window = MetricsWindow(spec_draft_tokens=10_000.0, spec_accepted_tokens=3_500.0, spec_drafts=2_000.0)
+    felt = derive_user_felt(bundle(stream=stream(steady(6, ttft=0.2, gap=0.07, tokens=20))))
+    out = speculative_decoding_loss(window, felt)
+    assert isinstance(out, Fire) and out.remediation is not None
+    assert (out.remediation.current, out.remediation.suggested.split()[0]) == ("5", "1")  # k from 10,000 / 2,000
+    # a stricter bar for a position turns drafting off
+    strict = speculative_decoding_loss(window, felt, min_position_acceptance=0.9)
+    assert isinstance(strict, Fire) and strict.remediation is not None
+    assert strict.remediation.suggested.startswith("off")
+    # the same counters within budget are no loss
+    assert isinstance(speculative_decoding_loss(window, felt, tpot_target_s=0.1), Pass)
+
+
+def test_speculative_decoding_configured_but_not_counted_says_so():
+    lf = LogFacts(source="vllm.log", facts={"num_speculative_tokens": Fact(4, line=3)})
+    out = speculative_decoding_loss(MetricsWindow(), UserFelt(), lf)
+    assert isinstance(out, NotApplicable) and "configured" in out.message

@@ -10,6 +10,7 @@ scrapes (``fixtures/metrics``) and nginx traces (``fixtures/real-vllm/nginx``) g
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -540,6 +541,81 @@ def cases_token_bundling() -> None:
     for r in no_usage:
         r.completion_tokens = None
     write_case(name, "na-no-usage", bundle(stream=stream(no_usage)), why="no usage trailer and no log")
+
+
+# --------------------------------------------------------------------------- LD209
+
+SPEC_LOGS = ROOT / "fixtures" / "spec-decode"
+SPEC_TOTALS = re.compile(r"(?:Number of accepted tokens|Accepted): (\d+)(?: tokens)?, (?:Number of draft tokens|Drafted): (\d+)")
+
+
+def spec_counts(name: str) -> list[tuple[int, int]]:
+    """(accepted, drafted) of each real "Speculative metrics" / "SpecDecoding metrics" line in ``name``."""
+    text = (SPEC_LOGS / name).read_text(encoding="utf-8")
+    return [(int(m[1]), int(m[2])) for m in SPEC_TOTALS.finditer(text)]
+
+
+def spec_window(accepted: float, drafted: float, drafts: float | None = None, *, itl: list[float] | None = None,
+                before: tuple[float, float] = (0, 0)) -> MetricsEvidence:
+    """Spec-decode counters from ``before`` (accepted, drafted) to the window's totals, with an
+    inter-token histogram of ``itl`` gaps when given."""
+    def counters(acc: float, dra: float, n: float | None) -> dict[str, object]:
+        out: dict[str, object] = {"vllm:spec_decode_num_accepted_tokens_total": acc,
+                                  "vllm:spec_decode_num_draft_tokens_total": dra}
+        if n is not None:
+            out["vllm:spec_decode_num_drafts_total"] = n
+        if itl is not None:
+            out["vllm:inter_token_latency_seconds"] = histogram([] if n == 0 and acc == 0 else itl, ITL_BOUNDS)
+        return out
+    zero_itl = {"vllm:inter_token_latency_seconds": histogram([], ITL_BOUNDS)} if itl is not None else {}
+    return window({**counters(*before, 0 if drafts is not None else None), **zero_itl}, [],
+                  counters(accepted, drafted, drafts))
+
+
+def cases_speculative_decoding_loss() -> None:
+    name = "speculative-decoding-loss"
+    eagle3 = read_log(str(ROOT / "fixtures" / "logs" / "v0.10.1dev-speculators166-eagle3-random-draft-engine-config.log"))[0]
+    assert eagle3 is not None
+    write_case(name, "fires-real-eagle3-log-random-draft",
+               bundle(log=eagle3, metrics=spec_window(360, 9000, 3000, itl=[0.085] * 3000)),
+               why="real vLLM 0.10.1 engine config (vllm-project/speculators#166): EAGLE-3 with a random-weight 2-layer "
+                   "draft, num_spec_tokens=3; counters (synthetic, V1 names) over the window: 360 of 9,000 draft tokens "
+                   "accepted in 3,000 drafts (4 %, 1.1 tokens per step), every inter-token gap 85 ms (p90 bucket "
+                   "75-100 ms) over the 50 ms budget: not even position 1 is worth drafting -> off",
+               expect={"severity": "warning", "setting": "num_speculative_tokens", "summary_contains": ["4 %", "9,000"]})
+    slow = stream(steady(6, ttft=0.2, gap=0.07, tokens=20))
+    write_case(name, "fires-counters-only-probe-over-budget",
+               bundle(stream=slow, metrics=spec_window(3500, 10000, 2000)),
+               why="no log: V1 counters alone say drafting is on, 10,000 draft tokens in 2,000 drafts (5 per draft), "
+                   "35 % accepted; the probe's TPOT is 70 ms; one acceptance rate per position gives ~55 %, so only "
+                   "position 1 is accepted at least half the time -> num_speculative_tokens 1",
+               expect={"setting": "num_speculative_tokens", "summary_contains": ["35 %", "num_speculative_tokens 5"]})
+    write_case(name, "quiet-low-acceptance-tpot-within-budget",
+               bundle(log=eagle3, stream=stream(steady(6, ttft=0.2, gap=0.03, tokens=20)),
+                      metrics=spec_window(360, 9000, 3000)),
+               why="the same low acceptance, but the probe's TPOT is 30 ms, within the 50 ms budget: nothing users feel")
+    accepted, drafted = spec_counts("v0.10.2dev-pr24127-ngram-k5-specdecoding-metrics.log")[0]
+    write_case(name, "quiet-real-counts-pr24127-ngram",
+               bundle(metrics=spec_window(accepted, drafted, drafted // 5, itl=[0.085] * 300),
+                      log=vllm_log({"speculative_config": {"method": "ngram", "num_speculative_tokens": 5,
+                                                           "prompt_lookup_min": 5, "prompt_lookup_max": 10}})),
+               why="real counts of vllm-project/vllm PR #24127's ngram run (num_speculative_tokens 5): 262 of 295 "
+                   "draft tokens accepted (88.8 %), 59 drafts, as counters; TPOT over budget but drafting pays")
+    v0_accepted, v0_drafted = spec_counts("v0.6.3-issue9539-speculative-metrics.log")[0]
+    write_case(name, "quiet-real-counts-issue9539-v0",
+               bundle(metrics=spec_window(v0_accepted, v0_drafted, itl=[0.085] * 300)),
+               why="real counts of vllm-project/vllm#9539 (vLLM 0.6.3, V0, 3 speculative tokens): 8,547 of 13,311 "
+                   "draft tokens accepted (64 %), as V0 counters (no drafts counter)")
+    (first_acc, first_dra), (last_acc, last_dra) = spec_counts("v0.6.x-issue7301-speculative-metrics-two-lines.log")
+    write_case(name, "na-real-counts-issue7301-too-few-drafts",
+               bundle(metrics=spec_window(last_acc, last_dra, itl=[0.085] * 30, before=(first_acc, first_dra))),
+               why="real cumulative counts of two V0 log lines in vllm-project/vllm#7301 (1 of 5, then 1 of 15): "
+                   "10 draft tokens in the window, too few to judge")
+    write_case(name, "na-speculative-decoding-off",
+               bundle(stream=slow, metrics=load_scrapes({}, {"vllm:num_preemptions_total": 0},
+                                                        {"vllm:num_preemptions_total": 0}),
+                      log=vllm_log({"max_num_seqs": 64})),
+               why="no speculative_config in the log and no spec-decode counters: drafting is off")
 
 
 # --------------------------------------------------------------------------- LD206, LD207

@@ -11,11 +11,13 @@ or a neighbour's allocation ends in a CUDA out-of-memory error and a dead engine
 
 Evidence:
 GPU probe (NVML): memory total / used / free per device and the processes holding memory.
-Startup log (or run record): `gpu_memory_utilization` in use.
+Startup log (or run record): `gpu_memory_utilization` in use. Sizing (`--model-dir`): KV bytes
+per token and the KV cache the log's budget gives, to say what the lower setting costs.
 
 Remediation:
 Lower `gpu_memory_utilization` by the missing headroom (suggested: current - (min_free_share -
-free share), rounded down to 0.01), or move the other processes off the GPU.
+free share), rounded down to 0.01), or move the other processes off the GPU. With the model's
+config, the remediation says how many KV tokens (and full-length requests) that costs.
 
 Options:
 min_free_share: free / total GPU memory below which it fires
@@ -29,6 +31,7 @@ gpu_memory_utilization 0.95 -> 0.92.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_setting, rerun, vllm_flag
@@ -45,6 +48,7 @@ def gpu_memory_headroom(
     gpu: GpuEvidence,
     log_facts: LogFacts | None = None,
     run: RunRecord | None = None,
+    sizing: dict[str, Any] | None = None,
     *,
     min_free_share: float = 0.03,
     critical_free_share: float = 0.01,
@@ -64,10 +68,11 @@ def gpu_memory_headroom(
         )
     util = engine_setting("gpu_memory_utilization", log_facts, run)
     if util is not None:
-        target = float(util.value) - (min_free_share - free_share)
-        suggested = f"{math.floor(target * 100) / 100:.2f}"
+        target = math.floor((float(util.value) - (min_free_share - free_share)) * 100) / 100
+        suggested, step = f"{target:.2f}", float(util.value) - target
     else:
-        suggested = f"lower by {math.ceil((min_free_share - free_share) * 100) / 100:.2f}"
+        step = math.ceil((min_free_share - free_share) * 100) / 100
+        suggested = f"lower by {step:.2f}"
     others = [(p, used) for p in tightest.processes if (used := p.used_memory_bytes)]
     summary = (
         f"GPU {tightest.index} has {free_gib:.1f} GiB free of {total_gib:.1f} GiB ({fmt_pct(free_share)}, "
@@ -105,11 +110,27 @@ def gpu_memory_headroom(
             where=vllm_flag("gpu_memory_utilization"),
             why=(
                 f"Only {fmt_pct(free_share)} of GPU {tightest.index} is free: allocations outside the KV cache "
-                "(long-prompt activations, CUDA graphs, NCCL, other processes) can hit out-of-memory. "
-                f"Lowering gpu_memory_utilization keeps {fmt_pct(min_free_share)} free, at the cost of some KV cache."
+                "(long-prompt activations, CUDA graphs, NCCL, other processes) can hit out-of-memory on the first "
+                f"long-context spike. Lowering gpu_memory_utilization keeps {fmt_pct(min_free_share)} free, at the cost "
+                + (_kv_cost(sizing, step * total_bytes) or "of some KV cache.")
             ),
             verify=rerun(f"NVML free memory at or above {fmt_pct(min_free_share)} of the device"),
         ),
         severity=Severity.CRITICAL if free_share < critical_free_share else Severity.WARNING,
         evidence=evidence,
     )
+
+
+def _kv_cost(sizing: dict[str, Any] | None, freed_bytes: float) -> str | None:
+    """What giving ``freed_bytes`` back costs the KV cache, from the model's sizing (``--model-dir``)."""
+    per_token = (sizing or {}).get("kv_bytes_per_token_per_rank")
+    tokens = (sizing or {}).get("kv_cache_tokens")
+    if not per_token or not tokens:
+        return None
+    lost = min(tokens, math.ceil(freed_bytes / per_token))
+    text = (f"of {freed_bytes / GIB:.2f} GiB of KV cache: {lost:,} of its {tokens:,} tokens at {per_token:,} bytes "
+            f"per token (model config), {fmt_pct(lost / tokens)}")
+    length = (sizing or {}).get("max_model_len")
+    if length:
+        text += f"; {(tokens - lost) / length:.2f}x full-length ({length:,}-token) requests fit instead of {tokens / length:.2f}x"
+    return text + "."

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from checks.chunked_prefill_config import chunked_prefill_config
+from checks.fp8_lever import fp8_lever
 from checks.gpu_memory_headroom import gpu_memory_headroom
 from checks.kv_capacity_short import kv_capacity_short
 from checks.startup_error import startup_error
 from checks.tp_without_nvlink import devices_in_use, tp_without_nvlink
 from doctor.check import Fire, NotApplicable, Pass
+from doctor.derive import Evidence
 from doctor.derive.log_facts import Fact, LogFacts, Startup, StartupError
 from doctor.evidence import Endpoint, EndpointsEvidence, ModelInfo, RunRecord
-from tests.support.make_check_fixtures_capacity import device, gpu, probe
+from doctor.sizing.budget import smallest_card
+from tests.support import make_check_fixtures_sizing as sizing_fixtures
+from tests.support.bundles import bundle
+from tests.support.make_check_fixtures_capacity import device, gpu, llama3_8b_h100_log, probe
 
 
 def facts(**values: object) -> LogFacts:
@@ -144,3 +149,48 @@ def test_headroom_suggestion_without_a_known_utilisation():
     assert "GPU 0" in out.summary and out.remediation.suggested == "lower by 0.02"
     assert out.severity.value == "warning"
     assert isinstance(gpu_memory_headroom(gpu(device(0, free_gib=1.0)), min_free_share=0.01), Pass)
+
+
+def _llama3_8b_sizing(**log_args: object):
+    b = bundle(log=llama3_8b_h100_log(**log_args), model_config=sizing_fixtures.config("llama-3-8b"))
+    ev = Evidence(b)
+    return ev.get("sizing"), ev.get("log_facts")
+
+
+def test_fp8_lever_names_a_smaller_card_only_when_the_card_is_known():
+    sizing, lf = _llama3_8b_sizing()
+    with_card = fp8_lever(sizing, gpu(device(0)), lf)
+    without = fp8_lever(sizing, None, lf)
+    assert isinstance(with_card, Fire) and isinstance(without, Fire)
+    assert "L40S" in with_card.summary and "L40S" not in without.summary
+    # fp8 weights give ~6.5 GiB back to a profiled cache, on top of halving the bytes per token
+    assert without.summary.count("2.2x") == 1
+    # a bar above the gain still fires for the smaller card, and passes without one
+    assert isinstance(fp8_lever(sizing, gpu(device(0)), lf, min_gain=3.0), Fire)
+    assert isinstance(fp8_lever(sizing, None, lf, min_gain=3.0), Pass)
+
+
+def test_fp8_lever_with_an_fp8_checkpoint_offers_only_the_kv_cache():
+    b = bundle(log=llama3_8b_h100_log(), model_config=sizing_fixtures.config(
+        "llama-3-8b", quantization_config={"quant_method": "fp8", "activation_scheme": "dynamic"}))
+    ev = Evidence(b)
+    out = fp8_lever(ev.get("sizing"), None, ev.get("log_facts"))
+    assert isinstance(out, Fire) and out.remediation is not None
+    assert (out.remediation.setting, out.remediation.suggested, out.remediation.current) == ("kv_cache_dtype", "fp8", "auto")
+
+
+def test_smallest_card_is_the_least_memory_that_holds_the_need_below_the_current_card():
+    assert smallest_card(38.5 * 2**30, 0.95, below_bytes=80 * 2**30)[0] == "L40S"
+    assert smallest_card(20 * 2**30, 0.9, below_bytes=80 * 2**30)[0] == "A10G"
+    assert smallest_card(20 * 2**30, 0.9, below_bytes=20 * 2**30) is None
+
+
+def test_gpu_memory_headroom_prices_the_lower_setting_in_kv_tokens():
+    sizing, lf = _llama3_8b_sizing()
+    out = gpu_memory_headroom(gpu(device(0, free_gib=0.4)), lf, None, sizing)
+    bare = gpu_memory_headroom(gpu(device(0, free_gib=0.4)), lf, None, None)
+    assert isinstance(out, Fire) and isinstance(bare, Fire) and out.remediation and bare.remediation
+    assert out.remediation.suggested == bare.remediation.suggested == "0.92"
+    # 0.03 of 79.6 GiB = 2.39 GiB at 131,072 bytes per token (32 layers x 8 KV heads x 128 x 2 x 2 bytes)
+    assert "19,563 of its 497,488 tokens" in out.remediation.why
+    assert "some KV cache" in bare.remediation.why

@@ -64,6 +64,17 @@ def gpu_memory(name: str) -> int:
     raise ValueError(f"unknown --gpu {name!r}: one of {', '.join(GPUS)} (or give --gpu-memory 24GiB)")
 
 
+def smallest_card(needed_bytes: float, utilization: float, below_bytes: float) -> tuple[str, int] | None:
+    """The card of the table with the least memory under ``below_bytes`` whose ``utilization`` share
+    holds ``needed_bytes`` per GPU, as ``(name, bytes)``; None when no smaller card does."""
+    fits = [(mib * MiB, name) for name, mib in GPUS.items()
+            if mib * MiB < below_bytes and mib * MiB * utilization >= needed_bytes]
+    if not fits:
+        return None
+    size, name = min(fits)
+    return name, size
+
+
 @dataclass(frozen=True)
 class Budget:
     kv_memory_bytes: int  # per rank

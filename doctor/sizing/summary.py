@@ -61,6 +61,7 @@ def summary(sizing: Sizing, comparison: LogComparison | None = None) -> dict[str
     if cap is not None and (fp8 := in_fp8(sizing)) is not None and fp8.capacity is not None:
         doc["with_fp8"] = {
             "weights_bytes_per_rank": fp8.weights_bytes_per_rank,
+            "kv_bytes_per_token_per_rank": fp8.layout.bytes_per_token,
             "kv_cache_tokens": fp8.capacity.tokens,
             "max_concurrency": round(fp8.capacity.max_concurrency, 2),
             "max_num_seqs_at_avg": fp8.seqs_at_avg,

@@ -74,6 +74,19 @@ def device(index: int, *, total_gib: float = 79.6, free_gib: float = 7.5, procs:
     )
 
 
+def llama3_8b_h100_log(utilization: float = 0.95, kv_gib: float = 60.73, tokens: int = 497_488,
+                       **args: object) -> LogEvidence:
+    """Startup lines in vLLM 0.32's format (synthetic values) of Llama-3-8B on an H100 at ``utilization``."""
+    args = {"model_tag": "meta-llama/Meta-Llama-3-8B", "model": "meta-llama/Meta-Llama-3-8B",
+            "gpu_memory_utilization": utilization, "max_model_len": 8192, **args}
+    return log([
+        f"(APIServer pid=7) INFO 11-30 05:37:29 [api_utils.py:286] non-default args: {args!r}",
+        f"(EngineCore_DP0 pid=9) INFO 11-30 05:38:37 [gpu_worker.py:298] Available KV cache memory: {kv_gib:.2f} GiB",
+        (f"(EngineCore_DP0 pid=9) INFO 11-30 05:38:37 [kv_cache_utils.py:2327] GPU KV cache size: {tokens:,} tokens, "
+         f"Maximum concurrency for 8,192 tokens per request: {tokens / 8192:.2f}x"),
+    ])
+
+
 def cases_kv_capacity_short() -> None:
     name = "kv-capacity-short"
     override = real_log("startup-0.32.0-cpu-num-gpu-blocks-override-32.log")
@@ -264,9 +277,55 @@ def cases_gpu_memory_headroom() -> None:
     )
     write_case(
         name,
+        "fires-with-model-config-kv-cost",
+        bundle(log=llama3_8b_h100_log(), gpu=gpu(device(0, free_gib=0.4)), model_config=sizing_fixtures.config("llama-3-8b")),
+        why="vLLM 0.32-format startup lines (synthetic values) of Llama-3-8B at gpu_memory_utilization 0.95 with "
+        "60.73 GiB of KV cache; NVML: 0.4 GiB of 79.6 GiB free; --model-dir llama-3-8b: 131,072 KV bytes per token, "
+        "so 0.95 -> 0.92 gives back 2.39 GiB, about 19,600 tokens.",
+        expect={"severity": "critical", "setting": "gpu_memory_utilization", "summary_contains": ["0.4 GiB"]},
+    )
+    write_case(
+        name,
         "na-no-nvml",
         bundle(gpu=GpuEvidence(available=False, reason="NVML Shared Library Not Found")),
         why="A CPU-only host: NVML is not there.",
+    )
+
+
+def cases_fp8_lever() -> None:
+    name = "fp8-lever"
+    llama = sizing_fixtures.config("llama-3-8b")
+    write_case(
+        name,
+        "fires-llama-3-8b-h100-smaller-card",
+        bundle(log=llama3_8b_h100_log(), gpu=gpu(device(0)), model_config=llama),
+        why="Llama-3-8B (bfloat16, 131,072 KV bytes per token) with 60.73 GiB of KV cache (497,488 tokens) at "
+        "gpu_memory_utilization 0.95 on a 79.6 GiB H100: fp8 halves the bytes per token and frees ~7 GiB of weights "
+        "for the cache; the same 497,488 tokens in fp8 plus fp8 weights fit a smaller card of the table.",
+        expect={"severity": "info", "setting": "quantization", "summary_contains": ["497,488"]},
+    )
+    write_case(
+        name,
+        "fires-real-vllm-fixed-kv-budget",
+        bundle(log=sizing_fixtures.realvllm_startup("kv-pressure"), model_config=sizing_fixtures.config("tiny-llama-realvllm")),
+        why="Real vLLM 0.32.0 kv-pressure log (--kv-cache-memory-bytes 32M, 4,096 tokens) with the stage's tiny model "
+        "config: the budget is fixed by the flag, so fp8 buys the KV cache's 2x only (8,192 tokens); no GPU reading, "
+        "no card suggestion.",
+        expect={"severity": "info", "setting": "quantization", "summary_contains": ["8,192"]},
+    )
+    write_case(
+        name,
+        "quiet-already-fp8",
+        bundle(log=llama3_8b_h100_log(tokens=994_976, kv_cache_dtype="fp8"), model_config=sizing_fixtures.config(
+                   "llama-3-8b", quantization_config={"quant_method": "fp8", "activation_scheme": "dynamic"})),
+        why="An fp8 checkpoint (quantization_config quant_method fp8) served with --kv-cache-dtype fp8: nothing left "
+        "to halve.",
+    )
+    write_case(
+        name,
+        "na-no-kv-budget",
+        bundle(model_config=llama),
+        why="--model-dir without a log: no KV cache budget to size against.",
     )
 
 

@@ -27,9 +27,9 @@ Options:
 min_gain: fp8 sequences / current sequences at or above which it fires
 
 Example:
-LD407 fp8-lever: bfloat16 weights (14.96 GiB per rank) and KV cache hold 497,488 tokens (60.73x at
-8,192); in fp8 1,057,648 tokens (2.1x the sequences), or the same 497,488 tokens on an L40S ->
-quantization fp8 + kv_cache_dtype fp8 after an evaluation gate.
+LD407 fp8-lever: bfloat16 weights (14.96 GiB per rank) and kv_cache_dtype auto hold 497,488 KV
+tokens (60.73x at 8,192); in fp8 1,101,488 tokens (2.2x the sequences), or the same 497,488 tokens
+on an L40S (45 GiB) -> quantization fp8 with kv_cache_dtype fp8, after an evaluation gate.
 """
 
 from __future__ import annotations

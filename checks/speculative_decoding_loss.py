@@ -11,9 +11,9 @@ the probe or the server's inter-token histogram) is over `tpot_target_s`.
 Why it matters:
 Every step, the draft proposes `num_speculative_tokens` tokens and the target model verifies them
 all in one forward pass: a wider, slower step, plus the draft's own passes. It pays only when
-enough drafts are accepted to emit several tokens per step. With a low acceptance rate the step
-costs more and still emits little more than one token, so decoding is slower than without it,
-and TPOT is exactly the latency that suffers.
+enough drafts are accepted to emit several tokens per step. With a low acceptance rate the wider
+step and the draft passes cost more than the few extra tokens give back, so decoding is slower
+than without it, and TPOT is exactly the latency that suffers.
 
 Evidence:
 Metrics window: spec-decode draft, accepted and draft-count deltas (the mean acceptance length,

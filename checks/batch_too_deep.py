@@ -43,11 +43,11 @@ from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import RunRecord, StreamEvidence
-from doctor.model import EvidenceValue, Remediation, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_seconds
 
 
-@check(code="LD203", name="batch-too-deep", symptom=SymptomClass.INTER_TOKEN, cause="batch-depth")
+@check(code="LD203", name="batch-too-deep", symptom=SymptomClass.INTER_TOKEN, cause=Cause.BATCH_DEPTH)
 def batch_too_deep(
     stream_stats: StreamStats,
     stream: StreamEvidence,

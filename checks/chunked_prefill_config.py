@@ -30,10 +30,10 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_setting, is_off, model_len, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import EndpointsEvidence, RunRecord
-from doctor.model import Remediation, Severity, SymptomClass
+from doctor.model import Cause, Remediation, Severity, SymptomClass
 
 
-@check(code="LD402", name="chunked-prefill-config", symptom=SymptomClass.CAPACITY_CONFIG, cause="config")
+@check(code="LD402", name="chunked-prefill-config", symptom=SymptomClass.CAPACITY_CONFIG, cause=Cause.CONFIG)
 def chunked_prefill_config(
     log_facts: LogFacts,
     endpoints: EndpointsEvidence | None = None,

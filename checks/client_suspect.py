@@ -30,10 +30,10 @@ from __future__ import annotations
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun
 from doctor.evidence import StreamEvidence
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 
-@check(code="LD507", name="client-suspect", symptom=SymptomClass.GENERAL, cause="client")
+@check(code="LD507", name="client-suspect", symptom=SymptomClass.GENERAL, cause=Cause.CLIENT)
 def client_suspect(stream: StreamEvidence) -> Result:
     c = stream.client
     measured = c.loop_lag_p99_ms is not None or c.cpu_percent_max is not None

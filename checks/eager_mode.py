@@ -28,10 +28,10 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_setting, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import RunRecord
-from doctor.model import Remediation, Severity, SymptomClass
+from doctor.model import Cause, Remediation, Severity, SymptomClass
 
 
-@check(code="LD204", name="eager-mode", symptom=SymptomClass.INTER_TOKEN, cause="decode")
+@check(code="LD204", name="eager-mode", symptom=SymptomClass.INTER_TOKEN, cause=Cause.DECODE)
 def eager_mode(run: RunRecord, log_facts: LogFacts | None = None) -> Result:
     eager = engine_setting("enforce_eager", log_facts, run)
     if eager is None:

@@ -46,7 +46,7 @@ from doctor.checklib import rerun, vllm_flag
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import Bundle, RequestTrace
 from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct
 
 #: (setting, suggested, where, why) per failure key: an outcome, or "http-<status>" / "http-4xx" / "http-5xx".
@@ -129,7 +129,7 @@ def failure_key(req: RequestTrace) -> str:
     return req.outcome
 
 
-@check(code="LD501", name="error-rate", symptom=SymptomClass.GENERAL, cause="errors")
+@check(code="LD501", name="error-rate", symptom=SymptomClass.GENERAL, cause=Cause.ERRORS)
 def error_rate(
     bundle: Bundle,
     metrics_window: MetricsWindow | None = None,

@@ -39,11 +39,11 @@ from __future__ import annotations
 from doctor.check import Fire, Pass, Result, check
 from doctor.checklib import detect_proxy, gateway_name, measured_pair, rerun
 from doctor.derive.stream_stats import StreamStats
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
 
-@check(code="LD304", name="gateway-overhead", symptom=SymptomClass.PROXY_ONLY, cause="gateway-overhead")
+@check(code="LD304", name="gateway-overhead", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_OVERHEAD)
 def gateway_overhead(
     stream_stats: StreamStats,
     *,

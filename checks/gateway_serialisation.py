@@ -43,7 +43,7 @@ import itertools
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import detect_proxy, gateway_name, measured_pair, rerun, ttft_wait
 from doctor.derive.stream_stats import PathStats, StreamStats
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
 
@@ -60,7 +60,7 @@ def send_order(ps: PathStats) -> list[float]:
 
 
 @check(
-    code="LD303", name="gateway-serialisation", symptom=SymptomClass.PROXY_ONLY, cause="gateway-serialisation"
+    code="LD303", name="gateway-serialisation", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_SERIALISATION
 )
 def gateway_serialisation(
     stream_stats: StreamStats,

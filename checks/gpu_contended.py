@@ -31,10 +31,10 @@ from __future__ import annotations
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun
 from doctor.evidence import GpuDevice, GpuEvidence, GpuProcess, HostEvidence
-from doctor.model import EvidenceValue, Remediation, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 
 
-@check(code="LD207", name="gpu-contended", symptom=SymptomClass.INTER_TOKEN, cause="gpu-state")
+@check(code="LD207", name="gpu-contended", symptom=SymptomClass.INTER_TOKEN, cause=Cause.GPU_STATE)
 def gpu_contended(gpu: GpuEvidence, host: HostEvidence | None = None, *, min_memory_fraction: float = 0.01) -> Result:
     if not gpu.available:
         return NotApplicable(f"no NVML evidence ({gpu.reason or 'not collected'})")

@@ -37,13 +37,13 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_setting, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import GpuEvidence, RunRecord
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct
 
 GIB = 1024**3
 
 
-@check(code="LD405", name="gpu-memory-headroom", symptom=SymptomClass.CAPACITY_CONFIG, cause="capacity")
+@check(code="LD405", name="gpu-memory-headroom", symptom=SymptomClass.CAPACITY_CONFIG, cause=Cause.CAPACITY)
 def gpu_memory_headroom(
     gpu: GpuEvidence,
     log_facts: LogFacts | None = None,

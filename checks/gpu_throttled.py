@@ -32,7 +32,7 @@ from __future__ import annotations
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun
 from doctor.evidence import GpuDevice, GpuEvidence
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct
 
 #: Clock-event reasons that slow a GPU under load (names as ``doctor.probes.gpu`` stores them).
@@ -42,7 +42,7 @@ HARDWARE = ("hw_slowdown", "hw_power_brake_slowdown")
 HARMFUL = THERMAL + POWER + HARDWARE
 
 
-@check(code="LD206", name="gpu-throttled", symptom=SymptomClass.INTER_TOKEN, cause="gpu-state")
+@check(code="LD206", name="gpu-throttled", symptom=SymptomClass.INTER_TOKEN, cause=Cause.GPU_STATE)
 def gpu_throttled(gpu: GpuEvidence, *, clock_ratio: float = 0.9) -> Result:
     if not gpu.available:
         return NotApplicable(f"no NVML evidence ({gpu.reason or 'not collected'})")

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun
 from doctor.evidence import GpuEvidence, XidWatch
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
 XID_CATALOGUE = "https://docs.nvidia.com/deploy/xid-errors/"
@@ -99,7 +99,7 @@ XIDS: dict[int, tuple[str, XidClass]] = {
 
 
 # LD208 until the code's hundreds digit became its symptom class: kept, so `--select LD208` still works
-@check(code="LD508", name="gpu-xid-errors", symptom=SymptomClass.GENERAL, cause="errors",
+@check(code="LD508", name="gpu-xid-errors", symptom=SymptomClass.GENERAL, cause=Cause.ERRORS,
        aliases=("LD208", "xid", "xid-errors"))
 def gpu_xid_errors(gpu: GpuEvidence) -> Result:
     watch = gpu.xid

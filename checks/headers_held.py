@@ -41,7 +41,7 @@ from __future__ import annotations
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import detect_proxy, gateway_name, measured_pair, rerun
 from doctor.derive.stream_stats import PathStats, StreamStats
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
 
@@ -57,7 +57,7 @@ def _request_shares(ps: PathStats) -> list[float]:
             if not r.warmup and r.outcome == "ok" and r.headers_to_first_token is not None and r.ttft]
 
 
-@check(code="LD307", name="headers-held", symptom=SymptomClass.PROXY_ONLY, cause="buffering")
+@check(code="LD307", name="headers-held", symptom=SymptomClass.PROXY_ONLY, cause=Cause.BUFFERING)
 def headers_held(
     stream_stats: StreamStats,
     *,

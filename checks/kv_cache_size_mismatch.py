@@ -36,12 +36,12 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import ModelConfigEvidence
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.sizing.against_log import LogComparison, NotComparable, compare_with_log
 from doctor.sizing.architecture import Architecture, parse_architecture
 
 
-@check(code="LD406", name="kv-cache-size-mismatch", symptom=SymptomClass.CAPACITY_CONFIG, cause="capacity")
+@check(code="LD406", name="kv-cache-size-mismatch", symptom=SymptomClass.CAPACITY_CONFIG, cause=Cause.CAPACITY)
 def kv_cache_size_mismatch(log_facts: LogFacts, model_config: ModelConfigEvidence) -> Result:
     arch = parse_architecture(model_config.text, model_config.source)
     try:

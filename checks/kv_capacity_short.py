@@ -44,10 +44,10 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_setting, max_num_seqs_in_use, model_len, rerun, sequences_that_fit, tokens_per_request, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import EndpointsEvidence, RunRecord, StreamEvidence
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 
-@check(code="LD401", name="kv-capacity-short", symptom=SymptomClass.CAPACITY_CONFIG, cause="capacity")
+@check(code="LD401", name="kv-capacity-short", symptom=SymptomClass.CAPACITY_CONFIG, cause=Cause.CAPACITY)
 def kv_capacity_short(
     log_facts: LogFacts,
     endpoints: EndpointsEvidence | None = None,

@@ -68,14 +68,14 @@ from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import GpuEvidence, RunRecord, StreamEvidence
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
 
 #: Free memory left unclaimed when suggesting a higher utilisation.
 UTILISATION_MARGIN = 0.05
 
 
-@check(code="LD201", name="kv-pressure-preemption", symptom=SymptomClass.INTER_TOKEN, cause="preemption")
+@check(code="LD201", name="kv-pressure-preemption", symptom=SymptomClass.INTER_TOKEN, cause=Cause.PREEMPTION)
 def kv_pressure_preemption(
     metrics_window: MetricsWindow,
     stream_stats: StreamStats | None = None,

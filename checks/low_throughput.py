@@ -38,10 +38,10 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import StreamEvidence
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 
-@check(code="LD502", name="low-throughput", symptom=SymptomClass.GENERAL, cause="throughput")
+@check(code="LD502", name="low-throughput", symptom=SymptomClass.GENERAL, cause=Cause.THROUGHPUT)
 def low_throughput(
     metrics_window: MetricsWindow,
     stream: StreamEvidence | None = None,

@@ -48,14 +48,14 @@ from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import measured_prompt_tokens
 from doctor.evidence import RunRecord, StreamEvidence
-from doctor.model import EvidenceValue, Remediation, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
 
 #: The largest step budget this check suggests (vLLM's default for big GPUs is 8192).
 MAX_SUGGESTED_BATCHED_TOKENS = 16384
 
 
-@check(code="LD102", name="prefill-bound-first-token", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="prefill",
+@check(code="LD102", name="prefill-bound-first-token", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.PREFILL,
        aliases=("prefill-bound",))
 def prefill_bound_first_token(
     metrics_window: MetricsWindow,

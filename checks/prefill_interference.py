@@ -56,7 +56,7 @@ from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import RunRecord, StreamEvidence
-from doctor.model import EvidenceValue, Remediation, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
 
 #: The step budget suggested when the current one is larger (vLLM's default for most GPUs).
@@ -64,7 +64,7 @@ TARGET_BATCHED_TOKENS = 2048
 MIN_BATCHED_TOKENS = 512
 
 
-@check(code="LD202", name="prefill-interference", symptom=SymptomClass.INTER_TOKEN, cause="prefill-interference")
+@check(code="LD202", name="prefill-interference", symptom=SymptomClass.INTER_TOKEN, cause=Cause.PREFILL_INTERFERENCE)
 def prefill_interference(
     stream_stats: StreamStats | None = None,
     stream: StreamEvidence | None = None,

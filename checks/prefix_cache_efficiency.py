@@ -36,11 +36,11 @@ from doctor.checklib import engine_setting, is_off, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import RunRecord
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct
 
 
-@check(code="LD503", name="prefix-cache-efficiency", symptom=SymptomClass.GENERAL, cause="cache")
+@check(code="LD503", name="prefix-cache-efficiency", symptom=SymptomClass.GENERAL, cause=Cause.CACHE)
 def prefix_cache_efficiency(
     metrics_window: MetricsWindow,
     log_facts: LogFacts | None = None,

@@ -48,11 +48,11 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import detect_proxy, gateway_headers, gateway_name, measured_pair, rerun, stream_encoding
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import EndpointsEvidence
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
 
-@check(code="LD301", name="proxy-buffering", symptom=SymptomClass.PROXY_ONLY, cause="buffering")
+@check(code="LD301", name="proxy-buffering", symptom=SymptomClass.PROXY_ONLY, cause=Cause.BUFFERING)
 def proxy_buffering(
     stream_stats: StreamStats,
     endpoints: EndpointsEvidence | None = None,

@@ -39,8 +39,8 @@ import math
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import detect_proxy, rerun
-from doctor.evidence import RequestTrace, StreamEvidence
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.evidence import ProbePath, RequestTrace, StreamEvidence
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
 CUT_OUTCOMES = ("cut", "stream-error")
@@ -69,7 +69,7 @@ def idle_before_cut(req: RequestTrace) -> float | None:
     return None
 
 
-@check(code="LD305", name="proxy-read-timeout", symptom=SymptomClass.PROXY_ONLY, cause="proxy-timeout")
+@check(code="LD305", name="proxy-read-timeout", symptom=SymptomClass.PROXY_ONLY, cause=Cause.PROXY_TIMEOUT)
 def proxy_read_timeout(
     stream: StreamEvidence,
     *,
@@ -78,13 +78,13 @@ def proxy_read_timeout(
     suggested_s: float = 300.0,
 ) -> Result:
     measured = [r for r in stream.requests if not r.warmup]
-    gateway = [r for r in measured if r.path == "gateway"]
+    gateway = [r for r in measured if r.path == ProbePath.GATEWAY]
     if not gateway:
         return NotApplicable("no request went through the gateway (pass --gateway)")
     idles = [i for i in (idle_before_cut(r) for r in gateway) if i is not None and i >= min_idle_s]
     if not idles:
         return Pass(f"no gateway request was cut after a long silence (n={len(gateway)})")
-    direct = [r for r in measured if r.path == "direct"]
+    direct = [r for r in measured if r.path == ProbePath.DIRECT]
     direct_cut = [r for r in direct if idle_before_cut(r) is not None]
     if direct_cut:
         return Pass(f"{len(direct_cut)} direct request(s) were cut too: the gateway is not the cause")

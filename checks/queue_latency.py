@@ -30,11 +30,11 @@ from __future__ import annotations
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import add_capacity
 from doctor.derive.metrics_window import MetricsWindow
-from doctor.model import EvidenceValue, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
 
-@check(code="LD505", name="queue-latency", symptom=SymptomClass.GENERAL, cause="queue-load")
+@check(code="LD505", name="queue-latency", symptom=SymptomClass.GENERAL, cause=Cause.QUEUE_LOAD)
 def queue_latency(metrics_window: MetricsWindow, *, max_queue_p90_s: float = 1.0) -> Result:
     q = metrics_window.queue
     if q is None or not q.count:

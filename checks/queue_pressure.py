@@ -35,11 +35,11 @@ from doctor.checklib import add_capacity, engine_setting
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import RunRecord
-from doctor.model import EvidenceValue, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
 from doctor.units import fmt_pct
 
 
-@check(code="LD504", name="queue-pressure", symptom=SymptomClass.GENERAL, cause="queue-load")
+@check(code="LD504", name="queue-pressure", symptom=SymptomClass.GENERAL, cause=Cause.QUEUE_LOAD)
 def queue_pressure(
     metrics_window: MetricsWindow,
     log_facts: LogFacts | None = None,

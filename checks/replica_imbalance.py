@@ -40,7 +40,7 @@ from collections import defaultdict
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun
 from doctor.derive.metrics_window import EngineWindow, MetricsWindow
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 
 def _peak(value: object) -> float | None:
@@ -77,7 +77,7 @@ def imbalance_signals(
     return signals
 
 
-@check(code="LD506", name="replica-imbalance", symptom=SymptomClass.GENERAL, cause="balance")
+@check(code="LD506", name="replica-imbalance", symptom=SymptomClass.GENERAL, cause=Cause.BALANCE)
 def replica_imbalance(
     metrics_window: MetricsWindow,
     *,

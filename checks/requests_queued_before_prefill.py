@@ -61,11 +61,11 @@ from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import GaugeWindow, MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import RunRecord, StreamEvidence
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
 
 
-@check(code="LD101", name="requests-queued-before-prefill", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="queue",
+@check(code="LD101", name="requests-queued-before-prefill", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.QUEUE,
        aliases=("queueing",))
 def requests_queued_before_prefill(
     metrics_window: MetricsWindow,

@@ -43,12 +43,12 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
-from doctor.evidence import StreamEvidence
-from doctor.model import EvidenceValue, Remediation, SymptomClass
+from doctor.evidence import ProbePath, StreamEvidence
+from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
 
 
-@check(code="LD104", name="slow-transport", symptom=SymptomClass.PRE_FIRST_TOKEN, cause="transport",
+@check(code="LD104", name="slow-transport", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.TRANSPORT,
        aliases=("transport",))
 def slow_transport(
     stream_stats: StreamStats,
@@ -59,7 +59,7 @@ def slow_transport(
     min_transport_s: float = 0.05,
     max_foreign_share_x: float = 1.5,
 ) -> Result:
-    direct = stream_stats.path("direct")
+    direct = stream_stats.path(ProbePath.DIRECT)
     if direct is None or not direct.ttft.n or direct.ttft.mean is None:
         return NotApplicable("no measured direct path (--engine): the gateway's share cannot be told from the network's")
     if metrics_window.ttft is None or metrics_window.ttft.mean is None:
@@ -130,7 +130,7 @@ def _client_lag_s(stream: StreamEvidence | None) -> float:
 def _keepalive_in_use(stream: StreamEvidence | None) -> str | None:
     """Whether the direct requests reused connections, as the probe recorded it: "off" when none did."""
     known = [r.connection_reused for r in stream.requests
-             if r.path == "direct" and r.connection_reused is not None] if stream is not None else []
+             if r.path == ProbePath.DIRECT and r.connection_reused is not None] if stream is not None else []
     if not known:
         return None
     new = known.count(False)
@@ -144,6 +144,6 @@ def _connect_s(stream: StreamEvidence | None) -> tuple[float, int] | None:
     times = [
         r.t_connected - r.t_sent
         for r in stream.requests
-        if r.path == "direct" and r.connection_reused is False and r.t_connected is not None and r.t_sent is not None
+        if r.path == ProbePath.DIRECT and r.connection_reused is False and r.t_connected is not None and r.t_sent is not None
     ]
     return (statistics.fmean(times), len(times)) if times else None

@@ -42,7 +42,7 @@ from doctor.check import Fire, Pass, Result, check
 from doctor.checklib import capped_utilization, engine_setting, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts, StartupError
 from doctor.evidence import RunRecord
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 #: Kinds that stop an engine whenever they appear; ``other`` counts only inside the last startup.
 FATAL_KINDS = ("no-cache-memory", "max-len-exceeds-kv", "memory-below-utilisation", "oom")
@@ -184,7 +184,7 @@ FIXES: dict[str, Callable[[_Context], _Fix]] = {
 }
 
 
-@check(code="LD403", name="startup-error", symptom=SymptomClass.CAPACITY_CONFIG, cause="config")
+@check(code="LD403", name="startup-error", symptom=SymptomClass.CAPACITY_CONFIG, cause=Cause.CONFIG)
 def startup_error(
     log_facts: LogFacts,
     run: RunRecord | None = None,

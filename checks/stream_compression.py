@@ -40,11 +40,11 @@ from __future__ import annotations
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import detect_proxy, gateway_headers, gateway_name, rerun, stream_encoding
 from doctor.derive.stream_stats import StreamStats
-from doctor.evidence import EndpointsEvidence
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.evidence import EndpointsEvidence, ProbePath
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 
-@check(code="LD302", name="stream-compression", symptom=SymptomClass.PROXY_ONLY, cause="compression")
+@check(code="LD302", name="stream-compression", symptom=SymptomClass.PROXY_ONLY, cause=Cause.COMPRESSION)
 def stream_compression(
     stream_stats: StreamStats,
     endpoints: EndpointsEvidence | None = None,
@@ -56,13 +56,13 @@ def stream_compression(
         return NotApplicable("no successful streamed response to read headers from")
     # The direct path first: when the origin already compresses, the gateway only passes it on
     # and the fix belongs to the origin (vLLM never compresses, but an app in front of it may).
-    measured.sort(key=lambda ps: ps.path != "direct")
+    measured.sort(key=lambda ps: ps.path != ProbePath.DIRECT)
     for ps in measured:
-        headers = gateway_headers(ps, endpoints) if ps.path == "gateway" else ps.headers
+        headers = gateway_headers(ps, endpoints) if ps.path == ProbePath.GATEWAY else ps.headers
         enc = stream_encoding(headers)
         if enc is None:
             continue
-        family, server = detect_proxy(headers, stream_stats.gateway_kind if ps.path == "gateway" else None)
+        family, server = detect_proxy(headers, stream_stats.gateway_kind if ps.path == ProbePath.GATEWAY else None)
         epr = ps.events_per_read.p50
         bursting = epr is not None and epr >= burst_events
         summary = f"{ps.path} sends text/event-stream with Content-Encoding: {enc}"

@@ -34,12 +34,12 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import detect_proxy, gateway_name, measured_pair, rerun
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence.stream import FRAMINGS
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 OPENAI_SSE = "openai-sse"
 
 
-@check(code="LD306", name="stream-reframed", symptom=SymptomClass.PROXY_ONLY, cause="reframing")
+@check(code="LD306", name="stream-reframed", symptom=SymptomClass.PROXY_ONLY, cause=Cause.REFRAMING)
 def stream_reframed(stream_stats: StreamStats) -> Result:
     pair = measured_pair(stream_stats)  # raises NotApplicable unless both paths were measured
     d, g = pair.direct, pair.gateway

@@ -36,10 +36,10 @@ from doctor.checklib import engine_setting, rerun, vllm_flag
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import RunRecord, StreamEvidence
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 
-@check(code="LD205", name="token-bundling", symptom=SymptomClass.INTER_TOKEN, cause="token-bundling")
+@check(code="LD205", name="token-bundling", symptom=SymptomClass.INTER_TOKEN, cause=Cause.TOKEN_BUNDLING)
 def token_bundling(
     stream: StreamEvidence,
     log_facts: LogFacts | None = None,

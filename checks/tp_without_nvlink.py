@@ -31,7 +31,7 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_setting, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import GpuEvidence, RunRecord
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 
 def devices_in_use(gpu: GpuEvidence, count: int) -> list[int]:
@@ -52,7 +52,7 @@ def link(gpu: GpuEvidence, a: int, b: int) -> str | None:
     return "NVLINK" if topo.upper().startswith("NV") else topo
 
 
-@check(code="LD404", name="tp-without-nvlink", symptom=SymptomClass.CAPACITY_CONFIG, cause="decode")
+@check(code="LD404", name="tp-without-nvlink", symptom=SymptomClass.CAPACITY_CONFIG, cause=Cause.DECODE)
 def tp_without_nvlink(
     gpu: GpuEvidence,
     log_facts: LogFacts | None = None,

@@ -3,7 +3,7 @@
 A check declares what it needs through its signature::
 
     @check(code="LD101", name="requests-queued-before-prefill",
-           symptom=SymptomClass.PRE_FIRST_TOKEN, cause="queue")
+           symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.QUEUE)
     def queueing(stream_stats: StreamStats, metrics_window: MetricsWindow,
                  log_facts: LogFacts | None = None, *, queue_share: float = 0.5) -> Result:
         ...
@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 DOC_HEADINGS: tuple[str, ...] = (
     "What it detects",
@@ -52,38 +52,6 @@ DOC_HEADINGS: tuple[str, ...] = (
 OPTIONS_HEADING = "Options"
 
 _OPTION_LINE = re.compile(r"^(\w+):\s*(.*)$")
-
-#: Decomposition components a finding can explain (the classifier matches on these).
-CAUSES: tuple[str, ...] = (
-    # pre-first-token
-    "queue",
-    "prefill",
-    "transport",
-    "cold-start",
-    "queue-load",  # requests waiting on load alone; explains the queue when "queue" does not
-    # inter-token
-    "decode",  # the engine's steady per-token speed (CUDA graphs, interconnect)
-    "preemption",
-    "prefill-interference",
-    "batch-depth",
-    "token-bundling",
-    "gpu-state",
-    # proxy-only
-    "buffering",
-    "compression",
-    "gateway-serialisation",
-    "gateway-overhead",
-    "proxy-timeout",
-    "reframing",  # the gateway changes the stream framing: a compatibility note, no latency
-    # neither
-    "capacity",
-    "config",
-    "errors",
-    "client",
-    "throughput",
-    "cache",
-    "balance",
-)
 
 CODE_RE = re.compile(r"^[A-Z]{2,4}\d{3}$")
 NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -127,7 +95,7 @@ class CheckSpec:
     code: str
     name: str
     symptom: SymptomClass
-    cause: str
+    cause: Cause
     func: Callable[..., Result]
     requires: tuple[str, ...]
     optional: tuple[str, ...]
@@ -136,6 +104,10 @@ class CheckSpec:
     module: str
     origin: str = "builtin"  # or the entry point's distribution name
     aliases: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # ``check`` passes a Cause; a plugin that builds its CheckSpec by hand may pass anything
+        self.cause = _known_cause(self.code, self.cause)
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -163,6 +135,14 @@ class CheckSpec:
     @property
     def title(self) -> str:
         return self.doc.get("What it detects", "").split("\n", 1)[0]
+
+
+def _known_cause(code: str, cause: object) -> Cause:
+    """``cause`` as a ``Cause`` (its string is accepted); an unknown one is a ``ValueError``."""
+    try:
+        return Cause(cause)
+    except ValueError:
+        raise ValueError(f"check {code}: unknown cause {cause!r}; known: {', '.join(Cause)}") from None
 
 
 def parse_doc(text: str) -> dict[str, str]:
@@ -198,20 +178,20 @@ def check(
     code: str,
     name: str,
     symptom: SymptomClass,
-    cause: str,
+    cause: Cause | str,
     aliases: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., Result]], CheckSpec]:
     """Register a function as a check; see the module docstring for the contract.
 
     A malformed code, name or cause is a programming error caught at import time (for a
-    third-party plugin the registry turns it into a load warning).
+    third-party plugin the registry turns it into a load warning). ``cause`` is a ``Cause``;
+    its string (``"queue"``) is accepted too, for plugins written before the enum.
     """
     if not CODE_RE.match(code):
         raise ValueError(f"check code {code!r} must look like LD101")
     if not NAME_RE.match(name):
         raise ValueError(f"check name {name!r} must be kebab-case")
-    if cause not in CAUSES:
-        raise ValueError(f"check {code}: unknown cause {cause!r}; known: {', '.join(CAUSES)}")
+    known_cause = _known_cause(code, cause)
     for alias in aliases:
         if not (NAME_RE.match(alias) or CODE_RE.match(alias)):
             raise ValueError(f"check {code}: alias {alias!r} must be kebab-case, or a former code like LD208")
@@ -233,7 +213,7 @@ def check(
             code=code,
             name=name,
             symptom=symptom,
-            cause=cause,
+            cause=known_cause,
             func=func,
             requires=tuple(requires),
             optional=tuple(optional),

@@ -49,9 +49,10 @@ from doctor.derive import Evidence
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats, stall_base
 from doctor.derive.user_felt import FREEZE_SHARE, UserFelt, Witness
-from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS
+from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS, ProbePath
 from doctor.model import (
     Budgets,
+    Cause,
     CheckResult,
     Component,
     Decomposition,
@@ -70,26 +71,27 @@ if TYPE_CHECKING:
     from doctor.evidence import StreamEvidence
 
 
-#: Decomposition component -> the finding causes (``doctor.check.CAUSES``) that explain it.
-COMPONENT_CAUSES: dict[str, tuple[str, ...]] = {
-    "gateway": ("buffering", "compression", "gateway-serialisation", "gateway-overhead", "proxy-timeout"),
-    "transport": ("transport",),
-    "queue": ("queue",),
-    "prefill": ("prefill",),
-    "preemption-stalls": ("preemption",),
-    "prefill-interference": ("prefill-interference",),
-    "stalls": ("preemption", "prefill-interference"),
-    "batch-depth": ("batch-depth",),
-    "token-bundling": ("token-bundling",),
-    "gpu-state": ("gpu-state",),
-    "decode": ("batch-depth", "gpu-state", "decode"),
+#: Decomposition component -> the finding causes that explain it.
+COMPONENT_CAUSES: dict[str, tuple[Cause, ...]] = {
+    "gateway": (Cause.BUFFERING, Cause.COMPRESSION, Cause.GATEWAY_SERIALISATION, Cause.GATEWAY_OVERHEAD,
+                Cause.PROXY_TIMEOUT),
+    "transport": (Cause.TRANSPORT,),
+    "queue": (Cause.QUEUE,),
+    "prefill": (Cause.PREFILL,),
+    "preemption-stalls": (Cause.PREEMPTION,),
+    "prefill-interference": (Cause.PREFILL_INTERFERENCE,),
+    "stalls": (Cause.PREEMPTION, Cause.PREFILL_INTERFERENCE),
+    "batch-depth": (Cause.BATCH_DEPTH,),
+    "token-bundling": (Cause.TOKEN_BUNDLING,),
+    "gpu-state": (Cause.GPU_STATE,),
+    "decode": (Cause.BATCH_DEPTH, Cause.GPU_STATE, Cause.DECODE),
 }
 
 #: Causes that explain a component only when none of ``COMPONENT_CAUSES`` fired: a queue that
 #: builds under load alone (LD504, LD505) says to add capacity, while a batch limit (LD101)
 #: names the engine setting, which is the more specific change.
-FALLBACK_CAUSES: dict[str, tuple[str, ...]] = {
-    "queue": ("queue-load",),
+FALLBACK_CAUSES: dict[str, tuple[Cause, ...]] = {
+    "queue": (Cause.QUEUE_LOAD,),
 }
 
 
@@ -337,15 +339,15 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
     if not felts:
         return _no_witness(verdict, stats, failing, findings, severe, reasoning, failed, suspect_note)
 
-    user = probe.get("gateway") or probe.get("direct") or max(servers, key=lambda f: f.ttft_excess)
+    user = probe.get(ProbePath.GATEWAY) or probe.get(ProbePath.DIRECT) or max(servers, key=lambda f: f.ttft_excess)
     engine_ps = None
     if stats is not None:
-        engine_ps = stats.path("direct") if "direct" in probe else stats.path(user.path) if not user.witness.server else None
+        engine_ps = stats.path(ProbePath.DIRECT) if ProbePath.DIRECT in probe else stats.path(ProbePath(user.path)) if not user.witness.server else None
     worst_ttft = max(felts, key=lambda f: f.ttft_excess)
     server_ttft = _server_ttft(mw)
     prefer_server = (worst_ttft.witness.server and worst_ttft.ttft_excess > 0) or not probe or (
         server_ttft is not None and stats is not None and not user.witness.server
-        and server_ttft > (stats.paths[user.path].ttft.mean or 0.0))
+        and server_ttft > (stats.paths[ProbePath(user.path)].ttft.mean or 0.0))
     ttft_split = _ttft_split(stats, probe, mw, prefer_server)
     itl_split = (_itl_split(engine_ps, stream, mw, findings) if engine_ps is not None
                  else _server_itl_split(mw, findings))
@@ -362,13 +364,13 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
     missing = list(dict.fromkeys(ttft_split.missing + itl_split.missing))
     common: dict[str, Any] = {"decomposition": decomposition, "missing": missing}
 
-    gateway_failing = failing.get("gateway")
-    if gateway_failing is not None and "direct" in probe and "direct" not in failing:
+    gateway_failing = failing.get(ProbePath.GATEWAY)
+    if gateway_failing is not None and ProbePath.DIRECT in probe and ProbePath.DIRECT not in failing:
         reasoning.append(f"{gateway_failing.text()} while direct requests succeed: the gateway fails them")
-        primary = _most_severe(findings, SymptomClass.PROXY_ONLY) or _by_cause(findings, ("errors",))
+        primary = _most_severe(findings, SymptomClass.PROXY_ONLY) or _by_cause(findings, (Cause.ERRORS,))
         return _decided(verdict, Symptom.PROXY_ONLY, primary, reasoning, common,
                         f"Proxy-only: {gateway_failing.text()}, while direct requests succeed "
-                        f"({probe['direct'].ttft_text()}){_fix(primary)}{suspect_note}.")
+                        f"({probe[ProbePath.DIRECT].ttft_text()}){_fix(primary)}{suspect_note}.")
 
     bursts = _bursts(stats)
     if not any(f.over for f in felts):
@@ -382,7 +384,7 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
         if failing:
             worst = max(failing.values(), key=lambda x: x.failed / x.total)
             reasoning.append(f"{worst.text()}: a failing path is never healthy")
-            primary = _by_cause(findings, ("errors",))
+            primary = _by_cause(findings, (Cause.ERRORS,))
             return _decided(verdict, Symptom.INCONCLUSIVE, primary, reasoning, common,
                             f"Not healthy: {worst.text()}; the requests that succeeded were within budget"
                             f"{_fix(primary)}{suspect_note}.")
@@ -449,7 +451,7 @@ def _no_witness(verdict: partial[Verdict], stats: StreamStats | None, failing: d
             missing=["a stream probe (--engine and/or --gateway), or /metrics or Prometheus history with requests in it"],
         )
     cancelled = any(ps.failures.get(CANCELLED) for ps in stats.paths.values())
-    primary = _by_cause(findings, ("errors",))
+    primary = _by_cause(findings, (Cause.ERRORS,))
     if cancelled:
         why = "the run was interrupted before any request completed" + (f" ({failed} failed)" if failed else "")
     elif failing:
@@ -510,7 +512,7 @@ def _most_severe(findings: list[Finding], cls: SymptomClass) -> Finding | None:
                default=None)
 
 
-def _by_cause(findings: list[Finding], causes: tuple[str, ...]) -> Finding | None:
+def _by_cause(findings: list[Finding], causes: tuple[Cause, ...]) -> Finding | None:
     return min((f for f in findings if f.cause in causes), key=_rank, default=None)
 
 
@@ -569,7 +571,7 @@ def _bursts(stats: StreamStats | None) -> str | None:
     """The gateway breaks the one-flush-per-token contract the engine keeps: a sentence, else None."""
     if stats is None:
         return None
-    gw, direct = stats.path("gateway"), stats.path("direct")
+    gw, direct = stats.path(ProbePath.GATEWAY), stats.path(ProbePath.DIRECT)
     if gw is None or direct is None or gw.events_per_read.p50 is None or direct.events_per_read.p50 is None:
         return None
     if gw.events_per_read.p50 < BURST_EVENTS or direct.events_per_read.p50 > BURST_DIRECT:
@@ -606,8 +608,8 @@ def _ttft_split(stats: StreamStats | None, probe: dict[str, Felt], mw: MetricsWi
         split.basis = f"server TTFT mean {fmt_seconds(whole)} (n={mw.ttft.count:.0f}, every user's requests)"
         split.whole = f"the server's TTFT mean {fmt_seconds(whole)}"
     else:
-        user = stats.paths["gateway" if "gateway" in probe else "direct"]
-        direct = stats.paths["direct"] if "direct" in probe else None
+        user = stats.paths[ProbePath.GATEWAY if ProbePath.GATEWAY in probe else ProbePath.DIRECT]
+        direct = stats.paths[ProbePath.DIRECT] if ProbePath.DIRECT in probe else None
         whole = user.ttft.mean or 0.0
         split.label = f"{user.path} TTFT mean"
         split.basis = f"{user.path} TTFT mean {fmt_seconds(whole)} (n={user.ttft.n})"
@@ -621,7 +623,7 @@ def _ttft_split(stats: StreamStats | None, probe: dict[str, Felt], mw: MetricsWi
         if direct is not None and server_ttft is not None:
             parts.append(Component("transport", max((direct.ttft.mean or 0.0) - server_ttft, 0.0),
                                    source="stream: direct TTFT mean - metrics: server TTFT mean"))
-        if direct is None and "gateway" in probe and server_ttft is None:
+        if direct is None and ProbePath.GATEWAY in probe and server_ttft is None:
             split.missing.append("a direct path (--engine) to separate the gateway from the engine")
     if mw is None:
         split.missing.append("/metrics (--metrics-url) to split server queue and prefill time")
@@ -646,14 +648,14 @@ def _ttft_split(stats: StreamStats | None, probe: dict[str, Felt], mw: MetricsWi
 
 def _stall_name(mw: MetricsWindow | None, findings: list[Finding]) -> str:
     causes = {f.cause for f in findings if f.severity.rank >= Severity.WARNING.rank}
-    if (mw is not None and bool(mw.preemptions)) or "preemption" in causes:
+    if (mw is not None and bool(mw.preemptions)) or Cause.PREEMPTION in causes:
         return "preemption-stalls"
-    return "prefill-interference" if "prefill-interference" in causes else "stalls"
+    return "prefill-interference" if Cause.PREFILL_INTERFERENCE in causes else "stalls"
 
 
 def _decode_name(findings: list[Finding]) -> str:
     causes = {f.cause for f in findings if f.severity.rank >= Severity.WARNING.rank}
-    return "gpu-state" if "gpu-state" in causes else "batch-depth" if "batch-depth" in causes else "decode"
+    return "gpu-state" if Cause.GPU_STATE in causes else "batch-depth" if Cause.BATCH_DEPTH in causes else "decode"
 
 
 def _itl_split(ps: PathStats, stream: StreamEvidence | None, mw: MetricsWindow | None,
@@ -724,7 +726,7 @@ def _component(split: _Split, name: str) -> Component | None:
 def _symptom(felts: list[Felt], probe: dict[str, Felt], servers: list[Felt], ttft_split: _Split,
              findings: list[Finding], bursts: str | None) -> tuple[Symptom, Felt, str]:
     """The symptom, the witness that decided it, and the sentence that justifies it."""
-    direct, gateway = probe.get("direct"), probe.get("gateway")
+    direct, gateway = probe.get(ProbePath.DIRECT), probe.get(ProbePath.GATEWAY)
     engine_over = (direct is not None and direct.over) or any(f.over for f in servers)
     if bursts is not None and gateway is not None and direct is not None and gateway.over \
             and gateway.ttft_ratio >= BURST_TTFT_FACTOR * direct.ttft_ratio:
@@ -758,7 +760,7 @@ def _symptom(felts: list[Felt], probe: dict[str, Felt], servers: list[Felt], ttf
             return Symptom.INCONCLUSIVE, gateway, (f"{ratio_text}; only the gateway was measured and both gateway and "
                                                    "engine checks fired")
     worst = tpot if tpot.tpot_excess >= freeze.freeze_excess else freeze
-    preempting = [f for f in findings if f.cause == "preemption" and f.severity.rank >= Severity.WARNING.rank]
+    preempting = [f for f in findings if f.cause == Cause.PREEMPTION and f.severity.rank >= Severity.WARNING.rank]
     if first_token and preempting and worst.inter_excess > 0:
         # A KV cache that runs out does both: it freezes running answers (preempted, recomputed) and
         # holds new requests in the queue. The queue is the symptom of the same cause, so the
@@ -790,7 +792,7 @@ def _summary(symptom: Symptom, probe: dict[str, Felt], decider: Felt, budgets: B
              dominant: Component | None, split: _Split, primary: Finding | None, server_ttft: float | None) -> str:
     """One sentence with the numbers: what users felt (and who saw it), where it went, what to change."""
     if symptom is Symptom.PROXY_ONLY:
-        gw, direct = probe.get("gateway"), probe.get("direct")
+        gw, direct = probe.get(ProbePath.GATEWAY), probe.get(ProbePath.DIRECT)
         what = f"gateway {gw.ttft_text()}" if gw is not None else decider.ttft_text()
         if direct is not None:
             what += f" vs direct {direct.ttft_text()}"
@@ -803,7 +805,7 @@ def _summary(symptom: Symptom, probe: dict[str, Felt], decider: Felt, budgets: B
     else:
         what = f"{_who(decider)}: {decider.ttft_text()} vs budget {fmt_seconds(budgets.ttft_s)}"
     if decider.witness.server and probe:
-        own = probe.get("direct") or probe.get("gateway")
+        own = probe.get(ProbePath.DIRECT) or probe.get(ProbePath.GATEWAY)
         if own is not None:
             what += f" (the probe's own {own.path} requests: {own.ttft_text()}" + (
                 f", {own.tpot_text()})" if symptom is Symptom.INTER_TOKEN else ")")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.compare import ALPHA, MIN_SAMPLES, mann_whitney, request_samples
+from doctor.evidence import ProbePath
 from doctor.model import Report, Symptom
 
 
@@ -57,7 +58,7 @@ class FleetView:
 
 
 def _direct(report: Report) -> dict[str, Any]:
-    return ((report.views.get("stream_stats") or {}).get("paths") or {}).get("direct") or {}
+    return ((report.views.get("stream_stats") or {}).get("paths") or {}).get(ProbePath.DIRECT) or {}
 
 
 def replica_row(name: str, report: Report) -> ReplicaRow:
@@ -83,7 +84,7 @@ def fleet_view(reports: dict[str, Report]) -> FleetView:
         view.fastest, view.slowest = fast.name, slow.name
         if fast.ttft_p90:
             view.ttft_ratio = (slow.ttft_p90 or 0.0) / fast.ttft_p90
-        fast_ttfts, slow_ttfts = (request_samples(reports[row.name], "direct", "TTFT") for row in (fast, slow))
+        fast_ttfts, slow_ttfts = (request_samples(reports[row.name], ProbePath.DIRECT, "TTFT") for row in (fast, slow))
         if min(len(fast_ttfts), len(slow_ttfts)) >= MIN_SAMPLES:
             view.p_value, slower = mann_whitney(fast_ttfts, slow_ttfts)
             view.imbalanced = view.p_value < ALPHA and slower > 0.5

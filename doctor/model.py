@@ -12,6 +12,7 @@ from enum import Enum
 from typing import Any
 
 from doctor.evidence import Bundle
+from doctor.strenum import StrEnum
 
 
 class Severity(str, Enum):
@@ -32,6 +33,44 @@ class SymptomClass(str, Enum):
     PROXY_ONLY = "proxy-only"
     CAPACITY_CONFIG = "capacity-config"
     GENERAL = "general"
+
+
+class Cause(StrEnum):
+    """The decomposition component a check's finding explains: what the classifier matches on.
+
+    A check declares one (``@check(..., cause=Cause.QUEUE)``); ``doctor.classify`` maps the
+    components of the latency decomposition to the causes that explain them, so a new cause
+    means a new entry there too. Grouped by the symptom class its checks usually speak to.
+    """
+
+    # pre-first-token
+    QUEUE = "queue"
+    PREFILL = "prefill"
+    TRANSPORT = "transport"
+    COLD_START = "cold-start"
+    QUEUE_LOAD = "queue-load"  # requests waiting on load alone; explains the queue when QUEUE does not
+    # inter-token
+    DECODE = "decode"  # the engine's steady per-token speed (CUDA graphs, interconnect)
+    PREEMPTION = "preemption"
+    PREFILL_INTERFERENCE = "prefill-interference"
+    BATCH_DEPTH = "batch-depth"
+    TOKEN_BUNDLING = "token-bundling"
+    GPU_STATE = "gpu-state"
+    # proxy-only
+    BUFFERING = "buffering"
+    COMPRESSION = "compression"
+    GATEWAY_SERIALISATION = "gateway-serialisation"
+    GATEWAY_OVERHEAD = "gateway-overhead"
+    PROXY_TIMEOUT = "proxy-timeout"
+    REFRAMING = "reframing"  # the gateway changes the stream framing: a compatibility note, no latency
+    # neither
+    CAPACITY = "capacity"
+    CONFIG = "config"
+    ERRORS = "errors"
+    CLIENT = "client"
+    THROUGHPUT = "throughput"
+    CACHE = "cache"
+    BALANCE = "balance"
 
 
 class Symptom(str, Enum):
@@ -89,7 +128,9 @@ class Finding:
     summary: str  # one line, with the numbers
     remediation: Remediation
     evidence: list[EvidenceValue] = field(default_factory=list)
-    cause: str = ""  # the decomposition component it explains (see doctor.check.CAUSES)
+    # The decomposition component it explains: the check's declared cause (the runner always sets
+    # it; None only for a Finding built by hand, as a test may).
+    cause: Cause | None = None
 
 
 @dataclass

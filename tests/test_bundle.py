@@ -147,6 +147,16 @@ def test_a_leaf_of_the_wrong_type_is_a_bundle_error_naming_it(tmp_path, field, v
         load_path(path)
 
 
+def test_a_request_on_a_path_the_probe_has_not_is_a_bundle_error_naming_it(tmp_path):
+    """Path names are ``ProbePath``'s two: a third (hand-edited, hostile) never reaches a view or a chart."""
+    data = json.loads(dumps(sample()))
+    data["stream"]["requests"][0]["path"] = "<script>"
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BundleError, match=r"stream\.requests\[0\]\.path: expected ProbePath, got str"):
+        load_path(path)
+
+
 @pytest.mark.parametrize("version", ["1", True, 1.0, None])
 def test_a_schema_version_that_is_not_an_integer_is_a_bundle_error(version):
     data = json.loads(dumps(sample()))

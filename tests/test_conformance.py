@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from doctor.check import CAUSES, CODE_RE, DOC_HEADINGS, NAME_RE, OPTIONS_HEADING
-from doctor.model import SymptomClass
+from doctor.check import CODE_RE, DOC_HEADINGS, NAME_RE, OPTIONS_HEADING, CheckSpec, Pass, check
+from doctor.model import Cause, SymptomClass
 from doctor.registry import load_registry
 from doctor.runner import known_kinds
 
@@ -26,7 +26,7 @@ def test_check_contract(spec):
     assert NAME_RE.match(spec.name), spec.name
     assert Path(inspect.getfile(spec.func)).stem == spec.name.replace("-", "_"), "file name must be the check name"
     assert isinstance(spec.symptom, SymptomClass)
-    assert spec.cause in CAUSES
+    assert isinstance(spec.cause, Cause), f"{spec.code}: cause {spec.cause!r} is not a Cause"
     for heading in DOC_HEADINGS:
         assert spec.doc.get(heading), f"{spec.code}: docstring lacks '{heading}:'"
     kinds = known_kinds()
@@ -75,3 +75,21 @@ def test_codes_and_names_are_unique():
 def test_one_check_per_file():
     files = [inspect.getfile(s.func) for s in SPECS]
     assert len(files) == len(set(files))
+
+
+def test_an_unknown_cause_is_refused_when_the_check_is_declared():
+    with pytest.raises(ValueError, match="unknown cause 'queueing'; known: queue, prefill"):
+        check(code="XT900", name="bad-cause", symptom=SymptomClass.GENERAL, cause="queueing")
+
+
+def test_a_cause_given_as_its_string_becomes_the_enum():
+    """Plugins written before the enum pass the string; the spec holds the member all the same."""
+    spec = check(code="XT901", name="string-cause", symptom=SymptomClass.GENERAL, cause="queue")(lambda run: Pass())
+    assert spec.cause is Cause.QUEUE
+
+
+def test_a_hand_built_spec_with_an_unknown_cause_is_refused():
+    """A plugin may expose a ``CheckSpec`` it built without ``check``: the cause is checked there too."""
+    with pytest.raises(ValueError, match="XT902: unknown cause 'nope'"):
+        CheckSpec(code="XT902", name="hand-built", symptom=SymptomClass.GENERAL, cause="nope",  # type: ignore[arg-type]
+                  func=lambda run: Pass(), requires=("run",), optional=(), options={}, doc={}, module=__name__)

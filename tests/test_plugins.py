@@ -62,6 +62,14 @@ def test_broken_entry_point_is_a_warning_not_a_crash(tmp_path, monkeypatch):
     sys.modules.pop("acme_checks", None)
 
 
+def test_plugin_with_an_unknown_cause_is_a_warning_not_a_crash(tmp_path, monkeypatch):
+    install_fake_distribution(tmp_path, monkeypatch, "acme = acme_checks", PLUGIN.replace('cause="config"', 'cause="vibes"'))
+    registry = load_registry("tests.support.sample_checks")
+    assert registry.find("XT001") is None
+    assert any("acme" in w and "unknown cause 'vibes'" in w for w in registry.warnings)
+    assert registry.find("TS001") is not None
+
+
 def _clashing(code: str, name: str) -> str:
     """The sample plugin plus a second check claiming ``code`` and ``name``."""
     return PLUGIN + f'''

@@ -81,8 +81,9 @@ def _prom_label(value: str) -> str:
 
 def hostile_report() -> Report:
     b = real_buffering_bundle(keep_tokens=30)
-    # A third path whose name is hostile: path names reach chart legends and table headers.
-    evil_path = bundles.request(EVIL, 99, ttft=0.1, gaps=[0.02] * 5, start=0.0,
+    # Hostile headers on a direct request. Path names are not free text (``ProbePath``; a bundle
+    # naming a third path is refused, tests/test_bundle.py), but the shape's URL map keeps any key.
+    evil_path = bundles.request("direct", 99, ttft=0.1, gaps=[0.02] * 5, start=0.0,
                                 headers={"content-type": "text/event-stream", "server": EVIL, EVIL: EVIL})
     evil_path.text_excerpt = EVIL
     failed = bundles.request("gateway", 98, ttft=0.1, gaps=[], outcome="http-status")

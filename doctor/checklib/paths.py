@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 from doctor.check import NotApplicable
 from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.evidence import ProbePath
 
 
 def engine_path(stats: StreamStats) -> PathStats | None:
     """The path that shows the engine best: direct when it has answers, else whichever has."""
-    direct = stats.path("direct")
+    direct = stats.path(ProbePath.DIRECT)
     if direct is not None and direct.ttft.n:
         return direct
     return next((ps for ps in stats.paths.values() if ps.ttft.n), None)
@@ -35,7 +36,7 @@ def measured_pair(stats: StreamStats) -> PathPair:
     Raises ``NotApplicable`` (which the runner records as the check's outcome) saying why the
     comparison is impossible, so a check needs no branch of its own for it.
     """
-    direct, gateway = stats.path("direct"), stats.path("gateway")
+    direct, gateway = stats.path(ProbePath.DIRECT), stats.path(ProbePath.GATEWAY)
     if gateway is None or direct is None:
         raise NotApplicable("needs both the direct (--engine) and the gateway (--gateway) path to compare them")
     for ps in (direct, gateway):

@@ -20,7 +20,7 @@ def list_checks(as_json: bool) -> ExitCode:
     registry = load_registry()
     if as_json:
         rows = [
-            {"code": s.code, "name": s.name, "symptom": s.symptom.value, "cause": s.cause, "requires": list(s.requires),
+            {"code": s.code, "name": s.name, "symptom": s.symptom.value, "cause": s.cause.value, "requires": list(s.requires),
              "optional": list(s.optional), "options": s.options, "option_docs": s.option_docs, "title": s.title,
              "origin": s.origin}
             for s in registry.checks

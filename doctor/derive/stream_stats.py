@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from doctor.derive.missing import Missing
-from doctor.evidence import Bundle, RequestTrace, StreamEvidence
+from doctor.evidence import Bundle, ProbePath, RequestTrace, StreamEvidence
 from doctor.evidence.stream import NOT_THE_TARGETS, frozen_overlap
 from doctor.stats import quantile
 
@@ -117,7 +117,7 @@ def dist(values: list[float]) -> Dist:
 @dataclass
 class RequestStats:
     index: int
-    path: str
+    path: ProbePath
     warmup: bool
     outcome: str
     ttft: float | None = None  # from the scheduled send
@@ -143,7 +143,7 @@ class RequestStats:
 
 @dataclass
 class PathStats:
-    path: str
+    path: ProbePath
     url: str | None = None
     n_ok: int = 0
     n_failed: int = 0
@@ -177,11 +177,11 @@ class PathStats:
 class StreamStats:
     route: str | None = None
     concurrency: int = 1
-    paths: dict[str, PathStats] = field(default_factory=dict)
+    paths: dict[ProbePath, PathStats] = field(default_factory=dict)
     gateway_route: str | None = None  # the application's own route on the gateway path, when given
     gateway_kind: str | None = None  # what the user said the gateway is (--gateway-kind)
 
-    def path(self, name: str) -> PathStats | None:
+    def path(self, name: ProbePath) -> PathStats | None:
         return self.paths.get(name)
 
 
@@ -261,7 +261,7 @@ def request_stats(req: RequestTrace, freezes: Sequence[Sequence[float]] = ()) ->
     return rs
 
 
-def path_stats(name: str, url: str | None, reqs: list[RequestTrace],
+def path_stats(name: ProbePath, url: str | None, reqs: list[RequestTrace],
                freezes: Sequence[Sequence[float]] = ()) -> PathStats:
     """Distributions over one path's measured, successful requests; failures counted apart."""
     ps = PathStats(path=name, url=url)

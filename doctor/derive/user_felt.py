@@ -70,7 +70,7 @@ class Freezes:
 @dataclass
 class Witness:
     """One source of what users felt. ``source``: ``probe`` | ``scrape`` | ``prometheus``;
-    ``path``: ``direct`` | ``gateway`` for the probe, ``engine`` for the server's histograms."""
+    ``path``: the ``ProbePath`` for the probe, ``engine`` for the server's histograms."""
 
     source: str
     path: str

@@ -32,6 +32,7 @@ from doctor.evidence.model_config import ModelConfigEvidence
 from doctor.evidence.run import RunRecord
 from doctor.evidence.stream import (
     ClientHealth,
+    ProbePath,
     ProbeShape,
     ReadRecord,
     RequestTrace,
@@ -95,6 +96,7 @@ __all__ = [
     "ModelConfigEvidence",
     "ModelInfo",
     "NvLink",
+    "ProbePath",
     "ProbeShape",
     "ProcessInfo",
     "PromQuery",

@@ -13,6 +13,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.strenum import StrEnum
+
+
+class ProbePath(StrEnum):
+    """The two ways the probe reaches the model, whose difference is what the gateway adds.
+
+    Each request's ``path``; the key of ``ProbeShape.paths`` and of the per-path statistics.
+    """
+
+    DIRECT = "direct"  # --engine: vLLM itself
+    GATEWAY = "gateway"  # --gateway: what the application calls
+
 
 @dataclass
 class ReadRecord:
@@ -56,7 +68,7 @@ class RequestTrace:
     """One streamed request on one path."""
 
     index: int
-    path: str  # "direct" | "gateway"
+    path: ProbePath
     warmup: bool = False
     t_scheduled: float = 0.0
     t_sent: float | None = None
@@ -152,7 +164,7 @@ class ProbeShape:
     stopped: str | None = None
     payload: dict[str, Any] = field(default_factory=dict)  # the body sent (redacted)
     payload_source: str | None = None  # --payload FILE, or "default"
-    paths: dict[str, str] = field(default_factory=dict)  # path name -> URL (redacted)
+    paths: dict[str, str] = field(default_factory=dict)  # ProbePath value -> URL (redacted)
     # The application's own route on the gateway path (``--gateway-route``), e.g.
     # "POST /chat?prompt={prompt}", and its body template file; None: the engine's route.
     gateway_route: str | None = None

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from doctor import wire
-from doctor.evidence import Endpoint, EndpointsEvidence, EvidenceError, ModelInfo
+from doctor.evidence import Endpoint, EndpointsEvidence, EvidenceError, ModelInfo, ProbePath
 from doctor.evidence.errors import UNREACHABLE_KINDS
 from doctor.probes.http import (
     BodyTooLarge,
@@ -54,7 +54,8 @@ HEADERS_THAT_MATTER = (
 #: An answer to these GETs is a few KiB; a larger one is not the API we are looking for.
 MAX_BODY_BYTES = 1 << 20
 
-_ROLES = {"direct": "engine", "gateway": "gateway"}
+#: The ``Endpoint.role`` of each probe path's target.
+_ROLES = {ProbePath.DIRECT: "engine", ProbePath.GATEWAY: "gateway"}
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 #: How each failure kind reads to the user; ``{}`` is the transport's own words.
 _REASONS = {
@@ -80,8 +81,8 @@ class _Failure(Exception):
         self.message = message
 
 
-def collect_endpoints(targets: dict[str, str], http: HttpOptions) -> tuple[EndpointsEvidence, list[EvidenceError]]:
-    """Ask each target (``direct`` = the engine, ``gateway``) for its version, models and health.
+def collect_endpoints(targets: dict[ProbePath, str], http: HttpOptions) -> tuple[EndpointsEvidence, list[EvidenceError]]:
+    """Ask each target (the direct path's engine, the gateway) for its version, models and health.
 
     Returns the evidence (one ``Endpoint`` per target, even one that never answered, so the
     report can say which hop was silent) and the errors met. Never raises for a failure of a target: each failed call is an ``EvidenceError``; the errors
@@ -97,7 +98,7 @@ def collect_endpoints(targets: dict[str, str], http: HttpOptions) -> tuple[Endpo
     answered = False
     with client:
         for name, base in targets.items():
-            endpoint, endpoint_errors, got_answer = _probe_target(client, _ROLES.get(name, name), base, http.timeout_s)
+            endpoint, endpoint_errors, got_answer = _probe_target(client, _ROLES[name], base, http.timeout_s)
             evidence.endpoints.append(endpoint)
             errors.extend(endpoint_errors)
             answered = answered or got_answer

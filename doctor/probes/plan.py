@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.evidence.stream import ProbeShape
+from doctor.evidence.stream import ProbePath, ProbeShape
 from doctor.model import Budgets
 from doctor.probes.gateway_route import GatewayRoute
 from doctor.probes.http import HttpOptions, join_url
@@ -66,9 +66,9 @@ class CollectConfig:
     run_fields: dict[str, Any] = field(default_factory=dict)  # provider, region, client_location, labels
     budgets: Budgets = field(default_factory=Budgets)  # what the adaptive probe samples against
 
-    def targets(self) -> dict[str, str]:
-        """``{"direct": engine, "gateway": gateway}`` for those given: the paths the probes compare."""
-        return {k: v for k, v in (("direct", self.engine), ("gateway", self.gateway)) if v}
+    def targets(self) -> dict[ProbePath, str]:
+        """The direct path's URL (the engine) and the gateway's, for those given: the paths the probes compare."""
+        return {k: v for k, v in ((ProbePath.DIRECT, self.engine), (ProbePath.GATEWAY, self.gateway)) if v}
 
     def resolved_metrics_url(self) -> str | None:
         """The /metrics URL to scrape: ``--metrics-url``, else the engine's own, else None (no engine)."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from doctor.evidence import RequestTrace
+from doctor.evidence import ProbePath, RequestTrace
 from doctor.evidence.stream import NOT_THE_TARGETS, frozen_overlap
 
 #: One-sided significance of "clearly within" / "clearly over".
@@ -96,7 +96,7 @@ def _exceedances(traces: Iterable[RequestTrace], ttft_s: float, tpot_s: float,
     return n, ttft_over, n_tpot, tpot_over
 
 
-def conclusive(traces: list[RequestTrace], paths: Iterable[str], ttft_s: float, tpot_s: float,
+def conclusive(traces: list[RequestTrace], paths: Iterable[ProbePath], ttft_s: float, tpot_s: float,
                min_requests: int = MIN_REQUESTS, freezes: Sequence[Sequence[float]] = ()) -> bool:
     """Whether every path is decided: clearly over one budget, or clearly within every budget it
     has (TPOT only once enough answers had more than one token). See the module docstring."""
@@ -110,7 +110,7 @@ def conclusive(traces: list[RequestTrace], paths: Iterable[str], ttft_s: float, 
     return True
 
 
-def failing_fast(traces: list[RequestTrace], path: str, n: int = FAIL_FAST) -> str | None:
+def failing_fast(traces: list[RequestTrace], path: ProbePath, n: int = FAIL_FAST) -> str | None:
     """The commonest outcome when the path's finished measured requests are ``n`` or more and none
     succeeded; None while any succeeded or fewer finished."""
     done = [t for t in traces if t.path == path and not t.warmup and t.outcome not in NOT_THE_TARGETS

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from doctor.clock import Clock
+from doctor.evidence import ProbePath
 
 
 @dataclass(frozen=True)
@@ -40,15 +41,15 @@ class Job:
     """One request to send: ``index`` is per path, so a pair shares it."""
 
     index: int
-    path: str
+    path: ProbePath
     warmup: bool
     offset: float | None = None  # Poisson: seconds after the measured phase starts
 
 
-def plan(paths: list[str], requests: int, warmup: int, rate: float | None, seed: int = 0) -> tuple[list[Job], list[Job]]:
+def plan(paths: list[ProbePath], requests: int, warmup: int, rate: float | None, seed: int = 0) -> tuple[list[Job], list[Job]]:
     """(warm-up jobs, measured jobs), each in counterbalanced pair order."""
 
-    def order(k: int) -> list[str]:
+    def order(k: int) -> list[ProbePath]:
         return paths if k % 2 == 0 else paths[::-1]
 
     warm = [Job(k, p, True) for k in range(warmup) for p in order(k)]

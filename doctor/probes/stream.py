@@ -26,7 +26,7 @@ import httpx
 
 from doctor import wire
 from doctor.clock import Clock
-from doctor.evidence import EvidenceError, ProbeShape, RequestTrace, StreamEvidence, TokenEvent
+from doctor.evidence import EvidenceError, ProbePath, ProbeShape, RequestTrace, StreamEvidence, TokenEvent
 from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS
 from doctor.probes import payload as payloads
 from doctor.probes.framing import StreamDecoder
@@ -123,7 +123,7 @@ def loop_name() -> str:
     return "uvloop" if _uvloop() is not None else "asyncio"
 
 
-def request_id(clock: Clock, path: str, index: int) -> str:
+def request_id(clock: Clock, path: ProbePath, index: int) -> str:
     """The ``x-request-id`` of a probe request: unique per run, so server logs can be joined."""
     return f"llm-doctor-{clock.t0_ns:x}-{path}-{index}"
 
@@ -141,7 +141,7 @@ class _Probe:
         self.evidence: StreamEvidence | None = None
         route = config.gateway_route
         #: path -> the URL its requests go to (for a templated gateway route: the template, as the user wrote it)
-        self.urls = {path: join_url(base, payloads.ROUTES[config.route]) if path != "gateway" or route is None
+        self.urls = {path: join_url(base, payloads.ROUTES[config.route]) if path != ProbePath.GATEWAY or route is None
                      else route.url(base, "{prompt}", config.max_tokens).replace("%7Bprompt%7D", "{prompt}")
                      for path, base in config.targets().items()}
         self.headers = {**config.http.request_headers(), "accept": "text/event-stream"}
@@ -149,7 +149,7 @@ class _Probe:
         self.errors: list[EvidenceError] = []
         self.model = config.model
         self.drop_extensions = False
-        self.finished: Counter[tuple[str, bool]] = Counter()  # (path, warm-up) -> requests done
+        self.finished: Counter[tuple[ProbePath, bool]] = Counter()  # (path, warm-up) -> requests done
         self.stopped: str | None = None  # why adaptive sampling stopped
 
     # -- the run ---------------------------------------------------------------------------
@@ -192,7 +192,7 @@ class _Probe:
             self._summarise_failures()
         return self.evidence
 
-    async def _phases(self, clients: dict[str, list[httpx.AsyncClient]], warm: list[Job], measured: list[Job]) -> None:
+    async def _phases(self, clients: dict[ProbePath, list[httpx.AsyncClient]], warm: list[Job], measured: list[Job]) -> None:
         if self.discover_model and self.model is None and not (self.config.payload or {}).get("model"):
             self.model = await self._discover_model()
 
@@ -261,7 +261,7 @@ class _Probe:
     def _request(self, job: Job) -> tuple[str, str, bytes | None, str | None]:
         """(method, URL, body, content type) of one request: the engine's route, or the application's on the gateway."""
         config, route = self.config, self.config.gateway_route
-        if job.path != "gateway" or route is None:
+        if job.path != ProbePath.GATEWAY or route is None:
             return "POST", self.urls[job.path], json.dumps(self._body(job)).encode(), "application/json"
         # the same prompt and length the direct path's request of this index carries
         prompt = payloads.prompt_text(config.prompt_tokens, self._nonce(job))
@@ -285,7 +285,7 @@ class _Probe:
             stall_timeout_s=config.stall_timeout_s, deadline_s=config.deadline_s,
             payload=self._body(Job(0, next(iter(self.urls)), False)),
             payload_source=config.payload_source or "default",
-            paths=dict(config.targets().items()),
+            paths={path.value: url for path, url in config.targets().items()},
             gateway_route=config.gateway_route.spec if config.gateway_route else None,
             gateway_payload_source=config.gateway_payload_source,
             framing=config.framing, text_field=config.text_field, gateway_kind=config.gateway_kind,
@@ -304,10 +304,10 @@ class _Probe:
         elif self.stopped is None:
             self.stopped = f"the {self.config.deadline_s:g} s deadline"
 
-    def _route_spec(self, path: str) -> str:
+    def _route_spec(self, path: ProbePath) -> str:
         """``POST /v1/chat/completions``, or the gateway's own route as given."""
         route = self.config.gateway_route
-        return route.spec if path == "gateway" and route is not None else f"POST {payloads.ROUTES[self.config.route]}"
+        return route.spec if path == ProbePath.GATEWAY and route is not None else f"POST {payloads.ROUTES[self.config.route]}"
 
     def _summarise_failures(self) -> None:
         for path, url in self.urls.items():

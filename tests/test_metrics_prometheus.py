@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from doctor.derive.metrics_window import MetricsWindow, derive_metrics_window
+from doctor.derive import Evidence
+from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, MetricsEvidence, PrometheusEvidence, Scrape
 from doctor.probes.prometheus import query_history
@@ -69,7 +70,7 @@ def test_history_from_a_real_prometheus(prometheus, selector):
     evidence, errors = query_history(prometheus, since_s=300, selector=selector, timeout_s=10)
     assert errors == []
     assert all(q.error is None and json.loads(q.response)["status"] == "success" for q in evidence.queries)
-    assert_ticking_window(derive_metrics_window(Bundle(prometheus=evidence)))
+    assert_ticking_window(Evidence(Bundle(prometheus=evidence)).get("metrics_window"))
 
 
 @pytest.mark.slow
@@ -78,7 +79,7 @@ def test_selector_that_matches_nothing_is_missing(prometheus):
     evidence, errors = query_history(prometheus, since_s=300, selector='job="not-vllm"')
     assert errors == []
     with pytest.raises(Missing, match='no vllm: series matched job="not-vllm"'):
-        derive_metrics_window(Bundle(prometheus=evidence))
+        Evidence(Bundle(prometheus=evidence)).get("metrics_window")
 
 
 @pytest.mark.slow
@@ -92,7 +93,7 @@ def test_invalid_selector_stops_at_the_first_query(prometheus):
 def test_recorded_answers_of_a_real_prometheus():
     # Recorded by test_history_from_a_real_prometheus's setup (see fixtures/PROVENANCE.md).
     evidence = load(PrometheusEvidence, json.loads(RECORDED.read_text()))
-    assert_ticking_window(derive_metrics_window(Bundle(prometheus=evidence)))
+    assert_ticking_window(Evidence(Bundle(prometheus=evidence)).get("metrics_window"))
 
 
 def test_unreachable_prometheus_is_one_fatal_error():
@@ -101,7 +102,7 @@ def test_unreachable_prometheus_is_one_fatal_error():
     assert len(evidence.queries) == 1 and len(errors) == 1
     assert errors[0].source == "prometheus" and errors[0].kind == "connect" and errors[0].fatal
     with pytest.raises(Missing, match="Prometheus answered no query"):
-        derive_metrics_window(Bundle(prometheus=evidence))
+        Evidence(Bundle(prometheus=evidence)).get("metrics_window")
 
 
 def test_a_url_that_is_not_prometheus_is_one_fatal_error():
@@ -115,7 +116,7 @@ def test_a_url_that_is_not_prometheus_is_one_fatal_error():
 def test_scrapes_preferred_then_history_as_fallback():
     evidence = load(PrometheusEvidence, json.loads(RECORDED.read_text()))
     one = MetricsEvidence(url="u", scrapes=[Scrape("before", 0.0, 0.0, error="GET u failed: timed out")])
-    w = derive_metrics_window(Bundle(metrics=one, prometheus=evidence))
+    w = Evidence(Bundle(metrics=one, prometheus=evidence)).get("metrics_window")
     assert w.source == "prometheus"
     assert any("scrapes unusable" in n and "timed out" in n for n in w.notes)
 

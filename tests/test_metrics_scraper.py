@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from doctor.clock import Clock
-from doctor.derive.metrics_window import derive_metrics_window
+from doctor.derive import Evidence
 from doctor.evidence import Bundle
 from doctor.probes.metrics import Scraper
 from tests.support.vllm_exporter import Exporter
@@ -47,7 +47,7 @@ def test_before_during_after_with_a_moving_engine():
     assert last.wall - first.wall == pytest.approx(last.t - first.t, abs=1e-5)  # wall: ~1e-7 s float grain
     assert "sk-test" not in repr(evidence)  # the header was sent, never stored
 
-    w = derive_metrics_window(Bundle(metrics=evidence))
+    w = Evidence(Bundle(metrics=evidence)).get("metrics_window")
     n = len(evidence.scrapes) - 1  # GETs between the first and the last scrape
     assert w.preemptions == 2 * n  # 1 per GET per engine, two engines
     assert w.generation_tokens == 200 * n and w.finished_by_reason == {"length": 4.0 * n, "stop": 0.0}
@@ -66,7 +66,7 @@ def test_real_vllm_text_served_and_redirect_followed():
         evidence, errors = s.result()
     assert errors == [] and [sc.error for sc in evidence.scrapes] == [None, None]
     assert evidence.scrapes[0].text == ex.answer.body
-    assert derive_metrics_window(Bundle(metrics=evidence)).generation_tokens == 0.0
+    assert Evidence(Bundle(metrics=evidence)).get("metrics_window").generation_tokens == 0.0
 
 
 @pytest.mark.parametrize(
@@ -96,7 +96,7 @@ def test_failed_scrape_is_an_evidence_error(answer, kind, words):
     assert len(evidence.scrapes[0].text) <= 2048  # an error page is kept short
     bundle = Bundle(metrics=evidence, errors=errors)
     with pytest.raises(Exception, match="no /metrics scrape succeeded"):
-        derive_metrics_window(bundle)
+        Evidence(bundle).get("metrics_window")
 
 
 def test_connection_refused_repeated_during_the_probe_is_one_error():
@@ -124,7 +124,7 @@ def test_one_bad_scrape_among_good_ones_keeps_the_window():
         s.scrape("after")
         evidence, errors = s.result()
     assert len(errors) == 1 and not errors[0].fatal and errors[0].message.startswith("during scrape")
-    w = derive_metrics_window(Bundle(metrics=evidence, errors=errors))
+    w = Evidence(Bundle(metrics=evidence, errors=errors)).get("metrics_window")
     assert w.scrapes_used == 2 and w.preemptions == 2 * 2  # GET 1 -> GET 3, two engines
     assert any("skipped during scrape" in n for n in w.notes) and w.errors == [errors[0].message]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.derive.metrics_window import derive_metrics_window
+from doctor.derive import Evidence
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, MetricsEvidence, Scrape
 from doctor.vllm_metrics.names import ExpositionError, parse_exposition
@@ -26,7 +26,7 @@ def scrape(phase: str, t: float, text: str, **kw: object) -> Scrape:
 
 
 def window(*scrapes: Scrape):
-    return derive_metrics_window(Bundle(metrics=MetricsEvidence(url="http://127.0.0.1:8000/metrics", scrapes=list(scrapes))))
+    return Evidence(Bundle(metrics=MetricsEvidence(url="http://127.0.0.1:8000/metrics", scrapes=list(scrapes)))).get("metrics_window")
 
 
 def real_run():
@@ -224,7 +224,7 @@ def test_garbage_parse_raises_a_short_clear_error():
 
 def test_no_metrics_no_history_is_missing():
     with pytest.raises(Missing, match="--metrics-url or --prometheus"):
-        derive_metrics_window(Bundle())
+        Evidence(Bundle()).get("metrics_window")
 
 
 def test_the_same_failure_of_every_scrape_is_said_once_with_a_count():

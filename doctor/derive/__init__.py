@@ -2,8 +2,11 @@
 
 A check names a view as a parameter exactly as it names a raw kind. Each derivation takes the
 whole ``Bundle`` and returns its view, or raises ``Missing`` with a reason the report shows
-(e.g. "no /metrics scrape and no Prometheus history"). Adding a view means adding a module and
-one entry here: views belong to the engine, checks to ``checks/``.
+(e.g. "no /metrics scrape and no Prometheus history"). A derivation that builds on other views
+names them as its further parameters, as a check names its evidence; ``Evidence`` computes each
+once and passes it, or the ``Missing`` that says why there is none (so the parameter's type is
+``View | Missing``, and the derivation decides what an absent input means). Adding a view means
+adding a module and one entry here: views belong to the engine, checks to ``checks/``.
 
 ``Evidence`` is what the runner, the classifier and tests read a bundle through: it resolves
 exactly the names a check may declare (``bundle``, the raw kinds, the views below), once each.
@@ -11,18 +14,21 @@ exactly the names a check may declare (``bundle``, the raw kinds, the views belo
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from doctor.derive.log_facts import derive_log_facts
-from doctor.derive.metrics_window import derive_metrics_window
+from doctor.derive.metrics_window import derive_history_window, derive_metrics_window, derive_scrape_window
 from doctor.derive.missing import Missing
 from doctor.derive.sizing import derive_sizing
 from doctor.derive.stream_stats import derive_stream_stats
 from doctor.derive.user_felt import derive_user_felt
 from doctor.evidence import RAW_KINDS, Bundle
 
-DERIVED: dict[str, Callable[[Bundle], Any]] = {
+#: The views a check may name; the report carries each of them (``doctor.runner.views_of``).
+DERIVED: dict[str, Callable[..., Any]] = {
     "stream_stats": derive_stream_stats,
     "metrics_window": derive_metrics_window,
     "log_facts": derive_log_facts,
@@ -30,6 +36,20 @@ DERIVED: dict[str, Callable[[Bundle], Any]] = {
     "sizing": derive_sizing,
 }
 
+#: Views only derivations name: each metrics source's window alone, which ``metrics_window``
+#: chooses between and ``user_felt`` reads both of. The report carries ``metrics_window``.
+INTERMEDIATE: dict[str, Callable[..., Any]] = {
+    "scrape_window": derive_scrape_window,
+    "history_window": derive_history_window,
+}
+
+VIEWS: dict[str, Callable[..., Any]] = {**DERIVED, **INTERMEDIATE}
+
+
+@cache
+def view_inputs(derivation: Callable[..., Any]) -> tuple[str, ...]:
+    """The views a derivation builds on: its parameters after the bundle."""
+    return tuple(inspect.signature(derivation).parameters)[1:]
 
 
 class Evidence:
@@ -64,6 +84,13 @@ class Evidence:
         """Why ``kind`` was missing when it was last asked for; None if it was found or never asked."""
         return self._missing.get(kind)
 
+    def _input(self, kind: str) -> Any:
+        """A view as a derivation receives it: the view, or the ``Missing`` that says why not."""
+        try:
+            return self.get(kind)
+        except Missing as exc:
+            return exc
+
     def _resolve(self, kind: str) -> Any:
         if kind == "bundle":
             return self.bundle
@@ -73,9 +100,11 @@ class Evidence:
                 errors = [e.message for e in self.bundle.errors_for(kind) if e.fatal]
                 raise Missing("; ".join(errors) if errors else f"no {kind} evidence was collected")
             return value
-        if kind in DERIVED:
+        if kind in VIEWS:
+            derivation = VIEWS[kind]
+            inputs = {name: self._input(name) for name in view_inputs(derivation)}
             try:
-                return DERIVED[kind](self.bundle)
+                return derivation(self.bundle, **inputs)
             except Missing:
                 raise
             except Exception as exc:  # a parser bug must not take the run down
@@ -83,4 +112,4 @@ class Evidence:
         raise Missing(f"unknown evidence kind {kind!r}")
 
 
-__all__ = ["DERIVED", "Evidence", "Missing"]
+__all__ = ["DERIVED", "INTERMEDIATE", "VIEWS", "Evidence", "Missing", "view_inputs"]

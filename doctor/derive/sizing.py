@@ -8,24 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from doctor.derive.log_facts import derive_log_facts
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle
 from doctor.sizing.against_log import sizing_from_log
 from doctor.sizing.architecture import ConfigError, parse_architecture
 from doctor.sizing.plan import Setup, size_model
 from doctor.sizing.summary import summary
+from doctor.vllm_log.model import LogFacts
 
 
-def derive_sizing(bundle: Bundle) -> dict[str, Any]:
+def derive_sizing(bundle: Bundle, log_facts: LogFacts | Missing) -> dict[str, Any]:
     if bundle.model_config is None:
         raise Missing("no model config (pass --model-dir DIR)")
     try:
         arch = parse_architecture(bundle.model_config.text, bundle.model_config.source)
     except ConfigError as exc:
         raise Missing(str(exc)) from None
-    try:
-        facts = derive_log_facts(bundle)
-    except Missing:
+    if isinstance(log_facts, Missing):
         return summary(size_model(arch, Setup()))
-    return summary(*sizing_from_log(arch, facts))
+    return summary(*sizing_from_log(arch, log_facts))

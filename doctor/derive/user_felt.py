@@ -24,12 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor.derive.missing import Missing
-from doctor.derive.stream_stats import Dist, StreamStats, derive_stream_stats
+from doctor.derive.stream_stats import Dist, StreamStats
 from doctor.evidence import Bundle
-from doctor.vllm_metrics.history import window_from_history
-from doctor.vllm_metrics.readings import NoWindow
 from doctor.vllm_metrics.views import HistogramWindow, MetricsWindow
-from doctor.vllm_metrics.window import window_from_scrapes
 
 #: A histogram witness needs this many observations before its p90 says anything.
 MIN_SERVER_N = 5
@@ -103,7 +100,6 @@ class Witness:
 class UserFelt:
     witnesses: list[Witness] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # why a source gave no witness
-
 
 
 def quantile_bounds(buckets: list[list[float]], count: float, q: float) -> tuple[float, float | None] | None:
@@ -182,22 +178,21 @@ def _span(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
-def derive_user_felt(bundle: Bundle) -> UserFelt:
+def derive_user_felt(bundle: Bundle, stream_stats: StreamStats | Missing, scrape_window: MetricsWindow | Missing,
+                     history_window: MetricsWindow | Missing) -> UserFelt:
     """Every witness of the window: probe paths, the window's scrapes, Prometheus history."""
     felt = UserFelt()
-    if bundle.stream is not None and bundle.stream.requests:
-        felt.witnesses += probe_witnesses(derive_stream_stats(bundle))
+    if not isinstance(stream_stats, Missing):
+        felt.witnesses += probe_witnesses(stream_stats)
     windows: list[MetricsWindow] = []
-    if bundle.metrics is not None:
-        try:
-            windows.append(window_from_scrapes(bundle.metrics.scrapes))
-        except NoWindow as exc:
-            felt.notes.append(f"/metrics scrapes: {exc}")
-    if bundle.prometheus is not None:
-        try:
-            windows.append(window_from_history(bundle.prometheus))
-        except NoWindow as exc:
-            felt.notes.append(f"Prometheus history: {exc}")
+    for source, window, name in ((bundle.metrics, scrape_window, "/metrics scrapes"),
+                                 (bundle.prometheus, history_window, "Prometheus history")):
+        if source is None:
+            continue
+        if isinstance(window, Missing):
+            felt.notes.append(f"{name}: {window}")
+        else:
+            windows.append(window)
     for mw in windows:
         witness = server_witness(mw)
         if witness is not None:

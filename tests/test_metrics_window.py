@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from doctor.derive import Evidence
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, MetricsEvidence, Scrape
 from doctor.vllm_metrics.names import ExpositionError, parse_exposition
+from doctor.vllm_metrics.readings import quantile_bounds, quantile_le
 from tests.support.bundles import exposition
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
@@ -151,6 +153,16 @@ def _scale(text: str, factor: float) -> str:
             head, value = line.rsplit(" ", 1)
             out.append(f"{head} {float(value) * factor!r}")
     return "\n".join(out) + "\n"
+
+
+def test_one_quantile_rule_gives_both_bounds_of_the_bucket_it_falls_in():
+    """The window's ``p90_le`` (upper bound) and ``user_felt``'s p90 interval are one ranking."""
+    buckets = [(0.1, 2.0), (0.5, 8.0), (math.inf, 10.0)]
+    assert quantile_bounds(buckets, 10, 0.5) == (0.1, 0.5)
+    assert quantile_bounds(buckets, 10, 0.9) == (0.5, None)  # in +Inf: no upper bound
+    assert quantile_bounds(buckets[:2], 10, 0.9) == (0.5, None)  # finite buckets only: above the largest
+    assert quantile_bounds(buckets, 0, 0.5) is None
+    assert (quantile_le(dict(buckets), 10, 0.5), quantile_le(dict(buckets), 10, 0.9)) == (0.5, None)
 
 
 def test_quantile_beyond_the_last_bucket_is_left_empty_and_noted():

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import Dist, StreamStats
 from doctor.evidence import Bundle
+from doctor.vllm_metrics.readings import quantile_bounds
 from doctor.vllm_metrics.views import HistogramWindow, MetricsWindow
 
 #: A histogram witness needs this many observations before its p90 says anything.
@@ -100,18 +101,6 @@ class Witness:
 class UserFelt:
     witnesses: list[Witness] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # why a source gave no witness
-
-
-def quantile_bounds(buckets: list[list[float]], count: float, q: float) -> tuple[float, float | None] | None:
-    """The bucket holding the ``q`` quantile as ``(lower bound, upper bound)``; upper None in +Inf."""
-    if count <= 0:
-        return None
-    rank, low = q * count, 0.0
-    for le, cumulative in buckets:
-        if cumulative >= rank - 1e-9:
-            return low, le
-        low = le
-    return low, None
 
 
 def _probe_estimate(d: Dist, censored: int = 0) -> Estimate | None:

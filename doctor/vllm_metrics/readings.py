@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from doctor.vllm_metrics.names import FAMILIES
@@ -78,19 +78,29 @@ def combine_gauges(per_engine: Mapping[EngineKey, GaugeSeries], aggregate: str) 
     return GaugeSeries(samples=[(t, float(combine(vs))) for t, vs in sorted(by_t.items())])
 
 
-def quantile_le(buckets: Mapping[float, float], count: float, q: float) -> float | None:
-    """The smallest bucket bound holding the ``q`` quantile, as ``histogram_quantile`` ranks it.
+def quantile_bounds(buckets: Iterable[Sequence[float]], count: float, q: float) -> tuple[float, float | None] | None:
+    """The bucket holding the ``q`` quantile, as ``histogram_quantile`` ranks it: ``(lower, upper)``.
 
-    Only an upper bound can be stated honestly from buckets ("p90 <= 0.5 s"), so no
-    interpolation. ``None`` when nothing was observed or the quantile is in the +Inf bucket.
+    ``buckets`` are ``(le, cumulative count)`` in ascending ``le``. Only bounds can be stated
+    honestly from buckets ("0.2 s < p90 <= 0.5 s"), so no interpolation. ``upper`` is None when
+    the quantile lies above every finite bound (the +Inf bucket); the whole is None when nothing
+    was observed.
     """
     if count <= 0:
         return None
-    rank = q * count
-    for le in sorted(buckets):
-        if buckets[le] >= rank - 1e-9:
-            return None if math.isinf(le) else le
-    return None
+    rank, low = q * count, 0.0
+    for le, cumulative in buckets:
+        if cumulative >= rank - 1e-9:
+            return low, None if math.isinf(le) else le
+        low = le
+    return low, None
+
+
+def quantile_le(buckets: Mapping[float, float], count: float, q: float) -> float | None:
+    """The smallest bucket bound holding the ``q`` quantile ("p90 <= 0.5 s"); ``None`` when nothing
+    was observed or the quantile is in the +Inf bucket."""
+    bounds = quantile_bounds(sorted(buckets.items()), count, q)
+    return bounds[1] if bounds is not None else None
 
 
 def histogram_window(delta: HistogramDelta, metric: str | None) -> HistogramWindow:

@@ -103,6 +103,18 @@ BASELINE_OPTION = [
     opt(Path | None, None, "--baseline", help="Keep the latest healthy run per region, provider, client location and request shape in this folder, and compare each run with its own (exit 1 for a regression beyond noise).", rich_help_panel=A),
 ]
 CONFIG_OPTION = [opt(Path | None, None, "--config", help="TOML config (default ./llm-doctor.toml when present).")]
+L = "Load"
+#: ``load`` and ``sweep`` take the probe's targets with lengths that may be ranges, and set the
+#: concurrency themselves (the scenario, or each level of the sweep).
+LOAD_TARGET_OPTIONS = [o for o in TARGET_OPTIONS if o.name not in ("prompt_tokens", "max_tokens", "concurrency")] + [
+    opt(str | None, None, "--prompt-tokens", help="Prompt length in tokens (about): N, or LOW:HIGH drawn uniformly per request.", rich_help_panel=L),
+    opt(str | None, None, "--max-tokens", help="Output tokens per request: N, or LOW:HIGH drawn uniformly per request.", rich_help_panel=L),
+    opt(Path | None, None, "--shapes", help='Replay real request lengths: JSON Lines of {"prompt_tokens": N, "max_tokens": M}.', rich_help_panel=L),
+    opt(int | None, None, "--max-concurrency", help="Never more streams than this in flight (default 256; a sweep's highest concurrency, default 64).", rich_help_panel=L),
+    opt(float | None, None, "--gpu-hour-price", help="What one GPU hour costs: adds the cost per million output tokens.", rich_help_panel=L),
+    opt(int | None, None, "--gpus", help="GPUs serving the target, for --gpu-hour-price (default 1).", rich_help_panel=L),
+]
+LOAD_ANALYSIS_OPTIONS = [o for o in ANALYSIS_OPTIONS if o.name != "md"]
 
 
 
@@ -161,6 +173,60 @@ def watch(
 
     run_guarded(lambda: run(opts, load_config(opts.get("config")), build_watch_plan(
         every, count, listen, history, keep, retries=retries, canary_engine=canary_engine, canary_gateway=canary_gateway)))
+
+
+@app.command("load")
+@uses(LOAD_TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, LOAD_ANALYSIS_OPTIONS, CONFIG_OPTION)
+def load_cmd(
+    scenario: Annotated[str, typer.Option("--scenario", help="single (one stream, closed loop) | server (Poisson arrivals at --rate for --duration) | offline (--requests all at once).")] = "single",
+    opts: dict[str, Any] = {},  # noqa: B006
+) -> None:
+    """Load the target in one of MLPerf's scenarios: latency percentiles, throughput, goodput, diagnosed.
+
+    Open loop in the server scenario: arrivals never wait for answers, and an arrival the client
+    could not send on time is counted late (its latency still counts from its schedule). The
+    engine's /metrics is scraped over the run and every check runs on the result. Ctrl-C or
+    SIGTERM stops sending at once and still writes the report.
+
+    [bold]Examples[/]
+
+      llm-doctor load --engine http://vllm:8000 --scenario server --rate 8 --duration 20 --html load.html
+
+      llm-doctor load --gateway https://llm.example.com --scenario single --requests 64 --prompt-tokens 128:2048
+
+      llm-doctor load --engine http://vllm:8000 --scenario offline --requests 256 --gpu-hour-price 2.5
+    """
+    from doctor.commands.load import run
+
+    opts["scenario"] = scenario
+    run_guarded(lambda: run(opts, load_config(opts.get("config"))))
+
+
+@app.command("sweep")
+@uses(LOAD_TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, LOAD_ANALYSIS_OPTIONS, CONFIG_OPTION)
+def sweep_cmd(
+    by: Annotated[str, typer.Option("--by", help="concurrency (closed loop 1, 2, 4, ... to --max-concurrency) | rate (Poisson, to --max-rate).")] = "concurrency",
+    max_rate: Annotated[float | None, typer.Option("--max-rate", help="The highest Poisson rate of a --by rate sweep.")] = None,
+    start: Annotated[float | None, typer.Option("--start", help="The first level (default 1 stream, or 1 request/s).")] = None,
+    opts: dict[str, Any] = {},  # noqa: B006
+) -> None:
+    """Find the SLO knee: the most load within --ttft-budget and --tpot-budget, why, and max_num_seqs.
+
+    Levels double until one is over budget, then bisect between the last within and the first
+    over; each level runs --requests (default 64, the fewest for a p90 early-stopping bound) and
+    is diagnosed like a load run. The engine's /metrics at the first level over says why the
+    knee is there; the recommendation is max_num_seqs at the knee, or replicas when the KV cache
+    or compute runs out first. A level whose client was suspect is never the knee.
+
+    [bold]Examples[/]
+
+      llm-doctor sweep --engine http://vllm:8000 --log vllm.log --ttft-budget 0.5 --tpot-budget 0.05 --html sweep.html
+
+      llm-doctor sweep --gateway https://llm.example.com --engine http://vllm:8000 --by rate --max-rate 32
+    """
+    from doctor.commands.sweep import run
+
+    run_guarded(lambda: run(opts, load_config(opts.get("config")), by=by, max_rate=max_rate, start=start))
 
 
 @app.command("collect")

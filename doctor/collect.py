@@ -121,8 +121,11 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             _guard(bundle, "metrics", metrics_url, "scrape before", lambda: scraper.scrape("before"))
         if config.targets():
             count = (f"{config.requests} request(s) per path" if config.requests is not None else
-                     f"requests until every path is clearly within or over budget (at most {config.duration_s:g} s)")
-            say(f"streaming probe: {count}, concurrency {config.concurrency}")
+                     f"requests until every path is clearly within or over budget (at most {config.duration_s:g} s)"
+                     if config.adaptive else f"requests for {config.duration_s:g} s")
+            if config.rate:
+                count += f", Poisson arrivals at {config.rate:g}/s"
+            say(f"streaming probe: {count}, {'at most ' if config.rate else ''}concurrency {config.concurrency}")
             targets = ",".join(config.targets().values())
             # the endpoints probe already asked /v1/models: a second ask would only cost a silent
             # target's timeout again (it runs unless it crashed)

@@ -55,6 +55,8 @@ def _shape(run: RunRecord, bundle: Bundle, config: CollectConfig) -> None:
     run.warmup_per_path = shape.warmup if shape else config.warmup
     rate = shape.rate if shape else config.rate
     run.arrival = f"poisson:{rate:g}/s" if rate else "closed-loop"
+    run.scenario = shape.scenario if shape else config.scenario
+    run.lengths = shape.lengths if shape else None
     if config.payload is not None:  # the application's own body decides the shape
         run.max_tokens = _first_int(config.payload, "max_tokens", "max_completion_tokens", "max_output_tokens")
         run.prompt_tokens = _measured_prompt_tokens(bundle)

@@ -78,7 +78,7 @@ def _seconds(text: str, flag: str = "--since") -> float:
     return value
 
 
-def _bounded(value: Any, where: str, *, minimum: float, inclusive: bool = False) -> Any:
+def bounded(value: Any, where: str, *, minimum: float, inclusive: bool = False) -> Any:
     """``value`` when finite and above ``minimum`` (or equal to it, when ``inclusive``).
 
     Without this, ``--ttft-budget -1`` yields a "healthy within -1.00 s" verdict and ``--rate 0``
@@ -100,9 +100,9 @@ def _probe_number(opts: dict[str, Any], cfg: FileConfig, key: str, default: Any,
     ``is not None`` rather than ``or``, so that an explicit 0 is checked, not replaced.
     """
     if opts.get(key) is not None:
-        return _bounded(opts[key], "--" + key.replace("_", "-"), minimum=minimum, inclusive=inclusive)
+        return bounded(opts[key], "--" + key.replace("_", "-"), minimum=minimum, inclusive=inclusive)
     if cfg.probe.get(key) is not None:
-        return _bounded(cfg.probe[key], f"[probe] {key} in {cfg.path}", minimum=minimum, inclusive=inclusive)
+        return bounded(cfg.probe[key], f"[probe] {key} in {cfg.path}", minimum=minimum, inclusive=inclusive)
     return default
 
 
@@ -330,12 +330,12 @@ def _budget(opts: dict[str, Any], cfg: FileConfig, name: str, region: str | None
     """
     flag = opts.get(f"{name}_budget")
     if flag is not None:
-        return _bounded(flag, f"--{name}-budget", minimum=0)
+        return bounded(flag, f"--{name}-budget", minimum=0)
     value = cfg.budget(name, region)
     if value is None:
         return default
     regional = name in cfg.budgets.get("regions", {}).get(region or "", {})
-    return _bounded(value, f"[budgets{'.regions.' + str(region) if regional else ''}] {name} in {cfg.path}", minimum=0)
+    return bounded(value, f"[budgets{'.regions.' + str(region) if regional else ''}] {name} in {cfg.path}", minimum=0)
 
 
 def build_analyze_options(opts: dict[str, Any], cfg: FileConfig, region: str | None) -> AnalyzeOptions:

@@ -432,3 +432,43 @@ def line_panel(series: Sequence[Series], *, label: str, y_label: str, y_max: flo
     parts += _x_axis(x, top + plot_h, nice_ticks(tmin, tmax, 8),
                      "seconds relative to the first probe request (shaded: probe window)")
     return svg(height, *parts, label=label)
+
+
+def level_panel(xs: Sequence[float], series: Mapping[str, Sequence[float | None]], *, label: str, y_label: str,
+                x_label: str, budget: float | None = None, knee: float | None = None,
+                y_fmt: Callable[[float], str] = fmt_seconds) -> Markup:
+    """A sweep's curve: each series against the level (concurrency or rate), the budget as a dashed
+    line and the knee as a vertical marker. Points without a value are left out of their line."""
+    top, plot_h = 28, 170
+    height = top + plot_h + 46
+    values = [v for vs in series.values() for v in vs if v is not None and math.isfinite(v)]
+    top_v = max([*values, budget or 0.0, 1e-9]) * 1.15
+    x = Scale(min(xs, default=0.0), max(xs, default=1.0), LEFT, WIDTH - RIGHT)
+    y = Scale(0, top_v, top + plot_h, top)
+    parts: list[Markup] = []
+    for v in nice_ticks(0, top_v, 4):
+        if v <= top_v:
+            parts.append(el("line", {"x1": x.a, "x2": x.b, "y1": y(v), "y2": y(v), "class": "grid"}))
+            parts.append(el("text", {"x": LEFT - 8, "y": y(v) + 4, "class": "tick", "text-anchor": "end"}, y_fmt(v)))
+    parts.append(el("text", {"x": 14, "y": top + plot_h / 2, "class": "axis-label",
+                             "transform": f"rotate(-90 14 {_num(top + plot_h / 2)})", "text-anchor": "middle"}, y_label))
+    if budget is not None:
+        parts.append(el("line", {"x1": x.a, "x2": x.b, "y1": y(budget), "y2": y(budget), "class": "budget"}))
+        parts.append(el("text", {"x": x.b, "y": y(budget) - 5, "class": "budget-label", "text-anchor": "end"},
+                        f"budget {y_fmt(budget)}"))
+    if knee is not None:
+        parts.append(el("line", {"x1": x(knee), "x2": x(knee), "y1": top, "y2": top + plot_h, "class": "total"},
+                        el("title", None, f"knee at {knee:g}")))
+        parts.append(el("text", {"x": x(knee) + 4, "y": top + 12, "class": "legend"}, f"knee {knee:g}"))
+    legend = series_index(series)
+    for name, vs in series.items():
+        cls = f"s{legend[name]}"
+        points = [(px, v) for px, v in zip(xs, vs, strict=True) if v is not None and math.isfinite(v)]
+        parts.append(el("polyline", {"points": " ".join(f"{_num(x(px))},{_num(y(v))}" for px, v in points),
+                                     "class": f"curve thick {cls}"}))
+        for px, v in points:
+            parts.append(el("circle", {"cx": x(px), "cy": y(v), "r": 3.0, "class": f"fill {cls}"},
+                            el("title", None, f"{name} {y_fmt(v)} at {px:g}")))
+    parts += _legend(list(series), legend, float(LEFT), 14.0)
+    parts += _x_axis(x, top + plot_h, sorted(set(xs)), x_label, fmt="{:g}".format)
+    return svg(height, *parts, label=label)

@@ -242,8 +242,11 @@ def severity_groups(report: Report) -> list[tuple[str, list[Finding]]]:
     return [(name, items) for name, items in groups if items]
 
 
-def render_html(report: Report) -> str:
-    """The whole self-contained page, verdict first, bundle embedded for ``analyze report.html``."""
+def render_html(report: Report, load: tuple[str, list[tuple[str, str]]] | None = None) -> str:
+    """The whole self-contained page, verdict first, bundle embedded for ``analyze report.html``.
+
+    ``load``: the title and rows of a load scenario (``reports.load_report``), shown after the verdict.
+    """
     stream_stats, stream_missing = view(report, "stream_stats")
     metrics_window, metrics_missing = view(report, "metrics_window")
     log_facts, log_missing = view(report, "log_facts")
@@ -254,6 +257,7 @@ def render_html(report: Report) -> str:
     template = environment().get_template("report.html.j2")
     return template.render(
         report=report,
+        load=load,
         verdict=report.verdict,
         bundle=report.bundle,
         stream_stats=stream_stats,

@@ -59,6 +59,8 @@ class RunRecord:
     requests_per_path: int | None = None
     warmup_per_path: int | None = None
     arrival: str | None = None  # "closed-loop" | "poisson:<rate>/s"
+    scenario: str | None = None  # llm-doctor load / sweep: single | server | offline; None for a diagnosis
+    lengths: str | None = None  # per-request lengths when drawn from a range or replayed from --shapes
     engine_url: str | None = None
     gateway_url: str | None = None
     metrics_url: str | None = None

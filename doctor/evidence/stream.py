@@ -172,6 +172,8 @@ class ProbeShape:
     framing: str | None = None  # --framing: the framing forced on every path; None: detected
     text_field: str | None = None  # --text-field: where NDJSON / named-event JSON keeps its text
     gateway_kind: str | None = None  # --gateway-kind: what the user says the gateway is (fastapi, nginx, ...)
+    scenario: str | None = None  # llm-doctor load / sweep: single | server | offline (MLPerf's terms)
+    lengths: str | None = None  # per-request lengths when they vary (``doctor.probes.lengths.Lengths.describe``)
 
 
 @dataclass

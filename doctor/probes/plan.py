@@ -16,6 +16,7 @@ from doctor.evidence.stream import ProbePath, ProbeShape
 from doctor.model import Budgets
 from doctor.probes.gateway_route import GatewayRoute
 from doctor.probes.http import HttpOptions, join_url
+from doctor.probes.lengths import Lengths
 
 #: The most measured requests per path an adaptive probe sends, whatever its duration.
 MAX_ADAPTIVE_REQUESTS = 256
@@ -65,10 +66,28 @@ class CollectConfig:
     host: bool = True
     run_fields: dict[str, Any] = field(default_factory=dict)  # provider, region, client_location, labels
     budgets: Budgets = field(default_factory=Budgets)  # what the adaptive probe samples against
+    # ``llm-doctor load`` / ``sweep``: the MLPerf scenario (single | server | offline), per-request
+    # lengths drawn from a range or a file, the one path driven (the gateway when both are given:
+    # the engine is then read for /metrics only), no adaptive stop (the scenario's duration or
+    # count decides), and how many requests may be planned without --requests.
+    scenario: str | None = None
+    lengths: Lengths | None = None
+    only_path: ProbePath | None = None
+    adaptive: bool = True
+    request_cap: int = MAX_ADAPTIVE_REQUESTS
 
     def targets(self) -> dict[ProbePath, str]:
         """The direct path's URL (the engine) and the gateway's, for those given: the paths the probes compare."""
         return {k: v for k, v in ((ProbePath.DIRECT, self.engine), (ProbePath.GATEWAY, self.gateway)) if v}
+
+    def probed(self) -> dict[ProbePath, str]:
+        """The paths the stream probe sends to: ``targets()``, or only ``only_path`` of them."""
+        targets = self.targets()
+        return {self.only_path: targets[self.only_path]} if self.only_path in targets else targets
+
+    def request_lengths(self) -> Lengths:
+        """Each request's lengths: ``lengths`` when given, else the fixed ``prompt_tokens`` / ``max_tokens``."""
+        return self.lengths or Lengths(self.prompt_tokens, self.max_tokens)
 
     def resolved_metrics_url(self) -> str | None:
         """The /metrics URL to scrape: ``--metrics-url``, else the engine's own, else None (no engine)."""

@@ -31,7 +31,7 @@ from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS
 from doctor.probes import payload as payloads
 from doctor.probes.framing import StreamDecoder
 from doctor.probes.http import join_url
-from doctor.probes.plan import MAX_ADAPTIVE_REQUESTS, CollectConfig
+from doctor.probes.plan import CollectConfig
 from doctor.probes.sampling import FAIL_FAST, conclusive, failing_fast
 from doctor.probes.schedule import Job, dispatch, plan
 from doctor.probes.selfcheck import SelfCheck
@@ -84,7 +84,7 @@ def run_stream_probe(
     endpoints probe already asked, so a silent target does not cost its deadline twice.
     Raises ``StreamInterrupted`` on Ctrl-C, with the requests so far (those in flight ``cancelled``).
     """
-    targets = config.targets()
+    targets = config.probed()
     if not targets:
         return None, []
     https = any(url.lower().startswith("https:") for url in targets.values())
@@ -143,7 +143,7 @@ class _Probe:
         #: path -> the URL its requests go to (for a templated gateway route: the template, as the user wrote it)
         self.urls = {path: join_url(base, payloads.ROUTES[config.route]) if path != ProbePath.GATEWAY or route is None
                      else route.url(base, "{prompt}", config.max_tokens).replace("%7Bprompt%7D", "{prompt}")
-                     for path, base in config.targets().items()}
+                     for path, base in config.probed().items()}
         self.headers = {**config.http.request_headers(), "accept": "text/event-stream"}
         self.traces: list[RequestTrace] = []
         self.errors: list[EvidenceError] = []
@@ -162,7 +162,7 @@ class _Probe:
         await anyio.sleep(0)
         self.start = clock.now()
         sampler = asyncio.ensure_future(self.check.sample())
-        warm, measured = plan(list(self.urls), config.requests or MAX_ADAPTIVE_REQUESTS, config.warmup, config.rate)
+        warm, measured = plan(list(self.urls), config.requests or config.request_cap, config.warmup, config.rate)
         # one single-connection pool per slot: httpcore's pool scans all its connections on every
         # request and every response close, which costs more than the streams themselves at 256
         clients = {path: [make_client(self.context, config.http.timeout_s, config.stall_timeout_s)
@@ -221,7 +221,7 @@ class _Probe:
         if measured and self.clock.now() - min(t.t_scheduled for t in measured) >= config.duration_s:
             self.stopped = f"the {config.duration_s:g} s duration ran out"
             return True
-        if conclusive(self.traces, self.urls, config.budgets.ttft_s, config.budgets.tpot_s, freezes=self.check.freezes):
+        if config.adaptive and conclusive(self.traces, self.urls, config.budgets.ttft_s, config.budgets.tpot_s, freezes=self.check.freezes):
             done = min(sum(1 for t in measured if t.path == p) for p in self.urls)
             self.stopped = f"conclusive after {done} request(s) per path (doctor.probes.sampling)"
             return True
@@ -255,7 +255,8 @@ class _Probe:
         config = self.config
         if config.payload is not None:
             return payloads.user_body(config.payload, config.route, self.model)
-        body = payloads.default_body(config.route, self.model, config.prompt_tokens, config.max_tokens, self._nonce(job))
+        prompt_tokens, max_tokens = config.request_lengths().for_index(job.index)
+        body = payloads.default_body(config.route, self.model, prompt_tokens, max_tokens, self._nonce(job))
         return payloads.without_extensions(body) if self.drop_extensions else body
 
     def _request(self, job: Job) -> tuple[str, str, bytes | None, str | None]:
@@ -264,10 +265,11 @@ class _Probe:
         if job.path != ProbePath.GATEWAY or route is None:
             return "POST", self.urls[job.path], json.dumps(self._body(job)).encode(), "application/json"
         # the same prompt and length the direct path's request of this index carries
-        prompt = payloads.prompt_text(config.prompt_tokens, self._nonce(job))
+        prompt_tokens, max_tokens = config.request_lengths().for_index(job.index)
+        prompt = payloads.prompt_text(prompt_tokens, self._nonce(job))
         base = config.targets()[job.path]
-        content, content_type = route.content(prompt, config.max_tokens)
-        return route.method, route.url(base, prompt, config.max_tokens), content, content_type
+        content, content_type = route.content(prompt, max_tokens)
+        return route.method, route.url(base, prompt, max_tokens), content, content_type
 
     def _nonce(self, job: Job) -> int:
         """A per-request number at the head of each prompt: no prefix cache serves one path's prompt to the other."""
@@ -285,7 +287,8 @@ class _Probe:
             stall_timeout_s=config.stall_timeout_s, deadline_s=config.deadline_s,
             payload=self._body(Job(0, next(iter(self.urls)), False)),
             payload_source=config.payload_source or "default",
-            paths={path.value: url for path, url in config.targets().items()},
+            paths={path.value: url for path, url in config.probed().items()}, scenario=config.scenario,
+            lengths=config.lengths.describe() if config.lengths is not None and config.payload is None else None,
             gateway_route=config.gateway_route.spec if config.gateway_route else None,
             gateway_payload_source=config.gateway_payload_source,
             framing=config.framing, text_field=config.text_field, gateway_kind=config.gateway_kind,

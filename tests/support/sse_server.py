@@ -27,6 +27,11 @@ for), ``error`` (an error object after 2 tokens), ``cut`` (close after 2 tokens,
 ``utf8`` (invalid UTF-8 after 2 tokens), ``usage`` (a usage trailer and no token), ``hang``
 (headers, then silence).
 
+Load (``llm-doctor load`` / ``sweep`` tests): ``slots=K`` admits at most K streams at once, the
+rest wait first come first served (vLLM's ``max_num_seqs``: a queue that adds to TTFT), and
+``depth=D`` makes every gap ``itl x (1 + D x (streams running - 1))`` (batch depth raising TPOT).
+Streams running are counted over the whole server, whatever their options.
+
 Every chunk's send time (``time.perf_counter_ns`` right after the socket write) is logged per
 ``x-request-id`` in ``ServerLog``, the ground truth of the probe benchmark.
 """
@@ -37,6 +42,7 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +83,8 @@ class SseServer:
         self._server: asyncio.AbstractServer | None = None
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="sse-server")
         self._tasks: set[asyncio.Task[None]] = set()
+        self._slots: dict[int, asyncio.Semaphore] = {}
+        self.running = 0  # streams admitted and not finished
 
     @property
     def url(self) -> str:
@@ -164,6 +172,25 @@ class SseServer:
             return keep
         sent = self.log.requests.setdefault(headers.get("x-request-id", f"#{len(self.log.requests)}"), Sent())
         sent.t_request = t_request
+        slots = int(opts.get("slots", 0))
+        if slots:
+            async with self._slots.setdefault(slots, asyncio.Semaphore(slots)):
+                return await self._stream_answer(writer, opts, route, request, stream_options, keep, sent,
+                                                 time.perf_counter_ns())
+        return await self._stream_answer(writer, opts, route, request, stream_options, keep, sent, t_request)
+
+    async def _stream_answer(self, writer: asyncio.StreamWriter, opts: dict[str, str], route: str, request: dict[str, Any],
+                             stream_options: dict[str, Any], keep: bool, sent: Sent, t_admitted: int) -> bool:
+        """Stream one answer, its first token ``ttft`` after ``t_admitted``; counted in ``running`` meanwhile."""
+        self.running += 1
+        try:
+            return await self._answer(writer, opts, route, request, stream_options, keep, sent, t_admitted)
+        finally:
+            self.running -= 1
+
+    async def _answer(self, writer: asyncio.StreamWriter, opts: dict[str, str], route: str, request: dict[str, Any],
+                      stream_options: dict[str, Any], keep: bool, sent: Sent, t_request: int) -> bool:
+        fail = opts.get("fail")
         chunked = opts.get("framing", "chunked") == "chunked"
         stream = _Stream(writer, chunked, sent)
         extra = "X-Accel-Buffering: no\r\n" if opts.get("xaccel") == "no" else ""
@@ -173,7 +200,9 @@ class SseServer:
                       f"{framing}{extra}connection: {connection}\r\n\r\n").encode())
         await writer.drain()
         n = int(opts.get("n") or request.get("max_tokens") or request.get("max_output_tokens") or 16)
-        schedule = _Schedule(t_request, float(opts.get("ttft", 0.05)), float(opts.get("itl", 0.01)), opts.get("stall"))
+        depth = float(opts.get("depth", 0))
+        schedule = _Schedule(t_request, float(opts.get("ttft", 0.05)), float(opts.get("itl", 0.01)), opts.get("stall"),
+                             depth=lambda: 1 + depth * max(self.running - 1, 0))
         events = _Events(route, n, noevent=opts.get("noevent") == "1", usage=bool(stream_options.get("include_usage")),
                          continuous=bool(stream_options.get("continuous_usage_stats")))
         if fail == "hang":
@@ -214,13 +243,14 @@ class _Schedule:
     rightly report as several events per read.
     """
 
-    def __init__(self, t_request: int, ttft: float, itl: float, stall: str | None) -> None:
+    def __init__(self, t_request: int, ttft: float, itl: float, stall: str | None,
+                 depth: Callable[[], float] = lambda: 1.0) -> None:
         self.last = t_request / 1e9
-        self.ttft, self.itl = ttft, itl
+        self.ttft, self.itl, self.depth = ttft, itl, depth
         self.stall_at, self.stall_s = (int(stall.split(":")[0]), float(stall.split(":")[1])) if stall else (-1, 0.0)
 
     async def wait(self, k: int) -> None:
-        due = self.last + (self.ttft if k == 0 else self.itl) + (self.stall_s if k == self.stall_at else 0.0)
+        due = self.last + (self.ttft if k == 0 else self.itl * self.depth()) + (self.stall_s if k == self.stall_at else 0.0)
         delay = due - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)

@@ -1,0 +1,96 @@
+"""``llm-doctor sweep``: levels of load until the SLO knee is found, each diagnosed like ``load``.
+
+Each level is one ``doctor.pipeline`` run (collect -> bundle -> analyze, /metrics scraped over
+it) of the level's probe plan (``doctor.load_settings.level_config``); ``doctor.sweep`` decides
+the next level, finds the knee and words the recommendation. Ctrl-C or SIGTERM ends the level
+in flight at once, and the sweep is reported with the levels it measured (exit 130).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from doctor import pipeline
+from doctor.bundle import write_file
+from doctor.config import FileConfig
+from doctor.console import err, progress, warn
+from doctor.derive.load_summary import load_summary
+from doctor.derive.missing import Missing
+from doctor.exit_codes import ExitCode
+from doctor.load_settings import MAX_CONCURRENCY, build_load_config, build_price, build_sweep_plan, level_config
+from doctor.serial import to_jsonable
+from doctor.settings import build_analyze_options, check_output_options, check_output_paths, checked_registry
+from doctor.sweep import Ladder, Level, client_bottleneck, conclude, engine_facts, sweep_dict
+from reports.sweep_report import print_sweep, render_sweep_html
+from reports.terminal import stdout_console
+
+
+def run(opts: dict[str, Any], cfg: FileConfig, *, by: str, max_rate: float | None, start: float | None) -> ExitCode:
+    """0 with a knee, 1 when even the first level is over budget, 2 when nothing was measured, 130 interrupted."""
+    plan = build_sweep_plan(opts, by, max_rate if by == "rate" else opts.get("max_concurrency"), start)
+    base = build_load_config({**opts, "max_concurrency": opts.get("max_concurrency") if by == "rate" else None}, cfg, "sweep")
+    check_output_options(opts, cfg)
+    check_output_paths(opts.get("json"), opts.get("html"))
+    price = build_price(opts)
+    analyze_opts = build_analyze_options(opts, cfg, base.run_fields.get("region"))
+    base.budgets = analyze_opts.budgets
+    registry = checked_registry(analyze_opts)
+    cap = int(opts.get("max_concurrency") or MAX_CONCURRENCY)
+    unit = "stream(s)" if plan.by == "concurrency" else "request(s)/s"
+    ladder = Ladder(plan.by, plan.start, plan.maximum)
+    first_run: dict[str, Any] = {}
+
+    def measure(value: float) -> Level | None:
+        """One level through the pipeline; None when it measured nothing (the reason is printed)."""
+        progress(f"level {value:g} {unit}")
+        report = pipeline.diagnose(level_config(base, plan, value, cap), analyze_opts, registry, progress=progress)
+        if not first_run:
+            first_run.update(to_jsonable(report.bundle.run))
+        try:
+            summary = load_summary(report.bundle, analyze_opts.budgets, price)
+        except Missing as exc:
+            warn(f"level {value:g}: {exc}")
+            return None
+        client = report.bundle.stream.client if report.bundle.stream is not None else None
+        return Level(value, summary, engine_facts(report.bundle),
+                     [{"code": f.code, "name": f.name, "title": f.title} for f in report.findings],
+                     interrupted=report.bundle.interrupted,
+                     client=client_bottleneck(client.cpu_percent_max, client.loop_lag_p99_ms, analyze_opts.budgets)
+                     if client else None)
+
+    levels: list[Level] = []
+    interrupted = False
+    try:
+        while (value := ladder.next(levels, analyze_opts.budgets)) is not None:
+            level = measure(value)
+            if level is not None and level.suspect and not level.interrupted:
+                progress(f"level {value:g}: {level.client}; measuring it once more")  # a busy host comes and goes
+                level = measure(value)
+            if level is None:
+                break
+            levels.append(level)
+            if level.interrupted:
+                interrupted = True
+                break
+    except KeyboardInterrupt:  # between levels, or while a level was analysed
+        interrupted = True
+    if not levels:
+        err.print("[red]no level was measured[/]")
+        return ExitCode.INTERRUPTED if interrupted else ExitCode.NO_DIAGNOSIS
+    result = conclude(levels, analyze_opts.budgets, plan.by, plan.maximum, first_run, interrupted)
+    document = json.dumps(sweep_dict(result), indent=1, ensure_ascii=False) + "\n"
+    if opts.get("json"):
+        write_file(opts["json"], document.encode("utf-8"))
+        err.print(f"wrote {opts['json']}")
+    if opts.get("html"):
+        write_file(opts["html"], render_sweep_html(result).encode("utf-8"))
+        err.print(f"wrote {opts['html']}")
+    if (opts.get("format") or "text") == "json":
+        sys.stdout.write(document)
+    else:
+        print_sweep(result, stdout_console())
+    if interrupted:
+        return ExitCode.INTERRUPTED
+    return ExitCode.HEALTHY if result.knee.value is not None else ExitCode.SYMPTOM

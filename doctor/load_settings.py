@@ -42,6 +42,9 @@ OFFLINE_REQUESTS = 64
 #: Planned Poisson arrivals beyond rate x duration: the schedule must not run out before the
 #: duration does (a Poisson count over a window varies by about its square root).
 ARRIVAL_MARGIN = 4.0
+#: Requests a closed loop may plan without ``--requests`` (its ``--duration`` stops it first):
+#: more than a fast engine answers in 10 minutes, few enough to plan in a blink.
+CLOSED_LOOP_CAP = 100_000
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ def build_load_config(opts: dict[str, Any], cfg: FileConfig, command: str) -> Co
     if command == "sweep":
         return config
     if scenario == "single":
-        return dataclasses.replace(config, concurrency=1, rate=None, request_cap=config.requests or 1_000_000)
+        return dataclasses.replace(config, concurrency=1, rate=None, request_cap=config.requests or CLOSED_LOOP_CAP)
     if scenario == "offline":
         n = config.requests or OFFLINE_REQUESTS
         return dataclasses.replace(config, concurrency=min(n, cap), rate=None, requests=n)
@@ -120,10 +123,10 @@ def build_sweep_plan(opts: dict[str, Any], by: str, maximum: float | None, start
 
 def level_config(base: CollectConfig, plan: SweepPlan, value: float, cap: int) -> CollectConfig:
     """One sweep level's probe plan: ``value`` streams closed loop, or ``value`` arrivals/s (at most ``cap`` in flight)."""
-    if plan.by == "concurrency":
+    if plan.by == "concurrency":  # the scenario names the sweep: a level is never compared with a load run
         c = int(value)
-        return dataclasses.replace(base, concurrency=c, rate=None, requests=max(plan.requests, 4 * c))
-    return dataclasses.replace(base, concurrency=cap, rate=value, requests=plan.requests)
+        return dataclasses.replace(base, scenario="sweep-concurrency", concurrency=c, rate=None, requests=max(plan.requests, 4 * c))
+    return dataclasses.replace(base, scenario="sweep-rate", concurrency=cap, rate=value, requests=plan.requests)
 
 
 def build_price(opts: dict[str, Any]) -> Price | None:

@@ -110,8 +110,8 @@ class Level:
         return out
 
     def within(self, budgets: Budgets) -> bool:
-        """Within both budgets, as measured by a client that kept up."""
-        return not self.over(budgets) and not self.suspect
+        """Within both budgets, as measured by a client that kept up, over a whole level."""
+        return not self.over(budgets) and not self.suspect and not self.interrupted
 
 
 #: The client's event-loop lag p99 may be at most this share of the TTFT budget: each token is
@@ -169,7 +169,7 @@ class Knee:
     """The highest level within both budgets, and what the first level over broke."""
 
     value: float | None
-    binding: str | None = None  # "ttft" | "tpot" | "client": what the first level over broke first
+    binding: str | None = None  # "ttft" | "tpot" | "client" | "interrupted": what the first level over broke first
     first_over: float | None = None
 
 
@@ -180,7 +180,7 @@ def find_knee(levels: list[Level], budgets: Budgets) -> Knee:
     knee = Knee(max(passing) if passing else None, first_over=hi.value if hi else None)
     if hi is not None:
         over = hi.over(budgets)
-        knee.binding = max(over, key=lambda k: over[k]) if over else "client"
+        knee.binding = "interrupted" if hi.interrupted else max(over, key=lambda k: over[k]) if over else "client"
     return knee
 
 
@@ -320,13 +320,16 @@ def sweep_dict(result: SweepResult) -> dict[str, Any]:
     """The JSON document: ``levels[]``, ``knee.concurrency`` (or ``knee.rate``), ``knee.binding``, ``recommendation``."""
     knee = result.knee
     by = result.by
-    value = None if knee.value is None else (knee.value if by == "rate" else int(knee.value))
+
+    def level(value: float | None) -> float | int | None:
+        return None if value is None else value if by == "rate" else int(value)
+
     return {
         "kind": "llm-doctor-sweep", "version": 1, "by": by, "maximum": result.maximum,
         "budgets": {"ttft_s": result.budgets.ttft_s, "tpot_s": result.budgets.tpot_s},
         "interrupted": result.interrupted,
         "levels": [level_dict(lv, by, result.budgets) for lv in result.levels],
-        "knee": {by: value, "binding": knee.binding, "first_over": knee.first_over},
+        "knee": {by: level(knee.value), "binding": knee.binding, "first_over": level(knee.first_over)},
         "recommendation": to_jsonable(result.recommendation),
         "run": result.run,
     }

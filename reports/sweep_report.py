@@ -17,6 +17,9 @@ from reports.charts import level_panel
 from reports.html_page import environment
 from reports.terminal import grid, printer, unwrapped
 
+#: How the knee line says what stopped the sweep, when it was not a budget.
+BINDING = {"client": "the client was the bottleneck", "interrupted": "interrupted"}
+
 LEVEL_HEADERS = ("level", "TTFT p90", "TPOT p90", "requests/s", "goodput/s", "good", "engine", "result")
 
 
@@ -41,7 +44,9 @@ def level_rows(result: SweepResult) -> list[list[str]]:
     for lv in result.levels:
         s = lv.summary
         over = lv.over(result.budgets)
-        verdict = ("client suspect" if lv.suspect else "over " + " and ".join(sorted(over)) if over else "within")
+        verdict = "over " + " and ".join(sorted(over)) if over else "within"
+        if lv.suspect:
+            verdict += " (client was the bottleneck)"
         if lv.value == result.knee.value:
             verdict += " (knee)"
         rows.append([f"{lv.value:g}", fmt_seconds(s.ttft_judged_s), fmt_seconds(s.tpot_judged_s), _rate(s.requests_per_s),
@@ -51,10 +56,11 @@ def level_rows(result: SweepResult) -> list[list[str]]:
 
 def knee_line(result: SweepResult) -> str:
     knee, unit = result.knee, "streams" if result.by == "concurrency" else "requests/s"
+    what = BINDING.get(knee.binding or "", (knee.binding or "").upper() + " binds first")
     if knee.value is None:
-        return f"no knee: the lightest level is over budget ({knee.binding or 'ttft'} binds)"
-    tail = (f"; {knee.binding.upper() if knee.binding != 'client' else 'the client'} binds first at {knee.first_over:g}"
-            if knee.first_over is not None and knee.binding else f"; every level up to {result.maximum:g} is within budget")
+        return f"no knee: the lightest level is not within budget ({what})"
+    tail = (f"; {what} at {knee.first_over:g}" if knee.first_over is not None
+            else f"; every level up to {result.maximum:g} is within budget")
     return f"knee at {knee.value:g} {unit}{tail}"
 
 
@@ -68,7 +74,7 @@ def recommendation_line(result: SweepResult) -> str:
 def print_sweep(result: SweepResult, console: Console) -> None:
     say = printer(console)
     say(f"[bold]sweep by {result.by}[/]: TTFT budget {fmt_seconds(result.budgets.ttft_s)}, "
-        f"TPOT budget {fmt_seconds(result.budgets.tpot_s)} (p90, the early-stopping bound from 64 requests)")
+        f"TPOT budget {fmt_seconds(result.budgets.tpot_s)} (p90: the early-stopping bound once a level has 64 requests)")
     if result.interrupted:
         say("[bold yellow]interrupted: the levels measured so far[/]")
     say(unwrapped(grid(LEVEL_HEADERS, level_rows(result), wrap=[6]), console))

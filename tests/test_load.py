@@ -140,3 +140,15 @@ def test_sigterm_stops_sending_at_once_and_still_writes_the_report(tmp_path: Pat
     assert code == ExitCode.INTERRUPTED and "Traceback" not in output, output
     doc = json.loads(out.read_text())
     assert doc["bundle"]["interrupted"] and doc["summary"]["n"] == sent_after  # nothing sent after the signal
+
+
+def test_with_both_targets_only_the_gateway_is_loaded(tmp_path: Path) -> None:
+    """What users call is what is loaded; the engine is there for its /metrics and /version."""
+    with SseServer() as engine, SseServer() as gateway:
+        out = tmp_path / "load.json"
+        CliRunner().invoke(app, ["load", "--engine", engine.base(ttft=0.01), "--gateway", gateway.base(ttft=0.03), *COMMON,
+                                 "--scenario", "single", "--requests", "5", "--json", str(out)])
+        streamed = (len(measured(engine)), len(measured(gateway)))
+    doc = json.loads(out.read_text())
+    assert streamed == (0, 5) and doc["summary"]["path"] == "gateway"
+    assert list(doc["bundle"]["stream"]["shape"]["paths"]) == ["gateway"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from doctor.exit_codes import ExitCode
 from doctor.lab.engine import LabEngine
 from doctor.lab.scheduler import EngineConfig
 from tests.support.sse_server import SseServer
+from tests.test_collect import _stop_mid_stream
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMON = ("--no-gpu", "--no-host", "--warmup", "0")
@@ -77,3 +79,15 @@ def test_the_engine_evidence_says_why_and_names_max_num_seqs_with_its_value(tmp_
     rec = doc["recommendation"]
     assert (rec["setting"], rec["current"], rec["suggested"], rec["inferred"]) == ("max_num_seqs", 4, 8, False)
     assert any("requests queued in the engine" in why for why in rec["why"])
+
+
+def test_sigterm_ends_the_level_in_flight_and_reports_the_levels_so_far(tmp_path: Path) -> None:
+    out = tmp_path / "sweep.json"
+    with SseServer() as srv:
+        command = [sys.executable, "-m", "doctor", "sweep", "--engine", srv.base(itl="0.05", n="100000"), *COMMON,
+                   "--no-metrics", "--requests", "2", "--json", str(out)]
+        code, output = _stop_mid_stream(command, srv, signal.SIGTERM)
+    assert code == ExitCode.INTERRUPTED and "Traceback" not in output, output
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] and [lv["interrupted"] for lv in doc["levels"]] == [True]
+    assert doc["knee"] == {"concurrency": None, "binding": "interrupted", "first_over": 1}  # a cut level is no knee

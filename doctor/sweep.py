@@ -150,15 +150,13 @@ class Ladder:
         if any(level.interrupted for level in levels):
             return None
         tried = {level.value for level in levels}
-        failing = [level.value for level in levels if not level.within(budgets)]
-        if not failing:
+        knee = find_knee(levels, budgets)
+        if knee.first_over is None:
             top = max(tried)
             return None if top >= self.maximum else min(self._rounded(top * 2), self.maximum)
-        hi = min(failing)
-        passing = [level.value for level in levels if level.within(budgets) and level.value < hi]
-        if not passing:
+        if knee.value is None:
             return None  # the lightest level is already over: no knee
-        lo = max(passing)
+        lo, hi = knee.value, knee.first_over
         done = hi - lo <= 1 if self.by == "concurrency" else hi <= lo * (1 + RATE_TOLERANCE)
         middle = self._rounded((lo + hi) / 2)
         return None if done or middle in tried or not lo < middle < hi else middle
@@ -174,6 +172,7 @@ class Knee:
 
 
 def find_knee(levels: list[Level], budgets: Budgets) -> Knee:
+    """The knee so far: the highest level within budget below the lightest level that is not."""
     failing = sorted((lv for lv in levels if not lv.within(budgets)), key=lambda lv: lv.value)
     hi = failing[0] if failing else None
     passing = [lv.value for lv in levels if lv.within(budgets) and (hi is None or lv.value < hi.value)]
@@ -198,7 +197,7 @@ class Recommendation:
 def causes(levels: list[Level], knee: Knee, budgets: Budgets) -> list[tuple[str, str]]:
     """(cause, sentence) pairs that the first level over's engine evidence shows, strongest first:
     ``queue`` (waiting while running sat at max_num_seqs), ``kv`` (pressure, preemptions),
-    ``batch-depth`` (TPOT grew with the batch), ``client`` (the client could not keep up)."""
+    ``batch-depth`` (TPOT grew with the batch, when TPOT binds), ``client`` (the client could not keep up)."""
     over = next((lv for lv in levels if lv.value == knee.first_over), None)
     if over is None:
         return []
@@ -215,7 +214,7 @@ def causes(levels: list[Level], knee: Knee, budgets: Budgets) -> list[tuple[str,
         out.append(("kv", f"{kv}, {e.preemptions or 0:g} preemption(s): the cache, not the sequence limit, runs out"))
     lightest = min(levels, key=lambda lv: lv.value)
     base, top = lightest.summary.tpot_p90_s, over.summary.tpot_p90_s
-    if base and top and top >= DEPTH_GROWTH * base and lightest is not over:
+    if knee.binding == "tpot" and base and top and top >= DEPTH_GROWTH * base and lightest is not over:
         out.append(("batch-depth", (f"TPOT p90 grew from {base * 1000:.1f} ms at {lightest.value:g} to {top * 1000:.1f} ms "
                                     f"at {over.value:g} ({top / base:.1f}x): each decode step carries a deeper batch")))
     if not e.known:

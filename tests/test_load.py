@@ -10,8 +10,10 @@ reported as late arrivals (latency from the schedule: no coordinated omission).
 from __future__ import annotations
 
 import json
+import os
 import signal
 import statistics
+import subprocess
 import sys
 from itertools import pairwise
 from pathlib import Path
@@ -21,17 +23,24 @@ from typer.testing import CliRunner
 from doctor.cli import app
 from doctor.exit_codes import ExitCode
 from tests.support.sse_server import Sent, SseServer
-from tests.test_collect import _stop_mid_stream
+from tests.test_collect import ROOT, _stop_mid_stream
 
 COMMON = ("--no-gpu", "--no-host", "--no-metrics", "--warmup", "0")
 
 
-def load(srv_base: str, tmp_path: Path, *args: str) -> tuple[dict, str]:
+def load(srv_base: str, tmp_path: Path, *args: str, own_process: bool = False) -> tuple[dict, str]:
+    """``load`` in this process, or in its own (``own_process``) where its timings are compared with
+    the server's: the server's thread here must not take the client's GIL."""
     out = tmp_path / "load.json"
-    result = CliRunner().invoke(app, ["load", "--engine", srv_base, *COMMON, "--json", str(out), *args],
-                                env={"COLUMNS": "200"})
-    assert out.exists(), result.output
-    return json.loads(out.read_text()), result.output
+    argv = ["load", "--engine", srv_base, *COMMON, "--json", str(out), *args]
+    if own_process:
+        done = subprocess.run([sys.executable, "-m", "doctor", *argv], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"})
+        output = done.stdout + done.stderr
+    else:
+        output = CliRunner().invoke(app, argv, env={"COLUMNS": "200"}).output
+    assert out.exists(), output
+    return json.loads(out.read_text()), output
 
 
 def measured(server: SseServer) -> list[Sent]:
@@ -51,8 +60,8 @@ def most_in_flight(sent: list[Sent]) -> int:
 
 def test_server_scenario_sends_poisson_arrivals_as_the_server_saw_them(tmp_path: Path) -> None:
     with SseServer() as srv:
-        doc, output = load(srv.base(ttft=0.05, itl=0.005, n=4), tmp_path, "--scenario", "server", "--rate", "25",
-                           "--requests", "120", "--max-tokens", "4")
+        doc, output = load(srv.base(ttft=0.1, itl=0.005, n=4), tmp_path, "--scenario", "server", "--rate", "25",
+                           "--requests", "120", "--max-tokens", "4", own_process=True)
         sent = measured(srv)
     gaps = [(b.t_request - a.t_request) / 1e9 for a, b in pairwise(sent)]
     assert len(sent) == 120

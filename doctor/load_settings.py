@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from doctor.evidence import ProbePath
 from doctor.config import FileConfig
 from doctor.derive.load_summary import Price
 from doctor.errors import UsageError
+from doctor.evidence import ProbePath
 from doctor.probes.lengths import Lengths, parse_range, read_shapes
 from doctor.probes.plan import CollectConfig
 from doctor.settings import PLAN, bounded, build_collect_config

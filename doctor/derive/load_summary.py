@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import Dist, derive_stream_stats
-from doctor.evidence import Bundle
+from doctor.evidence import Bundle, ProbePath
 from doctor.model import Budgets
 
 #: An arrival sent this much after its scheduled time is late: the self-check's event-loop lag
@@ -97,7 +97,7 @@ def load_summary(bundle: Bundle, budgets: Budgets, price: Price | None = None) -
     stats = derive_stream_stats(bundle)  # raises Missing without requests
     stream = bundle.stream
     assert stream is not None  # derive_stream_stats raised otherwise
-    path = "gateway" if "gateway" in stats.paths else next(iter(stats.paths))
+    path = ProbePath.GATEWAY if ProbePath.GATEWAY in stats.paths else next(iter(stats.paths))
     ps = stats.paths[path]
     traces = [t for t in stream.requests if t.path == path and not t.warmup]
     if not traces:

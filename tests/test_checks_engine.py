@@ -23,7 +23,7 @@ from doctor.derive import Evidence
 from doctor.derive.log_facts import Fact, LogFacts
 from doctor.derive.metrics_window import GaugeWindow, HistogramWindow, MetricsWindow
 from doctor.derive.stream_stats import derive_stream_stats
-from doctor.derive.user_felt import UserFelt, derive_user_felt
+from doctor.derive.user_felt import UserFelt
 from doctor.evidence import Bundle, GpuDevice, GpuEvidence
 from doctor.model import Finding, Outcome
 from doctor.registry import load_registry
@@ -283,7 +283,7 @@ def test_one_rate_per_position_matches_vllms_own_per_position_rates():
 
 def test_speculative_suggestion_keeps_the_positions_that_pay():
     window = MetricsWindow(spec_draft_tokens=10_000.0, spec_accepted_tokens=3_500.0, spec_drafts=2_000.0)
-    felt = derive_user_felt(bundle(stream=stream(steady(6, ttft=0.2, gap=0.07, tokens=20))))
+    felt = Evidence(bundle(stream=stream(steady(6, ttft=0.2, gap=0.07, tokens=20)))).get("user_felt")
     out = speculative_decoding_loss(window, felt)
     assert isinstance(out, Fire) and out.remediation is not None
     assert (out.remediation.current, out.remediation.suggested.split()[0]) == ("5", "1")  # k from 10,000 / 2,000

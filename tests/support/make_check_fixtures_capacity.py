@@ -10,23 +10,13 @@ written as NVML reports them.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from doctor.evidence import GpuDevice, GpuEvidence, GpuProcess, LogEvidence, NvLink, RunRecord
-from doctor.probes.logfile import read_log
 from tests.support import make_check_fixtures_sizing as sizing_fixtures
-from tests.support.bundles import bundle, log, request, stream
+from tests.support.bundles import bundle, log, real_log, request, stream
 from tests.support.write_fixture import write_all, write_case
 
-LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 GIB = 1024**3
-
-
-def real_log(name: str) -> LogEvidence:
-    evidence, errors = read_log(str(LOGS / name))
-    assert evidence is not None and not errors, errors
-    evidence.source = f"fixtures/logs/{name}"
-    return evidence
 
 
 def run_with(**engine_config: object) -> RunRecord:

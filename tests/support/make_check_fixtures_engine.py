@@ -34,7 +34,7 @@ from doctor.evidence import (
 from doctor.probes.logfile import read_log
 from doctor.vllm_metrics.names import FAMILIES
 from tests.support import nginx_traces
-from tests.support.bundles import ITL_BOUNDS, bundle, histogram, log, metrics, request, stream
+from tests.support.bundles import ITL_BOUNDS, bundle, histogram, log, metrics, real_log, request, stream
 from tests.support.write_fixture import write_all, write_case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,7 +177,7 @@ REAL_SCRAPES = ("real vLLM 0.32.0 (CPU, tiny-llama) /metrics before and after 20
 REAL_LOG = ROOT / "fixtures" / "run_record" / "startup-0.32.0-cpu-default.log"
 
 
-def real_log() -> LogEvidence:
+def real_startup_log() -> LogEvidence:
     """The real vLLM 0.32 startup log, read by the collector's own log probe (matched lines only)."""
     evidence, errors = read_log(str(REAL_LOG))
     assert evidence is not None, errors
@@ -517,7 +517,7 @@ def cases_eager_mode() -> None:
     name = "eager-mode"
     write_case(name, "fires-enforce-eager", bundle(log=vllm_log({"enforce_eager": True})),
                why="--enforce-eager in non-default args", expect={"severity": "info", "setting": "enforce_eager"})
-    write_case(name, "quiet-real-vllm-0.32-log", bundle(log=real_log()),
+    write_case(name, "quiet-real-vllm-0.32-log", bundle(log=real_startup_log()),
                why="real vLLM 0.32 startup log (fixtures/run_record/startup-0.32.0-cpu-default.log): enforce_eager=False")
     write_case(name, "na-no-log", bundle(run=RunRecord()), why="no startup log and no engine_config")
 
@@ -574,8 +574,7 @@ def spec_window(accepted: float, drafted: float, drafts: float | None = None, *,
 
 def cases_speculative_decoding_loss() -> None:
     name = "speculative-decoding-loss"
-    eagle3 = read_log(str(ROOT / "fixtures" / "logs" / "v0.10.1dev-speculators166-eagle3-random-draft-engine-config.log"))[0]
-    assert eagle3 is not None
+    eagle3 = real_log("v0.10.1dev-speculators166-eagle3-random-draft-engine-config.log")
     write_case(name, "fires-real-eagle3-log-random-draft",
                bundle(log=eagle3, metrics=spec_window(360, 9000, 3000, itl=[0.085] * 3000)),
                why="real vLLM 0.10.1 engine config (vllm-project/speculators#166): EAGLE-3 with a random-weight 2-layer "

@@ -38,7 +38,7 @@ import statistics
 from collections import defaultdict
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_path, engine_setting, rerun, vllm_flag
+from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
@@ -105,7 +105,7 @@ def batch_too_deep(
                  "TPOT target, and nothing else (preemption, stalls) explains it"),
             verify=rerun("TPOT p90 under the target at full load; watch TTFT, which rises if requests now queue"),
             current=str(max_seqs.value) if max_seqs is not None else None,
-            where=vllm_flag("max_num_seqs"),
+            where=engine_flag(engine_of(log_facts, metrics_window), "max_num_seqs"),
         ),
         evidence=evidence,
     )

@@ -27,7 +27,7 @@ max_model_len 8,192 -> max_num_batched_tokens 8192.
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_setting, is_off, model_len, rerun, vllm_flag
+from doctor.checklib import engine_flag, engine_of, engine_setting, is_off, model_len, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import EndpointsEvidence, RunRecord
 from doctor.model import Cause, Remediation, Severity, SymptomClass
@@ -62,7 +62,7 @@ def chunked_prefill_config(
             setting="max_num_batched_tokens",
             suggested=str(mml.value),
             current=str(batched.value),
-            where=vllm_flag("max_num_batched_tokens"),
+            where=engine_flag(engine_of(log_facts), "max_num_batched_tokens"),
             why=(
                 "Without chunked prefill a whole prompt must fit one engine step of max_num_batched_tokens. "
                 "Raising it to max_model_len serves every prompt the model accepts; alternatively "

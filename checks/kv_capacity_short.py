@@ -41,7 +41,16 @@ import math
 from typing import Any
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_setting, max_num_seqs_in_use, model_len, rerun, sequences_that_fit, tokens_per_request, vllm_flag
+from doctor.checklib import (
+    engine_flag,
+    engine_of,
+    engine_setting,
+    max_num_seqs_in_use,
+    model_len,
+    rerun,
+    sequences_that_fit,
+    tokens_per_request,
+)
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import EndpointsEvidence, RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -126,7 +135,7 @@ def kv_capacity_short(
             setting="max_num_seqs",
             suggested=str(suggested),
             current=seqs.current(),
-            where=vllm_flag("max_num_seqs"),
+            where=engine_flag(engine_of(log_facts), "max_num_seqs"),
             why=(
                 f"max_num_seqs admits {seqs.value} sequences but the KV cache holds {holds}: a full batch "
                 f"preempts. Suggested from {basis}. Raising gpu_memory_utilization or lowering max_model_len "

@@ -56,13 +56,14 @@ from doctor.checklib import (
     MAX_GPU_MEMORY_UTILIZATION,
     Setting,
     capped_utilization,
+    engine_flag,
+    engine_of,
     engine_path,
     engine_setting,
     max_num_seqs_in_use,
     rerun,
     sequences_that_fit,
     tokens_per_request,
-    vllm_flag,
 )
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
@@ -256,7 +257,7 @@ def _raise_utilisation(
              "sequences stop running out of blocks"),
         verify=rerun("vllm:num_preemptions to stay flat after the streams end, and no stalls in the streams"),
         current=f"{current:.2f}" if current is not None else None,
-        where=vllm_flag("gpu_memory_utilization"),
+        where=engine_flag(engine_of(log_facts), "gpu_memory_utilization"),
     )
 
 
@@ -285,8 +286,16 @@ def _raise_utilisation_if_free(
              "evidence was collected here, so the headroom is unknown"),
         verify=fallback.verify,
         current=f"{current:.2f}" if current is not None else None,
-        where=vllm_flag("gpu_memory_utilization") + " (or --max-num-seqs)",
+        where=_or_max_num_seqs(engine_of(log_facts, mw)),
     )
+
+
+def _or_max_num_seqs(engine: str | None) -> str:
+    """Where memory is raised, with the sequence limit as the alternative, in the engine's flags."""
+    memory = engine_flag(engine, "gpu_memory_utilization")
+    if engine in (None, "vllm"):
+        return memory + " (or --max-num-seqs)"
+    return f"{memory} (or {engine_flag(engine, 'max_num_seqs')})"
 
 
 def _lower_max_num_seqs(
@@ -329,5 +338,5 @@ def _lower_max_num_seqs(
              "answer (lowering max_num_batched_tokens also limits how much a step allocates). " + alternative).strip(),
         verify=rerun("vllm:num_preemptions to stay flat after the streams end, and no stalls in the streams"),
         current=max_seqs.current() if max_seqs is not None else None,
-        where=vllm_flag("max_num_seqs"),
+        where=engine_flag(engine_of(log_facts, mw), "max_num_seqs"),
     )

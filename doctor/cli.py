@@ -317,10 +317,11 @@ def probe_cmd(
 
 @app.command("log")
 def log_cmd(
-    source: Annotated[str, typer.Argument(help="vLLM log file ('-' = stdin, .gz accepted).")],
+    source: Annotated[str, typer.Argument(help="Engine log file: vLLM, SGLang or llama-server ('-' = stdin, .gz accepted).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON to stdout (a switch, not a path).")] = False,
 ) -> None:
-    """Read a vLLM log: version, engine config, KV capacity, startup errors, stats over time.
+    """Read an engine's log (vLLM, SGLang, llama.cpp's llama-server): version, engine config,
+    KV capacity, startup errors, stats over time.
 
     [bold]Examples[/]
 
@@ -331,6 +332,26 @@ def log_cmd(
     from doctor.commands.log import run
 
     run_guarded(lambda: run(source, as_json))
+
+
+@app.command("metrics")
+def metrics_cmd(
+    sources: Annotated[list[str], typer.Argument(help="Saved /metrics scrapes (curl http://engine/metrics > a.prom), in the order taken.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON to stdout (a switch, not a path).")] = False,
+) -> None:
+    """Read saved /metrics scrapes of vLLM, SGLang, llama.cpp, TGI or trtllm-serve: running,
+    waiting, KV usage, preemptions, latency histograms. One file: totals since the engine
+    started; two: the window between them.
+
+    [bold]Examples[/]
+
+      llm-doctor metrics before.prom after.prom
+
+      llm-doctor metrics sglang.prom --json
+    """
+    from doctor.commands.metrics import run
+
+    run_guarded(lambda: run(sources, as_json))
 
 
 @app.command("size")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from doctor.engines import normal
+from doctor.engines.names import VLLM, display
 from doctor.evidence.errors import EvidenceError
 from doctor.evidence.log import LogEvidence
 from doctor.redact import Redactor
@@ -30,6 +32,7 @@ def render_log_summary(
 def _json(source: str, evidence: LogEvidence | None, facts: LogFacts | None, read_errors: list[EvidenceError]) -> str:
     document: dict[str, Any] = {
         "source": source,
+        "engine": None,
         "lines_total": evidence.lines_total if evidence else None,
         "bytes_total": evidence.bytes_total if evidence else None,
         "lines_kept": len(evidence.matched) if evidence else 0,
@@ -44,7 +47,9 @@ def _json(source: str, evidence: LogEvidence | None, facts: LogFacts | None, rea
         "preemptions_cumulative": None,
     }
     if facts is not None:
-        document["facts"] = {key: fact.value for key, fact in facts.facts.items()}
+        document["engine"] = facts.engine
+        document["facts"] = facts_document(facts)
+        document["not_exposed"] = normal.not_exposed(facts.engine, document["facts"])
         document["provenance"] = {
             key: {k: v for k, v in (("line", f.line), ("raw", f.raw), ("note", f.note)) if v is not None}
             for key, f in facts.facts.items()
@@ -57,6 +62,16 @@ def _json(source: str, evidence: LogEvidence | None, facts: LogFacts | None, rea
     return json.dumps(document, indent=2, default=str)
 
 
+def facts_document(facts: LogFacts) -> dict[str, Any]:
+    """The ``facts`` object: what the log states, under the neutral names every engine shares
+    (``doctor.engines.normal``) beside the parser's own keys; vLLM-only key names are left out of
+    another engine's (its neutral name says the same)."""
+    document = {key: fact.value for key, fact in facts.facts.items()
+                if facts.engine == VLLM or key not in normal.VLLM_ONLY_KEYS}
+    document.update(normal.from_log(facts))
+    return document
+
+
 def _text(source: str, evidence: LogEvidence | None, facts: LogFacts | None, read_errors: list[EvidenceError]) -> str:
     out: list[str] = []
     if evidence is None:
@@ -66,8 +81,10 @@ def _text(source: str, evidence: LogEvidence | None, facts: LogFacts | None, rea
                + (" (oldest stats or startup lines dropped to bound memory)" if evidence.truncated else ""))
     out += [f"  note: {e.message}" for e in read_errors]
     if facts is None or facts.empty:
-        out.append("no vLLM startup, stats or error line found: is this a vLLM log?")
+        out.append("no vLLM startup, stats or error line found (nor SGLang's or llama.cpp's): is this an engine's log?")
         return "\n".join(out)
+    if facts.engine != VLLM:
+        out.append(f"engine: {display(facts.engine)} (facts under vLLM's names, each noting {display(facts.engine)}'s own)")
     if len(facts.startups) > 1:
         out.append(f"{len(facts.startups)} startups; facts are from the last (from line {facts.startups[-1].first_line}):")
         for s in facts.startups:

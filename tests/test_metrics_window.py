@@ -210,7 +210,7 @@ def test_old_v0_histogram_without_engine_label():
         ({"text": "hello world, not metrics"}, "not a Prometheus exposition"),
         ({"text": '{"detail":"Not Found"}', "status": 404, "content_type": "application/json"}, "HTTP 404"),
         ({"text": "", "error": "GET http://127.0.0.1:8000/metrics failed: timed out"}, "timed out"),
-        ({"text": "# HELP foo f\n# TYPE foo gauge\nfoo 1\n"}, "no vllm: metric"),
+        ({"text": "# HELP foo f\n# TYPE foo gauge\nfoo 1\n"}, "no vllm: metric, nor any other engine"),
     ],
 )
 def test_unusable_scrape_gives_missing_with_the_reason(bad, reason):

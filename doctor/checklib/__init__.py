@@ -15,7 +15,8 @@ its remediation mean the same thing as every other check's:
 - **the gateway** (``gateway``): ``detect_proxy`` and ``gateway_name`` (which proxy answered,
   and how a remediation names it), response headers and stream compression.
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
-  ``add_capacity`` and ``vllm_flag`` (``vllm serve flag --max-num-seqs``).
+  ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
+  (the same setting under the serving engine's own flag, ``engine_of`` telling which engine).
 
 ``from doctor.checklib import engine_setting, rerun, vllm_flag``: the names below are the
 public API (``tests/test_checklib.py`` pins them); the submodules are its layout, not its
@@ -28,6 +29,7 @@ from doctor.checklib.engine import (
     V1_SERVE_MAX_NUM_SEQS,
     Setting,
     default_max_num_seqs,
+    engine_of,
     engine_setting,
     inferred_max_num_seqs,
     is_off,
@@ -44,7 +46,7 @@ from doctor.checklib.gateway import (
     stream_encoding,
 )
 from doctor.checklib.paths import PathPair, engine_path, measured_pair, ttft_wait
-from doctor.checklib.remediation import add_capacity, rerun, vllm_flag
+from doctor.checklib.remediation import ENGINE_FLAGS, add_capacity, engine_flag, rerun, vllm_flag
 from doctor.checklib.sizing import (
     KV_FILL_TARGET,
     MAX_GPU_MEMORY_UTILIZATION,
@@ -55,6 +57,7 @@ from doctor.checklib.sizing import (
 
 __all__ = [
     "COMPRESSED",
+    "ENGINE_FLAGS",
     "KNOWN_PROXIES",
     "KV_FILL_TARGET",
     "MAX_GPU_MEMORY_UTILIZATION",
@@ -67,6 +70,8 @@ __all__ = [
     "capped_utilization",
     "default_max_num_seqs",
     "detect_proxy",
+    "engine_flag",
+    "engine_of",
     "engine_path",
     "engine_setting",
     "gateway_headers",

@@ -131,6 +131,14 @@ def model_len(
     return None
 
 
+def engine_of(log_facts: LogFacts | None, metrics_window: MetricsWindow | None = None) -> str | None:
+    """The engine that served (``vllm``, ``sglang``, ...): as its log or its /metrics says, for
+    ``engine_flag``; ``None`` when neither was read."""
+    if log_facts is not None:
+        return log_facts.engine
+    return metrics_window.engine_kind if metrics_window is not None else None
+
+
 _OFF = ("false", "0", "off", "no", "none", "disabled")
 
 

@@ -1,13 +1,37 @@
-"""How a remediation is spelled: the shared verify text, the capacity advice, vLLM's flag names.
+"""How a remediation is spelled: the shared verify text, the capacity advice, engines' flag names.
 
 Every remediation ends in the same instruction (re-run the same probe after one change), and
-names a ``vllm serve`` flag the way the command line spells it; third-party checks use these
-to read like the built-in ones. Public through ``doctor.checklib``.
+names the engine's flag the way its command line spells it: ``vllm serve``'s, or the other
+engines' own for the same setting (``ENGINE_FLAGS``); third-party checks use these to read like
+the built-in ones. Public through ``doctor.checklib``.
 """
 
 from __future__ import annotations
 
+from doctor.engines.names import LLAMACPP, SGLANG, TGI, TRTLLM, VLLM, display
 from doctor.model import RERUN_INSTRUCTION, Remediation
+
+#: vLLM setting -> the flag each other engine has for it, as its launcher spells it (SGLang
+#: ``python -m sglang.launch_server``, llama.cpp ``llama-server``, TGI ``text-generation-launcher``,
+#: ``trtllm-serve``); a setting an engine lacks is absent and reads "not exposed by ENGINE".
+ENGINE_FLAGS: dict[str, dict[str, str]] = {
+    "max_num_seqs": {SGLANG: "--max-running-requests", LLAMACPP: "-np / --parallel",
+                     TGI: "--max-concurrent-requests", TRTLLM: "--max_batch_size"},
+    "max_num_batched_tokens": {SGLANG: "--chunked-prefill-size", LLAMACPP: "-b / --batch-size",
+                               TGI: "--max-batch-prefill-tokens", TRTLLM: "--max_num_tokens"},
+    "max_model_len": {SGLANG: "--context-length", LLAMACPP: "-c / --ctx-size (split between the slots)",
+                      TGI: "--max-total-tokens", TRTLLM: "--max_seq_len"},
+    "gpu_memory_utilization": {SGLANG: "--mem-fraction-static", TGI: "--cuda-memory-fraction",
+                               TRTLLM: "--kv_cache_free_gpu_memory_fraction"},
+    "enable_prefix_caching": {SGLANG: "--disable-radix-cache (remove it)", LLAMACPP: "--cache-reuse"},
+    "enable_chunked_prefill": {SGLANG: "--chunked-prefill-size", TRTLLM: "--enable_chunked_prefill"},
+    "enforce_eager": {SGLANG: "--disable-cuda-graph (remove it)"},
+    "tensor_parallel_size": {SGLANG: "--tp-size", LLAMACPP: "--split-mode / --tensor-split", TGI: "--num-shard",
+                             TRTLLM: "--tp_size"},
+    "kv_cache_dtype": {SGLANG: "--kv-cache-dtype", LLAMACPP: "--cache-type-k / --cache-type-v",
+                       TGI: "--kv-cache-dtype"},
+    "stream_interval": {SGLANG: "--stream-interval"},
+}
 
 
 def vllm_flag(*settings: str) -> str:
@@ -18,6 +42,19 @@ def vllm_flag(*settings: str) -> str:
     """
     flags = " / ".join(f"--{s.replace('_', '-')}" for s in settings)
     return f"vllm serve flag{'s' if len(settings) > 1 else ''} {flags}"
+
+
+def engine_flag(engine: str | None, *settings: str) -> str:
+    """``vllm_flag`` for the engine that served: ``SGLang flag --max-running-requests`` for
+    ``max_num_seqs`` on SGLang, ``vllm serve flag --max-num-seqs`` on vLLM (or when the engine is
+    unknown). A setting the engine lacks says so and names vLLM's, so the advice is still read."""
+    if engine in (None, VLLM):
+        return vllm_flag(*settings)
+    flags = [ENGINE_FLAGS.get(s, {}).get(engine) for s in settings]
+    if all(flags):
+        return f"{display(engine)} flag{'s' if len(flags) > 1 else ''} {' / '.join(f for f in flags if f)}"
+    lacking = [s for s, f in zip(settings, flags, strict=True) if not f]
+    return f"not exposed by {display(engine)} ({', '.join(lacking)}: {vllm_flag(*settings)} on vLLM)"
 
 
 def rerun(expect: str) -> str:

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import sys
 
+from doctor.engines.logs import parse_engine_log
 from doctor.exit_codes import ExitCode
 from doctor.probes.logfile import read_log
-from doctor.vllm_log.parser import parse_lines
 from reports.log_summary import render_log_summary
 
 
 def log_command_output(source: str, as_json: bool) -> tuple[str, int]:
     """The text ``llm-doctor log`` prints for ``source`` and its exit code."""
     evidence, read_errors = read_log(source)
-    facts = parse_lines(evidence.matched, source) if evidence is not None else None
+    facts = parse_engine_log(evidence.matched, source) if evidence is not None else None
     code = ExitCode.NO_DIAGNOSIS if facts is None or facts.empty else ExitCode.SYMPTOM if facts.errors else ExitCode.HEALTHY
     return render_log_summary(source, evidence, facts, read_errors, as_json=as_json), int(code)
 

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.engines.logs import parse_engine_log
 from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
 from doctor.probes.logfile import read_log
@@ -23,7 +24,6 @@ from doctor.sizing.kv import DEFAULT_BLOCK_SIZE, kv_element_bytes
 from doctor.sizing.plan import Setup, size_model
 from doctor.sizing.summary import summary
 from doctor.sizing.weights import model_dtype
-from doctor.vllm_log.parser import parse_lines
 from reports.sizing import print_sizing
 from reports.terminal import stdout_console
 
@@ -90,7 +90,7 @@ def size_document(req: SizeRequest) -> tuple[dict[str, Any], int]:
         evidence, errors = read_log(req.log)
         if evidence is None:
             raise UsageError(errors[0].message if errors else f"cannot read the log {req.log}")
-        sizing, comparison = sizing_from_log(arch, parse_lines(evidence.matched, req.log))
+        sizing, comparison = sizing_from_log(arch, parse_engine_log(evidence.matched, req.log))
     except ValueError as exc:  # a flag value the arithmetic cannot use
         raise UsageError(str(exc)) from None
     doc = summary(sizing, comparison)

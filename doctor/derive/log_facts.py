@@ -1,16 +1,17 @@
-"""Facts read from a vLLM startup log: configuration, KV capacity, errors, stats over time.
+"""Facts read from an engine's startup log: configuration, KV capacity, errors, stats over time.
 
 The view re-parses the lines the log probe kept (``bundle.log.matched``) with the current
-parser, so an old bundle gains what a newer parser understands. The types are defined in
+parser of the engine that wrote them (vLLM, SGLang, llama.cpp: ``doctor.engines.logs``), so
+an old bundle gains what a newer parser understands. The types are defined in
 ``doctor.vllm_log.model`` and re-exported here, where checks import them from.
 """
 
 from __future__ import annotations
 
 from doctor.derive.missing import Missing
+from doctor.engines.logs import parse_engine_log
 from doctor.evidence import Bundle
 from doctor.vllm_log.model import Fact, LogFacts, Startup, StartupError, StatsPoint
-from doctor.vllm_log.parser import parse_lines
 
 __all__ = ["Fact", "LogFacts", "Startup", "StartupError", "StatsPoint", "derive_log_facts"]
 
@@ -19,7 +20,7 @@ def derive_log_facts(bundle: Bundle) -> LogFacts:
     """The ``log_facts`` view, re-parsed from the matched lines the bundle kept."""
     if bundle.log is None:
         raise Missing("no startup log (pass --log PATH)")
-    facts = parse_lines(bundle.log.matched, source=bundle.log.source)
+    facts = parse_engine_log(bundle.log.matched, source=bundle.log.source)
     if facts.empty:
-        raise Missing(f"no vLLM startup, stats or error line in the log {bundle.log.source}")
+        raise Missing(f"no startup, stats or error line of a known engine in the log {bundle.log.source}")
     return facts

@@ -62,6 +62,7 @@ class Startup:
 @dataclass
 class LogFacts:
     source: str = ""
+    engine: str = "vllm"  # whose log it is (``doctor.engines.names``); the facts use vLLM's keys
     facts: dict[str, Fact] = field(default_factory=dict)
     errors: list[StartupError] = field(default_factory=list)
     stats: list[StatsPoint] = field(default_factory=list)  # every startup's; ``last_stats``: the last one's

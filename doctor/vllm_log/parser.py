@@ -184,10 +184,10 @@ class _Parser:
             if generation is None and record.source:
                 generation = "V1" if record.source.startswith("core.py") else "V0"
             state.set("engine_generation", generation, record, STATED if match["generation"] else CONFIG)
-            self._config_items(state, _split_items(match["config"]), record, CONFIG)
+            self._config_items(state, split_items(match["config"]), record, CONFIG)
         elif match := P.ARGS_NAMESPACE.match(message):
             state = self._open(ARGS_PHASE, record)
-            self._config_items(state, _split_items(match["body"]), record, ARGUMENT)
+            self._config_items(state, split_items(match["body"]), record, ARGUMENT)
         elif match := P.NON_DEFAULT_ARGS.match(message):
             state = self._open(ARGS_PHASE, record)
             args = _dict_literal(match["body"])
@@ -202,7 +202,7 @@ class _Parser:
             name = CONFIG_KEYS.get(key)
             if name is None:
                 continue
-            value = _value(raw) if isinstance(raw, str) else raw
+            value = literal_value(raw) if isinstance(raw, str) else raw
             if name == "served_model_name" and isinstance(value, (list, tuple)):
                 value = value[0] if value else None
             state.set(name, value, record, rank)
@@ -460,7 +460,7 @@ def _specific_errors(errors: list[StartupError]) -> list[StartupError]:
     return errors
 
 
-def _split_items(body: str) -> list[tuple[str, str]]:
+def split_items(body: str) -> list[tuple[str, str]]:
     """Top-level ``key=value`` items of a config or ``Namespace(...)`` repr.
 
     Items are separated by a comma, or by a space before ``key=`` (0.6.3/0.6.4 printed
@@ -517,10 +517,10 @@ def _dict_literal(body: str) -> dict[str, Any]:
         value = None
     if isinstance(value, dict):
         return {str(k): v for k, v in value.items()}
-    return {key: _value(raw) for key, raw in _split_items(re.sub(r"'(\w+)': ", r"\1=", body[1:]))}
+    return {key: literal_value(raw) for key, raw in split_items(re.sub(r"'(\w+)': ", r"\1=", body[1:]))}
 
 
-def _value(raw: str) -> Any:
+def literal_value(raw: str) -> Any:
     """A printed value as a number, boolean, string, list or dict where it reads as one."""
     raw = raw.strip()
     try:

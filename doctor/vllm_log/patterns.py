@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import re
 
+from doctor.engines import openings
+
 #: Openings of the messages the parser reads, after vLLM's ``[file.py:N] `` (``file.py:N] ``
 #: before 0.8). Every repeat is bounded (``\d{1,4}``, ``{0,40}``) or cannot cross a line: the
 #: headerless gate tries them at every position of the log, where an unbounded ``\d+`` or
@@ -35,7 +37,8 @@ _OPENINGS = (
     rb"|PyTorch activation|available_kv_cache_memory|Graph capturing|Estimated CUDA graph|CUDA graph"
     rb"|torch\.compile takes|init engine"
     rb"|The model's max seq len|To serve at least|Free memory on device|No available memory"
-    rb"|[A-Z][A-Za-z +]{0,40} KV cache size)"  # GPU, CPU, XPU, "GPU + host"; last: it is tried at any capital
+    + openings.OPENINGS  # other engines' lines (doctor.engines)
+    + rb"|[A-Z][A-Za-z +]{0,40} KV cache size)"  # GPU, CPU, XPU, "GPU + host"; last: it is tried at any capital
 )
 #: Request logs echo user prompts, which may hold any phrase: never kept. Most vLLM lines of a
 #: busy log are these, so the gate rules them out first, which halves its time.
@@ -47,15 +50,22 @@ MESSAGE_GATE = re.compile(rb"\] (?!" + _REQUEST + rb")" + _OPENINGS)
 COLOURED_MESSAGE_GATE = re.compile(rb"\](?:\x1b\[[0-9;]*m)? " + _OPENINGS)
 #: A log whose first chunk holds no vLLM header (an excerpt pasted without them) is searched
 #: for the same openings anywhere on the line: far slower, but such logs are small.
-HEADER_PROBE = re.compile(rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d")
+#: SGLang's ``[2025-09-03 18:33:18 TP0] `` and TensorRT-LLM's ``[TensorRT-LLM][INFO] `` headers end
+#: the same way, so their logs take the fast gate too.
+HEADER_PROBE = re.compile(
+    rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"
+    rb"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]{2}\d{1,4}){0,3}\] |\[TensorRT-LLM\]\[[A-Z]{1,8}\] ",
+    re.MULTILINE,
+)
 ANYWHERE_GATE = re.compile(_OPENINGS)
 #: Exceptions, found anywhere on a line: tracebacks and wrappers print them without a header.
 #: (A one-literal regex: ``re`` finds it faster than ``bytes.find`` does.)
 EXCEPTION_GATE = re.compile(rb"Error: ")
 
-#: Kept-line categories of the scanner, each bounded on its own (see ``scanner``).
-STATS_MARK = b"throughput:"
-PREEMPTION_MARK = b"preempted by"
+#: Kept-line categories of the scanner, each bounded on its own (see ``scanner``), every
+#: engine's (``doctor.engines.openings``).
+STATS_MARKS = openings.STATS_MARKS
+PREEMPTION_MARKS = openings.PREEMPTION_MARKS
 
 # --- the startup: version, configuration ---------------------------------------------------
 

@@ -294,9 +294,9 @@ class Scanner:
         self._last_kept = no
 
     def _buffer_of(self, line: bytes) -> _Bounded:
-        if patterns.STATS_MARK in line:
+        if any(mark in line for mark in patterns.STATS_MARKS):
             return self._stats
-        if patterns.PREEMPTION_MARK in line:
+        if any(mark in line for mark in patterns.PREEMPTION_MARKS):
             return self._preemptions
         if b"Error" in line and b"KV cache" not in line:
             return self._exceptions

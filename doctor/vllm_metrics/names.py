@@ -1,14 +1,20 @@
-"""vLLM metric names across versions, and the parse of one exposition into normalised samples.
+"""Engine metric names across versions and engines, and the parse of one exposition into samples.
 
 vLLM renamed its metrics several times (``gpu_cache_usage_perc`` -> ``kv_cache_usage_perc``,
 ``time_per_output_token_seconds`` -> ``inter_token_latency_seconds``, ``gpu_prefix_cache_*``
 -> ``prefix_cache_*``) and exposed both names during each rename window. Each quantity the
-doctor reads is a ``Family`` listing its names newest first; the first name that has samples
-wins. Matching is done on *sample* names, not on ``# TYPE`` families, because the scrapes people
-paste (and some exporters) drop the ``# TYPE`` lines, and prometheus_client then turns every
-sample into an untyped family of its own.
+doctor reads is a ``Family`` listing its names newest first, then the names other engines give
+the same quantity (SGLang, llama.cpp's ``llama-server``, TGI, TensorRT-LLM's ``trtllm-serve``),
+so that every check reads one vocabulary whichever engine answered; the first name that has
+samples wins. Matching is done on *sample* names, not on ``# TYPE`` families, because the
+scrapes people paste (and some exporters) drop the ``# TYPE`` lines, and prometheus_client then
+turns every sample into an untyped family of its own.
 
-Names come from ``fixtures/vllm-formats/metrics-definitions-by-version.md`` (0.1.7 to 0.33.0).
+vLLM's names come from ``fixtures/vllm-formats/metrics-definitions-by-version.md`` (0.1.7 to
+0.33.0); the other engines' from their source (SGLang ``python/sglang/srt/metrics/collector.py``,
+llama.cpp ``tools/server`` ``all_metrics_def``, TGI ``docs/source/reference/metrics.md``, the
+Gateway API Inference Extension's model-server protocol for trtllm-serve). A quantity an engine
+does not expose is simply absent from its names, and the window says it is missing.
 """
 
 from __future__ import annotations
@@ -18,14 +24,19 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from doctor.engines.names import engine_of_metrics
+
 #: Labels that identify where a sample comes from; every other label is a sub-key or summed.
-ENGINE_LABEL = "engine"
+#: vLLM labels a data-parallel engine ``engine``; SGLang labels its schedulers ``dp_rank``
+#: (each data-parallel rank is a scheduler of its own, with its own queue and KV pool).
+ENGINE_LABELS = ("engine", "dp_rank")
+ENGINE_LABEL = ENGINE_LABELS[0]
 MODEL_LABEL = "model_name"
 
 
 @dataclass(frozen=True)
 class Family:
-    """One quantity the doctor reads, with the metric names vLLM used for it, preferred first."""
+    """One quantity the doctor reads, with the metric names engines used for it, preferred first."""
 
     key: str  # the MetricsWindow field it fills
     kind: str  # "counter" | "histogram" | "gauge"
@@ -38,27 +49,51 @@ class Family:
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family("preemptions", "counter", ("vllm:num_preemptions",)),
-    Family("finished_by_reason", "counter", ("vllm:request_success",), sub_label="finished_reason"),
-    Family("prompt_tokens", "counter", ("vllm:prompt_tokens",)),
-    Family("generation_tokens", "counter", ("vllm:generation_tokens",)),
+    # SGLang counts retracted requests (its preemption: KV pool full, requests sent back to the
+    # queue); llama.cpp, TGI and trtllm-serve count none (trtllm has a paused-requests gauge).
+    Family("preemptions", "counter", ("vllm:num_preemptions", "sglang:num_retracted_requests")),
+    Family("finished_by_reason", "counter", ("vllm:request_success", "trtllm_request_success"),
+           sub_label="finished_reason"),
+    Family("prompt_tokens", "counter",
+           ("vllm:prompt_tokens", "sglang:prompt_tokens", "llamacpp:prompt_tokens", "trtllm_prompt_tokens")),
+    Family("generation_tokens", "counter",
+           ("vllm:generation_tokens", "sglang:generation_tokens", "llamacpp:tokens_predicted",
+            "trtllm_generation_tokens")),
     Family("prefix_cache_hits", "counter", ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits")),
     Family("prefix_cache_queries", "counter", ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries")),
-    Family("ttft", "histogram", ("vllm:time_to_first_token_seconds",)),
-    Family("queue", "histogram", ("vllm:request_queue_time_seconds", "vllm:time_in_queue_requests")),
+    Family("ttft", "histogram",
+           ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds",
+            "trtllm_time_to_first_token_seconds")),
+    # TGI's histograms are in seconds without a ``_seconds`` suffix.
+    Family("queue", "histogram",
+           ("vllm:request_queue_time_seconds", "vllm:time_in_queue_requests", "sglang:queue_time_seconds",
+            "tgi_request_queue_duration", "trtllm_request_queue_time_seconds")),
     Family("prefill", "histogram", ("vllm:request_prefill_time_seconds",)),
     Family("decode", "histogram", ("vllm:request_decode_time_seconds",)),
-    Family("itl", "histogram", ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")),
-    Family("e2e", "histogram", ("vllm:e2e_request_latency_seconds",)),
+    # TGI's is each request's mean time per token, not every gap: a coarser inter-token figure.
+    Family("itl", "histogram",
+           ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
+            "sglang:inter_token_latency_seconds", "tgi_request_mean_time_per_token_duration")),
+    Family("e2e", "histogram",
+           ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds", "tgi_request_duration",
+            "trtllm_e2e_request_latency_seconds")),
     # KV usage is a fraction per engine: the window's total is the fullest engine, not a sum.
-    Family("kv_usage", "gauge", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), aggregate="max"),
-    Family("running", "gauge", ("vllm:num_requests_running",)),
+    # SGLang's token_usage is the fullest pool of a hybrid model; llama.cpp and TGI expose none.
+    Family("kv_usage", "gauge",
+           ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
+            "trtllm_kv_cache_utilization"), aggregate="max"),
+    Family("running", "gauge",
+           ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing",
+            "tgi_batch_current_size", "trtllm_num_requests_running")),
     # Speculative decoding (V0 0.5.4-0.9 spec_decode/metrics.py; V1 v1/spec_decode/metrics.py, engine-labelled
     # since 0.10.2): both expose ``_total``. V1 counts a draft per request per step; V0 had no drafts counter.
     Family("spec_draft_tokens", "counter", ("vllm:spec_decode_num_draft_tokens",), only_with="speculative decoding"),
     Family("spec_accepted_tokens", "counter", ("vllm:spec_decode_num_accepted_tokens",), only_with="speculative decoding"),
     Family("spec_drafts", "counter", ("vllm:spec_decode_num_drafts",), only_with="speculative decoding"),
-    Family("waiting", "gauge", ("vllm:num_requests_waiting",)),
+    # llama.cpp defers a request when every slot is busy: its queue.
+    Family("waiting", "gauge",
+           ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred", "tgi_queue_size",
+            "trtllm_num_requests_waiting")),
 )
 
 FAMILY_BY_KEY: dict[str, Family] = {f.key: f for f in FAMILIES}
@@ -91,7 +126,7 @@ class Sample:
     family: str  # Family.key
     metric: str  # the vLLM name it was exposed under (without suffix)
     part: str  # "value" | "bucket" | "sum" | "count"
-    engine: str  # the ``engine`` label, "" when absent (V0, single engine)
+    engine: str  # the ``engine`` (vLLM) or ``dp_rank`` (SGLang) label, "" when absent (one engine)
     model: str  # the ``model_name`` label, "" when absent
     sub: str  # the family's sub-label value (finished_reason), "" otherwise
     le: float | None  # bucket upper bound
@@ -108,8 +143,9 @@ class ExpositionError(ValueError):
     """The text is not a Prometheus exposition (HTML page, JSON error, garbage)."""
 
 
-def parse_exposition(text: str) -> tuple[list[Sample], bool]:
-    """The samples of known vLLM families in ``text``, and whether any ``vllm:`` family was declared.
+def parse_exposition(text: str) -> tuple[list[Sample], str | None]:
+    """The samples of known families in ``text``, and the engine whose families it declares
+    (``doctor.engines.names``: ``vllm``, ``sglang``, ...), ``None`` when no engine's.
 
     ``_created`` series (prometheus_client's creation timestamps) never match a family and are
     dropped with every other unknown sample. NaN values are dropped too: they carry no amount;
@@ -117,10 +153,10 @@ def parse_exposition(text: str) -> tuple[list[Sample], bool]:
     Raises ``ExpositionError`` with a short reason when the text does not parse.
     """
     samples: list[Sample] = []
-    saw_vllm = False
+    declared: list[str] = []
     try:
         for metric_family in text_string_to_metric_families(text):
-            saw_vllm = saw_vllm or metric_family.name.startswith("vllm:")
+            declared.append(metric_family.name)
             for s in metric_family.samples:
                 hit = _INDEX.get(s.name)
                 value = _amount(s.value)
@@ -135,7 +171,7 @@ def parse_exposition(text: str) -> tuple[list[Sample], bool]:
                         family=family.key,
                         metric=metric,
                         part=part,
-                        engine=labels.pop(ENGINE_LABEL, ""),
+                        engine=engine_label(labels),
                         model=labels.pop(MODEL_LABEL, ""),
                         sub=sub,
                         le=float(le) if le is not None else None,
@@ -145,7 +181,15 @@ def parse_exposition(text: str) -> tuple[list[Sample], bool]:
                 )
     except ValueError as exc:  # prometheus_client reports every syntax error as ValueError
         raise ExpositionError(f"not a Prometheus exposition: {_shorten(str(exc))}") from None
-    return samples, saw_vllm
+    return samples, engine_of_metrics(declared)
+
+
+def engine_label(labels: dict[str, str]) -> str:
+    """Pop and return the label that names the engine a sample comes from ("" when none)."""
+    found = ""
+    for name in ENGINE_LABELS:
+        found = labels.pop(name, "") or found
+    return found
 
 
 def _amount(value: float) -> float | None:

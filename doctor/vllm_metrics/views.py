@@ -64,6 +64,9 @@ class EngineWindow:
 @dataclass
 class MetricsWindow:
     source: str = "scrape"  # "scrape" | "prometheus"
+    # The engine whose metrics these are ("vllm", "sglang", ... as ``doctor.engines.names``);
+    # None when the source does not say (Prometheus history is asked by name, not by engine).
+    engine_kind: str | None = None
     window_s: float | None = None
     preemptions: float | None = None  # None = the family was missing, never 0
     finished_by_reason: dict[str, float] = field(default_factory=dict)

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from doctor.engines.names import METRIC_PREFIXES
 from doctor.evidence import Scrape
 from doctor.vllm_metrics.names import FAMILIES, FAMILY_BY_KEY, ExpositionError, Sample, parse_exposition
 from doctor.vllm_metrics.readings import EngineKey, GaugeSeries, HistogramDelta, NoWindow, Readings, assemble
@@ -23,6 +24,7 @@ from doctor.vllm_metrics.views import MetricsWindow
 class ParsedScrape:
     t: float
     samples: list[Sample]
+    engine: str | None = None  # whose metric families the scrape declared
 
 
 def _summarised(failed: Sequence[tuple[Scrape, str]], total: int) -> list[str]:
@@ -47,16 +49,22 @@ def parse_scrape(scrape: Scrape) -> tuple[ParsedScrape | None, str | None]:
     if not body:
         return None, "/metrics returned an empty body"
     try:
-        samples, saw_vllm = parse_exposition(scrape.text)
+        samples, engine = parse_exposition(scrape.text)
     except ExpositionError as exc:
         return None, f"/metrics {exc}"
-    if not saw_vllm:
-        return None, "/metrics has no vllm: metric (is the URL a vLLM server?)"
-    return ParsedScrape(scrape.t, samples), None
+    if engine is None:
+        known = ", ".join(prefix for prefix, _ in METRIC_PREFIXES)
+        return None, f"/metrics has no vllm: metric, nor any other engine's ({known}): is the URL an engine's?"
+    return ParsedScrape(scrape.t, samples, engine), None
 
 
-def window_from_scrapes(scrapes: Sequence[Scrape]) -> MetricsWindow:
-    """The window between the first and the last usable scrape; ``NoWindow`` when there are < 2."""
+def window_from_scrapes(scrapes: Sequence[Scrape], *, since_start: bool = False) -> MetricsWindow:
+    """The window between the first and the last usable scrape; ``NoWindow`` when there are < 2.
+
+    ``since_start``: one usable scrape is enough, read as the window from the engine's start
+    (every counter and histogram counted from zero), which is what a single saved scrape can
+    say (``llm-doctor metrics FILE.prom``).
+    """
     parsed: list[ParsedScrape] = []
     failed: list[tuple[Scrape, str]] = []
     for scrape in sorted(scrapes, key=lambda s: s.t):
@@ -66,16 +74,23 @@ def window_from_scrapes(scrapes: Sequence[Scrape]) -> MetricsWindow:
         else:
             parsed.append(result)
     skipped = _summarised(failed, len(scrapes))
+    used = len(parsed)
+    notes = [f"skipped {s}" for s in skipped]
+    if since_start and used == 1:
+        # An empty scrape before it: every series is then born inside the window, from zero.
+        parsed.insert(0, ParsedScrape(parsed[0].t, [], parsed[0].engine))
+        notes.insert(0, "one scrape: counters and histograms are totals since the engine started")
     if len(parsed) < 2:
         what = "no /metrics scrape succeeded" if not parsed else "only one /metrics scrape succeeded"
         raise NoWindow("; ".join([what, *skipped]))
 
-    readings = Readings(notes=[f"skipped {s}" for s in skipped])
+    readings = Readings(notes=notes)
     _choose_metric_names(parsed, readings)
     _add_deltas(parsed, readings)
     _add_gauges(parsed, readings)
     window = assemble(readings, source="scrape", window_s=parsed[-1].t - parsed[0].t)
-    window.scrapes_used = len(parsed)
+    window.scrapes_used = used
+    window.engine_kind = parsed[-1].engine
     return window
 
 

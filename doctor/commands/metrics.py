@@ -1,0 +1,40 @@
+"""``llm-doctor metrics FILE.prom [LATER.prom] [--json]``: read saved /metrics scrapes.
+
+One file is read as totals since the engine started; two (or more, in the order taken) as the
+window between the first and the last. Any engine whose metrics llm-doctor knows (vLLM, SGLang,
+llama.cpp, TGI, trtllm-serve); the facts use the neutral names ``llm-doctor log --json`` uses.
+Exit 2 when no file is a usable scrape (no diagnosis), else 0.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from doctor.engines import normal
+from doctor.engines.capacity import capacity_from_exposition
+from doctor.exit_codes import ExitCode
+from doctor.probes.scrapefile import read_scrapes
+from doctor.vllm_metrics.readings import NoWindow
+from doctor.vllm_metrics.window import window_from_scrapes
+from reports.metrics_summary import render_metrics_summary
+
+
+def metrics_command_output(sources: list[str], as_json: bool) -> tuple[str, int]:
+    """The text ``llm-doctor metrics`` prints for ``sources`` and its exit code."""
+    scrapes = read_scrapes(sources)
+    try:
+        window = window_from_scrapes(scrapes, since_start=True)
+    except NoWindow as exc:
+        text = render_metrics_summary(sources, None, {}, {}, str(exc), as_json=as_json)
+        return text, int(ExitCode.NO_DIAGNOSIS)
+    facts = {**capacity_from_exposition(scrapes[-1].text), **normal.from_window(window)}
+    engine = facts["engine"]
+    text = render_metrics_summary(sources, window, facts, normal.not_exposed(engine, facts), None, as_json=as_json)
+    return text, int(ExitCode.HEALTHY)
+
+
+def run(sources: list[str], as_json: bool) -> int:
+    """Print the output, ending in one newline; the exit code."""
+    text, code = metrics_command_output(sources, as_json)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return code

@@ -1,0 +1,52 @@
+"""The configuration an engine states in its /metrics, beside the readings: KV capacity, limits.
+
+Engines publish a few settings as gauges or info labels, so a saved scrape can give what a log
+would: vLLM ``vllm:cache_config_info{block_size, num_gpu_blocks}``, SGLang
+``sglang:max_total_num_tokens`` (and, in builds of late 2024, ``sglang:max_running_requests`` and
+``sglang:context_len``), trtllm-serve ``trtllm_kv_cache_max_blocks`` x
+``trtllm_kv_cache_tokens_per_block``. Read with prometheus_client's parser, as every scrape is.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+_GAUGES = {
+    "sglang:max_total_num_tokens": "kv_cache_tokens",
+    "sglang:max_running_requests": "max_running_requests",
+    "sglang:context_len": "max_model_len",
+    "sglang:max_prefill_tokens": "max_prefill_tokens",
+    "trtllm_kv_cache_max_blocks": "num_blocks",
+    "trtllm_kv_cache_tokens_per_block": "block_size",
+}
+
+
+def capacity_from_exposition(text: str) -> dict[str, Any]:
+    """Neutral facts (``kv_cache_tokens``, ``block_size``, ``max_running_requests``, ...) that
+    the exposition states; empty when it states none or does not parse."""
+    out: dict[str, Any] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "vllm:cache_config_info":
+                    _info(out, sample.labels)
+                elif (key := _GAUGES.get(sample.name)) and _finite(sample.value):
+                    out.setdefault(key, int(sample.value))
+    except ValueError:  # prometheus_client's syntax error; the window reports it
+        return {}
+    if "kv_cache_tokens" not in out and "num_blocks" in out and "block_size" in out:
+        out["kv_cache_tokens"] = out["num_blocks"] * out["block_size"]
+    return out
+
+
+def _info(out: dict[str, Any], labels: dict[str, str]) -> None:
+    for label, key in (("block_size", "block_size"), ("num_gpu_blocks", "num_blocks")):
+        if labels.get(label, "").isdigit():
+            out.setdefault(key, int(labels[label]))
+
+
+def _finite(value: float) -> bool:
+    return not (math.isnan(value) or math.isinf(value))

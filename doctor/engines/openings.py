@@ -1,0 +1,32 @@
+"""The phrases of other engines' logs that the log scanner keeps, as pieces of its gate.
+
+``doctor.vllm_log.patterns`` joins ``OPENINGS`` into the scanner's gate, so one streaming scan
+keeps the lines of whichever engine wrote the log; the parsers in this package then read only
+what was kept. Bytes, bounded repeats only (the gate's rule: it is tried at every position of a
+log without headers). Pure data: this module imports nothing, so the scanner can use it.
+"""
+
+from __future__ import annotations
+
+#: Message openings (alternatives of one regex group), engine by engine.
+OPENINGS = (
+    # SGLang (memory_pool.py, scheduler.py, model_runner.py, http_server.py)
+    rb"|KV Cache is allocated|Full KV Cache is allocated|SWA KV Cache is allocated|Mamba Cache is allocated"
+    rb"|max_total_num_tokens=|max_running_requests is capped|Load weight end|Capture cuda graph end"
+    rb"|server_args=ServerArgs|Prefill batch|Decode batch|KV cache pool is full|Decode out of memory"
+    rb"|The server is fired up"
+    # llama.cpp llama-server (llama-context.cpp, llama-kv-cache*.cpp, tools/server)
+    rb"|llama_kv_cache|llama_context: n_|llama_new_context_with_model: n_|llama_memory_recurrent: size"
+    rb"|srv {1,12}init: initializing slots|load_model: initializing|slot {1,12}init: id|build: \d"
+    rb"|main: server is listening|INFO \[ {0,20}main\] build info"
+    # TGI (text_generation_launcher's Args, the router's warm-up)
+    rb"|Args \{|Setting max batch total tokens|Model does not support automatic max batch total tokens"
+    # TensorRT-LLM (the C++ runtime's TRTGptModel / KV cache manager lines, the Python LLM API)
+    rb"|TRTGptModel max|Allocated \d{1,9}\.\d{1,4} GiB for max tokens in paged KV cache"
+    rb"|\[MemUsageChange\] Allocated|Number of tokens per block|TensorRT.LLM version"
+)
+
+#: Kept lines of these kinds are bounded apart from the startup lines (``Scanner._buffer_of``),
+#: so that a long-running server's stats do not push its startup out.
+STATS_MARKS = (b"throughput:", b"throughput (token/s)")
+PREEMPTION_MARKS = (b"preempted by", b"Retract requests", b"Decode out of memory")

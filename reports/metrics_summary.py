@@ -1,0 +1,58 @@
+"""The ``llm-doctor metrics`` output: what saved /metrics scrapes say, for a human or a script.
+
+Beside ``log_summary`` and for the same reason: it gets the window computed and the facts read,
+and only words them. The ``facts`` object uses the neutral names ``llm-doctor log --json`` uses
+(``doctor.engines.normal``), whichever engine was scraped; the redactor runs over the result.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from doctor.engines.names import display
+from doctor.redact import Redactor
+from doctor.serial import to_jsonable
+from doctor.vllm_metrics.views import MetricsWindow
+
+
+def render_metrics_summary(
+    sources: list[str], window: MetricsWindow | None, facts: dict[str, Any], not_exposed: dict[str, str],
+    problem: str | None, *, as_json: bool,
+) -> str:
+    """What ``llm-doctor metrics`` prints: JSON or text, redacted."""
+    if as_json:
+        document = {
+            "sources": sources,
+            "engine": facts.get("engine"),
+            "facts": facts,
+            "not_exposed": not_exposed,
+            "problem": problem,
+            "window": to_jsonable(window) if window is not None else None,
+        }
+        text = json.dumps(document, indent=2, default=str)
+    else:
+        text = _text(sources, window, facts, not_exposed, problem)
+    return Redactor().text(text)
+
+
+def _text(sources: list[str], window: MetricsWindow | None, facts: dict[str, Any], not_exposed: dict[str, str],
+          problem: str | None) -> str:
+    if window is None:
+        return f"cannot use {', '.join(sources)}: {problem}"
+    span = "totals since the engine started" if window.scrapes_used == 1 else f"window of {window.window_s:g} s"
+    out = [f"{', '.join(sources)}: {display(facts.get('engine'))} metrics, {span}"]
+    for key, value in facts.items():
+        if key != "engine":
+            out.append(f"  {key:<22} {value:g}" if isinstance(value, float) else f"  {key:<22} {value}")
+    out += [f"  {key:<22} {why}" for key, why in not_exposed.items()]
+    for name in ("ttft", "queue", "itl", "e2e"):
+        hist = getattr(window, name)
+        if hist is not None and hist.count:
+            mean = f"mean {hist.mean:.3g} s" if hist.mean is not None else "mean ?"
+            p90 = f", p90 <= {hist.p90_le:g} s" if hist.p90_le is not None else ""
+            out.append(f"  {name:<22} {hist.count:g} requests, {mean}{p90} ({hist.metric})")
+    if window.missing:
+        out.append(f"  not in the scrape: {', '.join(window.missing)}")
+    out += [f"  note: {note}" for note in window.notes]
+    return "\n".join(out)

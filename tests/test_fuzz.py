@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 
 from doctor.bundle import EMBED_ID, EMBED_TYPE, dumps, load_path, save
 from doctor.config import FileConfig, load_config
+from doctor.engines import normal
+from doctor.engines.logs import parse_engine_log
 from doctor.errors import BundleError, UsageError
 from doctor.evidence import PrometheusEvidence, PromQuery, RequestTrace, TokenEvent
 from doctor.probes import endpoints, kubernetes
@@ -100,6 +102,29 @@ def test_log_reader_and_parser_take_any_bytes(data: bytes) -> None:
         facts = parse_lines(evidence.matched, f.name)
         json.dumps([line.text for line in evidence.matched], ensure_ascii=False).encode()  # writable
         assert facts is not None
+
+
+ENGINE_LOG_PHRASES = (
+    "[2025-11-06 01:22:10 DP1 TP1] ", "KV Cache is allocated. #tokens: 421472, K size: 28.94 GB, V size: ",
+    "max_total_num_tokens=421472, chunked_prefill_size=-1, max_running_requests=", "server_args=ServerArgs(tp_size=",
+    "Decode batch, #running-req: 6, #token: 1920, token usage: 0.94, #queue-req: ", "full token usage: 1e400, ",
+    "KV cache pool is full. Retract requests. #retracted_reqs: 99999999999999999999", "llama_context: n_ctx = ",
+    "llama_kv_cache: size =  544.00 MiB (  8192 cells, ", "srv          init: initializing slots, n_slots = 0",
+    "new slot n_ctx_slot = ", "build: 4351 (4da69d1a) with",
+)
+
+
+@given(_lines_with(*ENGINE_LOG_PHRASES))
+def test_other_engines_log_parsers_take_any_bytes(data: bytes) -> None:
+    with tempfile.NamedTemporaryFile(suffix=".log", delete=False) as f:
+        f.write(data)
+    try:
+        evidence, errors = read_log(f.name)
+    finally:
+        os.unlink(f.name)
+    if evidence is not None:
+        facts = parse_engine_log(evidence.matched, f.name)
+        json.dumps(normal.from_log(facts), allow_nan=True)
 
 
 # --- /metrics ------------------------------------------------------------------------------

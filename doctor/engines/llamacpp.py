@@ -28,13 +28,14 @@ _KV = re.compile(
     r"(?:.*?K \((?P<dtype>\w+)\))?"
 )
 _SLOTS = re.compile(r"initializing(?: slots)?, n_slots = (?P<n>\d+)(?:, n_ctx_slot = (?P<ctx>\d+))?")
-_SLOT = re.compile(r"new slot,? n_ctx_slot = (?P<ctx>\d+)")
+_SLOT = re.compile(r"new slot,? n_ctx(?:_slot)? = (?P<ctx>\d+)")
 _READY = re.compile(r"main: server is listening on (?P<url>\S+)")
 
 #: ``llama_context: n_* = N`` -> check keys (``n_seq_max`` is the slots, ``n_ctx`` the cells).
 _CONTEXT_KEYS = {
     "n_ctx": "n_ctx",
     "n_ctx_per_seq": "max_model_len",
+    "n_ctx_seq": "max_model_len",  # its name since 2025
     "n_batch": "max_num_batched_tokens",
     "n_ubatch": "n_ubatch",
     "n_seq_max": "max_num_seqs",

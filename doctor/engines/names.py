@@ -47,6 +47,8 @@ LOG_MARKERS: tuple[tuple[str, str], ...] = (
     ("llama_new_context_with_model:", LLAMACPP),
     ("n_slots =", LLAMACPP),
     ("n_ctx_slot", LLAMACPP),
+    ("| task -1 | new slot", LLAMACPP),
+    ("main] build info |", LLAMACPP),  # the JSON-era server of 2024 (build 3579)
     # TGI: the router's and the launcher's Rust module paths
     ("text_generation_router", TGI),
     ("text_generation_launcher", TGI),

@@ -3,7 +3,8 @@
 ``doctor.vllm_log.patterns`` joins ``OPENINGS`` into the scanner's gate, so one streaming scan
 keeps the lines of whichever engine wrote the log; the parsers in this package then read only
 what was kept. Bytes, bounded repeats only (the gate's rule: it is tried at every position of a
-log without headers). Pure data: this module imports nothing, so the scanner can use it.
+log without headers, and other engines' logs are read with that gate: their lines carry no vLLM
+header, and newer SGLang puts a level and a file between its header and the message). Pure data: this module imports nothing, so the scanner can use it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ OPENINGS = (
     rb"|The server is fired up"
     # llama.cpp llama-server (llama-context.cpp, llama-kv-cache*.cpp, tools/server)
     rb"|llama_kv_cache|llama_context: n_|llama_new_context_with_model: n_|llama_memory_recurrent: size"
-    rb"|srv {1,12}init: initializing slots|load_model: initializing|slot {1,12}init: id|build: \d"
+    rb"|srv {1,12}init: initializing slots|load_model: initializing|slot {1,12}(?:init|load_model): id|build: \d"
     rb"|main: server is listening|INFO \[ {0,20}main\] build info"
     # TGI (text_generation_launcher's Args, the router's warm-up)
     rb"|Args \{|Setting max batch total tokens|Model does not support automatic max batch total tokens"

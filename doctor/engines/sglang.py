@@ -20,7 +20,11 @@ from doctor.evidence.log import LogLine
 from doctor.vllm_log.model import LogFacts, StatsPoint
 from doctor.vllm_log.parser import literal_value, split_items
 
-_HEADER = re.compile(r"\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ranks>(?: [A-Z]{2}\d+)*)\] ")
+# The opening bracket may be cut by an excerpt; SGLang 0.5.7+ puts "INFO file.py:N: " after it.
+_HEADER = re.compile(
+    r"\[?(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ranks>(?: [A-Z]{2}\d+)*)\] "
+    r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+:\d+: )?"
+)
 _KV = re.compile(r"^(?P<pool>Full |SWA )?KV Cache is allocated\. .*?#tokens: (?P<tokens>\d+)")
 _KV_SIZE = re.compile(r"\bKV size: (?P<kv>\d+(?:\.\d+)?) GB|\bK size: (?P<k>\d+(?:\.\d+)?) GB, V size: (?P<v>\d+(?:\.\d+)?) GB")
 _PAGE = re.compile(r"\bpage_size=(?P<n>\d+)")
@@ -147,8 +151,10 @@ def _point(line: LogLine, when: str | None, ranks: list[str], kind: str, message
     point = StatsPoint(line=line.no, timestamp=when, engine=_rank("DP", ranks) or None)
     point.running = _number(fields.get("#running-req"))
     point.waiting = _number(fields.get("#queue-req"))
-    usage = _number(fields.get("token usage"))
-    point.kv_usage_pct = None if usage is None else usage * 100
+    # Hybrid models print a usage per pool ("full token usage", "swa token usage"); like the
+    # sglang:token_usage gauge, the fullest pool is the KV usage.
+    usages = [u for name, value in fields.items() if name.endswith("token usage") and (u := _number(value)) is not None]
+    point.kv_usage_pct = max(usages) * 100 if usages else None
     if kind == "Decode":
         point.generation_throughput = _number(fields.get("gen throughput (token/s)"))
     else:

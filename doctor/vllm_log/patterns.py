@@ -50,13 +50,7 @@ MESSAGE_GATE = re.compile(rb"\] (?!" + _REQUEST + rb")" + _OPENINGS)
 COLOURED_MESSAGE_GATE = re.compile(rb"\](?:\x1b\[[0-9;]*m)? " + _OPENINGS)
 #: A log whose first chunk holds no vLLM header (an excerpt pasted without them) is searched
 #: for the same openings anywhere on the line: far slower, but such logs are small.
-#: SGLang's ``[2025-09-03 18:33:18 TP0] `` and TensorRT-LLM's ``[TensorRT-LLM][INFO] `` headers end
-#: the same way, so their logs take the fast gate too.
-HEADER_PROBE = re.compile(
-    rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"
-    rb"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]{2}\d{1,4}){0,3}\] |\[TensorRT-LLM\]\[[A-Z]{1,8}\] ",
-    re.MULTILINE,
-)
+HEADER_PROBE = re.compile(rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d")
 ANYWHERE_GATE = re.compile(_OPENINGS)
 #: Exceptions, found anywhere on a line: tracebacks and wrappers print them without a header.
 #: (A one-literal regex: ``re`` finds it faster than ``bytes.find`` does.)

@@ -25,20 +25,21 @@ from doctor.evidence import (
 from doctor.probes.logfile import read_log
 
 SSE_EVENT_BYTES = 180  # about one vLLM chat chunk
-#: The real engine logs of fixtures/logs (provenance in fixtures/PROVENANCE.md).
-LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
+#: The real artifacts (provenance in fixtures/PROVENANCE.md).
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 #: vLLM V1's own bucket bounds (vllm/v1/metrics/loggers.py), in seconds: TTFT / queue / e2e, inter-token.
 TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0)
 ITL_BOUNDS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 
 
-def real_log(name: str) -> LogEvidence:
-    """A real log of ``fixtures/logs`` as the probe reads it, its source named relative to the
-    repository so a fixture built from it is the same in every checkout."""
-    evidence, errors = read_log(str(LOGS / name))
+def real_log(name: str, folder: str = "logs") -> LogEvidence:
+    """A real log of ``fixtures/FOLDER`` (vLLM's in ``logs``, other engines' in ``engines``) as the
+    probe reads it, its source named relative to the repository so a fixture built from it is the
+    same in every checkout."""
+    evidence, errors = read_log(str(FIXTURES / folder / name))
     assert evidence is not None and not errors, errors
-    evidence.source = f"fixtures/logs/{name}"
+    evidence.source = f"fixtures/{folder}/{name}"
     return evidence
 
 

@@ -129,6 +129,16 @@ def cases_kv_capacity_short() -> None:
         "8,192 tokens in the same 32 MiB, 2.0x the sequences.",
         expect={"setting": "max_num_seqs", "summary_contains": ["4,096"]},
     )
+    sglang = real_log("sglang/v0.5.4.post3-issue12726-startup-kv-graph-limits.log", folder="engines")
+    write_case(
+        name,
+        "fires-real-sglang-log-full-length",
+        bundle(log=sglang),
+        why="Real SGLang 0.5.4.post3 startup (sgl-project/sglang#12726): a KV pool of 421,472 tokens, "
+        "max_running_requests 48 and context_len 40,960: 10 full-length requests fit, 48 are admitted; the "
+        "remediation names SGLang's --max-running-requests.",
+        expect={"severity": "info", "setting": "max_num_seqs", "summary_contains": ["421,472"]},
+    )
     write_case(
         name,
         "na-max-num-seqs-unknown",

@@ -1,0 +1,212 @@
+"""Other engines' logs and scrapes: the adapters on real artifacts they were not written against.
+
+Every ``fixtures/engines/`` file is a real excerpt from a public issue or PR (PROVENANCE.md);
+each is read the way ``llm-doctor log`` / ``metrics`` read them (the log probe's scanner and gate
+first), and the neutral facts of issue 17 are compared with what the artifact states. The
+synthetic lines below are in the engines' own formats and say why they are synthetic.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from doctor.checklib import engine_flag, engine_of
+from doctor.commands.log import log_command_output
+from doctor.commands.metrics import metrics_command_output
+from doctor.engines import normal
+from doctor.engines.logs import parse_engine_log
+from doctor.engines.names import engine_of_headers, engine_of_metrics
+from doctor.evidence.log import LogLine
+from doctor.vllm_metrics.views import MetricsWindow
+
+ROOT = Path(__file__).resolve().parent.parent
+ENGINES = ROOT / "fixtures" / "engines"
+
+
+def _log_json(path: Path) -> dict:
+    text, _code = log_command_output(str(path), as_json=True)
+    return json.loads(text)
+
+
+#: file -> the neutral facts it states (each read off the artifact by eye).
+LOG_FACTS = {
+    "sglang/v0.5.4.post3-issue12726-startup-kv-graph-limits.log": {
+        "engine": "sglang", "kv_cache_tokens": 421472, "max_running_requests": 48, "max_model_len": 40960,
+        "max_batch_tokens": 8192, "cuda_graph_memory_gib": 0.61, "kv_cache_memory_gib": 57.88,
+    },
+    "sglang/2025-12-pr14071-mla-kv-allocated-per-tp-rank.log": {
+        "engine": "sglang", "kv_cache_tokens": 60000, "block_size": 1, "kv_cache_memory_gib": 0.13,
+    },
+    "sglang/2025-03-pr4826-gemma3-tp0-load-kv.log": {
+        "engine": "sglang", "kv_cache_tokens": 834615, "kv_cache_memory_gib": 108.24, "weights_memory_gib": 8.13,
+    },
+    "sglang/2025-04-pr4848-server-args-cut.log": {
+        "engine": "sglang", "model": "meta-llama/Llama-3.1-8B-Instruct", "max_batch_tokens": 8192,
+        "mem_fraction_static": 0.88, "tensor_parallel_size": 1, "block_size": 1,
+    },
+    "sglang/2025-12-issue14972-decode-token-usage-0.94-queued.log": {
+        "engine": "sglang", "running": 6.0, "waiting": 5.0, "kv_usage": 0.94, "kv_usage_max": 0.94, "preemptions": 0,
+    },
+    "sglang/2026-05-issue26248-hybrid-full-swa-token-usage.log": {
+        "engine": "sglang", "running": 4.0, "waiting": 3.0, "kv_usage": 1.0,  # the fullest pool, as token_usage
+    },
+    "sglang/2025-09-issue10053-tp0-prefill-decode-batches.log": {
+        "engine": "sglang", "running": 0.0, "waiting": 0.0, "kv_usage": 0.0,
+    },
+    "llamacpp/b4351-falcon3-1b-vulkan-startup.log": {
+        "engine": "llama.cpp", "version": "b4351", "max_running_requests": 1, "max_model_len": 8192,
+        "kv_cache_tokens": 8192, "max_batch_tokens": 2048,
+    },
+    "llamacpp/2026-pr19408-rocm-kv-unified-4-seqs-part.log": {
+        "engine": "llama.cpp", "max_running_requests": 4, "max_model_len": 32768, "kv_cache_tokens": 32768,
+        "max_batch_tokens": 2048, "kv_cache_dtype": "f16", "kv_cache_memory_gib": 0.75,
+    },
+    "llamacpp/b3579-issue9016-build-info-np4-part.log": {"engine": "llama.cpp", "version": "b3579"},
+    "llamacpp/b9265-issue23652-new-slot-n_ctx-part.log": {"engine": "llama.cpp", "max_model_len": 1024},
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOG_FACTS))
+def test_log_gives_the_neutral_facts_of_a_real_artifact(name: str) -> None:
+    document = _log_json(ENGINES / name)
+    assert document["engine"] == LOG_FACTS[name]["engine"]
+    assert {k: document["facts"].get(k) for k in LOG_FACTS[name]} == LOG_FACTS[name]
+    if document["engine"] != "vllm":  # the neutral names stand in for vLLM's own
+        assert not normal.VLLM_ONLY_KEYS & set(document["facts"])
+
+
+def test_llama_server_log_says_what_it_does_not_expose() -> None:
+    document = _log_json(ENGINES / "llamacpp/b4351-falcon3-1b-vulkan-startup.log")
+    assert document["not_exposed"]["kv_usage"] == "not exposed by llama.cpp"
+    assert "kv_usage" not in document["facts"]
+
+
+def test_the_limits_line_beats_the_arguments_and_notes_sglangs_own_name() -> None:
+    lines = [
+        "[2025-04-03 04:46:21] server_args=ServerArgs(model_path='m', max_running_requests=512, chunked_prefill_size=8192, tp_size=1)",
+        "[2025-04-03 04:47:00] max_total_num_tokens=421472, chunked_prefill_size=-1, max_prefill_tokens=16384, "
+        "max_running_requests=48, context_len=40960, available_gpu_mem=12.18 GB",
+    ]
+    facts = parse_engine_log([LogLine(i + 1, t) for i, t in enumerate(lines)])
+    assert facts.value("max_num_seqs") == 48  # resolved (capped by memory) over the argument
+    assert facts.facts["max_num_seqs"].note == "SGLang max_running_requests"
+    assert facts.value("chunked_prefill") is False  # -1: chunked prefill off, no batch-token limit
+    assert facts.value("max_num_batched_tokens") == 8192  # only the argument stated one
+
+
+def test_a_retraction_every_rank_prints_counts_once() -> None:
+    """Synthetic lines in SGLang's format (scheduler.py): TP0 and TP1 of one scheduler print the
+    same retraction; a second data-parallel scheduler's retraction is an event of its own."""
+    lines = [
+        "[2025-12-12 08:44:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_token_ratio: 0.0980 -> 0.3487",
+        "[2025-12-12 08:44:00 TP1] KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_token_ratio: 0.0980 -> 0.3487",
+        "[2025-12-12 08:44:00 DP1 TP1] KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_token_ratio: 0.0980 -> 0.3487",
+        "[2025-12-12 08:44:01 TP0] Decode batch, #running-req: 4, #token: 1920, token usage: 0.99, #queue-req: 3,",
+    ]
+    facts = parse_engine_log([LogLine(i + 1, t) for i, t in enumerate(lines)])
+    assert (facts.preemption_warnings, facts.preemptions_cumulative) == (2, 3)
+    assert normal.from_log(facts)["preemptions"] == 3
+
+
+def test_a_restart_begins_a_new_startup_whose_facts_win() -> None:
+    """Real lines of sgl-project/sglang#12726, then the same server restarted with a smaller pool
+    (the second KV line synthetic): facts describe the last startup."""
+    text = (ENGINES / "sglang/v0.5.4.post3-issue12726-startup-kv-graph-limits.log").read_text().splitlines()
+    restart = [
+        "[2025-11-06 01:30:00] Decode batch, #running-req: 1, #token: 137, token usage: 0.01, #queue-req: 0,",
+        "[2025-11-06 01:40:00] KV Cache is allocated. #tokens: 100000, K size: 6.87 GB, V size: 6.87 GB",
+    ]
+    facts = parse_engine_log([LogLine(i + 1, t) for i, t in enumerate(text + restart)])
+    assert len(facts.startups) == 2
+    assert facts.value("kv_cache_tokens") == 100000
+    assert facts.value("max_num_seqs") is None  # the restart has not printed its limits yet
+
+
+def test_a_vllm_log_is_still_vllms() -> None:
+    document = _log_json(ROOT / "fixtures/logs/startup-0.32.0-cpu-default.log")
+    assert document["engine"] == "vllm"
+    assert document["facts"]["kv_cache_tokens"] == 4361088
+    assert document["facts"]["version"] == document["facts"]["vllm_version"] == "0.32.0"
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+def _metrics_json(*paths: Path) -> tuple[dict, int]:
+    text, code = metrics_command_output([str(p) for p in paths], as_json=True)
+    return json.loads(text), code
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("sglang/v0.5.1-issue13485-qwen32b-part.prom", {"engine": "sglang", "running": 1.0, "kv_usage": 0.0}),
+    ("sglang/2025-03-pr4444-llama3-8b-idle-part.prom", {"engine": "sglang", "running": 0.0, "kv_usage_max": 0.0}),
+    ("sglang/2024-11-pr1853-first-metrics-part.prom",
+     {"engine": "sglang", "kv_cache_tokens": 570979, "max_running_requests": 2231, "max_model_len": 131072}),
+    ("llamacpp/2025-01-pr11512-requests-processing-deferred.prom", {"engine": "llama.cpp", "running": 0, "waiting": 0}),
+])
+def test_metrics_gives_the_neutral_facts_of_a_real_scrape(name: str, expected: dict) -> None:
+    document, code = _metrics_json(ENGINES / name)
+    assert code == 0
+    assert {k: document["facts"].get(k) for k in expected} == expected
+
+
+def test_one_llama_server_scrape_counts_tokens_since_start_and_names_what_it_lacks() -> None:
+    document, _ = _metrics_json(ENGINES / "llamacpp/ik_llama-2025-08-pr695-counters-part.prom")
+    window = document["window"]
+    assert (window["prompt_tokens"], window["generation_tokens"]) == (6886, 3469)
+    assert window["metric_names"]["generation_tokens"] == "llamacpp:tokens_predicted"
+    assert document["not_exposed"]["kv_usage"] == "not exposed by llama.cpp"
+
+
+def test_two_vllm_scrapes_make_a_window_with_the_kv_capacity() -> None:
+    document, code = _metrics_json(ROOT / "fixtures/metrics/0.32.0-cpu-idle.prom",
+                                   ROOT / "fixtures/metrics/0.32.0-cpu-after-load.prom")
+    assert code == 0
+    assert document["engine"] == "vllm"
+    assert document["window"]["scrapes_used"] == 2
+    assert document["window"]["ttft"]["count"] > 0  # the requests between the two scrapes
+    assert document["facts"]["kv_cache_tokens"] > 0  # vllm:cache_config_info blocks x block size
+
+
+def test_a_file_that_is_not_a_scrape_is_a_message_not_a_traceback(tmp_path: Path) -> None:
+    page = tmp_path / "metrics.html"
+    page.write_text("<html>login</html>")
+    document, code = _metrics_json(page, tmp_path / "missing.prom")
+    assert code == 2
+    assert "HTML page" in document["problem"] and "cannot read" in document["problem"]
+
+
+# --- recognition and flags -------------------------------------------------------------------
+
+def test_engines_are_recognised_by_prefix_and_header() -> None:
+    assert engine_of_metrics(["process_cpu_seconds_total", "tgi_queue_size", "tgi_batch_current_size"]) == "tgi"
+    assert engine_of_metrics(["trtllm_kv_cache_utilization"]) == "tensorrt-llm"
+    assert engine_of_metrics(["python_gc_objects_collected_total"]) is None
+    assert engine_of_headers({"Server": "llama.cpp"}) == "llama.cpp"
+    assert engine_of_headers({"server": "uvicorn"}) is None
+
+
+@pytest.mark.parametrize(("engine", "where"), [
+    ("vllm", "vllm serve flag --max-num-seqs"),
+    (None, "vllm serve flag --max-num-seqs"),
+    ("sglang", "SGLang flag --max-running-requests"),
+    ("llama.cpp", "llama.cpp flag -np / --parallel"),
+    ("tgi", "TGI flag --max-concurrent-requests"),
+    ("tensorrt-llm", "TensorRT-LLM flag --max_batch_size"),
+])
+def test_remediations_name_the_engines_own_flag(engine: str | None, where: str) -> None:
+    assert engine_flag(engine, "max_num_seqs") == where
+
+
+def test_a_setting_an_engine_lacks_says_so() -> None:
+    assert engine_flag("llama.cpp", "gpu_memory_utilization") == (
+        "not exposed by llama.cpp (gpu_memory_utilization: vllm serve flag --gpu-memory-utilization on vLLM)")
+
+
+def test_the_engine_comes_from_the_log_else_the_metrics() -> None:
+    facts = parse_engine_log([LogLine(1, "srv          init: initializing slots, n_slots = 4")])
+    assert engine_of(facts, MetricsWindow(engine_kind="sglang")) == "llama.cpp"
+    assert engine_of(None, MetricsWindow(engine_kind="sglang")) == "sglang"
+    assert engine_of(None, None) is None

@@ -87,8 +87,8 @@ def test_llama_server_log_says_what_it_does_not_expose() -> None:
 def test_the_limits_line_beats_the_arguments_and_notes_sglangs_own_name() -> None:
     lines = [
         "[2025-04-03 04:46:21] server_args=ServerArgs(model_path='m', max_running_requests=512, chunked_prefill_size=8192, tp_size=1)",
-        "[2025-04-03 04:47:00] max_total_num_tokens=421472, chunked_prefill_size=-1, max_prefill_tokens=16384, "
-        "max_running_requests=48, context_len=40960, available_gpu_mem=12.18 GB",
+        ("[2025-04-03 04:47:00] max_total_num_tokens=421472, chunked_prefill_size=-1, max_prefill_tokens=16384, "
+         "max_running_requests=48, context_len=40960, available_gpu_mem=12.18 GB"),
     ]
     facts = parse_engine_log([LogLine(i + 1, t) for i, t in enumerate(lines)])
     assert facts.value("max_num_seqs") == 48  # resolved (capped by memory) over the argument

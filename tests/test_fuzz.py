@@ -119,7 +119,7 @@ def test_other_engines_log_parsers_take_any_bytes(data: bytes) -> None:
     with tempfile.NamedTemporaryFile(suffix=".log", delete=False) as f:
         f.write(data)
     try:
-        evidence, errors = read_log(f.name)
+        evidence, _errors = read_log(f.name)
     finally:
         os.unlink(f.name)
     if evidence is not None:

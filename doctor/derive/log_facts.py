@@ -22,5 +22,5 @@ def derive_log_facts(bundle: Bundle) -> LogFacts:
         raise Missing("no startup log (pass --log PATH)")
     facts = parse_engine_log(bundle.log.matched, source=bundle.log.source)
     if facts.empty:
-        raise Missing(f"no startup, stats or error line of a known engine in the log {bundle.log.source}")
+        raise Missing(f"no vLLM (nor SGLang, llama.cpp) startup, stats or error line in the log {bundle.log.source}")
     return facts

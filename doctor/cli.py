@@ -317,11 +317,11 @@ def probe_cmd(
 
 @app.command("log")
 def log_cmd(
-    source: Annotated[str, typer.Argument(help="Engine log file: vLLM, SGLang or llama-server ('-' = stdin, .gz accepted).")],
+    source: Annotated[str, typer.Argument(help="Engine log file: vLLM, SGLang, llama-server, TGI or TensorRT-LLM ('-' = stdin, .gz accepted).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON to stdout (a switch, not a path).")] = False,
 ) -> None:
-    """Read an engine's log (vLLM, SGLang, llama.cpp's llama-server): version, engine config,
-    KV capacity, startup errors, stats over time.
+    """Read an engine's log (vLLM, SGLang, llama-server, TGI, TensorRT-LLM): version, engine
+    config, KV capacity, startup errors, stats over time.
 
     [bold]Examples[/]
 

@@ -81,7 +81,7 @@ def _text(source: str, evidence: LogEvidence | None, facts: LogFacts | None, rea
                + (" (oldest stats or startup lines dropped to bound memory)" if evidence.truncated else ""))
     out += [f"  note: {e.message}" for e in read_errors]
     if facts is None or facts.empty:
-        out.append("no vLLM (nor SGLang, llama.cpp) startup, stats or error line found: is this an engine's log?")
+        out.append("no vLLM (nor SGLang, llama.cpp, TGI, TensorRT-LLM) startup, stats or error line found: is this an engine's log?")
         return "\n".join(out)
     if facts.engine != VLLM:
         out.append(f"engine: {display(facts.engine)} (facts under vLLM's names, each noting {display(facts.engine)}'s own)")

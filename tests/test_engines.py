@@ -66,6 +66,23 @@ LOG_FACTS = {
     },
     "llamacpp/b3579-issue9016-build-info-np4-part.log": {"engine": "llama.cpp", "version": "b3579"},
     "llamacpp/b9265-issue23652-new-slot-n_ctx-part.log": {"engine": "llama.cpp", "max_model_len": 1024},
+    "tgi/2023-08-issue832-launcher-args.log": {
+        "engine": "tgi", "max_running_requests": 128, "max_model_len": 8192, "max_batch_tokens": 4096,
+        "kv_cache_tokens": 16000, "tensor_parallel_size": 4, "model": "meta-llama/Llama-2-13b-chat-hf",
+    },
+    "tgi/2024-09-server-rs-warmup-connected.log": {"engine": "tgi", "kv_cache_tokens": 19056},
+    "tgi/2024-03-json-router-warmup.log": {"engine": "tgi", "kv_cache_tokens": 133696},
+    "tgi/2024-03-no-automatic-max-batch-total-tokens.log": {
+        "engine": "tgi", "kv_cache_tokens": 16000, "automatic_max_batch_total_tokens": False,
+    },
+    "trtllm/0.12.0.dev-trtgptmodel-limits.log": {
+        "engine": "tensorrt-llm", "version": "0.12.0.dev2024073000", "max_running_requests": 4096,
+        "max_batch_size": 4096, "max_model_len": 4098,
+    },
+    "trtllm/2025-04-tutorials-pr150-triton-kv-allocated.log": {
+        "engine": "tensorrt-llm", "kv_cache_tokens": 3731744, "kv_cache_memory_gib": 78.3, "block_size": 32,
+    },
+    "trtllm/2024-04-issue1400-allocate-bytes-using-tokens.log": {"engine": "tensorrt-llm", "kv_cache_tokens": 132608},
 }
 
 
@@ -80,7 +97,7 @@ def test_log_gives_the_neutral_facts_of_a_real_artifact(name: str) -> None:
 
 def test_llama_server_log_says_what_it_does_not_expose() -> None:
     document = _log_json(ENGINES / "llamacpp/b4351-falcon3-1b-vulkan-startup.log")
-    assert document["not_exposed"]["kv_usage"] == "not exposed by llama.cpp"
+    assert document["not_exposed"]["kv_usage"] == "not exposed by llama.cpp's log"
     assert "kv_usage" not in document["facts"]
 
 
@@ -125,6 +142,15 @@ def test_a_restart_begins_a_new_startup_whose_facts_win() -> None:
     assert facts.value("max_num_seqs") is None  # the restart has not printed its limits yet
 
 
+def test_the_last_kv_allocation_of_tensorrt_llm_wins() -> None:
+    """The PyTorch flow allocates the pool twice (a dry run, then the real one); the lines are
+    the real one of triton-inference-server/tutorials PR #150 after a synthetic first one."""
+    real = (ENGINES / "trtllm/2025-04-tutorials-pr150-triton-kv-allocated.log").read_text().splitlines()
+    first = "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 2.00 GiB for max tokens in paged KV cache (95360)."
+    facts = parse_engine_log([LogLine(i + 1, t) for i, t in enumerate([first, *real])])
+    assert facts.value("kv_cache_tokens") == 3731744
+
+
 def test_a_vllm_log_is_still_vllms() -> None:
     document = _log_json(ROOT / "fixtures/logs/startup-0.32.0-cpu-default.log")
     assert document["engine"] == "vllm"
@@ -157,7 +183,14 @@ def test_one_llama_server_scrape_counts_tokens_since_start_and_names_what_it_lac
     window = document["window"]
     assert (window["prompt_tokens"], window["generation_tokens"]) == (6886, 3469)
     assert window["metric_names"]["generation_tokens"] == "llamacpp:tokens_predicted"
-    assert document["not_exposed"]["kv_usage"] == "not exposed by llama.cpp"
+    assert document["not_exposed"] == dict.fromkeys(("kv_cache_tokens", "kv_usage", "kv_usage_max", "preemptions"), "not exposed by llama.cpp's metrics")
+
+
+def test_trtllm_serves_unprefixed_names_and_is_still_recognised() -> None:
+    document, code = _metrics_json(ENGINES / "trtllm/2026-03-aibrix2004-trtllm-serve-prometheus-part.prom")
+    assert (code, document["engine"]) == (0, "tensorrt-llm")
+    assert document["window"]["metric_names"]["e2e"] == "e2e_request_latency_seconds"
+    assert document["window"]["e2e"]["sum"] == pytest.approx(3.4878, abs=1e-3)
 
 
 def test_two_vllm_scrapes_make_a_window_with_the_kv_capacity() -> None:

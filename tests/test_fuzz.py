@@ -111,6 +111,8 @@ ENGINE_LOG_PHRASES = (
     "KV cache pool is full. Retract requests. #retracted_reqs: 99999999999999999999", "llama_context: n_ctx = ",
     "llama_kv_cache: size =  544.00 MiB (  8192 cells, ", "srv          init: initializing slots, n_slots = 0",
     "new slot n_ctx_slot = ", "build: 4351 (4da69d1a) with",
+    "INFO text_generation_launcher: Args { max_concurrent_requests: Some(", "Setting max batch total tokens to ",
+    "[TensorRT-LLM][INFO] TRTGptModel maxNumSequences: ", "Allocated 78.30 GiB for max tokens in paged KV cache (",
 )
 
 

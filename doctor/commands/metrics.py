@@ -29,7 +29,7 @@ def metrics_command_output(sources: list[str], as_json: bool) -> tuple[str, int]
         return text, int(ExitCode.NO_DIAGNOSIS)
     facts = {**capacity_from_exposition(scrapes[-1].text), **normal.from_window(window)}
     engine = facts["engine"]
-    text = render_metrics_summary(sources, window, facts, normal.not_exposed(engine, facts), None, as_json=as_json)
+    text = render_metrics_summary(sources, window, facts, normal.not_exposed(engine, facts, "metrics"), None, as_json=as_json)
     return text, int(ExitCode.HEALTHY)
 
 

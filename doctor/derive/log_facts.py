@@ -1,7 +1,8 @@
 """Facts read from an engine's startup log: configuration, KV capacity, errors, stats over time.
 
 The view re-parses the lines the log probe kept (``bundle.log.matched``) with the current
-parser of the engine that wrote them (vLLM, SGLang, llama.cpp: ``doctor.engines.logs``), so
+parser of the engine that wrote them (vLLM, SGLang, llama.cpp, TGI, TensorRT-LLM:
+``doctor.engines.logs``), so
 an old bundle gains what a newer parser understands. The types are defined in
 ``doctor.vllm_log.model`` and re-exported here, where checks import them from.
 """
@@ -22,5 +23,5 @@ def derive_log_facts(bundle: Bundle) -> LogFacts:
         raise Missing("no startup log (pass --log PATH)")
     facts = parse_engine_log(bundle.log.matched, source=bundle.log.source)
     if facts.empty:
-        raise Missing(f"no vLLM (nor SGLang, llama.cpp) startup, stats or error line in the log {bundle.log.source}")
+        raise Missing(f"no vLLM (nor SGLang, llama.cpp, TGI, TensorRT-LLM) startup, stats or error line in the log {bundle.log.source}")
     return facts

@@ -10,7 +10,8 @@ Each engine here maps its own evidence into that vocabulary, so no check is writ
 - ``openings``: the phrases of their logs that the log scanner's gate must keep (pure bytes,
   imported by ``doctor.vllm_log.patterns``);
 - ``sglang``, ``llamacpp``, ``tgi``, ``trtllm``: each engine's startup and stats lines, parsed
-  into ``LogFacts`` under the keys the checks read;
+  into ``LogFacts`` under the keys the checks read (over ``logbook``, the rules they share);
+- ``capacity``: the settings an engine states in its /metrics (KV pool size, limits);
 - ``logs``: which parser a log gets; ``normal``: the engine-neutral fact names that
   ``llm-doctor log --json`` and ``llm-doctor metrics --json`` print for every engine.
 

@@ -71,6 +71,11 @@ class Logbook:
             origin = facts[source][1]
             facts[key] = (0, Fact(value=value, line=origin.line, raw=origin.raw, note=f"inferred: {note}"))
 
+    def forget(self, key: str) -> None:
+        """Drop ``key`` from the last startup, so that the next statement of it holds."""
+        if self.startups:
+            self.startups[-1].facts.pop(key, None)
+
     def value(self, key: str) -> Any:
         held = self.startups[-1].facts.get(key) if self.startups else None
         return None if held is None else held[1].value

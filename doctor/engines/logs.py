@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from doctor.engines import llamacpp, sglang
-from doctor.engines.names import LLAMACPP, SGLANG, engine_of_log
+from doctor.engines import llamacpp, sglang, tgi, trtllm
+from doctor.engines.names import LLAMACPP, SGLANG, TGI, TRTLLM, engine_of_log
 from doctor.evidence.log import LogLine
 from doctor.vllm_log.model import LogFacts
 from doctor.vllm_log.parser import parse_lines
@@ -18,6 +18,8 @@ from doctor.vllm_log.parser import parse_lines
 PARSERS: dict[str, Callable[[Iterable[LogLine], str], LogFacts]] = {
     SGLANG: sglang.parse,
     LLAMACPP: llamacpp.parse,
+    TGI: tgi.parse,
+    TRTLLM: trtllm.parse,
 }
 
 

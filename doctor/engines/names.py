@@ -49,15 +49,28 @@ LOG_MARKERS: tuple[tuple[str, str], ...] = (
     ("n_ctx_slot", LLAMACPP),
     ("| task -1 | new slot", LLAMACPP),
     ("main] build info |", LLAMACPP),  # the JSON-era server of 2024 (build 3579)
-    # TGI: the router's and the launcher's Rust module paths
+    # TGI: the router's and the launcher's Rust module paths, its warm-up line
     ("text_generation_router", TGI),
+    ("Setting max batch total tokens", TGI),
     ("text_generation_launcher", TGI),
-    # TensorRT-LLM: the C++ runtime's and the Python logger's tags
+    # TensorRT-LLM: the C++ runtime's and the Python logger's tags, its executor's lines
     ("[TensorRT-LLM]", TRTLLM),
+    ("TRTGptModel max", TRTLLM),
+    ("tokens in paged KV cache", TRTLLM),
     ("[TRT-LLM]", TRTLLM),
     ("TensorRT LLM version", TRTLLM),
     ("TensorRT-LLM version", TRTLLM),
 )
+
+
+#: trtllm-serve's ``/prometheus/metrics`` (TensorRT-LLM PR #5785, 2025) names its histograms
+#: without a prefix, as a real scrape shows (vllm-project/aibrix#2004, 2026):
+#: ``e2e_request_latency_seconds{engine_type="undefined",model_name="undefined"}``.
+UNPREFIXED: dict[str, str] = {
+    "e2e_request_latency_seconds": TRTLLM,
+    "time_to_first_token_seconds": TRTLLM,
+    "request_queue_time_seconds": TRTLLM,
+}
 
 
 def display(engine: str | None) -> str:
@@ -67,7 +80,7 @@ def display(engine: str | None) -> str:
 
 def engine_of_metric(name: str) -> str | None:
     """The engine a metric name belongs to, by its prefix; ``None`` for anyone else's."""
-    return next((engine for prefix, engine in METRIC_PREFIXES if name.startswith(prefix)), None)
+    return next((engine for prefix, engine in METRIC_PREFIXES if name.startswith(prefix)), UNPREFIXED.get(name))
 
 
 def engine_of_metrics(names: Iterable[str]) -> str | None:

@@ -5,7 +5,8 @@ where those become the names a script reads alike for every engine (issue 17): `
 ``version``, ``kv_cache_tokens``, ``max_running_requests``, ``max_model_len``,
 ``max_batch_tokens``, and the serving readings ``running``, ``waiting``, ``kv_usage`` (0-1, the
 last in the file), ``kv_usage_max`` and ``preemptions`` (each event once). A name the evidence
-does not give is absent, never 0; ``not_exposed`` lists the names an engine never gives.
+does not give is absent, never 0; ``not_exposed`` lists the names an engine's log or /metrics
+never gives.
 """
 
 from __future__ import annotations
@@ -27,11 +28,17 @@ FROM_LOG_KEYS = {
 #: Keys of vLLM's vocabulary that the neutral names replace in another engine's output.
 VLLM_ONLY_KEYS = frozenset({"max_num_seqs", "max_num_batched_tokens", "vllm_version"})
 
-#: What an engine never states, in its log or its metrics: "not exposed by ENGINE".
-NOT_EXPOSED: dict[str, frozenset[str]] = {
-    LLAMACPP: frozenset({"running", "waiting", "kv_usage", "kv_usage_max", "preemptions"}),  # log
-    TGI: frozenset({"kv_usage", "kv_usage_max", "preemptions"}),
-    TRTLLM: frozenset({"preemptions"}),
+_SERVING = frozenset({"running", "waiting", "kv_usage", "kv_usage_max", "preemptions"})
+
+#: What an engine never states, in its log (no periodic stats line) or in its /metrics:
+#: "not exposed by ENGINE".
+NOT_EXPOSED: dict[str, dict[str, frozenset[str]]] = {
+    "log": {LLAMACPP: _SERVING, TGI: _SERVING, TRTLLM: _SERVING},
+    "metrics": {
+        LLAMACPP: frozenset({"kv_usage", "kv_usage_max", "preemptions", "kv_cache_tokens"}),  # gone since #13660
+        TGI: frozenset({"kv_usage", "kv_usage_max", "preemptions"}),
+        TRTLLM: frozenset({"preemptions"}),  # paused requests are a gauge, not a count
+    },
 }
 
 
@@ -65,9 +72,11 @@ def from_window(window: MetricsWindow) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def not_exposed(engine: str, present: dict[str, Any]) -> dict[str, str]:
-    """The names ``engine`` never gives that are absent here: ``{"kv_usage": "not exposed by llama.cpp"}``."""
-    return {name: f"not exposed by {display(engine)}" for name in sorted(NOT_EXPOSED.get(engine, frozenset()) - set(present))}
+def not_exposed(engine: str, present: dict[str, Any], source: str = "log") -> dict[str, str]:
+    """The names ``engine``'s ``source`` ("log" or "metrics") never gives that are absent here:
+    ``{"kv_usage": "not exposed by llama.cpp's log"}``."""
+    lacking = NOT_EXPOSED[source].get(engine, frozenset()) - set(present)
+    return {name: f"not exposed by {display(engine)}'s {source}" for name in sorted(lacking)}
 
 
 def _last_per_engine(facts: LogFacts) -> list[Any]:

@@ -22,9 +22,11 @@ OPENINGS = (
     rb"|main: server is listening|INFO \[ {0,20}main\] build info"
     # TGI (text_generation_launcher's Args, the router's warm-up)
     rb"|Args \{|Setting max batch total tokens|Model does not support automatic max batch total tokens"
+    rb"|text_generation_router[\w:]{0,20}: [\w/.]{1,40}:\d{1,6}: Connected|\"message\":\"Connected\""
     # TensorRT-LLM (the C++ runtime's TRTGptModel / KV cache manager lines, the Python LLM API)
     rb"|TRTGptModel max|Allocated \d{1,9}\.\d{1,4} GiB for max tokens in paged KV cache"
-    rb"|\[MemUsageChange\] Allocated|Number of tokens per block|TensorRT.LLM version"
+    rb"|\[MemUsageChange\] Allocated|Number of tokens per block|TensorRT.LLM version|Engine version \d"
+    rb"|Using \d{1,12} tokens in paged KV cache|Max KV cache blocks per sequence"
 )
 
 #: Kept lines of these kinds are bounded apart from the startup lines (``Scanner._buffer_of``),

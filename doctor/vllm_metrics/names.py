@@ -61,13 +61,15 @@ FAMILIES: tuple[Family, ...] = (
             "trtllm_generation_tokens")),
     Family("prefix_cache_hits", "counter", ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits")),
     Family("prefix_cache_queries", "counter", ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries")),
+    # trtllm-serve's own /prometheus/metrics has no prefix (doctor.engines.names.UNPREFIXED);
+    # the trtllm_ names are those the Gateway API Inference Extension lists.
     Family("ttft", "histogram",
            ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds",
-            "trtllm_time_to_first_token_seconds")),
+            "trtllm_time_to_first_token_seconds", "time_to_first_token_seconds")),
     # TGI's histograms are in seconds without a ``_seconds`` suffix.
     Family("queue", "histogram",
            ("vllm:request_queue_time_seconds", "vllm:time_in_queue_requests", "sglang:queue_time_seconds",
-            "tgi_request_queue_duration", "trtllm_request_queue_time_seconds")),
+            "tgi_request_queue_duration", "trtllm_request_queue_time_seconds", "request_queue_time_seconds")),
     Family("prefill", "histogram", ("vllm:request_prefill_time_seconds",)),
     Family("decode", "histogram", ("vllm:request_decode_time_seconds",)),
     # TGI's is each request's mean time per token, not every gap: a coarser inter-token figure.
@@ -76,7 +78,7 @@ FAMILIES: tuple[Family, ...] = (
             "sglang:inter_token_latency_seconds", "tgi_request_mean_time_per_token_duration")),
     Family("e2e", "histogram",
            ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds", "tgi_request_duration",
-            "trtllm_e2e_request_latency_seconds")),
+            "trtllm_e2e_request_latency_seconds", "e2e_request_latency_seconds")),
     # KV usage is a fraction per engine: the window's total is the fullest engine, not a sum.
     # SGLang's token_usage is the fullest pool of a hybrid model; llama.cpp and TGI expose none.
     Family("kv_usage", "gauge",

@@ -25,7 +25,7 @@ enforce_eager = True (log line 12) -> remove --enforce-eager; expect lower TPOT 
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_setting, rerun, vllm_flag
+from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import RunRecord
 from doctor.model import Cause, Remediation, Severity, SymptomClass
@@ -48,7 +48,7 @@ def eager_mode(run: RunRecord, log_facts: LogFacts | None = None) -> Result:
                  "of a decode step at small batch sizes; they cost some GPU memory and startup time"),
             verify=rerun("TPOT to fall, most at low concurrency"),
             current="true",
-            where=vllm_flag("enforce_eager"),
+            where=engine_flag(engine_of(log_facts), "enforce_eager"),
         ),
         severity=Severity.INFO,
         evidence=[eager.evidence("enforce_eager")],

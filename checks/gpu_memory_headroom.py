@@ -34,7 +34,7 @@ import math
 from typing import Any
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_setting, rerun, vllm_flag
+from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import GpuEvidence, RunRecord
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -107,7 +107,7 @@ def gpu_memory_headroom(
             setting="gpu_memory_utilization",
             suggested=suggested,
             current=str(util.value) if util is not None else None,
-            where=vllm_flag("gpu_memory_utilization"),
+            where=engine_flag(engine_of(log_facts), "gpu_memory_utilization"),
             why=(
                 f"Only {fmt_pct(free_share)} of GPU {tightest.index} is free: allocations outside the KV cache "
                 "(long-prompt activations, CUDA graphs, NCCL, other processes) can hit out-of-memory on the first "

@@ -51,7 +51,7 @@ from __future__ import annotations
 import statistics
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_path, engine_setting, rerun, vllm_flag
+from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
@@ -200,7 +200,7 @@ def _fire(summary: str, evidence: list[EvidenceValue], log_facts: LogFacts | Non
             why="without chunked prefill a whole prompt runs in one step and every running stream waits for it",
             verify=rerun("the large gaps to shrink; TTFT of long prompts may rise a little"),
             current="false",
-            where=vllm_flag("enable_chunked_prefill"),
+            where=engine_flag(engine_of(log_facts), "enable_chunked_prefill"),
         )
     else:
         current = int(batched.value) if batched is not None else None
@@ -215,7 +215,7 @@ def _fire(summary: str, evidence: list[EvidenceValue], log_facts: LogFacts | Non
                  "stream; smaller chunks spread the prompt over more, shorter steps"),
             verify=rerun("the large gaps to shrink and TPOT p90 to fall; TTFT of long prompts may rise a little"),
             current=str(current) if current is not None else None,
-            where=vllm_flag("max_num_batched_tokens"),
+            where=engine_flag(engine_of(log_facts), "max_num_batched_tokens"),
         )
     return Fire(
         title="Other requests' prefills stall running streams",

@@ -19,6 +19,7 @@ from doctor.commands.metrics import metrics_command_output
 from doctor.engines import normal
 from doctor.engines.logs import parse_engine_log
 from doctor.engines.names import engine_of_headers, engine_of_metrics
+from doctor.evidence import Endpoint, EndpointsEvidence
 from doctor.evidence.log import LogLine
 from doctor.vllm_metrics.views import MetricsWindow
 
@@ -243,3 +244,6 @@ def test_the_engine_comes_from_the_log_else_the_metrics() -> None:
     assert engine_of(facts, MetricsWindow(engine_kind="sglang")) == "llama.cpp"
     assert engine_of(None, MetricsWindow(engine_kind="sglang")) == "sglang"
     assert engine_of(None, None) is None
+    served = EndpointsEvidence([Endpoint(role="gateway", url="http://gw", headers={"server": "nginx"}),
+                                Endpoint(role="engine", url="http://e", headers={"server": "llama.cpp"})])
+    assert engine_of(None, MetricsWindow(), served) == "llama.cpp"  # a scrape of no known engine

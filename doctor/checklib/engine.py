@@ -12,6 +12,7 @@ from typing import Any
 
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
+from doctor.engines.names import engine_of_headers
 from doctor.evidence import EndpointsEvidence, RunRecord
 from doctor.model import EvidenceValue
 
@@ -131,12 +132,18 @@ def model_len(
     return None
 
 
-def engine_of(log_facts: LogFacts | None, metrics_window: MetricsWindow | None = None) -> str | None:
-    """The engine that served (``vllm``, ``sglang``, ...): as its log or its /metrics says, for
-    ``engine_flag``; ``None`` when neither was read."""
+def engine_of(log_facts: LogFacts | None, metrics_window: MetricsWindow | None = None,
+              endpoints: EndpointsEvidence | None = None) -> str | None:
+    """The engine that served (``vllm``, ``sglang``, ...): as its log, its /metrics or its
+    ``Server`` header says, for ``engine_flag``; ``None`` when none of them tells."""
     if log_facts is not None:
         return log_facts.engine
-    return metrics_window.engine_kind if metrics_window is not None else None
+    if metrics_window is not None and metrics_window.engine_kind is not None:
+        return metrics_window.engine_kind
+    for ep in endpoints.endpoints if endpoints is not None else ():
+        if ep.role == "engine" and (engine := engine_of_headers(ep.headers)) is not None:
+            return engine
+    return None
 
 
 _OFF = ("false", "0", "off", "no", "none", "disabled")

@@ -61,6 +61,7 @@ from doctor.checklib import (
     engine_path,
     engine_setting,
     max_num_seqs_in_use,
+    metric_read,
     rerun,
     sequences_that_fit,
     tokens_per_request,
@@ -100,7 +101,7 @@ def kv_pressure_preemption(
     finished = sum(mw.finished_by_reason.values())
     share = preempted / finished if preempted and finished else None
     if preempted is not None:
-        evidence.append(EvidenceValue("preemptions", preempted, "", "metrics: vllm:num_preemptions delta"))
+        evidence.append(EvidenceValue("preemptions", preempted, "", f"metrics: {metric_read(metrics_window, 'preemptions')} delta"))
         if share is not None:
             evidence.append(EvidenceValue("requests finished", finished, "", "metrics: vllm:request_success delta"))
             parts.append(f"{preempted:.0f} preemptions in the window, {share:.2f} per finished request "
@@ -155,18 +156,18 @@ def _waiting(mw: MetricsWindow, path: PathStats, stream: StreamEvidence | None) 
             return None
         where = "during the Prometheus window"
         return EvidenceValue(f"waiting max {where}", mw.waiting.max, "requests",
-                             "metrics: vllm:num_requests_waiting, Prometheus history (its clock is not the probe's, "
+                             f"metrics: {metric_read(mw, 'waiting')}, Prometheus history (its clock is not the probe's, "
                              "so the stalls cannot be matched)"), where
     spans = _stall_spans(path, stream) if stream is not None else []
     during = [v for t, v in mw.waiting.samples if any(a <= t <= b for a, b in spans)]
     if during:
         where = "during the stalls"
         return EvidenceValue(f"waiting max {where}", max(during), "requests",
-                             f"metrics: vllm:num_requests_waiting, {len(during)} scrapes inside stalls"), where
+                             f"metrics: {metric_read(mw, 'waiting')}, {len(during)} scrapes inside stalls"), where
     if len(mw.waiting.samples) > 2 and mw.waiting.max is not None:
         where = "during the probe"
         return EvidenceValue(f"waiting max {where}", mw.waiting.max, "requests",
-                             "metrics: vllm:num_requests_waiting (no scrape fell inside a stall)"), where
+                             f"metrics: {metric_read(mw, 'waiting')} (no scrape fell inside a stall)"), where
     return None
 
 
@@ -222,12 +223,13 @@ def _remediation(
     if memory is None:
         return _raise_utilisation_if_free(mw, stream, log_facts, run, kv_tokens, evidence)
     if memory[0] >= gpu_headroom:
-        return _raise_utilisation(memory, kv_tokens, log_facts, run, evidence)
+        return _raise_utilisation(mw, memory, kv_tokens, log_facts, run, evidence)
     return _lower_max_num_seqs(mw, stream, log_facts, run, kv_tokens, evidence,
                                reason=f"NVML shows only {fmt_pct(memory[0])} of GPU memory free, so the KV cache cannot grow")
 
 
 def _raise_utilisation(
+    mw: MetricsWindow,
     memory: tuple[float, float],
     kv_tokens: Setting | None,
     log_facts: LogFacts | None,
@@ -255,9 +257,9 @@ def _raise_utilisation(
         suggested=suggested,
         why=(f"NVML shows {fmt_pct(free)} of GPU memory free: vLLM can give it to the KV cache, so running "
              "sequences stop running out of blocks"),
-        verify=rerun("vllm:num_preemptions to stay flat after the streams end, and no stalls in the streams"),
+        verify=_verify(mw),
         current=f"{current:.2f}" if current is not None else None,
-        where=engine_flag(engine_of(log_facts), "gpu_memory_utilization"),
+        where=engine_flag(engine_of(log_facts, mw), "gpu_memory_utilization"),
     )
 
 
@@ -288,6 +290,10 @@ def _raise_utilisation_if_free(
         current=f"{current:.2f}" if current is not None else None,
         where=_or_max_num_seqs(engine_of(log_facts, mw)),
     )
+
+
+def _verify(mw: MetricsWindow) -> str:
+    return rerun(f"{metric_read(mw, 'preemptions')} to stay flat after the streams end, and no stalls in the streams")
 
 
 def _or_max_num_seqs(engine: str | None) -> str:
@@ -336,7 +342,7 @@ def _lower_max_num_seqs(
         suggested=suggested,
         why=(f"{reason}: with fewer concurrent sequences sharing it, each keeps its blocks to the end of its "
              "answer (lowering max_num_batched_tokens also limits how much a step allocates). " + alternative).strip(),
-        verify=rerun("vllm:num_preemptions to stay flat after the streams end, and no stalls in the streams"),
+        verify=_verify(mw),
         current=max_seqs.current() if max_seqs is not None else None,
         where=engine_flag(engine_of(log_facts, mw), "max_num_seqs"),
     )

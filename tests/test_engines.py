@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.checklib import engine_flag, engine_of
+from doctor.checklib import engine_flag, engine_of, metric_read
 from doctor.commands.log import log_command_output
 from doctor.commands.metrics import metrics_command_output
 from doctor.engines import normal
@@ -237,6 +237,12 @@ def test_remediations_name_the_engines_own_flag(engine: str | None, where: str) 
 def test_a_setting_an_engine_lacks_says_so() -> None:
     assert engine_flag("llama.cpp", "gpu_memory_utilization") == (
         "not exposed by llama.cpp (gpu_memory_utilization: vllm serve flag --gpu-memory-utilization on vLLM)")
+
+
+def test_evidence_names_the_metric_the_engine_exposes() -> None:
+    window = MetricsWindow(engine_kind="sglang", metric_names={"preemptions": "sglang:num_retracted_requests"})
+    assert metric_read(window, "preemptions") == "sglang:num_retracted_requests"
+    assert metric_read(None, "waiting") == "vllm:num_requests_waiting"
 
 
 def test_the_engine_comes_from_the_log_else_the_metrics() -> None:

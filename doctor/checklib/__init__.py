@@ -16,7 +16,8 @@ its remediation mean the same thing as every other check's:
   and how a remediation names it), response headers and stream compression.
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
   ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
-  (the same setting under the serving engine's own flag, ``engine_of`` telling which engine).
+  (the same setting under the serving engine's own flag, ``engine_of`` telling which engine);
+  ``metric_read`` names the metric a window field came from, in the engine's own names.
 
 ``from doctor.checklib import engine_setting, rerun, vllm_flag``: the names below are the
 public API (``tests/test_checklib.py`` pins them); the submodules are its layout, not its
@@ -34,6 +35,7 @@ from doctor.checklib.engine import (
     inferred_max_num_seqs,
     is_off,
     max_num_seqs_in_use,
+    metric_read,
     model_len,
 )
 from doctor.checklib.gateway import (
@@ -81,6 +83,7 @@ __all__ = [
     "is_off",
     "max_num_seqs_in_use",
     "measured_pair",
+    "metric_read",
     "model_len",
     "rerun",
     "sequences_that_fit",

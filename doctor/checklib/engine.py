@@ -15,6 +15,7 @@ from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import engine_of_headers
 from doctor.evidence import EndpointsEvidence, RunRecord
 from doctor.model import EvidenceValue
+from doctor.vllm_metrics.names import FAMILY_BY_KEY
 
 
 @dataclass
@@ -144,6 +145,14 @@ def engine_of(log_facts: LogFacts | None, metrics_window: MetricsWindow | None =
         if ep.role == "engine" and (engine := engine_of_headers(ep.headers)) is not None:
             return engine
     return None
+
+
+def metric_read(mw: MetricsWindow | None, key: str) -> str:
+    """The metric a window field was read from (``sglang:num_retracted_requests`` for
+    ``preemptions`` on SGLang), else vLLM's newest name for it: what an evidence source or a
+    verify text names, so that it names the metric the engine that served exposes."""
+    read = mw.metric_names.get(key) if mw is not None else None
+    return read or FAMILY_BY_KEY[key].names[0]
 
 
 _OFF = ("false", "0", "off", "no", "none", "disabled")

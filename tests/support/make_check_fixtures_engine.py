@@ -396,6 +396,16 @@ def cases_kv_pressure_preemption() -> None:
                why="the same pressure with --kv-cache-memory-bytes (as the real-vLLM CPU stage runs): "
                    "gpu_memory_utilization cannot grow the cache, so lower max_num_seqs to 13, whatever NVML says",
                expect={"setting": "max_num_seqs"})
+    retracted = load_scrapes({}, {"sglang:token_usage": 0.97, "sglang:num_running_reqs": 8,
+                                  "sglang:num_queue_reqs": 3, "sglang:num_retracted_requests_total": 0},
+                             {"sglang:num_retracted_requests_total": 3, "sglang:token_usage": 0.1})
+    write_case(name, "fires-sglang-retractions",
+               bundle(stream=long_context(stalled(4, stall=9.0), 4), metrics=retracted),
+               why="the same pressure on SGLang (synthetic scrapes in its metric names, collector.py): 3 retracted "
+                   "requests, token usage 97 %, 9 s stalls; no NVML evidence: the remediation names SGLang's "
+                   "--mem-fraction-static, with --max-running-requests as the alternative",
+               expect={"severity": "critical", "setting": "gpu_memory_utilization",
+                       "summary_contains": ["3 preemptions"]})
     full_no_counter = load_scrapes({}, {"vllm:kv_cache_usage_perc": 0.99, "vllm:num_requests_running": 8,
                                         "vllm:num_preemptions_total": 0},
                                    {"vllm:num_preemptions_total": 0, "vllm:kv_cache_usage_perc": 0.2})

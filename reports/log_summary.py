@@ -89,7 +89,7 @@ def _text(source: str, evidence: LogEvidence | None, facts: LogFacts | None, rea
         out.append(f"{len(facts.startups)} startups; facts are from the last (from line {facts.startups[-1].first_line}):")
         for s in facts.startups:
             failed = f", errors: {', '.join(s.errors)}" if s.errors else ""
-            out.append(f"  lines {s.first_line}-{s.last_line}: vLLM {s.version or '?'} {s.engine_generation or ''}{failed}")
+            out.append(f"  lines {s.first_line}-{s.last_line}: {display(facts.engine)} {s.version or '?'} {s.engine_generation or ''}{failed}")
     if facts.facts:
         out.append("")
         out.append("facts (line: where the log says it)")

@@ -40,7 +40,12 @@ def _text(sources: list[str], window: MetricsWindow | None, facts: dict[str, Any
           problem: str | None) -> str:
     if window is None:
         return f"cannot use {', '.join(sources)}: {problem}"
-    span = "totals since the engine started" if window.scrapes_used == 1 else f"window of {window.window_s:g} s"
+    if window.scrapes_used == 1:
+        span = "totals since the engine started"
+    elif window.window_s is None:
+        span = f"window of {window.scrapes_used} scrapes (the files' times do not tell its length)"
+    else:
+        span = f"window of {window.window_s:g} s"
     out = [f"{', '.join(sources)}: {display(facts.get('engine'))} metrics, {span}"]
     for key, value in facts.items():
         if key != "engine":
@@ -51,7 +56,7 @@ def _text(sources: list[str], window: MetricsWindow | None, facts: dict[str, Any
         if hist is not None and hist.count:
             mean = f"mean {hist.mean:.3g} s" if hist.mean is not None else "mean ?"
             p90 = f", p90 <= {hist.p90_le:g} s" if hist.p90_le is not None else ""
-            out.append(f"  {name:<22} {hist.count:g} requests, {mean}{p90} ({hist.metric})")
+            out.append(f"  {name:<22} n={hist.count:g}, {mean}{p90} ({hist.metric})")
     if window.missing:
         out.append(f"  not in the scrape: {', '.join(window.missing)}")
     out += [f"  note: {note}" for note in window.notes]

@@ -9,6 +9,7 @@ synthetic lines below are in the engines' own formats and say why they are synth
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -194,14 +195,30 @@ def test_trtllm_serves_unprefixed_names_and_is_still_recognised() -> None:
     assert document["window"]["e2e"]["sum"] == pytest.approx(3.4878, abs=1e-3)
 
 
-def test_two_vllm_scrapes_make_a_window_with_the_kv_capacity() -> None:
-    document, code = _metrics_json(ROOT / "fixtures/metrics/0.32.0-cpu-idle.prom",
-                                   ROOT / "fixtures/metrics/0.32.0-cpu-after-load.prom")
+def _copies(tmp_path: Path, *mtimes: int) -> list[Path]:
+    """The real vLLM 0.32 scrapes before and after load, copied with the given file times."""
+    paths = []
+    for name, mtime in zip(("0.32.0-cpu-idle.prom", "0.32.0-cpu-after-load.prom"), mtimes, strict=True):
+        path = tmp_path / name
+        path.write_text((ROOT / "fixtures/metrics" / name).read_text())
+        os.utime(path, (mtime, mtime))
+        paths.append(path)
+    return paths
+
+
+def test_two_vllm_scrapes_make_a_window_with_the_kv_capacity(tmp_path: Path) -> None:
+    document, code = _metrics_json(*_copies(tmp_path, 1_700_000_000, 1_700_000_000))
     assert code == 0
     assert document["engine"] == "vllm"
     assert document["window"]["scrapes_used"] == 2
+    assert document["window"]["window_s"] is None  # copies with one file time: its length is unknown
     assert document["window"]["ttft"]["count"] > 0  # the requests between the two scrapes
     assert document["facts"]["kv_cache_tokens"] > 0  # vllm:cache_config_info blocks x block size
+
+
+def test_two_saved_scrapes_are_timed_by_their_files(tmp_path: Path) -> None:
+    document, _ = _metrics_json(*_copies(tmp_path, 1_700_000_000, 1_700_000_090))
+    assert document["window"]["window_s"] == 90
 
 
 def test_a_file_that_is_not_a_scrape_is_a_message_not_a_traceback(tmp_path: Path) -> None:

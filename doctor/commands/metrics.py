@@ -21,12 +21,14 @@ from reports.metrics_summary import render_metrics_summary
 
 def metrics_command_output(sources: list[str], as_json: bool) -> tuple[str, int]:
     """The text ``llm-doctor metrics`` prints for ``sources`` and its exit code."""
-    scrapes = read_scrapes(sources)
+    scrapes, timed = read_scrapes(sources)
     try:
         window = window_from_scrapes(scrapes, since_start=True)
     except NoWindow as exc:
         text = render_metrics_summary(sources, None, {}, {}, str(exc), as_json=as_json)
         return text, int(ExitCode.NO_DIAGNOSIS)
+    if not timed or window.scrapes_used == 1:
+        window.window_s = None  # the files' times do not tell it (a copy), or one scrape: since start
     facts = {**capacity_from_exposition(scrapes[-1].text), **normal.from_window(window)}
     engine = facts["engine"]
     text = render_metrics_summary(sources, window, facts, normal.not_exposed(engine, facts, "metrics"), None, as_json=as_json)

@@ -2,17 +2,19 @@
 
 ``llm-doctor metrics FILE.prom [LATER.prom]`` reads what someone saved with ``curl /metrics``;
 this probe is its only side effect. The file's modification time stands in for the scrape time,
-so two files make a window of the seconds between them. A file that cannot be read becomes a
+so two files make a window of the seconds between them, when those times tell it. A file that cannot be read becomes a
 ``Scrape`` with its ``error``, which the window reports like a failed GET; never a traceback.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 
 from doctor.evidence import Scrape
 
 MAX_BYTES = 64 << 20  # far beyond any engine's exposition; bounds what a wrong path can cost
+MIN_GAP_S = 1.0  # files written closer together are copies (a checkout, cp), not scrapes in time
 
 
 def read_scrape(path: str) -> Scrape:
@@ -28,13 +30,14 @@ def read_scrape(path: str) -> Scrape:
     return Scrape(phase="file", t=0.0, wall=wall, status=200, content_type="text/plain", text=data.decode("utf-8", "replace"))
 
 
-def read_scrapes(paths: list[str]) -> list[Scrape]:
-    """The scrapes in ``paths``, in the order given, timed from the first (a file saved earlier
-    than the one before it counts as taken one second after it: the order given is the order)."""
+def read_scrapes(paths: list[str]) -> tuple[list[Scrape], bool]:
+    """The scrapes in ``paths``, in the order given (the order taken), timed from the first by
+    their files' modification times; and whether those times tell the seconds between them. A
+    copied file keeps no scrape time: when the times do not increase by at least ``MIN_GAP_S``, the
+    scrapes are one second apart in order, and the window's length is unknown."""
     scrapes = [read_scrape(path) for path in paths]
-    t = 0.0
-    for previous, scrape in zip([None, *scrapes], scrapes, strict=False):
-        if previous is not None:
-            t += max(scrape.wall - previous.wall, 1.0) if scrape.wall and previous.wall else 1.0
-        scrape.t = t
-    return scrapes
+    walls = [s.wall for s in scrapes]
+    timed = all(a > 0 and b - a >= MIN_GAP_S for a, b in itertools.pairwise(walls))
+    for i, scrape in enumerate(scrapes):
+        scrape.t = scrape.wall - walls[0] if timed else float(i)
+    return scrapes, timed

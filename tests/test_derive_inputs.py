@@ -75,7 +75,7 @@ def test_each_source_and_the_probe_statistics_are_computed_once(monkeypatch):
     scrapes = counting(monkeypatch, doctor.vllm_metrics.window, "assemble")
     history = counting(monkeypatch, doctor.vllm_metrics.history, "assemble")
     paths = counting(monkeypatch, doctor.derive.stream_stats, "path_stats")
-    logs = counting(monkeypatch, doctor.derive.log_facts, "parse_lines")
+    logs = counting(monkeypatch, doctor.derive.log_facts, "parse_engine_log")
     views = views_of(Evidence(both_sources()))
     assert views["metrics_window"]["source"] == "scrape" and "missing" not in views["sizing"]
     assert {w["source"] for w in views["user_felt"]["witnesses"]} == {"probe", "scrape", "prometheus"}

@@ -2,8 +2,7 @@
 
 The view re-parses the lines the log probe kept (``bundle.log.matched``) with the current
 parser of the engine that wrote them (vLLM, SGLang, llama.cpp, TGI, TensorRT-LLM:
-``doctor.engines.logs``), so
-an old bundle gains what a newer parser understands. The types are defined in
+``doctor.engines.logs``), so an old bundle gains what a newer parser understands. The types are defined in
 ``doctor.vllm_log.model`` and re-exported here, where checks import them from.
 """
 

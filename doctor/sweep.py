@@ -14,8 +14,10 @@ earned. The budget that *binds* is the one the first level over exceeds by the l
 
 Why: the engine's own evidence at that first level over (``EngineFacts`` from its /metrics
 scrapes and startup log): requests waiting while ``running`` sat at ``max_num_seqs`` (the
-engine's admission limit is the knee), KV-cache pressure and preemptions, or TPOT growing with
-batch depth (compute). The recommendation (seed 004: raise ``max_num_seqs`` to the edge of the
+engine's admission limit is the knee), KV-cache pressure and preemptions, TPOT growing with
+batch depth, or TTFT growing with the streams while no request waited (compute: each prefill
+shares the engine's steps with the running decodes; seen on a real vLLM on 2 CPU cores, whose
+knee was 3 streams of 4 slots). The recommendation (seed 004: raise ``max_num_seqs`` to the edge of the
 budget, no further) is ``max_num_seqs`` = the knee when the engine's limit is what binds or no
 engine evidence says otherwise (marked inferred then), and capacity, more replicas, when the
 knee sits below the engine's current limit because the KV cache or the GPU's compute ran out:
@@ -197,7 +199,8 @@ class Recommendation:
 def causes(levels: list[Level], knee: Knee, budgets: Budgets) -> list[tuple[str, str]]:
     """(cause, sentence) pairs that the first level over's engine evidence shows, strongest first:
     ``queue`` (waiting while running sat at max_num_seqs), ``kv`` (pressure, preemptions),
-    ``batch-depth`` (TPOT grew with the batch, when TPOT binds), ``client`` (the client could not keep up)."""
+    ``batch-depth`` (TPOT grew with the batch, when TPOT binds), ``prefill`` (TTFT grew with the streams
+    while none waited, when TTFT binds: compute), ``client`` (the client could not keep up)."""
     over = next((lv for lv in levels if lv.value == knee.first_over), None)
     if over is None:
         return []
@@ -217,6 +220,14 @@ def causes(levels: list[Level], knee: Knee, budgets: Budgets) -> list[tuple[str,
     if knee.binding == "tpot" and base and top and top >= DEPTH_GROWTH * base and lightest is not over:
         out.append(("batch-depth", (f"TPOT p90 grew from {base * 1000:.1f} ms at {lightest.value:g} to {top * 1000:.1f} ms "
                                     f"at {over.value:g} ({top / base:.1f}x): each decode step carries a deeper batch")))
+    first, last = lightest.summary.ttft_p90_s, over.summary.ttft_p90_s
+    unqueued = e.waiting_max is not None and e.waiting_max == 0
+    if (knee.binding == "ttft" and unqueued and first and last and last >= DEPTH_GROWTH * first
+            and lightest is not over):
+        out.append(("prefill", (f"TTFT p90 grew from {first * 1000:.0f} ms at {lightest.value:g} to {last * 1000:.0f} ms "
+                                f"at {over.value:g} ({last / first:.1f}x) with no request waiting in the engine: each new "
+                                "prompt's prefill shares the engine's steps with the running decodes (compute), "
+                                "before the sequence limit is reached")))
     if not e.known:
         out.append(("unknown", f"no engine evidence at this level ({e.missing}): the cause is not measured"))
     return out
@@ -236,7 +247,8 @@ def recommend(levels: list[Level], knee: Knee, budgets: Budgets, by: str, maximu
         return Recommendation("replicas", None, current, [head, *why], inferred=not names)
     streams = _streams_at(at_knee, by)
     inferred = not any(lv.engine.known for lv in levels)
-    if current is not None and streams < current and ("kv" in names or "batch-depth" in names) and "queue" not in names:
+    compute = "batch-depth" in names or "prefill" in names
+    if current is not None and streams < current and ("kv" in names or compute) and "queue" not in names:
         need = math.ceil(maximum / knee.value) if knee.value else None
         head = (f"the knee ({knee.value:g}) is below max_num_seqs {current}: the engine runs out of "
                 f"{'KV cache' if 'kv' in names else 'compute'} first, so serving {maximum:g} within budget takes "

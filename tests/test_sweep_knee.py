@@ -108,6 +108,21 @@ def test_kv_pressure_below_the_limit_asks_for_replicas() -> None:
     assert any("preemption" in why for why in rec.why)
 
 
+def test_ttft_growing_with_no_request_waiting_is_compute_below_the_limit() -> None:
+    """As on a real vLLM on 2 CPU cores with 4 slots: TTFT p90 179, 335, 545, 762 ms at 1-4 streams,
+    TPOT flat, nothing ever waiting. The knee (3) is below the limit, and the reason is compute."""
+    def engine(running: int) -> EngineFacts:
+        return EngineFacts(running_max=running, waiting_max=0, max_num_seqs=4, max_num_seqs_source="log")
+
+    levels = [level(c, ttft, 0.05 * 0.9, engine(c)) for c, ttft in ((1, 0.179), (2, 0.335), (3, 0.45), (4, 0.762))]
+    knee = find_knee(levels, BUDGETS)
+    assert (knee.value, knee.binding, knee.first_over) == (3, "ttft", 4)
+    assert [name for name, _ in causes(levels, knee, BUDGETS)] == ["prefill"]
+    rec = recommend(levels, knee, BUDGETS, "concurrency", 8)
+    assert (rec.setting, rec.suggested, rec.current) == ("replicas", 3, 4)  # 8 streams / 3 per replica
+    assert "compute" in rec.why[0] and "no request waiting" in rec.why[1]
+
+
 def test_without_engine_evidence_the_knee_is_the_setting_marked_inferred() -> None:
     levels = run_ladder(Ladder("concurrency", 1, 64), tpot_grows(5))
     result = conclude(levels, BUDGETS, "concurrency", 64, {})

@@ -162,6 +162,14 @@ def test_a_body_left_unended_after_the_final_event_is_a_complete_answer(server, 
     assert errors == [] and all(t.ok and len(t.tokens) == 4 for t in traces), [t.error for t in traces]
 
 
+def test_a_kept_alive_connection_closed_as_the_next_request_left_is_retried_on_a_new_one(server):
+    """llama-server closes its connection after every stream without ``Connection: close``; a
+    request sent into that connection before the close arrived is sent again, not a failure."""
+    traces, (_, errors) = run(engine=server.base(itl=0.005, n=4, oneshot=1), route="chat", requests=4)
+    assert errors == [] and all(t.ok and len(t.tokens) == 4 for t in traces), [t.error for t in traces]
+    assert [t.connection_reused for t in traces] == [False] * len(traces)  # each answer came on a new connection
+
+
 def test_pairs_are_interleaved_counterbalanced_and_never_over_concurrency(server):
     concurrency, requests, warmup = 2, 6, 2
     traces, (evidence, errors) = run(engine=server.base(itl=0.01, n=5), gateway=server.base(itl=0.01, n=5, framing="close"),

@@ -411,7 +411,18 @@ class _Probe:
             headers["content-type"] = content_type
         request = client.build_request(method, url, content=content, headers=headers, extensions={"trace": on_trace})
         trace.t_sent = clock.now()
-        response = await client.send(request, stream=True)
+        try:
+            response = await client.send(request, stream=True)
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            if not trace.connection_reused or trace.t_headers is not None:
+                raise
+            # The kept-alive connection was closed as this request went into it, before any answer:
+            # llama.cpp's llama-server closes after every stream without saying so, and its close can
+            # reach us just after the next request left. Sent once more on a new connection, as HTTP
+            # clients do (RFC 9112, 9.3.1); the lost attempt stays in this request's time from t_sent.
+            trace.connection_reused = trace.t_connected = trace.t_request_written = None
+            request = client.build_request(method, url, content=content, headers=headers, extensions={"trace": on_trace})
+            response = await client.send(request, stream=True)
         try:
             trace.status = response.status_code
             trace.http_version = response.http_version

@@ -21,7 +21,10 @@ token events per write and ``itl`` between writes, what a buffering proxy delive
 then at a multiple of B), ``tail=S`` (S seconds between the last token and the usage trailer),
 ``hold=S`` (S seconds between the final event and the end of the body: the connection held
 open), ``unended=1`` (close the connection after the final event without ending the body, no
-last chunk, as some proxies do), ``strict=1`` (HTTP 400 to vLLM's extensions, as a non-vLLM server does), and one failure:
+last chunk, as some proxies do), ``oneshot=1`` (after the answer, keep-alive advertised, the
+connection is closed unanswered when its next request arrives: llama.cpp's ``llama-server``
+closes after every stream, and a client that reuses the connection before the close reaches it
+sends its next request into it; here that race is lost every time), ``strict=1`` (HTTP 400 to vLLM's extensions, as a non-vLLM server does), and one failure:
 ``fail=`` ``status`` (HTTP 500 with a JSON error), ``json`` (a JSON body where a stream was asked
 for), ``error`` (an error object after 2 tokens), ``cut`` (close after 2 tokens, mid-event),
 ``utf8`` (invalid UTF-8 after 2 tokens), ``usage`` (a usage trailer and no token), ``hang``
@@ -127,6 +130,7 @@ class SseServer:
                 writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
                 await writer.drain()
                 return
+            spent = False  # the last answer was a oneshot: this connection answers nothing more
             while first:
                 try:
                     head = first + await reader.readuntil(b"\r\n\r\n")
@@ -136,6 +140,9 @@ class SseServer:
                 method, target, version = lines[0].split(" ", 2)
                 headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
                 body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
+                if spent:
+                    return
+                spent = parse_options(target.split("?", 1)[0])[0].get("oneshot") == "1"
                 t_request = time.perf_counter_ns()
                 if not await self._respond(writer, method, target, version, headers, body, t_request):
                     return

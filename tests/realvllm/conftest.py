@@ -3,7 +3,7 @@
 The whole stage skips, with the reason, where the CPU build of vLLM is not installed
 (``.ci/realvllm-setup``) or cannot run (no AVX2 / AVX-512), and unless it was asked for by
 name (``-m realvllm``): a ``-m`` given for another reason (``-m "not slow"``) replaces the
-default ``-m "not realvllm"`` and would otherwise pull minutes of vLLM start-up into that run. Servers run one at a time: each
+default ``-m "not realvllm and not llamacpp"`` and would otherwise pull minutes of vLLM start-up into that run. Servers run one at a time: each
 test module starts what it needs and stops it before the next module begins.
 """
 
@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from tests.realvllm.server import VllmServer, build_tiny_model, serve_vllm, skip_reason
+from tests.support.served import skip_unless_selected
 
 
 @pytest.fixture(scope="session")
 def tiny_model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if "realvllm" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("the real-vLLM stage runs only when selected: pytest -m realvllm")
+    skip_unless_selected(request, "realvllm")
     reason = skip_reason()
     if reason:
         pytest.skip(reason)

@@ -9,7 +9,6 @@ into the few numbers an assertion message or the findings notes quote.
 from __future__ import annotations
 
 import contextlib
-import signal
 import statistics
 import subprocess
 import sys
@@ -23,10 +22,10 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.loadgen import read_records
+from tests.support.served import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 LOAD_READY_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ def user_load(url: str, load: Load, out: Path) -> Iterator[Path]:
         _wait_ready(proc, url, load)
         yield out
     finally:
-        _stop(proc)
+        stop_group(proc)  # started in a session of its own: the group is the generator
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, load: Load) -> None:
@@ -81,17 +80,6 @@ def _wait_ready(proc: subprocess.Popen[bytes], url: str, load: Load) -> None:
                 return
         time.sleep(0.5)
     raise RuntimeError(f"the server never showed {load.ready} within {LOAD_READY_TIMEOUT_S:g} s")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(sig)
-        try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _p(values: list[float], q: float) -> float | None:

@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from tests.support.nginx import free_port
+from tests.support.served import stop_group, wait_healthy, write_model
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_VENV = Path(os.environ.get("VLLM_VENV", ROOT / ".venv-vllm"))
@@ -35,7 +32,6 @@ TCMALLOC = Path("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4")  # Debian'
 SERVED_NAME = "tiny"
 MAX_MODEL_LEN = 1024
 STARTUP_TIMEOUT_S = 600.0  # 45-100 s on 2 idle cores; other work on the machine stretches it
-STOP_TIMEOUT_S = 30.0
 
 
 def skip_reason() -> str | None:
@@ -50,11 +46,7 @@ def skip_reason() -> str | None:
 
 def build_tiny_model(out: Path) -> Path:
     """The random-weight Llama of ``tiny_model.py``, built with the vLLM venv's Python (it has torch)."""
-    proc = subprocess.run([str(VLLM_PYTHON), "-m", "tests.realvllm.tiny_model", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode:
-        raise RuntimeError(f"building the tiny model failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return out
+    return write_model(VLLM_PYTHON, "tests.realvllm.tiny_model", out, ROOT)
 
 
 @dataclass
@@ -85,40 +77,7 @@ def serve_vllm(model: Path, log: Path, engine_args: list[str]) -> Iterator[VllmS
                                 env=_env(), start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_healthy(proc, url, log)
+        wait_healthy(proc, url, log, "vllm serve", STARTUP_TIMEOUT_S)
         yield VllmServer(url=url, log=log)
     finally:
-        _stop(proc)
-
-
-def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"vllm serve exited with {proc.returncode} during start-up:\n{_tail(log)}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
-                return
-        time.sleep(1.0)
-    raise RuntimeError(f"vllm serve was not healthy within {STARTUP_TIMEOUT_S:g} s:\n{_tail(log)}")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the whole group (API server, engine core, workers), SIGKILL if it lingers."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    # The group may outlive its leader (an engine core still exiting): make sure it is gone.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _tail(log: Path, chars: int = 4000) -> str:
-    text = log.read_text(errors="replace") if log.exists() else ""
-    return text[-chars:]
-
+        stop_group(proc)

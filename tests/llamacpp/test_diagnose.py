@@ -30,6 +30,10 @@ pytestmark = pytest.mark.llamacpp
 
 _PROBE = ["--route", "chat", "--no-gpu", "--model", SERVED_NAME]
 
+# The vLLM stage's Scenario, so its run_diagnose and verdict_mismatches apply; engine_args are
+# llama-server's flags here. Leave LLM_DOCTOR_RECORD unset for this stage: no replay reads what it
+# would record (fixtures/bundles/realvllm-llamacpp-*.json.gz).
+
 #: Two slots, one stream at a time: every request finds a free slot.
 HEALTHY = Scenario(
     name="llamacpp-healthy", engine_args=["-np", "2"],

@@ -1,13 +1,17 @@
 """The ``llm-doctor log`` output: what the startup-log parser found, for a human or a script.
 
 Beside ``stream_summary`` (``probe``) because it is a renderer: it gets the evidence read and
-the facts parsed, and only words them. Raw lines longer than ``_RAW_WIDTH`` are shortened in the
-text (never in the JSON); the result is redacted, as every output is.
+the facts parsed, and only words them. What the command was asked for (the summary, or the JSON
+document) goes to stdout; why the log could not be used goes to stderr (``log_problems``), so a
+pipe into ``jq`` or a cron mail's body holds only the answer. Values longer than ``_VALUE_WIDTH``
+are shortened in the text (never in the JSON); a startup error is wrapped, never cut: its last
+sentence is vLLM's own advice. Everything is redacted, as every output is.
 """
 
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import Any
 
 from doctor.engines import normal
@@ -18,15 +22,30 @@ from doctor.redact import Redactor
 from doctor.serial import to_jsonable
 from doctor.vllm_log.model import LogFacts, StatsPoint
 
-_RAW_WIDTH = 160  # raw lines longer than this are shortened in the text output (never in JSON)
+_VALUE_WIDTH = 60  # a fact's value longer than this is shortened in the text output (never in JSON)
+_WIDTH = 100  # startup errors are wrapped to this many columns: cron mail and terminals alike
 
 
 def render_log_summary(
     source: str, evidence: LogEvidence | None, facts: LogFacts | None, read_errors: list[EvidenceError], *, as_json: bool
 ) -> str:
-    """What ``llm-doctor log`` prints for ``source``: JSON or text, redacted."""
-    text = _json(source, evidence, facts, read_errors) if as_json else _text(source, evidence, facts, read_errors)
-    return Redactor().text(text)
+    """What ``llm-doctor log`` prints on stdout for ``source``: JSON or text, redacted; empty
+    text when the log could not be read (``log_problems`` says why)."""
+    if as_json:
+        return Redactor().text(_json(source, evidence, facts, read_errors))
+    return Redactor().text(_text(source, evidence, facts))
+
+
+def log_problems(source: str, evidence: LogEvidence | None, facts: LogFacts | None, read_errors: list[EvidenceError]) -> list[str]:
+    """What ``llm-doctor log`` prints on stderr: why the log was not used, or was used only in
+    part (one message each, redacted)."""
+    problems = [e.message for e in read_errors]
+    if evidence is None:
+        problems = problems or [f"cannot use the log {source}"]
+    elif facts is None or facts.empty:
+        problems.append(f"no vLLM (nor SGLang, llama.cpp, TGI, TensorRT-LLM) startup, stats or error line found in {source}: "
+                        "is this an engine's log?")
+    return [Redactor().text(p) for p in problems]
 
 
 def _json(source: str, evidence: LogEvidence | None, facts: LogFacts | None, read_errors: list[EvidenceError]) -> str:
@@ -72,16 +91,12 @@ def facts_document(facts: LogFacts) -> dict[str, Any]:
     return document
 
 
-def _text(source: str, evidence: LogEvidence | None, facts: LogFacts | None, read_errors: list[EvidenceError]) -> str:
-    out: list[str] = []
+def _text(source: str, evidence: LogEvidence | None, facts: LogFacts | None) -> str:
     if evidence is None:
-        out += [f"cannot use the log {source}:"] + [f"  {e.message}" for e in read_errors]
-        return "\n".join(out)
-    out.append(f"{source}: {evidence.lines_total:,} lines, {len(evidence.matched):,} kept"
-               + (" (oldest stats or startup lines dropped to bound memory)" if evidence.truncated else ""))
-    out += [f"  note: {e.message}" for e in read_errors]
+        return ""
+    out = [f"{source}: {evidence.lines_total:,} lines, {len(evidence.matched):,} kept"
+           + (" (oldest stats or startup lines dropped to bound memory)" if evidence.truncated else "")]
     if facts is None or facts.empty:
-        out.append("no vLLM (nor SGLang, llama.cpp, TGI, TensorRT-LLM) startup, stats or error line found: is this an engine's log?")
         return "\n".join(out)
     if facts.engine != VLLM:
         out.append(f"engine: {display(facts.engine)} (facts under vLLM's names, each noting {display(facts.engine)}'s own)")
@@ -96,13 +111,20 @@ def _text(source: str, evidence: LogEvidence | None, facts: LogFacts | None, rea
         width = max(len(k) for k in facts.facts)
         for key, fact in facts.facts.items():
             where = f"line {fact.line}" if fact.line else ""
-            note = f"  ({fact.note})" if fact.note else ""
-            out.append(f"  {key:<{width}}  {_show(fact.value):<24} {where}{note}")
+            row = f"  {key:<{width}}  {_show(fact.value):<24} {where}".rstrip()
+            note = f"({fact.note})" if fact.note else ""
+            if note and len(row) + 2 + len(note) <= _WIDTH:
+                row, note = f"{row}  {note}", ""
+            out.append(row)
+            if note:  # on lines of its own, under the value
+                out += textwrap.wrap(note, _WIDTH, initial_indent=" " * (width + 4), subsequent_indent=" " * (width + 5))
     if facts.errors:
         out.append("")
         out.append("startup errors")
         for error in facts.errors:
-            out.append(f"  [{error.kind}] line {error.line}: {_short(error.message)}")
+            out += textwrap.wrap(f"[{error.kind}] line {error.line}: {error.message}", _WIDTH,
+                                 initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False,
+                                 break_long_words=False)
     if facts.preemption_warnings:
         total = f", cumulative count {facts.preemptions_cumulative}" if facts.preemptions_cumulative else ""
         out.append(f"\npreemption warnings: {facts.preemption_warnings}{total}")
@@ -141,9 +163,9 @@ def _show(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, (dict, list)):
-        return _short(json.dumps(value, default=str), 60)
-    return _short(str(value), 60)
+        return _short(json.dumps(value, default=str))
+    return _short(str(value))
 
 
-def _short(text: str, width: int = _RAW_WIDTH) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _short(text: str) -> str:
+    return text if len(text) <= _VALUE_WIDTH else text[: _VALUE_WIDTH - 1] + "…"

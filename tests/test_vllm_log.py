@@ -246,7 +246,7 @@ def test_after_a_restart_the_stats_are_the_last_startups(tmp_path: Path) -> None
     assert [p.startup for p in facts.stats] == [0] * 7 + [2] * 7
     assert facts.last_stats == facts.stats[7:]
     assert all(p.line >= facts.startups[2].first_line for p in facts.last_stats)
-    text, _code = log_command_output(str(path), as_json=False)
+    text = log_command_output(str(path), as_json=False).text
     assert "stats: 7 lines" in text and "7 stats lines of earlier startups left out" in text
-    document = json.loads(log_command_output(str(path), as_json=True)[0])
+    document = json.loads(log_command_output(str(path), as_json=True).text)
     assert [p["startup"] for p in document["stats"]] == [0] * 7 + [2] * 7

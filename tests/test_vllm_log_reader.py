@@ -209,9 +209,9 @@ REQUIRED_NUMBERS = ("kv_cache_tokens", "max_concurrency", "max_concurrency_token
 
 
 def test_log_json_uses_the_documented_keys_and_types() -> None:
-    text, code = log_command_output(str(DEFAULT), as_json=True)
-    document = json.loads(text)
-    assert code == 0
+    output = log_command_output(str(DEFAULT), as_json=True)
+    document = json.loads(output.text)
+    assert output.code == 0 and output.problems == []
     facts = document["facts"]
     for key in REQUIRED_NUMBERS:
         assert isinstance(facts[key], (int, float)) and not isinstance(facts[key], bool), key
@@ -224,14 +224,39 @@ def test_log_json_uses_the_documented_keys_and_types() -> None:
 
 
 def test_log_text_summary_and_exit_codes(tmp_path: Path) -> None:
-    text, code = log_command_output(str(LOGS / "startup-0.32.0-cpu-FAILED-kv-too-small-for-max-model-len.log"), False)
-    assert code == 1 and "[max-len-exceeds-kv] line 75" in text and "max_model_len" in text
-    text, code = log_command_output(str(tmp_path / "nope.log"), False)
-    assert code == 2 and "cannot open" in text
+    failed = log_command_output(str(LOGS / "startup-0.32.0-cpu-FAILED-kv-too-small-for-max-model-len.log"), False)
+    assert failed.code == 1 and "[max-len-exceeds-kv] line 75" in failed.text and "max_model_len" in failed.text
+    missing = log_command_output(str(tmp_path / "nope.log"), False)
+    assert missing.code == 2 and missing.text == "" and "cannot open" in missing.problems[0]
     other = tmp_path / "other.log"
     other.write_text("some version of something took a while\n")
-    text, code = log_command_output(str(other), False)
-    assert code == 2 and "no vLLM" in text
+    unknown = log_command_output(str(other), False)
+    assert unknown.code == 2 and "no vLLM" in unknown.problems[0] and "no vLLM" not in unknown.text
+
+
+def test_log_keeps_vllms_own_advice_and_wraps_it() -> None:
+    """The startup error's last sentences are vLLM's fix ("Try increasing ..."): the summary
+    keeps them, wrapped to short lines without trailing spaces, for a terminal or cron mail."""
+    failed = log_command_output(str(LOGS / "startup-0.32.0-cpu-FAILED-kv-too-small-for-max-model-len.log"), False)
+    flat = " ".join(line.strip() for line in failed.text.splitlines())
+    assert "Try increasing `gpu_memory_utilization`" in flat and "conserving_memory/ for more details." in flat
+    assert all(len(line) <= 100 and line == line.rstrip() for line in failed.text.splitlines()[1:])  # [0]: the path
+    document = json.loads(log_command_output(str(LOGS / "startup-0.32.0-cpu-FAILED-kv-too-small-for-max-model-len.log"),
+                                             True).text)
+    assert document["errors"][0]["message"].endswith("for more details.")
+
+
+def test_log_errors_go_to_stderr_and_stdout_stays_json(tmp_path: Path) -> None:
+    """``llm-doctor log missing.log --json | jq`` gets a JSON document on stdout (with the read
+    error inside it) and the message on stderr."""
+    result = subprocess.run([sys.executable, "-m", "doctor", "log", str(tmp_path / "nope.log"), "--json"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert json.loads(result.stdout)["read_errors"][0]["kind"]
+    assert "cannot open" in result.stderr and "cannot open" not in result.stdout.split('"message"')[0]
+    result = subprocess.run([sys.executable, "-m", "doctor", "log", str(tmp_path / "nope.log")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == "" and "cannot open" in result.stderr
 
 
 def test_secrets_in_logged_arguments_never_reach_the_output(tmp_path: Path) -> None:
@@ -239,7 +264,7 @@ def test_secrets_in_logged_arguments_never_reach_the_output(tmp_path: Path) -> N
     path.write_text("INFO 03-02 23:59:21 api_server.py:241] args: Namespace(host='0.0.0.0', port=8000, "
                     "api_key='sk-proj-abcdefghijklmnop1234', served_model_name='m', max_num_seqs=64, block_size=16)\n")
     for as_json in (True, False):
-        text, _ = log_command_output(str(path), as_json)
+        text = log_command_output(str(path), as_json).text
         assert "sk-proj-abcdefghijklmnop1234" not in text
     evidence, _ = read_log(str(path))
     assert "sk-proj" not in evidence.matched[0].text

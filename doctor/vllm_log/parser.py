@@ -84,7 +84,7 @@ _PROFILING_ROWS: dict[str, str] = {
 _BLOCK_SIZES = (16, 8, 32, 1, 2, 4, 64, 128, 256)  # vLLM's choices, the default first
 _V1_PROCESS = re.compile(r"^(?:EngineCore|VllmWorker rank=|Worker_|DPEngineCore)")
 _MAX_OTHER_ERRORS = 10
-_MAX_ERROR_MESSAGE = 400
+_MAX_ERROR_MESSAGE = 2000  # vLLM's own advice ends its longest messages (about 500 characters): keep it
 _KEY_AHEAD = re.compile(r"\w+=(?!=)")  # "key=" after a space separates items printed without a comma
 
 

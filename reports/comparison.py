@@ -13,7 +13,7 @@ from rich.console import Console
 
 from doctor.compare import ALPHA, MIN_SAMPLES, Comparison, FieldDiff, Row
 from doctor.units import UNKNOWN, fmt_seconds
-from reports.terminal import clean, grid, printer, unwrapped
+from reports.terminal import clean, fitted, grid, printer
 
 
 def _shown(value: Any) -> str:
@@ -44,7 +44,7 @@ def print_unlike(comparison: Comparison, console: Console, *, refused: bool, hea
     say = printer(console)
     head = head or ("Unlike runs: not compared" if refused else "Unlike runs, compared anyway (--allow-unlike)")
     say(f"[bold yellow]{head}[/]; these run-record fields differ: {clean(', '.join(d.field for d in comparison.unlike))}")
-    say(unwrapped(grid(["field", "base", "current"], _field_rows(comparison.unlike), wrap=(1, 2)), console))
+    say(fitted(grid(["field", "base", "current"], _field_rows(comparison.unlike), wrap=(1, 2)), console))
     if refused:
         say("Compare runs that differ only in the change under test, or pass --allow-unlike to see the numbers anyway.")
 
@@ -64,7 +64,7 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
         return
     rows = [[r.path, r.metric, fmt_seconds(r.base_p50), fmt_seconds(r.current_p50), fmt_seconds(r.base_p90), fmt_seconds(r.current_p90),
              _change(r), f"{r.n_base} / {r.n_current}", _judgement(r)] for r in comparison.rows]
-    say(unwrapped(grid(["path", "metric", "base p50", "current p50", "base p90", "current p90", "p90 change", "n", "vs noise"], rows),
+    say(fitted(grid(["path", "metric", "base p50", "current p50", "base p90", "current p90", "p90 change", "n", "vs noise"], rows),
                   console))
     say(f"[dim]Noise: two-sided Mann-Whitney U test over per-request values (ITL: each request's median gap), alpha {ALPHA:g}.[/]")
     regressions = comparison.regressions

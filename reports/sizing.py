@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from reports.terminal import grid, printer, unwrapped
+from reports.terminal import fitted, grid, printer
 
 GIB = 1 << 30
 
@@ -65,7 +65,7 @@ def print_sizing(doc: dict[str, Any], console: Console) -> None:
     out = printer(console)
     table = grid(("", ""), sizing_rows(doc), wrap=(1,))
     table.show_header = False
-    out(unwrapped(table, console))
+    out(fitted(table, console))
     for note in doc["notes"]:
         out(f"note: {note}")
     if "left_out" in doc:

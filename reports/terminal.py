@@ -1,9 +1,10 @@
 """The terminal summary: verdict, the one remediation, the findings, the passing-check count.
 
 rich renders colour on a TTY and plain text otherwise (``Console`` decides), so cron output
-and CI logs stay readable. Piped output is not hard-wrapped (``stdout_console``), and table
-columns holding identifiers (check codes and names, fact names, row labels) never wrap or
-shorten, so ``| grep`` finds whole lines. ``verbose`` adds the evidence values, every check's
+and CI logs stay readable. Piped output (a cron mail, a CI log, ``| less``) is laid out to
+``PIPE_WIDTH`` columns with no trailing spaces (``stdout_console``): sentences wrap between
+words and table values fold, but table columns holding identifiers (check codes and names,
+fact names, row labels) never wrap or shorten, so ``| grep LD301`` finds the check's row. ``verbose`` adds the evidence values, every check's
 outcome and the tables of the HTML page, row for row (``reports.summary``): the per-path
 comparison, the startup-log facts with their line numbers and the metrics delta. Text from
 the target (log lines, header values, model output) is stripped of control characters before
@@ -13,8 +14,11 @@ hostile ``ESC ]`` sequence can rewrite the screen.
 
 from __future__ import annotations
 
+import io
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
+from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -47,25 +51,49 @@ def clean(text: object) -> str:
     return escape(strip_controls(str(text)))
 
 
-def stdout_console() -> Console:
-    """The console for a command's stdout: soft-wrapped when it is not a terminal.
+#: How wide piped output is laid out: rich would assume 80 columns, and a mail reader or a CI
+#: log page shows 100 comfortably.
+PIPE_WIDTH = 100
 
-    rich hard-wraps at 80 columns when it cannot ask a terminal for its width; a pipe, a log
-    file or ``| grep`` then gets sentences cut in two. A terminal keeps rich's wrapping.
+
+class _NoTrailingSpaces(io.TextIOBase):
+    """A text stream that drops the spaces before each line end: rich pads every table cell to
+    its column's width, and a mail reader or ``diff`` shows them."""
+
+    def __init__(self, out: TextIO) -> None:
+        super().__init__()
+        self._out = out
+        self._pending = ""  # the text after the last line end; rich ends every print with one
+
+    def write(self, text: str) -> int:
+        *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            self._out.write(line.rstrip(" ") + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._out.flush()
+
+
+def stdout_console(file: TextIO | None = None) -> Console:
+    """The console for a command's stdout (or ``file``): rich's own on a terminal, else
+    ``PIPE_WIDTH`` wide without trailing spaces or colour."""
+    out = file or sys.stdout
+    console = Console(file=out)
+    if console.is_terminal:
+        return console
+    return Console(file=_NoTrailingSpaces(out), width=PIPE_WIDTH)
+
+
+def fitted(table: Table, console: Console) -> Table:
+    """``table`` at the console's width, or wider where its identifier columns need it.
+
+    rich fits a table into the console's width by folding the columns that may fold and then
+    shortening the others with "…"; an identifier cut short is worse than a long line, so the
+    table is given the width its unfoldable columns need (print it with ``crop=False``).
     """
-    console = Console()
-    console.soft_wrap = not console.is_terminal
-    return console
-
-
-def unwrapped(table: Table, console: Console) -> Table:
-    """``table`` at its natural width when ``console`` does not wrap (``soft_wrap``), else as is.
-
-    rich lays a table out to the console's width, 80 columns when there is no terminal to ask,
-    and folds cells to fit; in a pipe each row should stay one line, whatever its length.
-    """
-    if console.soft_wrap:
-        table.width = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
+    natural = Measurement.get(console, console.options.update_width(1 << 16), table)
+    table.width = min(natural.maximum, max(console.width, natural.minimum))
     return table
 
 
@@ -85,9 +113,10 @@ def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], *, wrap: Sequ
 
 
 def printer(console: Console) -> Callable[..., None]:
-    """``console.print`` without automatic highlighting: numbers in sentences are not worth
-    colouring, and plain output must match what a pipe gets."""
-    return partial(console.print, highlight=False)
+    """``console.print`` without automatic highlighting (numbers in sentences are not worth
+    colouring, and plain output must match what a pipe gets) and without cropping a line at
+    the console's width (a ``fitted`` table may be wider)."""
+    return partial(console.print, highlight=False, crop=False)
 
 
 def print_report(report: Report, console: Console, verbose: bool = False) -> None:
@@ -117,18 +146,18 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     paths = list(stats.get("paths", {}))
     if paths and verbose:  # every row of the HTML page's per-path comparison
         say("\n[bold]Per path, as the client felt it[/]")
-        say(unwrapped(grid(("", *paths), ((label, *cells) for label, cells in path_table(stats)),
+        say(fitted(grid(("", *paths), ((label, *cells) for label, cells in path_table(stats)),
                            wrap=range(1, len(paths) + 1)), console))
     elif paths:
         say()
-        say(unwrapped(grid(("", *paths), ((label, *(values[p] for p in paths)) for label, values in key_numbers(stats))),
+        say(fitted(grid(("", *paths), ((label, *(values[p] for p in paths)) for label, values in key_numbers(stats))),
                       console))
     felt, _ = view(report, "user_felt")
     servers = [row for row, w in zip(witness_rows(felt), (felt or {}).get("witnesses", []), strict=True)
                if w.get("source") != "probe"]
     if servers or (verbose and felt):  # the per-path table above is the probe's own row
         say("\n[bold]What users felt, by witness[/]")
-        say(unwrapped(grid(WITNESS_HEADERS, witness_rows(felt) if verbose else servers, wrap=(0,)), console))
+        say(fitted(grid(WITNESS_HEADERS, witness_rows(felt) if verbose else servers, wrap=(0,)), console))
     if report.findings:
         say(f"\n[bold]Findings ({len(report.findings)})[/]")
     for f in report.findings:
@@ -144,7 +173,7 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         f"{counts[Outcome.ERROR]} error(s)"
     )
     if verbose:
-        say(unwrapped(grid(("code", "name", "outcome", "message"),
+        say(fitted(grid(("code", "name", "outcome", "message"),
                            ((r.code, r.name, r.outcome.value, r.message) for r in report.results), wrap=(3,)), console))
         print_log_facts(report, console)
         print_metrics_delta(report, console)
@@ -169,7 +198,7 @@ def print_log_facts(report: Report, console: Console) -> None:
         line = f", line {e['line']}" if e.get("line") else ""
         say(f"[red]startup error[/] ({clean(e.get('kind'))}{line}): {clean(e.get('message'))}")
     rows = [(f.fact, f"{f.value} ({f.note})" if f.note else f.value, f.line) for f in log_fact_rows(facts)]
-    say(unwrapped(grid(("fact", "value", "log line"), rows, wrap=(1,)), console))
+    say(fitted(grid(("fact", "value", "log line"), rows, wrap=(1,)), console))
 
 
 def print_metrics_delta(report: Report, console: Console) -> None:
@@ -181,7 +210,7 @@ def print_metrics_delta(report: Report, console: Console) -> None:
         say(f"none: {clean(missing)}")
         return
     # metric names are identifiers, but long ones: on a narrow terminal they fold rather than lose their end
-    say(unwrapped(grid(("quantity", "over the window", "vLLM metric"), metric_rows(window), wrap=(1, 2)), console))
+    say(fitted(grid(("quantity", "over the window", "vLLM metric"), metric_rows(window), wrap=(1, 2)), console))
     if window.get("missing"):
         say("not exposed by this vLLM: " + clean(", ".join(window["missing"])))
     for note in window.get("notes") or []:

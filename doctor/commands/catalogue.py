@@ -12,7 +12,7 @@ from doctor.console import warn
 from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
 from doctor.registry import CATALOGUE_HINT, load_registry
-from reports.terminal import stdout_console, unwrapped
+from reports.terminal import fitted, stdout_console
 
 
 def list_checks(as_json: bool) -> ExitCode:
@@ -37,7 +37,7 @@ def list_checks(as_json: bool) -> ExitCode:
             table.add_row(s.code, s.name, s.symptom.value, "\n".join(s.requires),
                           "\n".join(f"{k}={v}" for k, v in s.options.items()))
         console = stdout_console()
-        console.print(unwrapped(table, console))
+        console.print(fitted(table, console), crop=False)
     for w in registry.warnings:
         warn(w)
     return ExitCode.HEALTHY

@@ -185,6 +185,22 @@ def test_an_event_flood_is_cut_at_the_cap_and_says_so(monkeypatch):
     assert any("truncated" in e.message for e in errors)
 
 
+def test_a_flood_over_many_concurrent_requests_ends_at_the_probe_wide_cap(monkeypatch):
+    """Each request stays under its own cap, yet together they would keep 20 x 2,000 events: the
+    probe stops reading and sending at its own cap, and says so."""
+    monkeypatch.setattr(stream_probe, "MAX_EVENTS", 2000)
+    monkeypatch.setattr(stream_probe, "MAX_PROBE_EVENTS", 5000)
+    event = b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
+    with _Hostile([event * 64], repeat=200) as url:  # 12,800 events per request
+        config = CollectConfig(engine=url, model="m", requests=20, warmup=0, concurrency=4, deadline_s=60)
+        evidence, errors = stream_probe.run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
+    kept = sum(len(t.tokens) + len(t.reads) for t in evidence.requests)
+    assert kept < 5000 + 4 * 2 * 64 * 200 // 10  # the cap, and at most one read more per request in flight
+    assert len(evidence.requests) < 20
+    assert "over all requests" in (evidence.shape.stopped or "")
+    assert any("truncated" in e.message and "over all requests" in e.message for e in errors)
+
+
 def test_a_stream_without_newline_fails_at_the_line_cap(monkeypatch):
     with _Hostile([b"data: " + b"x" * 65536], repeat=40) as url:  # 2.5 MiB, no newline
         (trace,), errors = probe(url)

@@ -53,6 +53,10 @@ TEXT_EXCERPT_CHARS = 200
 #: second) must not be kept until the run runs out of memory.
 MAX_EVENTS = 100_000
 MAX_READS = 100_000
+#: Over the whole probe, the events and reads kept (every request's together) before it stops
+#: reading and sending: a flood on many concurrent requests, each under its own caps, must end
+#: bounded too (about 100 bytes each, in memory and in the bundle).
+MAX_PROBE_EVENTS = 1_000_000
 
 #: RequestTrace.outcome -> EvidenceError.kind
 _ERROR_KIND = {
@@ -151,6 +155,7 @@ class _Probe:
         self.drop_extensions = False
         self.finished: Counter[tuple[ProbePath, bool]] = Counter()  # (path, warm-up) -> requests done
         self.stopped: str | None = None  # why adaptive sampling stopped
+        self.kept = 0  # events and reads kept over every request (``MAX_PROBE_EVENTS``)
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -209,6 +214,9 @@ class _Probe:
         """Stop sending when a path fails fast (``sampling.failing_fast``); without ``--requests``,
         also once every path is decided or the duration ran out. ``stopped`` says which."""
         config = self.config
+        if self.kept > MAX_PROBE_EVENTS:
+            self.stopped = f"the probe's cap of {MAX_PROBE_EVENTS:,} events and reads over all requests: stopped sending"
+            return True
         for path in self.urls:
             outcome = failing_fast(self.traces, path)
             if outcome is not None:
@@ -341,6 +349,12 @@ class _Probe:
                     "stream", url, f"{self._route_spec(path)} ({path})", "malformed",
                     f"{len(cut_short)} of {len(reqs)} request(s) truncated: {cut_short[0].truncated}", fatal=False,
                 ))
+        if self.kept > MAX_PROBE_EVENTS:  # the requests cut by it may be of any path: said once
+            self.errors.append(EvidenceError(
+                "stream", ", ".join(self.urls.values()), "read the streams", "malformed",
+                f"truncated: the probe kept {MAX_PROBE_EVENTS:,} events and reads over all requests (its cap), "
+                f"then stopped reading and sending; {len(self.traces)} request(s) sent", fatal=False,
+            ))
 
     # -- one request -----------------------------------------------------------------------
 
@@ -488,11 +502,16 @@ class _Probe:
                     trace.t_first_byte = log.first_body_t()
                 items = decoder.feed(data, log.last_t if log.last_t is not None else self.clock.now())
                 events += len(items)
+                self.kept += len(items) + 1
                 if items and take(items):
                     break
                 if events > MAX_EVENTS or len(log.reads) > MAX_READS:
                     trace.truncated = (f"stopped reading after {events} events in {len(log.reads)} reads "
                                        f"(caps: {MAX_EVENTS} events, {MAX_READS} reads per request)")
+                    break
+                if self.kept > MAX_PROBE_EVENTS:
+                    trace.truncated = (f"stopped reading after {events} events in {len(log.reads)} reads: the probe "
+                                       f"kept {MAX_PROBE_EVENTS:,} events and reads over all requests (its cap)")
                     break
             else:  # the body ended cleanly: the end of a framing without a terminator
                 if not ended and trace.outcome == "ok":

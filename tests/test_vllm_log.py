@@ -24,7 +24,7 @@ from doctor.vllm_log.prefixes import strip_ansi
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 
 # file -> expected: "facts" (exact; floats to 4 decimals), "errors" (kinds of the last startup),
-# "stats" (attribute -> series), "preemption" (warnings, cumulative).
+# "stats" (attribute -> series), "preemption" (warnings, cumulative), "startups" (how many).
 EXPECTED: dict[str, dict[str, Any]] = {
     "v0.10.2-lmcache1739-qwen3-14b-enginecore-dp0-kv.log": {
         "facts": {"kv_cache_memory_gib": 6.51, "kv_cache_tokens": 42656, "max_concurrency": 1.30,
@@ -133,6 +133,25 @@ EXPECTED: dict[str, dict[str, Any]] = {
                   "engine_generation": "V1"},  # from the "(EngineCore pid=316)" prefix
         "errors": ["max-len-exceeds-kv"],
     },
+    "paste-issue10517-three-starts-lost-prefix-and-hash.log": {
+        # Two starts without a marker between them (each loads its weights again); the lines
+        # lost their headers and one its leading "# "; the capacity is also in the error.
+        "facts": {"num_gpu_blocks": 1478, "num_cpu_blocks": 2048, "max_concurrency": 0.82,
+                  "max_concurrency_tokens": 29000, "max_model_len": 29000, "kv_cache_tokens": 23648,
+                  "kv_cache_memory_gib": 2.89, "weights_memory_gib": 14.9888, "block_size": 16},
+        "errors": ["max-len-exceeds-kv"],
+        "startups": 2,
+    },
+    "xinference2958-engine-config-dict-before-vllm.log": {
+        "facts": {"tensor_parallel_size": 4, "block_size": 16, "gpu_memory_utilization": 0.9, "max_num_seqs": 256,
+                  "trust_remote_code": True, "swap_space": 4},
+    },
+    "v0.4.x-issue4665-args-namespace-split-over-lines-wrapped.log": {
+        # the Namespace(...) is split inside a name ("b" / "lock_size=16"): the items after it count
+        "facts": {"served_model_name": "mistral", "port": 8080, "tensor_parallel_size": 4, "block_size": 16,
+                  "gpu_memory_utilization": 0.9, "max_num_seqs": 256, "quantization": "gptq", "enforce_eager": False,
+                  "dtype": "float16"},
+    },
     "startup-0.32.0-cpu-default.log": {
         "facts": {"vllm_version": "0.32.0", "engine_generation": "V1", "model": "/srv/models/tiny-llama",
                   "kv_cache_tokens": 4361088, "kv_cache_device": "CPU", "max_concurrency": 532.36,
@@ -185,6 +204,8 @@ def test_log_yields_its_index_values(name: str) -> None:
                                                for g, s in zip(got, series, strict=False)), f"{attr}: {got} != {series}"
     if "preemption" in expected:
         assert (facts.preemption_warnings, facts.preemptions_cumulative) == expected["preemption"]
+    if "startups" in expected:
+        assert len(facts.startups) == expected["startups"]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

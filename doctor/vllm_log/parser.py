@@ -3,7 +3,8 @@
 Works on the lines the scanner kept (``LogLine(no, text)``) and on nothing else, so that a newer
 parser re-reads the lines stored in an old bundle. A log can hold several startups (restarts);
 a new one begins when a startup marker (version banner, engine arguments, engine config) comes
-after lines that a running engine prints. Within a startup the same fact is often printed more
+after lines that a running engine prints, or, in a paste without markers, when a process that
+already loaded its weights and sized its KV cache loads them again. Within a startup the same fact is often printed more
 than once (once per worker process, twice for hybrid models): the first statement of the most
 direct kind wins, so a resolved value (the engine config, "Using max model len") beats the
 command-line argument, which beats an inference.
@@ -27,7 +28,7 @@ INFERRED, ARGUMENT, CONFIG, STATED = 0, 1, 2, 3
 
 # Startup phases: a marker of phase p opens a new startup when the current one already
 # printed something of a later phase.
-VERSION_PHASE, ARGS_PHASE, CONFIG_PHASE, RUNNING_PHASE = 0, 1, 2, 3
+VERSION_PHASE, ARGS_PHASE, CONFIG_PHASE, LOAD_PHASE, RUNNING_PHASE = 0, 1, 2, 3, 4
 
 #: Engine-argument / engine-config names -> fact names (values converted by ``_value``).
 CONFIG_KEYS: dict[str, str] = {
@@ -100,6 +101,7 @@ class _StartupState:
     preemption_warnings: int = 0
     preemptions_cumulative: int | None = None
     serving: bool = False  # a stats line was printed: later exceptions are not startup errors
+    loaded_by: set[str | None] = field(default_factory=set)  # process names (no pid) that loaded weights
 
     def set(self, key: str, value: Any, record: Record, rank: int, note: str | None = None) -> None:
         if value is None or value == "":
@@ -159,7 +161,7 @@ class _Parser:
             self._prefix_hit_rate(record, message)
         elif "preempted by" in message:
             self._preemption(record, message)
-        elif "LLM engine" in message or "args: " in message or "version" in message:
+        elif "LLM engine" in message or "args: " in message or "version" in message or "model config: {" in message:
             self._marker(record, message)
         else:
             self._fact(record, message)
@@ -173,6 +175,17 @@ class _Parser:
         state = self.current
         state.phase = max(state.phase, phase)
         return state
+
+    def _reload(self, record: Record) -> _StartupState:
+        """The startup a weights-loaded line belongs to: a new one when the same process (by
+        name: a restart changes its pid) already loaded and went on to size the cache. Every
+        tensor-parallel worker loads before any sizes the cache, so a TP log stays one startup;
+        data-parallel engines load on their own, but under names of their own (``EngineCore_DP1``)."""
+        process = record.process.split(" pid=")[0] if record.process else None
+        if self.current.phase >= RUNNING_PHASE and process in self.current.loaded_by:
+            self.startups.append(_StartupState(first_line=record.no, last_line=record.no))
+        self.current.loaded_by.add(process)
+        return self.current
 
     def _marker(self, record: Record, message: str) -> None:
         if (match := P.API_VERSION.search(message)) or (match := P.BANNER_VERSION.search(message)):
@@ -193,6 +206,9 @@ class _Parser:
             args = _dict_literal(match["body"])
             self._config_items(state, list(args.items()), record, ARGUMENT)
             state.set("non_default_args", {k: v for k, v in args.items() if not _SECRET_ARG.search(k)}, record, STATED)
+        elif match := P.WRAPPER_CONFIG.search(message):  # a wrapper's arguments for the engine it starts
+            state = self._open(ARGS_PHASE, record)
+            self._config_items(state, list(_dict_literal(match["body"]).items()), record, ARGUMENT)
         else:
             self._fact(record, message)
 
@@ -225,7 +241,7 @@ class _Parser:
         elif match := P.BLOCKS.match(message):
             gpu = int(match["gpu"])
             state.set("num_gpu_blocks", gpu, record, STATED)
-            state.set("kv_cache_device", _device(match["device"]), record, STATED)
+            state.set("kv_cache_device", _device(match["device"] or match["bare"]), record, STATED)
             if match["cpu"] is not None:
                 state.set("num_cpu_blocks", int(match["cpu"]), record, STATED)
             # V0 pairs the GPU blocks with CPU (swap) blocks; V1 (0.6.4-0.7.3) printed them alone.
@@ -242,7 +258,9 @@ class _Parser:
         elif match := P.AVAILABLE_KV.match(message) or P.CPU_KV_SET.match(message):
             state.set("kv_cache_memory_gib", float(match["gib"]), record, STATED)
         elif match := P.WEIGHTS.match(message):
+            state = self._reload(record)
             state.set("weights_memory_gib", float(match["gib"]), record, STATED)
+            running = LOAD_PHASE  # every worker prints its own: only sizing the cache ends loading
         elif match := P.PROFILING_TIME.match(message):
             state.set("memory_profiling_s", float(match["s"]), record, STATED)
         elif match := P.INSTANCE_CAN_USE.match(message):

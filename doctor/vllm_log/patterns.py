@@ -31,7 +31,7 @@ _OPENINGS = (
     rb"Avg prompt throughput|Prefix cache hit rate: GPU|Sequence group"  # while serving
     rb"|vLLM API server version|[ \t]{0,40}\xe2\x96|args: Namespace|non-default args|Initializing"  # startup markers
     rb"|Using max model len|Chunked prefill|Cudagraph is disabled"
-    rb"|# \w+ blocks|Maximum concurrency|Overriding num_gpu_blocks|vllm cache_config_info"
+    rb"|# \w+ blocks|(?:GPU|CUDA|cuda) blocks: |Maximum concurrency|Overriding num_gpu_blocks|vllm cache_config_info"
     rb"|Available KV|Auto set|Explicitly set|Loading model weights|Model loading took|Memory profiling"
     rb"|the current vLLM|model weights take|total_gpu_memory|gpu_memory_utilization|non_torch_memory"
     rb"|PyTorch activation|available_kv_cache_memory|Graph capturing|Estimated CUDA graph|CUDA graph"
@@ -55,6 +55,10 @@ ANYWHERE_GATE = re.compile(_OPENINGS)
 #: Exceptions, found anywhere on a line: tracebacks and wrappers print them without a header.
 #: (A one-literal regex: ``re`` finds it faster than ``bytes.find`` does.)
 EXCEPTION_GATE = re.compile(rb"Error: ")
+#: A serving wrapper's own print of the engine arguments, before vLLM's first line and without
+#: its header (Xinference: "Loading MODEL with following model config: {...}"): found anywhere
+#: on a line, like an exception, by one literal.
+WRAPPER_GATE = re.compile(rb"with following model config: \{")
 
 #: Kept-line categories of the scanner, each bounded on its own (see ``scanner``), every
 #: engine's (``doctor.engines.openings``).
@@ -76,6 +80,8 @@ ENGINE_INIT = re.compile(
     r"Initializing an? (?:(?P<generation>V[01]) )?LLM engine(?: \(v(?P<version>[^)\s]+)\))? with config: (?P<config>.*)"
 )
 # api_server.py 0.3.3 .. 0.20 "args: Namespace(...)"; 0.9+ "non-default args: {...}".
+# Xinference 0.x-1.x vllm/core.py, the engine arguments it passes to vLLM as a dict.
+WRAPPER_CONFIG = re.compile(r"with following model config: (?P<body>\{.*)")
 ARGS_NAMESPACE = re.compile(r"args: Namespace\((?P<body>.*)")
 NON_DEFAULT_ARGS = re.compile(r"non-default args: (?P<body>\{.*)")
 MAX_MODEL_LEN = re.compile(r"Using max model len (?P<n>\d+)")
@@ -88,8 +94,12 @@ EAGER_MODE = re.compile(r"Cudagraph is disabled under eager mode")
 # --- KV-cache capacity ---------------------------------------------------------------------
 
 # 0.1.7-0.6.6 "# GPU blocks: N, # CPU blocks: M"; 0.7.0-0.11 "# CUDA blocks" / "# cuda blocks"
-# (platform name); V1 0.6.4-0.7.3 "# GPU blocks: N" alone.
-BLOCKS = re.compile(r"# (?P<device>\w+) blocks: (?P<gpu>\d+)(?:, # CPU blocks: (?P<cpu>\d+))?")
+# (platform name); V1 0.6.4-0.7.3 "# GPU blocks: N" alone. Pasted into a GitHub issue without
+# its header, the line starts with "# ", which Markdown takes for a heading and drops: without
+# it, only the devices vLLM names there are read.
+BLOCKS = re.compile(
+    r"(?:# (?P<device>\w+)|(?P<bare>GPU|CUDA|cuda)) blocks: (?P<gpu>\d+)(?:, # CPU blocks: (?P<cpu>\d+))?"
+)
 # V1 0.8-0.25 "GPU KV cache size: 1,234 tokens"; 0.30+ one line with the concurrency and the
 # device ("CPU" on CPU builds, "GPU + host" with offloading in 0.33).
 KV_CACHE_SIZE = re.compile(
@@ -156,9 +166,9 @@ V1_LEN_EXCEEDS_KV = re.compile(
     r"\((?P<needed>\d+(?:\.\d+)?) Gi?B KV cache is needed, which is larger than the available KV cache "
     r"memory \((?P<available>\d+(?:\.\d+)?) Gi?B\)\.?(?:.*?estimated maximum model length is (?P<estimate>\d+))?"
 )
-# V0 worker.py 0.4-0.10 raise_if_cache_size_invalid.
+# V0 worker.py 0.4-0.10 raise_if_cache_size_invalid (a paste may have lost "The model's").
 V0_LEN_EXCEEDS_KV = re.compile(
-    r"The model's max seq len \((?P<length>\d+)\) is larger than the maximum number of tokens "
+    r"max seq len \((?P<length>\d+)\) is larger than the maximum number of tokens "
     r"that can be stored in KV cache \((?P<capacity>\d+)\)"
 )
 # V1 0.9.2+ "Free memory on device (a/b GiB) on startup is less than desired GPU memory

@@ -53,6 +53,15 @@ _WRAPPERS = re.compile(
 
 _BOX_RIGHT = re.compile(r"\s*│\s*$")
 
+#: vLLM messages that a paste shows without their header. Such a line starts a record unless
+#: the line before ends where a terminal's cut before the phrase would leave it (a space, a
+#: comma, a header's ``]``, a prefix's ``)``): after a long line it is not that line's rest, and
+#: two lines of the same format whose numbers happen to be as wide are no terminal's wrap.
+_PASTED_MESSAGE = re.compile(
+    r"Loading model weights|Model loading took|Memory profiling|Maximum concurrency|# \w+ blocks: "
+    r"|(?:GPU|CUDA|cuda) blocks: |The model's max seq len|Using max model len"
+)
+
 #: How a new record can start; a line that starts otherwise and follows a line of at least
 #: ``WRAP_MIN_WIDTH`` is the rest of that line, hard-wrapped by a paste or an editor.
 _RECORD_START = re.compile(
@@ -120,7 +129,7 @@ class Wrap:
     headers: bool  # the log has vLLM headers
 
     def continues(self, previous: str, line: str) -> bool:
-        if len(previous) != self.width or not line.strip() or starts_record(line):
+        if len(previous) != self.width or not line.strip() or starts_record(line) or _pasted_record(previous, line):
             return False  # a wrapped piece holds at least one character, and a blank one is no record
         return self.confirmed or (self.headers and not _EXCEPTION_START.match(line))
 
@@ -151,7 +160,13 @@ def is_continuation(previous: str, line: str, wrap: Wrap | None = None) -> bool:
     the terminal width of ``wrap``, or after a long line where no record can start (a paste)."""
     if wrap is not None and wrap.continues(previous, line):
         return True
-    return len(previous) >= WRAP_MIN_WIDTH and not _RECORD_START.match(line) and not HEADER.search(line)
+    return (len(previous) >= WRAP_MIN_WIDTH and not _RECORD_START.match(line) and not HEADER.search(line)
+            and not _pasted_record(previous, line))
+
+
+def _pasted_record(previous: str, line: str) -> bool:
+    """Whether ``line`` is a vLLM message pasted without its header (``_PASTED_MESSAGE``)."""
+    return _PASTED_MESSAGE.match(line) is not None and not previous[-1:].isspace() and not previous.endswith(("]", ")", ","))
 
 
 def peel(text: str) -> str:

@@ -210,6 +210,8 @@ class Scanner:
         for hit, start in _first_hits(patterns.EXCEPTION_GATE, block, begin, end):
             if start not in starts and not _REQUEST_LOG.search(block, start, hit):
                 starts[start] = hit
+        for hit, start in _first_hits(patterns.WRAPPER_GATE, block, begin, end):
+            starts.setdefault(start, hit)
         base = self.lines_total
         seen = 0  # newlines in block[begin:pos]
         pos = begin
@@ -266,7 +268,8 @@ class Scanner:
         no = self._group[0][0]
         self._group, self._group_size = [], 0
         error = patterns.EXCEPTION_GATE.search(record)
-        if self._gate(record, 0, len(record)).search(record) or (error and not _REQUEST_LOG.search(record, 0, error.start())):
+        if (self._gate(record, 0, len(record)).search(record) or patterns.WRAPPER_GATE.search(record)
+                or (error and not _REQUEST_LOG.search(record, 0, error.start()))):
             self._keep(no, record)
 
     def _keep_wrapped(self, block: bytes, start: int, end: int, no: int, parent: bytes) -> None:

@@ -20,6 +20,7 @@ from doctor.evidence import Bundle
 from doctor.probes.logfile import read_log
 from doctor.serial import load, to_jsonable
 from doctor.vllm_log.prefixes import strip_ansi
+from tests.support.log_coverage import same_value
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 
@@ -179,12 +180,6 @@ def _facts(name: str) -> LogFacts:
     return derive_log_facts(Bundle(log=evidence))
 
 
-def _same(actual: Any, expected: Any) -> bool:
-    if isinstance(expected, float) and isinstance(actual, (int, float)) and not isinstance(actual, bool):
-        return round(actual, 4) == round(expected, 4)
-    return actual == expected and type(actual) is type(expected)
-
-
 def test_every_fixture_log_has_an_expectation() -> None:
     assert sorted(p.name for p in LOGS.glob("*.log")) == sorted(EXPECTED)
 
@@ -195,12 +190,12 @@ def test_log_yields_its_index_values(name: str) -> None:
     facts = _facts(name)
     for key, value in expected.get("facts", {}).items():
         assert key in facts.facts, f"{key} not found"
-        assert _same(facts.value(key), value), f"{key}: {facts.value(key)!r} != {value!r}"
+        assert same_value(facts.value(key), value), f"{key}: {facts.value(key)!r} != {value!r}"
     if "errors" in expected:
         assert [e.kind for e in facts.errors] == expected["errors"]
     for attr, series in expected.get("stats", {}).items():
         got = [getattr(p, attr) for p in facts.stats]
-        assert len(got) == len(series) and all(_same(g, float(s) if isinstance(s, int) and attr != "line" else s)
+        assert len(got) == len(series) and all(same_value(g, float(s) if isinstance(s, int) and attr != "line" else s)
                                                for g, s in zip(got, series, strict=False)), f"{attr}: {got} != {series}"
     if "preemption" in expected:
         assert (facts.preemption_warnings, facts.preemptions_cumulative) == expected["preemption"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,9 +175,14 @@ def _pick(opts: dict[str, Any], file_section: dict[str, Any], key: str, default:
 
 def check_output_paths(*paths: Path | None) -> None:
     """Refuse an output path that cannot be written, before the probe: found only afterwards, an
-    unwritable ``--html`` or ``-o`` cost the whole probe. Nothing is created here (no file is left
-    behind by a run refused later); missing folders are fine when the nearest existing one is
-    writable, since the writer creates them."""
+    unwritable ``--html`` or ``-o`` cost the whole probe. Nothing is left behind (no file from a
+    run refused later); missing folders are fine when the nearest existing one takes a file,
+    since the writer creates them.
+
+    Writing is tried, not predicted: ``os.access`` says yes to root everywhere, and to a
+    read-only mount or ``/proc``, where the write fails. An existing file is opened for appending
+    (its content and time untouched); otherwise an empty file is created beside it and removed.
+    """
     for path in paths:
         if path is None:
             continue
@@ -187,8 +193,15 @@ def check_output_paths(*paths: Path | None) -> None:
             parent = parent.parent
         if not parent.is_dir():
             raise UsageError(f"cannot write {path}: {parent} is not a directory")
-        if not os.access(parent if not path.exists() else path, os.W_OK):
-            raise UsageError(f"cannot write {path}: permission denied")
+        try:
+            if path.exists():
+                path.open("ab").close()
+            else:
+                handle, trial = tempfile.mkstemp(dir=parent, prefix=".llm-doctor-write-check-")
+                os.close(handle)
+                os.unlink(trial)
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) -> CollectConfig:

@@ -52,6 +52,17 @@ def test_an_unwritable_output_is_refused_before_the_probe(tmp_path: Path, flag: 
     refused(["diagnose", *ENGINE, flag, str(blocker / "out.html")], "is not a directory")
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_an_output_where_no_file_can_be_created_is_refused_before_the_probe() -> None:
+    """/proc takes no new file, for root too, although ``os.access`` says it is writable."""
+    refused(["diagnose", *ENGINE, "--html", "/proc/llm-doctor-report.html"], "cannot write /proc/llm-doctor-report.html")
+
+
+def test_a_refused_run_leaves_no_file_behind(tmp_path: Path) -> None:
+    refused(["diagnose", *ENGINE, "--html", str(tmp_path / "r.html"), "--requests", "0"], "--requests must be")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_collect_output_is_checked_before_the_probe(tmp_path: Path) -> None:
     refused(["collect", *ENGINE, "-o", str(tmp_path)], "is a directory")
 

@@ -11,14 +11,14 @@ from rich.console import Console
 from doctor.compare import ALPHA
 from doctor.fleet import FleetView
 from doctor.units import UNKNOWN, fmt_seconds
-from reports.terminal import clean, grid, printer, unwrapped
+from reports.terminal import clean, fitted, grid, printer
 
 
 def print_fleet(view: FleetView, console: Console) -> None:
     say = printer(console)
     rows = [[r.name, r.symptom, fmt_seconds(r.ttft_p90), fmt_seconds(r.tpot_p90),
              UNKNOWN if r.waiting_max is None else f"{r.waiting_max:g}", f"{r.failed} / {r.measured}"] for r in view.rows]
-    say(unwrapped(grid(["replica", "verdict", "TTFT p90", "TPOT p90", "queue max", "failed"], rows), console))
+    say(fitted(grid(["replica", "verdict", "TTFT p90", "TPOT p90", "queue max", "failed"], rows), console))
     if view.slowest is not None and view.fastest is not None:
         ratio = "" if view.ttft_ratio is None else f" ({view.ttft_ratio:.1f}x the TTFT p90)"
         if view.p_value is None:

@@ -18,7 +18,7 @@ import io
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import TextIO
+from typing import TextIO, cast
 
 from rich.console import Console
 from rich.markup import escape
@@ -82,7 +82,8 @@ def stdout_console(file: TextIO | None = None) -> Console:
     console = Console(file=out)
     if console.is_terminal:
         return console
-    return Console(file=_NoTrailingSpaces(out), width=PIPE_WIDTH)
+    # rich only writes and flushes; typeshed's TextIOBase is no IO[str], though it is one at run time
+    return Console(file=cast(TextIO, _NoTrailingSpaces(out)), width=PIPE_WIDTH)
 
 
 def fitted(table: Table, console: Console) -> Table:

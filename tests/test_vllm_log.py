@@ -134,7 +134,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
                   "engine_generation": "V1"},  # from the "(EngineCore pid=316)" prefix
         "errors": ["max-len-exceeds-kv"],
     },
-    "paste-issue10517-three-starts-lost-prefix-and-hash.log": {
+    "paste-issue10517-two-starts-lost-prefix-and-hash.log": {
         # Two starts without a marker between them (each loads its weights again); the lines
         # lost their headers and one its leading "# "; the capacity is also in the error.
         "facts": {"num_gpu_blocks": 1478, "num_cpu_blocks": 2048, "max_concurrency": 0.82,

@@ -18,7 +18,7 @@ from doctor.model import Report
 from doctor.serial import to_jsonable
 from doctor.units import UNKNOWN, fmt_pct, fmt_seconds
 from reports.json_doc import report_dict
-from reports.terminal import grid, printer, unwrapped
+from reports.terminal import fitted, grid, printer
 
 
 def _rate(value: float | None, unit: str) -> str:
@@ -77,5 +77,5 @@ def print_load(summary: LoadSummary | None, missing: str | None, console: Consol
         say(f"[red]no load summary:[/] {missing}")
         return
     say(f"[bold]{summary.scenario} scenario[/] on the {summary.path} path")
-    say(unwrapped(grid(("", ""), load_rows(summary), wrap=[1]), console))
+    say(fitted(grid(("", ""), load_rows(summary), wrap=[1]), console))
     say()

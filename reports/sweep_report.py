@@ -15,7 +15,7 @@ from doctor.sweep import Level, SweepResult
 from doctor.units import UNKNOWN, fmt_pct, fmt_seconds
 from reports.charts import level_panel
 from reports.html_page import environment
-from reports.terminal import grid, printer, unwrapped
+from reports.terminal import fitted, grid, printer
 
 #: How the knee line says what stopped the sweep, when it was not a budget.
 BINDING = {"client": "the client was the bottleneck", "interrupted": "interrupted"}
@@ -77,7 +77,7 @@ def print_sweep(result: SweepResult, console: Console) -> None:
         f"TPOT budget {fmt_seconds(result.budgets.tpot_s)} (p90: the early-stopping bound once a level has 64 requests)")
     if result.interrupted:
         say("[bold yellow]interrupted: the levels measured so far[/]")
-    say(unwrapped(grid(LEVEL_HEADERS, level_rows(result), wrap=[6]), console))
+    say(fitted(grid(LEVEL_HEADERS, level_rows(result), wrap=[6]), console))
     say(f"\n[bold]{knee_line(result)}[/]")
     say(f"[bold]Change one thing:[/] [bold cyan]{recommendation_line(result)}[/]")
     for why in result.recommendation.why:

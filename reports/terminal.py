@@ -2,7 +2,7 @@
 
 rich renders colour on a TTY and plain text otherwise (``Console`` decides), so cron output
 and CI logs stay readable. Piped output (a cron mail, a CI log, ``| less``) is laid out to
-``PIPE_WIDTH`` columns with no trailing spaces (``stdout_console``): sentences wrap between
+``PIPE_WIDTH`` columns (or ``COLUMNS``) with no trailing spaces (``stdout_console``): sentences wrap between
 words and table values fold, but table columns holding identifiers (check codes and names,
 fact names, row labels) never wrap or shorten, so ``| grep LD301`` finds the check's row. ``verbose`` adds the evidence values, every check's
 outcome and the tables of the HTML page, row for row (``reports.summary``): the per-path
@@ -15,6 +15,7 @@ hostile ``ESC ]`` sequence can rewrite the screen.
 from __future__ import annotations
 
 import io
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
@@ -77,11 +78,14 @@ class _NoTrailingSpaces(io.TextIOBase):
 
 def stdout_console(file: TextIO | None = None) -> Console:
     """The console for a command's stdout (or ``file``): rich's own on a terminal, else
-    ``PIPE_WIDTH`` wide without trailing spaces or colour."""
+    ``PIPE_WIDTH`` wide (``COLUMNS`` when it is set) without trailing spaces or colour."""
     out = file or sys.stdout
     console = Console(file=out)
     if console.is_terminal:
         return console
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:  # asked for: a wider mail, a narrower pager
+        return Console(file=cast(TextIO, _NoTrailingSpaces(out)), width=int(columns))
     # rich only writes and flushes; typeshed's TextIOBase is no IO[str], though it is one at run time
     return Console(file=cast(TextIO, _NoTrailingSpaces(out)), width=PIPE_WIDTH)
 

@@ -233,22 +233,30 @@ def test_demo_run_points_verify_at_the_healthy_scenario(report: Report) -> None:
 
 def test_piped_cli_output_is_short_plain_and_never_shortened(tmp_path) -> None:
     """A pipe or cron mail gets lines of at most PIPE_WIDTH columns, without trailing spaces or
-    colour, whatever width rich assumes (here: 60); nothing is cut short with "…", and each
-    check's row starts with its code, name and outcome on one line, for ``| grep``."""
+    colour, where rich would assume 80 (``COLUMNS`` unset); nothing is cut short with "…", and
+    each check's row starts with its code, name and outcome on one line, for ``| grep``."""
     save(real_buffering_bundle(), tmp_path / "b.json")
     result = CliRunner().invoke(app, ["analyze", str(tmp_path / "b.json"), "-v", "--json", str(tmp_path / "r.json")],
-                                env={"COLUMNS": "60"})
+                                env={"COLUMNS": ""})
     data = json.loads((tmp_path / "r.json").read_text())
     lines = result.stdout.splitlines()
     assert "…" not in result.stdout and "\x1b" not in result.stdout
     assert all(len(line) <= PIPE_WIDTH and line == line.rstrip() for line in lines), max(lines, key=len)
-    assert any(len(line) > 60 for line in lines)
+    assert any(len(line) > 80 for line in lines)
     flat = " ".join(result.stdout.split())
     assert " ".join(data["verdict"]["summary"].split()) in flat
     assert f"{sum(r['outcome'] == 'pass' for r in data['results'])} check(s) passed" in result.stdout
     rows = [line.split() for line in lines]
     for r in data["results"]:  # every check's row: code, name, outcome and its message's first word on a line
         assert [r["code"], r["name"], r["outcome"], r["message"].split()[0]] in [row[:4] for row in rows], r
+
+
+def test_columns_sets_the_width_of_piped_output(tmp_path) -> None:
+    save(real_buffering_bundle(), tmp_path / "b.json")
+    for columns in (60, 200):
+        out = CliRunner().invoke(app, ["analyze", str(tmp_path / "b.json"), "-v"], env={"COLUMNS": str(columns)}).stdout
+        prose = [line for line in out.splitlines() if not line.startswith(" ") and "  " not in line]  # no table rows
+        assert max(map(len, prose)) <= columns and (columns == 60 or max(map(len, prose)) > PIPE_WIDTH)
 
 
 def test_a_narrow_terminal_wraps_messages_not_check_names(report: Report) -> None:

@@ -29,7 +29,7 @@ ENGINES = ROOT / "fixtures" / "engines"
 
 
 def _log_json(path: Path) -> dict:
-    text, _code = log_command_output(str(path), as_json=True)
+    text = log_command_output(str(path), as_json=True).text
     return json.loads(text)
 
 

@@ -28,6 +28,9 @@ KV cache can hold: KV capacity tokens x 0.9 / tokens per request (or, without th
 today's ``max_num_seqs`` scaled by 0.9 / peak KV usage). Without scrapes during the probe the
 batch is not seen full: the same advice, saying so.
 KV usage was high: the GPU is full, add capacity (``replicas``) or lower offered concurrency.
+An engine without a queue-time histogram (llama.cpp) is judged on the gauges alone: requests
+waiting while running sat at the limit (its slots) fire a warning, with the same remediation in
+the engine's own flag (``-np``); how long they waited is then not exposed.
 
 Options:
 queue_share: queue time / TTFT share that fires
@@ -49,17 +52,20 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     KV_FILL_TARGET,
     Setting,
+    engine_flag,
+    engine_of,
     engine_path,
     engine_setting,
     max_num_seqs_in_use,
+    metric_read,
     rerun,
     sequences_that_fit,
     tokens_per_request,
-    vllm_flag,
 )
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import GaugeWindow, MetricsWindow
 from doctor.derive.stream_stats import StreamStats
+from doctor.engines.names import VLLM, display
 from doctor.evidence import RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
@@ -80,31 +86,42 @@ def requests_queued_before_prefill(
     critical_share: float = 0.8,
 ) -> Result:
     mw = metrics_window
-    if mw.queue is None or mw.queue.mean is None:
-        return NotApplicable("no queue-time histogram in /metrics (vllm:request_queue_time_seconds)")
-    queue_s = mw.queue.mean
-    evidence = [EvidenceValue("server queue time mean", queue_s, "s",
-                              f"metrics: {mw.queue.metric} delta, n={mw.queue.count:.0f}")]
-    ttft_s, ttft_source = _ttft(mw, stream_stats)
-    if ttft_s is None:
-        return NotApplicable("neither the server TTFT histogram nor a measured stream gives a TTFT to compare with")
-    evidence.append(EvidenceValue("TTFT mean", ttft_s, "s", ttft_source))
-    share = min(queue_s / ttft_s, 1.0) if ttft_s > 0 else 0.0
+    engine = engine_of(log_facts, mw)
     # A non-zero gauge shows what was there; a zero only counts from a scrape taken during the probe
     # (the scrapes before and after it see an idle engine).
     waiting_max = mw.waiting.max if mw.waiting and (_during(mw.waiting) or mw.waiting.max) else None
+    evidence: list[EvidenceValue] = []
+    if mw.queue is None or mw.queue.mean is None:
+        if engine in (None, VLLM):
+            return NotApplicable("no queue-time histogram in /metrics (vllm:request_queue_time_seconds)")
+        if not waiting_max:
+            return NotApplicable(f"queue time not exposed by {display(engine)}, and no request was seen waiting")
+        # An engine without one (llama.cpp): the gauges alone, requests waiting while every slot
+        # was busy, still say the sequence limit held them; how long they waited is not exposed.
+        parts = [f"queue time not exposed by {display(engine)}"]
+        share = None
+    else:
+        queue_s = mw.queue.mean
+        evidence.append(EvidenceValue("server queue time mean", queue_s, "s",
+                                      f"metrics: {mw.queue.metric} delta, n={mw.queue.count:.0f}"))
+        ttft_s, ttft_source = _ttft(mw, stream_stats)
+        if ttft_s is None:
+            return NotApplicable("neither the server TTFT histogram nor a measured stream gives a TTFT to compare with")
+        evidence.append(EvidenceValue("TTFT mean", ttft_s, "s", ttft_source))
+        share = min(queue_s / ttft_s, 1.0) if ttft_s > 0 else 0.0
+        if share < queue_share or queue_s < min_queue_s:
+            return Pass(f"queue time {fmt_seconds(queue_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}")
+        if waiting_max == 0:
+            return Pass(f"queue time is {fmt_pct(share)} of TTFT but no request was seen waiting")
+        parts = [f"queue time {fmt_seconds(queue_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}"]
     if waiting_max is not None:
-        evidence.append(EvidenceValue("waiting max", waiting_max, "requests", "metrics: vllm:num_requests_waiting"))
-    if share < queue_share or queue_s < min_queue_s:
-        return Pass(f"queue time {fmt_seconds(queue_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}")
-    if waiting_max == 0:
-        return Pass(f"queue time is {fmt_pct(share)} of TTFT but no request was seen waiting")
+        evidence.append(EvidenceValue("waiting max", waiting_max, "requests", f"metrics: {metric_read(mw, 'waiting')}"))
 
     running_max = mw.running.max if mw.running else None
     kv_max = mw.kv_usage.max if mw.kv_usage else None
     max_seqs = max_num_seqs_in_use(log_facts, run, mw, kv_headroom=kv_headroom)
     if running_max is not None:
-        evidence.append(EvidenceValue("running max", running_max, "requests", "metrics: vllm:num_requests_running"))
+        evidence.append(EvidenceValue("running max", running_max, "requests", f"metrics: {metric_read(mw, 'running')}"))
     if max_seqs is not None:
         evidence.append(max_seqs.evidence("max_num_seqs"))
     if kv_max is not None:
@@ -120,7 +137,6 @@ def requests_queued_before_prefill(
         elif _during(mw.running):
             batch_full = False
 
-    parts = [f"queue time {fmt_seconds(queue_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}"]
     if waiting_max is not None:
         parts.append(f"waiting up to {waiting_max:.0f}")
     if batch_full is not None and max_seqs is not None:  # batch_full is only known beside max_seqs
@@ -131,6 +147,9 @@ def requests_queued_before_prefill(
                      "the max_num_seqs in use is unknown")
     if kv_max is not None:
         parts.append(f"KV usage <= {fmt_pct(kv_max)}")
+    if share is None and not batch_full:
+        # without a queue time, only a full batch beside the waiting says the limit held them
+        return Pass("; ".join(parts) + ": no scrape showed every slot busy while requests waited")
     if batch_full is False and not kv_full:
         # Neither limit this check remedies held the requests back (a per-step token budget or a
         # burst of arrivals did): raising max_num_seqs would change nothing.
@@ -151,12 +170,13 @@ def requests_queued_before_prefill(
             else f"max_num_seqs is in neither the startup log nor the run record, and vLLM's default for this GPU "
                  f"is only known to be at least {max_seqs.value}" if above_bound
             else "no scrape during the probe showed how many requests ran")
-        remediation = _raise_max_num_seqs(max_seqs, kv_max, demand, unconfirmed, stream, log_facts, run, evidence)
+        remediation = _raise_max_num_seqs(max_seqs, kv_max, demand, unconfirmed, stream, log_facts, run, evidence,
+                                          engine)
     return Fire(
         title="Requests wait in the engine's queue before prefill",
         summary="; ".join(parts),
         remediation=remediation,
-        severity=Severity.CRITICAL if share >= critical_share else Severity.WARNING,
+        severity=Severity.CRITICAL if share is not None and share >= critical_share else Severity.WARNING,
         evidence=evidence,
     )
 
@@ -199,6 +219,7 @@ def _raise_max_num_seqs(
     log_facts: LogFacts | None,
     run: RunRecord | None,
     evidence: list[EvidenceValue],
+    engine: str | None,
 ) -> Remediation:
     """Raise the batch limit to the peak demand, never past what the KV cache holds.
 
@@ -253,5 +274,5 @@ def _raise_max_num_seqs(
         why=why,
         verify=rerun("waiting to stay near 0, queue time to shrink, and no preemptions (vllm:num_preemptions)"),
         current=max_seqs.current() if max_seqs is not None else None,
-        where=vllm_flag("max_num_seqs"),
+        where=engine_flag(engine, "max_num_seqs"),
     )

@@ -241,6 +241,20 @@ def cases_requests_queued_before_prefill() -> None:
 
 # --------------------------------------------------------------------------- LD102
 
+    one_slot = load_scrapes({}, {"llamacpp:requests_deferred": 3, "llamacpp:requests_processing": 1}, {})
+    falcon = real_log("llamacpp/b4351-falcon3-1b-vulkan-startup.log", folder="engines")
+    write_case(name, "fires-llama-cpp-slots-full-no-queue-histogram",
+               bundle(stream=stream(steady(4, ttft=6.3, gap=0.004), concurrency=4), metrics=one_slot, log=falcon),
+               why="llama.cpp exposes no queue-time histogram: 3 requests deferred while its one slot "
+                   "(n_slots = 1 in a real b4351 startup) was busy is the queue, named in its own flag",
+               expect={"severity": "warning", "setting": "max_num_seqs",
+                       "summary_contains": ["queue time not exposed by llama.cpp", "waiting up to 3"]})
+    write_case(name, "na-llama-cpp-nothing-waited",
+               bundle(stream=stream(steady(4, ttft=0.3, gap=0.004)),
+                      metrics=load_scrapes({}, {"llamacpp:requests_deferred": 0, "llamacpp:requests_processing": 1}, {}),
+                      log=falcon),
+               why="llama.cpp, no queue-time histogram and nothing deferred: the gauges say nothing of a queue")
+
 
 def cases_prefill_bound_first_token() -> None:
     name = "prefill-bound-first-token"

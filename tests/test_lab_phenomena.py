@@ -82,7 +82,7 @@ def test_kv_pressure_preempts_and_stalls_a_stream_while_usage_is_full():
 
 def test_a_long_prompt_freezes_running_streams_during_its_prefill():
     def run_with(budget: int) -> tuple[list, float, float]:
-        config = dataclasses.replace(FAST, max_num_batched_tokens=budget, prefill_s_per_token=0.0001)
+        config = dataclasses.replace(FAST, max_num_batched_tokens=budget, prefill_s_per_token=0.0002)
         with running(config) as engine:
             result: dict[str, float] = {}
 

@@ -263,3 +263,17 @@ def test_a_freeze_of_the_client_itself_is_not_an_inter_token_incident():
     result = diagnose(b, budgets)
     assert result.verdict.symptom is Symptom.HEALTHY, result.verdict.summary
     assert any("the client itself froze" in line for line in result.verdict.reasoning), result.verdict.reasoning
+
+
+@pytest.mark.parametrize("name, setting", [("realvllm-ci-users-kv-pressure-requeued", "max_num_seqs"),
+                                           ("realvllm-ci-history-kv-pressure-requeued", "gpu_memory_utilization")])
+def test_preempted_requests_waiting_again_are_the_kv_cache_not_a_queue(name: str, setting: str):
+    """A real KV incident (19 preemptions in 20 requests): the preempted requests went back to the
+    queue, so TTFT went over budget while every witnessed gap stayed within. The queue is the KV
+    cache's doing: inter-token, with LD201's KV setting, and the headline leads with the TTFT."""
+    b = load_path(ROOT / "fixtures/bundles" / f"{name}.json.gz")
+    result = diagnose(b, Budgets(ttft_s=4.0, tpot_s=0.3))
+    v = result.verdict
+    assert v.symptom is Symptom.INTER_TOKEN, v.summary
+    assert v.primary_remediation is not None and v.primary_remediation.setting == setting, v.summary
+    assert v.primary_code == "LD201" and "TTFT p90" in v.summary and "KV cache running out" in v.summary

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, ProbePath, RequestTrace, StreamEvidence
-from doctor.evidence.stream import NOT_THE_TARGETS, frozen_overlap
+from doctor.evidence.stream import NOT_THE_TARGETS, awake_span, frozen_overlap
 from doctor.stats import quantile
 
 #: A gap larger than this multiple of its request's median gap is a stall.
@@ -218,7 +218,7 @@ def request_stats(req: RequestTrace, freezes: Sequence[Sequence[float]] = ()) ->
     rs = RequestStats(index=req.index, path=req.path, warmup=req.warmup, outcome=req.outcome)
 
     def span(start: float, end: float) -> float:
-        return end - start - frozen_overlap(freezes, start, end) if freezes else end - start
+        return awake_span(freezes, start, end)
 
     if req.t_sent is not None:
         rs.client_queue = req.t_sent - req.t_scheduled

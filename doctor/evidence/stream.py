@@ -131,6 +131,12 @@ class ClientHealth:
     freezes: list[list[float]] = field(default_factory=list)
 
 
+def awake_span(freezes: Sequence[Sequence[float]], start: float, end: float) -> float:
+    """``end - start`` less the client's ``freezes`` within it: a wait or gap as a lower bound of
+    the server's share (``doctor.derive.stream_stats`` and the adaptive sampler count alike)."""
+    return end - start - frozen_overlap(freezes, start, end) if freezes else end - start
+
+
 def frozen_overlap(freezes: Sequence[Sequence[float]], start: float, end: float) -> float:
     """Seconds of ``[start, end]`` covered by ``freezes``: disjoint ``(start, end)`` intervals in time order.
 

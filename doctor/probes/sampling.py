@@ -26,7 +26,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from doctor.evidence import ProbePath, RequestTrace
-from doctor.evidence.stream import NOT_THE_TARGETS, frozen_overlap
+from doctor.evidence.stream import NOT_THE_TARGETS, awake_span
 
 #: One-sided significance of "clearly within" / "clearly over".
 ALPHA = 0.05
@@ -75,7 +75,7 @@ def _exceedances(traces: Iterable[RequestTrace], ttft_s: float, tpot_s: float,
     n = ttft_over = n_tpot = tpot_over = 0
 
     def span(start: float, end: float) -> float:
-        return end - start - frozen_overlap(freezes, start, end)
+        return awake_span(freezes, start, end)
 
     for t in traces:
         if t.warmup or t.outcome in NOT_THE_TARGETS or t.t_end is None:  # in flight: not finished yet

@@ -36,7 +36,9 @@ class Load:
     prompt_tokens: int
     max_tokens: int
     also: tuple[str, ...] = ()  # more user classes, USERS:PROMPT_TOKENS:MAX_TOKENS[:LABEL]
-    duration_s: float = 600.0  # a bound only: the test stops the users as soon as llm-doctor is done
+    # A bound only: the test stops the users as soon as llm-doctor is done. It outlasts two
+    # diagnoses at their timeout (a frozen run is re-run), so no incident ends under the probe.
+    duration_s: float = 1800.0
     ready: dict[str, float] = field(default_factory=dict)  # gauge -> the value it must reach first
 
     def args(self, url: str, out: Path) -> list[str]:
@@ -65,6 +67,9 @@ def user_load(url: str, load: Load, out: Path) -> Iterator[Path]:
     try:
         _wait_ready(proc, url, load)
         yield out
+        if proc.poll() is not None:  # the incident ended before llm-doctor did: its verdict would be of an idle server
+            raise RuntimeError(f"the users stopped (exit {proc.returncode}) before the block ended: "
+                               f"--duration {load.duration_s:g} s was shorter than llm-doctor's run")
     finally:
         stop_group(proc)  # started in a session of its own: the group is the generator
 

@@ -37,7 +37,8 @@ gateway's 281 ms; 1.0 events per read on both paths -> keep upstream connections
 from __future__ import annotations
 
 from doctor.check import Fire, Pass, Result, check
-from doctor.checklib import detect_proxy, gateway_name, measured_pair, rerun
+from doctor.checklib import measured_pair, rerun, who_answered
+from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import StreamStats
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
@@ -45,7 +46,7 @@ from doctor.units import fmt_seconds
 
 @check(code="LD304", name="gateway-overhead", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_OVERHEAD)
 def gateway_overhead(
-    stream_stats: StreamStats,
+    stream_stats: StreamStats, gateway: GatewayView | None = None,
     *,
     overhead_share: float = 0.25,
     min_added_s: float = 0.05,
@@ -80,8 +81,7 @@ def gateway_overhead(
         f"gateway adds {fmt_seconds(added)} to TTFT p50 (n={g.ttft.n}; {fmt_seconds(added_min)} at the minimum), "
         f"{share:.0%} of the gateway's {fmt_seconds(g.ttft.p50)}; {g_epr:.1f} events per read vs {d_epr:.1f} direct"
     )
-    family, server = detect_proxy(g.headers, stream_stats.gateway_kind)
-    name = gateway_name(server)
+    family, name = who_answered(gateway)
     why = (
         f"Each request pays about {fmt_seconds(added)} on the gateway hop before its first token, with no "
         "buffering and no queueing behind other streams: a fixed per-request cost. "
@@ -99,6 +99,9 @@ def gateway_overhead(
         )
     else:
         why += f"In {name}: pool and keep alive its upstream connections, and cache authentication results."
+    if family == "litellm":
+        why += (" LiteLLM reports its own share per request in x-litellm-overhead-duration-ms: litellm-overhead "
+                "(LD308) weighs it and names the LiteLLM setting.")
     return Fire(
         title="The gateway adds a constant delay before the first token",
         summary=summary,

@@ -41,7 +41,8 @@ from __future__ import annotations
 import itertools
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import detect_proxy, gateway_name, measured_pair, rerun, ttft_wait
+from doctor.checklib import measured_pair, rerun, ttft_wait, who_answered
+from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
@@ -63,7 +64,7 @@ def send_order(ps: PathStats) -> list[float]:
     code="LD303", name="gateway-serialisation", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_SERIALISATION
 )
 def gateway_serialisation(
-    stream_stats: StreamStats,
+    stream_stats: StreamStats, gateway: GatewayView | None = None,
     *,
     wait_answers: float = 1.0,
     spread_factor: float = 3.0,
@@ -119,8 +120,7 @@ def gateway_serialisation(
         EvidenceValue("gateway TTFT per request", send_order(g), "s", "stream: gateway, in send order"),
         EvidenceValue("direct TTFT per request", send_order(d), "s", "stream: direct, in send order"),
     ]
-    family, server = detect_proxy(g.headers, stream_stats.gateway_kind)
-    name = gateway_name(server)
+    family, name = who_answered(gateway)
     why = (
         "TTFT through the gateway grows with each concurrent request while the engine answers "
         "them together on the direct path: the edge serves one upstream stream at a time (a "

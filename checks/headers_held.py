@@ -39,7 +39,8 @@ in GZipMiddleware.
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import detect_proxy, gateway_name, measured_pair, rerun
+from doctor.checklib import measured_pair, rerun, who_answered
+from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
@@ -59,7 +60,7 @@ def _request_shares(ps: PathStats) -> list[float]:
 
 @check(code="LD307", name="headers-held", symptom=SymptomClass.PROXY_ONLY, cause=Cause.BUFFERING)
 def headers_held(
-    stream_stats: StreamStats,
+    stream_stats: StreamStats, gateway: GatewayView | None = None,
     *,
     direct_share: float = 0.5,
     held_share: float = 0.1,
@@ -80,8 +81,7 @@ def headers_held(
     if latest > held_share or held < min_held_s:
         return Pass(f"the gateway's headers arrive {fmt_seconds(g_h2t)} before its first token at p50 ({g_share:.0%} of TTFT; "
                     f"up to {latest:.0%} in one request)")
-    family, server = detect_proxy(g.headers, stream_stats.gateway_kind)
-    name = gateway_name(server)
+    family, name = who_answered(gateway)
     d_h2t = d.headers_to_first_token.p50 or 0.0
     summary = (f"{name} sends its headers with the first token ({fmt_seconds(g_h2t)} before it, TTFT p50 "
                f"{fmt_seconds(g_ttft)}, n={g.ttft.n}) while the engine sends them {fmt_seconds(d_h2t)} before it")

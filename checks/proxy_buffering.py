@@ -16,8 +16,8 @@ it changes nothing.
 Evidence:
 Stream probe on both paths (`--engine` and `--gateway`): events per read (p50 over reads that
 completed an event), bytes per read, TTFT p50, inter-token gap p50, first-to-last-token p50,
-each gateway vs direct. The proxy is named from the gateway's `Server` / `Via` header (stream
-response, else the endpoint probe).
+each gateway vs direct. The gateway is named by the `gateway` view (its `Server` / `Via` headers
+and tells such as `x-envoy-*`, `x-kong-*`, `cf-ray`, over every response, or `--gateway-kind`).
 
 Remediation:
 nginx: `proxy_buffering off;` in the location that proxies the streaming route. Also set
@@ -25,8 +25,14 @@ nginx: `proxy_buffering off;` in the location that proxies the streaming route. 
 HTTP/1.0 by default, and an upstream hop that then close-delimits the body (another nginx, a
 relay; vLLM itself stays chunked) is relayed in buffer-sized bursts, while a chunked upstream
 keeps flowing. An upstream app can instead send `X-Accel-Buffering: no` per response, unless
-the gateway sets `proxy_ignore_headers X-Accel-Buffering`. Other proxies: turn response buffering off for
-`text/event-stream` on the streaming route.
+the gateway sets `proxy_ignore_headers X-Accel-Buffering`. F5 NGINX Ingress (buffers by
+default): `nginx.org/proxy-buffering: "False"`; community ingress-nginx (does not, unless told):
+`nginx.ingress.kubernetes.io/proxy-buffering: "off"`; Envoy: ext_proc response body mode
+STREAMED or NONE, no buffer filter; Kong: the Route's `response_buffering: false`; Traefik: no
+`buffering` middleware; Cloudflare: `Content-Type: text/event-stream`, POST, no caching; AWS ALB:
+not a Lambda target; a Starlette/FastAPI edge: relay each chunk, no GZipMiddleware or old
+BaseHTTPMiddleware (`doctor.checklib.buffering_remediation`). Other proxies: turn response
+buffering off for `text/event-stream` on the streaming route.
 
 Options:
 burst_factor: gateway events per read p50 / direct's; the signature, since events read together
@@ -45,10 +51,11 @@ LD301 proxy-buffering: gateway delivers 16.0 events per read (4104 B) vs 1.0 dir
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import detect_proxy, gateway_headers, gateway_name, measured_pair, rerun, stream_encoding
+from doctor.checklib import buffering_remediation, gateway_headers, gateway_identity, measured_pair, rerun, stream_encoding
+from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import EndpointsEvidence
-from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
 
@@ -56,6 +63,7 @@ from doctor.units import fmt_seconds
 def proxy_buffering(
     stream_stats: StreamStats,
     endpoints: EndpointsEvidence | None = None,
+    gateway: GatewayView | None = None,
     *,
     burst_factor: float = 4.0,
     collapse_share: float = 0.1,
@@ -78,7 +86,6 @@ def proxy_buffering(
     severity = Severity.CRITICAL if ttft_ratio >= critical_ttft_factor or one_piece else Severity.WARNING
     g_bpr = g.bytes_per_read.p50 or 0.0
     headers = gateway_headers(g, endpoints)
-    family, server = detect_proxy(headers, stream_stats.gateway_kind)
     ttft_txt = f"{ttft_ratio:.1f}x" if ttft_ratio != float("inf") else "n/a"
     summary = (
         f"gateway delivers {g_epr:.1f} events per read ({g_bpr:.0f} B, n={g.events_per_read.n} reads) "
@@ -127,52 +134,13 @@ def proxy_buffering(
             f"stream: direct, n={d.headers_to_first_token.n}",
         ),
     ]
-    if server:
-        evidence.append(
-            EvidenceValue("gateway server header", server, "", "stream: gateway response headers")
-        )
+    evidence += gateway_identity(gateway)
+    burst = f"bursts of ~{g_bpr / 1024:.0f} KiB" if g_bpr >= 1024 else "bursts"
+    verify = rerun("about 1 event per read on the gateway path and gateway TTFT within a few ms of direct")
     return Fire(
         title="The gateway buffers the token stream",
         summary=summary,
-        remediation=_remediation(family, server, g_bpr),
+        remediation=buffering_remediation(gateway, burst, verify),
         severity=severity,
         evidence=evidence,
-    )
-
-
-def _remediation(family: str | None, server: str | None, burst_bytes: float) -> Remediation:
-    verify = rerun("about 1 event per read on the gateway path and gateway TTFT within a few ms of direct")
-    burst = f"bursts of ~{burst_bytes / 1024:.0f} KiB" if burst_bytes >= 1024 else "bursts"
-    if family == "nginx":
-        return Remediation(
-            setting="proxy_buffering",
-            suggested="off",
-            current="on (nginx default)",
-            where=(
-                "nginx: the `location` that proxies the streaming route, e.g. "
-                "`location /v1/ { proxy_buffering off; }`"
-            ),
-            why=(
-                f"nginx ({server}) relays the stream in {burst} (its proxy buffers) instead of per token. "
-                "`proxy_buffering off;` passes each upstream chunk on as it arrives. Also set "
-                '`proxy_http_version 1.1;` and `proxy_set_header Connection "";`: nginx asks upstreams in '
-                "HTTP/1.0 by default, and a hop that then close-delimits its body (another proxy; vLLM stays "
-                "chunked) is relayed buffer by buffer, while a chunked upstream keeps flowing. An upstream "
-                "app can instead send `X-Accel-Buffering: no` per "
-                "response, unless the gateway sets `proxy_ignore_headers X-Accel-Buffering`."
-            ),
-            verify=verify,
-        )
-    name = gateway_name(server)
-    return Remediation(
-        setting="proxy_buffering",
-        suggested="off for text/event-stream responses on the streaming route",
-        where=f"{name}: the route that proxies /v1/chat/completions and /v1/completions",
-        why=(
-            f"{name} releases the stream in {burst} instead of per token. Disable response buffering "
-            "for the streaming route (nginx `proxy_buffering off;`, Envoy ext_proc response body mode "
-            "STREAMED/NONE, a CDN cache-bypass rule); an nginx-based hop honours "
-            "`X-Accel-Buffering: no` sent by the upstream."
-        ),
-        verify=verify,
     )

@@ -14,13 +14,19 @@ engine capacity shortens the silences, but the timeout is what turns them into f
 Evidence:
 Stream probe, gateway path: requests with outcome `cut` / `stream-error`, or HTTP 504, with the
 idle time before the cut (the moment the probe saw the close minus the last read or the headers;
-for a 504, the headers minus the send). The idle times agree with each other, or with a well-known default (nginx 60 s,
-Cloudflare 100 s), and the direct path was not cut.
+for a 504, the headers minus the send). The idle times agree with each other, or with the default of a gateway in the path
+(`doctor.checklib.IDLE_TIMEOUTS`: nginx and the ingress controllers 60 s, Cloudflare 100 s, AWS
+ALB 60 s, Kong 60 s, a Python edge's httpx client 5 s), and the direct path was not cut. The
+gateway is identified from its responses (the `gateway` view), cut ones included.
 
 Remediation:
-Raise the gateway's read timeout above the longest silence the engine produces (setting
-`proxy_read_timeout`; nginx: `proxy_read_timeout 300s;` in the streaming location), and shorten
-the silences themselves (queueing / preemption findings).
+Raise the idle timeout of the hop that cut above the longest silence the engine produces, in
+its own terms: nginx `proxy_read_timeout 300s;` in the streaming location (setting
+`proxy_read_timeout`), the Ingress annotations `nginx.ingress.kubernetes.io/proxy-read-timeout`
+or `nginx.org/proxy-read-timeout`, the ALB attribute `idle_timeout.timeout_seconds`, Kong's
+Service `read_timeout`, Envoy's `stream_idle_timeout`, LiteLLM's `stream_timeout`; behind
+Cloudflare (100 s, fixed below Enterprise) send a first event at once and keep every silence
+shorter. And shorten the silences themselves (queueing / preemption findings).
 
 Options:
 min_idle_s: shorter idles are not timeouts
@@ -38,18 +44,13 @@ import itertools
 import math
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import detect_proxy, rerun
+from doctor.checklib import gateway_identity, idle_timeout_for, idle_timeout_remediation, rerun
+from doctor.derive.gateway import GatewayView
 from doctor.evidence import ProbePath, RequestTrace, StreamEvidence
-from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
 CUT_OUTCOMES = ("cut", "stream-error")
-#: Idle timeouts users meet without having set them: (proxy family or None for any, seconds, what).
-KNOWN_TIMEOUTS: tuple[tuple[str | None, float, str], ...] = (
-    ("nginx", 60.0, "nginx default proxy_read_timeout 60 s"),
-    ("cloudflare", 100.0, "Cloudflare proxy read timeout 100 s"),
-    (None, 60.0, "a common 60 s idle timeout (nginx, AWS ALB)"),
-)
 
 
 def idle_before_cut(req: RequestTrace) -> float | None:
@@ -72,34 +73,25 @@ def idle_before_cut(req: RequestTrace) -> float | None:
 @check(code="LD305", name="proxy-read-timeout", symptom=SymptomClass.PROXY_ONLY, cause=Cause.PROXY_TIMEOUT)
 def proxy_read_timeout(
     stream: StreamEvidence,
+    gateway: GatewayView | None = None,
     *,
     min_idle_s: float = 5.0,
     idle_tolerance: float = 0.2,
     suggested_s: float = 300.0,
 ) -> Result:
     measured = [r for r in stream.requests if not r.warmup]
-    gateway = [r for r in measured if r.path == ProbePath.GATEWAY]
-    if not gateway:
+    through = [r for r in measured if r.path == ProbePath.GATEWAY]
+    if not through:
         return NotApplicable("no request went through the gateway (pass --gateway)")
-    idles = [i for i in (idle_before_cut(r) for r in gateway) if i is not None and i >= min_idle_s]
+    idles = [i for i in (idle_before_cut(r) for r in through) if i is not None and i >= min_idle_s]
     if not idles:
-        return Pass(f"no gateway request was cut after a long silence (n={len(gateway)})")
+        return Pass(f"no gateway request was cut after a long silence (n={len(through)})")
     direct = [r for r in measured if r.path == ProbePath.DIRECT]
     direct_cut = [r for r in direct if idle_before_cut(r) is not None]
     if direct_cut:
         return Pass(f"{len(direct_cut)} direct request(s) were cut too: the gateway is not the cause")
     lo, hi = min(idles), max(idles)
-    family, server = detect_proxy(next((r.headers for r in gateway if r.headers), {}))
-    known = next(
-        (
-            what
-            for fam, secs, what in KNOWN_TIMEOUTS
-            if fam in (family, None)
-            and abs(hi - secs) <= idle_tolerance * secs
-            and abs(lo - secs) <= idle_tolerance * secs
-        ),
-        None,
-    )
+    family, known = idle_timeout_for(gateway, lo, hi, idle_tolerance)
     if len(idles) < 2 and known is None:
         return Pass(
             f"one gateway request cut after {fmt_seconds(hi)} idle: too few to call it a fixed timeout"
@@ -110,45 +102,25 @@ def proxy_read_timeout(
     suggested = max(suggested_s, math.ceil(2 * hi / 10) * 10)
     longest_direct_gap = max((g for r in direct for g in _gaps(r)), default=None)
     summary = (
-        f"{len(idles)} of {len(gateway)} gateway requests cut after {fmt_seconds(idle)} idle (n={len(idles)}"
+        f"{len(idles)} of {len(through)} gateway requests cut after {fmt_seconds(idle)} idle (n={len(idles)}"
         + (f", {known}" if known else "")
         + ")"
     )
     if longest_direct_gap is not None:
         summary += f"; direct path: none cut, longest silence {fmt_seconds(longest_direct_gap)}"
     evidence = [
-        EvidenceValue("gateway requests cut", len(idles), "", f"stream: gateway, n={len(gateway)}"),
+        EvidenceValue("gateway requests cut", len(idles), "", f"stream: gateway, n={len(through)}"),
         EvidenceValue("idle before cut (median)", round(idle, 3), "s", f"stream: gateway, n={len(idles)}"),
         EvidenceValue("idle before cut (max)", round(hi, 3), "s", f"stream: gateway, n={len(idles)}"),
         EvidenceValue("direct longest silence", longest_direct_gap, "s", f"stream: direct, n={len(direct)}"),
     ]
-    if server:
-        evidence.append(
-            EvidenceValue("gateway server header", server, "", "stream: gateway response headers")
-        )
-    nginx = family == "nginx"
-    if nginx:
-        where = (
-            f"nginx: the `location` that proxies the streaming route: `proxy_read_timeout {suggested:.0f}s;`"
-        )
-    else:
-        where = f"the gateway ({server or 'unidentified'}): its upstream read / idle timeout"
+    evidence += gateway_identity(gateway)
     return Fire(
         title="The gateway cuts streams after a fixed idle time",
         summary=summary,
-        remediation=Remediation(
-            setting="proxy_read_timeout",
-            suggested=f"{suggested:.0f}s",
-            current=f"{idle:.0f}s (observed)" + (" — the nginx default is 60s" if nginx else ""),
-            where=where,
-            why=(
-                f"The gateway closes a stream after {fmt_seconds(idle)} without upstream data; the engine produces "
-                "silences that long (queueing, long prefills, preemption stalls), so those answers are cut. "
-                "Raise the timeout above the longest silence, and shorten the silences with the engine "
-                "findings."
-            ),
-            verify=rerun("no gateway request cut; the same requests complete as on the direct path"),
-        ),
+        remediation=idle_timeout_remediation(
+            gateway, family, idle, suggested,
+            rerun("no gateway request cut; the same requests complete as on the direct path")),
         severity=Severity.CRITICAL,
         evidence=evidence,
     )

@@ -15,7 +15,8 @@ dozen bytes, so compression saves nothing and puts the stream one upgrade away f
 
 Evidence:
 Stream probe response headers (`Content-Type`, `Content-Encoding`, `Server`) per path, and the
-same path's events per read p50 (bursts mean the compressor is holding events back now).
+same path's events per read p50 (bursts mean the compressor is holding events back now); the
+gateway named by the `gateway` view.
 
 Remediation:
 Disable compression on the streaming route. nginx: `gzip off;` there, or remove
@@ -23,8 +24,10 @@ Disable compression on the streaming route. nginx: `gzip off;` there, or remove
 the gateway path): do not wrap the streaming route in `GZipMiddleware` (mount it in a sub-app
 without the middleware, or use a Starlette version that skips `text/event-stream`; setting
 `GZipMiddleware`). Traefik: `excludedContentTypes: [text/event-stream]` on the `compress`
-middleware (setting `compress`). Others: setting `gzip`, turn response compression off for
-`text/event-stream`.
+middleware (setting `compress`). Community ingress-nginx: `use-gzip: "false"` in its ConfigMap
+(setting `use-gzip`). Envoy: leave `text/event-stream` out of the compressor filter's
+`content_type` (setting `envoy.filters.http.compressor`). Others: setting `gzip`, turn response
+compression off for `text/event-stream`.
 
 Options:
 burst_events: events per read p50 at or above which the compressed path is already bursting, which
@@ -38,16 +41,18 @@ nginx/1.22.1); 178.5 events per read (n=2 reads), the stream is held back -> ngi
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import detect_proxy, gateway_headers, gateway_name, rerun, stream_encoding
+from doctor.checklib import compression_remediation, detect_proxy, gateway_headers, gateway_identity, rerun, stream_encoding
+from doctor.derive.gateway import GatewayView, identify
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import EndpointsEvidence, ProbePath
-from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
 
 
 @check(code="LD302", name="stream-compression", symptom=SymptomClass.PROXY_ONLY, cause=Cause.COMPRESSION)
 def stream_compression(
     stream_stats: StreamStats,
     endpoints: EndpointsEvidence | None = None,
+    gateway: GatewayView | None = None,
     *,
     burst_events: float = 2.0,
 ) -> Result:
@@ -62,7 +67,9 @@ def stream_compression(
         enc = stream_encoding(headers)
         if enc is None:
             continue
-        family, server = detect_proxy(headers, stream_stats.gateway_kind if ps.path == ProbePath.GATEWAY else None)
+        # the direct path's own headers name its origin (an app in front of vLLM), not the gateway
+        who = gateway if ps.path == ProbePath.GATEWAY else identify([ps.headers])
+        _, server = detect_proxy(headers)
         epr = ps.events_per_read.p50
         bursting = epr is not None and epr >= burst_events
         summary = f"{ps.path} sends text/event-stream with Content-Encoding: {enc}"
@@ -84,60 +91,16 @@ def stream_compression(
             ),
             EvidenceValue(f"{ps.path} TTFT p50", ps.ttft.p50, "s", f"stream: {ps.path}, n={ps.ttft.n}"),
         ]
-        if server:
+        if ps.path == ProbePath.GATEWAY:
+            evidence += gateway_identity(who)
+        elif server:
             evidence.append(EvidenceValue("server header", server, "", f"stream: {ps.path} response headers"))
         return Fire(
             title="The token stream is compressed",
             summary=summary,
-            remediation=_remediation(family, server, enc),
+            remediation=compression_remediation(who, enc, rerun("no Content-Encoding on the stream and about 1 event per read")),
             severity=Severity.CRITICAL if bursting else Severity.WARNING,
             evidence=evidence,
         )
     paths = ", ".join(ps.path for ps in measured)
     return Pass(f"no Content-Encoding on the event stream ({paths})")
-
-
-def _remediation(family: str | None, server: str | None, enc: str) -> Remediation:
-    verify = rerun("no Content-Encoding on the stream and about 1 event per read")
-    if family == "nginx":
-        return Remediation(
-            setting="gzip",
-            suggested="off",
-            current="on, with text/event-stream in gzip_types",
-            where="nginx: the `location` (or `server`) serving the streaming route",
-            why=(
-                f"nginx ({server}) {enc}-compresses the event stream; behind default proxy buffering it "
-                "delivered whole answers in one read. Set `gzip off;` for the streaming location, or "
-                "remove `text/event-stream` from `gzip_types`."
-            ),
-            verify=verify,
-        )
-    if family == "uvicorn":
-        return Remediation(
-            setting="GZipMiddleware",
-            suggested="not applied to the streaming route",
-            where=f"the Python edge app ({server}): its middleware stack",
-            why=(
-                "A Starlette/FastAPI `GZipMiddleware` compresses the event stream and buffers ~32 KiB at a "
-                "time in older releases (and withholds headers until the first token in newer ones). Mount "
-                "the streaming route in a sub-application without the middleware, or use a Starlette that "
-                "skips `text/event-stream`."
-            ),
-            verify=verify,
-        )
-    if family == "traefik":
-        return Remediation(
-            setting="compress",
-            suggested="excludedContentTypes: [text/event-stream]",
-            where=f"Traefik ({server}): the `compress` middleware on the streaming router",
-            why="Traefik's compress middleware has withheld event streams in several releases (v1, v2.2, v3.3).",
-            verify=verify,
-        )
-    name = gateway_name(server)
-    return Remediation(
-        setting="gzip",
-        suggested="off for text/event-stream",
-        where=f"{name}: response compression on the streaming route",
-        why=f"{name} {enc}-compresses the event stream; compressors buffer until their window fills.",
-        verify=verify,
-    )

@@ -31,7 +31,8 @@ unchanged, or document the edge's framing.
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import detect_proxy, gateway_name, measured_pair, rerun
+from doctor.checklib import measured_pair, rerun, who_answered
+from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence.stream import FRAMINGS
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -40,7 +41,7 @@ OPENAI_SSE = "openai-sse"
 
 
 @check(code="LD306", name="stream-reframed", symptom=SymptomClass.PROXY_ONLY, cause=Cause.REFRAMING)
-def stream_reframed(stream_stats: StreamStats) -> Result:
+def stream_reframed(stream_stats: StreamStats, gateway: GatewayView | None = None) -> Result:
     pair = measured_pair(stream_stats)  # raises NotApplicable unless both paths were measured
     d, g = pair.direct, pair.gateway
     if d.framing is None or g.framing is None:
@@ -49,8 +50,7 @@ def stream_reframed(stream_stats: StreamStats) -> Result:
         return NotApplicable(f"the direct path does not stream OpenAI SSE ({FRAMINGS.get(d.framing, d.framing)})")
     if g.framing == OPENAI_SSE:
         return Pass("both paths stream OpenAI SSE")
-    _, server = detect_proxy(g.headers, stream_stats.gateway_kind)
-    name = gateway_name(server)
+    _, name = who_answered(gateway)
     summary = (f"the direct path streams {FRAMINGS[OPENAI_SSE]}, the gateway {FRAMINGS.get(g.framing, g.framing)}"
                + ("; gateway token counts are estimated from text length" if g.tokens_estimated else ""))
     return Fire(

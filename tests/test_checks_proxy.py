@@ -1,4 +1,8 @@
-"""Direct tests of the proxy-only checks (LD301-LD305) and of the real nginx trace converter."""
+"""Direct tests of the proxy-only checks (LD301-LD305) and of the real nginx trace converter.
+
+A check called directly gets the ``gateway`` view only when the test passes it (``gateway_of``),
+as the runner does; without it the remediation speaks to "the gateway".
+"""
 
 from __future__ import annotations
 
@@ -23,6 +27,11 @@ def stats_of(ev):
     return derive_stream_stats(bundle(stream=ev))
 
 
+def gateway_of(ev, endpoints=None):
+    """The ``gateway`` view the runner would pass: which gateway the responses name."""
+    return Evidence(bundle(stream=ev, endpoints=endpoints)).get("gateway")
+
+
 def test_converter_keeps_the_real_burst_structure():
     reqs = nginx_traces.load("relay-default", "chat", "gateway", keep_tokens=10_000)
     for req in reqs:
@@ -42,7 +51,8 @@ def test_converter_truncates_at_a_read_boundary():
 
 
 def test_buffering_on_the_real_relay_names_the_nginx_directive_and_its_companions():
-    out = proxy_buffering(stats_of(nginx_traces.direct_vs("relay-default")))
+    ev = nginx_traces.direct_vs("relay-default")
+    out = proxy_buffering(stats_of(ev), gateway=gateway_of(ev))
     assert isinstance(out, Fire)
     rem = out.remediation
     assert (rem.setting, rem.suggested) == ("proxy_buffering", "off")
@@ -56,8 +66,8 @@ def test_buffering_reads_the_server_from_the_endpoint_probe_when_the_stream_lack
     endpoints = EndpointsEvidence(
         [Endpoint(role="gateway", url="http://127.0.0.1:8080", headers={"Server": "nginx"})]
     )
-    with_probe = proxy_buffering(stats_of(ev), endpoints)
-    without = proxy_buffering(stats_of(ev))
+    with_probe = proxy_buffering(stats_of(ev), endpoints, gateway_of(ev, endpoints))
+    without = proxy_buffering(stats_of(ev), gateway=gateway_of(ev))
     assert isinstance(with_probe, Fire) and isinstance(without, Fire)
     assert with_probe.remediation.suggested == "off"
     assert without.remediation.suggested != "off" and "nginx" not in (without.remediation.where or "")
@@ -90,7 +100,8 @@ def test_compression_recognises_every_encoding_and_header_case():
         headers = {"Content-Type": "text/event-stream", "Content-Encoding": enc.upper()}
         if server:
             headers["Server"] = server
-        out = stream_compression(stats_of(paths([0.1], [0.1], gaps=[0.03] * 5, gateway_headers=headers)))
+        ev = paths([0.1], [0.1], gaps=[0.03] * 5, gateway_headers=headers)
+        out = stream_compression(stats_of(ev), gateway=gateway_of(ev))
         assert isinstance(out, Fire), enc
         assert out.remediation.setting == setting
         assert enc in out.summary
@@ -149,7 +160,7 @@ def test_read_timeout_counts_a_504_before_the_first_token():
     ]
     reqs[1].status, reqs[1].t_headers, reqs[1].headers = 504, 160.0, {"server": "nginx"}
     assert idle_before_cut(reqs[1]) == 60.0
-    out = proxy_read_timeout(stream(reqs))
+    out = proxy_read_timeout(stream(reqs), gateway_of(stream(reqs)))
     assert isinstance(out, Fire)
     assert out.remediation.suggested == "300s" and "proxy_read_timeout 300s;" in (out.remediation.where or "")
 

@@ -13,7 +13,11 @@ its remediation mean the same thing as every other check's:
 - **paths** (``paths``): ``engine_path`` (the path that shows the engine best) and
   ``measured_pair`` (both paths, or it raises ``NotApplicable``).
 - **the gateway** (``gateway``): ``detect_proxy`` and ``gateway_name`` (which proxy answered,
-  and how a remediation names it), response headers and stream compression.
+  and how a remediation names it), response headers and stream compression; the ``gateway``
+  view (``doctor.derive.gateway``) identifies it from every response for the built-in checks.
+- **gateway settings** (``gateway_advice``): ``buffering_remediation``,
+  ``compression_remediation``, ``idle_timeout_for`` / ``idle_timeout_remediation`` (with
+  ``IDLE_TIMEOUTS``): the setting each gateway family spells for the same behaviour.
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
   ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag, ``engine_of`` telling which engine);
@@ -40,12 +44,19 @@ from doctor.checklib.engine import (
 )
 from doctor.checklib.gateway import (
     COMPRESSED,
-    KNOWN_PROXIES,
     detect_proxy,
     gateway_headers,
+    gateway_identity,
     gateway_name,
-    header,
     stream_encoding,
+    who_answered,
+)
+from doctor.checklib.gateway_advice import (
+    IDLE_TIMEOUTS,
+    buffering_remediation,
+    compression_remediation,
+    idle_timeout_for,
+    idle_timeout_remediation,
 )
 from doctor.checklib.paths import PathPair, engine_path, measured_pair, ttft_wait
 from doctor.checklib.remediation import ENGINE_FLAGS, add_capacity, engine_flag, rerun, vllm_flag
@@ -56,10 +67,12 @@ from doctor.checklib.sizing import (
     sequences_that_fit,
     tokens_per_request,
 )
+from doctor.derive.gateway import KNOWN_PROXIES, header
 
 __all__ = [
     "COMPRESSED",
     "ENGINE_FLAGS",
+    "IDLE_TIMEOUTS",
     "KNOWN_PROXIES",
     "KV_FILL_TARGET",
     "MAX_GPU_MEMORY_UTILIZATION",
@@ -69,7 +82,9 @@ __all__ = [
     "PathPair",
     "Setting",
     "add_capacity",
+    "buffering_remediation",
     "capped_utilization",
+    "compression_remediation",
     "default_max_num_seqs",
     "detect_proxy",
     "engine_flag",
@@ -77,8 +92,11 @@ __all__ = [
     "engine_path",
     "engine_setting",
     "gateway_headers",
+    "gateway_identity",
     "gateway_name",
     "header",
+    "idle_timeout_for",
+    "idle_timeout_remediation",
     "inferred_max_num_seqs",
     "is_off",
     "max_num_seqs_in_use",
@@ -91,4 +109,5 @@ __all__ = [
     "tokens_per_request",
     "ttft_wait",
     "vllm_flag",
+    "who_answered",
 ]

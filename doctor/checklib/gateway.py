@@ -1,4 +1,4 @@
-"""Which proxy answered, and what its responses say: the gateway reading of the proxy-only checks.
+"""What the gateway's responses say: the gateway reading of the proxy-only checks.
 
 "Which proxy is it?" is the question every proxy-only check (LD3xx) asks before it names a
 directive; answered here once, the checks name the same directive for the same proxy. Public
@@ -9,41 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from doctor.derive.gateway import GatewayView, family_of, header, server_of
 from doctor.derive.stream_stats import PathStats
 from doctor.evidence import EndpointsEvidence
-
-#: ``Server`` / ``Via`` substrings -> the proxy family whose directives the checks name.
-KNOWN_PROXIES: tuple[tuple[str, str], ...] = (
-    ("nginx", "nginx"),
-    ("openresty", "nginx"),
-    ("envoy", "envoy"),
-    ("traefik", "traefik"),
-    ("cloudflare", "cloudflare"),
-    ("caddy", "caddy"),
-    ("haproxy", "haproxy"),
-    ("apache", "apache"),
-    ("uvicorn", "uvicorn"),  # a Python (ASGI) edge in front of the engine
-    ("hypercorn", "uvicorn"),
-    ("gunicorn", "uvicorn"),
-    ("fastapi", "uvicorn"),
-    ("starlette", "uvicorn"),
-    ("litellm", "litellm"),
-    ("express", "node"),  # X-Powered-By: Express
-    ("node", "node"),
-)
-
+from doctor.model import EvidenceValue
 
 #: Content-Encoding values that compress (``identity`` does not).
 COMPRESSED = ("gzip", "br", "zstd", "deflate", "compress")
-
-
-def header(headers: Mapping[str, str], name: str) -> str | None:
-    """A response header by name, case-insensitively (HTTP header names are)."""
-    wanted = name.lower()
-    for key, value in headers.items():
-        if key.lower() == wanted:
-            return value
-    return None
 
 
 #: Content types a token stream is sent as: SSE, and the raw-text and NDJSON streams of
@@ -74,25 +46,34 @@ def gateway_headers(gateway: PathStats | None, endpoints: EndpointsEvidence | No
 def detect_proxy(headers: Mapping[str, str], kind: str | None = None) -> tuple[str | None, str | None]:
     """``(family, name)`` of the edge that answered: what ``--gateway-kind`` says, else ``Server``, ``Via``, ``X-Powered-By``.
 
-    ``server: uvicorn`` on the gateway path means the edge is itself a Python app (or a proxy
-    that passes vLLM's own header through unchanged, which nginx does not: it replaces it).
-    The user's word wins: an edge behind a CDN answers with the CDN's ``Server``.
+    One response's headers, for a check of its own; the built-in checks read the ``gateway`` view
+    (``doctor.derive.gateway``), which weighs every response and the tells beyond ``Server``.
     """
     if kind:
-        low = kind.lower()
-        return next((family for needle, family in KNOWN_PROXIES if needle in low), low), kind
-    for name in ("server", "via", "x-powered-by"):
-        raw = header(headers, name)
-        if not raw:
-            continue
-        low = raw.lower()
-        for needle, family in KNOWN_PROXIES:
-            if needle in low:
-                return family, raw
-        return None, raw
-    return None, None
+        return family_of(kind) or kind.lower(), kind
+    family, raw, _ = server_of(headers)
+    return family, raw
 
 
 def gateway_name(server: str | None) -> str:
     """How a remediation names the gateway: by its Server header when it sent one."""
     return f"the gateway ({server})" if server else "the gateway"
+
+
+def gateway_identity(gw: GatewayView | None) -> list[EvidenceValue]:
+    """The evidence lines that say which gateway a remediation speaks to, and from what."""
+    if gw is None or gw.primary is None:
+        return []
+    hop = gw.primary
+    told = ", ".join(hop.tells) if hop.tells else "no header of its own"
+    out = [EvidenceValue("gateway identified", hop.name, "", f"{hop.source}: {told}"
+                         + (f"; inferred: {hop.note}" if hop.inferred and hop.note else ""))]
+    out += [EvidenceValue("also in the path", h.name, "", f"headers: {', '.join(h.tells)}") for h in gw.others()]
+    if gw.server:
+        out.append(EvidenceValue("gateway server header", gw.server, "", "stream: gateway response headers"))
+    return out
+
+
+def who_answered(gw: GatewayView | None) -> tuple[str | None, str]:
+    """``(family, name)`` of the hop a remediation speaks to; ``(None, "the gateway")`` unidentified."""
+    return (gw.family, gw.name) if gw is not None else (None, "the gateway")

@@ -1,4 +1,4 @@
-"""Write the fixture bundles of the proxy-only checks (LD301-LD305).
+"""Write the fixture bundles of the proxy-only checks (LD301-LD305, LD308).
 
 Run ``.venv/bin/python -m tests.support.make_check_fixtures_proxy``. The strongest cases are the
 real nginx traces (``fixtures/real-vllm/nginx``, converted by ``tests.support.nginx_traces``);
@@ -136,22 +136,30 @@ def cases_proxy_buffering() -> None:
             bundle(stream=real(case)),
             why=REAL.format(case=case) + ". A chunked vLLM upstream flows through nginx one token per read.",
         )
-    write_case(
-        name,
-        "fires-envoy-generic-directive",
-        bundle(
-            stream=paths(
-                [0.1] * 2,
-                [0.1] * 2,
-                gaps=[0.03] * 21,
-                burst_bytes=2048,
-                gateway_headers={**SSE, "server": "envoy"},
-            )
-        ),
-        why="Synthetic: an Envoy gateway releasing 2 KiB bursts (11 events), TTFT 4x direct: a warning with "
-        "the generic directive.",
-        expect={"severity": "warning", "setting": "proxy_buffering"},
-    )
+    for case, headers, kind, setting, why in (
+        ("envoy-ext-proc", {**SSE, "server": "envoy", "x-envoy-upstream-service-time": "12"}, None,
+         "ext_proc processing_mode.response_body_mode", ("an Envoy gateway (server: envoy, "
+         "x-envoy-upstream-service-time) releasing 2 KiB bursts: its ext_proc body mode is named")),
+        ("kong-via", {**SSE, "server": "uvicorn", "via": "1.1 kong/3.6.0", "x-kong-proxy-latency": "1"}, None,
+         "response_buffering", ("Kong (via: kong, x-kong-*) in front of vLLM, whose server: uvicorn passes "
+         "through: Kong's Route response_buffering is named, not a Python edge")),
+        ("f5-ingress-kind", NGINX, "f5-nginx-ingress", "nginx.org/proxy-buffering", ("nginx headers, "
+         "and --gateway-kind f5-nginx-ingress: F5's annotation is named (headers alone cannot tell)")),
+        ("community-ingress-kind", NGINX, "ingress-nginx", "nginx.ingress.kubernetes.io/proxy-buffering",
+         "nginx headers, and --gateway-kind ingress-nginx: the community annotation, which is off by default"),
+        ("cloudflare-cf-ray", {"content-type": "text/plain", "server": "cloudflare", "cf-ray": "8d1f2a3b4c5d6e7f-AMS"},
+         None, "Content-Type", ("Cloudflare (server: cloudflare, cf-ray) in front of a stream sent as text/plain, "
+         "which Cloudflare's tunnels buffer")),
+    ):
+        ev = paths([0.1] * 2, [0.1] * 2, gaps=[0.03] * 21, burst_bytes=2048, gateway_headers=headers)
+        ev.shape.gateway_kind = kind
+        write_case(
+            name,
+            f"fires-{case}",
+            bundle(stream=ev),
+            why=f"Synthetic: {why}. Bursts of 11 events, TTFT 4x direct: a warning.",
+            expect={"severity": "warning", "setting": setting},
+        )
     direct_only = real("default")
     direct_only.requests = [r for r in direct_only.requests if r.path == "direct"]
     write_case(
@@ -290,6 +298,66 @@ def cases_proxy_read_timeout() -> None:
     )
     direct_only = paths([0.1] * 2, [], gaps=[0.03] * 10)
     write_case(name, "na-direct-only", bundle(stream=direct_only), why="Only the direct path was probed.")
+    for case, headers, idle, setting, what in (
+        ("fires-aws-alb-60s-idle",
+         {**SSE, "server": "uvicorn", "x-amzn-trace-id": "Root=1-67a1b2c3-0123456789abcdef01234567"},
+         60.0, "idle_timeout.timeout_seconds", "behind an AWS ALB (x-amzn-trace-id) whose default idle timeout is 60 s"),
+        ("fires-cloudflare-100s", {**SSE, "server": "cloudflare", "cf-ray": "8d1f2a3b4c5d6e7f-AMS"}, 100.0,
+         "Cloudflare proxy read timeout", "behind Cloudflare (cf-ray), whose proxy read timeout is 100 s"),
+    ):
+        ev = paths([0.1] * 2, [0.1] * 3, gaps=[0.03] * 8 + [idle + 10] + [0.03] * 3, gateway_headers=headers)
+        gateway = [r for r in ev.requests if r.path == "gateway"]
+        cut_after(gateway[1], 9, idle)
+        cut_after(gateway[2], 9, idle + 0.03)
+        write_case(
+            name,
+            case,
+            bundle(stream=ev),
+            why=f"Synthetic: vLLM pauses {idle + 10:.0f} s mid-answer; two gateway answers are cut {idle:.0f} s "
+            f"after their last read, {what}: the hop that cut is named with its own setting.",
+            expect={"severity": "critical", "setting": setting, "summary_contains": [f"{idle:.0f}"]},
+        )
+
+
+def cases_litellm_overhead() -> None:
+    name = "litellm-overhead"
+    litellm = {**UVICORN, "x-litellm-call-id": "3f1c0a52-7d1e-4d38-9a57-0c9f1b2e4d61", "x-litellm-model-id": "vllm-1"}
+
+    def through_litellm(overhead_ms: float, callback_ms: float, ttfts: list[float]) -> StreamEvidence:
+        ev = paths([0.12, 0.13, 0.12], ttfts, gaps=[0.03] * 8, gateway_headers=litellm)
+        for k, req in enumerate(r for r in ev.requests if r.path == "gateway"):
+            req.headers = {**req.headers, "x-litellm-overhead-duration-ms": f"{overhead_ms + k:.3f}",
+                           "x-litellm-callback-duration-ms": f"{callback_ms:.3f}"}
+        return ev
+
+    write_case(
+        name,
+        "fires-debug-logging-share",
+        bundle(stream=through_litellm(210.0, 4.0, [0.34, 0.35, 0.34])),
+        why="Synthetic: LiteLLM (x-litellm-* headers, server: uvicorn) reports ~210 ms of its own overhead per "
+        "request against a gateway TTFT of ~340 ms; its callbacks take 4 ms: the logging level is named.",
+        expect={"severity": "warning", "setting": "LITELLM_LOG", "summary_contains": ["LiteLLM reports"]},
+    )
+    write_case(
+        name,
+        "fires-callbacks",
+        bundle(stream=through_litellm(160.0, 130.0, [0.5, 0.52, 0.5])),
+        why="Synthetic: LiteLLM's overhead ~160 ms of a 500 ms TTFT, 130 ms of it in callbacks "
+        "(x-litellm-callback-duration-ms): an info naming the callbacks.",
+        expect={"severity": "info", "setting": "callbacks"},
+    )
+    write_case(
+        name,
+        "quiet-small-overhead",
+        bundle(stream=through_litellm(3.0, 0.5, [0.13, 0.14, 0.13])),
+        why="Synthetic: LiteLLM reports ~3 ms of its own per request: nothing to do.",
+    )
+    write_case(
+        name,
+        "na-not-litellm",
+        bundle(stream=real("default")),
+        why=REAL.format(case="default") + ". nginx sends no x-litellm-overhead-duration-ms header.",
+    )
 
 
 def main() -> None:

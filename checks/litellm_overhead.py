@@ -1,0 +1,112 @@
+"""LiteLLM spends a large share of the first-token time itself.
+
+What it detects:
+The gateway is a LiteLLM proxy, and its own `x-litellm-overhead-duration-ms` response header
+(sent on every response: LiteLLM's total time minus the upstream call's) says that LiteLLM's
+work, not the engine's, is a large share of the TTFT users see through it. The header splits
+LiteLLM's share from the upstream's even without a direct path.
+
+Why it matters:
+Every request pays that time before its first token, and no engine setting recovers it. LiteLLM
+names the usual causes itself: DEBUG logging (the first cause with large payloads), logging
+callbacks building large payloads (`x-litellm-callback-duration-ms`), large base64 bodies.
+
+Evidence:
+Stream probe, gateway path: `x-litellm-overhead-duration-ms` and `x-litellm-callback-duration-ms`
+of every measured request (the `gateway` view), against the gateway's TTFT p50; the direct TTFT
+p50 beside it when the engine was probed too.
+
+Remediation:
+Take the work off LiteLLM's request path: with callbacks taking most of it, fewer or lighter
+logging callbacks (setting `callbacks`); otherwise logging at INFO, not DEBUG or
+`--detailed_debug` (setting `LITELLM_LOG`). `LITELLM_DETAILED_TIMING=true` adds per-phase
+timing headers to find the phase, and `/health/backlog` shows waits before LiteLLM's handler,
+which its own header cannot see.
+
+Options:
+overhead_share: LiteLLM's overhead p50 / the gateway's TTFT p50 that fires
+min_overhead_s: an overhead below this is too small to matter for interactive use
+warning_share: the share that makes it a warning, else info
+callback_share: callbacks taking at least this share of the overhead are named as the cause
+
+Example:
+LD308 litellm-overhead: LiteLLM reports 210 ms of its own per request (x-litellm-overhead-duration-ms
+p50, n=4), 61 % of the gateway's TTFT p50 344 ms; the upstream's share 134 ms -> LITELLM_LOG=INFO.
+"""
+
+from __future__ import annotations
+
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import gateway_identity, rerun
+from doctor.derive.gateway import LITELLM_CALLBACK, LITELLM_OVERHEAD, GatewayView
+from doctor.derive.stream_stats import StreamStats
+from doctor.evidence import ProbePath
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_seconds
+
+
+@check(code="LD308", name="litellm-overhead", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_OVERHEAD)
+def litellm_overhead(
+    gateway: GatewayView,
+    stream_stats: StreamStats,
+    *,
+    overhead_share: float = 0.25,
+    min_overhead_s: float = 0.05,
+    warning_share: float = 0.5,
+    callback_share: float = 0.5,
+) -> Result:
+    own = gateway.litellm_overhead
+    g = stream_stats.path(ProbePath.GATEWAY)
+    if own.n == 0 or own.p50 is None:
+        return NotApplicable(f"no {LITELLM_OVERHEAD} header on the gateway's responses: not a LiteLLM proxy")
+    if g is None or not g.ttft.p50:
+        return NotApplicable("no gateway request got a first token to weigh LiteLLM's overhead against")
+    ttft = g.ttft.p50
+    share = own.p50 / ttft
+    if own.p50 < min_overhead_s or share < overhead_share:
+        return Pass(f"LiteLLM reports {fmt_seconds(own.p50)} of its own per request (n={own.n}), "
+                    f"{share:.0%} of the gateway's TTFT p50 {fmt_seconds(ttft)}")
+    summary = (f"LiteLLM reports {fmt_seconds(own.p50)} of its own per request ({LITELLM_OVERHEAD} p50, "
+               f"n={own.n}), {share:.0%} of the gateway's TTFT p50 {fmt_seconds(ttft)} (n={g.ttft.n}); "
+               f"the upstream's share {fmt_seconds(max(ttft - own.p50, 0.0))}")
+    d = stream_stats.path(ProbePath.DIRECT)
+    if d is not None and d.ttft.p50:
+        summary += f" (direct TTFT p50 {fmt_seconds(d.ttft.p50)}, n={d.ttft.n})"
+    callbacks = gateway.litellm_callback.p50
+    evidence = [
+        EvidenceValue("LiteLLM overhead p50", own.p50, "s", f"stream: gateway {LITELLM_OVERHEAD}, n={own.n}"),
+        EvidenceValue("LiteLLM overhead max", own.max, "s", f"stream: gateway {LITELLM_OVERHEAD}, n={own.n}"),
+        EvidenceValue("LiteLLM callbacks p50", callbacks, "s",
+                      f"stream: gateway {LITELLM_CALLBACK}, n={gateway.litellm_callback.n}"),
+        EvidenceValue("gateway TTFT p50", ttft, "s", f"stream: gateway, n={g.ttft.n}"),
+        EvidenceValue("LiteLLM share of gateway TTFT p50", round(share, 4), "", "overhead p50 / TTFT p50"),
+        EvidenceValue("direct TTFT p50", d.ttft.p50 if d else None, "s", f"stream: direct, n={d.ttft.n if d else 0}"),
+        *gateway_identity(gateway),
+    ]
+    hop = gateway.hop("litellm")
+    where = f"{hop.name if hop else 'LiteLLM proxy'}: its config.yaml and environment"
+    tools = ("Set LITELLM_DETAILED_TIMING=true for per-phase timing headers, and poll /health/backlog: a wait in "
+             "uvicorn's event loop before LiteLLM's handler runs is in the TTFT but not in this header.")
+    if callbacks is not None and callbacks >= callback_share * own.p50:
+        remediation = Remediation(
+            setting="callbacks", suggested="fewer or lighter logging callbacks on the request path",
+            current=f"{fmt_seconds(callbacks)} per request in callbacks", where=where,
+            why=(f"LiteLLM spends {fmt_seconds(callbacks)} of its {fmt_seconds(own.p50)} building callback and logging "
+                 f"payloads ({LITELLM_CALLBACK}); above ~100 ms its docs call the payloads too large for "
+                 "efficient logging. Drop or sample `success_callback`/`callbacks` entries, or log smaller "
+                 "payloads. " + tools),
+            verify=rerun(f"{LITELLM_CALLBACK} and {LITELLM_OVERHEAD} well below the gateway's TTFT"))
+    else:
+        remediation = Remediation(
+            setting="LITELLM_LOG", suggested="INFO (no DEBUG, no --detailed_debug)", where=where,
+            why=(f"LiteLLM's own work is {fmt_seconds(own.p50)} of the {fmt_seconds(ttft)} before the first token. "
+                 "Its latency guide names DEBUG logging as the first cause with large payloads, then large "
+                 "base64 bodies and callbacks. " + tools),
+            verify=rerun(f"{LITELLM_OVERHEAD} well below the gateway's TTFT"))
+    return Fire(
+        title="LiteLLM spends a large share of the first-token time itself",
+        summary=summary,
+        remediation=remediation,
+        severity=Severity.WARNING if share >= warning_share else Severity.INFO,
+        evidence=evidence,
+    )

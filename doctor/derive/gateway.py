@@ -1,0 +1,251 @@
+"""Which gateway answered, from its response headers: the ``gateway`` view.
+
+Behaviour is measured elsewhere (bursts, compression, held headers, cuts: the LD3xx checks read
+the stream); the gateway's name only decides how a remediation is phrased, so it is identified
+once, here, from what every gateway response carried, and never guessed inside a check. The
+headers are raw in the bundle (every request's, redacted), so a newer table re-reads an old run.
+
+A request may cross several hops, each leaving its own tell: a CDN or load balancer in front
+(Cloudflare's ``cf-ray``, an ALB's ``server: awselb/2.0`` on the errors it makes itself), an API
+gateway (Kong's ``via: kong``, Envoy's ``x-envoy-upstream-service-time``, LiteLLM's
+``x-litellm-*``), a proxy's ``Server`` header, an application edge's ``server: uvicorn``. They
+are kept outermost first; the remediation speaks to ``primary``: what ``--gateway-kind`` says,
+else the first hop that is not a CDN or load balancer (the one the operator configures), else the
+CDN. ``server: uvicorn`` beside another hop's tell is taken for vLLM's own header passed on (Kong,
+an ALB and Envoy Gateway keep the upstream's ``Server``), so it is listed last and never primary.
+
+nginx's ``Server`` header is the same for a plain nginx, F5's NGINX Ingress Controller and the
+community ingress-nginx: headers cannot tell them apart, so an nginx hop is ``inferred`` to be
+plain nginx, and only ``--gateway-kind ingress-nginx`` / ``f5-nginx-ingress`` names a controller.
+
+LiteLLM's ``x-litellm-overhead-duration-ms`` (always sent: its total time minus the upstream
+call's) is read from every measured gateway request: LiteLLM's own share of the first token,
+split from the upstream's even without a direct path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from doctor.derive.missing import Missing
+from doctor.derive.stream_stats import Dist, dist
+from doctor.evidence import Bundle, ProbePath
+
+#: ``Server`` / ``Via`` / ``X-Powered-By`` substrings -> the gateway family whose settings are named.
+KNOWN_PROXIES: tuple[tuple[str, str], ...] = (
+    ("ingress-nginx", "ingress-nginx"),  # --gateway-kind: the community controller
+    ("f5", "f5-nginx-ingress"),  # --gateway-kind: F5's NGINX Ingress Controller (nginx.org/*)
+    ("nginx-ingress", "f5-nginx-ingress"),
+    ("nginx.org", "f5-nginx-ingress"),
+    ("nginx", "nginx"),
+    ("openresty", "nginx"),
+    ("envoy-ai", "envoy-ai-gateway"),
+    ("ai-gateway", "envoy-ai-gateway"),
+    ("envoy", "envoy"),
+    ("traefik", "traefik"),
+    ("kong", "kong"),
+    ("cloudflare", "cloudflare"),
+    ("awselb", "aws-alb"),
+    ("caddy", "caddy"),
+    ("haproxy", "haproxy"),
+    ("apache", "apache"),
+    ("litellm", "litellm"),
+    ("uvicorn", "uvicorn"),  # a Python (ASGI) edge in front of the engine
+    ("hypercorn", "uvicorn"),
+    ("gunicorn", "uvicorn"),
+    ("fastapi", "uvicorn"),
+    ("starlette", "uvicorn"),
+    ("express", "node"),  # X-Powered-By: Express
+    ("node", "node"),
+    ("alb", "aws-alb"),  # --gateway-kind alb / aws-alb
+)
+
+#: Headers that name a hop whatever the ``Server`` header says (an API gateway or CDN keeps the
+#: upstream's ``Server``, or replaces it): header name or prefix -> family.
+TELL_HEADERS: tuple[tuple[str, str], ...] = (
+    ("cf-ray", "cloudflare"),
+    ("x-amzn-trace-id", "aws-alb"),
+    ("x-kong-", "kong"),
+    ("x-envoy-", "envoy"),
+    ("x-litellm-", "litellm"),
+)
+
+#: Families that sit in front of the operator's gateway (a CDN, a cloud load balancer).
+EDGE_FAMILIES = ("cloudflare", "aws-alb")
+
+#: nginx deployed as a Kubernetes Ingress controller: its ``Server`` header is nginx's.
+NGINX_CONTROLLERS = ("ingress-nginx", "f5-nginx-ingress")
+
+#: How a remediation names each family.
+DISPLAY: dict[str, str] = {
+    "nginx": "nginx",
+    "ingress-nginx": "the community ingress-nginx controller",
+    "f5-nginx-ingress": "F5 NGINX Ingress Controller",
+    "envoy": "Envoy",
+    "envoy-ai-gateway": "Envoy AI Gateway",
+    "traefik": "Traefik",
+    "kong": "Kong",
+    "cloudflare": "Cloudflare",
+    "aws-alb": "AWS ALB",
+    "litellm": "LiteLLM proxy",
+    "uvicorn": "the Python edge",
+    "caddy": "Caddy",
+    "haproxy": "HAProxy",
+    "apache": "Apache",
+    "node": "the Node edge",
+}
+
+LITELLM_OVERHEAD = "x-litellm-overhead-duration-ms"
+LITELLM_CALLBACK = "x-litellm-callback-duration-ms"
+
+
+@dataclass
+class GatewayHop:
+    """One hop that left a tell in the gateway's responses."""
+
+    family: str  # a value of KNOWN_PROXIES / TELL_HEADERS, or the user's word
+    name: str  # how a remediation names it: "nginx (nginx/1.22.1)", "Kong (via: 1.1 kong/3.6.0)"
+    tells: list[str] = field(default_factory=list)  # "server: envoy", "x-envoy-upstream-service-time"
+    source: str = "headers"  # "headers" | "--gateway-kind"
+    # Headers name the software, not its deployment: nginx could be an Ingress controller.
+    inferred: bool = False
+    note: str | None = None  # what headers cannot tell, when ``inferred``
+
+
+@dataclass
+class GatewayView:
+    """The gateway that answered and what it said about its own time."""
+
+    hops: list[GatewayHop] = field(default_factory=list)  # outermost first
+    primary: GatewayHop | None = None  # the hop a remediation speaks to
+    server: str | None = None  # the raw Server header (else Via, X-Powered-By)
+    kind: str | None = None  # --gateway-kind as given
+    # LiteLLM's own time per measured gateway request (x-litellm-overhead-duration-ms), seconds.
+    litellm_overhead: Dist = field(default_factory=Dist)
+    litellm_callback: Dist = field(default_factory=Dist)  # x-litellm-callback-duration-ms, seconds
+
+    @property
+    def family(self) -> str | None:
+        return self.primary.family if self.primary else None
+
+    @property
+    def name(self) -> str:
+        """How a remediation names the gateway: by the hop that answered when one is known."""
+        return self.primary.name if self.primary else "the gateway"
+
+    def hop(self, family: str) -> GatewayHop | None:
+        return next((h for h in self.hops if h.family == family), None)
+
+    def others(self) -> list[GatewayHop]:
+        """The hops besides the primary one, outermost first."""
+        return [h for h in self.hops if h is not self.primary]
+
+
+def header(headers: Mapping[str, str], name: str) -> str | None:
+    """A response header by name, case-insensitively (HTTP header names are)."""
+    wanted = name.lower()
+    for key, value in headers.items():
+        if key.lower() == wanted:
+            return value
+    return None
+
+
+def family_of(text: str) -> str | None:
+    """The family a ``Server``-like value or a ``--gateway-kind`` names, or None."""
+    low = text.lower()
+    return next((family for needle, family in KNOWN_PROXIES if needle in low), None)
+
+
+def server_of(headers: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
+    """``(family, raw value, header name)`` from ``Server``, else ``Via``, else ``X-Powered-By``."""
+    for name in ("server", "via", "x-powered-by"):
+        raw = header(headers, name)
+        if raw:
+            return family_of(raw), raw, name
+    return None, None, None
+
+
+def _named(family: str, detail: str | None) -> str:
+    """``nginx (nginx/1.22.1)``; the detail left out when it only repeats the name (``Traefik``)."""
+    display = DISPLAY.get(family, family)
+    return f"{display} ({detail})" if detail and detail.lower() not in display.lower() else display
+
+
+def identify(headers_seen: Iterable[Mapping[str, str]], kind: str | None = None) -> GatewayView:
+    """The hops that left tells in ``headers_seen`` (responses in order of trust), and the primary one."""
+    found: dict[str, GatewayHop] = {}
+    server: str | None = None
+    for headers in headers_seen:
+        for hname in ("server", "via", "x-powered-by"):
+            raw = header(headers, hname)
+            if not raw:
+                continue
+            server = server or raw
+            family = family_of(raw)
+            if family is not None:
+                hop = found.setdefault(family, GatewayHop(family, _named(family, raw)))
+                if f"{hname}: {raw}" not in hop.tells:
+                    hop.tells.append(f"{hname}: {raw}")
+        lowered = sorted(k.lower() for k in headers)
+        for prefix, fam in TELL_HEADERS:
+            for key in (k for k in lowered if k == prefix or (prefix.endswith("-") and k.startswith(prefix))):
+                hop = found.setdefault(fam, GatewayHop(fam, DISPLAY[fam]))
+                if key not in hop.tells:
+                    hop.tells.append(key)
+    # LiteLLM runs on uvicorn and passes its Server header on: the x-litellm-* headers name it.
+    if "litellm" in found and "uvicorn" in found:
+        found["litellm"].tells += found.pop("uvicorn").tells
+    for hop in found.values():
+        if hop.family == "nginx":
+            hop.inferred = True
+            hop.note = ("headers cannot tell a plain nginx from an Ingress controller (F5 NGINX Ingress, "
+                        "community ingress-nginx): pass --gateway-kind to name one")
+    passed = found.get("uvicorn") if len(found) > 1 else None
+    if passed is not None:
+        passed.name, passed.inferred = "uvicorn", True
+        passed.note = "a Python server's header behind another gateway: most likely vLLM's own, passed on"
+    # Outermost first: a CDN or load balancer, the gateways, then a Python server last.
+    hops = sorted(found.values(), key=lambda h: (h.family not in EDGE_FAMILIES) + (h is passed))
+    view = GatewayView(hops=hops, server=server, kind=kind)
+    if kind:
+        # The user's word wins: an edge behind a CDN answers with the CDN's headers, and only the
+        # user can say that an nginx is an Ingress controller.
+        family = family_of(kind) or kind.lower()
+        seen = found.get(family) or (found.get("nginx") if family in NGINX_CONTROLLERS else None)
+        detail = seen.tells[0].split(": ", 1)[-1] if seen and seen.tells else kind
+        name = _named(family, detail) if family in DISPLAY else f"the gateway ({kind})"
+        view.primary = GatewayHop(family, name, tells=seen.tells if seen else [], source="--gateway-kind")
+        view.hops = [view.primary if h is seen else h for h in hops] + ([] if seen else [view.primary])
+    else:
+        view.primary = next((h for h in hops if h.family not in EDGE_FAMILIES and h is not passed),
+                            hops[0] if hops else None)
+    return view
+
+
+def _header_s(headers: Mapping[str, str], name: str) -> float | None:
+    """A header holding milliseconds, in seconds; None when absent or not a number."""
+    try:
+        value = float(header(headers, name) or "nan")
+    except ValueError:
+        return None
+    return value / 1000.0 if math.isfinite(value) and value >= 0 else None
+
+
+def derive_gateway(bundle: Bundle) -> GatewayView:
+    """The ``gateway`` view: the stream probe's gateway responses (answered ones first, then the
+    errors a hop made itself: an ALB's 504), then the endpoint probe's gateway headers."""
+    stream, endpoints = bundle.stream, bundle.endpoints
+    requests = [r for r in (stream.requests if stream else []) if r.path == ProbePath.GATEWAY and not r.warmup]
+    probed = [ep.headers for ep in (endpoints.endpoints if endpoints else []) if ep.role == "gateway"]
+    kind = stream.shape.gateway_kind if stream else None
+    if not requests and not probed and not kind:
+        raise Missing("no gateway was probed (pass --gateway)")
+    answered = [r.headers for r in requests if r.ok and r.headers]
+    failed = [r.headers for r in requests if not r.ok and r.headers]
+    view = identify([*answered, *failed, *probed], kind)
+    ok = [r for r in requests if r.ok]
+    view.litellm_overhead = dist([v for r in ok if (v := _header_s(r.headers, LITELLM_OVERHEAD)) is not None])
+    view.litellm_callback = dist([v for r in ok if (v := _header_s(r.headers, LITELLM_CALLBACK)) is not None])
+    return view

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from doctor.bundle import EMBED_ID, EMBED_TYPE, dumps, load_path, save
 from doctor.config import FileConfig, load_config
+from doctor.derive.gateway import derive_gateway
 from doctor.engines import normal
 from doctor.engines.logs import parse_engine_log
 from doctor.errors import BundleError, UsageError
@@ -33,6 +34,7 @@ from doctor.evidence import PrometheusEvidence, PromQuery, RequestTrace, TokenEv
 from doctor.probes import endpoints, kubernetes
 from doctor.probes.logfile import read_log
 from doctor.probes.sse import InvalidUtf8, SseParser, classify
+from doctor.serial import to_jsonable
 from doctor.settings import build_collect_config
 from doctor.vllm_log.parser import parse_lines
 from doctor.vllm_metrics.history import PRESENCE_PART, query_name, window_from_history
@@ -239,6 +241,26 @@ def test_endpoint_slices_give_urls_or_a_kube_error(service: object, slices: obje
     except kubernetes.KubeError:
         return
     assert urls and all(httpx.URL(u).scheme == "http" for u in urls)
+
+
+# --- gateway response headers (the gateway view) ---------------------------------------------------
+
+header_names = st.one_of(wire_text, st.sampled_from([
+    "server", "Via", "x-powered-by", "cf-ray", "x-amzn-trace-id", "x-kong-proxy-latency", "x-envoy-upstream-service-time",
+    "x-litellm-overhead-duration-ms", "x-litellm-callback-duration-ms"]))
+header_values = st.one_of(wire_text, st.sampled_from(["nginx", "uvicorn", "1.1 kong/3.6.0", "nan", "-1", "1e400", "12.5"]))
+
+
+@given(st.lists(st.dictionaries(header_names, header_values, max_size=6), min_size=1, max_size=4),
+       st.one_of(st.none(), wire_text))
+def test_any_gateway_headers_name_a_gateway_or_none(responses: list[dict[str, str]], kind: str | None) -> None:
+    reqs = [bundles.request("gateway", i, ttft=0.1, gaps=[0.01], start=i * 1.0, headers=h) for i, h in enumerate(responses)]
+    stream = bundles.stream(reqs)
+    stream.shape.gateway_kind = kind
+    view = derive_gateway(bundles.bundle(stream=stream))
+    assert isinstance(view.name, str) and (view.primary is None) == (view.family is None)
+    assert all(math.isfinite(v) and v >= 0 for v in (view.litellm_overhead.min, view.litellm_overhead.max) if v is not None)
+    json.dumps(to_jsonable(view), ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
 # --- bundles and HTML reports ---------------------------------------------------------------------

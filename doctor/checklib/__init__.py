@@ -12,8 +12,8 @@ its remediation mean the same thing as every other check's:
   suggested ``gpu_memory_utilization``).
 - **paths** (``paths``): ``engine_path`` (the path that shows the engine best) and
   ``measured_pair`` (both paths, or it raises ``NotApplicable``).
-- **the gateway** (``gateway``): ``detect_proxy`` and ``gateway_name`` (which proxy answered,
-  and how a remediation names it), response headers and stream compression; the ``gateway``
+- **the gateway** (``gateway``): ``detect_proxy`` (which proxy answered one response) and
+  ``gateway_identity`` (the evidence lines naming it), response headers and stream compression; the ``gateway``
   view (``doctor.derive.gateway``) identifies it from every response for the built-in checks.
 - **gateway settings** (``gateway_advice``): ``buffering_remediation``,
   ``compression_remediation``, ``idle_timeout_for`` / ``idle_timeout_remediation`` (with
@@ -47,7 +47,6 @@ from doctor.checklib.gateway import (
     detect_proxy,
     gateway_headers,
     gateway_identity,
-    gateway_name,
     stream_encoding,
     who_answered,
 )
@@ -93,7 +92,6 @@ __all__ = [
     "engine_setting",
     "gateway_headers",
     "gateway_identity",
-    "gateway_name",
     "header",
     "idle_timeout_for",
     "idle_timeout_remediation",

@@ -55,11 +55,6 @@ def detect_proxy(headers: Mapping[str, str], kind: str | None = None) -> tuple[s
     return family, raw
 
 
-def gateway_name(server: str | None) -> str:
-    """How a remediation names the gateway: by its Server header when it sent one."""
-    return f"the gateway ({server})" if server else "the gateway"
-
-
 def gateway_identity(gw: GatewayView | None) -> list[EvidenceValue]:
     """The evidence lines that say which gateway a remediation speaks to, and from what."""
     if gw is None or gw.primary is None:

@@ -8,7 +8,9 @@ them before the probes run); the rest comes from the evidence, the most direct s
 - model, served name and revision: the startup log (``--revision`` among its non-default args),
   else ``/v1/models`` (``root`` is the path or Hugging Face id, ``id`` the served name); a
   revision also from a Hugging Face snapshot path;
-- vLLM version and engine configuration: the startup log, else ``/version`` and ``/v1/models``;
+- vLLM version and engine configuration: the startup log, else ``/version`` and ``/v1/models``,
+  and the limits another engine states about itself (llama.cpp ``/props``, SGLang
+  ``/get_server_info``, TGI ``/info``), under the log's keys (``max_num_seqs``...);
 - GPU model, count and interconnect: NVML; CPU model and topology: psutil.
 
 Scheduled runs are compared only when these agree, so a field nobody learned stays ``None``
@@ -24,6 +26,8 @@ from typing import Any
 from doctor.derive.log_facts import LogFacts, derive_log_facts
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import measured_prompt_tokens
+from doctor.engines import server_info
+from doctor.engines.normal import FROM_LOG_KEYS
 from doctor.evidence import Bundle, ModelInfo, RunRecord
 from doctor.probes.plan import CollectConfig
 
@@ -83,6 +87,13 @@ def _engine(run: RunRecord, bundle: Bundle, config: CollectConfig) -> None:
         run.model = run.model or model.root or model.id
         if model.max_model_len is not None:
             run.engine_config.setdefault("max_model_len", model.max_model_len)
+    for ep in listed:
+        if ep.role == "engine" and ep.engine_info is not None:
+            stated = server_info.facts(ep.engine_info.engine, ep.engine_info.fields)
+            for name, key in FROM_LOG_KEYS.items():
+                if name in stated:
+                    run.engine_config.setdefault(key, stated[name])
+            run.model = run.model or stated.get("model")
     run.model = run.model or config.model
     facts = _log_facts(bundle)
     if facts is not None:

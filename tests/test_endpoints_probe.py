@@ -22,6 +22,7 @@ from doctor.probes.endpoints import collect_endpoints
 from doctor.probes.http import HttpOptions
 from tests.support import system
 from tests.support.nginx import NEEDS_NGINX, free_port, run_nginx
+from tests.test_engine_self_report import LLAMACPP_PROPS, SERVER_INFO
 
 # The shape of vLLM's answers (vllm/entrypoints/openai/protocol.py: ModelList, ModelCard).
 MODELS = {
@@ -326,3 +327,66 @@ def test_a_proxy_from_the_environment_is_not_used(monkeypatch: pytest.MonkeyPatc
     assert errors == []
     assert evidence.endpoints[0].headers["Server"] == "uvicorn"
     assert proxy_seen == []
+
+
+# --------------------------------------------------------------------------- what the engine says it is
+
+def _doc(name: str) -> object:
+    return json.loads((SERVER_INFO / name).read_text())
+
+
+def _models(owner: str) -> dict[str, object]:
+    return {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": owner}]}
+
+
+def test_llama_server_is_asked_for_its_props_alone() -> None:
+    # llama-server names itself in its Server header; its /v1/models lists owned_by "llamacpp".
+    routes = {"/v1/models": json_route(_models("llamacpp")), "/props": json_route(_doc(LLAMACPP_PROPS)),
+              "/health": json_route({"status": "ok"})}
+    with serve(routes, "llama.cpp") as (base, seen):
+        evidence, errors = collect_endpoints({"direct": base}, HttpOptions(timeout_s=5))
+    info = evidence.endpoints[0].engine_info
+    assert info is not None and (info.engine, info.path) == ("llama.cpp", "/props")
+    assert "chat_template" not in info.fields  # only the fields the facts are read from
+    assert [r["path"] for r in seen] == ["/version", "/v1/models", "/health", "/props"]
+    assert [e.action for e in errors] == ["GET /version"]  # llama-server has no /version
+
+
+def test_sglang_is_asked_for_its_server_info_and_its_secrets_are_not_kept() -> None:
+    routes = {"/version": json_route({"version": "0.5.4.post3"}), "/v1/models": json_route(_models("sglang")),
+              "/get_server_info": json_route(_doc("sglang-0.5.4.post3-get_server_info-source-shape.json"))}
+    with serve(routes) as (base, seen):
+        evidence, _ = collect_endpoints({"direct": base}, HttpOptions(timeout_s=5))
+    info = evidence.endpoints[0].engine_info
+    assert info is not None and info.engine == "sglang"
+    assert [r["path"] for r in seen][-1] == "/get_server_info"
+    assert "fixture-api-key-not-real" not in dumps(Bundle(endpoints=evidence))
+
+
+def test_an_unnamed_engine_is_tried_in_order_until_one_answers() -> None:
+    # TGI sends no Server header of its own and lists the model id as owned_by: /info, third in the order.
+    routes = {"/v1/models": json_route(_models("meta-llama/Llama-2-13b-chat-hf")),
+              "/info": json_route(_doc("tgi-2.2.0-info-source-shape.json"))}
+    with serve(routes) as (base, seen):
+        evidence, errors = collect_endpoints({"direct": base}, HttpOptions(timeout_s=5))
+    info = evidence.endpoints[0].engine_info
+    assert info is not None and (info.engine, info.fields["max_batch_total_tokens"]) == ("tgi", 16000)
+    assert [r["path"] for r in seen][-3:] == ["/props", "/get_server_info", "/info"]
+    assert {e.action for e in errors} == {"GET /version", "GET /health"}  # the guesses that 404 are no error
+
+
+def test_vllm_and_the_gateway_are_not_asked_what_they_are() -> None:
+    with serve(vllm_routes()) as (engine, engine_seen), serve(vllm_routes(), "nginx/1.22.1") as (gateway, gateway_seen):
+        evidence, _ = collect_endpoints({"direct": engine, "gateway": gateway}, HttpOptions(timeout_s=5))
+    assert all(ep.engine_info is None for ep in evidence.endpoints)
+    assert len(engine_seen) == len(gateway_seen) == 3
+
+
+def test_a_named_engine_whose_route_fails_says_so() -> None:
+    routes = {"/v1/models": json_route(_models("sglang")),
+              "/get_server_info": lambda h: send(h, 500, b"Internal Server Error", "text/plain")}
+    with serve(routes) as (base, _):
+        evidence, errors = collect_endpoints({"direct": base}, HttpOptions(timeout_s=5))
+    assert evidence.endpoints[0].engine_info is None
+    assert [(e.action, e.kind) for e in errors if "server_info" in e.action] == [("GET /get_server_info", "http-status")]
+    assert not any(e.fatal for e in errors)

@@ -135,14 +135,19 @@ def model_len(
 
 def engine_of(log_facts: LogFacts | None, metrics_window: MetricsWindow | None = None,
               endpoints: EndpointsEvidence | None = None) -> str | None:
-    """The engine that served (``vllm``, ``sglang``, ...): as its log, its /metrics or its
-    ``Server`` header says, for ``engine_flag``; ``None`` when none of them tells."""
+    """The engine that served (``vllm``, ``sglang``, ...): as its log, its /metrics, its own
+    description (``/props``, ``/get_server_info``, ``/info``) or its ``Server`` header says, for
+    ``engine_flag``; ``None`` when none of them tells."""
     if log_facts is not None:
         return log_facts.engine
     if metrics_window is not None and metrics_window.engine_kind is not None:
         return metrics_window.engine_kind
     for ep in endpoints.endpoints if endpoints is not None else ():
-        if ep.role == "engine" and (engine := engine_of_headers(ep.headers)) is not None:
+        if ep.role != "engine":
+            continue
+        if ep.engine_info is not None:
+            return ep.engine_info.engine
+        if (engine := engine_of_headers(ep.headers)) is not None:
             return engine
     return None
 

@@ -73,6 +73,11 @@ UNPREFIXED: dict[str, str] = {
 }
 
 
+#: ``owned_by`` of the models an engine's ``/v1/models`` lists (vLLM ``protocol.py`` ModelCard,
+#: SGLang ``serving_models``, llama.cpp ``tools/server``); TGI puts the model id there.
+MODEL_OWNERS: dict[str, str] = {"vllm": VLLM, "sglang": SGLANG, "llamacpp": LLAMACPP}
+
+
 def display(engine: str | None) -> str:
     """How a sentence names ``engine``; an unknown id as given, none as vLLM (the default)."""
     return DISPLAY.get(engine or VLLM, engine or "vLLM")
@@ -109,3 +114,8 @@ def engine_of_headers(headers: Mapping[str, str]) -> str | None:
     both answer ``server: uvicorn`` and TGI sends no header of its own, which name none."""
     server = next((v for k, v in headers.items() if k.lower() == "server"), "")
     return LLAMACPP if "llama.cpp" in server.lower() else None
+
+
+def engine_of_owner(owned_by: str | None) -> str | None:
+    """The engine that lists its models as ``owned_by`` (``MODEL_OWNERS``); ``None`` otherwise."""
+    return MODEL_OWNERS.get((owned_by or "").strip().lower())

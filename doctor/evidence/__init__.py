@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from doctor.evidence.endpoints import Endpoint, EndpointsEvidence, ModelInfo
+from doctor.evidence.endpoints import Endpoint, EndpointsEvidence, EngineInfo, ModelInfo
 from doctor.evidence.errors import EvidenceError
 from doctor.evidence.log import LogEvidence, LogLine
 from doctor.evidence.machine import (
@@ -85,6 +85,7 @@ __all__ = [
     "ClientHealth",
     "Endpoint",
     "EndpointsEvidence",
+    "EngineInfo",
     "EvidenceError",
     "GpuDevice",
     "GpuEvidence",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -10,6 +11,17 @@ class ModelInfo:
     id: str
     root: str | None = None
     max_model_len: int | None = None
+    owned_by: str | None = None  # "vllm", "sglang", "llamacpp": the server that lists it
+
+
+@dataclass
+class EngineInfo:
+    """An engine's answer about itself (llama.cpp ``/props``, SGLang ``/get_server_info``, TGI
+    ``/info``): the fields ``doctor.engines.server_info`` reads, as the engine sent them."""
+
+    engine: str  # as doctor.engines.names: "llama.cpp", "sglang", "tgi"
+    path: str
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -23,6 +35,7 @@ class Endpoint:
     # Headers that matter for streaming: Server, Content-Type, Content-Encoding,
     # Transfer-Encoding, X-Accel-Buffering, Via (from a streamed response when there was one).
     headers: dict[str, str] = field(default_factory=dict)
+    engine_info: EngineInfo | None = None  # the engine role only
 
 
 @dataclass

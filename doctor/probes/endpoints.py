@@ -5,6 +5,13 @@ on vLLM, its ``max_model_len``; ``/version`` the vLLM version; ``/health`` wheth
 loop is alive. The gateway's answer to the same calls shows what it puts on the wire
 (``Server``, ``Via``, ``Content-Encoding``, ``X-Accel-Buffering``, HTTP version).
 
+The engine (not the gateway) is then asked what it is, where it has a route for that
+(``doctor.engines.server_info``: llama.cpp ``/props``, SGLang ``/get_server_info``, TGI
+``/info``): one more GET when its ``Server`` header or its models' ``owned_by`` names the
+engine, else those routes in a fixed order until one answers, each under a short deadline
+(``INFO_DEADLINE_S``), and nothing for vLLM. A guess that finds nothing is not an error; the
+named engine's route failing is one.
+
 No completion is sent here: a streamed request costs engine work and needs a model, and the
 stream probe already records the headers of every streamed answer (``RequestTrace.headers``),
 which is where buffering and compression headers differ from a JSON answer. So the headers
@@ -27,7 +34,9 @@ from typing import Any
 import httpx
 
 from doctor import wire
-from doctor.evidence import Endpoint, EndpointsEvidence, EvidenceError, ModelInfo, ProbePath
+from doctor.engines import server_info
+from doctor.engines.names import VLLM, display, engine_of_headers, engine_of_owner
+from doctor.evidence import Endpoint, EndpointsEvidence, EngineInfo, EvidenceError, ModelInfo, ProbePath
 from doctor.evidence.errors import UNREACHABLE_KINDS
 from doctor.probes.http import (
     BodyTooLarge,
@@ -53,6 +62,9 @@ HEADERS_THAT_MATTER = (
 
 #: An answer to these GETs is a few KiB; a larger one is not the API we are looking for.
 MAX_BODY_BYTES = 1 << 20
+
+#: The deadline of each GET that asks an engine what it is: a route the engine may not have.
+INFO_DEADLINE_S = 3.0
 
 #: The ``Endpoint.role`` of each probe path's target.
 _ROLES = {ProbePath.DIRECT: "engine", ProbePath.GATEWAY: "gateway"}
@@ -139,7 +151,36 @@ def _probe_target(
         if endpoint.http_version is None or (understood and path == "/v1/models"):
             endpoint.http_version = answer.http_version
             endpoint.headers = _headers_that_matter(answer.headers)
+    cut_off = any(e.kind in UNREACHABLE_KINDS for e in errors)
+    if role == "engine" and answered and not cut_off:
+        errors.extend(_ask_engine(client, endpoint, base, min(timeout_s, INFO_DEADLINE_S)))
     return endpoint, errors, answered
+
+
+def _ask_engine(client: httpx.Client, endpoint: Endpoint, base: str, timeout_s: float) -> list[EvidenceError]:
+    """Fill ``endpoint.engine_info`` from the engine's own description; the errors of a named
+    engine's route (a guessed route that is absent is no error)."""
+    named = engine_of_headers(endpoint.headers) or next(
+        (e for m in endpoint.models if (e := engine_of_owner(m.owned_by)) is not None), None)
+    if named == VLLM:
+        return []
+    tried = [named] if named in server_info.PATHS else list(server_info.PATHS)
+    for engine in tried:
+        path = server_info.PATHS[engine]
+        url = join_url(base, path)
+        try:
+            fields = server_info.kept_fields(engine, _json(_get(client, url, timeout_s), path))
+            if fields is None:
+                raise _Failure("malformed", f"GET {path} answered JSON without {display(engine)}'s fields")
+        except _Failure as failure:
+            if named is not None:
+                return [EvidenceError(SOURCE, url, f"GET {path}", failure.kind, failure.message)]
+            if failure.kind in UNREACHABLE_KINDS - {"timeout"}:
+                return []
+            continue
+        endpoint.engine_info = EngineInfo(engine=engine, path=path, fields=fields)
+        return []
+    return []
 
 
 def _get(client: httpx.Client, url: str, timeout_s: float) -> _Answer:
@@ -197,11 +238,13 @@ def _read_models(endpoint: Endpoint, answer: _Answer) -> None:
             continue
         root = item.get("root")
         max_len = item.get("max_model_len")
+        owner = item.get("owned_by")
         endpoint.models.append(
             ModelInfo(
                 id=item["id"],
                 root=root if isinstance(root, str) else None,
                 max_model_len=max_len if isinstance(max_len, int) and not isinstance(max_len, bool) else None,
+                owned_by=owner if isinstance(owner, str) else None,
             )
         )
     if not endpoint.models:

@@ -4,7 +4,8 @@ Engines publish a few settings as gauges or info labels, so a saved scrape can g
 would: vLLM ``vllm:cache_config_info{block_size, num_gpu_blocks}``, SGLang
 ``sglang:max_total_num_tokens`` (and, in builds of late 2024, ``sglang:max_running_requests`` and
 ``sglang:context_len``), trtllm-serve ``trtllm_kv_cache_max_blocks`` x
-``trtllm_kv_cache_tokens_per_block``. Read with prometheus_client's parser, as every scrape is.
+``trtllm_kv_cache_tokens_per_block``, TGI ``tgi_batch_max_total_tokens`` (its KV budget, the
+``Setting max batch total tokens`` of its log; ``backends/v3/src/lib.rs``, TGI PR #2595, 2024-10). Read with prometheus_client's parser, as every scrape is.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ _GAUGES = {
     "sglang:max_running_requests": "max_running_requests",
     "sglang:context_len": "max_model_len",
     "sglang:max_prefill_tokens": "max_prefill_tokens",
+    "tgi_batch_max_total_tokens": "kv_cache_tokens",
     "trtllm_kv_cache_max_blocks": "num_blocks",
     "trtllm_kv_cache_tokens_per_block": "block_size",
 }

@@ -119,3 +119,38 @@ def _count(value: Any) -> int | None:
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
+
+#: llama-server's ``/slots`` (``tools/server`` ``server_slot::to_json``): per slot its context
+#: (``n_ctx``, cells), whether it serves a request, and ``n_prompt_tokens``, the tokens its KV
+#: cells hold (``prompt.tokens``, which grows with every decoded token: a real server's busy slot
+#: said 553 = 402 prompt tokens processed + 151 decoded). The prompt and generated text some
+#: builds add are never kept: they are the users' requests.
+SLOTS_PATH = "/slots"
+_SLOT_FIELDS = ("id", "n_ctx", "is_processing", "n_prompt_tokens", "n_prompt_tokens_processed")
+
+
+def slot_fields(doc: Any) -> list[dict[str, Any]] | None:
+    """Per slot the fields KV occupancy is read from (``n_decoded`` lifted out of ``next_token``);
+    ``None`` when the answer is not a list of llama-server slots."""
+    if not isinstance(doc, list) or not doc or not all(isinstance(s, dict) and "n_ctx" in s for s in doc):
+        return None
+    out = []
+    for slot in doc:
+        kept = {k: slot[k] for k in _SLOT_FIELDS if k in slot}
+        nxt = slot.get("next_token")
+        first = nxt[0] if isinstance(nxt, list) and nxt else nxt
+        if isinstance(first, dict) and "n_decoded" in first:
+            kept["n_decoded"] = first["n_decoded"]
+        out.append(kept)
+    return out
+
+
+def slots_kv_usage(slots: list[dict[str, Any]]) -> float | None:
+    """The share of llama-server's KV cells its busy slots hold (their ``n_prompt_tokens`` over
+    every slot's ``n_ctx``), 0-1, what vLLM's ``kv_cache_usage_perc`` is; an idle slot's cached
+    prompt is reusable, not in use. ``None`` when the slots state no context."""
+    cells = sum(n for s in slots if (n := _count(s.get("n_ctx"))) is not None)
+    if not cells:
+        return None
+    used = sum(_count(s.get("n_prompt_tokens")) or 0 for s in slots if s.get("is_processing") is True)
+    return 1.0 if used >= cells else used / cells  # never a quotient of two huge counts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -16,6 +17,9 @@ class Scrape:
     content_type: str | None = None
     text: str = ""  # raw exposition, redacted
     error: str | None = None
+    # llama-server's /slots beside its /metrics (which has no KV gauge), taken with it: per slot
+    # the fields ``doctor.engines.server_info.slot_fields`` keeps; None when not asked or absent.
+    slots: list[dict[str, Any]] | None = None
 
 
 @dataclass

@@ -3,6 +3,11 @@
 Each scrape keeps its raw text so analysis (and any later llm-doctor) re-derives the window
 from the bundle. A scrape that fails is kept too, with its reason, and becomes one
 ``EvidenceError``: a dead /metrics must cost the metrics view, never the run.
+
+llama-server's /metrics has no KV gauge (gone since 2025); its ``/slots`` says what each slot
+holds, so each scrape of a llama-server also GETs ``/slots`` beside it, under the same deadline,
+and keeps the slots' token counts (``server_info.slot_fields``: never the prompts). A server
+started without ``--slots`` answers it with an error once, and is not asked again.
 """
 
 from __future__ import annotations
@@ -13,10 +18,14 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 
+from doctor import wire
 from doctor.clock import Clock
+from doctor.engines import server_info
+from doctor.engines.names import LLAMACPP
 from doctor.evidence import EvidenceError, MetricsEvidence, Scrape
 from doctor.probes.http import (
     BodyTooLarge,
@@ -24,6 +33,7 @@ from doctor.probes.http import (
     bounded_get,
     error_kind,
     http_client,
+    join_url,
     without_credentials,
 )
 from doctor.vllm_metrics.window import parse_scrape
@@ -59,6 +69,7 @@ class Scraper:
         self._lock = threading.Lock()
         self._scrapes: list[Scrape] = []
         self._failures: list[tuple[str, str]] = []  # (kind, message) per failed scrape
+        self._slots_url: str | None = join_url(url.rsplit("/metrics", 1)[0], server_info.SLOTS_PATH)
 
     def scrape(self, phase: str) -> None:
         """One GET, stored as a ``Scrape``; a failure is stored with its reason, never raised."""
@@ -84,12 +95,27 @@ class Scraper:
         scrape.status = response.status_code
         scrape.content_type = response.headers.get("content-type")
         scrape.text = text
-        reason = parse_scrape(scrape)[1]
+        parsed, reason = parse_scrape(scrape)
         if reason is None:
+            if parsed is not None and parsed.engine == LLAMACPP:
+                scrape.slots = self._slots(client)
             return None
         scrape.error = reason
         scrape.text = text[:ERROR_BODY_CHARS]
         return "http-status" if response.status_code != 200 else "malformed"
+
+    def _slots(self, client: httpx.Client) -> list[dict[str, Any]] | None:
+        """llama-server's slots now; ``None`` (and never again) when it does not serve them."""
+        if self._slots_url is None:
+            return None
+        try:
+            response, text = bounded_get(client, self._slots_url, deadline_s=self.timeout_s)
+            slots = server_info.slot_fields(wire.loads(text)) if response.status_code == 200 else None
+        except (httpx.HTTPError, DeadlineExceeded, BodyTooLarge, OSError, wire.WireError):
+            slots = None
+        if slots is None:
+            self._slots_url = None
+        return slots
 
     @contextmanager
     def during(self) -> Iterator[Scraper]:

@@ -58,7 +58,8 @@ def duration(seconds: float) -> str:
 
 def family_queries(family: Family, metric: str, selector: str, since_s: float) -> list[tuple[str, str, str]]:
     """(part, endpoint, PromQL) for one vLLM name of one family, the ``PRESENCE_PART`` first."""
-    sel = "{" + matchers(selector) + "}"
+    only = f'{family.label[0]}="{family.label[1]}"' if family.label else ""
+    sel = "{" + ", ".join(filter(None, [matchers(selector), only])) + "}"
     window = duration(since_s)
     if family.kind == "counter":
         by = BY_ENGINE + (f", {family.sub_label}" if family.sub_label else "")

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from doctor import wire
 from doctor.evidence import PrometheusEvidence, PromQuery
+from doctor.vllm_metrics.derived import derive_missing
 from doctor.vllm_metrics.names import ENGINE_LABEL, FAMILIES, MODEL_LABEL, Family
 from doctor.vllm_metrics.readings import (
     EngineKey,
@@ -84,7 +85,9 @@ def window_from_history(evidence: PrometheusEvidence) -> MetricsWindow:
         raise NoWindow(
             f"no vllm: series matched {evidence.selector or 'any selector'} over the last {evidence.since_s:g} s"
         )
-    return assemble(readings, source="prometheus", window_s=evidence.since_s)
+    window = assemble(readings, source="prometheus", window_s=evidence.since_s)
+    derive_missing(window)
+    return window
 
 
 def _gauge(readings: Readings, family: Family, parts: dict[str, list[dict]], start: float) -> None:

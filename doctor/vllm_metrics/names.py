@@ -46,6 +46,8 @@ class Family:
     # A feature without which vLLM registers no such metric (speculative decoding): its absence
     # is the feature being off, not an older vLLM, so it is not listed in ``missing``.
     only_with: str | None = None
+    # Only the samples with this label value (TGI's ``method="prefill"``), the label then dropped.
+    label: tuple[str, str] | None = None
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -71,6 +73,11 @@ FAMILIES: tuple[Family, ...] = (
            ("vllm:request_queue_time_seconds", "vllm:time_in_queue_requests", "sglang:queue_time_seconds",
             "tgi_request_queue_duration", "trtllm_request_queue_time_seconds", "request_queue_time_seconds")),
     Family("prefill", "histogram", ("vllm:request_prefill_time_seconds",)),
+    # TGI's prefill steps, one observation per batch (router/src/infer/v3: ``tgi_batch_forward_duration``
+    # by ``method``): with its queue time, what TGI's missing TTFT histogram is derived from
+    # (``doctor.vllm_metrics.derived``). No other engine has it, so its absence is not listed.
+    Family("prefill_forward", "histogram", ("tgi_batch_forward_duration",), only_with="TGI",
+           label=("method", "prefill")),
     Family("decode", "histogram", ("vllm:request_decode_time_seconds",)),
     # TGI's is each request's mean time per token, not every gap: a coarser inter-token figure.
     Family("itl", "histogram",
@@ -166,6 +173,8 @@ def parse_exposition(text: str) -> tuple[list[Sample], str | None]:
                     continue
                 family, metric, part = hit
                 labels = dict(s.labels)
+                if family.label is not None and labels.pop(family.label[0], None) != family.label[1]:
+                    continue
                 le = labels.pop("le", None) if part == "bucket" else None
                 sub = labels.pop(family.sub_label, "") if family.sub_label else ""
                 samples.append(

@@ -33,6 +33,7 @@ class HistogramWindow:
     p99_le: float | None = None
     metric: str | None = None  # the vLLM name it was read from, e.g. "vllm:inter_token_latency_seconds"
     buckets: list[list[float]] = field(default_factory=list)  # [le, cumulative count delta], finite bounds
+    derived: str | None = None  # how it was derived when the engine has no such histogram (TGI's TTFT)
 
 
 @dataclass
@@ -81,6 +82,8 @@ class MetricsWindow:
     ttft: HistogramWindow | None = None
     queue: HistogramWindow | None = None
     prefill: HistogramWindow | None = None
+    # TGI's prefill forward steps (per batch), which its derived ``ttft`` is built from.
+    prefill_forward: HistogramWindow | None = None
     decode: HistogramWindow | None = None
     itl: HistogramWindow | None = None
     e2e: HistogramWindow | None = None

@@ -13,8 +13,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from doctor.engines import server_info
 from doctor.engines.names import METRIC_PREFIXES
 from doctor.evidence import Scrape
+from doctor.vllm_metrics.derived import derive_missing, derive_slots_kv_usage
 from doctor.vllm_metrics.names import FAMILIES, FAMILY_BY_KEY, ExpositionError, Sample, parse_exposition
 from doctor.vllm_metrics.readings import EngineKey, GaugeSeries, HistogramDelta, NoWindow, Readings, assemble
 from doctor.vllm_metrics.views import MetricsWindow
@@ -25,6 +27,7 @@ class ParsedScrape:
     t: float
     samples: list[Sample]
     engine: str | None = None  # whose metric families the scrape declared
+    slots_kv_usage: float | None = None  # llama-server's /slots taken with it, as a KV usage 0-1
 
 
 def _summarised(failed: Sequence[tuple[Scrape, str]], total: int) -> list[str]:
@@ -55,7 +58,8 @@ def parse_scrape(scrape: Scrape) -> tuple[ParsedScrape | None, str | None]:
     if engine is None:
         known = ", ".join(prefix for prefix, _ in METRIC_PREFIXES)
         return None, f"/metrics has no vllm: metric, nor any other engine's ({known}): is the URL an engine's?"
-    return ParsedScrape(scrape.t, samples, engine), None
+    usage = server_info.slots_kv_usage(scrape.slots) if scrape.slots else None
+    return ParsedScrape(scrape.t, samples, engine, usage), None
 
 
 def window_from_scrapes(scrapes: Sequence[Scrape], *, since_start: bool = False) -> MetricsWindow:
@@ -89,6 +93,8 @@ def window_from_scrapes(scrapes: Sequence[Scrape], *, since_start: bool = False)
     _add_deltas(parsed, readings)
     _add_gauges(parsed, readings)
     window = assemble(readings, source="scrape", window_s=parsed[-1].t - parsed[0].t)
+    derive_missing(window)
+    derive_slots_kv_usage(window, [(p.t, p.slots_kv_usage) for p in parsed if p.slots_kv_usage is not None])
     window.scrapes_used = used
     window.engine_kind = parsed[-1].engine
     return window

@@ -14,7 +14,7 @@ Evidence:
 Stream probe: outcome, HTTP status and error of each measured (non warm-up) request, by path;
 requests cancelled by stopping the probe (Ctrl-C) count neither way. Metrics window: finished
 requests by reason (error share, abort share; the aborts of the probe's cancelled requests are
-taken out).
+taken out). Startup log, else /metrics or the endpoints: which engine served, for its names.
 
 Remediation:
 By the dominant failure: HTTP 429 / 503 -> capacity (`replicas`); 401 / 403 -> `api_key`;
@@ -42,20 +42,23 @@ from __future__ import annotations
 from collections import Counter
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import rerun, vllm_flag
+from doctor.checklib import engine_flag, engine_of, rerun
+from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
+from doctor.engines.names import display
 from doctor.evidence import Bundle, RequestTrace
 from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct
 
 #: (setting, suggested, where, why) per failure key: an outcome, or "http-<status>" / "http-4xx" / "http-5xx".
+#: ``{engine}`` is the serving engine's name and ``{max_model_len}`` its flag for it (``_spelled``).
 CAPACITY = (
     "replicas",
     "add capacity or lower offered load",
     "the deployment (replica count) or the clients' load",
 )
-ENGINE_LOG = ("vllm_server", "fix the error in the engine log", "the vLLM server (its log)")
+ENGINE_LOG = ("vllm_server", "fix the error in the engine log", "the {engine} server (its log)")
 URL = "the --engine / --gateway URL and the network to it"
 FIXES: dict[str, tuple[str, str, str, str]] = {
     "http-429": (*CAPACITY, "the server or gateway rate-limits: it is saturated"),
@@ -87,7 +90,7 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
     "http-too-long": (
         "max_model_len",
         "at least the prompt + max_tokens sent",
-        vllm_flag("max_model_len"),
+        "{max_model_len}",
         "the prompt is longer than the model accepts",
     ),
     "http-5xx": (*ENGINE_LOG, "the server failed the request"),
@@ -103,7 +106,7 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
     "timeout": (*CAPACITY, "answers took longer than the probe's deadline (see the latency findings)"),
     "deadline": (*CAPACITY, "answers took longer than the probe's deadline (see the latency findings)"),
     "stall": (*CAPACITY, "streams went silent past the stall timeout (see the latency findings)"),
-    "error": (*ENGINE_LOG, "vLLM finished requests with an internal error"),
+    "error": (*ENGINE_LOG, "{engine} finished requests with an internal error"),
     "abort": (
         "client_timeout",
         "above the answer times users see (or make answers faster)",
@@ -133,6 +136,7 @@ def failure_key(req: RequestTrace) -> str:
 def error_rate(
     bundle: Bundle,
     metrics_window: MetricsWindow | None = None,
+    log_facts: LogFacts | None = None,
     *,
     max_failure_share: float = 0.05,
     max_error_share: float = 0.05,
@@ -154,6 +158,7 @@ def error_rate(
         stopped = f" ({', '.join(f'{n} {said[k]}' for k, n in void.items())})" if void else ""
         return NotApplicable(f"no completed probe request{stopped} and no finished request in the metrics window")
     failed = [r for r in measured if not r.ok]
+    engine = engine_of(log_facts, metrics_window, bundle.endpoints)
     fail_share = len(failed) / len(measured) if measured else 0.0
     errors, aborts = reasons.get("error", 0.0), reasons.get("abort", 0.0)
     error_share = errors / finished if finished else 0.0
@@ -161,7 +166,7 @@ def error_rate(
     probe_bad = bool(failed) and fail_share >= max_failure_share
     if not (probe_bad or error_share >= max_error_share or abort_share >= max_abort_share):
         return Pass(
-            f"{len(failed)} of {len(measured)} probe requests failed; vLLM errors {fmt_pct(error_share)}, "
+            f"{len(failed)} of {len(measured)} probe requests failed; {display(engine)} errors {fmt_pct(error_share)}, "
             f"aborts {fmt_pct(abort_share)} of {finished:.0f} finished"
         )
     parts: list[str] = []
@@ -186,7 +191,7 @@ def error_rate(
             evidence.append(EvidenceValue("first error", excerpt[:200], "", "stream: error / body excerpt"))
     if finished:
         parts.append(
-            f"vLLM finished {errors:.0f} of {finished:.0f} requests with error ({fmt_pct(error_share)}), "
+            f"{display(engine)} finished {errors:.0f} of {finished:.0f} requests with error ({fmt_pct(error_share)}), "
             f"{aborts:.0f} aborted ({fmt_pct(abort_share)})"
         )
         evidence += [
@@ -205,7 +210,7 @@ def error_rate(
             ),
             EvidenceValue("finished", finished, "requests", "metrics: vllm:request_success_total delta"),
         ]
-    setting, suggested, where, why = FIXES.get(key, GENERIC)
+    setting, suggested, where, why = (_spelled(text, engine) for text in FIXES.get(key, GENERIC))
     server_failing = probe_bad or error_share >= max_error_share
     return Fire(
         title="Requests fail",
@@ -220,3 +225,8 @@ def error_rate(
         severity=Severity.CRITICAL if server_failing else Severity.WARNING,
         evidence=evidence,
     )
+
+
+def _spelled(text: str, engine: str | None) -> str:
+    """A ``FIXES`` text in the serving engine's names (vLLM's when the engine is unknown)."""
+    return text.format(engine=display(engine), max_model_len=engine_flag(engine, "max_model_len"))

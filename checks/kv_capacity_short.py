@@ -43,6 +43,7 @@ from typing import Any
 from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     engine_flag,
+    engine_metric,
     engine_of,
     engine_setting,
     max_num_seqs_in_use,
@@ -124,6 +125,7 @@ def kv_capacity_short(
     if fp8 and capacity_tokens:  # --model-dir: what the same budget holds with an fp8 KV cache
         holds += (f"; with kv_cache_dtype fp8 the same memory holds {fp8['kv_cache_tokens']:,} tokens, "
                   f"{fp8['kv_cache_tokens'] / capacity_tokens:.1f}x as many sequences (after an evaluation gate)")
+    engine = engine_of(log_facts)
     if suggested >= seqs.value:
         if seqs.lower_bound:
             return NotApplicable(f"{arithmetic}; max_num_seqs in use is unknown: {seqs.current()}")
@@ -135,13 +137,15 @@ def kv_capacity_short(
             setting="max_num_seqs",
             suggested=str(suggested),
             current=seqs.current(),
-            where=engine_flag(engine_of(log_facts), "max_num_seqs"),
+            where=engine_flag(engine, "max_num_seqs"),
             why=(
                 f"max_num_seqs admits {seqs.value} sequences but the KV cache holds {holds}: a full batch "
                 f"preempts. Suggested from {basis}. Raising gpu_memory_utilization or lowering max_model_len "
                 "grows the room per request instead."
             ),
-            verify=rerun("vllm:num_preemptions_total unchanged over the probe and no mid-answer stalls"),
+            verify=rerun(" and ".join(filter(None, [
+                f"{counter}_total unchanged over the probe" if (counter := engine_metric("preemptions", engine)) else "",
+                "no mid-answer stalls"]))),
         ),
         severity=severity,
         evidence=evidence,

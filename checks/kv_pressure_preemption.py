@@ -69,6 +69,7 @@ from doctor.checklib import (
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.engines.names import VLLM, display
 from doctor.evidence import GpuEvidence, RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
@@ -252,14 +253,15 @@ def _raise_utilisation(
             added_gib = (target - current) * total_gib
             grown = float(kv_tokens.value) * (1 + added_gib / float(kv_gib.value))
             suggested += f" (KV capacity from {int(kv_tokens.value):,} to about {grown:,.0f} tokens)"
+    engine = engine_of(log_facts, mw)
     return Remediation(
         setting="gpu_memory_utilization",
         suggested=suggested,
-        why=(f"NVML shows {fmt_pct(free)} of GPU memory free: vLLM can give it to the KV cache, so running "
-             "sequences stop running out of blocks"),
+        why=(f"NVML shows {fmt_pct(free)} of GPU memory free: {display(engine)} can give it to the KV cache, so "
+             "running sequences stop running out of blocks"),
         verify=_verify(mw),
         current=f"{current:.2f}" if current is not None else None,
-        where=engine_flag(engine_of(log_facts, mw), "gpu_memory_utilization"),
+        where=engine_flag(engine, "gpu_memory_utilization"),
     )
 
 
@@ -280,15 +282,18 @@ def _raise_utilisation_if_free(
               else f"raise it (at most {MAX_GPU_MEMORY_UTILIZATION})")
     fallback = _lower_max_num_seqs(mw, stream, log_facts, run, kv_tokens, evidence,
                                    reason="if no GPU memory is free, the KV cache cannot grow")
+    engine = engine_of(log_facts, mw)
+    advice = ("vLLM's guidance is to give it more GPU memory first" if engine in (None, VLLM)
+              else "giving it more GPU memory comes first")
     return Remediation(
         setting="gpu_memory_utilization",
         suggested=(f"{target} if nvidia-smi on the engine host shows free GPU memory; otherwise lower "
                    f"max_num_seqs: {fallback.suggested}"),
-        why=("the KV cache ran out of blocks; vLLM's guidance is to give it more GPU memory first. No NVML "
+        why=(f"the KV cache ran out of blocks; {advice}. No NVML "
              "evidence was collected here, so the headroom is unknown"),
         verify=fallback.verify,
         current=f"{current:.2f}" if current is not None else None,
-        where=_or_max_num_seqs(engine_of(log_facts, mw)),
+        where=_or_max_num_seqs(engine),
     )
 
 

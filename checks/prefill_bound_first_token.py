@@ -43,10 +43,11 @@ from __future__ import annotations
 import statistics
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import Setting, engine_setting, is_off, rerun, vllm_flag
+from doctor.checklib import Setting, engine_flag, engine_metric, engine_of, engine_setting, is_off, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import measured_prompt_tokens
+from doctor.engines.names import VLLM
 from doctor.evidence import RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
@@ -103,33 +104,36 @@ def prefill_bound_first_token(
         if setting is not None:
             evidence.append(setting.evidence(name))
 
+    engine = engine_of(log_facts, mw)
     caching_off = caching is not None and is_off(caching.value)
     shared = _shared_prefix(stream, mw) if caching_off else None
     if shared is not None:
         evidence.append(shared[1])
+        hits = engine_metric("prefix_cache_hits", engine)
         remediation = Remediation(
             setting="enable_prefix_caching",
-            suggested="true (--enable-prefix-caching)",
+            suggested="true (--enable-prefix-caching)" if engine in (None, VLLM) else "true",
             why=(f"prefix caching is off, so every request recomputes its whole prompt, yet {shared[0]}: "
                  "with the cache on, the shared part's prefill is done once and reused"),
-            verify=rerun("TTFT to fall on repeated prompts and vllm:prefix_cache_hits to grow"),
+            verify=rerun("TTFT to fall on repeated prompts" + (f" and {hits} to grow" if hits else "")),
             current="false",
-            where=vllm_flag("enable_prefix_caching"),
+            where=engine_flag(engine, "enable_prefix_caching"),
         )
         summary += "; prefix caching off with a shared prompt prefix"
     elif chunked is not None and chunked.value and batched is not None and _small(batched, prompt, small_batched_tokens):
-        remediation = _raise_batched_tokens(batched, prompt)
+        remediation = _raise_batched_tokens(batched, prompt, engine)
         summary += f"; chunked prefill with max_num_batched_tokens {batched.value}"
     else:
         tp = engine_setting("tensor_parallel_size", log_facts, run)
+        prefill_metric = engine_metric("prefill", engine)
         remediation = Remediation(
             setting="tensor_parallel_size",
             suggested=f"{int(tp.value) * 2} (more GPUs per replica), or shorter prompts" if tp else
             "raise it (more GPUs per replica), or shorten prompts",
             why="the prompt's compute itself is the first-token time: nothing is waiting, nothing is reused",
-            verify=rerun("server prefill time (vllm:request_prefill_time_seconds) to fall"),
+            verify=rerun(f"server prefill time ({prefill_metric}) to fall" if prefill_metric else "TTFT to fall"),
             current=str(tp.value) if tp else None,
-            where=vllm_flag("tensor_parallel_size"),
+            where=engine_flag(engine, "tensor_parallel_size"),
         )
     if caching_off and shared is None:
         # Turning the cache on would change nothing for prompts that share no prefix.
@@ -189,7 +193,7 @@ def _small(batched: Setting, prompt: tuple[float, str] | None, small: int) -> bo
     return budget <= small or (prompt is not None and budget < prompt[0])
 
 
-def _raise_batched_tokens(batched: Setting, prompt: tuple[float, str] | None) -> Remediation:
+def _raise_batched_tokens(batched: Setting, prompt: tuple[float, str] | None, engine: str | None) -> Remediation:
     current = int(batched.value)
     target = 2 * current
     if prompt is not None:
@@ -204,5 +208,5 @@ def _raise_batched_tokens(batched: Setting, prompt: tuple[float, str] | None) ->
              "that carries a prefill chunk longer, so inter-token latency of the other streams gets worse"),
         verify=rerun("TTFT to fall; watch TPOT / inter-token gaps, which may rise"),
         current=str(current),
-        where=vllm_flag("max_num_batched_tokens"),
+        where=engine_flag(engine, "max_num_batched_tokens"),
     )

@@ -53,6 +53,7 @@ from doctor.checklib import (
     KV_FILL_TARGET,
     Setting,
     engine_flag,
+    engine_metric,
     engine_of,
     engine_path,
     engine_setting,
@@ -272,7 +273,13 @@ def _raise_max_num_seqs(
         setting="max_num_seqs",
         suggested=text,
         why=why,
-        verify=rerun("waiting to stay near 0, queue time to shrink, and no preemptions (vllm:num_preemptions)"),
+        verify=rerun(f"waiting to stay near 0, queue time to shrink, and {_no_preemptions(engine)}"),
         current=max_seqs.current() if max_seqs is not None else None,
         where=engine_flag(engine, "max_num_seqs"),
     )
+
+
+def _no_preemptions(engine: str | None) -> str:
+    """"no preemptions (the engine's counter)", or without the counter where it has none."""
+    counter = engine_metric("preemptions", engine)
+    return f"no preemptions ({counter})" if counter else "no mid-answer stalls"

@@ -39,8 +39,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from doctor.check import Fire, Pass, Result, check
-from doctor.checklib import capped_utilization, engine_setting, rerun, vllm_flag
+from doctor.checklib import capped_utilization, engine_flag, engine_of, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts, StartupError
+from doctor.engines.names import VLLM, display
 from doctor.evidence import RunRecord
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
@@ -79,7 +80,7 @@ class _Context:
     log_facts: LogFacts
     run: RunRecord | None
     utilisation: float
-    utilisation_current: str
+    utilisation_current: str | None  # None: another engine's, whose default is not vLLM's
     step: float
     margin: float
 
@@ -160,7 +161,7 @@ def _memory_below_utilisation(ctx: _Context) -> _Fix:
 def _oom(ctx: _Context) -> _Fix:
     return _Fix(
         "gpu_memory_utilization",
-        f"{max(0.5, ctx.utilisation - ctx.step):.2f}",
+        f"{max(0.5, ctx.utilisation - ctx.step):.2f}" if ctx.utilisation_current else f"lower it by {ctx.step:.2f}",
         "CUDA ran out of memory: the KV cache leaves too little for activations, CUDA graphs or "
         "other processes. Lower gpu_memory_utilization (or max_num_seqs / max_model_len).",
         current=ctx.utilisation_current,
@@ -172,7 +173,8 @@ def _other(ctx: _Context) -> _Fix:
         "vllm_serve_args",
         f"fix the error at log line {ctx.err.line}",
         "The last startup stopped on an error this check has no specific fix for.",
-        where="the vllm serve command line / environment",
+        where=("the vllm serve command line / environment" if ctx.log_facts.engine in (None, VLLM)
+               else f"the {display(ctx.log_facts.engine)} command line / environment"),
     )
 
 
@@ -202,13 +204,15 @@ def startup_error(
             f"{last.message[:120]}"
         )
     util = engine_setting("gpu_memory_utilization", log_facts, run)
+    engine = engine_of(log_facts)
     ctx = _Context(
         err=err,
         text=f"{err.message} {err.raw or ''}",
         log_facts=log_facts,
         run=run,
         utilisation=float(util.value) if util is not None else DEFAULT_UTILISATION,
-        utilisation_current=str(util.value) if util is not None else f"{DEFAULT_UTILISATION} (vLLM default)",
+        utilisation_current=(str(util.value) if util is not None else f"{DEFAULT_UTILISATION} (vLLM default)"
+                             if engine in (None, VLLM) else None),
         step=step,
         margin=margin,
     )
@@ -224,7 +228,7 @@ def startup_error(
             suggested=fix.suggested,
             current=fix.current,
             why=fix.why,
-            where=fix.where or vllm_flag(fix.setting),
+            where=fix.where or engine_flag(engine, fix.setting),
             verify=rerun("the engine starts (no error in its log) and the probe's requests succeed"),
         ),
         severity=Severity.CRITICAL,

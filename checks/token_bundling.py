@@ -32,7 +32,7 @@ direct: 4.0 tokens per chunk (800 tokens in 200 chunks, n=8); stream_interval = 
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_setting, rerun, vllm_flag
+from doctor.checklib import engine_flag, engine_of, engine_setting, rerun, vllm_flag
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import RunRecord, StreamEvidence
@@ -74,7 +74,7 @@ def token_bundling(
                  "spans several tokens; 1 streams each token (more API-server CPU per token)"),
             verify=rerun("about 1 token per chunk and an ITL near the TPOT"),
             current=str(interval.value),
-            where=vllm_flag("stream_interval"),
+            where=engine_flag(engine_of(log_facts), "stream_interval"),
         )
     else:
         remediation = Remediation(

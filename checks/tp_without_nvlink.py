@@ -28,7 +28,7 @@ active NVLink -> pipeline_parallel_size 2 with tensor_parallel_size 1.
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_setting, rerun, vllm_flag
+from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import GpuEvidence, RunRecord
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -88,7 +88,7 @@ def tp_without_nvlink(
             setting="pipeline_parallel_size",
             suggested=f"{size} with tensor_parallel_size 1",
             current=f"tensor_parallel_size {size}, pipeline_parallel_size {pp.value if pp else 1}",
-            where=vllm_flag("pipeline_parallel_size", "tensor_parallel_size"),
+            where=engine_flag(engine_of(log_facts), "pipeline_parallel_size", "tensor_parallel_size"),
             why=(
                 "Tensor parallelism all-reduces activations twice per layer per token; over PCIe that traffic "
                 "stretches every decode step. A pipeline over the same GPUs sends activations once per stage; "

@@ -1,8 +1,9 @@
-"""What an engine lacks, derived where its other evidence allows.
+"""What an engine lacks, derived where its other evidence allows, and its remediations in its own words.
 
 TGI's TTFT from its queue and prefill-forward histograms (scrapes in the exposition TGI's
 ``metrics`` exporter writes, with the names of ``backends/v3/src/backend.rs``; synthetic values);
-llama.cpp's KV usage from the /slots of a real llama-server (``fixtures/engines/server-info/``).
+and, for an SGLang and a llama.cpp bundle (real startup logs of ``fixtures/engines/``, synthetic
+scrapes in each engine's metric names), every remediation that fires speaks of that engine.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from doctor.engines.capacity import capacity_from_exposition
 from doctor.evidence import Bundle, Scrape
 from doctor.probes.metrics import Scraper
 from doctor.probes.prometheus import family_queries
+from doctor.runner import analyze
 from doctor.vllm_metrics.derived import SLOTS_KV_USAGE, TGI_TTFT
 from doctor.vllm_metrics.names import FAMILY_BY_KEY
 from doctor.vllm_metrics.window import window_from_scrapes
+from tests.support.bundles import bundle, real_log, stream
+from tests.support.make_check_fixtures_engine import GIB, gpu, h100, hist, load_scrapes, long_context, stalled, steady
 from tests.test_endpoints_probe import send, serve
 from tests.test_engine_self_report import LLAMACPP_METRICS_BUSY, LLAMACPP_SLOTS_BUSY, SERVER_INFO
 
@@ -81,6 +85,54 @@ def test_vllm_windows_do_not_list_tgis_prefill_forward_as_missing() -> None:
 def test_prometheus_is_asked_for_tgis_prefill_steps_alone() -> None:
     queries = family_queries(FAMILY_BY_KEY["prefill_forward"], "tgi_batch_forward_duration", '{job="tgi"}', 60)
     assert all('method="prefill"' in q and 'job="tgi"' in q for _, _, q in queries)
+
+
+# --------------------------------------------------------------------------- remediations in the engine's words
+
+
+def _remediation_texts(b: Bundle) -> dict[str, str]:
+    report = analyze(b)
+    out = {}
+    for finding in report.findings:
+        r = finding.remediation
+        if r is not None:
+            out[finding.code] = " | ".join(str(v) for v in (r.current, r.suggested, r.where, r.why, r.verify) if v)
+    return out
+
+
+def _sglang() -> list[Bundle]:
+    sglang_log = real_log("sglang/v0.5.4.post3-issue12726-startup-kv-graph-limits.log", folder="engines")
+    pressure = load_scrapes(
+        {}, {"sglang:token_usage": 0.97, "sglang:num_running_reqs": 48, "sglang:num_queue_reqs": 30,
+             "sglang:num_retracted_requests_total": 0, "sglang:queue_time_seconds": hist(4.0, 40),
+             "sglang:time_to_first_token_seconds": hist(5.0, 40)},
+        {"sglang:num_retracted_requests_total": 3, "sglang:token_usage": 0.1,
+         "sglang:queue_time_seconds": hist(4.0, 40), "sglang:time_to_first_token_seconds": hist(5.0, 40)})
+    streams = long_context(stalled(8, stall=9.0), 8)
+    return [bundle(stream=streams, metrics=pressure, log=sglang_log,
+                   gpu=gpu(h100(memory_used_bytes=48 * GIB, memory_free_bytes=32 * GIB))),
+            bundle(stream=streams, metrics=pressure, log=sglang_log)]
+
+
+def _llamacpp() -> list[Bundle]:
+    falcon = real_log("llamacpp/b4351-falcon3-1b-vulkan-startup.log", folder="engines")
+    deferred = load_scrapes({}, {"llamacpp:requests_deferred": 3, "llamacpp:requests_processing": 1}, {})
+    return [bundle(stream=stream(steady(4, ttft=6.3, gap=0.004), concurrency=4), metrics=deferred, log=falcon),
+            bundle(stream=long_context(stalled(8, stall=9.0), 8), metrics=deferred, log=falcon,
+                   gpu=gpu(h100(memory_used_bytes=48 * GIB, memory_free_bytes=32 * GIB)))]
+
+
+@pytest.mark.parametrize(("engine", "make", "expected"), [
+    ("SGLang", _sglang, {"LD101", "LD201", "LD401", "LD504"}),
+    ("llama.cpp", _llamacpp, {"LD101", "LD202"}),
+])
+def test_remediations_on_another_engine_mention_no_vllm(engine: str, make, expected: set[str]) -> None:
+    texts: dict[str, str] = {}
+    for b in make():
+        texts.update({f"{code}#{len(texts)}": text for code, text in _remediation_texts(b).items()})
+    assert expected <= {key.split("#")[0] for key in texts}, texts.keys()  # the checks this is about fired
+    assert {key: text for key, text in texts.items() if "vllm" in text.lower()} == {}
+    assert any(engine in text for text in texts.values())
 
 
 def test_tgi_states_its_kv_budget_in_a_gauge() -> None:

@@ -21,7 +21,8 @@ its remediation mean the same thing as every other check's:
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
   ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag, ``engine_of`` telling which engine);
-  ``metric_read`` names the metric a window field came from, in the engine's own names.
+  ``metric_read`` names the metric a window field came from, in the engine's own names, and
+  ``engine_metric`` the engine's own metric for a field (``None`` where it has none).
 
 ``from doctor.checklib import engine_setting, rerun, vllm_flag``: the names below are the
 public API (``tests/test_checklib.py`` pins them); the submodules are its layout, not its
@@ -34,6 +35,7 @@ from doctor.checklib.engine import (
     V1_SERVE_MAX_NUM_SEQS,
     Setting,
     default_max_num_seqs,
+    engine_metric,
     engine_of,
     engine_setting,
     inferred_max_num_seqs,
@@ -87,6 +89,7 @@ __all__ = [
     "default_max_num_seqs",
     "detect_proxy",
     "engine_flag",
+    "engine_metric",
     "engine_of",
     "engine_path",
     "engine_setting",

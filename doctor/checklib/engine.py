@@ -12,7 +12,7 @@ from typing import Any
 
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
-from doctor.engines.names import engine_of_headers
+from doctor.engines.names import VLLM, engine_of_headers, engine_of_metric
 from doctor.evidence import EndpointsEvidence, RunRecord
 from doctor.model import EvidenceValue
 from doctor.vllm_metrics.names import FAMILY_BY_KEY
@@ -156,8 +156,18 @@ def metric_read(mw: MetricsWindow | None, key: str) -> str:
     """The metric a window field was read from (``sglang:num_retracted_requests`` for
     ``preemptions`` on SGLang), else vLLM's newest name for it: what an evidence source or a
     verify text names, so that it names the metric the engine that served exposes."""
+    return engine_metric(key, None, mw) or FAMILY_BY_KEY[key].names[0]
+
+
+def engine_metric(key: str, engine: str | None, mw: MetricsWindow | None = None) -> str | None:
+    """The metric of a window field on ``engine``: the one the window read, else the engine's
+    own name for it (vLLM's when the engine is unknown); ``None`` when the engine exposes none
+    (llama.cpp and TGI count no preemption), so that a verify text leaves that metric out."""
     read = mw.metric_names.get(key) if mw is not None else None
-    return read or FAMILY_BY_KEY[key].names[0]
+    if read:
+        return read
+    wanted = engine or VLLM
+    return next((name for name in FAMILY_BY_KEY[key].names if engine_of_metric(name) == wanted), None)
 
 
 _OFF = ("false", "0", "off", "no", "none", "disabled")

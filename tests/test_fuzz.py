@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from doctor.bundle import EMBED_ID, EMBED_TYPE, dumps, load_path, save
 from doctor.config import FileConfig, load_config
 from doctor.derive.gateway import derive_gateway
-from doctor.engines import normal
+from doctor.engines import normal, server_info
 from doctor.engines.logs import parse_engine_log
 from doctor.errors import BundleError, UsageError
 from doctor.evidence import PrometheusEvidence, PromQuery, RequestTrace, TokenEvent
@@ -221,6 +221,25 @@ def test_version_and_models_answers_are_read_or_refused(body: str) -> None:
         except endpoints._Failure:
             continue
         json.dumps([endpoint.version, [m.id for m in endpoint.models]], ensure_ascii=False).encode()
+
+
+# --- what an engine says about itself (/props, /get_server_info, /info, /slots) --------------------
+
+_INFO_KEYS = sorted(set().union(*server_info.KEPT.values()) | {"n_ctx", "is_processing", "n_prompt_tokens", "next_token"})
+engine_answers = st.one_of(json_values, st.dictionaries(st.sampled_from(_INFO_KEYS), st.one_of(
+    json_values, st.lists(st.dictionaries(st.sampled_from([*_INFO_KEYS, "memory_usage", "token_capacity", "n_decoded"]),
+                                          st.one_of(json_values, st.dictionaries(st.just("token_capacity"), numbers))),
+                          max_size=3)), max_size=8))
+
+
+@given(st.sampled_from(sorted(server_info.PATHS)), engine_answers, st.lists(engine_answers, max_size=3))
+def test_engines_answers_about_themselves_give_facts_or_nothing(engine: str, doc: object, slots: list[object]) -> None:
+    fields = server_info.kept_fields(engine, doc)
+    if fields is not None:
+        json.dumps(server_info.facts(engine, fields))
+    kept = server_info.slot_fields(slots)
+    usage = server_info.slots_kv_usage(kept) if kept is not None else None
+    assert usage is None or 0.0 <= usage <= 1.0
 
 
 # --- Kubernetes Service and EndpointSlices (k8s:// fleets) ------------------------------------------

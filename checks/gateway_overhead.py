@@ -108,7 +108,7 @@ def gateway_overhead(
         remediation=Remediation(
             setting="gateway_hop",
             suggested="remove the per-request cost: upstream keep-alive, cached auth, TLS session reuse",
-            where=f"{name} between the client and vLLM",
+            where=f"{name} between the client and the engine",
             why=why,
             verify=rerun("gateway TTFT p50 within a few ms of the direct one"),
         ),

@@ -594,6 +594,11 @@ def _shares(components: list[Component]) -> list[Component]:
     return components
 
 
+#: What the split of TTFT into queue and prefill needs from the engine (vLLM V1 and SGLang export both;
+#: TGI's TTFT is derived from its queue and prefill histograms; llama.cpp has neither).
+_NO_SERVER_SPLIT = "the engine's TTFT and queue-time histograms in /metrics"
+
+
 def _ttft_split(stats: StreamStats | None, probe: dict[str, Felt], mw: MetricsWindow | None, prefer_server: bool) -> _Split:
     """Mean TTFT on the users' path = gateway + transport + queue + prefill (+ what is left); of the
     server's TTFT mean when the server saw more than the probe (``prefer_server``)."""
@@ -602,7 +607,7 @@ def _ttft_split(stats: StreamStats | None, probe: dict[str, Felt], mw: MetricsWi
     parts: list[Component] = []
     if prefer_server or stats is None or not probe:
         if mw is None or mw.ttft is None or server_ttft is None:
-            split.missing.append("vLLM's TTFT and queue-time histograms in /metrics (V1 engine)")
+            split.missing.append(_NO_SERVER_SPLIT)
             return split
         whole = server_ttft
         split.label = "server TTFT mean"
@@ -639,7 +644,7 @@ def _ttft_split(stats: StreamStats | None, probe: dict[str, Felt], mw: MetricsWi
             parts.append(Component("prefill", max(server_ttft - queue, 0.0),
                                    source="metrics: server TTFT mean - queue time mean"))
         if queue is None or server_ttft is None:
-            split.missing.append("vLLM's TTFT and queue-time histograms in /metrics (V1 engine)")
+            split.missing.append(_NO_SERVER_SPLIT)
     explained = sum(c.seconds or 0.0 for c in parts)
     if parts and whole - explained > 0.05 * whole:
         parts.append(Component("other", whole - explained, source=f"{split.label} - the components above"))

@@ -97,7 +97,7 @@ ANALYSIS_OPTIONS = [
 ]
 EXPORT_OPTIONS = [
     opt(Path | None, None, "--metrics-textfile", help="Also write the run's metrics (llm_doctor_*) here, atomically, for node_exporter's textfile collector (name it *.prom).", rich_help_panel=A),
-    opt(str | None, None, "--pushgateway", help="Also push the run's metrics to this Prometheus Pushgateway URL (job llm-doctor, grouped by region).", rich_help_panel=A),
+    opt(str | None, None, "--pushgateway", help="Also push the run's metrics to this Prometheus Pushgateway URL (job llm-doctor; llm-doctor-load for load, llm-doctor-sweep for sweep; grouped by region).", rich_help_panel=A),
 ]
 BASELINE_OPTION = [
     opt(Path | None, None, "--baseline", help="Keep the latest healthy run per region, provider, client location and request shape in this folder, and compare each run with its own (exit 1 for a regression beyond noise).", rich_help_panel=A),
@@ -176,9 +176,10 @@ def watch(
 
 
 @app.command("load")
-@uses(LOAD_TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, LOAD_ANALYSIS_OPTIONS, CONFIG_OPTION)
+@uses(LOAD_TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, LOAD_ANALYSIS_OPTIONS, EXPORT_OPTIONS, CONFIG_OPTION)
 def load_cmd(
     scenario: Annotated[str, typer.Option("--scenario", help="single (one stream, closed loop) | server (Poisson arrivals at --rate for --duration) | offline (--requests all at once).")] = "single",
+    bundle: Annotated[Path | None, typer.Option("--bundle", help="Also keep the evidence bundle here (.json or .json.gz); `analyze` re-reads it as this run.")] = None,
     opts: dict[str, Any] = {},  # noqa: B006
 ) -> None:
     """Load the target in one of MLPerf's scenarios: latency percentiles, throughput, goodput, diagnosed.
@@ -195,19 +196,22 @@ def load_cmd(
       llm-doctor load --gateway https://llm.example.com --scenario single --requests 64 --prompt-tokens 128:2048
 
       llm-doctor load --engine http://vllm:8000 --scenario offline --requests 256 --gpu-hour-price 2.5
+
+      llm-doctor load --engine http://vllm:8000 --scenario server --rate 8 --duration 60 --metrics-textfile /var/lib/node_exporter/textfile/llm_doctor_load.prom
     """
     from doctor.commands.load import run
 
     opts["scenario"] = scenario
-    run_guarded(lambda: run(opts, load_config(opts.get("config"))))
+    run_guarded(lambda: run(opts, load_config(opts.get("config")), bundle))
 
 
 @app.command("sweep")
-@uses(LOAD_TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, LOAD_ANALYSIS_OPTIONS, CONFIG_OPTION)
+@uses(LOAD_TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, LOAD_ANALYSIS_OPTIONS, EXPORT_OPTIONS, CONFIG_OPTION)
 def sweep_cmd(
     by: Annotated[str, typer.Option("--by", help="concurrency (closed loop 1, 2, 4, ... to --max-concurrency) | rate (Poisson, to --max-rate).")] = "concurrency",
     max_rate: Annotated[float | None, typer.Option("--max-rate", help="The highest Poisson rate of a --by rate sweep.")] = None,
     start: Annotated[float | None, typer.Option("--start", help="The first level (default 1 stream, or 1 request/s).")] = None,
+    bundle_dir: Annotated[Path | None, typer.Option("--bundle-dir", help="Keep each level's evidence bundle in this folder as level-<level>.json.gz; `analyze` re-reads any level offline.")] = None,
     opts: dict[str, Any] = {},  # noqa: B006
 ) -> None:
     """Find the SLO knee: the most load within --ttft-budget and --tpot-budget, why, and max_num_seqs.
@@ -217,16 +221,20 @@ def sweep_cmd(
     is diagnosed like a load run. The engine's /metrics at the first level over says why the
     knee is there; the recommendation is max_num_seqs at the knee, or replicas when the KV cache
     or compute runs out first. A level whose client was suspect is never the knee.
+    --metrics-textfile and --pushgateway export the knee, the budget that binds and the setting
+    (llm_doctor_sweep_*, job llm-doctor-sweep).
 
     [bold]Examples[/]
 
       llm-doctor sweep --engine http://vllm:8000 --log vllm.log --ttft-budget 0.5 --tpot-budget 0.05 --html sweep.html
 
-      llm-doctor sweep --gateway https://llm.example.com --engine http://vllm:8000 --by rate --max-rate 32
+      llm-doctor sweep --gateway https://llm.example.com --engine http://vllm:8000 --by rate --max-rate 32 --bundle-dir levels/
+
+      llm-doctor analyze levels/level-8.json.gz
     """
     from doctor.commands.sweep import run
 
-    run_guarded(lambda: run(opts, load_config(opts.get("config")), by=by, max_rate=max_rate, start=start))
+    run_guarded(lambda: run(opts, load_config(opts.get("config")), by=by, max_rate=max_rate, start=start, bundle_dir=bundle_dir))
 
 
 @app.command("collect")

@@ -203,6 +203,16 @@ def analysis_record(options: AnalyzeOptions, registry: Registry) -> AnalysisReco
     )
 
 
+def recorded_budgets(bundle: Bundle) -> Budgets:
+    """The budgets ``bundle`` was analysed with (``analysis_record`` read back), the defaults where
+    none is recorded: what a load report judges its summary by, live or re-analysed alike."""
+    record, defaults = bundle.run.analysis, Budgets()
+    if record is None:
+        return defaults
+    return Budgets(ttft_s=defaults.ttft_s if record.ttft_budget_s is None else record.ttft_budget_s,
+                   tpot_s=defaults.tpot_s if record.tpot_budget_s is None else record.tpot_budget_s)
+
+
 def with_analysis(bundle: Bundle, options: AnalyzeOptions, registry: Registry) -> Bundle:
     """A shallow copy of ``bundle`` whose run record says how it is analysed (the input is untouched)."""
     run = dataclasses.replace(bundle.run, analysis=analysis_record(options, registry))

@@ -94,22 +94,15 @@ class Level:
     interrupted: bool = False
 
     client: str | None = None  # why the client was the bottleneck (``client_bottleneck``); None: it kept up
+    bundle: str | None = None  # where the level's evidence bundle was kept (``sweep --bundle-dir``)
 
     @property
     def suspect(self) -> bool:
         return self.client is not None
 
     def over(self, budgets: Budgets) -> dict[str, float]:
-        """Budget name -> judged p90 / budget, for each budget this level exceeds (no answer: TTFT over)."""
-        ttft, tpot = self.summary.ttft_judged_s, self.summary.tpot_judged_s
-        out: dict[str, float] = {}
-        if ttft is None:
-            out["ttft"] = math.inf
-        elif ttft > budgets.ttft_s:
-            out["ttft"] = ttft / budgets.ttft_s
-        if tpot is not None and tpot > budgets.tpot_s:
-            out["tpot"] = tpot / budgets.tpot_s
-        return out
+        """Budget name -> judged p90 / budget, for each budget this level exceeds (``LoadSummary.over``)."""
+        return self.summary.over(budgets)
 
     def within(self, budgets: Budgets) -> bool:
         """Within both budgets, as measured by a client that kept up, over a whole level."""
@@ -302,7 +295,8 @@ def level_dict(level: Level, by: str, budgets: Budgets) -> dict[str, Any]:
     """One ``levels[]`` entry of the JSON document."""
     return {by: level.value if by == "rate" else int(level.value), "within": level.within(budgets),
             "over": sorted(level.over(budgets)), "suspect": level.suspect, "interrupted": level.interrupted,
-            "summary": to_jsonable(level.summary), "engine": to_jsonable(level.engine), "findings": level.findings}
+            "summary": to_jsonable(level.summary), "engine": to_jsonable(level.engine), "findings": level.findings,
+            "bundle": level.bundle}
 
 
 @dataclass

@@ -42,6 +42,8 @@ def load_rows(s: LoadSummary) -> list[tuple[str, str]]:
         ]
         if s.p90_note:
             rows.append(("p90", s.p90_note))
+        rows.append(("budgets", "over " + " and ".join(b.upper() for b in s.over_budgets) if s.over_budgets
+                     else "within both"))
     rows += [
         ("throughput", f"{_rate(s.requests_per_s, 'requests/s')}, {_rate(s.output_tokens_per_s, 'output tokens/s')}"),
         ("goodput", (f"{_rate(s.goodput_rps, 'requests/s')} within TTFT {fmt_seconds(s.ttft_budget_s)} and TPOT "

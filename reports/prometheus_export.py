@@ -10,6 +10,10 @@ Every family carries ``region`` from the run record ("" when the run did not say
 replicas), so a Prometheus that gathers several regions' textfiles keeps each region's numbers apart (budgets
 are local numbers). A path the run did not probe, or a statistic with no sample, is left out
 rather than written as 0: 0 s TTFT would read as a fast answer.
+
+A load run adds its summary's families (``LOAD_FAMILIES``, built from the report and the
+``LoadSummary`` of its bundle, which ``analyze`` of that bundle computes alike); a sweep has
+families of its own (``SWEEP_FAMILIES``, from its ``SweepResult``): the knee and what bound it.
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
+from doctor.derive.load_summary import LoadSummary
 from doctor.model import Report, Severity, Symptom
 from doctor.outage import unreachable_paths
+from doctor.sweep import SweepResult
 
 #: The families and their help text, in the order the file lists them.
 FAMILIES: dict[str, str] = {
@@ -38,6 +44,36 @@ FAMILIES: dict[str, str] = {
     "llm_doctor_run_duration_seconds": "How long the run took, from the run record's start to its end.",
     "llm_doctor_up": "1 when the run could diagnose (a verdict other than inconclusive), else 0.",
 }
+
+#: A load run's families (``load``, and ``analyze`` of a bundle it or a sweep level kept), labelled
+#: ``scenario`` too; the per-path families above come with them. Apart from ``FAMILIES``: the
+#: dashboard and the alerts read a diagnosis' numbers, and these exist only after a load run.
+LOAD_FAMILIES: dict[str, str] = {
+    "llm_doctor_load_ttft_p90_seconds": "TTFT p90 a load run is held to its budget by: MLPerf's early-stopping bound once n >= 64, else the p90.",
+    "llm_doctor_load_tpot_p90_seconds": "TPOT p90 a load run is held to its budget by: MLPerf's early-stopping bound once n >= 64, else the p90.",
+    "llm_doctor_load_within_budget": "1 when the load run's TTFT p90 and TPOT p90 are within both budgets, else 0.",
+    "llm_doctor_load_requests_per_second": "Successful requests per second over the load run's measured span.",
+    "llm_doctor_load_output_tokens_per_second": "Output tokens per second over the load run's measured span.",
+    "llm_doctor_load_goodput_requests_per_second": "Requests within both budgets per second (goodput, DistServe's definition).",
+    "llm_doctor_load_good_ratio": "Requests within both budgets over the requests sent (a failure is never good).",
+    "llm_doctor_load_offered_requests_per_second": "The Poisson arrival rate asked for (open-loop scenarios only).",
+    "llm_doctor_load_achieved_requests_per_second": "Arrivals per second the client managed to send.",
+    "llm_doctor_load_late_arrivals": "Arrivals sent more than 10 ms after their schedule: the client could not offer the load.",
+    "llm_doctor_load_cost_per_million_output_tokens": "What a million output tokens cost at this throughput (with --gpu-hour-price).",
+}
+
+#: A sweep's families (``sweep``): the knee, what bound it and the one setting, labelled ``by``.
+SWEEP_FAMILIES: dict[str, str] = {
+    "llm_doctor_sweep_knee_streams": "Highest closed-loop concurrency within both budgets (a --by concurrency sweep; absent without a knee).",
+    "llm_doctor_sweep_knee_requests_per_second": "Highest Poisson rate within both budgets (a --by rate sweep; absent without a knee).",
+    "llm_doctor_sweep_binding": "1 for what the first level over the knee broke first (ttft, tpot, client, interrupted), 0 for the others.",
+    "llm_doctor_sweep_recommended": "The value the sweep recommends for its one setting (max_num_seqs or replicas).",
+    "llm_doctor_sweep_max_num_seqs": "The engine's max_num_seqs during the sweep, when its log or /metrics says it (what a max_num_seqs recommendation changes).",
+    "llm_doctor_sweep_levels": "Levels of load the sweep measured.",
+}
+
+#: What ``llm_doctor_sweep_binding`` has a sample for (``doctor.sweep.Knee.binding``).
+BINDINGS = ("ttft", "tpot", "client", "interrupted")
 
 #: family -> (the stream_stats path field, the statistic) for the per-path latency families.
 _PATH_STATS = {
@@ -64,15 +100,17 @@ class _Families:
 
     def __call__(self, name: str, *labels: str) -> Gauge:
         if name not in self.gauges:
-            self.gauges[name] = Gauge(name, FAMILIES[name], [*self.run_labels, *labels], registry=self.registry)
+            text = FAMILIES.get(name) or LOAD_FAMILIES.get(name) or SWEEP_FAMILIES[name]
+            self.gauges[name] = Gauge(name, text, [*self.run_labels, *labels], registry=self.registry)
         return self.gauges[name]
 
 
-def metrics_registry(report: Report | Mapping[str, Report]) -> CollectorRegistry:
+def metrics_registry(report: Report | Mapping[str, Report], *, load: LoadSummary | None = None) -> CollectorRegistry:
     """A registry holding the report's families (its own: never the process-wide default one).
 
     Several reports, by target name (``watch`` with a canary, or a fleet's replicas), share the
     families, each sample labelled ``target`` too, so the canary's TTFT sits beside the stable's.
+    ``load``: the summary of a load run's one report, whose ``llm_doctor_load_*`` families join them.
     """
     registry = CollectorRegistry(auto_describe=True)
     several = isinstance(report, Mapping)
@@ -80,6 +118,55 @@ def metrics_registry(report: Report | Mapping[str, Report]) -> CollectorRegistry
     for target, one in (report.items() if isinstance(report, Mapping) else [("", report)]):
         run = {"region": one.bundle.run.region or "", **({"target": target} if several else {})}
         _add(one, families, run)
+        if load is not None and not several:
+            _add_load(load, families, run, one.bundle.run.scenario or "")
+    return registry
+
+
+#: LOAD_FAMILIES' family -> the ``LoadSummary`` field it carries (the rest are computed).
+_LOAD_FIELDS = {
+    "llm_doctor_load_ttft_p90_seconds": "ttft_judged_s",
+    "llm_doctor_load_tpot_p90_seconds": "tpot_judged_s",
+    "llm_doctor_load_requests_per_second": "requests_per_s",
+    "llm_doctor_load_output_tokens_per_second": "output_tokens_per_s",
+    "llm_doctor_load_goodput_requests_per_second": "goodput_rps",
+    "llm_doctor_load_good_ratio": "good_fraction",
+    "llm_doctor_load_offered_requests_per_second": "offered_rps",
+    "llm_doctor_load_achieved_requests_per_second": "achieved_rps",
+    "llm_doctor_load_cost_per_million_output_tokens": "cost_per_million_output_tokens",
+}
+
+
+def _add_load(summary: LoadSummary, gauge: _Families, run: dict[str, str], scenario: str) -> None:
+    """A load summary's samples; a number it does not have (no Poisson rate, no price) is left out."""
+    labels = {**run, "scenario": scenario}
+    for name, attribute in _LOAD_FIELDS.items():
+        value = getattr(summary, attribute)
+        if value is not None:
+            gauge(name, "scenario").labels(**labels).set(value)
+    gauge("llm_doctor_load_within_budget", "scenario").labels(**labels).set(0 if summary.over_budgets else 1)
+    if summary.offered_rps is not None:  # a closed loop's schedule is its send: never late
+        gauge("llm_doctor_load_late_arrivals", "scenario").labels(**labels).set(summary.late)
+
+
+def sweep_registry(result: SweepResult) -> CollectorRegistry:
+    """A sweep's families: the knee in its unit, what bound it, the recommendation, labelled
+    ``region`` (the sweep's run record) and ``by``."""
+    registry = CollectorRegistry(auto_describe=True)
+    gauge = _Families(registry, ("region", "by"))
+    run = {"region": result.run.get("region") or "", "by": result.by}
+    if result.knee.value is not None:
+        name = "llm_doctor_sweep_knee_streams" if result.by == "concurrency" else "llm_doctor_sweep_knee_requests_per_second"
+        gauge(name).labels(**run).set(result.knee.value)
+    binding = gauge("llm_doctor_sweep_binding", "budget")
+    for budget in BINDINGS:
+        binding.labels(**run, budget=budget).set(1 if result.knee.binding == budget else 0)
+    rec = result.recommendation
+    if rec.suggested is not None:
+        gauge("llm_doctor_sweep_recommended", "setting").labels(**run, setting=rec.setting).set(rec.suggested)
+    if rec.current is not None:  # the engine's max_num_seqs, whichever setting is recommended
+        gauge("llm_doctor_sweep_max_num_seqs").labels(**run).set(rec.current)
+    gauge("llm_doctor_sweep_levels").labels(**run).set(len(result.levels))
     return registry
 
 

@@ -4,7 +4,8 @@ The server stamps every request's arrival and every chunk's send (``ServerLog``)
 client says about its arrivals, its TTFT and its concurrency is checked against what the server
 saw: Poisson gaps with the mean and the coefficient of variation of an exponential, TTFT close to
 the server's, never more streams in flight than allowed, and a client that cannot keep up
-reported as late arrivals (latency from the schedule: no coordinated omission).
+reported as late arrivals (latency from the schedule: no coordinated omission). A load run keeps
+its bundle (``--bundle``), which ``analyze`` reads back as the run, and exports its summary.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from doctor.cli import app
 from doctor.exit_codes import ExitCode
 from tests.support.sse_server import Sent, SseServer
 from tests.test_collect import ROOT, _stop_mid_stream
+from tests.test_metrics_export import samples, value
 
 COMMON = ("--no-gpu", "--no-host", "--no-metrics", "--warmup", "0")
 
@@ -163,3 +165,44 @@ def test_with_both_targets_only_the_gateway_is_loaded(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert streamed == (0, 5) and doc["summary"]["path"] == "gateway"
     assert list(doc["bundle"]["stream"]["shape"]["paths"]) == ["gateway"]
+
+
+def test_load_keeps_its_bundle_and_exports_its_summary_as_analyze_reads_it(tmp_path: Path) -> None:
+    """``--bundle`` keeps the evidence; the textfile holds the summary's families beside the
+    diagnosis' (parsed back with prometheus_client's parser); ``analyze`` of the kept bundle gives
+    the same summary and writes the same samples."""
+    bundle, prom, again = tmp_path / "load.json.gz", tmp_path / "load.prom", tmp_path / "again.prom"
+    with SseServer() as srv:
+        doc, output = load(srv.base(ttft=0.02, itl=0.005, n=4), tmp_path, "--scenario", "server", "--rate", "20",
+                           "--requests", "30", "--max-tokens", "4", "--region", "eu-west", "--bundle", str(bundle),
+                           "--metrics-textfile", str(prom))
+    summary = doc["summary"]
+    parsed = samples(prom.read_text())
+    run = {"region": "eu-west", "scenario": "server"}
+    assert value(parsed, "llm_doctor_load_offered_requests_per_second", **run) == 20
+    assert value(parsed, "llm_doctor_load_achieved_requests_per_second", **run) == summary["achieved_rps"]
+    assert value(parsed, "llm_doctor_load_goodput_requests_per_second", **run) == summary["goodput_rps"]
+    assert value(parsed, "llm_doctor_load_good_ratio", **run) == summary["good_fraction"]
+    assert value(parsed, "llm_doctor_load_late_arrivals", **run) == summary["late"]
+    assert value(parsed, "llm_doctor_load_tpot_p90_seconds", **run) == summary["tpot_p90_s"]  # n = 30: the p90 itself
+    ttft = value(parsed, "llm_doctor_load_ttft_p90_seconds", **run)
+    assert ttft == summary["ttft_p90_s"] == value(parsed, "llm_doctor_ttft_p90_seconds", path="direct", region="eu-west")
+    assert value(parsed, "llm_doctor_load_within_budget", **run) == (0.0 if summary["over_budgets"] else 1.0)
+    assert summary["over_budgets"] == [] and "within both" in output  # 20 ms TTFT, 5 ms TPOT: far within the defaults
+    assert not any(name == "llm_doctor_load_cost_per_million_output_tokens" for name, _ in parsed)  # no price given
+    analyzed = tmp_path / "analyzed.json"
+    result = CliRunner().invoke(app, ["analyze", str(bundle), "--json", str(analyzed), "--metrics-textfile", str(again)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(analyzed.read_text())["summary"] == summary
+    assert samples(again.read_text()) == parsed
+
+
+def test_a_load_run_over_budget_says_so_in_its_summary_and_its_metrics(tmp_path: Path) -> None:
+    prom = tmp_path / "load.prom"
+    with SseServer() as srv:
+        doc, output = load(srv.base(ttft=0.2, itl=0.005, n=4), tmp_path, "--scenario", "single", "--requests", "5",
+                           "--max-tokens", "4", "--ttft-budget", "0.1", "--metrics-textfile", str(prom))
+    assert doc["summary"]["over_budgets"] == ["ttft"] and "over TTFT" in output
+    parsed = samples(prom.read_text())
+    assert value(parsed, "llm_doctor_load_within_budget", region="", scenario="single") == 0.0
+    assert not any(name == "llm_doctor_load_offered_requests_per_second" for name, _ in parsed)  # a closed loop offers no rate

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
@@ -20,10 +21,13 @@ from doctor.cli import app
 from doctor.model import Severity, Symptom
 from doctor.registry import load_registry
 from doctor.runner import AnalyzeOptions, analyze
-from reports.prometheus_export import FAMILIES
+from doctor.sweep import EngineFacts, conclude
+from reports.prometheus_export import BINDINGS, FAMILIES, sweep_registry
 from tests.support import system
 from tests.support.sse_server import SseServer
 from tests.test_metrics_prometheus import free_port, wait_for
+from tests.test_sweep_knee import BUDGETS as KNEE_BUDGETS
+from tests.test_sweep_knee import level as knee_level
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bundles"
 PUSHGATEWAY = system.find("prometheus-pushgateway")
@@ -138,3 +142,39 @@ def test_an_unreachable_pushgateway_is_a_warning_not_a_crash(tmp_path) -> None:
             "--pushgateway", f"http://127.0.0.1:{free_port()}"])
     assert result.exit_code == 0, result.output  # the diagnosis's own code
     assert "could not push the metrics" in result.stderr
+
+
+@system.needs(PUSHGATEWAY, "prometheus-pushgateway not found; install the Debian package `prometheus-pushgateway`")
+def test_a_load_run_pushes_under_its_own_job_and_leaves_the_diagnosis_in_place(tmp_path, pushgateway) -> None:
+    """A push replaces its whole group: the load run's own job keeps the diagnosis' numbers."""
+    common = ["--region", "ap-south", "--warmup", "0", "--no-gpu", "--no-host", "--no-metrics", "--pushgateway", pushgateway]
+    with SseServer() as srv:
+        diagnosed = CliRunner().invoke(app, ["diagnose", "--engine", srv.base(itl=0.001, n=4), "--requests", "3",
+                                             "--json", str(tmp_path / "d.json"), *common])
+        loaded = CliRunner().invoke(app, ["load", "--engine", srv.base(itl=0.001, n=4), "--scenario", "server", "--rate", "20",
+                                          "--requests", "10", "--json", str(tmp_path / "l.json"), *common])
+    assert "pushed the metrics" in diagnosed.stderr and "pushed the metrics" in loaded.stderr, loaded.output
+    parsed = samples(httpx.get(f"{pushgateway}/metrics", timeout=5).text)
+    group = {"instance": "", "region": "ap-south"}
+    assert value(parsed, "llm_doctor_up", job="llm-doctor", **group) == 1.0  # still there after the load run's push
+    assert value(parsed, "llm_doctor_up", job="llm-doctor-load", **group) == 1.0
+    assert value(parsed, "llm_doctor_load_offered_requests_per_second", job="llm-doctor-load", scenario="server", **group) == 20
+    assert not any(dict(labels).get("job") == "llm-doctor" for name, labels in parsed if name.startswith("llm_doctor_load_"))
+
+
+def test_a_concurrency_sweeps_families_give_the_knee_in_streams_and_the_setting_now() -> None:
+    """From a ``SweepResult`` alone: the knee in its own unit, one binding set, the setting, and
+    the engine's max_num_seqs when it said it (here its limit of 8 is above a knee of 4 that KV
+    pressure set: replicas)."""
+    engine = EngineFacts(running_max=6, waiting_max=0, kv_usage_max=0.97, preemptions=3, max_num_seqs=8, max_num_seqs_source="log")
+    levels = [knee_level(1, 0.1, 0.01, engine), knee_level(2, 0.1, 0.01, engine), knee_level(4, 0.2, 0.02, engine),
+              knee_level(8, 0.9, 0.03, engine), knee_level(6, 0.7, 0.03, engine), knee_level(5, 0.6, 0.03, engine)]
+    result = conclude(levels, KNEE_BUDGETS, "concurrency", 16, {"region": "eu-west"})
+    parsed = samples(generate_latest(sweep_registry(result)).decode())
+    run = {"region": "eu-west", "by": "concurrency"}
+    assert value(parsed, "llm_doctor_sweep_knee_streams", **run) == 4
+    assert [b for b in BINDINGS if value(parsed, "llm_doctor_sweep_binding", budget=b, **run) == 1] == ["ttft"]
+    assert result.recommendation.setting == "replicas"
+    assert value(parsed, "llm_doctor_sweep_recommended", setting="replicas", **run) == 4  # 16 streams / a knee of 4
+    assert value(parsed, "llm_doctor_sweep_max_num_seqs", **run) == 8
+    assert value(parsed, "llm_doctor_sweep_levels", **run) == 6

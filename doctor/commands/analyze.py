@@ -1,4 +1,9 @@
-"""``llm-doctor analyze``: re-analyse a saved bundle or report, with the settings it was made with."""
+"""``llm-doctor analyze``: re-analyse a saved bundle or report, with the settings it was made with.
+
+A bundle of a load run (``load --bundle``) or of a sweep level (``sweep --bundle-dir``) comes out
+as ``load`` wrote it: the scenario's summary judged by the budgets it was made with, beside the
+report, and its ``llm_doctor_load_*`` families with the rest.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any
 from doctor.bundle import load_path
 from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
+from doctor.commands.load import emit_load
 from doctor.config import FileConfig, load_config, with_recorded_analysis
 from doctor.console import warn
 from doctor.exit_codes import ExitCode
@@ -23,6 +29,8 @@ def run(opts: dict[str, Any], source: Path, region: str | None) -> ExitCode:
     check_output_options(opts, cfg)  # before reading the bundle or writing any file
     exports = check_export_options(opts)
     report, cfg = reanalyse(source, opts, cfg, region)
+    if report.bundle.run.scenario is not None:  # kept by ``load --bundle`` or ``sweep --bundle-dir``: read as it was live
+        return emit_load(report, opts, check_output_options(opts, cfg), exports)
     code = emit(report, opts, cfg)
     export_metrics(report, exports)
     return code

@@ -3,7 +3,9 @@
 The run is a ``diagnose`` of one path under the scenario's load (``doctor.load_settings``):
 collected into a bundle, read back and analysed by every check through ``doctor.pipeline``, with
 the engine's /metrics scraped over it. The scenario's own numbers (``doctor.derive.load_summary``)
-go beside the report: in the terminal, as the JSON's ``summary`` and as a section of the HTML.
+go beside the report: in the terminal, as the JSON's ``summary``, as a section of the HTML and as
+the ``llm_doctor_load_*`` metric families. ``emit_load`` is that way out, shared with ``analyze``
+of a bundle a load run or a sweep level kept, so the offline reading is the live one.
 Ctrl-C or SIGTERM stops sending at once (``doctor.signals``) and the partial report is still written.
 """
 
@@ -11,36 +13,63 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from doctor import pipeline
 from doctor.bundle import write_file
+from doctor.commands.export import export_metrics
 from doctor.config import FileConfig
 from doctor.console import err, progress
-from doctor.derive.load_summary import LoadSummary, load_summary
+from doctor.derive.load_summary import LoadSummary, Price, load_summary
 from doctor.derive.missing import Missing
 from doctor.exit_codes import ExitCode, exit_code_for
 from doctor.load_settings import build_load_config, build_price
-from doctor.settings import build_analyze_options, check_output_options, check_output_paths, checked_registry
+from doctor.model import Report, Severity
+from doctor.runner import recorded_budgets
+from doctor.settings import (
+    ExportTargets,
+    build_analyze_options,
+    check_export_options,
+    check_output_options,
+    check_output_paths,
+    checked_registry,
+)
 from reports.html_page import render_html
 from reports.load_report import load_dict, load_rows, print_load
+from reports.markdown import render_markdown
 from reports.terminal import print_report, stdout_console
 
 
-def run(opts: dict[str, Any], cfg: FileConfig) -> ExitCode:
+def run(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None = None) -> ExitCode:
     """The report's exit code (130 when interrupted); every flag checked before anything is sent."""
     config = build_load_config(opts, cfg, "load")
     fail_on = check_output_options(opts, cfg)
-    check_output_paths(opts.get("json"), opts.get("html"))
+    check_output_paths(bundle_path, opts.get("json"), opts.get("html"))
+    exports = check_export_options(opts)
     price = build_price(opts)
     analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
     config.budgets = analyze_opts.budgets
     registry = checked_registry(analyze_opts)
-    report = pipeline.diagnose(config, analyze_opts, registry, progress=progress)
+    report = pipeline.diagnose(config, analyze_opts, registry, bundle_path=bundle_path, progress=progress)
+    if bundle_path:
+        err.print(f"wrote {bundle_path}")
+    return emit_load(report, opts, fail_on, exports, price=price, interrupted=report.bundle.interrupted)
+
+
+def emit_load(report: Report, opts: dict[str, Any], fail_on: Severity, exports: ExportTargets, *,
+              price: Price | None = None, interrupted: bool = False) -> ExitCode:
+    """A load report's way out: the JSON with its ``summary``, the HTML with its load section, the
+    scenario's table and the report's summary on stdout, the metrics; then the exit code.
+
+    The summary is judged by the budgets the report was analysed with (its run record), so a
+    re-analysed level or load bundle reads as it did live. ``interrupted``: this process was
+    stopped while collecting (exit 130), as in ``doctor.commands.emit``.
+    """
     summary: LoadSummary | None = None
     missing = None
     try:
-        summary = load_summary(report.bundle, analyze_opts.budgets, price)
+        summary = load_summary(report.bundle, recorded_budgets(report.bundle), price)
     except Missing as exc:
         missing = str(exc)
     document = json.dumps(load_dict(report, summary, missing), indent=1, ensure_ascii=False) + "\n"
@@ -48,15 +77,21 @@ def run(opts: dict[str, Any], cfg: FileConfig) -> ExitCode:
         write_file(opts["json"], document.encode("utf-8"))
         err.print(f"wrote {opts['json']}")
     if opts.get("html"):
-        title = f"Load: {config.scenario} scenario" + (f" on the {summary.path} path" if summary else "")
+        scenario = report.bundle.run.scenario or "load"
+        title = f"Load: {scenario} scenario" + (f" on the {summary.path} path" if summary else "")
         write_file(opts["html"], render_html(report, (title, load_rows(summary) if summary else [("summary", missing or "")])).encode("utf-8"))
         err.print(f"wrote {opts['html']}")
+    if opts.get("md"):  # analyze's --md; load itself has none
+        full = next((Path(p).name for p in (opts.get("html"), opts.get("json")) if p), None)  # the footer's pointer
+        write_file(opts["md"], render_markdown(report, full).encode("utf-8"))
+        err.print(f"wrote {opts['md']}")
     if (opts.get("format") or "text") == "json":
         sys.stdout.write(document)
     else:
         console = stdout_console()
         print_load(summary, missing, console)
         print_report(report, console, verbose=bool(opts.get("verbose")))
-    if report.bundle.interrupted:
+    export_metrics(report, exports, load=summary)
+    if interrupted:
         return ExitCode.INTERRUPTED
     return exit_code_for(report, fail_on)

@@ -4,16 +4,24 @@ Each level is one ``doctor.pipeline`` run (collect -> bundle -> analyze, /metric
 it) of the level's probe plan (``doctor.load_settings.level_config``); ``doctor.sweep`` decides
 the next level, finds the knee and words the recommendation. Ctrl-C or SIGTERM ends the level
 in flight at once, and the sweep is reported with the levels it measured (exit 130).
+
+``--bundle-dir DIR`` keeps each level's evidence bundle as ``DIR/level-<level>.json.gz`` (a level
+measured twice, its client suspect the first time, keeps the measurement the sweep used), so
+``llm-doctor analyze`` re-reads any level offline with the budgets it was judged by. The knee's
+families (``reports.prometheus_export.sweep_registry``) go to the textfile and the Pushgateway
+as ``diagnose``'s do, under a job of their own.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from doctor import pipeline
 from doctor.bundle import write_file
+from doctor.commands.export import SWEEP_JOB, export_registry
 from doctor.config import FileConfig
 from doctor.console import err, progress, warn
 from doctor.derive.load_summary import load_summary
@@ -21,18 +29,32 @@ from doctor.derive.missing import Missing
 from doctor.exit_codes import ExitCode
 from doctor.load_settings import MAX_CONCURRENCY, build_load_config, build_price, build_sweep_plan, level_config
 from doctor.serial import to_jsonable
-from doctor.settings import build_analyze_options, check_output_options, check_output_paths, checked_registry
+from doctor.settings import (
+    build_analyze_options,
+    check_export_options,
+    check_output_options,
+    check_output_paths,
+    checked_registry,
+)
 from doctor.sweep import Ladder, Level, client_bottleneck, conclude, engine_facts, sweep_dict
+from reports.prometheus_export import sweep_registry
 from reports.sweep_report import print_sweep, render_sweep_html
 from reports.terminal import stdout_console
 
 
-def run(opts: dict[str, Any], cfg: FileConfig, *, by: str, max_rate: float | None, start: float | None) -> ExitCode:
+def level_bundle(folder: Path, value: float) -> Path:
+    """Where ``--bundle-dir`` keeps one level's bundle: ``level-4.json.gz``, ``level-2.5.json.gz``."""
+    return folder / f"level-{value:g}.json.gz"
+
+
+def run(opts: dict[str, Any], cfg: FileConfig, *, by: str, max_rate: float | None, start: float | None,
+        bundle_dir: Path | None = None) -> ExitCode:
     """0 with a knee, 1 when even the first level is over budget, 2 when nothing was measured, 130 interrupted."""
     plan = build_sweep_plan(opts, by, max_rate if by == "rate" else opts.get("max_concurrency"), start)
     base = build_load_config({**opts, "max_concurrency": opts.get("max_concurrency") if by == "rate" else None}, cfg, "sweep")
     check_output_options(opts, cfg)
-    check_output_paths(opts.get("json"), opts.get("html"))
+    check_output_paths(opts.get("json"), opts.get("html"), level_bundle(bundle_dir, plan.start) if bundle_dir else None)
+    exports = check_export_options(opts)
     price = build_price(opts)
     analyze_opts = build_analyze_options(opts, cfg, base.run_fields.get("region"))
     base.budgets = analyze_opts.budgets
@@ -45,7 +67,9 @@ def run(opts: dict[str, Any], cfg: FileConfig, *, by: str, max_rate: float | Non
     def measure(value: float) -> Level | None:
         """One level through the pipeline; None when it measured nothing (the reason is printed)."""
         progress(f"level {value:g} {unit}")
-        report = pipeline.diagnose(level_config(base, plan, value, cap), analyze_opts, registry, progress=progress)
+        kept = level_bundle(bundle_dir, value) if bundle_dir else None
+        report = pipeline.diagnose(level_config(base, plan, value, cap), analyze_opts, registry, bundle_path=kept,
+                                   progress=progress)
         if not first_run:
             first_run.update(to_jsonable(report.bundle.run))
         try:
@@ -58,7 +82,7 @@ def run(opts: dict[str, Any], cfg: FileConfig, *, by: str, max_rate: float | Non
                      [{"code": f.code, "name": f.name, "title": f.title} for f in report.findings],
                      interrupted=report.bundle.interrupted,
                      client=client_bottleneck(client.cpu_percent_max, client.loop_lag_p99_ms, analyze_opts.budgets)
-                     if client else None)
+                     if client else None, bundle=str(kept) if kept else None)
 
     levels: list[Level] = []
     interrupted = False
@@ -91,6 +115,9 @@ def run(opts: dict[str, Any], cfg: FileConfig, *, by: str, max_rate: float | Non
         sys.stdout.write(document)
     else:
         print_sweep(result, stdout_console())
+    if bundle_dir:
+        err.print(f"kept each level's bundle in {bundle_dir}")
+    export_registry(sweep_registry(result), exports, region=result.run.get("region"), job=SWEEP_JOB)
     if interrupted:
         return ExitCode.INTERRUPTED
     return ExitCode.HEALTHY if result.knee.value is not None else ExitCode.SYMPTOM

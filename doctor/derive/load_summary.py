@@ -19,6 +19,7 @@ Not a ``DERIVED`` view: it needs the budgets and the price, which a check never 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from doctor.derive.missing import Missing
@@ -77,6 +78,7 @@ class LoadSummary:
     client_suspect: bool = False
     client_reasons: list[str] | None = None
     cost_per_million_output_tokens: float | None = None
+    over_budgets: list[str] | None = None  # the budgets the judged p90s exceed (``over``), by name; [] within both
 
     @property
     def ttft_judged_s(self) -> float | None:
@@ -86,6 +88,21 @@ class LoadSummary:
     @property
     def tpot_judged_s(self) -> float | None:
         return self.tpot_p90_early_s if self.tpot_p90_early_s is not None else self.tpot_p90_s
+
+    def over(self, budgets: Budgets) -> dict[str, float]:
+        """Budget name -> judged p90 / budget, for each budget the run exceeds (no answer: TTFT over).
+
+        The one rule of "within budget": a sweep level's (``doctor.sweep.Level``), a load run's
+        JSON ``summary.over``, and so an ``analyze`` of a level's kept bundle, all read it."""
+        ttft, tpot = self.ttft_judged_s, self.tpot_judged_s
+        out: dict[str, float] = {}
+        if ttft is None:
+            out["ttft"] = math.inf
+        elif ttft > budgets.ttft_s:
+            out["ttft"] = ttft / budgets.ttft_s
+        if tpot is not None and tpot > budgets.tpot_s:
+            out["tpot"] = tpot / budgets.tpot_s
+        return out
 
 
 def _rate(count: float, span: float | None) -> float | None:
@@ -127,6 +144,7 @@ def load_summary(bundle: Bundle, budgets: Budgets, price: Price | None = None) -
         out.late_fraction = out.late / len(delays) if delays else None
         out.late_max_s = max(delays, default=None)
     out.client_suspect, out.client_reasons = stream.client.suspect, list(stream.client.reasons)
+    out.over_budgets = sorted(out.over(budgets))
     if price is not None and out.output_tokens_per_s:
         out.cost_per_million_output_tokens = price.gpu_hour * price.gpus / 3600 / out.output_tokens_per_s * 1e6
     return out

@@ -34,7 +34,7 @@ from typing import Any
 from doctor.checklib.engine import max_num_seqs_in_use
 from doctor.derive import Evidence
 from doctor.derive.load_summary import LoadSummary
-from doctor.evidence import Bundle
+from doctor.evidence import Bundle, ClientHealth
 from doctor.model import Budgets
 from doctor.probes.selfcheck import CPU_LIMIT_PERCENT
 from doctor.serial import to_jsonable
@@ -116,16 +116,25 @@ class Level:
 LAG_SHARE_OF_BUDGET = 0.25
 
 
-def client_bottleneck(cpu_percent_max: float | None, loop_lag_p99_ms: float | None, budgets: Budgets) -> str | None:
+def client_bottleneck(client: ClientHealth, budgets: Budgets) -> str | None:
     """Why the client, not the server, set a level's timings: its CPU saturated a core, or its
     event loop lagged (p99) by more than ``LAG_SHARE_OF_BUDGET`` of the TTFT budget. None when it
-    kept up. A one-off freeze is not enough: freezes are taken out of every latency already
+    kept up. A client sharded over worker processes is judged per worker (``ClientHealth.shards``):
+    one saturated worker delays every stamp of its streams, whatever the others did. A one-off
+    freeze is not enough: freezes are taken out of every latency already
     (``doctor.derive.stream_stats``), and on a shared host they come and go."""
-    if cpu_percent_max is not None and cpu_percent_max >= CPU_LIMIT_PERCENT:
-        return f"client CPU {cpu_percent_max:.0f} % of a core"
+    for shard, health in enumerate(client.shards):
+        why = client_bottleneck(health, budgets)
+        if why is not None:
+            return f"client worker {shard} of {len(client.shards)}: {why.removeprefix('client ')}"
+    if client.shards:
+        return None
+    if client.cpu_percent_max is not None and client.cpu_percent_max >= CPU_LIMIT_PERCENT:
+        return f"client CPU {client.cpu_percent_max:.0f} % of a core"
     limit_ms = LAG_SHARE_OF_BUDGET * budgets.ttft_s * 1000
-    if loop_lag_p99_ms is not None and loop_lag_p99_ms > limit_ms:
-        return f"client event-loop lag p99 {loop_lag_p99_ms:.1f} ms > {limit_ms:.0f} ms ({LAG_SHARE_OF_BUDGET:.0%} of the TTFT budget)"
+    if client.loop_lag_p99_ms is not None and client.loop_lag_p99_ms > limit_ms:
+        return (f"client event-loop lag p99 {client.loop_lag_p99_ms:.1f} ms > {limit_ms:.0f} ms "
+                f"({LAG_SHARE_OF_BUDGET:.0%} of the TTFT budget)")
     return None
 
 

@@ -4,7 +4,9 @@ binds, a suspect client never the knee, and the recommendation the engine's evid
 from __future__ import annotations
 
 from doctor.derive.load_summary import LoadSummary
+from doctor.evidence import ClientHealth
 from doctor.model import Budgets
+from doctor.probes.selfcheck import merge
 from doctor.sweep import (
     EngineFacts,
     Knee,
@@ -135,7 +137,37 @@ def test_without_engine_evidence_the_knee_is_the_setting_marked_inferred() -> No
 
 
 def test_the_client_is_the_bottleneck_when_its_cpu_saturates_or_its_lag_rivals_the_budget() -> None:
-    assert client_bottleneck(95.0, 1.0, BUDGETS) == "client CPU 95 % of a core"
-    assert client_bottleneck(30.0, 150.0, BUDGETS) is not None  # 150 ms lag against a 500 ms TTFT budget
-    assert client_bottleneck(30.0, 30.0, BUDGETS) is None  # a busy host's lag, small against the budget
-    assert client_bottleneck(None, None, BUDGETS) is None
+    def health(cpu: float | None, lag: float | None) -> ClientHealth:
+        return ClientHealth(cpu_percent_max=cpu, loop_lag_p99_ms=lag)
+
+    assert client_bottleneck(health(95.0, 1.0), BUDGETS) == "client CPU 95 % of a core"
+    assert client_bottleneck(health(30.0, 150.0), BUDGETS) is not None  # 150 ms lag against a 500 ms TTFT budget
+    assert client_bottleneck(health(30.0, 30.0), BUDGETS) is None  # a busy host's lag, small against the budget
+    assert client_bottleneck(health(None, None), BUDGETS) is None
+
+
+def test_one_saturated_worker_of_a_sharded_client_makes_the_level_the_clients() -> None:
+    """Sharded over processes, the client is judged per worker: one worker at a full core delays
+    every stamp of its own streams, however idle the others were."""
+    calm = ClientHealth(cpu_percent_max=40.0, loop_lag_p99_ms=2.0)
+    busy = ClientHealth(cpu_percent_max=97.0, loop_lag_p99_ms=8.0, suspect=True, reasons=["client CPU reached 97 % of a core"])
+    client = merge([calm, busy, calm], "httpx")
+    why = client_bottleneck(client, BUDGETS)
+    assert why is not None and why.startswith("client worker 1 of 3: CPU 97 %")
+    assert client_bottleneck(merge([calm, calm], "httpx"), BUDGETS) is None
+    sharded = level(256, 0.1, 0.01, client=why)  # well within both budgets, as the stamps say
+    assert sharded.suspect and not sharded.within(BUDGETS)
+    assert find_knee([level(128, 0.1, 0.01), sharded], BUDGETS).value == 128  # never the knee
+
+
+def test_a_shard_that_froze_marks_the_merged_client_suspect_and_keeps_its_freezes_its_own() -> None:
+    calm = ClientHealth(loop_lag_p99_ms=1.0, loop_lag_max_ms=4.0)
+    frozen = ClientHealth(loop_lag_p99_ms=1.0, loop_lag_max_ms=300.0, suspect=True, freezes=[[2.0, 2.3]],
+                          reasons=["event-loop lag max 300 ms > 50 ms: one stall of the client itself"])
+    client = merge([calm, frozen], "httpx")
+    assert client.suspect and client.loop_lag_max_ms == 300.0
+    assert client.reasons == ["client worker 1: event-loop lag max 300 ms > 50 ms: one stall of the client itself"]
+    assert client.freezes_of(1) == [[2.0, 2.3]] and client.freezes_of(0) == []
+    assert client.freezes == [[2.0, 2.3]]  # every freeze, for a reader that does not know the shards
+    lost = merge([calm, None], "httpx")  # a worker that never reported: suspect, said
+    assert lost.suspect and "client worker 1: it ended without reporting" in lost.reasons[0]

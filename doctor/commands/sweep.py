@@ -81,8 +81,8 @@ def run(opts: dict[str, Any], cfg: FileConfig, *, by: str, max_rate: float | Non
         return Level(value, summary, engine_facts(report.bundle),
                      [{"code": f.code, "name": f.name, "title": f.title} for f in report.findings],
                      interrupted=report.bundle.interrupted,
-                     client=client_bottleneck(client.cpu_percent_max, client.loop_lag_p99_ms, analyze_opts.budgets)
-                     if client else None, bundle=str(kept) if kept else None)
+                     client=client_bottleneck(client, analyze_opts.budgets) if client else None,
+                     bundle=str(kept) if kept else None)
 
     levels: list[Level] = []
     interrupted = False

@@ -16,7 +16,9 @@ out of every wait and gap they overlap: a token that arrived while the client wa
 stamped when it woke up, so the gap to it is at least the time before the freeze, not the time
 after. Each latency is then a lower bound of what the server did, the way a histogram's p90
 counts at its bucket's lower bound: a client that stalls beside a busy engine (34 s, seen on a
-2-core host) cannot invent an incident. ``client_frozen`` says how much was taken out.
+2-core host) cannot invent an incident. ``client_frozen`` says how much was taken out. A client
+sharded over worker processes froze per process: each request loses only the freezes of the
+worker that read it (``ClientHealth.freezes_of``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from doctor.derive.missing import Missing
@@ -262,14 +264,15 @@ def request_stats(req: RequestTrace, freezes: Sequence[Sequence[float]] = ()) ->
 
 
 def path_stats(name: ProbePath, url: str | None, reqs: list[RequestTrace],
-               freezes: Sequence[Sequence[float]] = ()) -> PathStats:
-    """Distributions over one path's measured, successful requests; failures counted apart."""
+               freezes: Mapping[int | None, Sequence[Sequence[float]]] | None = None) -> PathStats:
+    """Distributions over one path's measured, successful requests; failures counted apart.
+    ``freezes``: the client's freezes by ``RequestTrace.shard`` (the process that read it)."""
     ps = PathStats(path=name, url=url)
     measured: list[RequestStats] = []
     warm: list[RequestStats] = []
     censored: list[RequestStats] = []  # failed, but their wait is a latency (see the module docstring)
     for req in reqs:
-        rs = request_stats(req, freezes)
+        rs = request_stats(req, freezes.get(req.shard, ()) if freezes else ())
         ps.requests.append(rs)
         if rs.censored:
             censored.append(rs)
@@ -326,17 +329,17 @@ def derive_stream_stats(bundle: Bundle) -> StreamStats:
         raise Missing("the stream probe sent no request")
     stats = StreamStats(route=stream.shape.route, concurrency=stream.shape.concurrency,
                         gateway_route=stream.shape.gateway_route, gateway_kind=stream.shape.gateway_kind)
-    freezes = _freezes(stream)
+    freezes = {shard: _freezes(stream.client.freezes_of(shard)) for shard in {r.shard for r in stream.requests}}
     for name in dict.fromkeys(r.path for r in stream.requests):
         reqs = [r for r in stream.requests if r.path == name]
         stats.paths[name] = path_stats(name, stream.shape.paths.get(name), reqs, freezes)
     return stats
 
 
-def _freezes(stream: StreamEvidence) -> list[tuple[float, float]]:
-    """The client's freezes as ``frozen_overlap`` needs them: sorted, disjoint, each a real interval
+def _freezes(freezes: Sequence[Sequence[float]]) -> list[tuple[float, float]]:
+    """A process's freezes as ``frozen_overlap`` needs them: sorted, disjoint, each a real interval
     (a hand-edited bundle may hold anything)."""
-    intervals = sorted((a, b) for a, b in (f for f in stream.client.freezes if len(f) == 2)
+    intervals = sorted((a, b) for a, b in (f for f in freezes if len(f) == 2)
                        if math.isfinite(a) and math.isfinite(b) and a < b)
     merged: list[tuple[float, float]] = []
     for a, b in intervals:

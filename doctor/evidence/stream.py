@@ -105,6 +105,10 @@ class RequestTrace:
     # Why the reader stopped keeping this stream (its event or read cap), when it did: what was
     # kept is evidence, the rest was not stored.
     truncated: str | None = None
+    # Which client worker process measured it (``ClientHealth.shards``) when the probe's streams
+    # were sharded over processes; None: the one process of ``ClientHealth`` itself (and every
+    # bundle from before sharding).
+    shard: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -127,8 +131,20 @@ class ClientHealth:
     transport: str = ""  # the HTTP stack used, e.g. "httpx+h11"
     # [start, end] on the run's clock of each time the client's event loop woke up late by more
     # than 50 ms, in time order: it could not read then, so a token that arrived meanwhile is
-    # stamped at the end.
+    # stamped at the end. A sharded client keeps every worker's freezes here (for a reader that
+    # does not know ``shards``: taken out of every request, each latency stays a lower bound).
     freezes: list[list[float]] = field(default_factory=list)
+    # The self-check of each worker process, by ``RequestTrace.shard``, when the probe's streams
+    # were sharded over processes (``doctor.probes.shard``); empty for one process. Each worker
+    # froze on its own: its freezes concern the requests it read, not another worker's.
+    shards: list[ClientHealth] = field(default_factory=list)
+
+    def freezes_of(self, shard: int | None) -> list[list[float]]:
+        """The freezes of the process that read the requests of ``shard``: that worker's own, or
+        all of them when the bundle does not say which worker (one process, an unknown shard)."""
+        if shard is not None and 0 <= shard < len(self.shards):
+            return self.shards[shard].freezes
+        return self.freezes
 
 
 def awake_span(freezes: Sequence[Sequence[float]], start: float, end: float) -> float:

@@ -12,6 +12,10 @@ its end. Kept as intervals, the derivations can take each freeze out of the gaps
 overlaps (``doctor.derive.stream_stats``), and the probe can tell a read timeout the client
 caused (it froze past ``--stall-timeout``; seen on a 2-core host beside a busy CPU engine: 34 s)
 from a server that went silent.
+
+A probe sharded over worker processes (``doctor.probes.shard``) runs one ``SelfCheck`` per
+worker, each on its own loop and CPU; ``merge`` keeps every worker's health and marks the whole
+client suspect when any one of them was: one saturated worker delays the stamps of its streams.
 """
 
 from __future__ import annotations
@@ -119,3 +123,22 @@ class SelfCheck:
         out.suspect = bool(out.reasons)
         return out
 
+
+
+def merge(shards: Sequence[ClientHealth | None], transport: str) -> ClientHealth:
+    """The health of a client sharded over worker processes, from each worker's (``None``: the
+    worker ended without reporting it). Lags and CPU are the worst worker's (CPU is per process, so
+    a saturated worker reads near 100 %), every reason names its worker, and the freezes of all
+    of them are kept together as well as per worker (``ClientHealth.freezes_of``)."""
+    kept = [h if h is not None else ClientHealth(suspect=True, reasons=["it ended without reporting its self-check"])
+            for h in shards]
+    out = ClientHealth(cpu_count=next((h.cpu_count for h in kept if h.cpu_count is not None), None),
+                       transport=f"{transport}, sharded over {len(kept)} worker processes", shards=kept)
+    for name in ("loop_lag_p99_ms", "loop_lag_max_ms", "cpu_percent_max", "send_p99_ms"):
+        values = [v for v in (getattr(h, name) for h in kept) if v is not None]
+        setattr(out, name, max(values) if values else None)
+    out.reasons = [f"client worker {i}: {reason}" for i, h in enumerate(kept) for reason in h.reasons]
+    every = sorted((f for h in kept for f in h.freezes), key=lambda f: f[0] - f[1])[:MAX_FREEZES]
+    out.freezes = sorted(every)
+    out.suspect = any(h.suspect for h in kept)
+    return out

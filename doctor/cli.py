@@ -111,6 +111,7 @@ LOAD_TARGET_OPTIONS = [o for o in TARGET_OPTIONS if o.name not in ("prompt_token
     opt(str | None, None, "--max-tokens", help="Output tokens per request: N, or LOW:HIGH drawn uniformly per request.", rich_help_panel=L),
     opt(Path | None, None, "--shapes", help='Replay real request lengths: JSON Lines of {"prompt_tokens": N, "max_tokens": M}.', rich_help_panel=L),
     opt(int | None, None, "--max-concurrency", help="Never more streams than this in flight (default 256; a sweep's highest concurrency, default 64).", rich_help_panel=L),
+    opt(int | None, None, "--client-workers", help="Processes that read the streams, one event loop each (default: one per 64 streams in flight, at most one per CPU; 1 = one process).", rich_help_panel=L),
     opt(float | None, None, "--gpu-hour-price", help="What one GPU hour costs: adds the cost per million output tokens.", rich_help_panel=L),
     opt(int | None, None, "--gpus", help="GPUs serving the target, for --gpu-hour-price (default 1).", rich_help_panel=L),
 ]

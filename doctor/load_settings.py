@@ -33,7 +33,8 @@ SCENARIOS = ("single", "server", "offline")
 SWEEP_BY = ("concurrency", "rate")
 
 #: Streams in flight a load run allows by default (``--max-concurrency``): about what one client
-#: process keeps up with (``docs/benchmarks.md``: TTFT stamps stay within a few ms to 256).
+#: process keeps up with (``docs/benchmarks.md``: TTFT stamps stay within a few ms to 256); more
+#: are read by several processes (``--client-workers``, ``doctor.probes.shard``).
 MAX_CONCURRENCY = 256
 #: Requests per sweep level by default: the fewest that give a p90 early-stopping bound (MLPerf).
 LEVEL_REQUESTS = 64
@@ -89,8 +90,10 @@ def build_load_config(opts: dict[str, Any], cfg: FileConfig, command: str) -> Co
     if not config.targets():
         raise UsageError(f"{command} needs a target: give --engine or --gateway")
     cap = int(bounded(opts.get("max_concurrency") or MAX_CONCURRENCY, "--max-concurrency", minimum=1, inclusive=True))
+    workers = opts.get("client_workers")
     config = dataclasses.replace(config, scenario=scenario, lengths=lengths, adaptive=False,
-                                 only_path=ProbePath.GATEWAY if config.gateway else ProbePath.DIRECT)
+                                 only_path=ProbePath.GATEWAY if config.gateway else ProbePath.DIRECT,
+                                 client_workers=None if workers is None else int(bounded(workers, "--client-workers", minimum=1, inclusive=True)))
     if command == "sweep":
         return config
     if scenario == "single":

@@ -75,6 +75,9 @@ class CollectConfig:
     only_path: ProbePath | None = None
     adaptive: bool = True
     request_cap: int = MAX_ADAPTIVE_REQUESTS
+    # --client-workers: processes that read a load run's streams (``doctor.probes.shard``); 1 is
+    # one process, None chooses by the streams in flight and the CPUs
+    client_workers: int | None = None
 
     def targets(self) -> dict[ProbePath, str]:
         """The direct path's URL (the engine) and the gateway's, for those given: the paths the probes compare."""

@@ -18,7 +18,7 @@ import json
 import socket
 import ssl
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -26,15 +26,16 @@ import httpx
 
 from doctor import wire
 from doctor.clock import Clock
-from doctor.evidence import EvidenceError, ProbePath, ProbeShape, RequestTrace, StreamEvidence, TokenEvent
+from doctor.evidence import ClientHealth, EvidenceError, ProbePath, ProbeShape, RequestTrace, StreamEvidence, TokenEvent
 from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS
 from doctor.probes import payload as payloads
 from doctor.probes.framing import StreamDecoder
 from doctor.probes.http import join_url
 from doctor.probes.plan import CollectConfig
 from doctor.probes.sampling import FAIL_FAST, conclusive, failing_fast
-from doctor.probes.schedule import Job, dispatch, plan
-from doctor.probes.selfcheck import SelfCheck
+from doctor.probes.schedule import Job, Send, dispatch, plan
+from doctor.probes.selfcheck import SelfCheck, merge
+from doctor.probes.shard import Link, ShardError, ShardLost, ShardPool, choose_workers, worker_signals
 from doctor.probes.sse import Chunk, InvalidUtf8, TooLong
 from doctor.probes.transport import ReadLog, make_client, skip_missing_sniffio_imports, ssl_context
 from doctor.units import fmt_seconds
@@ -127,6 +128,32 @@ def loop_name() -> str:
     return "uvloop" if _uvloop() is not None else "asyncio"
 
 
+def _transport() -> str:
+    """The client stack, for ``ClientHealth.transport``."""
+    return f"httpx {httpx.__version__} + h11, reads stamped in data_received, {loop_name()}"
+
+
+def shard_workers(config: CollectConfig) -> int:
+    """Worker processes to read ``config``'s streams (``doctor.probes.shard``): ``--client-workers``,
+    else by the streams that may be in flight at once. Only a load run's one path is sharded: the
+    paired paths of a diagnosis and its adaptive stop read every request in one process."""
+    if len(config.probed()) != 1 or config.adaptive:
+        return 1
+    streams = min(config.concurrency, config.warmup + (config.requests or config.request_cap))
+    return choose_workers(streams, config.client_workers)
+
+
+def _serve_shard(sock: socket.socket, shard: int, workers: int, config: CollectConfig, t0_ns: int, t0_wall: float) -> None:
+    """A client worker process's entry point (``doctor.probes.shard.ShardPool``): the parent's clock, its own loop."""
+    worker_signals()
+    https = any(url.lower().startswith("https:") for url in config.probed().values())
+    skip_missing_sniffio_imports()
+    probe = _Probe(config, Clock(t0_ns=t0_ns, t0_wall=t0_wall), lambda _msg: None,
+                   ssl_context(config.http.verify if https else False), discover_model=False)
+    probe.event_cap = MAX_PROBE_EVENTS // workers
+    run_loop(probe.serve(sock, shard, workers))
+
+
 def request_id(clock: Clock, path: ProbePath, index: int) -> str:
     """The ``x-request-id`` of a probe request: unique per run, so server logs can be joined."""
     return f"llm-doctor-{clock.t0_ns:x}-{path}-{index}"
@@ -156,6 +183,11 @@ class _Probe:
         self.finished: Counter[tuple[ProbePath, bool]] = Counter()  # (path, warm-up) -> requests done
         self.stopped: str | None = None  # why adaptive sampling stopped
         self.kept = 0  # events and reads kept over every request (``MAX_PROBE_EVENTS``)
+        self.event_cap = MAX_PROBE_EVENTS  # of this process: a worker's share of it when sharded
+        #: worker processes reading the streams (``doctor.probes.shard``); 1: this process alone
+        self.workers = shard_workers(config)
+        self.pool: ShardPool | None = None
+        self.shard_health: list[ClientHealth | None] = []  # each worker's self-check, once they stopped
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -165,22 +197,126 @@ class _Probe:
         # httpcore's pool locks load anyio's backend on first use: load it now, so that import
         # is not counted in the first request's latency
         await anyio.sleep(0)
-        self.start = clock.now()
-        sampler = asyncio.ensure_future(self.check.sample())
         warm, measured = plan(list(self.urls), config.requests or config.request_cap, config.warmup, config.rate)
+        send, close = await (self._sharded() if self.workers > 1 else self._local())
+        self.start = clock.now()
+        timed_out = False
+        try:
+            await asyncio.wait_for(self._phases(send, warm, measured), timeout=config.deadline_s)
+        except asyncio.TimeoutError:
+            timed_out = True
+        finally:
+            await close()  # also on Ctrl-C: a sharded client's workers hand back what they measured
+        if timed_out:
+            self._at_deadline(warm + measured)
+        return self.finish()
+
+    async def _local(self) -> tuple[Send, Callable[[], Awaitable[None]]]:
+        """(send, close) of the streams read in this process, with its self-check sampling."""
+        sampler = asyncio.ensure_future(self.check.sample())
         # one single-connection pool per slot: httpcore's pool scans all its connections on every
         # request and every response close, which costs more than the streams themselves at 256
-        clients = {path: [make_client(self.context, config.http.timeout_s, config.stall_timeout_s)
-                          for _ in range(config.concurrency)] for path in self.urls}
-        try:
-            await asyncio.wait_for(self._phases(clients, warm, measured), timeout=config.deadline_s)
-        except asyncio.TimeoutError:
-            self._at_deadline(warm + measured)
-        finally:
+        clients = {path: [self._client() for _ in range(self.config.concurrency)] for path in self.urls}
+
+        async def send(job: Job, scheduled: float, slot: int) -> None:
+            await self._send(clients[job.path][slot], job, scheduled)
+
+        async def close() -> None:
             sampler.cancel()
             for client in (c for slots in clients.values() for c in slots):
                 await client.aclose()
-        return self.finish()
+
+        return send, close
+
+    async def _sharded(self) -> tuple[Send, Callable[[], Awaitable[None]]]:
+        """(send, close) of the streams read by ``self.workers`` worker processes (``doctor.probes.shard``),
+        or of this process alone when they cannot start (said in the evidence errors)."""
+        config = self.config
+        kept: dict[int | None, int] = {}
+
+        def take(payload: tuple[RequestTrace, int]) -> None:
+            trace, worker_kept = payload
+            kept[trace.shard] = worker_kept
+            self.kept = sum(kept.values())
+            self.traces.append(trace)
+            self._record(trace)
+
+        pool = ShardPool(self.workers, _serve_shard, (config, self.clock.t0_ns, self.clock.t0_wall), take)
+        try:
+            await pool.start()
+        except ShardError as exc:
+            self.errors.append(EvidenceError("stream", ", ".join(self.urls.values()), "start the client workers", "client",
+                                             f"{exc}: the streams were read by one process", fatal=False))
+            self.workers = 1
+            return await self._local()
+        self.pool = pool
+
+        async def send(job: Job, scheduled: float, slot: int) -> None:
+            try:
+                await pool.run(slot, (job.path, job.index, job.warmup),
+                               ("job", job, scheduled, slot, self.model, self.drop_extensions))
+            except ShardLost as exc:  # not the target's failure: the request went unmeasured
+                trace = RequestTrace(index=job.index, path=job.path, warmup=job.warmup, t_scheduled=scheduled,
+                                     outcome=CANCELLED, error=str(exc), shard=slot % self.workers)
+                self.traces.append(trace)
+                self._done(trace)
+
+        async def close() -> None:
+            finals = await pool.stop()
+            self.shard_health = [final[0] if final is not None else None for final in finals]
+            for shard, final in enumerate(finals):
+                if final is not None:
+                    self.traces.extend(final[1])  # cancelled in flight: the deadline or Ctrl-C
+                    kept[shard] = final[2]
+            self.kept = sum(kept.values())
+            self.traces.sort(key=lambda t: (t.t_scheduled, t.path, t.index))
+            if pool.lost is not None:
+                self.errors.append(EvidenceError("stream", ", ".join(self.urls.values()), "read the streams", "client",
+                                                 f"{pool.lost}: its requests in flight were not measured", fatal=False))
+
+        return send, close
+
+    def _client(self) -> httpx.AsyncClient:
+        return make_client(self.context, self.config.http.timeout_s, self.config.stall_timeout_s)
+
+    # -- a client worker process (``doctor.probes.shard``) ---------------------------------
+
+    async def serve(self, sock: socket.socket, shard: int, workers: int) -> None:
+        """Run the parent's jobs on this process's own loop, self-check and slots (``shard``, ``shard +
+        workers``, ...) until told to stop; then hand back the requests still in flight, cancelled."""
+        await anyio.sleep(0)  # anyio's backend loaded before the first request, as in the parent
+        link = await Link.open(sock)
+        sampler = asyncio.ensure_future(self.check.sample())
+        clients = {slot: self._client() for slot in range(shard, self.config.concurrency, workers)}
+        running: dict[asyncio.Future[None], RequestTrace] = {}
+        mine: list[RequestTrace] = []
+
+        async def one(job: Job, scheduled: float, slot: int, trace: RequestTrace) -> None:
+            await self._measure(clients[slot], job, trace)
+            link.send(("done", (job.path, job.index, job.warmup), (trace, self.kept)))
+
+        def forget(task: asyncio.Future[None]) -> None:
+            running.pop(task, None)
+
+        link.send(("ready",))
+        try:
+            while (message := await link.receive()) is not None and message[0] == "job":
+                _, job, scheduled, slot, self.model, self.drop_extensions = message
+                trace = RequestTrace(index=job.index, path=job.path, warmup=job.warmup, t_scheduled=scheduled, shard=shard)
+                mine.append(trace)
+                task = asyncio.ensure_future(one(job, scheduled, slot, trace))
+                running[task] = trace
+                task.add_done_callback(forget)
+        finally:
+            unfinished = {job_task: trace for job_task, trace in running.items() if not job_task.done()}  # done ones said so
+            for job_task in unfinished:
+                job_task.cancel()
+            await asyncio.gather(*unfinished, return_exceptions=True)
+            sampler.cancel()
+            link.send(("final", (self.check.health(_transport(), mine), list(unfinished.values()), self.kept)))
+            await link.close()
+            for client in clients.values():
+                await client.aclose()
 
     def finish(self) -> StreamEvidence:
         """The evidence of the requests so far, and their errors (once: a second call returns the same)."""
@@ -190,20 +326,16 @@ class _Probe:
                 t0_wall=self.clock.t0_wall,
                 duration_s=self.clock.now() - self.start,
                 requests=self.traces,
-                client=self.check.health(f"httpx {httpx.__version__} + h11, reads stamped in data_received, {loop_name()}",
-                                         self.traces),
+                client=self.check.health(_transport(), self.traces) if self.workers == 1
+                else merge(self.shard_health or [None] * self.workers, _transport()),
             )
             calibrate_estimates(self.traces)
             self._summarise_failures()
         return self.evidence
 
-    async def _phases(self, clients: dict[ProbePath, list[httpx.AsyncClient]], warm: list[Job], measured: list[Job]) -> None:
+    async def _phases(self, send: Send, warm: list[Job], measured: list[Job]) -> None:
         if self.discover_model and self.model is None and not (self.config.payload or {}).get("model"):
             self.model = await self._discover_model()
-
-        async def send(job: Job, scheduled: float, slot: int) -> None:
-            await self._send(clients[job.path][slot], job, scheduled)
-
         if warm:
             self.progress(f"warm-up: {len(warm)} request(s)")
             await dispatch(warm, self.config.concurrency, send, self.clock)
@@ -216,6 +348,9 @@ class _Probe:
         config = self.config
         if self.kept > MAX_PROBE_EVENTS:
             self.stopped = f"the probe's cap of {MAX_PROBE_EVENTS:,} events and reads over all requests: stopped sending"
+            return True
+        if self.pool is not None and self.pool.lost is not None:
+            self.stopped = f"{self.pool.lost}: stopped sending"
             return True
         for path in self.urls:
             outcome = failing_fast(self.traces, path)
@@ -361,6 +496,11 @@ class _Probe:
     async def _send(self, client: httpx.AsyncClient, job: Job, scheduled: float) -> None:
         trace = RequestTrace(index=job.index, path=job.path, warmup=job.warmup, t_scheduled=scheduled)
         self.traces.append(trace)
+        await self._measure(client, job, trace)
+        self._record(trace)
+
+    async def _measure(self, client: httpx.AsyncClient, job: Job, trace: RequestTrace) -> None:
+        """Send ``job`` and read its answer into ``trace``; every failure becomes its outcome."""
         log = ReadLog(self.clock)
         log.bind()  # this task's reads only: the task runs in its own copy of the context
         try:
@@ -380,6 +520,9 @@ class _Probe:
                 trace.t_first_token, trace.t_last_token = trace.tokens[0].t, trace.tokens[-1].t
             if trace.t_end is None:
                 trace.t_end = self.clock.now()
+
+    def _record(self, trace: RequestTrace) -> None:
+        """A finished request, in the process that schedules: what later requests change, and progress."""
         if (trace.outcome == "http-status" and trace.status == 400 and self.config.payload is None
                 and not self.drop_extensions and payloads.mentions_extension(trace.body_excerpt or "")):
             self.drop_extensions = True  # the server rejects vLLM's extensions: later requests go without
@@ -509,7 +652,7 @@ class _Probe:
                     trace.truncated = (f"stopped reading after {events} events in {len(log.reads)} reads "
                                        f"(caps: {MAX_EVENTS} events, {MAX_READS} reads per request)")
                     break
-                if self.kept > MAX_PROBE_EVENTS:
+                if self.kept > self.event_cap:
                     trace.truncated = (f"stopped reading after {events} events in {len(log.reads)} reads: the probe "
                                        f"kept {MAX_PROBE_EVENTS:,} events and reads over all requests (its cap)")
                     break

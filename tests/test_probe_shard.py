@@ -71,10 +71,11 @@ def test_a_sharded_closed_loop_sends_the_count_under_the_global_cap_on_one_clock
         stamps = _ordered(trace)
         assert stamps == sorted(stamps) and stamps[0] >= 0 and stamps[-1] <= ended
         assert [e.t for e in trace.tokens] == sorted(e.t for e in trace.tokens)
-    # the workers' stamps are on the parent's clock: each first token after the server sent it
+    # the workers' stamps are on the parent's clock: each request left before the server read it,
+    # and its first token came after (the server waits 20 ms between the two)
     for trace in traces:
-        server_sent = srv.log.requests[request_id(clock, trace.path, trace.index)].tokens[0]
-        assert clock.t0_ns + trace.tokens[0].t * 1e9 >= server_sent
+        read = srv.log.requests[request_id(clock, trace.path, trace.index)].t_request
+        assert trace.t_sent is not None and trace.t_sent < clock.at(read) < trace.tokens[0].t
 
 
 def test_sharded_poisson_arrivals_keep_the_global_cap_and_report_lateness() -> None:

@@ -25,7 +25,7 @@ from doctor.derive.stream_stats import derive_stream_stats
 from doctor.evidence import Bundle, ClientHealth, ProbePath, RequestTrace, StreamEvidence, TokenEvent
 from doctor.exit_codes import ExitCode
 from doctor.probes.shard import choose_workers
-from doctor.probes.stream import request_id, run_stream_probe, shard_workers
+from doctor.probes.stream import poisson_streams, request_id, run_stream_probe, shard_workers
 from doctor.serial import from_jsonable, to_jsonable
 from tests.support.sse_server import SseServer
 from tests.test_collect import HANG_GUARD_S, ROOT
@@ -51,6 +51,15 @@ def test_the_worker_count_follows_the_streams_and_the_cpus_unless_given() -> Non
     assert shard_workers(_load_config("http://127.0.0.1:9", **many)) == 4
     assert shard_workers(CollectConfig(engine="http://127.0.0.1:9", gateway="http://127.0.0.1:8", **many)) == 1
     assert shard_workers(CollectConfig(engine="http://127.0.0.1:9", **many)) == 1
+
+
+def test_poisson_arrivals_are_sharded_by_the_streams_their_budgets_allow_not_by_the_safety_cap() -> None:
+    """Little's law at the budgets: 8/s x (0.5 s + 63 x 50 ms) = 29.2 -> 30 streams, one process,
+    though --max-concurrency (256) and the planned 160 requests would have asked for three."""
+    slow = _load_config("http://127.0.0.1:9", rate=8.0, max_tokens=64, concurrency=256, requests=160)
+    assert poisson_streams(slow) == 30 and shard_workers(slow) == 1
+    busy = _load_config("http://127.0.0.1:9", rate=200.0, max_tokens=64, concurrency=256, requests=4000)
+    assert poisson_streams(busy) > 700 and shard_workers(busy) == choose_workers(256)  # the cap still bounds it
 
 
 def test_a_sharded_closed_loop_sends_the_count_under_the_global_cap_on_one_clock() -> None:

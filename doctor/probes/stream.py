@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import socket
 import ssl
 from collections import Counter
@@ -140,7 +141,19 @@ def shard_workers(config: CollectConfig) -> int:
     if len(config.probed()) != 1 or config.adaptive:
         return 1
     streams = min(config.concurrency, config.warmup + (config.requests or config.request_cap))
+    if config.rate:  # open loop: --max-concurrency is a safety cap, not what flies
+        streams = min(streams, poisson_streams(config))
     return choose_workers(streams, config.client_workers)
+
+
+def poisson_streams(config: CollectConfig) -> int:
+    """Streams in flight under Poisson arrivals when each request just meets its budgets (Little's
+    law: arrival rate x end-to-end time, E2E = TTFT budget + (max_tokens - 1) x TPOT budget). A server
+    slower than its budgets has more in flight, but then the run is over budget either way, and
+    ``--client-workers`` says otherwise; sharding on the safety cap alone would split 8 requests/s
+    over processes, where a small machine loses more to the split than it gains."""
+    e2e = config.budgets.ttft_s + max(config.max_tokens - 1, 0) * config.budgets.tpot_s
+    return max(1, math.ceil((config.rate or 0.0) * e2e))
 
 
 def _serve_shard(sock: socket.socket, shard: int, workers: int, config: CollectConfig, t0_ns: int, t0_wall: float) -> None:

@@ -18,7 +18,9 @@ and CPU count, the HTTP stack used, and the self-check's reasons.
 
 Remediation:
 Run the probe from a less loaded host, or with a lower `--concurrency` (setting `concurrency`,
-suggested half the current value), then compare.
+suggested half the current value), then compare. A load run (`load`, `sweep`) is meant to carry
+its concurrency, so where the host has CPUs its client did not use, the setting is
+`client_workers` instead: one more worker process per busy one, up to the CPUs.
 
 Example:
 LD507 client-suspect: client event loop lagged 85 ms at p99 (max 240 ms), CPU up to 100 % of 2
@@ -51,18 +53,10 @@ def client_suspect(stream: StreamEvidence) -> Result:
             f"CPU up to {c.cpu_percent_max:.0f} %" + (f" of {c.cpu_count} cores" if c.cpu_count else "")
         )
     parts += c.reasons
-    conc = stream.shape.concurrency
     return Fire(
         title="The probe's client may have distorted the timings",
         summary="; ".join(parts),
-        remediation=Remediation(
-            setting="concurrency",
-            suggested=f"{max(1, conc // 2)} (or run from a less loaded host)",
-            current=str(conc),
-            where="llm-doctor --concurrency / the host running the probe",
-            why="A client that falls behind its socket stamps tokens late and merges reads, inflating TTFT and gaps.",
-            verify=rerun("the client self-check passes; compare the verdict with this run's"),
-        ),
+        remediation=_remediation(stream),
         severity=Severity.INFO,
         evidence=[
             EvidenceValue("event loop lag p99", c.loop_lag_p99_ms, "ms", "stream: client self-check"),
@@ -72,3 +66,21 @@ def client_suspect(stream: StreamEvidence) -> Result:
             EvidenceValue("HTTP stack", c.transport, "", "stream: client self-check"),
         ],
     )
+
+
+def _remediation(stream: StreamEvidence) -> Remediation:
+    """Less load from this client, or, for a load run on a host with CPUs to spare, more client processes."""
+    why = "A client that falls behind its socket stamps tokens late and merges reads, inflating TTFT and gaps."
+    verify = rerun("the client self-check passes; compare the verdict with this run's")
+    workers = max(1, len(stream.client.shards))
+    cpus = stream.client.cpu_count or 0
+    if stream.shape.scenario is not None and cpus > workers:
+        return Remediation(
+            setting="client_workers", suggested=f"{min(cpus, 2 * workers)} (one event loop per CPU)", current=str(workers),
+            where="llm-doctor load / sweep --client-workers",
+            why=why + " A load run must carry its concurrency: spread its streams over the CPUs it left idle.",
+            verify=verify)
+    conc = stream.shape.concurrency
+    return Remediation(
+        setting="concurrency", suggested=f"{max(1, conc // 2)} (or run from a less loaded host)", current=str(conc),
+        where="llm-doctor --concurrency / the host running the probe", why=why, verify=verify)

@@ -103,3 +103,15 @@ def test_client_suspect_suggests_half_the_concurrency():
     assert (
         isinstance(out, Fire) and out.remediation.suggested.startswith("8") and "cpu saturated" in out.summary
     )
+
+
+def test_client_suspect_on_a_load_run_with_idle_cpus_suggests_more_client_workers():
+    ev = probe()
+    ev.shape.concurrency, ev.shape.scenario = 256, "single"
+    ev.client = ClientHealth(loop_lag_p99_ms=50, suspect=True, cpu_count=8, shards=[ClientHealth(), ClientHealth()])
+    out = client_suspect(ev)
+    assert isinstance(out, Fire) and out.remediation.setting == "client_workers"
+    assert out.remediation.current == "2" and out.remediation.suggested.startswith("4")
+    ev.client = ClientHealth(loop_lag_p99_ms=50, suspect=True, cpu_count=1)  # no CPU to spare: less load
+    out = client_suspect(ev)
+    assert isinstance(out, Fire) and out.remediation.setting == "concurrency"

@@ -62,7 +62,7 @@ def _redacting(progress: Progress, secrets: list[str]) -> Progress:
 
 def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bundle:
     """Run the probes and return the redacted bundle (partial, with ``interrupted``, on Ctrl-C)."""
-    from doctor.probes import endpoints, gpu, host, logfile, metrics, model_config, prometheus, stream
+    from doctor.probes import endpoints, gpu, host, ingress, logfile, metrics, model_config, prometheus, stream
 
     say = _redacting(progress, config.http.secrets())
     clock = Clock()
@@ -109,6 +109,10 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                 _guard(bundle, "endpoints", ",".join(config.targets().values()), "GET /version /v1/models /health",
                        lambda: endpoints.collect_endpoints(config.targets(), config.http)),
             )
+        if config.gateway:
+            gateway = config.gateway
+            bundle.ingress = keep(_guard(bundle, "ingress", gateway, "list ingresses",
+                                         lambda: ingress.collect_ingress(gateway)))
         if config.model is None and bundle.endpoints is not None:
             config.model = next((m.id for e in bundle.endpoints.endpoints for m in e.models), None)
         metrics_url = config.resolved_metrics_url() if config.metrics else None

@@ -297,14 +297,23 @@ def test_promtool_parses_the_scaled_object_queries(tmp_path) -> None:
 
 def test_the_fleet_role_grants_what_the_kubernetes_probe_asks_and_no_more() -> None:
     docs = {doc["kind"]: doc for doc in yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "fleet-rbac.yaml").read_text())}
-    assert set(docs) == {"ServiceAccount", "Role", "RoleBinding"}
+    assert set(docs) == {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
     for doc in docs.values():
         kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
-    granted = {(group, resource, verb) for rule in docs["Role"]["rules"] for group in rule["apiGroups"]
-               for resource in rule["resources"] for verb in rule["verbs"]}
-    assert granted == {("", "services", "get"), ("discovery.k8s.io", "endpointslices", "list")}
+
+    def granted(role: str) -> set[tuple[str, str, str]]:
+        return {(group, resource, verb) for rule in docs[role]["rules"] for group in rule["apiGroups"]
+                for resource in rule["resources"] for verb in rule["verbs"]}
+
+    assert granted("Role") == {("", "services", "get"), ("discovery.k8s.io", "endpointslices", "list"),
+                               ("networking.k8s.io", "ingresses", "list")}
+    assert granted("ClusterRole") == {("networking.k8s.io", "ingressclasses", "get")}  # cluster-scoped
     source = (ROOT / "doctor" / "probes" / "kubernetes.py").read_text()
     assert "/api/v1/namespaces/{ns}/services/{svc}" in source and "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices" in source
-    binding = docs["RoleBinding"]
-    assert binding["roleRef"]["name"] == docs["Role"]["metadata"]["name"]
-    assert binding["subjects"][0]["name"] == docs["ServiceAccount"]["metadata"]["name"]
+    ingress = (ROOT / "doctor" / "probes" / "ingress.py").read_text()
+    assert '"/apis/networking.k8s.io/v1"' in ingress and "/namespaces/{quote(namespace)}/ingresses" in ingress
+    assert "/ingressclasses/{quote(klass)}" in ingress
+    for role, binding in (("Role", "RoleBinding"), ("ClusterRole", "ClusterRoleBinding")):
+        assert docs[binding]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role,
+                                            "name": docs[role]["metadata"]["name"]}
+        assert docs[binding]["subjects"][0]["name"] == docs["ServiceAccount"]["metadata"]["name"]

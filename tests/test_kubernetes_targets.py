@@ -4,9 +4,6 @@ a discovery.k8s.io/v1 EndpointSliceList), with a service account's token and CA.
 
 from __future__ import annotations
 
-import shutil
-import ssl
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -15,7 +12,7 @@ from typer.testing import CliRunner
 
 from doctor.cli import app
 from doctor.probes import kubernetes
-from tests.support import system
+from tests.support.service_account import NEEDS_OPENSSL, service_account
 from tests.test_endpoints_probe import json_route, send, serve
 
 SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "vllm", "namespace": "inference"},
@@ -52,16 +49,9 @@ def test_a_malformed_target_is_refused(url: str) -> None:
         kubernetes.parse_target(url)
 
 
-@system.needs(shutil.which("openssl"), "needs the openssl command to make a certificate (apt-get install openssl)")
+@NEEDS_OPENSSL
 def test_the_api_is_asked_with_the_service_accounts_token_over_its_ca(tmp_path: Path) -> None:
-    account = tmp_path / "serviceaccount"
-    account.mkdir()
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(tmp_path / "key.pem"), "-out", str(account / "ca.crt")],
-                   check=True, capture_output=True)
-    (account / "token").write_text("sa-token-123\n")
-    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    tls.load_cert_chain(account / "ca.crt", tmp_path / "key.pem")
+    account, tls = service_account(tmp_path)
     routes = {"/api/v1/namespaces/inference/services/vllm": json_route(SERVICE), SLICES_PATH: json_route(SLICES)}
     with serve(routes, tls=tls) as (base, seen):
         api = kubernetes.in_cluster_api({"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": base.rsplit(":", 1)[1]}, account)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from doctor.checklib.gateway import who_answered
 from doctor.derive.gateway import GatewayView
+from doctor.evidence import IngressInfo
 from doctor.model import Remediation
 from doctor.units import fmt_seconds
 
@@ -179,8 +180,28 @@ def buffering_remediation(gw: GatewayView | None, burst: str, verify: str) -> Re
     rem = BUFFERING.get(family or "", GENERIC_BUFFERING).remediation(verify, name=name, burst=burst)
     if family == "nginx" and gw and gw.primary and gw.primary.inferred:
         rem.why += INGRESS_NOTE
+    if gw and gw.ingress and family in BUFFERING:
+        _as_annotated(rem, gw.ingress, BUFFERING[family].setting)
     rem.why += _also(gw)
     return rem
+
+
+#: Annotation values that turn an Ingress controller's proxy buffering off (community "off", F5 "False").
+BUFFERING_OFF = ("off", "false")
+
+
+def _as_annotated(rem: Remediation, ingress: IngressInfo, annotation: str) -> None:
+    """What the Ingress already says about buffering: its value is the current one, and a value that
+    already turns buffering off means something else buffers."""
+    value = ingress.annotations.get(annotation)
+    if value is None:
+        return
+    where = f"Ingress {ingress.namespace}/{ingress.name}"
+    rem.current = f'"{value}" on {where}'
+    if value.strip().lower() in BUFFERING_OFF:
+        rem.why += (f' The {where} already has `{annotation}: "{value}"`, yet the stream arrived in bursts: '
+                    "something else buffers. Look at the controller's ConfigMap or a configuration snippet "
+                    "that overrides the annotation, another hop in the path, and the application's own server.")
 
 
 def compression_remediation(gw: GatewayView | None, enc: str, verify: str) -> Remediation:

@@ -15,8 +15,11 @@ CDN. ``server: uvicorn`` beside another hop's tell is taken for vLLM's own heade
 an ALB and Envoy Gateway keep the upstream's ``Server``), so it is listed last and never primary.
 
 nginx's ``Server`` header is the same for a plain nginx, F5's NGINX Ingress Controller and the
-community ingress-nginx: headers cannot tell them apart, so an nginx hop is ``inferred`` to be
-plain nginx, and only ``--gateway-kind ingress-nginx`` / ``f5-nginx-ingress`` names a controller.
+community ingress-nginx: headers cannot tell them apart. ``--gateway-kind ingress-nginx`` /
+``f5-nginx-ingress`` names a controller; else, in a pod, the Ingress for the gateway's host
+(``bundle.ingress``, ``doctor.probes.ingress``) does, by its IngressClass's controller (or, when
+that cannot be read, by the prefix of its nginx annotations); else an nginx hop is ``inferred``
+to be plain nginx.
 
 LiteLLM's ``x-litellm-overhead-duration-ms`` (always sent: its total time minus the upstream
 call's) is read from every measured gateway request: LiteLLM's own share of the first token,
@@ -31,7 +34,7 @@ from dataclasses import dataclass, field
 
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import Dist, dist
-from doctor.evidence import Bundle, ProbePath
+from doctor.evidence import Bundle, IngressInfo, ProbePath
 
 #: ``Server`` / ``Via`` / ``X-Powered-By`` substrings -> the gateway family whose settings are named.
 KNOWN_PROXIES: tuple[tuple[str, str], ...] = (
@@ -78,6 +81,10 @@ EDGE_FAMILIES = ("cloudflare", "aws-alb")
 #: nginx deployed as a Kubernetes Ingress controller: its ``Server`` header is nginx's.
 NGINX_CONTROLLERS = ("ingress-nginx", "f5-nginx-ingress")
 
+#: An IngressClass's ``spec.controller`` -> the family; the annotation prefixes each controller reads.
+CONTROLLERS: dict[str, str] = {"k8s.io/ingress-nginx": "ingress-nginx", "nginx.org/ingress-controller": "f5-nginx-ingress"}
+ANNOTATION_PREFIXES: dict[str, str] = {"nginx.ingress.kubernetes.io": "ingress-nginx", "nginx.org": "f5-nginx-ingress"}
+
 #: How a remediation names each family.
 DISPLAY: dict[str, str] = {
     "nginx": "nginx",
@@ -108,7 +115,7 @@ class GatewayHop:
     family: str  # a value of KNOWN_PROXIES / TELL_HEADERS, or the user's word
     name: str  # how a remediation names it: "nginx (nginx/1.22.1)", "Kong (via: 1.1 kong/3.6.0)"
     tells: list[str] = field(default_factory=list)  # "server: envoy", "x-envoy-upstream-service-time"
-    source: str = "headers"  # "headers" | "--gateway-kind"
+    source: str = "headers"  # "headers" | "--gateway-kind" | "Ingress NAMESPACE/NAME"
     # Headers name the software, not its deployment: nginx could be an Ingress controller.
     inferred: bool = False
     note: str | None = None  # what headers cannot tell, when ``inferred``
@@ -125,6 +132,7 @@ class GatewayView:
     # LiteLLM's own time per measured gateway request (x-litellm-overhead-duration-ms), seconds.
     litellm_overhead: Dist = field(default_factory=Dist)
     litellm_callback: Dist = field(default_factory=Dist)  # x-litellm-callback-duration-ms, seconds
+    ingress: IngressInfo | None = None  # the Ingress that named the primary hop's controller
 
     @property
     def family(self) -> str | None:
@@ -173,8 +181,18 @@ def _named(family: str, detail: str | None) -> str:
     return f"{display} ({detail})" if detail and detail.lower() not in display.lower() else display
 
 
-def identify(headers_seen: Iterable[Mapping[str, str]], kind: str | None = None) -> GatewayView:
-    """The hops that left tells in ``headers_seen`` (responses in order of trust), and the primary one."""
+def controller_family(ingress: IngressInfo) -> str | None:
+    """The nginx controller an Ingress is served by: its class's controller, else its annotations' prefix."""
+    if ingress.controller is not None:
+        return CONTROLLERS.get(ingress.controller)
+    prefixes = {key.split("/", 1)[0] for key in ingress.annotations}
+    return next((family for prefix, family in ANNOTATION_PREFIXES.items() if prefix in prefixes), None)
+
+
+def identify(headers_seen: Iterable[Mapping[str, str]], kind: str | None = None,
+             ingress: IngressInfo | None = None) -> GatewayView:
+    """The hops that left tells in ``headers_seen`` (responses in order of trust), and the primary one:
+    ``kind``'s, else the nginx controller ``ingress`` names, else the first gateway hop."""
     found: dict[str, GatewayHop] = {}
     server: str | None = None
     for headers in headers_seen:
@@ -216,12 +234,26 @@ def identify(headers_seen: Iterable[Mapping[str, str]], kind: str | None = None)
         seen = found.get(family) or (found.get("nginx") if family in NGINX_CONTROLLERS else None)
         detail = seen.tells[0].split(": ", 1)[-1] if seen and seen.tells else kind
         name = _named(family, detail) if family in DISPLAY else f"the gateway ({kind})"
-        view.primary = GatewayHop(family, name, tells=seen.tells if seen else [], source="--gateway-kind")
-        view.hops = [view.primary if h is seen else h for h in hops] + ([] if seen else [view.primary])
+        _put_primary(view, seen, GatewayHop(family, name, tells=seen.tells if seen else [], source="--gateway-kind"))
+        return view
+    gateways = [h for h in hops if h.family not in EDGE_FAMILIES and h is not passed]
+    family = controller_family(ingress) if ingress is not None else None
+    seen = found.get("nginx") or found.get(family or "")
+    # The Ingress names the nginx that answered, or the gateway no header named; never another gateway.
+    if ingress is not None and family is not None and (seen is not None or not gateways):
+        where = f"{ingress.namespace}/{ingress.name}"
+        _put_primary(view, seen, GatewayHop(family, f"{DISPLAY[family]} (Ingress {where})",
+                                            tells=seen.tells if seen else [], source=f"Ingress {where}"))
+        view.ingress = ingress
     else:
-        view.primary = next((h for h in hops if h.family not in EDGE_FAMILIES and h is not passed),
-                            hops[0] if hops else None)
+        view.primary = gateways[0] if gateways else (hops[0] if hops else None)
     return view
+
+
+def _put_primary(view: GatewayView, seen: GatewayHop | None, primary: GatewayHop) -> None:
+    """Make ``primary`` the view's primary hop, in the place of the header hop it names (else last)."""
+    view.primary = primary
+    view.hops = [primary if h is seen else h for h in view.hops] + ([] if seen else [primary])
 
 
 def _header_s(headers: Mapping[str, str], name: str) -> float | None:
@@ -244,7 +276,7 @@ def derive_gateway(bundle: Bundle) -> GatewayView:
         raise Missing("no gateway was probed (pass --gateway)")
     answered = [r.headers for r in requests if r.ok and r.headers]
     failed = [r.headers for r in requests if not r.ok and r.headers]
-    view = identify([*answered, *failed, *probed], kind)
+    view = identify([*answered, *failed, *probed], kind, bundle.ingress.ingress if bundle.ingress else None)
     ok = [r for r in requests if r.ok]
     view.litellm_overhead = dist([v for r in ok if (v := _header_s(r.headers, LITELLM_OVERHEAD)) is not None])
     view.litellm_callback = dist([v for r in ok if (v := _header_s(r.headers, LITELLM_CALLBACK)) is not None])

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from doctor.evidence.endpoints import Endpoint, EndpointsEvidence, EngineInfo, ModelInfo
 from doctor.evidence.errors import EvidenceError
+from doctor.evidence.ingress import IngressEvidence, IngressInfo
 from doctor.evidence.log import LogEvidence, LogLine
 from doctor.evidence.machine import (
     GpuDevice,
@@ -67,6 +68,7 @@ class Bundle:
     metrics: MetricsEvidence | None = None
     prometheus: PrometheusEvidence | None = None
     endpoints: EndpointsEvidence | None = None
+    ingress: IngressEvidence | None = None  # in a pod: the Ingress in front of --gateway
     gpu: GpuEvidence | None = None
     host: HostEvidence | None = None
     model_config: ModelConfigEvidence | None = None  # --model-dir: the served model's config.json
@@ -91,6 +93,8 @@ __all__ = [
     "GpuEvidence",
     "GpuProcess",
     "HostEvidence",
+    "IngressEvidence",
+    "IngressInfo",
     "LogEvidence",
     "LogLine",
     "MetricsEvidence",

@@ -22,6 +22,7 @@ from typing import BinaryIO
 
 from doctor.evidence.errors import EvidenceError
 from doctor.evidence.log import LogEvidence, LogLine
+from doctor.probes.cpus import usable_cpus
 from doctor.redact import Redactor
 from doctor.vllm_log.scanner import Scanner, probe
 
@@ -214,8 +215,7 @@ def _can_fork() -> bool:
 
 
 def _workers() -> int:
-    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(available, MAX_WORKERS))
+    return max(1, min(usable_cpus(), MAX_WORKERS))
 
 
 def _scan_range(path: str, begin: int, end: int, headers: bool) -> tuple[Scanner, bytes]:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 import psutil
 
@@ -118,11 +119,18 @@ class SelfCheck:
         out.cpu_percent_max = round(max(self.cpu), 1) if self.cpu else None
         if out.cpu_percent_max is not None and out.cpu_percent_max >= CPU_LIMIT_PERCENT:
             out.reasons.append(f"client CPU reached {out.cpu_percent_max:.0f} % of a core: the client was saturated")
-        kept = sorted(sorted(self.freezes, key=lambda f: f[0] - f[1])[:MAX_FREEZES])
-        out.freezes = [[round(a, 6), round(b, 6)] for a, b in kept]
+        out.freezes = [[round(a, 6), round(b, 6)] for a, b in longest_freezes(self.freezes)]
         out.suspect = bool(out.reasons)
         return out
 
+
+
+_Freeze = TypeVar("_Freeze", tuple[float, float], list[float])
+
+
+def longest_freezes(freezes: Iterable[_Freeze]) -> list[_Freeze]:
+    """The ``MAX_FREEZES`` longest freezes, in time order: what a bundle keeps of them."""
+    return sorted(sorted(freezes, key=lambda f: f[0] - f[1])[:MAX_FREEZES])
 
 
 def merge(shards: Sequence[ClientHealth | None], transport: str) -> ClientHealth:
@@ -138,7 +146,6 @@ def merge(shards: Sequence[ClientHealth | None], transport: str) -> ClientHealth
         values = [v for v in (getattr(h, name) for h in kept) if v is not None]
         setattr(out, name, max(values) if values else None)
     out.reasons = [f"client worker {i}: {reason}" for i, h in enumerate(kept) for reason in h.reasons]
-    every = sorted((f for h in kept for f in h.freezes), key=lambda f: f[0] - f[1])[:MAX_FREEZES]
-    out.freezes = sorted(every)
+    out.freezes = longest_freezes(f for h in kept for f in h.freezes)
     out.suspect = any(h.suspect for h in kept)
     return out

@@ -38,13 +38,14 @@ import asyncio
 import contextlib
 import math
 import multiprocessing
-import os
 import pickle
 import signal
 import socket
 from collections.abc import Callable, Hashable
 from multiprocessing.process import BaseProcess
 from typing import Any
+
+from doctor.probes.cpus import usable_cpus
 
 #: Streams per worker when the count is chosen for the user: the most at which the benchmark's
 #: one process kept its token stamps within 1 ms at p99 (``docs/benchmarks.md``; it saturates near 256).
@@ -64,13 +65,6 @@ def choose_workers(streams: int, requested: int | None = None, cpus: int | None 
         return max(1, min(requested, streams))
     usable = cpus if cpus is not None else usable_cpus()
     return max(1, min(usable, math.ceil(streams / STREAMS_PER_WORKER), streams))
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity, which a container's cpuset limits), else ``os.cpu_count()``."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 class ShardError(Exception):

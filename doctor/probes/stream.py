@@ -93,10 +93,8 @@ def run_stream_probe(
     targets = config.probed()
     if not targets:
         return None, []
-    https = any(url.lower().startswith("https:") for url in targets.values())
     try:
-        # loading the trust store costs tens of ms of CPU: only when a target needs TLS
-        context = ssl_context(config.http.verify if https else False)
+        context = _tls_context(config)
     except (OSError, ssl.SSLError) as exc:
         return None, [EvidenceError("stream", str(config.http.verify), "load the CA bundle", "tls",
                                     f"cannot use --ca-cert {config.http.verify}: {exc}", fatal=True)]
@@ -156,13 +154,18 @@ def poisson_streams(config: CollectConfig) -> int:
     return max(1, math.ceil((config.rate or 0.0) * e2e))
 
 
+def _tls_context(config: CollectConfig) -> ssl.SSLContext:
+    """The probe's TLS context: loading the trust store costs tens of ms of CPU, so only when a target needs TLS."""
+    https = any(url.lower().startswith("https:") for url in config.probed().values())
+    return ssl_context(config.http.verify if https else False)
+
+
 def _serve_shard(sock: socket.socket, shard: int, workers: int, config: CollectConfig, t0_ns: int, t0_wall: float) -> None:
     """A client worker process's entry point (``doctor.probes.shard.ShardPool``): the parent's clock, its own loop."""
     worker_signals()
-    https = any(url.lower().startswith("https:") for url in config.probed().values())
     skip_missing_sniffio_imports()
-    probe = _Probe(config, Clock(t0_ns=t0_ns, t0_wall=t0_wall), lambda _msg: None,
-                   ssl_context(config.http.verify if https else False), discover_model=False)
+    probe = _Probe(config, Clock(t0_ns=t0_ns, t0_wall=t0_wall), lambda _msg: None, _tls_context(config),
+                   discover_model=False)
     probe.event_cap = MAX_PROBE_EVENTS // workers
     run_loop(probe.serve(sock, shard, workers))
 
@@ -304,7 +307,7 @@ class _Probe:
         running: dict[asyncio.Future[None], RequestTrace] = {}
         mine: list[RequestTrace] = []
 
-        async def one(job: Job, scheduled: float, slot: int, trace: RequestTrace) -> None:
+        async def one(job: Job, slot: int, trace: RequestTrace) -> None:
             await self._measure(clients[slot], job, trace)
             link.send(("done", (job.path, job.index, job.warmup), (trace, self.kept)))
 
@@ -317,7 +320,7 @@ class _Probe:
                 _, job, scheduled, slot, self.model, self.drop_extensions = message
                 trace = RequestTrace(index=job.index, path=job.path, warmup=job.warmup, t_scheduled=scheduled, shard=shard)
                 mine.append(trace)
-                task = asyncio.ensure_future(one(job, scheduled, slot, trace))
+                task = asyncio.ensure_future(one(job, slot, trace))
                 running[task] = trace
                 task.add_done_callback(forget)
         finally:

@@ -125,7 +125,7 @@ def _probe_target(
 ) -> tuple[Endpoint, list[EvidenceError], bool]:
     endpoint = Endpoint(role=role, url=base)
     errors: list[EvidenceError] = []
-    answered = False
+    answered = cut_off = False
     calls = (("/version", _read_version), ("/v1/models", _read_models), ("/health", _read_health))
     for i, (path, read) in enumerate(calls):
         url = join_url(base, path)
@@ -138,6 +138,7 @@ def _probe_target(
                 message += f" ({', '.join(skipped)} not tried)"
             errors.append(EvidenceError(SOURCE, url, f"GET {path}", failure.kind, message))
             if failure.kind in UNREACHABLE_KINDS:
+                cut_off = True
                 break
             continue
         answered = True
@@ -151,7 +152,6 @@ def _probe_target(
         if endpoint.http_version is None or (understood and path == "/v1/models"):
             endpoint.http_version = answer.http_version
             endpoint.headers = _headers_that_matter(answer.headers)
-    cut_off = any(e.kind in UNREACHABLE_KINDS for e in errors)
     if role == "engine" and answered and not cut_off:
         errors.extend(_ask_engine(client, endpoint, base, min(timeout_s, INFO_DEADLINE_S)))
     return endpoint, errors, answered
@@ -164,7 +164,9 @@ def _ask_engine(client: httpx.Client, endpoint: Endpoint, base: str, timeout_s: 
         (e for m in endpoint.models if (e := engine_of_owner(m.owned_by)) is not None), None)
     if named == VLLM:
         return []
-    tried = [named] if named in server_info.PATHS else list(server_info.PATHS)
+    # the engine named, when it has a route of its own; one without is guessed at, like none
+    known = named if named in server_info.PATHS else None
+    tried = [known] if known is not None else list(server_info.PATHS)
     for engine in tried:
         path = server_info.PATHS[engine]
         url = join_url(base, path)
@@ -173,7 +175,7 @@ def _ask_engine(client: httpx.Client, endpoint: Endpoint, base: str, timeout_s: 
             if fields is None:
                 raise _Failure("malformed", f"GET {path} answered JSON without {display(engine)}'s fields")
         except _Failure as failure:
-            if named is not None:
+            if known is not None:
                 return [EvidenceError(SOURCE, url, f"GET {path}", failure.kind, failure.message)]
             if failure.kind in UNREACHABLE_KINDS - {"timeout"}:
                 return []

@@ -21,10 +21,8 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from doctor import wire
 from doctor.evidence import EvidenceError, IngressEvidence, IngressInfo
 from doctor.probes import kubernetes
-from doctor.probes.http import bounded_get, http_client
 from doctor.probes.kubernetes import KubeApi, KubeError, get_in, list_in
 
 SOURCE = "ingress"
@@ -65,9 +63,8 @@ def collect_ingress(gateway_url: str, env: Mapping[str, str] = os.environ,
 def lookup(host: str, api: KubeApi, namespaces: list[str]) -> IngressEvidence:
     """The first Ingress in ``namespaces`` with a rule for ``host``, and its class's controller."""
     evidence = IngressEvidence(host=host, namespaces=list(namespaces))
-    headers = {"Authorization": f"Bearer {api.token}"} if api.token else {}
     try:
-        with http_client(headers, api.verify, kubernetes.DEADLINE_S) as client:
+        with kubernetes.api_client(api) as client:
             for namespace in namespaces:
                 listed, why = _get(client, f"{api.url}{NETWORKING}/namespaces/{quote(namespace)}/ingresses",
                                    f"listing ingresses in {namespace}", "list on ingresses", {"limit": LIST_LIMIT})
@@ -92,19 +89,13 @@ def lookup(host: str, api: KubeApi, namespaces: list[str]) -> IngressEvidence:
     return evidence
 
 
-def _get(client: httpx.Client, url: str, what: str, verb: str,
+def _get(client: httpx.Client, url: str, what: str, needs: str,
          params: Mapping[str, str] | None = None) -> tuple[Any, str | None]:
-    """(parsed JSON, None), or (None, why not) for the evidence's note."""
+    """(parsed JSON, None), or (None, why not) for the evidence's note: a lookup that fails is no error."""
     try:
-        response, text = bounded_get(client, url, deadline_s=kubernetes.DEADLINE_S, params=params)
-    except Exception as exc:  # noqa: BLE001 - every transport failure is one note
-        return None, f"cannot reach the Kubernetes API {what}: {exc}"
-    if response.status_code != 200:
-        return None, f"the Kubernetes API answered {response.status_code} {what} (the pod's Role needs {verb})"
-    try:
-        return wire.loads(text), None
-    except wire.WireError as exc:
-        return None, f"the Kubernetes API's answer {what} is not JSON: {exc}"
+        return kubernetes.get_json(client, url, what, needs, params), None
+    except KubeError as exc:
+        return None, str(exc)
 
 
 def _serves(item: Any, host: str) -> bool:

@@ -75,31 +75,38 @@ def in_cluster_api(env: Mapping[str, str] = os.environ, account: Path = SERVICE_
 
 def resolve(target: KubeService, api: KubeApi) -> list[str]:
     """``http://address:port`` of every ready endpoint of the Service's port, sorted."""
-    headers = {"Authorization": f"Bearer {api.token}"} if api.token else {}
     ns, svc = quote(target.namespace), quote(target.service)
-    where = f"{target.namespace}/{target.service}"
+    where = f"for {target.namespace}/{target.service}"
+    needs = "get on services and list on endpointslices"
     try:
-        with http_client(headers, api.verify, DEADLINE_S) as client:
-            service = _get(client, f"{api.url}/api/v1/namespaces/{ns}/services/{svc}", where)
-            slices = _get(client, f"{api.url}/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices", where,
-                          params={"labelSelector": f"kubernetes.io/service-name={target.service}"})
+        with api_client(api) as client:
+            service = get_json(client, f"{api.url}/api/v1/namespaces/{ns}/services/{svc}", where, needs)
+            slices = get_json(client, f"{api.url}/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices", where, needs,
+                              params={"labelSelector": f"kubernetes.io/service-name={target.service}"})
     except (OSError, ValueError) as exc:  # a CA path that cannot be read or parsed
-        raise KubeError(f"cannot reach the Kubernetes API for {where}: {exc}") from None
+        raise KubeError(f"cannot reach the Kubernetes API {where}: {exc}") from None
     return ready_endpoints(service, slices, target)
 
 
-def _get(client: httpx.Client, url: str, where: str, params: Mapping[str, str] | None = None) -> Any:
+def api_client(api: KubeApi) -> httpx.Client:
+    """The one client of an exchange with the API: the service account's token and CA, ``DEADLINE_S``."""
+    headers = {"Authorization": f"Bearer {api.token}"} if api.token else {}
+    return http_client(headers, api.verify, DEADLINE_S)
+
+
+def get_json(client: httpx.Client, url: str, what: str, needs: str, params: Mapping[str, str] | None = None) -> Any:
+    """One GET of the API, parsed; ``KubeError`` saying ``what`` failed and, on a refusal, the
+    verbs the pod's Role ``needs``."""
     try:
         response, text = bounded_get(client, url, deadline_s=DEADLINE_S, params=params)
-    except Exception as exc:  # noqa: BLE001 - every transport failure is one reason in the usage error
-        raise KubeError(f"cannot reach the Kubernetes API for {where}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - every transport failure is one reason
+        raise KubeError(f"cannot reach the Kubernetes API {what}: {exc}") from None
     if response.status_code != 200:
-        raise KubeError(f"the Kubernetes API answered {response.status_code} for {where} (the pod's Role needs "
-                        "get on services and list on endpointslices)")
+        raise KubeError(f"the Kubernetes API answered {response.status_code} {what} (the pod's Role needs {needs})")
     try:
         return wire.loads(text)
     except wire.WireError as exc:
-        raise KubeError(f"the Kubernetes API's answer for {where} is not JSON: {exc}") from None
+        raise KubeError(f"the Kubernetes API's answer {what} is not JSON: {exc}") from None
 
 
 def ready_endpoints(service: Any, slices: Any, target: KubeService) -> list[str]:

@@ -130,6 +130,7 @@ def kv_capacity_short(
         if seqs.lower_bound:
             return NotApplicable(f"{arithmetic}; max_num_seqs in use is unknown: {seqs.current()}")
         return Pass(f"{arithmetic}; the requests served fit max_num_seqs {seqs.value}")
+    counter = engine_metric("preemptions", engine)
     return Fire(
         title="The KV cache cannot hold a full batch",
         summary=summary,
@@ -143,9 +144,7 @@ def kv_capacity_short(
                 f"preempts. Suggested from {basis}. Raising gpu_memory_utilization or lowering max_model_len "
                 "grows the room per request instead."
             ),
-            verify=rerun(" and ".join(filter(None, [
-                f"{counter}_total unchanged over the probe" if (counter := engine_metric("preemptions", engine)) else "",
-                "no mid-answer stalls"]))),
+            verify=rerun((f"{counter}_total unchanged over the probe and " if counter else "") + "no mid-answer stalls"),
         ),
         severity=severity,
         evidence=evidence,

@@ -426,6 +426,11 @@ class ExportTargets:
     textfile: Path | None = None
     pushgateway: str | None = None
 
+    @property
+    def asked(self) -> bool:
+        """Whether any output was asked for (else no registry need be built)."""
+        return self.textfile is not None or self.pushgateway is not None
+
 
 def check_export_options(opts: dict[str, Any]) -> ExportTargets:
     """Validate the metrics outputs before anything is probed: a typo must not cost a probe run.

@@ -177,11 +177,12 @@ def _also(gw: GatewayView | None) -> str:
 def buffering_remediation(gw: GatewayView | None, burst: str, verify: str) -> Remediation:
     """LD301: turn response buffering off for the streaming route, in the answering gateway's terms."""
     family, name = who_answered(gw)
-    rem = BUFFERING.get(family or "", GENERIC_BUFFERING).remediation(verify, name=name, burst=burst)
+    phrasing = BUFFERING.get(family or "", GENERIC_BUFFERING)
+    rem = phrasing.remediation(verify, name=name, burst=burst)
     if family == "nginx" and gw and gw.primary and gw.primary.inferred:
         rem.why += INGRESS_NOTE
     if gw and gw.ingress and family in BUFFERING:
-        _as_annotated(rem, gw.ingress, BUFFERING[family].setting)
+        _as_annotated(rem, gw.ingress, phrasing.setting)
     rem.why += _also(gw)
     return rem
 
@@ -278,7 +279,7 @@ def idle_timeout_remediation(gw: GatewayView | None, family: str | None, idle_s:
                              verify: str) -> Remediation:
     """LD305: raise the idle timeout of the hop that cut the stream (``family``), in its own terms."""
     hop = gw.hop(family) if gw and family else None
-    name = hop.name if hop else (gw.name if gw else "the gateway")
+    name = hop.name if hop else who_answered(gw)[1]
     entry = IDLE_TIMEOUTS.get(family or "")
     why = (f"{name} closes a stream after {fmt_seconds(idle_s)} without upstream data; the engine produces silences that "
            "long (queueing, long prefills, preemption stalls), so those answers are cut. Raise the timeout above "

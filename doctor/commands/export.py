@@ -36,7 +36,7 @@ PUSH_TIMEOUT_S = 10.0
 def export_metrics(report: Report | Mapping[str, Report], targets: ExportTargets, *, load: LoadSummary | None = None) -> None:
     """The report's families (several reports: ``watch``'s targets, grouped on the Pushgateway
     by the region they share; ``load``: a load run's summary beside them), written and pushed as asked."""
-    if targets.textfile is None and targets.pushgateway is None:
+    if not targets.asked:
         return
     first = next(iter(report.values())) if isinstance(report, Mapping) else report
     job = PUSH_JOB if first.bundle.run.scenario is None else LOAD_JOB

@@ -117,7 +117,8 @@ def run(opts: dict[str, Any], cfg: FileConfig, *, by: str, max_rate: float | Non
         print_sweep(result, stdout_console())
     if bundle_dir:
         err.print(f"kept each level's bundle in {bundle_dir}")
-    export_registry(sweep_registry(result), exports, region=result.run.get("region"), job=SWEEP_JOB)
+    if exports.asked:
+        export_registry(sweep_registry(result), exports, region=result.run.get("region"), job=SWEEP_JOB)
     if interrupted:
         return ExitCode.INTERRUPTED
     return ExitCode.HEALTHY if result.knee.value is not None else ExitCode.SYMPTOM

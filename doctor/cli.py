@@ -20,7 +20,7 @@ from doctor.commands.options import opt, uses
 from doctor.config import load_config
 from doctor.evidence.stream import FRAMINGS
 from doctor.probes.payload import ROUTES
-from doctor.settings import ANALYSIS, API_KEY_ENV, BUDGETS, FORMATS, PLAN, shown, shown_duration
+from doctor.settings import ANALYSIS, API_KEY_ENV, BUDGETS, FORMATS, PLAN, PRACTICAL, shown, shown_duration
 from doctor.signals import terminate_like_interrupt
 
 app = typer.Typer(
@@ -100,7 +100,7 @@ EXPORT_OPTIONS = [
     opt(str | None, None, "--pushgateway", help="Also push the run's metrics to this Prometheus Pushgateway URL (job llm-doctor; llm-doctor-load for load, llm-doctor-sweep for sweep; grouped by region).", rich_help_panel=A),
 ]
 BASELINE_OPTION = [
-    opt(Path | None, None, "--baseline", help="Keep the latest healthy run per region, provider, client location and request shape in this folder, and compare each run with its own (exit 1 for a regression beyond noise).", rich_help_panel=A),
+    opt(Path | None, None, "--baseline", help="Keep the latest healthy run per region, provider, client location and request shape in this folder, and compare each run with its own, as compare does (exit 1 for a regression, 2 when too few requests to tell; thresholds from \\[compare] of the config file).", rich_help_panel=A),
 ]
 CONFIG_OPTION = [opt(Path | None, None, "--config", help="TOML config (default ./llm-doctor.toml when present).")]
 L = "Load"
@@ -283,15 +283,21 @@ def compare_cmd(
     base: Annotated[Path, typer.Argument(help="The earlier run: a bundle, or a JSON or HTML report (it embeds one).")],
     current: Annotated[Path, typer.Argument(help="The run to judge against it, in any of the same forms.")],
     allow_unlike: Annotated[bool, typer.Option("--allow-unlike", help="Compare even when the run records differ (the differences are still printed).")] = False,
+    min_change: Annotated[float | None, typer.Option("--min-change", help=f"A regression shifts the typical request by more than this fraction of the base run's median (default {shown(PRACTICAL.relative)}; config: \\[compare] min_change).")] = None,
+    min_ttft_change: Annotated[float | None, typer.Option("--min-ttft-change", help=f"The absolute part of that threshold for TTFT and E2E, in seconds: a regression also shifts them by more than this (default {shown(PRACTICAL.ttft_s)}; config: \\[compare] min_ttft_change).")] = None,
+    min_tpot_change: Annotated[float | None, typer.Option("--min-tpot-change", help=f"The same for TPOT and ITL, in seconds (default {shown(PRACTICAL.tpot_s)}; config: \\[compare] min_tpot_change).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML config (default ./llm-doctor.toml when present).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON to stdout (a switch, not a path); the exit codes are the same.")] = False,
 ) -> None:
-    """Compare two runs: refuse unlike ones (exit 2), flag a latency regression beyond noise (exit 1).
+    """Compare two runs: refuse unlike ones (exit 2), flag a latency regression (exit 1), say when the runs are too small to tell (exit 2).
 
     Runs must agree on model, revision, engine version and config, route, request shape,
     concurrency, scenario, provider, region and client location. Like runs get TTFT, TPOT, ITL
-    and E2E p50/p90 per path side by side, each tested against noise with a Mann-Whitney U test
-    over the per-request samples.
+    and E2E p50/p90 per path side by side. A difference is a regression when it is beyond noise
+    (a Mann-Whitney U test over the per-request samples, exact for small runs) and the typical
+    request moved by more than both the relative and the absolute threshold. A shift that large
+    which the samples cannot tell from noise is undecided: the message says about how many
+    requests per run would decide it.
 
     [bold]Examples[/]
 
@@ -299,11 +305,12 @@ def compare_cmd(
 
       llm-doctor compare before.html after.json.gz --allow-unlike
 
-      llm-doctor compare yesterday.json today.json --json
+      llm-doctor compare yesterday.json today.json --json --min-change 0.2
     """
     from doctor.commands.compare import run
 
-    run_guarded(lambda: run(base, current, allow_unlike=allow_unlike, config=config, as_json=as_json))
+    thresholds = {"min_change": min_change, "min_ttft_change": min_ttft_change, "min_tpot_change": min_tpot_change}
+    run_guarded(lambda: run(base, current, allow_unlike=allow_unlike, config=config, as_json=as_json, thresholds=thresholds))
 
 
 @app.command("probe")

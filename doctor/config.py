@@ -35,6 +35,11 @@ run-record fields::
     fail_on = "warning"
     ignore = ["LD5"]
 
+    [compare]           # what counts as a regression (compare, --baseline, a canary)
+    min_change = 0.1    # of the base run's median
+    min_ttft_change = 0.01  # seconds, TTFT and E2E
+    min_tpot_change = 0.001 # seconds, TPOT and ITL
+
 API keys never live in this file: only the name of the environment variable or a key file.
 
 Every section is type-checked against ``SCHEMA`` when loaded: a wrong type or a misspelled key
@@ -72,6 +77,7 @@ class FileConfig:
     run: dict[str, Any] = field(default_factory=dict)
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     analysis: dict[str, Any] = field(default_factory=dict)
+    compare: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
 
     def budget(self, name: str, region: str | None) -> float | None:
@@ -149,11 +155,19 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)  # TOML booleans are ints to Python
 
 
+def _nonnegative(v: Any) -> bool:
+    try:
+        return _number(v) and math.isfinite(v) and v >= 0
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
 STRING = _Value("a string", lambda v: isinstance(v, str))
 INTEGER = _Value("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
 NUMBER = _Value("a number", _number)
 STRINGS = _Value("an array of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
 SCALAR = _Value("a string, number or boolean", lambda v: isinstance(v, (str, bool)) or _number(v))
+NONNEGATIVE = _Value("a finite number >= 0", _nonnegative)
 DURATION = _Value("a duration (e.g. \"15m\") or a number of seconds", lambda v: isinstance(v, str) or _number(v))
 _BUDGETS: dict[str, _Value | _Table] = {"ttft": NUMBER, "tpot": NUMBER}
 
@@ -173,6 +187,7 @@ SCHEMA = _Table({
     "run": _Table({"provider": STRING, "region": STRING, "client_location": STRING}, each=SCALAR),
     "checks": _Table(each=_Table(each=SCALAR)),
     "analysis": _Table({"select": STRINGS, "ignore": STRINGS, "fail_on": STRING}),
+    "compare": _Table({"min_change": NONNEGATIVE, "min_ttft_change": NONNEGATIVE, "min_tpot_change": NONNEGATIVE}),
 })
 _FORBIDDEN = {"api_key", "api-key", "apikey", "token", "password"}
 

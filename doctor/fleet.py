@@ -3,7 +3,8 @@
 Pure: it reads the replicas' analysed reports (``{name: Report}``, one ``diagnose`` each) and
 nothing else. Imbalance is judged the way ``compare`` judges a regression, from distributions
 and not from a fixed ratio: the slowest replica's per-request TTFTs against the fastest's, with
-the same Mann-Whitney U test at ``doctor.compare.ALPHA``. A balancer that sends one replica more
+the same Mann-Whitney U test as ``compare`` (``doctor.compare.mann_whitney``), held to a
+stricter ``ALPHA``. A balancer that sends one replica more
 than its share (or a replica on a sick GPU) shows as a shift beyond noise; two replicas 10 %
 apart on six requests each do not.
 
@@ -19,9 +20,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.compare import ALPHA, MIN_SAMPLES, mann_whitney, request_samples
+from doctor.compare import mann_whitney, request_samples
 from doctor.evidence import ProbePath
 from doctor.model import Report, Symptom
+
+#: Two-sided significance of the imbalance: stricter than ``compare``'s, which has a practical
+#: threshold besides, because the slowest of several replicas against the fastest is the most
+#: extreme pair of many, which a test of one pair takes for more evidence than it is.
+ALPHA = 0.01
+#: Below this many samples on either side, no difference can reach ``ALPHA``: said, not tested.
+MIN_SAMPLES = 6
 
 
 @dataclass

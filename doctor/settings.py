@@ -3,7 +3,8 @@
 Every default lives on a dataclass, once: the probe plan's on ``CollectConfig``
 (``doctor.probes.plan``; its route and load shape are ``ProbeShape``'s, which an older bundle
 loads with), the budgets on ``Budgets`` and ``--fail-on`` on ``AnalyzeOptions``. Resolution
-reads them from ``PLAN``, ``BUDGETS`` and ``ANALYSIS``, and the CLI's help text quotes them with
+reads them from ``PLAN``, ``BUDGETS``, ``ANALYSIS`` and ``PRACTICAL`` (what a comparison calls a
+regression, ``doctor.compare.Practical``), and the CLI's help text quotes them with
 ``shown``, so a default changed there changes the behaviour and the help together.
 
 Values are checked while they are resolved, before anything is sent: a bad URL, a zero
@@ -22,6 +23,7 @@ from typing import Any
 import httpx
 
 from doctor import wire
+from doctor.compare import Practical
 from doctor.config import FileConfig, parse_set
 from doctor.console import warn
 from doctor.errors import UsageError
@@ -40,6 +42,7 @@ from doctor.runner import AnalyzeOptions, validate_settings
 PLAN = CollectConfig()
 BUDGETS = Budgets()
 ANALYSIS = AnalyzeOptions()
+PRACTICAL = Practical()
 
 #: The environment variable the API key is read from unless ``--api-key-env`` names another.
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -406,6 +409,22 @@ def require_evidence_source(config: CollectConfig, verb: str) -> None:
     """Refuse a run that would read nothing: no target, no log and no Prometheus."""
     if not config.targets() and not config.log and not config.prometheus:
         raise UsageError(f"nothing to {verb}: give --engine and/or --gateway, --log, or --prometheus")
+
+
+#: ``Practical``'s fields by the flag (``--min-change``) and ``[compare]`` key (``min_change``) that set them.
+PRACTICAL_KEYS = {"relative": "min_change", "ttft_s": "min_ttft_change", "tpot_s": "min_tpot_change"}
+
+
+def build_practical(opts: dict[str, Any], cfg: FileConfig) -> Practical:
+    """The smallest shift a comparison calls a regression: each flag, else ``[compare]`` of the
+    config file (checked when it was loaded), else ``Practical``'s default."""
+    values: dict[str, float] = {}
+    for name, key in PRACTICAL_KEYS.items():
+        if opts.get(key) is not None:
+            values[name] = float(bounded(opts[key], "--" + key.replace("_", "-"), minimum=0, inclusive=True))
+        elif cfg.compare.get(key) is not None:
+            values[name] = float(cfg.compare[key])
+    return Practical(**values)
 
 
 def check_baseline_folder(opts: dict[str, Any]) -> Path | None:

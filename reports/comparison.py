@@ -2,6 +2,11 @@
 
 Sees only a ``doctor.compare.Comparison``. Run-record values come from bundles, which may
 come from anyone: every cell goes through ``reports.terminal.clean``.
+
+The table is laid out to the console's width (``reports.terminal``): the path, metric and
+durations never wrap, headers are one word a line, the shift and verdict fold between words,
+and where even that does not fit (``COLUMNS=60``) each row is a line of its own instead, its
+numbers folding beside its name.
 """
 
 from __future__ import annotations
@@ -10,8 +15,10 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
 
-from doctor.compare import ALPHA, MIN_SAMPLES, Comparison, FieldDiff, Row
+from doctor.compare import ALPHA, EXACT_UP_TO, PER_TOKEN, SMALLEST_TESTABLE, Comparison, Decision, FieldDiff, Practical, Row
 from doctor.units import UNKNOWN, fmt_seconds
 from reports.terminal import clean, fitted, grid, printer
 
@@ -26,16 +33,73 @@ def _field_rows(diffs: list[FieldDiff]) -> list[list[str]]:
     return [[d.field, _shown(d.base), _shown(d.current)] for d in diffs]
 
 
-def _judgement(row: Row) -> str:
+_VERDICT = {Decision.REGRESSION: "REGRESSION", Decision.UNDECIDED: "UNDECIDED"}
+
+
+def _verdict(row: Row) -> str:
+    p = "" if row.p_value is None else f" (p={row.p_value:.2g})"
+    return _VERDICT.get(row.decision, row.decision.value) + p
+
+
+def _signed(seconds: float) -> str:
+    return ("+" if seconds > 0 else "") + fmt_seconds(seconds)
+
+
+def _shift(row: Row) -> str:
+    """``+351 ms (+675%)``: the typical request's shift, the number the threshold is held to (the
+    percentage unspaced, so that a narrow column folds only between the two)."""
+    if row.shift is None:
+        return UNKNOWN
+    relative = "" if row.shift_relative is None else f" ({row.shift_relative * 100:+.0f}%)"
+    return _signed(row.shift) + relative
+
+
+def _table(rows: list[Row]) -> Table:
+    """Headers of one word a line (a column is as wide as its values, not its header), durations
+    whole, the shift and the verdict folding between words."""
+    headers = ["path", "metric", "base\np50", "current\np50", "base\np90", "current\np90", "shift", "n", "verdict"]
+    cells = [[r.path, r.metric, fmt_seconds(r.base_p50), fmt_seconds(r.current_p50), fmt_seconds(r.base_p90),
+              fmt_seconds(r.current_p90), _shift(r), f"{r.n_base} / {r.n_current}", _verdict(r)] for r in rows]
+    return grid(headers, cells, wrap=(6, 8))
+
+
+def _narrow(rows: list[Row]) -> Table:
+    """The table's content as a line per row, for a console too narrow for its columns: the row's
+    name, then its numbers folding between words beside it."""
+    table = grid(["", ""], [[r.label, f"{_verdict(r)}; p50 {fmt_seconds(r.base_p50)} -> {fmt_seconds(r.current_p50)}, "
+                                      f"p90 {fmt_seconds(r.base_p90)} -> {fmt_seconds(r.current_p90)}, "
+                                      f"shift {_shift(r)}, n {r.n_base} / {r.n_current}"] for r in rows], wrap=(1,))
+    table.show_header = False
+    return table
+
+
+def _print_rows(rows: list[Row], console: Console) -> None:
+    """The table when its narrowest layout fits the console, else a line per row."""
+    table = _table(rows)
+    if Measurement.get(console, console.options.update_width(1 << 16), table).minimum > console.width:
+        table = _narrow(rows)
+    printer(console)(fitted(table, console))
+
+
+def rule_text(practical: Practical) -> str:
+    """The regression rule in one sentence, with the thresholds in force."""
+    return (f"A regression is beyond noise (two-sided Mann-Whitney U test over per-request values, ITL: each request's "
+            f"median gap; alpha {ALPHA:g}, exact up to {EXACT_UP_TO} requests) and a shift of the typical request "
+            f"(the median current-minus-base difference) above {practical.relative * 100:g} % of the base median "
+            f"and {practical.ttft_s * 1000:g} ms (TTFT, E2E) or {practical.tpot_s * 1000:g} ms ({', '.join(PER_TOKEN)}).")
+
+
+def undecided_text(row: Row) -> str:
+    """Why ``row`` could not be decided, and about how many requests per run would decide it."""
+    n = f"{row.n_base} / {row.n_current} requests"
+    if row.shift is None:
+        return f"{row.label}: measured in one run only ({n})"
     if row.p_value is None:
-        return f"untested (n < {MIN_SAMPLES})"
-    if not row.beyond_noise:
-        return f"within noise (p={row.p_value:.2g})"
-    return f"{'REGRESSION' if row.regression else 'improvement'} (p={row.p_value:.2g})"
-
-
-def _change(row: Row) -> str:
-    return UNKNOWN if row.change is None else f"{row.change * 100:+.0f} %"
+        return (f"{row.label}: {n} are too few to test (shift {_shift(row)}); "
+                f"about {row.needed} requests per run are needed")
+    more = ("the samples show no consistent slowdown to size a run for" if row.needed is None
+            else f"about {row.needed} requests per run would tell")
+    return f"{row.label}: shift {_shift(row)} is not beyond noise (p={row.p_value:.2g}) with {n}; {more}"
 
 
 def print_unlike(comparison: Comparison, console: Console, *, refused: bool, head: str | None = None) -> None:
@@ -50,7 +114,7 @@ def print_unlike(comparison: Comparison, console: Console, *, refused: bool, hea
 
 
 def print_comparison(comparison: Comparison, console: Console) -> None:
-    """Attribution, the table, and one line naming each regression beyond noise."""
+    """Attribution, the table, the rule, and a line naming each regression and each undecided row."""
     say = printer(console)
     if not comparison.attributable:
         names = ", ".join(d.field for d in comparison.engine_changes)
@@ -62,38 +126,42 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
     if not comparison.rows:
         say("No path was probed in both runs: nothing to compare.")
         return
-    rows = [[r.path, r.metric, fmt_seconds(r.base_p50), fmt_seconds(r.current_p50), fmt_seconds(r.base_p90), fmt_seconds(r.current_p90),
-             _change(r), f"{r.n_base} / {r.n_current}", _judgement(r)] for r in comparison.rows]
-    say(fitted(grid(["path", "metric", "base p50", "current p50", "base p90", "current p90", "p90 change", "n", "vs noise"], rows),
-                  console))
-    say(f"[dim]Noise: two-sided Mann-Whitney U test over per-request values (ITL: each request's median gap), alpha {ALPHA:g}.[/]")
-    regressions = comparison.regressions
-    if regressions:
-        say("[bold red]Regression beyond noise:[/] " + clean(", ".join(f"{r.metric} ({r.path})" for r in regressions)))
-    else:
-        say("[bold green]No regression beyond noise.[/]")
+    _print_rows(comparison.rows, console)
+    say(f"[dim]{clean(rule_text(comparison.practical))}[/]")
+    if comparison.undecided:
+        say("[bold yellow]Could not decide:[/] " + clean("; ".join(undecided_text(r) for r in comparison.undecided)) + ".")
+    if comparison.regressions:
+        say("[bold red]Regression:[/] " + clean(", ".join(f"{r.label} {_shift(r)}" for r in comparison.regressions)))
+    elif not comparison.undecided:
+        say("[bold green]No regression:[/] every difference is within noise or under the practical threshold.")
 
 
 def comparison_json(comparison: Comparison, *, refused: bool) -> str:
     """The comparison as one JSON document (``compare --json``): what a gate reads instead of the table.
 
     ``refused`` says the rows were not computed because the runs are unlike; ``regressions``
-    names each metric and path beyond noise towards slower, as the exit code counts them.
+    and ``undecided`` name each metric and path as the exit code counts them.
     """
     def diff(d: FieldDiff) -> dict[str, Any]:
         return {"field": d.field, "base": d.base, "current": d.current}
 
+    practical = comparison.practical
     doc = {
         "refused": refused,
         "unlike": [diff(d) for d in comparison.unlike],
         "engine_changes": [diff(d) for d in comparison.engine_changes],
         "attributable": comparison.attributable,
-        "test": {"name": "mann-whitney-u", "sided": "two", "alpha": ALPHA, "min_samples": MIN_SAMPLES},
+        "test": {"name": "mann-whitney-u", "sided": "two", "alpha": ALPHA, "exact_up_to": EXACT_UP_TO,
+                 "min_samples": SMALLEST_TESTABLE},
+        "practical": {"relative": practical.relative, "ttft_s": practical.ttft_s, "tpot_s": practical.tpot_s},
         "rows": [] if refused else [
             {"path": r.path, "metric": r.metric, "base": {"p50": r.base_p50, "p90": r.base_p90, "n": r.n_base},
              "current": {"p50": r.current_p50, "p90": r.current_p90, "n": r.n_current}, "p90_change": r.change,
-             "p_value": r.p_value, "p_slower": r.slower, "beyond_noise": r.beyond_noise, "regression": r.regression}
+             "p_value": r.p_value, "exact": r.exact, "p_slower": r.slower, "beyond_noise": r.beyond_noise,
+             "shift_s": r.shift, "shift_relative": r.shift_relative, "threshold_s": r.threshold,
+             "decision": r.decision.value, "regression": r.regression, "needed_requests": r.needed}
             for r in comparison.rows],
-        "regressions": [] if refused else [f"{r.metric} ({r.path})" for r in comparison.regressions],
+        "regressions": [] if refused else [r.label for r in comparison.regressions],
+        "undecided": [] if refused else [r.label for r in comparison.undecided],
     }
     return json.dumps(doc, indent=2, default=str) + "\n"

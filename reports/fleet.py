@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from doctor.compare import ALPHA
-from doctor.fleet import FleetView
+from doctor.fleet import ALPHA, FleetView
 from doctor.units import UNKNOWN, fmt_seconds
 from reports.terminal import clean, fitted, grid, printer
 

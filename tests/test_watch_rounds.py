@@ -107,7 +107,7 @@ def test_a_canary_is_probed_in_the_same_round_and_its_regression_named(tmp_path)
             "--json", str(tmp_path / "r.json"), "--metrics-textfile", str(out)], env={"COLUMNS": "200"})
     assert result.exit_code == 1, result.output  # both within budget: the exit is the canary's regression
     assert "canary against stable:" in result.stderr
-    assert "Regression beyond noise: TTFT (direct)" in result.stderr
+    assert "Regression: TTFT (direct)" in result.stderr
     reports = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("r.*.json")}
     assert set(reports) == {"r.stable.json", "r.canary.json"}
     assert all(r["verdict"]["symptom"] == "healthy" for r in reports.values())

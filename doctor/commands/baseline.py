@@ -9,23 +9,30 @@ regression against the one before, so a slow drift cannot ratchet it; after a ch
 accepted, delete the file and the next healthy run becomes the baseline. What differs besides
 the place and the shape (model, revision, engine version, config) is printed, not refused: that
 is the change a baseline is there to watch.
+
+The comparison is ``compare``'s, rule and exit code alike (``doctor.compare.decision_code``,
+thresholds from ``[compare]`` of the config file): a run too small to tell a large shift from
+noise is not kept as the baseline and exits 2, never passes as "no regression".
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 from doctor.bundle import write_file
 from doctor.commands.analyze import reanalyse
-from doctor.compare import Comparison, baseline_key, compare_reports
+from doctor.compare import Comparison, baseline_key, compare_reports, decision_code
 from doctor.config import FileConfig
 from doctor.console import err, note, warn
 from doctor.errors import DoctorError
-from doctor.exit_codes import ExitCode
+from doctor.exit_codes import ExitCode, worst_code
 from doctor.model import Report
+from doctor.settings import build_practical
 from reports.comparison import print_comparison, print_unlike
 from reports.json_doc import render_json
+from reports.terminal import stdout_console
 
 
 def baseline_path(folder: Path, report: Report) -> Path:
@@ -34,8 +41,9 @@ def baseline_path(folder: Path, report: Report) -> Path:
 
 
 def against_baseline(report: Report, code: ExitCode, folder: Path, opts: dict[str, Any], cfg: FileConfig) -> ExitCode:
-    """Compare ``report`` with its baseline (printed on stderr), keep it as the new one when it is
-    healthy and no regression, and return the exit code: ``code``, or 1 for a regression beyond noise."""
+    """Compare ``report`` with its baseline (printed on stderr, laid out as stdout would be), keep
+    it as the new one when it is healthy and the comparison decided no regression, and return the
+    exit code: the worse of ``code`` and the comparison's."""
     path = baseline_path(folder, report)
     comparison: Comparison | None = None
     if path.exists():
@@ -44,17 +52,16 @@ def against_baseline(report: Report, code: ExitCode, folder: Path, opts: dict[st
         except DoctorError as exc:  # a damaged baseline costs the comparison, not the run
             warn(f"baseline {path} unreadable ({exc}); the next healthy run replaces it")
         else:
-            comparison = compare_reports(base, report)
+            comparison = compare_reports(base, report, build_practical(opts, cfg))
             err.print(f"against the baseline {path}:")
+            console = stdout_console(sys.stderr)
             if comparison.unlike:
-                print_unlike(comparison, err, refused=False, head="Changed since the baseline")
-            print_comparison(comparison, err)
+                print_unlike(comparison, console, refused=False, head="Changed since the baseline")
+            print_comparison(comparison, console)
     else:
         note(f"no baseline yet for this region and request shape ({path.name})")
-    regressed = comparison is not None and bool(comparison.regressions)
-    if code is ExitCode.HEALTHY and not regressed and not report.bundle.interrupted:
+    compared = ExitCode.HEALTHY if comparison is None else decision_code(comparison)
+    if code is ExitCode.HEALTHY and compared is ExitCode.HEALTHY and not report.bundle.interrupted:
         write_file(path, render_json(report).encode("utf-8"))
         err.print(f"baseline {path} updated")
-    if regressed and code is not ExitCode.INTERRUPTED:
-        return ExitCode.SYMPTOM
-    return code
+    return worst_code([code, compared])

@@ -2,29 +2,35 @@
 
 Each side is read as ``analyze`` reads it (a bundle, or a JSON or HTML report embedding one,
 re-analysed with its recorded settings), so both are judged by this version's checks.
-Exit 2 for unlike runs (unless ``--allow-unlike``), 1 for a regression beyond noise, else 0.
+Exit 2 for unlike runs (unless ``--allow-unlike``), else ``doctor.compare.decision_code``: 1
+for a regression, 2 when the runs are too small to tell a large shift from noise, else 0.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from doctor.commands.analyze import reanalyse
-from doctor.compare import Comparison, compare_reports
+from doctor.compare import Comparison, compare_reports, decision_code
 from doctor.config import load_config
 from doctor.exit_codes import ExitCode
+from doctor.settings import build_practical
 from reports.comparison import comparison_json, print_comparison, print_unlike
 from reports.terminal import stdout_console
 
 
-def run(base: Path, current: Path, *, allow_unlike: bool, config: Path | None = None, as_json: bool = False) -> ExitCode:
-    """Both sides are read before anything is printed: an unreadable one is one error line."""
+def run(base: Path, current: Path, *, allow_unlike: bool, config: Path | None = None, as_json: bool = False,
+        thresholds: dict[str, Any] | None = None) -> ExitCode:
+    """The thresholds are checked and both sides read before anything is printed: a bad value or
+    an unreadable side is one error line."""
     cfg = load_config(config)
+    practical = build_practical(thresholds or {}, cfg)
     opts = {"config": config}
     base_report, _ = reanalyse(base, opts, cfg, None)
     current_report, _ = reanalyse(current, opts, cfg, None)
-    comparison = compare_reports(base_report, current_report)
+    comparison = compare_reports(base_report, current_report, practical)
     refused = bool(comparison.unlike) and not allow_unlike
     if as_json:
         sys.stdout.write(comparison_json(comparison, refused=refused))
@@ -38,7 +44,5 @@ def run(base: Path, current: Path, *, allow_unlike: bool, config: Path | None = 
 
 
 def comparison_code(comparison: Comparison, *, refused: bool) -> ExitCode:
-    """2 refused (unlike runs), 1 a regression beyond noise, else 0."""
-    if refused:
-        return ExitCode.NO_DIAGNOSIS
-    return ExitCode.SYMPTOM if comparison.regressions else ExitCode.HEALTHY
+    """2 refused (unlike runs), else the comparison's own code."""
+    return ExitCode.NO_DIAGNOSIS if refused else decision_code(comparison)

@@ -13,6 +13,7 @@ given (the canary gets the same request shape, budgets and run record, and its o
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -27,7 +28,7 @@ from doctor.bundle import write_file
 from doctor.commands.baseline import against_baseline
 from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
-from doctor.compare import compare_reports
+from doctor.compare import Practical, compare_reports, decision_code
 from doctor.config import FileConfig
 from doctor.console import err, progress, warn
 from doctor.errors import UsageError
@@ -38,10 +39,11 @@ from doctor.outage import retry_delay, unreachable_paths
 from doctor.probes.plan import CollectConfig
 from doctor.registry import Registry
 from doctor.runner import AnalyzeOptions
-from doctor.settings import ExportTargets, WatchPlan
+from doctor.settings import ExportTargets, WatchPlan, build_practical
 from reports.comparison import print_comparison, print_unlike
 from reports.fleet import print_fleet
 from reports.json_doc import render_json
+from reports.terminal import stdout_console
 
 STABLE, CANARY, GATEWAY = "stable", "canary", "gateway"
 
@@ -105,18 +107,19 @@ def _paths(down: dict[str, str]) -> str:
     return ", ".join(f"{path} ({kinds})" for path, kinds in sorted(down.items()))
 
 
-def canary_code(reports: dict[str, Report], code: ExitCode) -> ExitCode:
-    """Print the canary against its stable (on stderr: stdout holds the reports) and return
-    ``code``, or 1 for a canary regression beyond noise. The canary runs another build or
+def canary_code(reports: dict[str, Report], code: ExitCode, practical: Practical) -> ExitCode:
+    """Print the canary against its stable (on stderr: stdout holds the reports) and return the
+    worse of ``code`` and the comparison's (``compare``'s rule). The canary runs another build or
     config by design, so what its run record changes is shown, never a reason to refuse."""
     if CANARY not in reports:
         return code
-    comparison = compare_reports(reports[STABLE], reports[CANARY])
+    comparison = compare_reports(reports[STABLE], reports[CANARY], practical)
     err.print("canary against stable:")
+    console = stdout_console(sys.stderr)
     if comparison.unlike:
-        print_unlike(comparison, err, refused=False, head="The canary differs from the stable")
-    print_comparison(comparison, err)
-    return ExitCode.SYMPTOM if comparison.regressions and code is not ExitCode.INTERRUPTED else code
+        print_unlike(comparison, console, refused=False, head="The canary differs from the stable")
+    print_comparison(comparison, console)
+    return worst_code([code, decision_code(comparison)])
 
 
 def show_fleet(reports: dict[str, Report]) -> None:
@@ -175,8 +178,8 @@ class RoundSettings:
 
 def run_round(targets: dict[str, CollectConfig], rs: RoundSettings, started: float, stop: threading.Event) -> tuple[dict[str, Report], ExitCode]:
     """Diagnose every target, keep and emit each report, export the round, show a fleet side by
-    side, and decide the round's code: the worst of the targets' (each against its baseline), or
-    1 for a canary's regression."""
+    side, and decide the round's code: the worst of the targets' (each against its baseline) and
+    the canary's comparison with its stable."""
     reports: dict[str, Report] = {}
     for name, target in targets.items():
         reports[name] = diagnose_with_retries(name, target, rs.analyze_opts, rs.registry, rs.plan, started, stop)
@@ -192,7 +195,7 @@ def run_round(targets: dict[str, CollectConfig], rs: RoundSettings, started: flo
             codes[-1] = against_baseline(report, codes[-1], rs.baseline, rs.opts, rs.cfg)
     export_metrics(exported(reports), rs.exports)
     show_fleet(reports)
-    return reports, canary_code(reports, worst_code(codes))
+    return reports, canary_code(reports, worst_code(codes), build_practical(rs.opts, rs.cfg))
 
 
 def exported(reports: dict[str, Report]) -> Report | dict[str, Report]:

@@ -357,9 +357,10 @@ def judge(row: Row, base: list[float], current: list[float], practical: Practica
     row.shift_relative = row.shift / median if median else None
     row.threshold = practical.floor(row.metric, median)
     p_value, row.slower = mann_whitney(base, current)
-    if not testable(len(base), len(current)):
+    if not testable(len(base), len(current)):  # sized for the shift seen when it matters, else to test at all
         row.decision = Decision.UNDECIDED
-        row.needed = max(needed_requests(row.slower) or 0, SMALLEST_TESTABLE)
+        sized = needed_requests(row.slower) if row.shift > row.threshold else None
+        row.needed = max(sized or 0, SMALLEST_TESTABLE)
         return
     row.p_value, row.exact = p_value, exact_test(len(base), len(current))
     if row.beyond_noise:

@@ -37,7 +37,8 @@ _VERDICT = {Decision.REGRESSION: "REGRESSION", Decision.UNDECIDED: "UNDECIDED"}
 
 
 def _verdict(row: Row) -> str:
-    p = "" if row.p_value is None else f" (p={row.p_value:.2g})"
+    p = " (too few)" if row.p_value is None and row.decision is Decision.UNDECIDED else ""
+    p = p if row.p_value is None else f" (p={row.p_value:.2g})"
     return _VERDICT.get(row.decision, row.decision.value) + p
 
 
@@ -93,13 +94,13 @@ def undecided_text(row: Row) -> str:
     """Why ``row`` could not be decided, and about how many requests per run would decide it."""
     n = f"{row.n_base} / {row.n_current} requests"
     if row.shift is None:
-        return f"{row.label}: measured in one run only ({n})"
+        return f"measured in one run only ({n}); at least {row.needed} per run are needed"
     if row.p_value is None:
-        return (f"{row.label}: {n} are too few to test (shift {_shift(row)}); "
-                f"about {row.needed} requests per run are needed")
+        seen = f"shift {_shift(row)}, but " if row.shift > (row.threshold or 0.0) else ""
+        return f"{seen}{n} are too few to test; about {row.needed} requests per run are needed"
     more = ("the samples show no consistent slowdown to size a run for" if row.needed is None
             else f"about {row.needed} requests per run would tell")
-    return f"{row.label}: shift {_shift(row)} is not beyond noise (p={row.p_value:.2g}) with {n}; {more}"
+    return f"shift {_shift(row)} is not beyond noise (p={row.p_value:.2g}) with {n}; {more}"
 
 
 def print_unlike(comparison: Comparison, console: Console, *, refused: bool, head: str | None = None) -> None:
@@ -129,7 +130,10 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
     _print_rows(comparison.rows, console)
     say(f"[dim]{clean(rule_text(comparison.practical))}[/]")
     if comparison.undecided:
-        say("[bold yellow]Could not decide:[/] " + clean("; ".join(undecided_text(r) for r in comparison.undecided)) + ".")
+        say("[bold yellow]Could not decide:[/]")
+        undecided = grid(["", ""], [[r.label, undecided_text(r)] for r in comparison.undecided], wrap=(1,))
+        undecided.show_header = False
+        say(fitted(undecided, console))
     if comparison.regressions:
         say("[bold red]Regression:[/] " + clean(", ".join(f"{r.label} {_shift(r)}" for r in comparison.regressions)))
     elif not comparison.undecided:

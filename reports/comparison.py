@@ -67,9 +67,10 @@ def _table(rows: list[Row]) -> Table:
 def _narrow(rows: list[Row]) -> Table:
     """The table's content as a line per row, for a console too narrow for its columns: the row's
     name, then its numbers folding between words beside it."""
-    table = grid(["", ""], [[r.label, f"{_verdict(r)}; p50 {fmt_seconds(r.base_p50)} -> {fmt_seconds(r.current_p50)}, "
-                                      f"p90 {fmt_seconds(r.base_p90)} -> {fmt_seconds(r.current_p90)}, "
-                                      f"shift {_shift(r)}, n {r.n_base} / {r.n_current}"] for r in rows], wrap=(1,))
+    lines = [[r.label, (f"{_verdict(r)}; p50 {fmt_seconds(r.base_p50)} -> {fmt_seconds(r.current_p50)}, "
+                        f"p90 {fmt_seconds(r.base_p90)} -> {fmt_seconds(r.current_p90)}, "
+                        f"shift {_shift(r)}, n {r.n_base} / {r.n_current}")] for r in rows]
+    table = grid(["", ""], lines, wrap=(1,))
     table.show_header = False
     return table
 

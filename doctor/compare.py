@@ -12,10 +12,11 @@ A difference of one metric on one path is a regression only when it is both (``j
   carry (their ``stream_stats`` view) at ``ALPHA``. It assumes no distribution shape, which
   latency never has, and it compares whole distributions rather than one percentile that a
   single slow request can move. Exact for small runs (``mann_whitney``), where the normal
-  approximation is too cautious to see even a several-fold shift;
+  approximation errs towards "within noise", so that 4 requests a side which all moved
+  several-fold are a regression, not untested;
 - **practical**: the typical request moved by more than ``Practical``'s thresholds, relative
-  *and* absolute. A deterministic server makes a 0.25 ms change "significant" at any n, and
-  nobody should be paged for it; the shift is the Hodges-Lehmann estimate, the median of every
+  *and* absolute. A deterministic server makes a 0.25 ms change "significant" at a dozen
+  requests, and nobody should be paged for it; the shift is the Hodges-Lehmann estimate, the median of every
   current-minus-base difference, which is the shift the U test is about.
 
 A shift large enough to matter that the test cannot tell from noise (or samples too few to

@@ -3,10 +3,9 @@
 Sees only a ``doctor.compare.Comparison``. Run-record values come from bundles, which may
 come from anyone: every cell goes through ``reports.terminal.clean``.
 
-The table is laid out to the console's width (``reports.terminal``): the path, metric and
-durations never wrap, headers are one word a line, the shift and verdict fold between words,
-and where even that does not fit (``COLUMNS=60``) each row is a line of its own instead, its
-numbers folding beside its name.
+The table is laid out to the console's width (``reports.terminal``): headers are one word a
+line, only the verdict folds (between words), and where even that does not fit (``COLUMNS=60``)
+each row is a line of its own instead, its numbers folding beside its name.
 """
 
 from __future__ import annotations
@@ -14,13 +13,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
-from rich.measure import Measurement
 from rich.table import Table
 
 from doctor.compare import ALPHA, EXACT_UP_TO, PER_TOKEN, SMALLEST_TESTABLE, Comparison, Decision, FieldDiff, Practical, Row
 from doctor.units import UNKNOWN, fmt_seconds
 from reports.terminal import clean, fitted, grid, printer
+
+#: The space ``reports.terminal.grid`` keeps after each column.
+PADDING = 2
 
 
 def _shown(value: Any) -> str:
@@ -55,13 +57,28 @@ def _shift(row: Row) -> str:
     return _signed(row.shift) + relative
 
 
-def _table(rows: list[Row]) -> Table:
-    """Headers of one word a line (a column is as wide as its values, not its header), durations
-    whole, the shift and the verdict folding between words."""
-    headers = ["path", "metric", "base\np50", "current\np50", "base\np90", "current\np90", "shift", "n", "verdict"]
-    cells = [[r.path, r.metric, fmt_seconds(r.base_p50), fmt_seconds(r.current_p50), fmt_seconds(r.base_p90),
-              fmt_seconds(r.current_p90), _shift(r), f"{r.n_base} / {r.n_current}", _verdict(r)] for r in rows]
-    return grid(headers, cells, wrap=(6, 8))
+HEADERS = ("path", "metric", "base\np50", "current\np50", "base\np90", "current\np90", "shift", "n", "verdict")
+
+
+def _cells(row: Row) -> list[str]:
+    return [row.path, row.metric, fmt_seconds(row.base_p50), fmt_seconds(row.current_p50), fmt_seconds(row.base_p90),
+            fmt_seconds(row.current_p90), _shift(row), f"{row.n_base} / {row.n_current}", _verdict(row)]
+
+
+def _table(rows: list[Row], console: Console) -> Table | None:
+    """Every column whole but the verdict, which folds between words into what the console has
+    left; None when that is narrower than its longest word. Headers are one word a line, so that
+    a column is as wide as its values. The verdict's width is set here, not left to rich, which
+    narrows every folding column alike, through the middle of a word."""
+    cells = [_cells(r) for r in rows]
+    widths = [max(cell_len(line) for text in (header, *column) for line in text.split("\n"))
+              for header, column in zip(HEADERS, zip(*cells, strict=True), strict=True)]
+    room = console.width - sum(widths[:-1]) - PADDING * len(widths)
+    if room < max(cell_len(word) for text in (HEADERS[-1], *(c[-1] for c in cells)) for word in text.split()):
+        return None
+    table = grid(HEADERS, cells, wrap=(len(HEADERS) - 1,))
+    table.columns[-1].width = min(room, widths[-1])
+    return table
 
 
 def _narrow(rows: list[Row]) -> Table:
@@ -76,11 +93,9 @@ def _narrow(rows: list[Row]) -> Table:
 
 
 def _print_rows(rows: list[Row], console: Console) -> None:
-    """The table when its narrowest layout fits the console, else a line per row."""
-    table = _table(rows)
-    if Measurement.get(console, console.options.update_width(1 << 16), table).minimum > console.width:
-        table = _narrow(rows)
-    printer(console)(fitted(table, console))
+    """The table where its columns fit the console, else a line per row."""
+    table = _table(rows, console)
+    printer(console)(fitted(_narrow(rows), console) if table is None else table)
 
 
 def rule_text(practical: Practical) -> str:

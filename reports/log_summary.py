@@ -15,7 +15,7 @@ import textwrap
 from typing import Any
 
 from doctor.engines import normal
-from doctor.engines.names import VLLM, display
+from doctor.engines.names import UNKNOWN, VLLM, display
 from doctor.evidence.errors import EvidenceError
 from doctor.evidence.log import LogEvidence
 from doctor.redact import Redactor
@@ -43,7 +43,8 @@ def log_problems(source: str, evidence: LogEvidence | None, facts: LogFacts | No
     if evidence is None:
         problems = problems or [f"cannot use the log {source}"]
     elif facts is None or facts.empty:
-        problems.append(f"no vLLM (nor SGLang, llama.cpp, TGI, TensorRT-LLM) startup, stats or error line found in {source}: "
+        whose = f" (engine unidentified: {facts.identified_by})" if facts is not None and facts.engine == UNKNOWN else ""
+        problems.append(f"no vLLM (nor SGLang, llama.cpp, TGI, TensorRT-LLM) startup, stats or error line found in {source}{whose}: "
                         "is this an engine's log?")
     return [Redactor().text(p) for p in problems]
 
@@ -67,6 +68,7 @@ def _json(source: str, evidence: LogEvidence | None, facts: LogFacts | None, rea
     }
     if facts is not None:
         document["engine"] = facts.engine
+        document["identified_by"] = facts.identified_by
         document["facts"] = facts_document(facts)
         document["not_exposed"] = normal.not_exposed(facts.engine, document["facts"])
         document["provenance"] = {

@@ -12,7 +12,7 @@ from typing import Any
 
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
-from doctor.engines.names import VLLM, engine_of_headers, engine_of_metric
+from doctor.engines.names import UNKNOWN, VLLM, engine_of_headers, engine_of_metric
 from doctor.evidence import EndpointsEvidence, RunRecord
 from doctor.model import EvidenceValue
 from doctor.vllm_metrics.names import FAMILY_BY_KEY
@@ -137,8 +137,9 @@ def engine_of(log_facts: LogFacts | None, metrics_window: MetricsWindow | None =
               endpoints: EndpointsEvidence | None = None) -> str | None:
     """The engine that served (``vllm``, ``sglang``, ...): as its log, its /metrics, its own
     description (``/props``, ``/get_server_info``, ``/info``) or its ``Server`` header says, for
-    ``engine_flag``; ``None`` when none of them tells."""
-    if log_facts is not None:
+    ``engine_flag``; ``None`` when none of them tells. A log whose engine is unidentified
+    (``UNKNOWN``) yields to the others, and is the answer only when they are silent."""
+    if log_facts is not None and log_facts.engine != UNKNOWN:
         return log_facts.engine
     if metrics_window is not None and metrics_window.engine_kind is not None:
         return metrics_window.engine_kind
@@ -149,7 +150,7 @@ def engine_of(log_facts: LogFacts | None, metrics_window: MetricsWindow | None =
             return ep.engine_info.engine
         if (engine := engine_of_headers(ep.headers)) is not None:
             return engine
-    return None
+    return UNKNOWN if log_facts is not None else None
 
 
 def metric_read(mw: MetricsWindow | None, key: str) -> str:

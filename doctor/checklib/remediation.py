@@ -8,7 +8,7 @@ the built-in ones. Public through ``doctor.checklib``.
 
 from __future__ import annotations
 
-from doctor.engines.names import LLAMACPP, SGLANG, TGI, TRTLLM, VLLM, display
+from doctor.engines.names import DISPLAY, LLAMACPP, SGLANG, TGI, TRTLLM, UNKNOWN, VLLM, display
 from doctor.model import RERUN_INSTRUCTION, Remediation
 
 #: vLLM setting -> the flag each other engine has for it, as its launcher spells it (SGLang
@@ -49,14 +49,28 @@ def vllm_flag(*settings: str) -> str:
 def engine_flag(engine: str | None, *settings: str) -> str:
     """``vllm_flag`` for the engine that served: ``SGLang flag --max-running-requests`` for
     ``max_num_seqs`` on SGLang, ``vllm serve flag --max-num-seqs`` on vLLM (or when the engine is
-    unknown). A setting the engine lacks says so and names vLLM's, so the advice is still read."""
+    unknown). A setting the engine lacks says so and names vLLM's, so the advice is still read.
+    On an unidentified engine (``UNKNOWN``) it names the limit and how each known engine spells
+    it, never one engine's flag as if it were that engine's."""
     if engine in (None, VLLM):
         return vllm_flag(*settings)
+    if engine == UNKNOWN:
+        return f"the engine's own setting for {' / '.join(settings)} (unidentified engine; {_spellings(settings)})"
     flags = [ENGINE_FLAGS.get(s, {}).get(engine) for s in settings]
     if all(flags):
         return f"{display(engine)} flag{'s' if len(flags) > 1 else ''} {' / '.join(f for f in flags if f)}"
     lacking = [s for s, f in zip(settings, flags, strict=True) if not f]
     return f"not exposed by {display(engine)} ({', '.join(lacking)}: {vllm_flag(*settings)} on vLLM)"
+
+
+def _spellings(settings: tuple[str, ...]) -> str:
+    """How each known engine spells ``settings``: ``vLLM --max-num-seqs, SGLang --max-running-requests, ...``."""
+    spelled = [f"{DISPLAY[VLLM]} {' / '.join('--' + s.replace('_', '-') for s in settings)}"]
+    for engine in (SGLANG, LLAMACPP, TGI, TRTLLM):
+        flags = [ENGINE_FLAGS.get(s, {}).get(engine) for s in settings]
+        if all(flags):
+            spelled.append(f"{DISPLAY[engine]} {' / '.join(f for f in flags if f)}")
+    return ", ".join(spelled)
 
 
 def rerun(expect: str) -> str:

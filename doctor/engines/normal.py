@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from doctor.engines.names import LLAMACPP, SGLANG, TGI, TRTLLM, VLLM, display
+from doctor.engines.names import LLAMACPP, SGLANG, TGI, TRTLLM, UNKNOWN, display
 from doctor.vllm_log.model import LogFacts
 from doctor.vllm_metrics.views import MetricsWindow
 
@@ -63,7 +63,7 @@ def from_log(facts: LogFacts) -> dict[str, Any]:
 def from_window(window: MetricsWindow) -> dict[str, Any]:
     """The neutral readings of a metrics window: the last gauge values, the peak KV usage,
     preemptions over the window (since the engine started, for a single scrape)."""
-    out: dict[str, Any] = {"engine": window.engine_kind or VLLM}
+    out: dict[str, Any] = {"engine": window.engine_kind or UNKNOWN}
     out["running"] = window.running.last if window.running else None
     out["waiting"] = window.waiting.last if window.waiting else None
     out["kv_usage"] = window.kv_usage.last if window.kv_usage else None

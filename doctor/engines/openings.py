@@ -20,16 +20,20 @@ OPENINGS = (
     rb"|llama_kv_cache|llama_context: n_|llama_new_context_with_model: n_|llama_memory_recurrent: size"
     rb"|srv {1,12}init: initializing slots|load_model: initializing|slot {1,12}(?:init|load_model): id|build: \d"
     rb"|main: server is listening|INFO \[ {0,20}main\] build info"
+    rb"|llama_print_timings:|llama_perf_context_print:|print_timing"  # timing printouts, old and new
     # TGI (text_generation_launcher's Args, the router's warm-up)
     rb"|Args \{|Setting max batch total tokens|Model does not support automatic max batch total tokens"
     rb"|text_generation_router[\w:]{0,20}: [\w/.]{1,40}:\d{1,6}: Connected|\"message\":\"Connected\""
+    rb"|text-generation-router"  # /info's "router" field, pasted into a report
     # TensorRT-LLM (the C++ runtime's TRTGptModel / KV cache manager lines, the Python LLM API)
     rb"|TRTGptModel max|Allocated \d{1,9}\.\d{1,4} GiB for max tokens in paged KV cache"
     rb"|\[MemUsageChange\] Allocated|Number of tokens per block|TensorRT.LLM version|Engine version \d"
     rb"|Using \d{1,12} tokens in paged KV cache|Max KV cache blocks per sequence"
+    rb"|\"iterLatencyMS\"|host_step_time = "  # the executor's iteration stats (JSON), the PyTorch backend's iteration log
 )
 
 #: Kept lines of these kinds are bounded apart from the startup lines (``Scanner._buffer_of``),
 #: so that a long-running server's stats do not push its startup out.
-STATS_MARKS = (b"throughput:", b"throughput (token/s)")
+STATS_MARKS = (b"throughput:", b"throughput (token/s)", b"print_timing", b"llama_perf_context_print", b"iterLatencyMS",
+               b"host_step_time = ")
 PREEMPTION_MARKS = (b"preempted by", b"Retract requests", b"Decode out of memory")

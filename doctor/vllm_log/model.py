@@ -63,6 +63,7 @@ class Startup:
 class LogFacts:
     source: str = ""
     engine: str = "vllm"  # whose log it is (``doctor.engines.names``); the facts use vLLM's keys
+    identified_by: str = ""  # why ``engine`` (``names.identify_log``): the markers counted, or none
     facts: dict[str, Fact] = field(default_factory=dict)
     errors: list[StartupError] = field(default_factory=list)
     stats: list[StatsPoint] = field(default_factory=list)  # every startup's; ``last_stats``: the last one's

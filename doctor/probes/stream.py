@@ -808,7 +808,8 @@ class _Probe:
             trace.truncated = str(exc)
             return "stream-error", str(exc)
         if isinstance(exc, httpx.ConnectTimeout):
-            return "timeout", f"no connection within {config.http.timeout_s:g} s"
+            what = "TLS handshake" if "TLS" in str(exc) else "connection"  # the transport's words
+            return "timeout", f"no {what} within {config.http.timeout_s:g} s"
         if isinstance(exc, httpx.ReadTimeout):
             return self._read_timeout(trace, log)
         if isinstance(exc, httpx.ConnectError):

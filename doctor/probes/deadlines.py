@@ -4,13 +4,19 @@ Every phase has its own deadline, so no server can hold a request longer than th
 by sending a little at a time (a slowloris):
 
 - connect (TCP and TLS) and writing the request: ``--timeout`` (``HttpOptions.timeout_s``);
+- silence: ``--stall-timeout`` without a byte, in any phase (``stall``);
 - the response head: ``--stall-timeout`` from the send, for the whole head, not per byte (a head
-  dripped a byte a second would otherwise never time out); on the gateway path beside a direct
-  path that answers within budget, also ``gateway_head_bound`` (below);
+  dripped a byte a second would otherwise never time out: ``head-timeout``); on the gateway path
+  beside a direct path that answers within budget, also ``gateway_head_bound`` (below);
 - the first token: ``--stall-timeout`` from the response head; each next token, and the stream's
   end: ``--stall-timeout`` from the previous token. A token, not a byte: keep-alive comments or an
-  event dripped byte by byte do not extend it;
-- the whole request: ``--deadline``, the probe's own, which no request outlives.
+  event dripped byte by byte do not extend it (``stall``, saying the bytes came);
+- the whole request: ``--deadline``, the probe's own, which no request outlives (``deadline``:
+  censored then, no failure of the target).
+
+The per-phase deadlines bind once a phase has had a byte (``transport.ReadLog.phase``); silence
+stays the per-read timeout's, which starts when the client reads again, so a client that froze
+does not time out a server that was not silent that long (``client-stall``).
 
 A hung gateway (it accepts the connection and never answers) beside an engine that answers in
 50 ms would otherwise cost the stall timeout per request. So once the direct path has answered

@@ -629,7 +629,7 @@ class _Probe:
         if content_type:
             headers["content-type"] = content_type
         trace.t_sent = clock.now()
-        log.deadline = trace.t_sent + self.config.stall_timeout_s  # the response head's (doctor.probes.deadlines)
+        log.phase(trace.t_sent + self.config.stall_timeout_s)  # the response head's (doctor.probes.deadlines)
 
         async def opening() -> httpx.Response:
             request = client.build_request(method, url, content=content, headers=headers, extensions={"trace": on_trace})
@@ -648,7 +648,7 @@ class _Probe:
 
         held = job.path == ProbePath.GATEWAY and ProbePath.DIRECT in self.urls
         response = await (self._head_within_bound(opening(), trace) if held else opening())
-        log.deadline = (trace.t_headers or clock.now()) + self.config.stall_timeout_s  # the first token's
+        log.phase((trace.t_headers or clock.now()) + self.config.stall_timeout_s)  # the first token's
         try:
             trace.status = response.status_code
             trace.http_version = response.http_version
@@ -699,7 +699,7 @@ class _Probe:
                     if chunk.kind == "token" and chunk.completion_tokens > counted:
                         tokens, counted = chunk.completion_tokens - counted, chunk.completion_tokens
                 if chunk.kind == "token":
-                    log.deadline = t + self.config.stall_timeout_s  # the next token's
+                    log.phase(t + self.config.stall_timeout_s)  # the next token's
                     trace.tokens.append(TokenEvent(t=t, tokens=tokens, chars=len(chunk.text)))
                     if len(text) < TEXT_EXCERPT_CHARS:  # one character or more per token
                         text.append(chunk.text)

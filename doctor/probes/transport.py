@@ -47,13 +47,15 @@ _HIGH_WATER = 1 << 20
 class ReadLog:
     """Socket reads of one request: time (clock seconds) and bytes; events are added by the parser.
 
-    ``deadline`` (clock seconds) is the current phase's (``doctor.probes.deadlines``): a read
-    waits no longer than it, whatever the per-read timeout, and one that reaches it fails with
-    ``httpcore.ReadTimeout``. Checked here, where every read waits, so a
-    server sending a byte at a time cannot stretch a phase, at the cost of one comparison a read.
+    ``phase`` sets the current phase's deadline (clock seconds, ``doctor.probes.deadlines``): once
+    a byte of the phase came, a read waits no longer than it, whatever the per-read timeout, and
+    one that reaches it fails with ``httpcore.ReadTimeout``. Checked here, where every read waits,
+    so a server sending a byte at a time cannot stretch a phase, at the cost of one comparison a
+    read. Silence stays the per-read timeout's, started when the client reads again: a client
+    that froze must not time out a server that was not silent for that long.
     """
 
-    __slots__ = ("_header_reads", "clock", "deadline", "last_t", "reads")
+    __slots__ = ("_header_reads", "_phase_reads", "clock", "deadline", "last_t", "reads")
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
@@ -61,10 +63,17 @@ class ReadLog:
         self.last_t: float | None = None
         self._header_reads = 0
         self.deadline: float | None = None
+        self._phase_reads = 0
+
+    def phase(self, deadline: float) -> None:
+        """Start a phase (the response head, the next token) that must end by ``deadline``."""
+        self.deadline = deadline
+        self._phase_reads = len(self.reads)
 
     def wait_limit(self, timeout: float | None) -> float | None:
-        """How long a read may wait: ``timeout``, or less when the phase's deadline comes first."""
-        if self.deadline is None:
+        """How long a read may wait: ``timeout``, or less when the phase's deadline comes first
+        and the phase has had bytes (a trickle, not silence)."""
+        if self.deadline is None or len(self.reads) == self._phase_reads:
             return timeout
         left = self.deadline - self.clock.now()
         return left if timeout is None else min(timeout, left)

@@ -107,8 +107,8 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
         "gateway_upstream",
         "a gateway that reaches the engine: its upstream address, health and error log",
         "the gateway (--gateway) hop",
-        "the gateway accepts connections but sent no response head within the bound its direct path sets "
-        "(see the first error), while the engine answers directly: the gateway hop is failing, not capacity",
+        ("the gateway accepts connections but sent no response head within the bound its direct path sets "
+         "(see the first error), while the engine answers directly: the gateway hop is failing, not capacity"),
     ),
     "head-timeout": (
         "endpoint_url",

@@ -223,3 +223,15 @@ def test_a_head_dripped_a_byte_a_second_fails_at_the_head_deadline() -> None:
     assert (trace.head_deadline_s, trace.head_deadline_basis) == (2.0, "stall-timeout")
     assert trace.t_headers is None and sum(r.nbytes for r in trace.reads) > 0
     assert errors[0].kind == "timeout" and "byte(s) of it came" in errors[0].message
+
+
+def test_bytes_that_never_make_a_token_fail_at_the_first_token_deadline() -> None:
+    """A head at once, then a comment byte a second: the per-read timeout of 2 s never fires, the
+    first token's deadline does, and says the bytes came."""
+    with HostileServer() as hostile:
+        config = CollectConfig(engine=hostile.base("trickle"), requests=1, warmup=0, stall_timeout_s=2.0)
+        evidence, errors = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
+    (trace,) = evidence.requests
+    assert trace.outcome == "stall" and trace.status == 200 and not trace.tokens
+    assert "no first token" in trace.error and "byte(s) came" in trace.error
+    assert len(trace.reads) > 1

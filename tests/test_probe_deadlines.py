@@ -230,7 +230,7 @@ def test_bytes_that_never_make_a_token_fail_at_the_first_token_deadline() -> Non
     first token's deadline does, and says the bytes came."""
     with HostileServer() as hostile:
         config = CollectConfig(engine=hostile.base("trickle"), requests=1, warmup=0, stall_timeout_s=2.0)
-        evidence, errors = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
+        evidence, _ = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
     (trace,) = evidence.requests
     assert trace.outcome == "stall" and trace.status == 200 and not trace.tokens
     assert "no first token" in trace.error and "byte(s) came" in trace.error

@@ -20,9 +20,13 @@ Remediation:
 By the dominant failure: HTTP 429 / 503 -> capacity (`replicas`); 401 / 403 -> `api_key`;
 404 -> the served model name (`served_model_name`); 400 / 413 / 422 -> the request (`max_model_len`
 when the body says the prompt is too long, else the payload); 5xx -> the engine log
-(`vllm_server`); connect / dns / tls -> `endpoint_url`; cut -> `proxy_read_timeout`; timeout /
-stall / deadline -> the latency findings (`replicas` when queueing); metrics errors ->
-`vllm_server`; metrics aborts -> the clients' timeout (`client_timeout`).
+(`vllm_server`); connect / dns / tls -> `endpoint_url` (the other scheme when the port speaks it);
+a gateway with no response head within the bound its direct path sets -> the gateway hop
+(`gateway_upstream`); a head dripped past its deadline -> the server (`endpoint_url`); cut ->
+`proxy_read_timeout`; timeout / stall -> the latency findings (`replicas` when queueing); metrics
+errors -> `vllm_server`; metrics aborts -> the clients' timeout (`client_timeout`). A request cut
+by the user's own `--deadline` is no failure of the target (censored at that time): it counts
+neither way.
 
 Options:
 max_failure_share: failed probe requests / measured ones at which it fires (vllm-doctor 0.6.0's
@@ -46,8 +50,8 @@ from doctor.checklib import engine_flag, engine_of, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import display
-from doctor.evidence import Bundle, RequestTrace
-from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS
+from doctor.evidence import Bundle, ProbePath, RequestTrace
+from doctor.evidence.stream import CANCELLED, CLIENT_STALL, DEADLINE, DIRECT_BASIS, HEAD_TIMEOUT, NOT_THE_TARGETS
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct
 
@@ -97,6 +101,21 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
     "connect": ("endpoint_url", "a reachable host and port", URL, "the connection could not be opened"),
     "dns": ("endpoint_url", "a resolvable host name", URL, "the host name does not resolve"),
     "tls": ("endpoint_url", "the right scheme and a trusted certificate", URL, "the TLS handshake failed"),
+    "tls-http": ("endpoint_url", "http:// (the port speaks plain HTTP)", URL, "an https:// URL on a plain-HTTP port"),
+    "tls-https": ("endpoint_url", "https:// (the port speaks TLS)", URL, "an http:// URL on a TLS port"),
+    "gateway-silent": (
+        "gateway_upstream",
+        "a gateway that reaches the engine: its upstream address, health and error log",
+        "the gateway (--gateway) hop",
+        ("the gateway accepts connections but sent no response head within the bound its direct path sets "
+         "(see the first error), while the engine answers directly: the gateway hop is failing, not capacity"),
+    ),
+    "head-timeout": (
+        "endpoint_url",
+        "a server that sends its response head at once",
+        "the server at the URL, or what sits in the network to it",
+        "the response head did not complete within its deadline (sent a little at a time)",
+    ),
     "cut": (
         "proxy_read_timeout",
         "above the longest silence (see LD305)",
@@ -104,7 +123,6 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
         "streams were closed mid-answer",
     ),
     "timeout": (*CAPACITY, "answers took longer than the probe's deadline (see the latency findings)"),
-    "deadline": (*CAPACITY, "answers took longer than the probe's deadline (see the latency findings)"),
     "stall": (*CAPACITY, "streams went silent past the stall timeout (see the latency findings)"),
     "error": (*ENGINE_LOG, "{engine} finished requests with an internal error"),
     "abort": (
@@ -119,6 +137,10 @@ GENERIC = (*ENGINE_LOG, "requests failed")
 
 def failure_key(req: RequestTrace) -> str:
     """The key a failure's fix is looked up by."""
+    if req.outcome == "tls" and req.scheme_mismatch in ("http", "https"):
+        return f"tls-{req.scheme_mismatch}"
+    if req.outcome == HEAD_TIMEOUT and req.path == ProbePath.GATEWAY and req.head_deadline_basis == DIRECT_BASIS:
+        return "gateway-silent"
     if req.outcome == "http-status" and req.status:
         if f"http-{req.status}" in FIXES:
             return f"http-{req.status}"
@@ -143,9 +165,9 @@ def error_rate(
     max_abort_share: float = 0.10,
 ) -> Result:
     requests = bundle.stream.requests if bundle.stream else []
-    # A request still streaming when the user stopped the probe (Ctrl-C), or one the probing
-    # client froze through, neither succeeded nor failed: it is left out, and so is the abort vLLM
-    # counted when its connection closed.
+    # A request still streaming when the user stopped the probe (Ctrl-C) or when their --deadline
+    # ended it, or one the probing client froze through, neither succeeded nor failed: it is left
+    # out, and so is the abort vLLM counted when its connection closed.
     void = Counter(r.outcome for r in requests if r.outcome in NOT_THE_TARGETS)
     cancelled = sum(void.values())
     measured = [r for r in requests if not r.warmup and r.outcome not in NOT_THE_TARGETS]
@@ -154,7 +176,8 @@ def error_rate(
         reasons["abort"] = max(reasons["abort"] - cancelled, 0.0)
     finished = sum(reasons.values())
     if not measured and not finished:
-        said = {CANCELLED: "cancelled when the probe was stopped", CLIENT_STALL: "lost to a freeze of the client itself"}
+        said = {CANCELLED: "cancelled when the probe was stopped", CLIENT_STALL: "lost to a freeze of the client itself",
+                DEADLINE: "cut by the --deadline (no failure of the target)"}
         stopped = f" ({', '.join(f'{n} {said[k]}' for k, n in void.items())})" if void else ""
         return NotApplicable(f"no completed probe request{stopped} and no finished request in the metrics window")
     failed = [r for r in measured if not r.ok]

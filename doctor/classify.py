@@ -49,7 +49,7 @@ from doctor.derive import Evidence
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats, stall_base
 from doctor.derive.user_felt import FREEZE_SHARE, UserFelt, Witness
-from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS, ProbePath
+from doctor.evidence.stream import CANCELLED, CLIENT_STALL, DEADLINE, NOT_THE_TARGETS, ProbePath
 from doctor.model import (
     Budgets,
     Cause,
@@ -452,9 +452,13 @@ def _no_witness(verdict: partial[Verdict], stats: StreamStats | None, failing: d
             missing=["a stream probe (--engine and/or --gateway), or /metrics or Prometheus history with requests in it"],
         )
     cancelled = any(ps.failures.get(CANCELLED) for ps in stats.paths.values())
+    cut = sum(ps.failures.get(DEADLINE, 0) for ps in stats.paths.values())
     primary = _by_cause(findings, (Cause.ERRORS,))
     if cancelled:
         why = "the run was interrupted before any request completed" + (f" ({failed} failed)" if failed else "")
+    elif cut and not failing:  # the user's own deadline, not the target: no capacity advice for it
+        why = (f"the --deadline cut {cut} request(s) before they finished (censored then, not failed by the "
+               "server)" + (f"; {failed} failed" if failed else ""))
     elif failing:
         why = "; ".join(f.text() for f in failing.values())
     else:
@@ -465,6 +469,7 @@ def _no_witness(verdict: partial[Verdict], stats: StreamStats | None, failing: d
         reasoning=reasoning + _primary_line(primary),
         primary_remediation=_remedy(primary), primary_code=primary.code if primary else None,
         missing=["a run left to finish (it was interrupted)" if cancelled
+                 else "a --deadline longer than one answer" if cut and not failing
                  else "one successful streamed request (see the error findings)"],
     )
 

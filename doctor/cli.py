@@ -57,7 +57,7 @@ TARGET_OPTIONS = [
     opt(float | None, None, "--duration", help=f"Time budget in seconds of the measured phase when --requests is not given (default {shown(PLAN.duration_s)}).", rich_help_panel=P),
     opt(int | None, None, "--warmup", help=f"Warm-up requests per path, excluded from statistics (default {shown(PLAN.warmup)}).", rich_help_panel=P),
     opt(float | None, None, "--rate", help="Poisson arrivals per second instead of a closed loop.", rich_help_panel=P),
-    opt(float | None, None, "--stall-timeout", help=f"Fail a request after this many seconds without a byte (default {shown(PLAN.stall_timeout_s)}).", rich_help_panel=P),
+    opt(float | None, None, "--stall-timeout", help=f"Fail a request after this many seconds without a byte, or without its response head or next token while bytes trickle (default {shown(PLAN.stall_timeout_s)}).", rich_help_panel=P),
     opt(float | None, None, "--deadline", help=f"Overall probe deadline in seconds (default {shown(PLAN.deadline_s)}).", rich_help_panel=P),
     opt(str | None, None, "--api-key-env", help=f"Environment variable holding the API key (default {API_KEY_ENV}).", rich_help_panel=P),
     opt(Path | None, None, "--api-key-file", help="File holding the API key.", rich_help_panel=P),

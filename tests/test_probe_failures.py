@@ -47,7 +47,7 @@ CASES = {
     "cut-chunked": ({"fail": "cut"}, [], "cut", "cut"),
     "cut-close-delimited": ({"fail": "cut", "framing": "close"}, [], "cut", "cut"),
     "stall": ({"fail": "hang"}, ["--stall-timeout", "0.3"], "stall", "timeout"),
-    "deadline": ({"itl": "0.2", "n": "50"}, ["--deadline", "0.6"], "deadline", "timeout"),
+    # a cut by --deadline is no failure of the target: tests/test_probe_deadlines.py
 }
 
 

@@ -59,8 +59,21 @@ CANCELLED = "cancelled"
 #: The outcome of a request whose read timed out because the client itself froze past the stall
 #: timeout (``ClientHealth.freezes``): the server may well have answered; no failure of the target.
 CLIENT_STALL = "client-stall"
-#: Outcomes that neither measured the target nor were its failures.
-NOT_THE_TARGETS = (CANCELLED, CLIENT_STALL)
+#: The outcome of a request still streaming when the user's own ``--deadline`` ended the probe:
+#: censored at that time (what came is kept, a wait with no token is a lower bound of TTFT), and
+#: no failure of the target: the deadline cut it, not the server.
+DEADLINE = "deadline"
+#: The outcome of a request whose response head did not complete within its deadline
+#: (``RequestTrace.head_deadline_s``): a head dripped byte by byte, or a gateway silent past the
+#: bound its direct path sets (``doctor.probes.deadlines``).
+HEAD_TIMEOUT = "head-timeout"
+#: ``RequestTrace.head_deadline_basis``: ``--stall-timeout`` for the whole head, or the bound a
+#: gateway is held to once its direct path answers within budget.
+STALL_BASIS = "stall-timeout"
+DIRECT_BASIS = "direct-path"
+#: Outcomes that were no failure of the target: nothing measured (Ctrl-C, a frozen client) or a
+#: measurement censored by the user's own deadline.
+NOT_THE_TARGETS = (CANCELLED, CLIENT_STALL, DEADLINE)
 
 
 @dataclass
@@ -91,7 +104,7 @@ class RequestTrace:
     status: int | None = None
     http_version: str | None = None
     headers: dict[str, str] = field(default_factory=dict)  # response headers, redacted
-    outcome: str = "ok"  # ok | connect | dns | tls | timeout | stall | http-status | not-a-stream | stream-error | cut | no-token | invalid-utf8 | deadline | cancelled
+    outcome: str = "ok"  # ok | connect | dns | tls | timeout | stall | head-timeout | http-status | not-a-stream | stream-error | cut | no-token | invalid-utf8 | deadline | cancelled
     error: str | None = None
     body_excerpt: str | None = None  # first bytes of an error body, redacted
     prompt_tokens: int | None = None  # from the usage trailer
@@ -109,6 +122,15 @@ class RequestTrace:
     # were sharded over processes; None: the one process of ``ClientHealth`` itself (and every
     # bundle from before sharding).
     shard: int | None = None
+    # When the response head's deadline ended the wait (``head-timeout``, or a ``stall`` before the
+    # head): the bound in seconds from ``t_sent`` and what it came from, ``"stall-timeout"`` or
+    # ``"direct-path"`` (a gateway held to the bound its direct path's answers set), so a report
+    # can say why the probe stopped waiting.
+    head_deadline_s: float | None = None
+    head_deadline_basis: str | None = None
+    # The scheme the target's port really speaks, when the URL's was wrong ("http": https:// to a
+    # plain-HTTP port; "https": http:// to a TLS port): the one line the report gives for it.
+    scheme_mismatch: str | None = None
 
     @property
     def ok(self) -> bool:

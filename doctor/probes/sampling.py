@@ -26,7 +26,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from doctor.evidence import ProbePath, RequestTrace
-from doctor.evidence.stream import NOT_THE_TARGETS, awake_span
+from doctor.evidence.stream import HEAD_TIMEOUT, NOT_THE_TARGETS, awake_span
 
 #: One-sided significance of "clearly within" / "clearly over".
 ALPHA = 0.05
@@ -43,6 +43,12 @@ SLOW_OUTCOMES = ("stall", "timeout", "deadline")
 #: A path whose first this many measured requests all failed is not sent more: a refused port, a
 #: 502 or a hung gateway says the same on the fourth try, and a hung one costs a stall timeout each.
 FAIL_FAST = 3
+
+#: Failures that say the same on every try: once one measured request of a path failed so and no
+#: request of it ever succeeded (warm-ups included), the path is sent no more. A handshake that
+#: fails (the wrong scheme, an untrusted certificate), and a response head that never came within
+#: its deadline: a gateway silent past the bound its direct path sets costs that bound per try.
+DECISIVE = ("tls", HEAD_TIMEOUT)
 
 
 def binomial_cdf(k: int, n: int, p: float) -> float:
@@ -112,10 +118,16 @@ def conclusive(traces: list[RequestTrace], paths: Iterable[ProbePath], ttft_s: f
 
 def failing_fast(traces: list[RequestTrace], path: ProbePath, n: int = FAIL_FAST) -> str | None:
     """The commonest outcome when the path's finished measured requests are ``n`` or more and none
-    succeeded; None while any succeeded or fewer finished."""
-    done = [t for t in traces if t.path == path and not t.warmup and t.outcome not in NOT_THE_TARGETS
-            and t.t_end is not None]
-    if len(done) < n or any(t.ok for t in done):
+    succeeded, or a ``DECISIVE`` one as soon as one measured request failed so and no request of
+    the path ever succeeded; None while any succeeded or fewer finished."""
+    finished = [t for t in traces if t.path == path and t.outcome not in NOT_THE_TARGETS and t.t_end is not None]
+    done = [t for t in finished if not t.warmup]
+    if any(t.ok for t in done):
+        return None
+    decisive = next((t.outcome for t in done if t.outcome in DECISIVE), None)
+    if decisive is not None and not any(t.ok for t in finished):
+        return decisive
+    if len(done) < n:
         return None
     outcomes = [t.outcome for t in done]
     return max(set(outcomes), key=outcomes.count)

@@ -28,17 +28,25 @@ import httpx
 from doctor import wire
 from doctor.clock import Clock
 from doctor.evidence import ClientHealth, EvidenceError, ProbePath, ProbeShape, RequestTrace, StreamEvidence, TokenEvent
-from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS
+from doctor.evidence.stream import CANCELLED, CLIENT_STALL, DEADLINE, HEAD_TIMEOUT, NOT_THE_TARGETS
 from doctor.probes import payload as payloads
+from doctor.probes.deadlines import HeadBound, gateway_head_bound, stall_head_bound
 from doctor.probes.framing import StreamDecoder
 from doctor.probes.http import join_url
 from doctor.probes.plan import CollectConfig
-from doctor.probes.sampling import FAIL_FAST, conclusive, failing_fast
+from doctor.probes.sampling import DECISIVE, FAIL_FAST, conclusive, failing_fast
 from doctor.probes.schedule import Job, Send, dispatch, plan
 from doctor.probes.selfcheck import SelfCheck, merge
 from doctor.probes.shard import Link, ShardError, ShardLost, ShardPool, choose_workers, worker_signals
 from doctor.probes.sse import Chunk, InvalidUtf8, TooLong
-from doctor.probes.transport import ReadLog, make_client, skip_missing_sniffio_imports, ssl_context
+from doctor.probes.transport import (
+    ReadLog,
+    make_client,
+    skip_missing_sniffio_imports,
+    speaks_plain_http,
+    speaks_tls,
+    ssl_context,
+)
 from doctor.units import fmt_seconds
 
 #: How long the probe reads on after a stream's final event ([DONE], ``response.completed``)
@@ -63,9 +71,17 @@ MAX_PROBE_EVENTS = 1_000_000
 #: RequestTrace.outcome -> EvidenceError.kind
 _ERROR_KIND = {
     "connect": "connect", "dns": "dns", "tls": "tls", "timeout": "timeout", "stall": "timeout",
-    "deadline": "timeout", "http-status": "http-status", "cut": "cut", "not-a-stream": "malformed",
+    HEAD_TIMEOUT: "timeout", "http-status": "http-status", "cut": "cut", "not-a-stream": "malformed",
     "stream-error": "malformed", "no-token": "malformed", "invalid-utf8": "malformed",
 }
+
+
+class _HeadTimeout(Exception):
+    """The response head did not come within ``bound`` (``doctor.probes.deadlines``)."""
+
+    def __init__(self, bound: HeadBound) -> None:
+        super().__init__(bound.why)
+        self.bound = bound
 
 
 class StreamInterrupted(KeyboardInterrupt):
@@ -204,6 +220,11 @@ class _Probe:
         self.workers = shard_workers(config)
         self.pool: ShardPool | None = None
         self.shard_health: list[ClientHealth | None] = []  # each worker's self-check, once they stopped
+        #: set, then replaced, each time a direct request answers: a gateway request waiting for its
+        #: head re-reads the bound its direct path sets (``_head_within_bound``)
+        self.direct_news = asyncio.Event()
+        #: path -> the scheme its port really speaks when the URL's was wrong, once asked (``_check_scheme``)
+        self.schemes: dict[ProbePath, str | None] = {}
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -235,7 +256,8 @@ class _Probe:
         clients = {path: [self._client() for _ in range(self.config.concurrency)] for path in self.urls}
 
         async def send(job: Job, scheduled: float, slot: int) -> None:
-            await self._send(clients[job.path][slot], job, scheduled)
+            if not self._given_up(job):
+                await self._send(clients[job.path][slot], job, scheduled)
 
         async def close() -> None:
             sampler.cancel()
@@ -268,6 +290,8 @@ class _Probe:
         self.pool = pool
 
         async def send(job: Job, scheduled: float, slot: int) -> None:
+            if self._given_up(job):
+                return
             try:
                 await pool.run(slot, (job.path, job.index, job.warmup),
                                ("job", job, scheduled, slot, self.model, self.drop_extensions))
@@ -371,8 +395,9 @@ class _Probe:
         for path in self.urls:
             outcome = failing_fast(self.traces, path)
             if outcome is not None:
-                self.stopped = (f"{path}: the first {FAIL_FAST} or more requests all failed ({outcome}): "
-                                "stopped sending rather than repeat it")
+                said = (f"the first {FAIL_FAST} or more requests all failed ({outcome})" if outcome not in DECISIVE
+                        else f"no request succeeded and {outcome} is not one to retry")
+                self.stopped = f"{path}: {said}: stopped sending rather than repeat it"
                 return True
         if config.requests is not None:
             return False
@@ -453,12 +478,19 @@ class _Probe:
             framing=config.framing, text_field=config.text_field, gateway_kind=config.gateway_kind,
         )
 
+    def _given_up(self, job: Job) -> bool:
+        """Whether ``job`` is not sent because its path is failing fast (``sampling.failing_fast``): the
+        second request of a pair must not wait out a hung gateway again once the first said it."""
+        return not job.warmup and failing_fast(self.traces, job.path) is not None
+
     def _at_deadline(self, jobs: list[Job]) -> None:
-        """Requests cut by the deadline are ``deadline``; a job never sent was not run, which is no
-        failure of the target: ``stopped`` counts them instead of a trace each."""
+        """Requests cut by the deadline are ``deadline`` (censored then, no failure of the target);
+        a job never sent was not run, which is no failure of the target either: ``stopped`` counts
+        them instead of a trace each."""
         for trace in self.traces:
             if trace.outcome == CANCELLED:
-                trace.outcome, trace.error = "deadline", f"still streaming at the {self.config.deadline_s:g} s deadline"
+                trace.outcome = DEADLINE
+                trace.error = f"cut by the {self.config.deadline_s:g} s --deadline while still streaming"
         sent = {(t.path, t.index) for t in self.traces}
         unsent = sum(1 for job in jobs if (job.path, job.index) not in sent)
         if unsent and self.config.requests is not None:
@@ -484,6 +516,13 @@ class _Probe:
                 self.errors.append(EvidenceError(
                     "stream", url, f"{self._route_spec(path)} ({path})", "client",
                     f"{len(frozen)} of {len(reqs)} request(s) not measured: {frozen[0].error}", fatal=False,
+                ))
+            cut = [t for t in reqs if t.outcome == DEADLINE]
+            if cut:  # the user's own deadline, not the target: said, never as the target's failure
+                self.errors.append(EvidenceError(
+                    "stream", url, f"{self._route_spec(path)} ({path})", "timeout",
+                    f"{len(cut)} of {len(reqs)} request(s) {cut[0].error}: censored at that time, "
+                    "not failed by the server (a longer --deadline measures them)", fatal=False,
                 ))
             for outcome, group in failed.items():
                 first = group[0]
@@ -527,7 +566,8 @@ class _Probe:
             trace.error = "still streaming when the probe was stopped"
             raise
         except Exception as exc:  # noqa: BLE001 - every failure is a recorded outcome, never a crash
-            trace.outcome, trace.error = self._failure(exc, trace)
+            trace.outcome, trace.error = self._failure(exc, trace, log)
+            await self._check_scheme(job.path, trace)
         finally:
             if not trace.ok and trace.t_failed is None:
                 trace.t_failed = self.clock.now()  # e.g. when a cut connection closed: no read records that
@@ -545,6 +585,12 @@ class _Probe:
         self._done(trace)
 
     def _done(self, trace: RequestTrace) -> None:
+        if trace.path == ProbePath.DIRECT and trace.ok:
+            self.direct_news.set()
+            self.direct_news = asyncio.Event()
+        self._progress_line(trace)
+
+    def _progress_line(self, trace: RequestTrace) -> None:
         """One progress line per finished request, e.g. ``gateway 2/8 http-status 502``.
 
         A probe can run for minutes; the line shows it is moving and which path fails, long
@@ -582,20 +628,27 @@ class _Probe:
         method, url, content, content_type = self._request(job)
         if content_type:
             headers["content-type"] = content_type
-        request = client.build_request(method, url, content=content, headers=headers, extensions={"trace": on_trace})
         trace.t_sent = clock.now()
-        try:
-            response = await client.send(request, stream=True)
-        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
-            if not trace.connection_reused or trace.t_headers is not None:
-                raise
+        log.phase(trace.t_sent + self.config.stall_timeout_s)  # the response head's (doctor.probes.deadlines)
+
+        async def opening() -> httpx.Response:
+            request = client.build_request(method, url, content=content, headers=headers, extensions={"trace": on_trace})
+            try:
+                return await client.send(request, stream=True)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                if not trace.connection_reused or trace.t_headers is not None:
+                    raise
             # The kept-alive connection was closed as this request went into it, before any answer:
             # llama.cpp's llama-server closes after every stream without saying so, and its close can
             # reach us just after the next request left. Sent once more on a new connection, as HTTP
             # clients do (RFC 9112, 9.3.1); the lost attempt stays in this request's time from t_sent.
             trace.connection_reused = trace.t_connected = trace.t_request_written = None
             request = client.build_request(method, url, content=content, headers=headers, extensions={"trace": on_trace})
-            response = await client.send(request, stream=True)
+            return await client.send(request, stream=True)
+
+        held = job.path == ProbePath.GATEWAY and ProbePath.DIRECT in self.urls
+        response = await (self._head_within_bound(opening(), trace) if held else opening())
+        log.phase((trace.t_headers or clock.now()) + self.config.stall_timeout_s)  # the first token's
         try:
             trace.status = response.status_code
             trace.http_version = response.http_version
@@ -646,6 +699,7 @@ class _Probe:
                     if chunk.kind == "token" and chunk.completion_tokens > counted:
                         tokens, counted = chunk.completion_tokens - counted, chunk.completion_tokens
                 if chunk.kind == "token":
+                    log.phase(t + self.config.stall_timeout_s)  # the next token's
                     trace.tokens.append(TokenEvent(t=t, tokens=tokens, chars=len(chunk.text)))
                     if len(text) < TEXT_EXCERPT_CHARS:  # one character or more per token
                         text.append(chunk.text)
@@ -692,28 +746,72 @@ class _Probe:
             usage = " (usage only)" if trace.completion_tokens is not None else ""
             trace.error = f"the stream carried no token{usage}"
 
-    def _failure(self, exc: Exception, trace: RequestTrace) -> tuple[str, str]:
+    async def _head_within_bound(self, opening: Coroutine[Any, Any, httpx.Response], trace: RequestTrace) -> httpx.Response:
+        """The gateway's response, unless it sends no head within the bound its direct path sets
+        (``doctor.probes.deadlines.gateway_head_bound``): the bound is read again whenever a direct
+        request answers, since the gateway's first request is sent beside the direct path's first."""
+        task = asyncio.ensure_future(opening)  # the same context: its reads go to this request's log
+        sent = trace.t_sent if trace.t_sent is not None else self.clock.now()
+        try:
+            while True:
+                news = self.direct_news
+                bound = gateway_head_bound(self.traces, self.config.budgets.ttft_s)
+                left = None if bound is None else sent + bound.seconds - self.clock.now()
+                if bound is not None and left is not None and left <= 0:
+                    raise _HeadTimeout(bound)
+                waiter = asyncio.ensure_future(news.wait())
+                try:
+                    done, _ = await asyncio.wait({task, waiter}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiter.cancel()
+                if task in done:
+                    return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def _check_scheme(self, path: ProbePath, trace: RequestTrace) -> None:
+        """Once per path: when an https:// URL's handshake failed or timed out, whether its port
+        speaks plain HTTP; when an http:// URL's connection closed before any answer, whether it
+        speaks TLS. Either makes the failure the one line that says so (``scheme_mismatch``)."""
+        url = httpx.URL(self.config.targets()[path])
+        handshake = trace.outcome == "tls" or (trace.outcome == "timeout" and "TLS" in (trace.error or ""))
+        wrong = {"https": handshake, "http": trace.outcome == "cut" and trace.status is None}.get(url.scheme, False)
+        if not wrong or url.host is None:
+            return
+        if path not in self.schemes:
+            port = url.port or (443 if url.scheme == "https" else 80)
+            timeout = min(self.config.http.timeout_s, 2.0)
+            other = "http" if url.scheme == "https" else "https"
+            asked = speaks_plain_http if other == "http" else speaks_tls
+            self.schemes[path] = other if await asked(url.host, port, timeout) else None
+        other_scheme = self.schemes[path]
+        if other_scheme is None:
+            return
+        where = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}"
+        trace.outcome, trace.scheme_mismatch = "tls", other_scheme
+        trace.error = (f"TLS handshake failed: {where} speaks plain HTTP; use http://" if other_scheme == "http"
+                       else f"no HTTP answer: {where} speaks TLS; use https://")
+
+    def _failure(self, exc: Exception, trace: RequestTrace, log: ReadLog) -> tuple[str, str]:
         """(outcome, sentence) for an exception raised while sending or reading."""
         config = self.config
+        if isinstance(exc, _HeadTimeout):
+            trace.head_deadline_s, trace.head_deadline_basis = exc.bound.seconds, exc.bound.basis
+            came = sum(r.nbytes for r in log.reads)
+            return HEAD_TIMEOUT, (f"no response head in {fmt_seconds(exc.bound.seconds)} {exc.bound.why}"
+                                  + (f"; {came} byte(s) of it came" if came else "; not a byte came"))
         if isinstance(exc, InvalidUtf8):
             return "invalid-utf8", str(exc)
         if isinstance(exc, TooLong):
             trace.truncated = str(exc)
             return "stream-error", str(exc)
         if isinstance(exc, httpx.ConnectTimeout):
-            return "timeout", f"no connection within {config.http.timeout_s:g} s"
+            what = "TLS handshake" if "TLS" in str(exc) else "connection"  # the transport's words
+            return "timeout", f"no {what} within {config.http.timeout_s:g} s"
         if isinstance(exc, httpx.ReadTimeout):
-            where = "for the response headers" if trace.status is None else "inside the stream"
-            # A read timeout measures the client's wait, not the server's silence: a client that
-            # froze past the stall timeout wakes up to a timeout even with the answer in its
-            # socket buffer (the timer and the data are handled in the same loop turn).
-            last = trace.tokens[-1].t if trace.tokens else trace.t_headers or trace.t_sent or trace.t_scheduled
-            now = self.clock.now()
-            frozen = self.check.frozen_within(last, now)
-            if now - last - frozen < config.stall_timeout_s:
-                return CLIENT_STALL, (f"the client itself froze for {frozen:.1f} s of the {now - last:.1f} s it waited "
-                                      f"{where}: the server may well have answered (not counted as the server's)")
-            return "stall", f"no byte for {config.stall_timeout_s:g} s {where}"
+            return self._read_timeout(trace, log)
         if isinstance(exc, httpx.ConnectError):
             for cause in _causes(exc):
                 if isinstance(cause, socket.gaierror):
@@ -731,6 +829,33 @@ class _Probe:
         if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
             return "connect", f"bad URL: {exc}"
         return "stream-error", f"{type(exc).__name__}: {exc}"
+
+
+    def _read_timeout(self, trace: RequestTrace, log: ReadLog) -> tuple[str, str]:
+        """(outcome, sentence) of a read that waited out its phase's deadline (``doctor.probes.deadlines``)."""
+        stall = self.config.stall_timeout_s
+        head = trace.status is None
+        where = "for the response headers" if head else "inside the stream"
+        # A read timeout measures the client's wait, not the server's silence: a client that
+        # froze past the stall timeout wakes up to a timeout even with the answer in its
+        # socket buffer (the timer and the data are handled in the same loop turn).
+        last = trace.tokens[-1].t if trace.tokens else trace.t_headers or trace.t_sent or trace.t_scheduled
+        now = self.clock.now()
+        frozen = self.check.frozen_within(last, now)
+        if now - last - frozen < stall:
+            return CLIENT_STALL, (f"the client itself froze for {frozen:.1f} s of the {now - last:.1f} s it waited "
+                                  f"{where}: the server may well have answered (not counted as the server's)")
+        since = sum(r.nbytes for r in log.reads if r.t > last)
+        if head:
+            bound = stall_head_bound(stall)
+            trace.head_deadline_s, trace.head_deadline_basis = bound.seconds, bound.basis
+            if since:  # bytes came, the head never completed: a server dripping its head
+                return HEAD_TIMEOUT, (f"no complete response head in {fmt_seconds(stall)} ({bound.why}); "
+                                      f"{since} byte(s) of it came")
+        elif since:  # bytes kept coming, no token among them
+            what = "first token" if not trace.tokens else "token"
+            return "stall", f"no {what} for {stall:g} s inside the stream, though {since} byte(s) came"
+        return "stall", f"no byte for {stall:g} s {where}"
 
 
 def calibrate_estimates(traces: list[RequestTrace]) -> None:

@@ -45,15 +45,38 @@ _HIGH_WATER = 1 << 20
 
 
 class ReadLog:
-    """Socket reads of one request: time (clock seconds) and bytes; events are added by the parser."""
+    """Socket reads of one request: time (clock seconds) and bytes; events are added by the parser.
 
-    __slots__ = ("_header_reads", "clock", "last_t", "reads")
+    ``phase`` sets the current phase's deadline (clock seconds, ``doctor.probes.deadlines``): once
+    a byte of the phase came, a read waits no longer than it, whatever the per-read timeout, and
+    one that reaches it fails with ``httpcore.ReadTimeout``. Checked here, where every read waits,
+    so a server sending a byte at a time cannot stretch a phase, at the cost of one comparison a
+    read. Silence stays the per-read timeout's, started when the client reads again: a client
+    that froze must not time out a server that was not silent for that long.
+    """
+
+    __slots__ = ("_header_reads", "_phase_reads", "clock", "deadline", "last_t", "reads")
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.reads: list[ReadRecord] = []
         self.last_t: float | None = None
         self._header_reads = 0
+        self.deadline: float | None = None
+        self._phase_reads = 0
+
+    def phase(self, deadline: float) -> None:
+        """Start a phase (the response head, the next token) that must end by ``deadline``."""
+        self.deadline = deadline
+        self._phase_reads = len(self.reads)
+
+    def wait_limit(self, timeout: float | None) -> float | None:
+        """How long a read may wait: ``timeout``, or less when the phase's deadline comes first
+        and the phase has had bytes (a trickle, not silence)."""
+        if self.deadline is None or len(self.reads) == self._phase_reads:
+            return timeout
+        left = self.deadline - self.clock.now()
+        return left if timeout is None else min(timeout, left)
 
     def bind(self) -> None:
         """Make this log receive the reads of the current task (and only of it)."""
@@ -154,11 +177,16 @@ class _Stream(httpcore.AsyncNetworkStream):
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         p = self._protocol
+        log = _READS.get()
         if not p.pieces:
             if p.eof:
                 if p.error is not None:
                     raise httpcore.ReadError(str(p.error))
                 return b""
+            if log is not None:
+                timeout = log.wait_limit(timeout)
+                if timeout is not None and timeout <= 0:
+                    raise httpcore.ReadTimeout("the phase's deadline passed")
             p.waiter = asyncio.get_running_loop().create_future()
             try:
                 await _wait(p.waiter, timeout, httpcore.ReadTimeout)
@@ -175,7 +203,6 @@ class _Stream(httpcore.AsyncNetworkStream):
         p.buffered -= len(data)
         if p.buffered <= _HIGH_WATER // 2 and not p.eof:
             self._transport.resume_reading()
-        log = _READS.get()
         if log is not None:
             log.last_t = log.clock.at(ns)
             log.reads.append(ReadRecord(t=log.last_t, nbytes=len(data), events=0))
@@ -257,6 +284,41 @@ class StampingTransport(httpx.AsyncHTTPTransport):
             keepalive_expiry=limits.keepalive_expiry,
             network_backend=_StampingBackend(),
         )
+
+
+async def speaks_plain_http(host: str, port: int, timeout_s: float) -> bool:
+    """Whether ``host:port`` answers a plain-text HTTP request with a status line.
+
+    Asked once per path after an https:// URL's TLS handshake failed: the commonest cause is the
+    wrong scheme, and saying so in one line beats an OpenSSL reason (``WRONG_VERSION_NUMBER``) or
+    a handshake timeout read as capacity.
+    """
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    try:
+        writer.write(f"GET / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode("ascii", "replace"))
+        head = await asyncio.wait_for(reader.readexactly(5), timeout_s)
+        return head == b"HTTP/"
+    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+        return False
+    finally:
+        writer.close()
+
+
+async def speaks_tls(host: str, port: int, timeout_s: float) -> bool:
+    """Whether ``host:port`` completes a TLS handshake (any certificate): asked once per path after
+    an http:// URL's connection closed before any answer, the signature of a TLS port."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), timeout_s)
+    except (OSError, asyncio.TimeoutError, ssl.SSLError):
+        return False
+    writer.close()
+    return True
 
 
 def skip_missing_sniffio_imports() -> None:

@@ -13,6 +13,8 @@ Modes:
   ``FLOOD_EVENTS``, so a test can never run forever).
 - ``drip``: every answer's status line and headers dripped one byte per ``DRIP_S`` seconds: a
   server that never lets a plain GET finish unless the client enforces its own deadline.
+- ``trickle``: a stream's head at once, then one byte of an SSE comment per ``DRIP_S`` seconds and
+  never a token: bytes that must not keep the first-token deadline from firing.
 - ``huge``: a normal stream whose usage claims ``completion_tokens: 10000000000``, with
   ``prompt_tokens: true`` and a non-string ``finish_reason``.
 - ``surrogates``: lone surrogates (``"\\ud800"``, legal JSON, illegal UTF-8) in the stream text,
@@ -30,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-MODES = ("flood", "drip", "huge", "surrogates", "cut", "deep")
+MODES = ("flood", "drip", "trickle", "huge", "surrogates", "cut", "deep")
 #: Upper bound of one flood, so the server's own loop is bounded (a client that keeps reading
 #: stops it here; one that stops reading stops it sooner).
 FLOOD_EVENTS = 2_000_000
@@ -127,6 +129,12 @@ class HostileServer:
 
     async def _stream(self, writer: asyncio.StreamWriter, mode: str) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+        if mode == "trickle":
+            for _ in range(600):
+                writer.write(b":")
+                await writer.drain()
+                await asyncio.sleep(DRIP_S)
+            return
         if mode == "flood":
             event = b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
             batch = event * 512

@@ -1,0 +1,237 @@
+"""Say the obvious fast: a hung gateway, the wrong scheme, the user's own --deadline, a dripped head.
+
+Real servers on 127.0.0.1: the SSE server (tests/support/sse_server.py) as the engine, a TCP
+server that accepts and never answers as a hung gateway, the hostile server's header drip, and a
+TLS port made with the openssl command. The assertions are what the run records (the bound and
+its basis, the outcome, the requests sent, the remediation), never how long it took.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from doctor.bundle import load_path
+from doctor.cli import app
+from doctor.clock import Clock
+from doctor.evidence import ProbePath, RequestTrace
+from doctor.exit_codes import ExitCode
+from doctor.outage import unreachable_paths
+from doctor.probes import deadlines
+from doctor.probes.deadlines import HUNG_E2E_FACTOR, HUNG_TTFT_FACTOR, gateway_head_bound, p99
+from doctor.probes.plan import CollectConfig
+from doctor.probes.sampling import failing_fast
+from doctor.probes.stream import run_stream_probe
+from tests.support import system
+from tests.support.hostile_server import HostileServer
+from tests.support.sse_server import SseServer
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[SseServer]:
+    with SseServer() as srv:
+        yield srv
+
+
+@contextmanager
+def silent_port() -> Iterator[str]:
+    """A gateway that accepts every connection and never sends a byte."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+def diagnose(tmp_path: Path, *args: str) -> tuple[int, dict, Path]:
+    out, bundle = tmp_path / "report.json", tmp_path / "bundle.json"
+    result = runner.invoke(app, ["diagnose", "--no-gpu", "--no-host", "--no-metrics", "--json", str(out),
+                                 "--bundle", str(bundle), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, json.loads(out.read_text()), bundle
+
+
+def finding(report: dict, code: str) -> dict | None:
+    return next((f for f in report["findings"] if f["code"] == code), None)
+
+
+def test_a_hung_gateway_beside_a_live_engine_is_held_to_the_bound_its_direct_path_sets(
+        tmp_path, engine, monkeypatch) -> None:
+    monkeypatch.setattr(deadlines, "HUNG_FLOOR_S", 0.2)  # so the TTFT term decides, and the test is short
+    with silent_port() as gateway:
+        code, report, path = diagnose(tmp_path, "--engine", engine.base(ttft="0.05", itl="0.001", n="4"),
+                                      "--gateway", gateway, "--requests", "6", "--warmup", "0")
+    bundle = load_path(path)
+    direct = [t for t in bundle.stream.requests if t.path == ProbePath.DIRECT]
+    hung = [t for t in bundle.stream.requests if t.path == ProbePath.GATEWAY]
+    assert [t.outcome for t in hung] == ["head-timeout"]  # one was enough: the rest never sent
+    assert all(t.ok for t in direct) and len(direct) < 6
+    (trace,) = hung
+    # the bound recorded is the one its direct path set, from the answers it had when it gave up
+    assert trace.head_deadline_basis == "direct-path"
+    answered = [t for t in direct if t.t_end is not None and t.t_end <= trace.t_failed]
+    expected = max(0.2, HUNG_TTFT_FACTOR * p99([t.t_first_token - t.t_sent for t in answered]),
+                   HUNG_E2E_FACTOR * p99([t.t_end - t.t_sent for t in answered]))
+    assert trace.head_deadline_s == pytest.approx(expected)
+    assert "direct path" in trace.error and "no response head" in trace.error
+    assert "stopped sending" in bundle.stream.shape.stopped
+    ld501 = finding(report, "LD501")
+    assert ld501 is not None and ld501["remediation"]["setting"] == "gateway_upstream"
+    assert "replicas" not in json.dumps(ld501) and "capacity" not in ld501["remediation"]["suggested"]
+    assert report["verdict"]["symptom"] == "proxy-only"
+    assert unreachable_paths(bundle) == {"gateway": "head-timeout"}
+    assert code == ExitCode.SYMPTOM
+
+
+def test_a_gateway_is_not_held_to_a_direct_path_over_budget() -> None:
+    slow = RequestTrace(index=0, path=ProbePath.DIRECT, t_sent=0.0, t_first_token=2.0, t_end=3.0)
+    assert gateway_head_bound([slow], ttft_budget_s=0.5) is None
+    fast = RequestTrace(index=0, path=ProbePath.DIRECT, t_sent=0.0, t_first_token=0.05, t_end=4.0)
+    bound = gateway_head_bound([fast], ttft_budget_s=0.5)
+    assert bound is not None and bound.seconds == pytest.approx(HUNG_E2E_FACTOR * 4.0)  # a buffering edge's clearance
+    assert gateway_head_bound([], ttft_budget_s=0.5) is None
+
+
+def test_a_decisive_failure_stops_a_path_that_never_answered_but_not_one_that_did() -> None:
+    def trace(outcome: str, warmup: bool = False, index: int = 1) -> RequestTrace:
+        return RequestTrace(index=index, path=ProbePath.GATEWAY, warmup=warmup, outcome=outcome, t_end=1.0)
+
+    assert failing_fast([trace("head-timeout", warmup=True, index=0), trace("head-timeout")], ProbePath.GATEWAY) \
+        == "head-timeout"
+    assert failing_fast([trace("tls")], ProbePath.GATEWAY) == "tls"
+    assert failing_fast([trace("ok", warmup=True, index=0), trace("head-timeout")], ProbePath.GATEWAY) is None
+    assert failing_fast([trace("stall")], ProbePath.GATEWAY) is None  # not decisive: three are needed
+
+
+def test_https_to_a_plain_http_server_is_one_line_naming_tls(tmp_path, engine) -> None:
+    url = f"https://127.0.0.1:{engine.port}"
+    code, report, path = diagnose(tmp_path, "--engine", url, "--requests", "4", "--warmup", "1")
+    bundle = load_path(path)
+    assert [t.outcome for t in bundle.stream.requests] == ["tls", "tls"]  # the warm-up and one: not four
+    assert {t.scheme_mismatch for t in bundle.stream.requests} == {"http"}
+    (error,) = bundle.errors_for("stream")
+    assert error.kind == "tls" and f"TLS handshake failed: {url} speaks plain HTTP; use http://" in error.message
+    ld501 = finding(report, "LD501")
+    assert ld501["remediation"]["setting"] == "endpoint_url" and "http://" in ld501["remediation"]["suggested"]
+    assert "replicas" not in json.dumps(report["verdict"])
+    assert code != ExitCode.HEALTHY  # LD501's finding, as an unreachable target is reported
+
+
+def test_https_to_a_server_silent_on_a_client_hello_is_the_same_line(tmp_path) -> None:
+    """A plain server that waits for a request head never answers a ClientHello: the handshake
+    times out, which must not read as "timeout -> add capacity"."""
+    with HostileServer() as hostile:
+        url = hostile.url.replace("http://", "https://")
+        config = CollectConfig(engine=url, requests=1, warmup=0)
+        config.http.timeout_s = 0.5
+        evidence, errors = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
+    (trace,) = evidence.requests
+    assert (trace.outcome, trace.scheme_mismatch) == ("tls", "http")
+    assert errors[0].kind == "tls" and "speaks plain HTTP; use http://" in errors[0].message
+
+
+@contextmanager
+def tls_port(tmp_path: Path) -> Iterator[int]:
+    """A port that speaks only TLS (a self-signed certificate made with the openssl command)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn = listener.accept()[0]
+            except OSError:
+                return
+            conn.settimeout(5)
+            try:
+                with context.wrap_socket(conn, server_side=True) as tls:
+                    tls.recv(1)
+            except (OSError, ssl.SSLError):
+                conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+
+
+@system.needs(shutil.which("openssl"), "needs the openssl command to make a certificate (apt-get install openssl)")
+def test_http_to_a_tls_port_says_use_https(tmp_path) -> None:
+    with tls_port(tmp_path) as port:
+        config = CollectConfig(engine=f"http://127.0.0.1:{port}", requests=1, warmup=0)
+        evidence, errors = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
+    (trace,) = evidence.requests
+    assert (trace.outcome, trace.scheme_mismatch) == ("tls", "https")
+    assert "speaks TLS; use https://" in errors[0].message
+
+
+def test_a_request_cut_by_the_users_deadline_is_the_deadlines_doing(tmp_path, engine) -> None:
+    code, report, path = diagnose(tmp_path, "--engine", engine.base(ttft="0.05", itl="0.2", n="50"),
+                                  "--requests", "1", "--warmup", "0", "--deadline", "0.6")
+    bundle = load_path(path)
+    (trace,) = bundle.stream.requests
+    assert trace.outcome == "deadline" and "--deadline" in trace.error
+    assert trace.tokens  # what came before the cut is kept
+    (error,) = bundle.errors_for("stream")
+    assert not error.fatal and "not failed by the server" in error.message
+    assert finding(report, "LD501") is None  # no failure of the target, so no capacity advice
+    assert "--deadline" in report["verdict"]["summary"] and "replicas" not in json.dumps(report["verdict"])
+    assert code == ExitCode.NO_DIAGNOSIS
+
+
+def test_a_head_dripped_a_byte_a_second_fails_at_the_head_deadline() -> None:
+    """The drip sends a byte a second, so a per-read timeout of 2 s never fires: only the head's
+    own deadline ends it."""
+    with HostileServer() as hostile:
+        config = CollectConfig(engine=hostile.base("drip"), requests=1, warmup=0, stall_timeout_s=2.0)
+        evidence, errors = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
+    (trace,) = evidence.requests
+    assert trace.outcome == "head-timeout"
+    assert (trace.head_deadline_s, trace.head_deadline_basis) == (2.0, "stall-timeout")
+    assert trace.t_headers is None and sum(r.nbytes for r in trace.reads) > 0
+    assert errors[0].kind == "timeout" and "byte(s) of it came" in errors[0].message
+
+
+def test_bytes_that_never_make_a_token_fail_at_the_first_token_deadline() -> None:
+    """A head at once, then a comment byte a second: the per-read timeout of 2 s never fires, the
+    first token's deadline does, and says the bytes came."""
+    with HostileServer() as hostile:
+        config = CollectConfig(engine=hostile.base("trickle"), requests=1, warmup=0, stall_timeout_s=2.0)
+        evidence, _ = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
+    (trace,) = evidence.requests
+    assert trace.outcome == "stall" and trace.status == 200 and not trace.tokens
+    assert "no first token" in trace.error and "byte(s) came" in trace.error
+    assert len(trace.reads) > 1

@@ -17,6 +17,7 @@ from doctor.collect import collect
 from doctor.model import Budgets, Outcome, Report, Symptom
 from doctor.probes.plan import CollectConfig
 from doctor.runner import AnalyzeOptions, analyze
+from tests.support.bundles import request
 from tests.support.haproxy import NEEDS_HAPROXY, run_haproxy
 from tests.support.nginx import NEEDS_NGINX, run_nginx
 from tests.support.sse_server import SseServer
@@ -99,13 +100,11 @@ def test_nginx_retrying_on_timeout_multiplies_the_engines_requests():
 
 @pytest.mark.parametrize(("status", "headers", "body", "key"), [
     (502, {"content-type": "text/html", "server": "nginx"}, "<html><head><title>502 Bad Gateway</title>", "gateway-refused"),
-    (503, {"x-envoy-overloaded": "true"}, "upstream connect error or disconnect/reset before headers. reset reason: "
-     "overflow", "gateway-refused"),
+    (503, {"x-envoy-overloaded": "true"}, "upstream connect error or disconnect/reset before headers. reset reason: overflow",
+     "gateway-refused"),
     (503, {"content-type": "application/json"}, '{"error": {"message": "queue full"}}', "http-503"),
 ])
 def test_ld501_names_the_gateways_limit_only_for_its_own_refusals(status, headers, body, key):
-    from tests.support.bundles import request
-
     req = request("gateway", 1, ttft=0, gaps=[], outcome="http-status")
     req.status, req.headers, req.body_excerpt = status, headers, body
     assert failure_key(req, direct_answers=True) == key

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from doctor.evidence import RequestTrace, StreamEvidence
-from tests.support.bundles import bundle, metrics, request, stream
+from tests.support.bundles import bundle, metrics
 from tests.support.make_check_fixtures_proxy import NGINX, SSE, UVICORN, paths
 from tests.support.write_fixture import write_all, write_case
 

@@ -17,9 +17,9 @@ plus the rise of its running and waiting gauges), its aborted requests and its p
 counter; stream probe: the requests sent on each path over the same window (warm-up included),
 the prompt tokens of one request (its usage trailer), the time each failed gateway request took
 divided by the tries (the gateway's timeout per try), and retry headers (`x-envoy-attempt-count`,
-LiteLLM's `x-litellm-attempted-retries`). The count is exact when the engine was idle as the probe
-began (no other client's request in flight); otherwise it is a share, and other clients' requests
-may be among the extra ones.
+LiteLLM's `x-litellm-attempted-retries` / `x-litellm-attempted-fallbacks`). The count is exact
+when the engine was idle as the probe began (no other client's request in flight); otherwise it
+is a share, and other clients' requests may be among the extra ones.
 
 Remediation:
 Stop retrying requests the engine already took, in the gateway's terms: nginx
@@ -49,8 +49,8 @@ from doctor.evidence import Bundle, ProbePath, RequestTrace
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
-#: Response headers that count a request's tries: Envoy's, LiteLLM's retries (tries - 1).
-ATTEMPT_HEADERS = (("x-envoy-attempt-count", 0), ("x-litellm-attempted-retries", 1))
+#: Response headers that count a request's tries: Envoy's attempts, LiteLLM's retries and fallbacks (tries - 1).
+ATTEMPT_HEADERS = (("x-envoy-attempt-count", 0), ("x-litellm-attempted-retries", 1), ("x-litellm-attempted-fallbacks", 1))
 
 
 def tries_told(requests: list[RequestTrace]) -> int:

@@ -161,7 +161,7 @@ def gateway_connection_cap(
         EvidenceValue("probe concurrency", c, "", "stream: probe shape"),
     ]
     if waiting is not None and waiting.max is not None:
-        summary += f"; the engine had at most {waiting.max:.0f} request(s) waiting"
+        summary += "; the engine had " + (f"at most {waiting.max:.0f} request(s)" if waiting.max else "no request") + " waiting"
         evidence.append(EvidenceValue("engine waiting max", waiting.max, "requests", "metrics: waiting gauge"))
     ran = admitted(metrics_window, sent) if metrics_window is not None else None
     if ran is not None:

@@ -13,8 +13,8 @@ engine saturated with work no client waits for.
 
 Evidence:
 Metrics window: the requests the engine took in (its finished-request counter by every reason,
-plus the rise of its running and waiting gauges), its aborted requests and its prompt-token
-counter; stream probe: the requests sent on each path over the same window (warm-up included),
+plus the rise of its running and waiting gauges: those still in it after the probe are work no
+client waits for), its aborted requests and its prompt-token counter; stream probe: the requests sent on each path over the same window (warm-up included),
 the prompt tokens of one request (its usage trailer), the time each failed gateway request took
 divided by the tries (the gateway's timeout per try), and retry headers (`x-envoy-attempt-count`,
 LiteLLM's `x-litellm-attempted-retries` / `x-litellm-attempted-fallbacks`). The count is exact
@@ -114,6 +114,10 @@ def gateway_retries(
         summary += f"; it prefilled about {intake.prompt_tokens / per:.0f} prompts of {per:.0f} tokens"
         evidence.append(EvidenceValue("prompts prefilled", round(intake.prompt_tokens / per, 1), "prompts",
                                       f"metrics: prompt-token counter delta / {per:.0f} tokens per probe prompt (usage)"))
+    if intake.in_flight_rise > 0:
+        summary += f"; {intake.in_flight_rise:.0f} still in the engine as the probe ended: work no client waits for"
+        evidence.append(EvidenceValue("still running or waiting after the probe", intake.in_flight_rise, "requests",
+                                      "metrics: running + waiting at the last scrape less at the first"))
     if told > 1:
         summary += f"; the gateway's headers count up to {told} tries"
         evidence.append(EvidenceValue("tries the gateway's headers report", told, "tries", "stream: gateway response headers"))

@@ -1,6 +1,6 @@
 """What a gateway's own limits and retries leave in the evidence: the shared reading of LD309, LD310 and LD501.
 
-Three facts several checks need alike, each read once here:
+Four facts several checks need alike, each read once here:
 
 - ``gateway_refusal``: a failed gateway request that the gateway answered itself (a connection cap,
   a circuit breaker, a parallel-request limit) rather than passing on the engine's error. An engine
@@ -57,7 +57,6 @@ class EngineIntake:
     """Requests the engine took in over the metrics window."""
 
     requests: float  # finished (every reason) + the rise of running and waiting
-    finished: float
     aborted: float
     in_flight_rise: float  # running + waiting at the last scrape less at the first
     idle_at_start: bool  # nothing running or waiting at the first scrape: no other client's request in flight
@@ -79,7 +78,7 @@ def engine_intake(mw: MetricsWindow) -> EngineIntake | None:
     finished = sum(mw.finished_by_reason.values())
     rise = _rise(mw.running) + _rise(mw.waiting)
     return EngineIntake(
-        requests=finished + rise, finished=finished, aborted=mw.finished_by_reason.get("abort", 0.0),
+        requests=finished + rise, aborted=mw.finished_by_reason.get("abort", 0.0),
         in_flight_rise=rise, idle_at_start=_first(mw.running) + _first(mw.waiting) == 0,
         prompt_tokens=mw.prompt_tokens,
     )

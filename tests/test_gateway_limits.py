@@ -58,19 +58,25 @@ def test_haproxy_maxconn_queues_streams_and_is_named():
     assert all(f.remediation.setting != "replicas" for f in report.findings)
 
 
+NGINX_LOCATION = 'location / { proxy_pass http://engine; proxy_buffering off; proxy_http_version 1.1; proxy_set_header Connection ""; }'
+
+
 @NEEDS_NGINX
-def test_nginx_max_conns_refuses_streams_itself_and_is_named():
-    conf = ("upstream engine { server {upstream} max_conns=1; }\n"
-            "server { listen 127.0.0.1:{port}; location / { proxy_pass http://engine; proxy_buffering off; "
-            'proxy_http_version 1.1; proxy_set_header Connection ""; } }')
+@pytest.mark.parametrize(("conf", "status", "setting"), [
+    ("upstream engine { server {upstream} max_conns=1; }\n"
+     "server { listen 127.0.0.1:{port}; " + NGINX_LOCATION + " }", 502, "max_conns"),
+    ("upstream engine { server {upstream}; }\nlimit_conn_zone $binary_remote_addr zone=per_client:1m;\n"
+     "server { listen 127.0.0.1:{port}; limit_conn per_client 1; " + NGINX_LOCATION + " }", 503, "limit_conn"),
+], ids=["max_conns", "limit_conn"])
+def test_nginx_limits_refuse_streams_themselves_and_are_named(conf, status, setting):
     with SseServer(metrics=True) as server, run_nginx(conf, server.port) as gateway:
         report = diagnose(server, gateway, SCHEDULE)
         received = server.received
     assert report.verdict.symptom is Symptom.PROXY_ONLY, report.verdict.summary
     assert report.verdict.primary_code == "LD309"
-    assert report.verdict.primary_remediation.setting == "max_conns"
+    assert report.verdict.primary_remediation.setting == setting
     cap = result(report, "LD309").finding
-    assert "HTTP 502" in cap.summary and "never reached it" in cap.summary
+    assert f"HTTP {status}" in cap.summary and "never reached it" in cap.summary
     took = next(e.value for e in cap.evidence if e.name == "requests the engine took in")
     assert took == received
     errors = result(report, "LD501").finding

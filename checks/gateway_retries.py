@@ -80,7 +80,8 @@ def gateway_retries(
 ) -> Result:
     intake = engine_intake(metrics_window)
     if intake is None:
-        return NotApplicable("the engine exports no finished-request counter (vllm:request_success_total)")
+        return NotApplicable("no count of the requests the engine took in: no /metrics scrapes around the probe "
+                             "(Prometheus history does not bracket it), or no vllm:request_success_total")
     sent = probe_sent(bundle.stream.requests if bundle.stream else [])
     direct, through = len(sent[ProbePath.DIRECT]), len(sent[ProbePath.GATEWAY])
     if not through:

@@ -72,8 +72,10 @@ def _first(g: GaugeWindow | None) -> float:
 
 
 def engine_intake(mw: MetricsWindow) -> EngineIntake | None:
-    """What the engine's counters say it took in, or ``None`` when it exports no finished-request counter."""
-    if not mw.finished_by_reason and "finished_by_reason" in mw.missing:
+    """What the engine's counters say it took in, or ``None`` when it exports no finished-request counter
+    or the window is Prometheus history (its range does not bracket the probe's requests as the
+    scrapes taken right before and after it do)."""
+    if mw.source != "scrape" or (not mw.finished_by_reason and "finished_by_reason" in mw.missing):
         return None
     finished = sum(mw.finished_by_reason.values())
     rise = _rise(mw.running) + _rise(mw.waiting)

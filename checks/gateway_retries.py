@@ -14,9 +14,11 @@ engine saturated with work no client waits for.
 Evidence:
 Metrics window: the requests the engine took in (its finished-request counter by every reason,
 plus the rise of its running and waiting gauges: those still in it after the probe are work no
-client waits for), its aborted requests and its prompt-token counter; stream probe: the requests sent on each path over the same window (warm-up included),
-the prompt tokens of one request (its usage trailer), the time each failed gateway request took
-divided by the tries (the gateway's timeout per try), and retry headers (`x-envoy-attempt-count`,
+client waits for), its aborted requests and its prompt-token counter, from the scrapes taken
+right before and after the probe (not Prometheus history); stream probe: the requests sent on
+each path over the same window (warm-up included), the prompt tokens of one request (its usage
+trailer), the time each failed gateway request took divided by the tries (the gateway's timeout
+per try), and retry headers (`x-envoy-attempt-count`,
 LiteLLM's `x-litellm-attempted-retries` / `x-litellm-attempted-fallbacks`). The count is exact
 when the engine was idle as the probe began (no other client's request in flight); otherwise it
 is a share, and other clients' requests may be among the extra ones.

@@ -17,7 +17,8 @@ requests by reason (error share, abort share; the aborts of the probe's cancelle
 taken out). Startup log, else /metrics or the endpoints: which engine served, for its names.
 
 Remediation:
-By the dominant failure: HTTP 429 / 503 -> capacity (`replicas`); 401 / 403 -> `api_key`;
+By the dominant failure: HTTP 429 / 502 / 503 that the gateway answered itself (its own error page,
+`x-envoy-overloaded`) -> the gateway's limit (`gateway_limit`, LD309 names it); HTTP 429 / 503 -> capacity (`replicas`); 401 / 403 -> `api_key`;
 404 -> the served model name (`served_model_name`); 400 / 413 / 422 -> the request (`max_model_len`
 when the body says the prompt is too long, else the payload); 5xx -> the engine log
 (`vllm_server`); connect / dns / tls -> `endpoint_url` (the other scheme when the port speaks it);
@@ -46,7 +47,7 @@ from __future__ import annotations
 from collections import Counter
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, rerun
+from doctor.checklib import engine_flag, engine_of, gateway_refusal, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import display
@@ -98,6 +99,12 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
         "the prompt is longer than the model accepts",
     ),
     "http-5xx": (*ENGINE_LOG, "the server failed the request"),
+    "gateway-refused": (
+        "gateway_limit",
+        "raise the gateway's own connection / request limit (see gateway-connection-cap, LD309)",
+        "the gateway in front of the engine",
+        "the gateway answered itself (its own limit), so the requests never reached the engine",
+    ),
     "connect": ("endpoint_url", "a reachable host and port", URL, "the connection could not be opened"),
     "dns": ("endpoint_url", "a resolvable host name", URL, "the host name does not resolve"),
     "tls": ("endpoint_url", "the right scheme and a trusted certificate", URL, "the TLS handshake failed"),
@@ -135,12 +142,15 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
 GENERIC = (*ENGINE_LOG, "requests failed")
 
 
-def failure_key(req: RequestTrace) -> str:
-    """The key a failure's fix is looked up by."""
+def failure_key(req: RequestTrace, direct_answers: bool = False) -> str:
+    """The key a failure's fix is looked up by. A refusal the gateway made itself is its own key while
+    the direct path answers (with the engine down, the gateway's error page is about the engine)."""
     if req.outcome == "tls" and req.scheme_mismatch in ("http", "https"):
         return f"tls-{req.scheme_mismatch}"
     if req.outcome == HEAD_TIMEOUT and req.path == ProbePath.GATEWAY and req.head_deadline_basis == DIRECT_BASIS:
         return "gateway-silent"
+    if direct_answers and gateway_refusal(req) is not None:
+        return "gateway-refused"
     if req.outcome == "http-status" and req.status:
         if f"http-{req.status}" in FIXES:
             return f"http-{req.status}"
@@ -196,7 +206,8 @@ def error_rate(
     evidence: list[EvidenceValue] = []
     key = "error" if error_share >= max_error_share else "abort"
     if probe_bad:
-        by = Counter((r.path, failure_key(r)) for r in failed)
+        direct_answers = any(r.ok and r.path == ProbePath.DIRECT for r in measured)
+        by = Counter((r.path, failure_key(r, direct_answers)) for r in failed)
         detail = ", ".join(f"{path}: {k} x{n}" for (path, k), n in by.most_common())
         parts.append(f"{len(failed)} of {len(measured)} probe requests failed ({detail})")
         key = by.most_common(1)[0][0][1]

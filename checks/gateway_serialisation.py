@@ -16,7 +16,9 @@ Stream probe on both paths at concurrency >= 2. The wait per path: TTFT p90 minu
 units of one answer (the direct end-to-end time p50); a one-at-a-time edge makes the c-th
 concurrent request wait c-1 answers, while the engine's own queueing stays well under one. Also
 the gateway's TTFT p90 against the direct one, the steps in the gateway's sorted TTFTs larger
-than half an answer (the staircase), and every request's TTFT in send order.
+than half an answer (the staircase), and every request's TTFT in send order. The gateway view:
+a gateway that queues on a connection cap of its own (HAProxy `maxconn`, Envoy's circuit
+breakers) makes the same staircase, which gateway-connection-cap (LD309) names instead.
 
 Remediation:
 Make the edge stream asynchronously (setting `gateway_streaming`): an async HTTP client
@@ -41,7 +43,7 @@ from __future__ import annotations
 import itertools
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import measured_pair, rerun, ttft_wait, who_answered
+from doctor.checklib import QUEUEING_CAPS, gateway_wait, measured_pair, rerun, who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -76,16 +78,19 @@ def gateway_serialisation(
         return NotApplicable("serialisation shows only under concurrent requests (probe concurrency was 1)")
     pair = measured_pair(stream_stats)  # raises NotApplicable unless both paths were measured
     d, g = pair.direct, pair.gateway
-    answer = d.e2e.p50
-    if g.ttft.n < 2 or not answer:
+    waits = gateway_wait(pair)
+    if waits is None:
         return NotApplicable("fewer than two successful gateway requests, or no direct answer time")
-    d_wait, g_wait = ttft_wait(d, answer), ttft_wait(g, answer)
-    ttft_ratio = (g.ttft.p90 or 0.0) / d.ttft.p90 if d.ttft.p90 else float("inf")
-    if g_wait < wait_answers or g_wait < spread_factor * d_wait or ttft_ratio < ttft_factor:
+    answer, d_wait, g_wait, ttft_ratio = waits.answer_s, waits.direct, waits.gateway, waits.ttft_ratio
+    if not waits.queued(wait_answers, spread_factor, ttft_factor):
         return Pass(
             f"gateway p90 request waited {g_wait:.1f} answers vs {d_wait:.1f} direct, TTFT p90 "
             f"{ttft_ratio:.1f}x direct: no serialisation"
         )
+    family, name = who_answered(gateway)
+    if family in QUEUEING_CAPS:
+        return Pass(f"the gateway's p90 request waited {g_wait:.1f} answers, but {name} queues on its own "
+                    "connection cap: see gateway-connection-cap (LD309)")
     step_s = step_share * answer
     steps = staircase_steps(g, step_s)
     c = stream_stats.concurrency
@@ -120,7 +125,6 @@ def gateway_serialisation(
         EvidenceValue("gateway TTFT per request", send_order(g), "s", "stream: gateway, in send order"),
         EvidenceValue("direct TTFT per request", send_order(d), "s", "stream: direct, in send order"),
     ]
-    family, name = who_answered(gateway)
     why = (
         "TTFT through the gateway grows with each concurrent request while the engine answers "
         "them together on the direct path: the edge serves one upstream stream at a time (a "

@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 #: Decomposition component -> the finding causes that explain it.
 COMPONENT_CAUSES: dict[str, tuple[Cause, ...]] = {
     "gateway": (Cause.BUFFERING, Cause.COMPRESSION, Cause.GATEWAY_SERIALISATION, Cause.GATEWAY_OVERHEAD,
-                Cause.PROXY_TIMEOUT),
+                Cause.PROXY_TIMEOUT, Cause.GATEWAY_CAP, Cause.GATEWAY_RETRIES),
     "transport": (Cause.TRANSPORT,),
     "queue": (Cause.QUEUE,),
     "prefill": (Cause.PREFILL,),

@@ -62,6 +62,8 @@ class Cause(StrEnum):
     GATEWAY_SERIALISATION = "gateway-serialisation"
     GATEWAY_OVERHEAD = "gateway-overhead"
     PROXY_TIMEOUT = "proxy-timeout"
+    GATEWAY_CAP = "gateway-cap"  # the gateway's own limit on streams to the engine queues or refuses them
+    GATEWAY_RETRIES = "gateway-retries"  # the gateway sends requests to the engine again
     REFRAMING = "reframing"  # the gateway changes the stream framing: a compatibility note, no latency
     # neither
     CAPACITY = "capacity"

@@ -17,7 +17,11 @@ its remediation mean the same thing as every other check's:
   view (``doctor.derive.gateway``) identifies it from every response for the built-in checks.
 - **gateway settings** (``gateway_advice``): ``buffering_remediation``,
   ``compression_remediation``, ``idle_timeout_for`` / ``idle_timeout_remediation`` (with
-  ``IDLE_TIMEOUTS``): the setting each gateway family spells for the same behaviour.
+  ``IDLE_TIMEOUTS``), ``cap_remediation`` (with ``QUEUEING_CAPS``) and ``retry_remediation``: the
+  setting each gateway family spells for the same behaviour.
+- **gateway limits** (``gateway_limits``): ``gateway_refusal`` (a failed request the gateway
+  answered itself), ``engine_intake`` (requests the engine took in over the window) against
+  ``probe_sent``, and ``gateway_wait`` (the staircase of an edge that lets fewer streams through).
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
   ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag, ``engine_of`` telling which engine);
@@ -54,11 +58,15 @@ from doctor.checklib.gateway import (
 )
 from doctor.checklib.gateway_advice import (
     IDLE_TIMEOUTS,
+    QUEUEING_CAPS,
     buffering_remediation,
+    cap_remediation,
     compression_remediation,
     idle_timeout_for,
     idle_timeout_remediation,
+    retry_remediation,
 )
+from doctor.checklib.gateway_limits import engine_intake, gateway_refusal, gateway_wait, probe_sent
 from doctor.checklib.paths import PathPair, engine_path, measured_pair, ttft_wait
 from doctor.checklib.remediation import ENGINE_FLAGS, add_capacity, engine_flag, rerun, vllm_flag
 from doctor.checklib.sizing import (
@@ -78,23 +86,28 @@ __all__ = [
     "KV_FILL_TARGET",
     "MAX_GPU_MEMORY_UTILIZATION",
     "MIN_FLAT_SAMPLES",
+    "QUEUEING_CAPS",
     "STABLE_DEFAULTS",
     "V1_SERVE_MAX_NUM_SEQS",
     "PathPair",
     "Setting",
     "add_capacity",
     "buffering_remediation",
+    "cap_remediation",
     "capped_utilization",
     "compression_remediation",
     "default_max_num_seqs",
     "detect_proxy",
     "engine_flag",
+    "engine_intake",
     "engine_metric",
     "engine_of",
     "engine_path",
     "engine_setting",
     "gateway_headers",
     "gateway_identity",
+    "gateway_refusal",
+    "gateway_wait",
     "header",
     "idle_timeout_for",
     "idle_timeout_remediation",
@@ -104,7 +117,9 @@ __all__ = [
     "measured_pair",
     "metric_read",
     "model_len",
+    "probe_sent",
     "rerun",
+    "retry_remediation",
     "sequences_that_fit",
     "stream_encoding",
     "tokens_per_request",

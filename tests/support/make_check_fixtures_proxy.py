@@ -226,6 +226,15 @@ def cases_gateway_serialisation() -> None:
         "0.1, 1.4, 2.7 s in one wave while direct stays ~0.1 s.",
         expect={"severity": "critical", "setting": "gateway_streaming", "summary_contains": ["step"]},
     )
+    haproxy = paths([0.1, 0.11, 0.12], staircase, gaps=[0.15] * 8, concurrency=3, gateway_headers=UVICORN)
+    haproxy.shape.gateway_kind = "haproxy"
+    write_case(
+        name,
+        "quiet-haproxy-queues-on-its-maxconn",
+        bundle(stream=haproxy),
+        why="Synthetic: the same staircase through HAProxy (--gateway-kind haproxy), which queues on its own "
+        "`maxconn`: gateway-connection-cap (LD309) names it.",
+    )
     write_case(
         name,
         "quiet-async-edge",

@@ -33,7 +33,15 @@ for), ``error`` (an error object after 2 tokens), ``cut`` (close after 2 tokens,
 Load (``llm-doctor load`` / ``sweep`` tests): ``slots=K`` admits at most K streams at once, the
 rest wait first come first served (vLLM's ``max_num_seqs``: a queue that adds to TTFT), and
 ``depth=D`` makes every gap ``itl x (1 + D x (streams running - 1))`` (batch depth raising TPOT).
-Streams running are counted over the whole server, whatever their options.
+Streams running are counted over the whole server, whatever their options. ``head=S`` holds the
+response headers S seconds (a front end slow to start answering: a long prompt, a busy server),
+which a gateway's read timeout counts, unlike the wait for a token after them.
+
+With ``SseServer(metrics=True)`` the server also answers ``GET /metrics`` as vLLM does, from its
+own accounting: requests received (``vllm:prompt_tokens_total``, 38 per request as in the usage
+trailer), finished by reason (``length`` when an answer completes, ``abort`` when its client went
+away mid-answer), and the ``running`` / ``waiting`` gauges (streams answering, streams waiting for a
+``slots`` slot). A test then knows exactly what the engine saw against what the probe sent.
 
 Every chunk's send time (``time.perf_counter_ns`` right after the socket write) is logged per
 ``x-request-id`` in ``ServerLog``, the ground truth of the probe benchmark.
@@ -79,8 +87,12 @@ def parse_options(path: str) -> tuple[dict[str, str], str]:
 class SseServer:
     """Serves on 127.0.0.1 from a private event loop thread; ``url`` once started."""
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, *, metrics: bool = False) -> None:
         self.port = port
+        self.metrics = metrics
+        self.received = 0  # streamed requests read (each counted as prefilled: vllm:prompt_tokens_total)
+        self.finished: dict[str, int] = {"length": 0, "abort": 0}
+        self.waiting = 0  # streams waiting for a ``slots`` slot
         self.log = ServerLog()
         self.loop = asyncio.new_event_loop()
         self._server: asyncio.AbstractServer | None = None
@@ -158,6 +170,12 @@ class SseServer:
         """Answer one request; True when the connection stays open for the next one."""
         opts, path = parse_options(target.split("?", 1)[0])
         keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        if path == "/metrics" and self.metrics:
+            text = self.exposition().encode()
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                         b"content-length: %d\r\nconnection: %s\r\n\r\n%s" % (len(text), b"keep-alive" if keep else b"close", text))
+            await writer.drain()
+            return keep
         if path == "/v1/models":
             await _send_json(writer, 200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]}, keep)
             return keep
@@ -179,21 +197,44 @@ class SseServer:
             return keep
         sent = self.log.requests.setdefault(headers.get("x-request-id", f"#{len(self.log.requests)}"), Sent())
         sent.t_request = t_request
+        self.received += 1
         slots = int(opts.get("slots", 0))
         if slots:
-            async with self._slots.setdefault(slots, asyncio.Semaphore(slots)):
+            self.waiting += 1
+            try:
+                await (semaphore := self._slots.setdefault(slots, asyncio.Semaphore(slots))).acquire()
+            finally:
+                self.waiting -= 1
+            try:
                 return await self._stream_answer(writer, opts, route, request, stream_options, keep, sent,
                                                  time.perf_counter_ns())
+            finally:
+                semaphore.release()
         return await self._stream_answer(writer, opts, route, request, stream_options, keep, sent, t_request)
+
+    def exposition(self) -> str:
+        """vLLM's names for what this server saw so far (``metrics=True``)."""
+        label = f'model_name="{MODEL}"'
+        lines = ["# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{label}}} {self.running}.0",
+                 "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{{{label}}} {self.waiting}.0",
+                 "# TYPE vllm:prompt_tokens_total counter", f"vllm:prompt_tokens_total{{{label}}} {38 * self.received}.0",
+                 "# TYPE vllm:request_success_total counter"]
+        lines += [f'vllm:request_success_total{{finished_reason="{r}",{label}}} {n}.0' for r, n in self.finished.items()]
+        return "\n".join(lines) + "\n"
 
     async def _stream_answer(self, writer: asyncio.StreamWriter, opts: dict[str, str], route: str, request: dict[str, Any],
                              stream_options: dict[str, Any], keep: bool, sent: Sent, t_admitted: int) -> bool:
         """Stream one answer, its first token ``ttft`` after ``t_admitted``; counted in ``running`` meanwhile."""
         self.running += 1
+        reason = "abort"
         try:
-            return await self._answer(writer, opts, route, request, stream_options, keep, sent, t_admitted)
+            kept = await self._answer(writer, opts, route, request, stream_options, keep, sent, t_admitted)
+            reason = "length"
+            return kept
         finally:
             self.running -= 1
+            if opts.get("fail") is None:
+                self.finished[reason] += 1
 
     async def _answer(self, writer: asyncio.StreamWriter, opts: dict[str, str], route: str, request: dict[str, Any],
                       stream_options: dict[str, Any], keep: bool, sent: Sent, t_request: int) -> bool:
@@ -203,6 +244,7 @@ class SseServer:
         extra = "X-Accel-Buffering: no\r\n" if opts.get("xaccel") == "no" else ""
         framing = "Transfer-Encoding: chunked\r\n" if chunked else ""
         connection = "keep-alive" if keep and chunked else "close"
+        await asyncio.sleep(float(opts.get("head", 0)))
         writer.write((f"HTTP/1.1 200 OK\r\nserver: uvicorn\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                       f"{framing}{extra}connection: {connection}\r\n\r\n").encode())
         await writer.drain()

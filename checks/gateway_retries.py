@@ -1,0 +1,139 @@
+"""The gateway sends requests to the engine again: retries multiply the load.
+
+What it detects:
+The engine took in more requests than the probe sent: a gateway that retries on a timeout (nginx
+`proxy_next_upstream ... timeout non_idempotent` with a short `proxy_read_timeout`, HAProxy
+`retry-on` / `option redispatch`, an Envoy retry policy, LiteLLM `num_retries`) sends the same
+prompt again, and the try it gave up on is abandoned, aborted or left generating.
+
+Why it matters:
+Each retry prefills the whole prompt again, and retries come exactly when the engine is slow, so
+they add load where there is none to spare: a long prompt retried on every timeout keeps an
+engine saturated with work no client waits for.
+
+Evidence:
+Metrics window: the requests the engine took in (its finished-request counter by every reason,
+plus the rise of its running and waiting gauges: those still in it after the probe are work no
+client waits for), its aborted requests and its prompt-token counter, from the scrapes taken
+right before and after the probe (not Prometheus history); stream probe: the requests sent on
+each path over the same window (warm-up included), the prompt tokens of one request (its usage
+trailer), the time each failed gateway request took divided by the tries (the gateway's timeout
+per try), and retry headers (`x-envoy-attempt-count`,
+LiteLLM's `x-litellm-attempted-retries` / `x-litellm-attempted-fallbacks`). The count is exact
+when the engine was idle as the probe began (no other client's request in flight); otherwise it
+is a share, and other clients' requests may be among the extra ones.
+
+Remediation:
+Stop retrying requests the engine already took, in the gateway's terms: nginx
+`proxy_next_upstream error` (no `timeout`, no `non_idempotent`) with `proxy_next_upstream_tries
+1`; HAProxy `retry-on conn-failure` without `option redispatch`; Envoy's route `retry_policy`;
+LiteLLM `num_retries: 0`; and a read timeout above the longest first byte.
+
+Options:
+min_extra: extra requests (taken in less sent) at which it fires
+min_extra_share: extra requests / requests sent at which it fires
+
+Example:
+LD310 gateway-retries: the engine took in 15 requests while the probe sent 10 (5 direct, 5 through
+the gateway): 2.0 engine requests per gateway request, 6 aborted; exact: the engine was idle when
+the probe began -> proxy_next_upstream: error (without timeout and non_idempotent).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import engine_intake, gateway_identity, header, probe_sent, rerun, retry_remediation
+from doctor.derive.gateway import GatewayView
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.evidence import Bundle, ProbePath, RequestTrace
+from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
+from doctor.units import fmt_seconds
+
+#: Response headers that count a request's tries: Envoy's attempts, LiteLLM's retries and fallbacks (tries - 1).
+ATTEMPT_HEADERS = (("x-envoy-attempt-count", 0), ("x-litellm-attempted-retries", 1), ("x-litellm-attempted-fallbacks", 1))
+
+
+def tries_told(requests: list[RequestTrace]) -> int:
+    """The most tries a gateway's own headers report for one request (1 when none says)."""
+    most = 1
+    for r in requests:
+        for name, offset in ATTEMPT_HEADERS:
+            value = (header(r.headers, name) or "").strip()
+            if value.isdigit():
+                most = max(most, int(value) + offset)
+    return most
+
+
+def time_per_try(requests: list[RequestTrace], tries: float) -> float | None:
+    """Median time from send to the gateway's failed answer, per try: the gateway's timeout."""
+    spans = [end - r.t_sent for r in requests
+             if not r.ok and r.t_sent is not None and (end := r.t_headers or r.t_failed or r.t_end) is not None]
+    return statistics.median(spans) / tries if spans and tries >= 1 else None
+
+
+@check(code="LD310", name="gateway-retries", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_RETRIES)
+def gateway_retries(
+    bundle: Bundle, metrics_window: MetricsWindow, gateway: GatewayView | None = None,
+    *,
+    min_extra: float = 1.0,
+    min_extra_share: float = 0.2,
+) -> Result:
+    intake = engine_intake(metrics_window)
+    if intake is None:
+        return NotApplicable("no count of the requests the engine took in: no /metrics scrapes around the probe "
+                             "(Prometheus history does not bracket it), or no vllm:request_success_total")
+    sent = probe_sent(bundle.stream.requests if bundle.stream else [])
+    direct, through = len(sent[ProbePath.DIRECT]), len(sent[ProbePath.GATEWAY])
+    if not through:
+        return NotApplicable("no request sent through the gateway (--gateway)")
+    total = direct + through
+    extra = intake.requests - total
+    if extra < min_extra or extra < min_extra_share * total:
+        return Pass(f"the engine took in {intake.requests:.0f} requests, the probe sent {total}: no retries")
+    tries = (intake.requests - direct) / through
+    told = tries_told(sent[ProbePath.GATEWAY])
+    per_try = time_per_try(sent[ProbePath.GATEWAY], tries)
+    exact = intake.idle_at_start
+    summary = (f"the engine took in {intake.requests:.0f} requests while the probe sent {total} ({direct} direct, "
+               f"{through} through the gateway): {tries:.1f} engine requests per gateway request, "
+               f"{intake.aborted:.0f} aborted; "
+               + ("exact: the engine was idle when the probe began" if exact
+                  else "a share: other clients' requests may be among them"))
+    evidence = [
+        EvidenceValue("requests the engine took in", intake.requests, "requests",
+                      "metrics: vllm:request_success_total delta (every reason) + rise of running and waiting"),
+        EvidenceValue("requests the probe sent", total, "requests", f"stream: {direct} direct, {through} gateway, warm-up included"),
+        EvidenceValue("engine requests per gateway request", round(tries, 3), "",
+                      "metrics and stream: (taken in - direct sent) / gateway sent"),
+        EvidenceValue("finished with abort", intake.aborted, "requests",
+                      "metrics: vllm:request_success_total{finished_reason=abort} delta"),
+        EvidenceValue("engine idle when the probe began", exact, "", "metrics: running + waiting at the first scrape"),
+    ]
+    prompts = [r.prompt_tokens for rs in sent.values() for r in rs if r.prompt_tokens]
+    if intake.prompt_tokens and prompts:
+        per = statistics.median(prompts)
+        summary += f"; it prefilled about {intake.prompt_tokens / per:.0f} prompts of {per:.0f} tokens"
+        evidence.append(EvidenceValue("prompts prefilled", round(intake.prompt_tokens / per, 1), "prompts",
+                                      f"metrics: prompt-token counter delta / {per:.0f} tokens per probe prompt (usage)"))
+    if intake.in_flight_rise > 0:
+        summary += f"; {intake.in_flight_rise:.0f} still in the engine as the probe ended: work no client waits for"
+        evidence.append(EvidenceValue("still running or waiting after the probe", intake.in_flight_rise, "requests",
+                                      "metrics: running + waiting at the last scrape less at the first"))
+    if told > 1:
+        summary += f"; the gateway's headers count up to {told} tries"
+        evidence.append(EvidenceValue("tries the gateway's headers report", told, "tries", "stream: gateway response headers"))
+    if per_try is not None:
+        evidence.append(EvidenceValue("time per try of failed gateway requests", round(per_try, 3), "s",
+                                      "stream: send to the gateway's answer, median / tries"))
+    corroborated = told > 1 or intake.aborted >= extra / 2
+    return Fire(
+        title="The gateway sends requests to the engine again",
+        summary=summary,
+        remediation=retry_remediation(gateway, fmt_seconds(per_try) if per_try is not None else "an unknown time",
+                                      rerun(f"the engine takes in as many requests as the probe sends ({total})")),
+        severity=(Severity.CRITICAL if exact and tries >= 1.5 else Severity.WARNING) if exact or corroborated
+        else Severity.INFO,
+        evidence=evidence + gateway_identity(gateway),
+    )

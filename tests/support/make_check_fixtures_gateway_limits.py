@@ -1,0 +1,170 @@
+"""Write the fixture bundles of the gateway's own limits and retries (LD309, LD310).
+
+Run ``.venv/bin/python -m tests.support.make_check_fixtures_gateway_limits``. Synthetic, shaped as
+the real HAProxy and nginx reproductions of ``tests/test_gateway_limits.py`` recorded them: the
+refusal pages are nginx 1.22's and HAProxy 2.6's own, the headers Envoy's.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from doctor.evidence import RequestTrace, StreamEvidence
+from tests.support.bundles import bundle, metrics
+from tests.support.make_check_fixtures_proxy import NGINX, SSE, UVICORN, paths
+from tests.support.write_fixture import write_all, write_case
+
+NGINX_502 = ("<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1>"
+             "</center>\r\n<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n")
+NGINX_504 = NGINX_502.replace("502 Bad Gateway", "504 Gateway Time-out")
+HTML = {"content-type": "text/html", "server": "nginx/1.22.1"}
+ENVOY_503 = "upstream connect error or disconnect/reset before headers. reset reason: overflow"
+GAPS = [0.03] * 8
+ANSWER = 0.05 + sum(GAPS)  # one whole answer
+
+
+def refused(req: RequestTrace, status: int, headers: dict[str, str], body: str, after: float = 0.002) -> RequestTrace:
+    """``req`` answered by the gateway itself with ``status`` ``after`` seconds after its send."""
+    req.outcome, req.status, req.headers, req.body_excerpt = "http-status", status, headers, body
+    req.error, req.t_headers = f"HTTP {status}", req.t_sent + after if req.t_sent is not None else None
+    req.t_end = req.t_headers
+    return req
+
+
+def capped(headers: dict[str, str], kind: str | None = None) -> StreamEvidence:
+    """Concurrency 4 through a gateway that lets one stream through: a staircase of whole answers."""
+    ev = paths([0.05, 0.051, 0.052, 0.053], [0.05 + k * ANSWER for k in range(4)], gaps=GAPS, concurrency=4,
+               gateway_headers=headers)
+    ev.shape.gateway_kind = kind
+    return ev
+
+
+def engine(running: float, waiting: float = 0.0, length: int = 0, abort: int = 0, prompts: int = 0) -> dict[str, object]:
+    return {"vllm:num_requests_running": running, "vllm:num_requests_waiting": waiting,
+            "vllm:request_success_total": {"length": length, "abort": abort},
+            "vllm:prompt_tokens_total": 38 * prompts}
+
+
+def refusing(status: int, headers: dict[str, str], body: str, answered: dict[str, str] = NGINX,
+             n: int = 3) -> StreamEvidence:
+    """Concurrency 4: the first gateway requests ``answered`` with these headers, the last ``n`` refused at once."""
+    ev = paths([0.05, 0.051, 0.052, 0.053], [0.05] * 4, gaps=GAPS, concurrency=4, gateway_headers=answered)
+    for req in ev.requests[8 - n:]:
+        refused(req, status, headers, body)
+    return ev
+
+
+def cases_gateway_connection_cap() -> None:
+    name = "gateway-connection-cap"
+    window = metrics(("before", -0.1, engine(0)), ("during", 100.2, engine(1, length=4, prompts=5)),
+                     ("during", 100.6, engine(1, length=5, prompts=6)), ("after", 102.0, engine(0, length=8, prompts=8)))
+    write_case(
+        name,
+        "fires-haproxy-maxconn-queue",
+        bundle(stream=capped(UVICORN, "haproxy"), metrics=window),
+        why="Shaped as the real HAProxy reproduction (`maxconn 1` on the server line, --gateway-kind haproxy): at "
+        "concurrency 4 the gateway's TTFTs step by one answer while direct stays ~50 ms; the engine's waiting "
+        "gauge stays 0 and it runs one gateway stream while the probe has four open.",
+        expect={"severity": "critical", "setting": "maxconn", "summary_contains": ["ran at most 1 gateway stream"]},
+    )
+    write_case(
+        name,
+        "fires-nginx-max-conns-502",
+        bundle(stream=refusing(502, HTML, NGINX_502),
+               metrics=metrics(("before", -0.1, engine(0)), ("after", 102.0, engine(0, length=5, prompts=5)))),
+        why="Shaped as the real nginx reproduction (`max_conns=1` on the upstream server): three of four "
+        "concurrent gateway requests get nginx's own 502 page at once, the direct ones are answered, and the "
+        "engine took in 5 of the 8 requests sent.",
+        expect={"severity": "critical", "setting": "max_conns", "summary_contains": ["never reached it"]},
+    )
+    envoy = {"content-type": "text/plain", "server": "envoy", "x-envoy-overloaded": "true"}
+    write_case(
+        name,
+        "fires-envoy-circuit-breaker",
+        bundle(stream=refusing(503, envoy, ENVOY_503, {**SSE, "server": "envoy", "x-envoy-upstream-service-time": "3"})),
+        why="Synthetic, Envoy's own answer over a circuit breaker (envoy#11908): 503 with x-envoy-overloaded: true "
+        "and 'reset reason: overflow'; no /metrics.",
+        expect={"severity": "critical", "setting": "circuit_breakers"},
+    )
+    engine_503 = '{"error": {"message": "Too many requests queued", "type": "ServiceUnavailable", "code": 503}}'
+    write_case(
+        name,
+        "quiet-engine-own-503",
+        bundle(stream=refusing(503, {"content-type": "application/json", "server": "nginx/1.22.1"}, engine_503, n=2)),
+        why="Synthetic: the 503s are the engine's own JSON passed on by nginx (vLLM's admission limit), and the "
+        "answered requests do not queue: no gateway limit.",
+    )
+    write_case(
+        name,
+        "quiet-engine-queues",
+        bundle(stream=capped(UVICORN, "haproxy"),
+               metrics=metrics(("before", -0.1, engine(0)), ("during", 100.2, engine(1, waiting=3)),
+                               ("after", 102.0, engine(0, length=8)))),
+        why="Synthetic: the same staircase through HAProxy, but the engine's waiting gauge reaches 3: the queue "
+        "is the engine's.",
+    )
+    write_case(
+        name,
+        "na-direct-only",
+        bundle(stream=paths([0.05, 0.06], [], gaps=GAPS)),
+        why="Only the direct path was probed.",
+    )
+
+
+def cases_gateway_retries() -> None:
+    name = "gateway-retries"
+    ev = paths([0.65, 0.66], [0.5, 0.5], gaps=GAPS, gateway_headers=NGINX)
+    for req in ev.requests[2:]:
+        refused(req, 504, HTML, NGINX_504, after=0.5)
+    for req in ev.requests[:2]:
+        req.prompt_tokens = 38
+    write_case(
+        name,
+        "fires-nginx-timeout-retries",
+        bundle(stream=ev, metrics=metrics(("before", -0.1, engine(0)),
+                                          ("after", 106.0, engine(1, length=2, abort=3, prompts=6)))),
+        why="Shaped as the real nginx reproduction (`proxy_next_upstream error timeout non_idempotent`, "
+        "`proxy_read_timeout 250ms`, two upstream servers on one engine whose headers take 0.6 s): each gateway "
+        "request ends in nginx's 504 after two tries of 250 ms; the engine, idle before, took in 6 requests for "
+        "the 4 sent, 3 of them aborted and one still running.",
+        expect={"severity": "critical", "setting": "proxy_next_upstream",
+                "summary_contains": ["2.0 engine requests per gateway request", "exact"]},
+    )
+    envoy = {**SSE, "server": "envoy", "x-envoy-attempt-count": "3"}
+    ev = paths([0.1, 0.1, 0.1], [0.4, 0.4, 0.4], gaps=GAPS, gateway_headers=envoy)
+    write_case(
+        name,
+        "fires-envoy-attempts-under-other-load",
+        bundle(stream=ev, metrics=metrics(("before", -0.1, engine(2)), ("after", 106.0, engine(2, length=10)))),
+        why="Synthetic: Envoy reports x-envoy-attempt-count: 3 and the engine finished 10 requests for the 6 sent, "
+        "but it was already running 2 others as the probe began: a share, corroborated by the header.",
+        expect={"severity": "warning", "setting": "retry_policy", "summary_contains": ["a share"]},
+    )
+    ev = paths([0.1, 0.1], [0.12, 0.12], gaps=GAPS, gateway_headers=NGINX)
+    write_case(
+        name,
+        "quiet-one-engine-request-per-request",
+        bundle(stream=ev, metrics=metrics(("before", -0.1, engine(0)), ("after", 106.0, engine(0, length=4)))),
+        why="Synthetic: the engine took in exactly the 4 requests the probe sent.",
+    )
+    write_case(
+        name,
+        "na-direct-only",
+        bundle(stream=paths([0.1, 0.1], [], gaps=GAPS),
+               metrics=metrics(("before", -0.1, engine(0)), ("after", 6.0, engine(0, length=2)))),
+        why="Only the direct path was probed: extra requests could not be told from other clients'.",
+    )
+    write_case(
+        name,
+        "missing-no-metrics",
+        bundle(stream=paths([0.1], [0.1], gaps=GAPS, gateway_headers=NGINX)),
+        why="No /metrics: the engine's request counter is the evidence.",
+    )
+
+
+def main() -> None:
+    write_all(sys.modules[__name__])
+
+
+if __name__ == "__main__":
+    main()

@@ -68,7 +68,7 @@ def stream_compression(
         if enc is None:
             continue
         # the direct path's own headers name its origin (an app in front of vLLM), not the gateway
-        who = gateway if ps.path == ProbePath.GATEWAY else identify([ps.headers])
+        who = gateway if ps.path == ProbePath.GATEWAY else identify([ps.headers], engine=())
         _, server = detect_proxy(headers)
         epr = ps.events_per_read.p50
         bursting = epr is not None and epr >= burst_events

@@ -16,7 +16,7 @@ its remediation mean the same thing as every other check's:
   ``gateway_identity`` (the evidence lines naming it), response headers and stream compression; the ``gateway``
   view (``doctor.derive.gateway``) identifies it from every response for the built-in checks.
 - **gateway settings** (``gateway_advice``): ``buffering_remediation``,
-  ``compression_remediation``, ``idle_timeout_for`` / ``idle_timeout_remediation`` (with
+  ``compression_remediation``, ``response_start_remediation``, ``idle_timeout_for`` / ``idle_timeout_remediation`` (with
   ``IDLE_TIMEOUTS``): the setting each gateway family spells for the same behaviour.
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
   ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
@@ -58,6 +58,7 @@ from doctor.checklib.gateway_advice import (
     compression_remediation,
     idle_timeout_for,
     idle_timeout_remediation,
+    response_start_remediation,
 )
 from doctor.checklib.paths import PathPair, engine_path, measured_pair, ttft_wait
 from doctor.checklib.remediation import ENGINE_FLAGS, add_capacity, engine_flag, rerun, vllm_flag
@@ -105,6 +106,7 @@ __all__ = [
     "metric_read",
     "model_len",
     "rerun",
+    "response_start_remediation",
     "sequences_that_fit",
     "stream_encoding",
     "tokens_per_request",

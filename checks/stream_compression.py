@@ -70,6 +70,8 @@ def stream_compression(
         # the direct path's own headers name its origin (an app in front of vLLM), not the gateway
         who = gateway if ps.path == ProbePath.GATEWAY else identify([ps.headers], engine=())
         _, server = detect_proxy(headers)
+        if who is not None and server and f"server: {server}" in who.engine:
+            server = None  # the engine's own Server header, passed on: it names no gateway
         epr = ps.events_per_read.p50
         bursting = epr is not None and epr >= burst_events
         summary = f"{ps.path} sends text/event-stream with Content-Encoding: {enc}"

@@ -137,8 +137,9 @@ BUFFERING.update({
             "small token events leave together. `option http-no-delay` sends each at once, at some cost in "
             "bandwidth and CPU: set it only where tokens stream."),
     "caddy": Phrasing(
-        "flush_interval", "-1 (and no buffer_responses / response_buffers)",
-        where="{name}: the `reverse_proxy` of the streaming route: `reverse_proxy engine:8000 { flush_interval -1 }`",
+        "buffer_responses", "removed (`response_buffers` since v2.7); `flush_interval -1`",
+        where="{name}: the `reverse_proxy` of the streaming route: `reverse_proxy engine:8000 { flush_interval -1 }`, "
+              "without `buffer_responses` / `response_buffers`",
         why="{name} releases the stream in {burst}. Caddy flushes `text/event-stream` responses at once, "
             "unless the proxy buffers whole responses (`buffer_responses` before v2.7, `response_buffers` "
             "since): remove it from the streaming route; `flush_interval -1` flushes after every write "

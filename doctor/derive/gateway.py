@@ -273,7 +273,7 @@ def identify(headers_seen: Iterable[Mapping[str, str]], kind: str | None = None,
                 continue
             if fam not in found:
                 found[fam] = GatewayHop(fam, DISPLAY[fam], inferred=True, note=note)
-            if f"{hname}: {raw}" not in found[fam].tells:
+            if not any(t.startswith(f"{hname}: ") for t in found[fam].tells):  # one is enough: max= counts down
                 found[fam].tells.append(f"{hname}: {raw}")
     # LiteLLM runs on uvicorn and passes its Server header on: the x-litellm-* headers name it.
     if "litellm" in found and "uvicorn" in found:

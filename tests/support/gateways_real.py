@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from tests.support import system
 from tests.support.nginx import free_port
 
@@ -47,6 +49,8 @@ class Product:
 def _apache(work: Path, port: int, upstream: int, extra: str) -> list[str]:
     modules = ("mpm_event", "authz_core", "proxy", "proxy_http", "filter", "deflate", "headers", "buffer", "substitute", "sed", "env")
     loads = "\n".join(f"LoadModule {m}_module {APACHE_MODULES}/mod_{m}.so" for m in modules)
+    # a variant may spell its own ProxyPass (with parameters such as flushpackets=on)
+    proxy_pass = "" if "ProxyPass " in extra else f"ProxyPass / http://127.0.0.1:{upstream}/"
     (work / "httpd.conf").write_text(f"""{loads}
 ServerRoot "{work}"
 ServerName 127.0.0.1
@@ -57,7 +61,7 @@ Mutex file:{work} default
 User nobody
 Group nogroup
 <VirtualHost 127.0.0.1:{port}>
-  ProxyPass / http://127.0.0.1:{upstream}/
+  {proxy_pass}
   {extra}
 </VirtualHost>
 """)
@@ -133,7 +137,7 @@ def skip_reason(kind: str) -> str:
     return f"{PRODUCTS[kind].package} is not installed (apt-get install {PRODUCTS[kind].package}); its real-gateway tests need it"
 
 
-def needs(kind: str) -> object:
+def needs(kind: str) -> pytest.MarkDecorator:
     """The skip mark of ``kind``'s tests: skipped locally without it, an error in CI."""
     return system.needs(PRODUCTS[kind].binary(), skip_reason(kind))
 

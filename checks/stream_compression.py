@@ -26,8 +26,10 @@ without the middleware, or use a Starlette version that skips `text/event-stream
 `GZipMiddleware`). Traefik: `excludedContentTypes: [text/event-stream]` on the `compress`
 middleware (setting `compress`). Community ingress-nginx: `use-gzip: "false"` in its ConfigMap
 (setting `use-gzip`). Envoy: leave `text/event-stream` out of the compressor filter's
-`content_type` (setting `envoy.filters.http.compressor`). Others: setting `gzip`, turn response
-compression off for `text/event-stream`.
+`content_type` (setting `envoy.filters.http.compressor`). Apache httpd: `mod_deflate`; lighttpd:
+`deflate.mimetypes`; HAProxy: `compression type`; Caddy: an `encode` matcher; Varnish:
+`beresp.do_gzip`. A gateway no header identifies: setting `response compression`, with these as
+the possibilities.
 
 Options:
 burst_events: events per read p50 at or above which the compressed path is already bursting, which

@@ -41,6 +41,18 @@ class Phrasing:
                            where=filled(self.where), why=filled(self.why), verify=verify)
 
 
+#: What a remediation adds when nothing only the gateway path shows named the gateway.
+UNIDENTIFIED_NOTE = (" No header of its own says which software it is (what it passed on is the engine's): "
+                     "pass `--gateway-kind` to name it.")
+
+
+def _as_unidentified(rem: Remediation, family: str | None) -> Remediation:
+    """An unidentified gateway's remediation: its sentence capitalised, and how to name it."""
+    if family is None:
+        rem.why = rem.why[:1].upper() + rem.why[1:] + UNIDENTIFIED_NOTE
+    return rem
+
+
 INGRESS_NOTE = (
     " If this nginx is a Kubernetes Ingress controller (its headers cannot say), the same switch is the "
     'annotation `nginx.org/proxy-buffering: "False"` on F5 NGINX Ingress (which buffers by default) or '
@@ -172,9 +184,8 @@ SUSPECTS_BUFFERING = (
 GENERIC_BUFFERING = Phrasing(
     "response buffering", "off for text/event-stream responses on the streaming route",
     where="{name}: the route that proxies /v1/chat/completions and /v1/completions",
-    why="{name} releases the stream in {burst} instead of per token. No header says which software it is "
-        "(pass `--gateway-kind` to name it); the switch that does this is one of: "
-        + SUSPECTS_BUFFERING + ".")
+    why="{name} releases the stream in {burst} instead of per token. Turn response buffering off for the streaming "
+        "route; the switch is one of: " + SUSPECTS_BUFFERING + ".")
 
 #: family -> how LD302 (the stream is compressed) is fixed there.
 COMPRESSION: dict[str, Phrasing] = {
@@ -253,9 +264,8 @@ SUSPECTS_COMPRESSION = (
 GENERIC_COMPRESSION = Phrasing(
     "response compression", "off for text/event-stream",
     where="{name}: response compression on the streaming route",
-    why="{name} {enc}-compresses the event stream; compressors buffer until their window fills. No header "
-        "says which software it is (pass `--gateway-kind` to name it); text/event-stream is left out by "
-        "one of: " + SUSPECTS_COMPRESSION + ".")
+    why="{name} {enc}-compresses the event stream; compressors buffer until their window fills. "
+        "text/event-stream is left out by one of: " + SUSPECTS_COMPRESSION + ".")
 
 
 def _also(gw: GatewayView | None) -> str:
@@ -274,7 +284,7 @@ def buffering_remediation(gw: GatewayView | None, burst: str, verify: str) -> Re
     if gw and gw.ingress and family in BUFFERING:
         _as_annotated(rem, gw.ingress, phrasing.setting)
     rem.why += _also(gw)
-    return rem
+    return _as_unidentified(rem, family)
 
 
 #: Annotation values that turn an Ingress controller's proxy buffering off (community "off", F5 "False").
@@ -298,7 +308,7 @@ def _as_annotated(rem: Remediation, ingress: IngressInfo, annotation: str) -> No
 def compression_remediation(gw: GatewayView | None, enc: str, verify: str) -> Remediation:
     """LD302: stop compressing the token stream, in the answering gateway's terms."""
     family, name = who_answered(gw)
-    return COMPRESSION.get(family or "", GENERIC_COMPRESSION).remediation(verify, name=name, enc=enc)
+    return _as_unidentified(COMPRESSION.get(family or "", GENERIC_COMPRESSION).remediation(verify, name=name, enc=enc), family)
 
 
 #: family -> how LD307 (the response start held until the first token) is fixed there.
@@ -358,15 +368,14 @@ SUSPECTS_RESPONSE_START = (
     "Traefik's `buffering` middleware")
 GENERIC_RESPONSE_START = Phrasing(
     "gateway_response_start", "send the response headers as soon as the upstream's arrive", where=START_WHERE,
-    why=("{name} holds the response start until the first token. No header says which software it is (pass "
-    "`--gateway-kind` to name it); what holds it is one of: " + SUSPECTS_RESPONSE_START + "."),
+    why="{name} holds the response start until the first token; what holds it is one of: " + SUSPECTS_RESPONSE_START + ".",
 )
 
 
 def response_start_remediation(gw: GatewayView | None, verify: str) -> Remediation:
     """LD307: send the response start at once, in the answering gateway's terms."""
     family, name = who_answered(gw)
-    return RESPONSE_START.get(family or "", GENERIC_RESPONSE_START).remediation(verify, name=name)
+    return _as_unidentified(RESPONSE_START.get(family or "", GENERIC_RESPONSE_START).remediation(verify, name=name), family)
 
 
 @dataclass(frozen=True)
@@ -427,7 +436,7 @@ IDLE_TIMEOUTS: dict[str, IdleTimeout] = {
 }
 
 #: The usual suspects' idle timeouts, for a gateway nothing identified.
-GENERIC_IDLE = (" No header says which software it is (pass `--gateway-kind` to name it); the timeout is one of: "
+GENERIC_IDLE = (" The timeout is one of: "
                 "nginx `proxy_read_timeout` (60 s default); Apache httpd `ProxyTimeout` (60 s); HAProxy "
                 "`timeout server`; Varnish `between_bytes_timeout` (60 s); lighttpd `read-timeout` in "
                 "`proxy.server`; Caddy `transport http { read_timeout }`; Traefik `respondingTimeouts`; an "
@@ -463,8 +472,9 @@ def idle_timeout_remediation(gw: GatewayView | None, family: str | None, idle_s:
            "the longest silence, and shorten the silences with the engine findings.")
     current = f"{idle_s:.0f}s (observed)"
     if entry is None:
-        return Remediation(setting="upstream idle timeout", suggested=f"{suggested_s:.0f}s", current=current,
-                           where=f"{name}: its upstream read / idle timeout", why=why + GENERIC_IDLE, verify=verify)
+        return _as_unidentified(Remediation(setting="upstream idle timeout", suggested=f"{suggested_s:.0f}s", current=current,
+                                            where=f"{name}: its upstream read / idle timeout", why=why + GENERIC_IDLE,
+                                            verify=verify), hop.family if hop else gw.family if gw else None)
     if entry.default_what:
         current += f" — {entry.default_what}"
     return Remediation(setting=entry.setting, suggested=f"{suggested_s:.0f}s", current=current,

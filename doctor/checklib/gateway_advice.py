@@ -423,7 +423,7 @@ IDLE_TIMEOUTS: dict[str, IdleTimeout] = {
     "lighttpd": IdleTimeout("read-timeout", 'lighttpd: the backend\'s `"read-timeout" => {s}` in `proxy.server`'),
     "haproxy": IdleTimeout("timeout server", "HAProxy: `timeout server {s}s` in the streaming route's backend "
                            "(HAProxy has no default: the configuration's value decides)"),
-    "caddy": IdleTimeout("read_timeout", "Caddy: the streaming reverse_proxy's `transport http { read_timeout {s}s }`"),
+    "caddy": IdleTimeout("read_timeout", "Caddy: the streaming reverse_proxy's `transport http {{ read_timeout {s}s }}`"),
     "varnish": IdleTimeout("between_bytes_timeout", "Varnish: the backend's `.between_bytes_timeout = {s}s;` (and "
                            "`.first_byte_timeout` for the wait before the first token)", 60.0,
                            "Varnish default between_bytes_timeout 60 s"),

@@ -166,3 +166,16 @@ def test_apache_mod_deflate_is_a_risk_named_in_its_own_module(server, tmp_path):
     # a risk makes no unhealthy headline and no exit 1 (issue 20, item 1)
     assert report["verdict"]["symptom"] == "healthy", report["verdict"]["summary"]
     assert code == 0
+
+
+@gateways_real.needs("varnish")
+def test_a_varnish_between_bytes_timeout_is_named_in_varnish_terms(server, tmp_path):
+    """The engine pauses 1.5 s before token 5; Varnish's backend gives up after 0.5 s without a byte."""
+    engine = server.base(**SCHEDULE, stall="5:1.5")
+    vcl = "sub vcl_backend_fetch { set bereq.between_bytes_timeout = 0.5s; }"
+    with gateway("varnish", vcl, server.port) as url:
+        _, report = diagnose(engine, url + engine[len(server.url):], tmp_path / "report.json",
+                             "--set", "LD305.min_idle_s=0.2")
+    finding = next(f for f in report["findings"] if f["code"] == "LD305")
+    assert finding["remediation"]["setting"] == "between_bytes_timeout"
+    assert finding["remediation"]["where"].startswith("Varnish")

@@ -43,6 +43,10 @@ from doctor.derive.stream_stats import StreamStats
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
+#: nginx's switch for a per-request upstream connection.
+NGINX_KEEPALIVE = ('`keepalive 16;` in the `upstream` block (with `proxy_http_version 1.1;` and '
+                   '`proxy_set_header Connection "";`) avoids a new upstream connection per request.')
+
 
 @check(code="LD304", name="gateway-overhead", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_OVERHEAD)
 def gateway_overhead(
@@ -92,11 +96,12 @@ def gateway_overhead(
             "reuse it, so requests share kept-alive connections; a client per request opens a new connection "
             "each time. Cache authentication results instead of calling out per request."
         )
-    elif family in (None, "nginx"):
-        why += (
-            "In nginx, `keepalive 16;` in the `upstream` block (with `proxy_http_version 1.1;` and "
-            '`proxy_set_header Connection "";`) avoids a new upstream connection per request.'
-        )
+    elif family == "nginx":
+        why += f"In nginx, {NGINX_KEEPALIVE}"
+    elif family is None:
+        # no header names it: the behaviour, and nginx's switch only as one possibility
+        why += (f"In {name}: pool and keep alive its upstream connections, and cache authentication results "
+                f"(pass --gateway-kind to name it). If it is nginx, {NGINX_KEEPALIVE}")
     else:
         why += f"In {name}: pool and keep alive its upstream connections, and cache authentication results."
     if family == "litellm":

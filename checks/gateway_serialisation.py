@@ -141,8 +141,9 @@ def gateway_serialisation(
     else:
         suggested = "async streaming client in the edge"
         why += (
-            "Relay the upstream response chunk by chunk with an async client (httpx.AsyncClient, aiohttp), or "
-            f"run at least {c} workers."
+            "Relay the upstream response chunk by chunk with an async client (openai.AsyncOpenAI, httpx.AsyncClient, aiohttp); in a "
+            "Starlette/FastAPI edge, iterate a sync client's stream in a thread pool (iterate_in_threadpool), never "
+            f"inside an `async def`; or run at least {c} workers."
         )
     return Fire(
         title="The gateway serialises concurrent streams",

@@ -20,10 +20,12 @@ measured gateway request must hold its headers (a client whose event loop stalls
 and first token together only in some requests).
 
 Remediation:
-Send the response start as soon as the upstream's arrives (setting `gateway_response_start`).
-Starlette/FastAPI: do not wrap the streaming route in `GZipMiddleware` (exclude its content
-type), and return the `StreamingResponse` before awaiting the first token. Others: turn off
-whatever buffers the response start (compression, response buffering) on the streaming route.
+Send the response start as soon as the upstream's arrives (setting `gateway_response_start`), in
+the identified gateway's terms (`doctor.checklib.response_start_remediation`): Starlette/FastAPI:
+no `GZipMiddleware` on the streaming route, and return the `StreamingResponse` before awaiting the
+first token; nginx `gzip off;` and `proxy_buffering off;`; lighttpd `server.stream-response-body
+= 2`; HAProxy `option http-no-delay`; Varnish `beresp.do_stream` left true; Caddy no
+`buffer_responses`; an unidentified gateway: the usual suspects' settings, as possibilities.
 
 Options:
 direct_share: on the direct path at least this share of TTFT comes after the headers
@@ -39,10 +41,10 @@ in GZipMiddleware.
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import measured_pair, rerun, who_answered
+from doctor.checklib import gateway_identity, measured_pair, rerun, response_start_remediation, who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import PathStats, StreamStats
-from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
 from doctor.units import fmt_seconds
 
 
@@ -81,35 +83,15 @@ def headers_held(
     if latest > held_share or held < min_held_s:
         return Pass(f"the gateway's headers arrive {fmt_seconds(g_h2t)} before its first token at p50 ({g_share:.0%} of TTFT; "
                     f"up to {latest:.0%} in one request)")
-    family, name = who_answered(gateway)
+    _, name = who_answered(gateway)
     d_h2t = d.headers_to_first_token.p50 or 0.0
     summary = (f"{name} sends its headers with the first token ({fmt_seconds(g_h2t)} before it, TTFT p50 "
                f"{fmt_seconds(g_ttft)}, n={g.ttft.n}) while the engine sends them {fmt_seconds(d_h2t)} before it")
-    if family == "uvicorn":
-        suggested = "send the response start at once: no GZipMiddleware on the streaming route"
-        why = (f"{name} withholds the response start until its first body: Starlette's GZipMiddleware waits for the "
-               "first body to decide on compression, and a handler that awaits the upstream's first token before "
-               "returning its StreamingResponse does the same. Exclude the streaming route's content type from "
-               "GZipMiddleware (or mount it without) and return the StreamingResponse at once.")
-    elif family == "nginx":
-        suggested = "`gzip off;` (and `proxy_buffering off;`) on the streaming location"
-        why = (f"{name} holds the response headers until the body starts: its gzip filter waits for the first "
-               "output, and so do buffered responses. Set `gzip off;` (or drop text/event-stream from gzip_types) "
-               "and `proxy_buffering off;` in the location serving the streaming route.")
-    else:
-        suggested = "send the response headers as soon as the upstream's arrive"
-        why = (f"{name} buffers the response start until the first token; turn off what holds it (response "
-               "compression or buffering on the streaming route).")
     return Fire(
         title="The gateway holds the response headers until the first token",
         summary=summary,
-        remediation=Remediation(
-            setting="gateway_response_start",
-            suggested=suggested,
-            where=f"{name}: the streaming route",
-            why=why,
-            verify=rerun("the gateway's headers well before its first token, as on the direct path"),
-        ),
+        remediation=response_start_remediation(
+            gateway, rerun("the gateway's headers well before its first token, as on the direct path")),
         severity=Severity.WARNING,
         evidence=[
             EvidenceValue("gateway headers to first token p50", g_h2t, "s", f"stream: gateway, n={g.headers_to_first_token.n}"),
@@ -117,5 +99,6 @@ def headers_held(
             EvidenceValue("gateway share of TTFT after the headers", round(g_share, 4), "", "stream: gateway"),
             EvidenceValue("direct headers to first token p50", d_h2t, "s", f"stream: direct, n={d.headers_to_first_token.n}"),
             EvidenceValue("direct share of TTFT after the headers", round(d_share, 4), "", "stream: direct"),
+            *gateway_identity(gateway),
         ],
     )

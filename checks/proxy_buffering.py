@@ -31,8 +31,10 @@ default): `nginx.org/proxy-buffering: "False"`; community ingress-nginx (does no
 STREAMED or NONE, no buffer filter; Kong: the Route's `response_buffering: false`; Traefik: no
 `buffering` middleware; Cloudflare: `Content-Type: text/event-stream`, POST, no caching; AWS ALB:
 not a Lambda target; a Starlette/FastAPI edge: relay each chunk, no GZipMiddleware or old
-BaseHTTPMiddleware (`doctor.checklib.buffering_remediation`). Other proxies: turn response
-buffering off for `text/event-stream` on the streaming route.
+BaseHTTPMiddleware; lighttpd: `server.stream-response-body = 2`; HAProxy: `option
+http-no-delay`; Varnish: `beresp.do_stream` left true; Caddy: no `buffer_responses`; Apache httpd:
+`flushpackets=on` (`doctor.checklib.buffering_remediation`). A gateway no header identifies:
+setting `response buffering`, with these switches as the possibilities.
 
 Options:
 burst_factor: gateway events per read p50 / direct's; the signature, since events read together

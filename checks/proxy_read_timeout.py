@@ -16,7 +16,7 @@ Stream probe, gateway path: requests with outcome `cut` / `stream-error`, or HTT
 idle time before the cut (the moment the probe saw the close minus the last read or the headers;
 for a 504, the headers minus the send). The idle times agree with each other, or with the default of a gateway in the path
 (`doctor.checklib.IDLE_TIMEOUTS`: nginx and the ingress controllers 60 s, Cloudflare 100 s, AWS
-ALB 60 s, Kong 60 s, a Python edge's httpx client 5 s), and the direct path was not cut. The
+ALB 60 s, Kong 60 s, Apache httpd 60 s, Varnish 60 s, a Python edge's httpx client 5 s), and the direct path was not cut. The
 gateway is identified from its responses (the `gateway` view), cut ones included.
 
 Remediation:
@@ -24,7 +24,10 @@ Raise the idle timeout of the hop that cut above the longest silence the engine 
 its own terms: nginx `proxy_read_timeout 300s;` in the streaming location (setting
 `proxy_read_timeout`), the Ingress annotations `nginx.ingress.kubernetes.io/proxy-read-timeout`
 or `nginx.org/proxy-read-timeout`, the ALB attribute `idle_timeout.timeout_seconds`, Kong's
-Service `read_timeout`, Envoy's `stream_idle_timeout`, LiteLLM's `stream_timeout`; behind
+Service `read_timeout`, Envoy's `stream_idle_timeout`, LiteLLM's `stream_timeout`, Apache httpd's
+`ProxyTimeout`, HAProxy's `timeout server`, Varnish's `between_bytes_timeout`, lighttpd's
+`read-timeout`, Caddy's `read_timeout`, Traefik's `respondingTimeouts`; an unidentified gateway
+gets these as possibilities (setting `upstream idle timeout`); behind
 Cloudflare (100 s, fixed below Enterprise) send a first event at once and keep every silence
 shorter. And shorten the silences themselves (queueing / preemption findings).
 

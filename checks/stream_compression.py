@@ -26,8 +26,10 @@ without the middleware, or use a Starlette version that skips `text/event-stream
 `GZipMiddleware`). Traefik: `excludedContentTypes: [text/event-stream]` on the `compress`
 middleware (setting `compress`). Community ingress-nginx: `use-gzip: "false"` in its ConfigMap
 (setting `use-gzip`). Envoy: leave `text/event-stream` out of the compressor filter's
-`content_type` (setting `envoy.filters.http.compressor`). Others: setting `gzip`, turn response
-compression off for `text/event-stream`.
+`content_type` (setting `envoy.filters.http.compressor`). Apache httpd: `mod_deflate`; lighttpd:
+`deflate.mimetypes`; HAProxy: `compression type`; Caddy: an `encode` matcher; Varnish:
+`beresp.do_gzip`. A gateway no header identifies: setting `response compression`, with these as
+the possibilities.
 
 Options:
 burst_events: events per read p50 at or above which the compressed path is already bursting, which
@@ -68,8 +70,10 @@ def stream_compression(
         if enc is None:
             continue
         # the direct path's own headers name its origin (an app in front of vLLM), not the gateway
-        who = gateway if ps.path == ProbePath.GATEWAY else identify([ps.headers])
+        who = gateway if ps.path == ProbePath.GATEWAY else identify([ps.headers], engine=())
         _, server = detect_proxy(headers)
+        if who is not None and server and f"server: {server}" in who.engine:
+            server = None  # the engine's own Server header, passed on: it names no gateway
         epr = ps.events_per_read.p50
         bursting = epr is not None and epr >= burst_events
         summary = f"{ps.path} sends text/event-stream with Content-Encoding: {enc}"

@@ -86,12 +86,13 @@ def test_an_ndjson_edge_counts_one_token_per_line(server):
 
 
 def test_gzip_middleware_on_the_edge_is_named_with_its_setting(server):
+    # edge and engine both say server: uvicorn: no header names the edge, --gateway-kind does
     engine = server.base(ttft=0.2, itl=0.01)
     with run_edge("gzip", engine) as (edge, _):
-        _, findings = diagnose(engine, edge)
+        _, findings = diagnose(engine, edge, gateway_kind="fastapi")
     assert findings["LD302"].remediation.setting == "GZipMiddleware"
     held = findings["LD307"]  # GZipMiddleware sends the response start with the first body
-    assert "GZipMiddleware" in held.remediation.why and "uvicorn" in held.summary
+    assert "GZipMiddleware" in held.remediation.why and "Python edge" in held.summary
     assert findings["LD306"].severity.value == "info"
 
 

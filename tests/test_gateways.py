@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.checklib import buffering_remediation, compression_remediation, idle_timeout_remediation
+from doctor.checklib import (
+    buffering_remediation,
+    compression_remediation,
+    idle_timeout_remediation,
+    response_start_remediation,
+)
+from doctor.checklib.gateway_advice import BUFFERING, COMPRESSION, IDLE_TIMEOUTS, RESPONSE_START
 from doctor.collect import collect
 from doctor.derive import Evidence
 from doctor.derive.gateway import identify
@@ -65,8 +71,8 @@ def test_kong_keeps_the_engines_server_header_and_is_named_by_its_via(server):
     with persona as gw:
         _, findings, gateway = diagnose(engine, gw.url + opts)
     assert gateway.family == "kong"
-    # SseServer says server: uvicorn as vLLM does; behind Kong it is the engine's header, not an edge
-    assert [h.family for h in gateway.hops] == ["kong", "uvicorn"] and gateway.hops[1].inferred
+    # SseServer says server: uvicorn as vLLM does; the direct path carries it too: the engine's, not a hop
+    assert [h.family for h in gateway.hops] == ["kong"] and gateway.engine == ["server: uvicorn"]
     rem = findings["LD301"].remediation
     assert (rem.setting, rem.suggested) == ("response_buffering", "false")
     assert rem.where.startswith("Kong") and "X-Accel-Buffering: no" in rem.why
@@ -162,7 +168,7 @@ CITED = [
 @pytest.mark.parametrize(("headers", "which", "citation", "report", "quote"), CITED,
                          ids=[f"{c[3].split('-')[0]}:{c[2][:24]}" for c in CITED])
 def test_every_cited_report_says_what_the_remediation_cites_it_for(headers, which, citation, report, quote):
-    gw = identify([headers])
+    gw = identify([headers], engine=())  # an engine that sends none of these: each names its own hop
     rem = {"buffering": lambda: buffering_remediation(gw, "bursts", "re-run"),
            "compression": lambda: compression_remediation(gw, "gzip", "re-run"),
            "timeout": lambda: idle_timeout_remediation(gw, gw.family, 100.0, 300.0, "re-run")}[which]()
@@ -178,7 +184,8 @@ def test_every_cited_report_says_what_the_remediation_cites_it_for(headers, whic
         ([{"server": "cloudflare", "cf-ray": "8d-AMS"}, {"x-envoy-upstream-service-time": "4"}], None, "envoy",
          ["cloudflare", "envoy"]),  # a CDN in front is an outer hop
         ([{"server": "uvicorn", "x-litellm-call-id": "1"}], None, "litellm", ["litellm"]),  # LiteLLM's own uvicorn
-        ([{"server": "uvicorn", "x-amzn-trace-id": "Root=1"}], None, "aws-alb", ["aws-alb", "uvicorn"]),
+        ([{"server": "uvicorn", "x-amzn-trace-id": "Root=1"}], None, "aws-alb", ["aws-alb"]),  # vLLM's own, passed on
+        ([{"server": "uvicorn"}], None, None, []),  # what vLLM sends names no gateway
         ([{"server": "uvicorn"}], "FastAPI", "uvicorn", ["uvicorn"]),
         ([{}], "traefik", "traefik", ["traefik"]),
         ([{"server": "Hypothetical/1"}], None, None, []),
@@ -187,6 +194,67 @@ def test_every_cited_report_says_what_the_remediation_cites_it_for(headers, whic
 def test_identification_rules(headers, kind, family, families):
     gw = identify(headers, kind)
     assert gw.family == family and [h.family for h in gw.hops] == families
+
+
+#: (gateway responses, the direct path's responses, the family named, the hops, what was the engine's)
+ENGINE_CASES = [
+    # Apache httpd, lighttpd, HAProxy pass vLLM's Server on: the engine's, not a Python edge
+    ([{"server": "uvicorn"}], [{"server": "uvicorn"}], None, [], ["server: uvicorn"]),
+    # Caddy appends it
+    ([{"server": "Caddy, uvicorn"}], [{"server": "uvicorn"}], "caddy", ["caddy"], ["server: uvicorn"]),
+    ([{"server": "uvicorn", "via": "1.1 varnish (Varnish/7.1)", "x-varnish": "32770", "age": "0"}],
+     [{"server": "uvicorn"}], "varnish", ["varnish"], ["server: uvicorn"]),
+    ([{"via": "1.1 edge-3 (Varnish/7.6)"}], [], "varnish", ["varnish"], []),
+    # Apache httpd is told by the shape of its Keep-Alive header, inferred
+    ([{"server": "uvicorn", "keep-alive": "timeout=5, max=100"}], [{"server": "uvicorn"}], "apache", ["apache"],
+     ["server: uvicorn"]),
+    ([{"server": "Apache/2.4.62 (Debian)"}], [{"server": "uvicorn"}], "apache", ["apache"], []),
+    ([{"server": "lighttpd/1.4.69"}], [{"server": "uvicorn"}], "lighttpd", ["lighttpd"], []),
+    # a Python edge in front of an engine that does not say uvicorn is named
+    ([{"server": "uvicorn"}], [{"server": "llama.cpp"}], "uvicorn", ["uvicorn"], []),
+    # a CDN in front of both paths names no gateway hop
+    ([{"server": "uvicorn", "cf-ray": "8d-AMS"}], [{"server": "uvicorn", "cf-ray": "8c-AMS"}], None, [],
+     ["server: uvicorn"]),
+]
+
+
+@pytest.mark.parametrize(("seen", "direct", "family", "families", "engine"), ENGINE_CASES)
+def test_what_the_direct_path_also_carries_is_the_engines(seen, direct, family, families, engine):
+    gw = identify(seen, engine=direct)
+    assert (gw.family, [h.family for h in gw.hops], gw.engine) == (family, families, engine)
+    assert gw.name == ("an unidentified gateway" if family is None else gw.primary.name)
+
+
+def test_apache_told_by_its_keep_alive_is_inferred_and_says_so():
+    gw = identify([{"keep-alive": "timeout=5, max=100"}, {"keep-alive": "timeout=5, max=99"}])
+    assert gw.primary.inferred and "Keep-Alive" in gw.primary.note
+    assert gw.primary.tells == ["keep-alive: timeout=5, max=100"]  # one is enough: max counts down
+
+
+def test_an_unidentified_gateway_is_given_the_usual_suspects_never_one_products_knob():
+    gw = identify([{"server": "uvicorn"}])
+    rems = [buffering_remediation(gw, "bursts", "re-run"), compression_remediation(gw, "gzip", "re-run"),
+            response_start_remediation(gw, "re-run"), idle_timeout_remediation(gw, None, 60.0, 300.0, "re-run")]
+    assert [r.setting for r in rems] == ["response buffering", "response compression", "gateway_response_start",
+                                         "upstream idle timeout"]
+    for rem in rems:
+        assert rem.where.startswith("an unidentified gateway") and rem.why.startswith("An unidentified gateway")
+        assert "--gateway-kind" in rem.why
+        assert all(product in rem.why for product in ("nginx", "HAProxy", "lighttpd", "Varnish", "Caddy"))
+
+
+NEW_FAMILIES = ["apache", "lighttpd", "haproxy", "caddy", "varnish", "traefik"]
+
+
+@pytest.mark.parametrize("family", NEW_FAMILIES)
+def test_each_new_gateway_has_its_own_setting_for_every_behaviour(family):
+    assert family in BUFFERING and family in RESPONSE_START and family in IDLE_TIMEOUTS
+    assert family in COMPRESSION
+    gw = identify([{}], family)
+    for rem in (buffering_remediation(gw, "bursts", "re-run"), compression_remediation(gw, "gzip", "re-run"),
+                response_start_remediation(gw, "re-run"), idle_timeout_remediation(gw, family, 60.0, 300.0, "re-run")):
+        assert "proxy_buffering" not in rem.setting and "unidentified" not in rem.why
+        assert rem.where.startswith(gw.name.split(" (")[0])
 
 
 def test_only_an_nginx_named_by_its_headers_is_inferred():

@@ -16,9 +16,10 @@ its remediation mean the same thing as every other check's:
   ``gateway_identity`` (the evidence lines naming it), response headers and stream compression; the ``gateway``
   view (``doctor.derive.gateway``) identifies it from every response for the built-in checks.
 - **gateway settings** (``gateway_advice``): ``buffering_remediation``,
-  ``compression_remediation``, ``idle_timeout_for`` / ``idle_timeout_remediation`` (with
-  ``IDLE_TIMEOUTS``), ``cap_remediation`` (with ``QUEUEING_CAPS``) and ``retry_remediation``: the
-  setting each gateway family spells for the same behaviour.
+  ``compression_remediation``, ``response_start_remediation``, ``idle_timeout_for`` /
+  ``idle_timeout_remediation`` (with ``IDLE_TIMEOUTS``), ``cap_remediation`` (with
+  ``QUEUEING_CAPS``) and ``retry_remediation``: the setting each gateway family spells for the
+  same behaviour.
 - **gateway limits** (``gateway_limits``): ``gateway_refusal`` (a failed request the gateway
   answered itself), ``engine_intake`` (requests the engine took in over the window) against
   ``probe_sent``, and ``gateway_wait`` (the staircase of an edge that lets fewer streams through).
@@ -65,6 +66,7 @@ from doctor.checklib.gateway_advice import (
     idle_timeout_for,
     idle_timeout_remediation,
     retry_remediation,
+    response_start_remediation,
 )
 from doctor.checklib.gateway_limits import engine_intake, gateway_refusal, gateway_wait, probe_sent
 from doctor.checklib.paths import PathPair, engine_path, measured_pair, ttft_wait
@@ -120,6 +122,7 @@ __all__ = [
     "probe_sent",
     "rerun",
     "retry_remediation",
+    "response_start_remediation",
     "sequences_that_fit",
     "stream_encoding",
     "tokens_per_request",

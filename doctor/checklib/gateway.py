@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from doctor.derive.gateway import GatewayView, family_of, header, server_of
+from doctor.derive.gateway import UNIDENTIFIED, GatewayView, family_of, header, server_of
 from doctor.derive.stream_stats import PathStats
 from doctor.evidence import EndpointsEvidence
 from doctor.model import EvidenceValue
@@ -57,12 +57,15 @@ def detect_proxy(headers: Mapping[str, str], kind: str | None = None) -> tuple[s
 
 def gateway_identity(gw: GatewayView | None) -> list[EvidenceValue]:
     """The evidence lines that say which gateway a remediation speaks to, and from what."""
-    if gw is None or gw.primary is None:
+    if gw is None:
         return []
+    passed = f"; the engine's own, passed on: {', '.join(gw.engine)}" if gw.engine else ""
+    if gw.primary is None:
+        return [EvidenceValue("gateway identified", UNIDENTIFIED, "", f"headers: none of its own{passed}")]
     hop = gw.primary
     told = ", ".join(hop.tells) if hop.tells else "no header of its own"
     out = [EvidenceValue("gateway identified", hop.name, "", f"{hop.source}: {told}"
-                         + (f"; inferred: {hop.note}" if hop.inferred and hop.note else ""))]
+                         + (f"; inferred: {hop.note}" if hop.inferred and hop.note else "") + passed)]
     out += [EvidenceValue("also in the path", h.name, "", f"headers: {', '.join(h.tells)}") for h in gw.others()]
     if gw.server:
         out.append(EvidenceValue("gateway server header", gw.server, "", "stream: gateway response headers"))
@@ -70,5 +73,6 @@ def gateway_identity(gw: GatewayView | None) -> list[EvidenceValue]:
 
 
 def who_answered(gw: GatewayView | None) -> tuple[str | None, str]:
-    """``(family, name)`` of the hop a remediation speaks to; ``(None, "the gateway")`` unidentified."""
-    return (gw.family, gw.name) if gw is not None else (None, "the gateway")
+    """``(family, name)`` of the hop a remediation speaks to; ``(None, "an unidentified gateway")`` when
+    nothing only the gateway path shows named it."""
+    return (gw.family, gw.name) if gw is not None else (None, UNIDENTIFIED)

@@ -41,6 +41,18 @@ class Phrasing:
                            where=filled(self.where), why=filled(self.why), verify=verify)
 
 
+#: What a remediation adds when nothing only the gateway path shows named the gateway.
+UNIDENTIFIED_NOTE = (" No header of its own says which software it is (what it passed on is the engine's): "
+                     "pass `--gateway-kind` to name it.")
+
+
+def _as_unidentified(rem: Remediation, family: str | None) -> Remediation:
+    """An unidentified gateway's remediation: its sentence capitalised, and how to name it."""
+    if family is None:
+        rem.why = rem.why[:1].upper() + rem.why[1:] + UNIDENTIFIED_NOTE
+    return rem
+
+
 INGRESS_NOTE = (
     " If this nginx is a Kubernetes Ingress controller (its headers cannot say), the same switch is the "
     'annotation `nginx.org/proxy-buffering: "False"` on F5 NGINX Ingress (which buffers by default) or '
@@ -84,12 +96,6 @@ BUFFERING: dict[str, Phrasing] = {
             "filter, holds the response until its end (the Gateway API Inference Extension's vLLM stream "
             "through a Buffered ext_proc, PR #329). STREAMED hands chunks on as they come and NONE skips the "
             "body; a processor that waits for `end_of_stream` in STREAMED mode holds it all the same."),
-    "traefik": Phrasing(
-        "buffering", "no buffering middleware on the streaming router",
-        where="{name}: the middlewares of the router serving the streaming route",
-        why="{name} releases the stream in {burst}. Traefik streams by default; its `buffering` middleware "
-            "(`maxResponseBodyBytes`) holds whole responses, and its `compress` middleware has withheld event "
-            "streams in several releases (exclude `text/event-stream`)."),
     "kong": Phrasing(
         "response_buffering", "false", current="true (Kong's Route default)",
         where="{name}: the Route of the streaming path",
@@ -119,14 +125,67 @@ BUFFERING: dict[str, Phrasing] = {
             "`BaseHTTPMiddleware` in old Starlette releases, which loaded a StreamingResponse entirely into "
             "memory (PR #1028)."),
 }
+BUFFERING.update({
+    "apache": Phrasing(
+        "flushpackets", "on (on the streaming route's ProxyPass)",
+        where="{name}: the `ProxyPass` of the streaming route, e.g. `ProxyPass /v1/ http://engine:8000/v1/ "
+              "flushpackets=on`, and the output filters on it",
+        why="{name} relays the stream in {burst}. mod_proxy_http passes a chunked upstream's data on as it "
+            "comes; `flushpackets=on` makes it flush after every chunk even when more is pending, and an "
+            "output filter on the route (mod_deflate, mod_substitute, mod_sed, a mod_buffer `BUFFER`) must "
+            "pass each flush on."),
+    "lighttpd": Phrasing(
+        "server.stream-response-body", "2", current="0 (lighttpd default: the whole response is buffered)",
+        where='{name}: the streaming route\'s block, e.g. `$HTTP["url"] =~ "^/v1/" { server.stream-response-body = 2 }`',
+        why="{name} releases the stream in {burst}: by default (`server.stream-response-body = 0`) lighttpd "
+            "collects a proxied response whole before it sends it, headers included. 1 streams while the "
+            "client keeps up; 2 streams with minimal buffering."),
+    "haproxy": Phrasing(
+        "option http-no-delay", "set in the streaming route's backend (or frontend)",
+        current="not set (HAProxy default: wait for full packets)",
+        where="{name}: the `backend` (or `frontend`) serving the streaming route",
+        why="{name} releases the stream in {burst}: by default HAProxy asks the kernel to wait for enough "
+            "data to send full packets (about 200 ms per round trip, its configuration manual says), so "
+            "small token events leave together. `option http-no-delay` sends each at once, at some cost in "
+            "bandwidth and CPU: set it only where tokens stream."),
+    "caddy": Phrasing(
+        "buffer_responses", "removed (`response_buffers` since v2.7); `flush_interval -1`",
+        where="{name}: the `reverse_proxy` of the streaming route: `reverse_proxy engine:8000 { flush_interval -1 }`, "
+              "without `buffer_responses` / `response_buffers`",
+        why="{name} releases the stream in {burst}. Caddy flushes `text/event-stream` responses at once, "
+            "unless the proxy buffers whole responses (`buffer_responses` before v2.7, `response_buffers` "
+            "since): remove it from the streaming route; `flush_interval -1` flushes after every write "
+            "whatever the content type."),
+    "varnish": Phrasing(
+        "beresp.do_stream", "true (Varnish's default)", current="false on the streaming route",
+        where="{name}: `vcl_backend_response`: no `set beresp.do_stream = false;` (nor `beresp.do_esi`) for "
+              "the streaming route; `return (pass);` it in `vcl_recv`",
+        why="{name} releases the stream in {burst}: with `beresp.do_stream = false` (or ESI processing) "
+            "Varnish fetches the whole object before it delivers it, headers included. Streaming is the "
+            "default since Varnish 4; `beresp.do_gzip` also holds it (see compression)."),
+})
+BUFFERING["traefik"] = Phrasing(
+    "buffering", "no buffering middleware on the streaming router",
+    where="{name}: the middlewares of the router serving the streaming route",
+    why="{name} releases the stream in {burst}. Traefik streams by default; its `buffering` middleware "
+        "(`maxResponseBodyBytes`) holds whole responses, a positive `flushInterval` on the service's "
+        "`responseForwarding` flushes only that often (`-1` flushes at once; event streams are flushed "
+        "at once whatever it says), and its `compress` middleware has withheld event streams in several "
+        "releases (exclude `text/event-stream`).")
 BUFFERING["envoy-ai-gateway"] = BUFFERING["envoy"]
+
+#: The usual suspects' switches, for a gateway nothing identified: possibilities, never one product's knob.
+SUSPECTS_BUFFERING = (
+    "nginx `proxy_buffering off;` (or `X-Accel-Buffering: no` from the upstream); HAProxy `option "
+    "http-no-delay`; lighttpd `server.stream-response-body = 2`; Varnish no `beresp.do_stream = false`; "
+    "Caddy no `buffer_responses`/`response_buffers`; Apache httpd `flushpackets=on` on the ProxyPass; "
+    "Traefik no `buffering` middleware; Envoy ext_proc body mode STREAMED; a Starlette/FastAPI edge that "
+    "relays each chunk, without GZipMiddleware")
 GENERIC_BUFFERING = Phrasing(
-    "proxy_buffering", "off for text/event-stream responses on the streaming route",
+    "response buffering", "off for text/event-stream responses on the streaming route",
     where="{name}: the route that proxies /v1/chat/completions and /v1/completions",
-    why="{name} releases the stream in {burst} instead of per token. Disable response buffering "
-        "for the streaming route (nginx `proxy_buffering off;`, Envoy ext_proc response body mode "
-        "STREAMED/NONE, a CDN cache-bypass rule); an nginx-based hop honours "
-        "`X-Accel-Buffering: no` sent by the upstream.")
+    why="{name} releases the stream in {burst} instead of per token. Turn response buffering off for the streaming "
+        "route; the switch is one of: " + SUSPECTS_BUFFERING + ".")
 
 #: family -> how LD302 (the stream is compressed) is fixed there.
 COMPRESSION: dict[str, Phrasing] = {
@@ -160,12 +219,53 @@ COMPRESSION: dict[str, Phrasing] = {
             "unless flushed per event. Leave `text/event-stream` out of the filter's `content_type` list, "
             "or disable the filter on the streaming route."),
 }
+COMPRESSION.update({
+    "apache": Phrasing(
+        "mod_deflate", "no DEFLATE (or BROTLI_COMPRESS) filter on text/event-stream",
+        where="{name}: the streaming route: `AddOutputFilterByType DEFLATE` without `text/event-stream`, or "
+              "`SetEnvIf Request_URI ^/v1/ no-gzip` (and `no-brotli`)",
+        why="{name} {enc}-compresses the event stream with mod_deflate. It flushes per event while the proxy "
+            "flushes, so today tokens may still flow, but each event saves nothing and one buffering filter "
+            "more holds the stream: take `text/event-stream` out of the filter, or set the `no-gzip` "
+            "environment variable for the streaming route."),
+    "lighttpd": Phrasing(
+        "deflate.mimetypes", "without text/event-stream (nor a `text/` prefix)",
+        where="{name}: mod_deflate's `deflate.mimetypes` for the streaming route",
+        why="{name} {enc}-compresses the event stream (mod_deflate, `deflate.mimetypes` matches it by "
+            "prefix). List only the types to compress, or set `deflate.mimetypes = ()` in the streaming "
+            "route's block."),
+    "haproxy": Phrasing(
+        "compression type", "without text/event-stream",
+        where="{name}: the `compression type` line of the frontend or backend serving the streaming route",
+        why="{name} {enc}-compresses the event stream (`compression algo` with `text/event-stream` in "
+            "`compression type`); a compressor holds small events until its window fills. Leave the "
+            "type out of `compression type`."),
+    "caddy": Phrasing(
+        "encode", "a matcher that leaves out text/event-stream",
+        where="{name}: the `encode` directive of the site: `encode { gzip\n match { header Content-Type "
+              "text/html* } }` or a named matcher that excludes the streaming route",
+        why="{name} {enc}-compresses the event stream: an `encode` directive without a `match` that leaves "
+            "out `text/event-stream`. Compression saves nothing on events of a few dozen bytes."),
+    "varnish": Phrasing(
+        "beresp.do_gzip", "false for the streaming route", current="true",
+        where="{name}: `vcl_backend_response`: no `set beresp.do_gzip = true;` for `text/event-stream`",
+        why="{name} {enc}-compresses the event stream with `beresp.do_gzip`, and its gzip filter holds "
+            "the stream until the end of the fetch: tokens arrive in one piece. Set it only for "
+            "cacheable text, never for the streaming route."),
+})
 COMPRESSION["f5-nginx-ingress"] = COMPRESSION["nginx"]
 COMPRESSION["envoy-ai-gateway"] = COMPRESSION["envoy"]
+SUSPECTS_COMPRESSION = (
+    "nginx `gzip off;` (or `gzip_types` without it); Apache httpd no `DEFLATE` filter on it (`no-gzip`); "
+    "HAProxy `compression type` without it; lighttpd `deflate.mimetypes` without it; Caddy an `encode` "
+    "matcher that leaves it out; Varnish no `beresp.do_gzip`; Traefik `compress` with "
+    "`excludedContentTypes: [text/event-stream]`; Envoy's compressor `content_type`; a Starlette/FastAPI "
+    "edge's GZipMiddleware")
 GENERIC_COMPRESSION = Phrasing(
-    "gzip", "off for text/event-stream",
+    "response compression", "off for text/event-stream",
     where="{name}: response compression on the streaming route",
-    why="{name} {enc}-compresses the event stream; compressors buffer until their window fills.")
+    why="{name} {enc}-compresses the event stream; compressors buffer until their window fills. "
+        "text/event-stream is left out by one of: " + SUSPECTS_COMPRESSION + ".")
 
 
 def _also(gw: GatewayView | None) -> str:
@@ -184,7 +284,7 @@ def buffering_remediation(gw: GatewayView | None, burst: str, verify: str) -> Re
     if gw and gw.ingress and family in BUFFERING:
         _as_annotated(rem, gw.ingress, phrasing.setting)
     rem.why += _also(gw)
-    return rem
+    return _as_unidentified(rem, family)
 
 
 #: Annotation values that turn an Ingress controller's proxy buffering off (community "off", F5 "False").
@@ -208,7 +308,74 @@ def _as_annotated(rem: Remediation, ingress: IngressInfo, annotation: str) -> No
 def compression_remediation(gw: GatewayView | None, enc: str, verify: str) -> Remediation:
     """LD302: stop compressing the token stream, in the answering gateway's terms."""
     family, name = who_answered(gw)
-    return COMPRESSION.get(family or "", GENERIC_COMPRESSION).remediation(verify, name=name, enc=enc)
+    return _as_unidentified(COMPRESSION.get(family or "", GENERIC_COMPRESSION).remediation(verify, name=name, enc=enc), family)
+
+
+#: family -> how LD307 (the response start held until the first token) is fixed there.
+START_WHERE = "{name}: the streaming route"
+RESPONSE_START: dict[str, Phrasing] = {
+    "uvicorn": Phrasing(
+        "gateway_response_start", "send the response start at once: no GZipMiddleware on the streaming route",
+        where=START_WHERE,
+        why="{name} withholds the response start until its first body: Starlette's GZipMiddleware waits for the "
+        "first body to decide on compression, and a handler that awaits the upstream's first token before "
+        "returning its StreamingResponse does the same. Exclude the streaming route's content type from "
+        "GZipMiddleware (or mount it without) and return the StreamingResponse at once."),
+    "nginx": Phrasing(
+        "gateway_response_start", "`gzip off;` (and `proxy_buffering off;`) on the streaming location",
+        where=START_WHERE,
+        why="{name} holds the response headers until the body starts: its gzip filter waits for the first "
+        "output, and so do buffered responses. Set `gzip off;` (or drop text/event-stream from gzip_types) "
+        "and `proxy_buffering off;` in the location serving the streaming route."),
+    "lighttpd": Phrasing(
+        "gateway_response_start", "`server.stream-response-body = 2` on the streaming route",
+        where=START_WHERE,
+        why="{name} sends nothing, headers included, until the proxied response is complete: lighttpd's default "
+        "`server.stream-response-body = 0` buffers it whole. 2 (or 1) passes the headers and each chunk on."),
+    "haproxy": Phrasing(
+        "gateway_response_start", "`option http-no-delay` in the streaming route's backend",
+        where=START_WHERE,
+        why="{name} waits for full packets before it sends (HAProxy's default network optimisation, about 200 ms "
+        "per round trip), so the small response head leaves with the first events. `option http-no-delay` "
+        "sends each part at once."),
+    "caddy": Phrasing(
+        "gateway_response_start", "no `buffer_responses` / `response_buffers` on the streaming reverse_proxy",
+        where=START_WHERE,
+        why="{name} holds the response until its buffer is done with it: a `reverse_proxy` that buffers "
+        "responses (`buffer_responses`, `response_buffers`) sends headers and body together. Remove it from "
+        "the streaming route."),
+    "varnish": Phrasing(
+        "gateway_response_start", "`beresp.do_stream` left true (no `set beresp.do_stream = false;`) for the streaming route",
+        where=START_WHERE,
+        why="{name} delivers nothing until the fetch is complete when `beresp.do_stream` is false (or ESI is "
+        "processed): headers and tokens arrive together at the end."),
+    "apache": Phrasing(
+        "gateway_response_start", "`flushpackets=on` on the ProxyPass, and no buffering output filter on the route",
+        where=START_WHERE,
+        why="{name} passes the response head on when its output filters do: a filter that waits for the body "
+        "(a `BUFFER`, mod_substitute or mod_sed over whole responses) holds it. `flushpackets=on` flushes "
+        "after every chunk."),
+    "traefik": Phrasing(
+        "gateway_response_start", "no `buffering` middleware on the streaming router",
+        where=START_WHERE,
+        why="{name} streams the response head at once unless a middleware holds the response (`buffering`, or "
+        "`compress` in the releases that withheld event streams)."),
+}
+SUSPECTS_RESPONSE_START = (
+    "a Starlette/FastAPI edge's GZipMiddleware or a handler that awaits the first token; nginx `gzip` or "
+    "`proxy_buffering`; lighttpd `server.stream-response-body = 0` (its default); HAProxy without `option "
+    "http-no-delay`; Caddy `buffer_responses`/`response_buffers`; Varnish `beresp.do_stream = false`; "
+    "Traefik's `buffering` middleware")
+GENERIC_RESPONSE_START = Phrasing(
+    "gateway_response_start", "send the response headers as soon as the upstream's arrive", where=START_WHERE,
+    why="{name} holds the response start until the first token; what holds it is one of: " + SUSPECTS_RESPONSE_START + ".",
+)
+
+
+def response_start_remediation(gw: GatewayView | None, verify: str) -> Remediation:
+    """LD307: send the response start at once, in the answering gateway's terms."""
+    family, name = who_answered(gw)
+    return _as_unidentified(RESPONSE_START.get(family or "", GENERIC_RESPONSE_START).remediation(verify, name=name), family)
 
 
 @dataclass(frozen=True)
@@ -251,13 +418,32 @@ IDLE_TIMEOUTS: dict[str, IdleTimeout] = {
                          " Envoy's route `timeout` (15 s by default) also ends a whole response, silent or not."),
     "litellm": IdleTimeout("stream_timeout", "LiteLLM: the model's `litellm_params.stream_timeout: {s}` "
                            "(and `request_timeout` in `litellm_settings`)"),
+    "apache": IdleTimeout("ProxyTimeout", "Apache httpd: `ProxyTimeout {s}` (or `timeout={s}` on the streaming "
+                          "route's ProxyPass)", 60.0, "Apache httpd default ProxyTimeout: Timeout, 60 s"),
+    "lighttpd": IdleTimeout("read-timeout", 'lighttpd: the backend\'s `"read-timeout" => {s}` in `proxy.server`'),
+    "haproxy": IdleTimeout("timeout server", "HAProxy: `timeout server {s}s` in the streaming route's backend "
+                           "(HAProxy has no default: the configuration's value decides)"),
+    "caddy": IdleTimeout("read_timeout", "Caddy: the streaming reverse_proxy's `transport http {{ read_timeout {s}s }}`"),
+    "varnish": IdleTimeout("between_bytes_timeout", "Varnish: the backend's `.between_bytes_timeout = {s}s;` (and "
+                           "`.first_byte_timeout` for the wait before the first token)", 60.0,
+                           "Varnish default between_bytes_timeout 60 s"),
+    "traefik": IdleTimeout("respondingTimeouts", "Traefik: the entry point's `transport.respondingTimeouts` "
+                           "(`writeTimeout`, `idleTimeout`) and the serversTransport's `forwardingTimeouts."
+                           "responseHeaderTimeout`: at least {s}s, or 0 for none"),
     "uvicorn": IdleTimeout("read timeout", "the Python edge: its upstream client's read timeout, e.g. "
                            "`httpx.AsyncClient(timeout=httpx.Timeout(10.0, read={s}))`", 5.0,
                            "httpx's default 5 s read timeout in a Python edge"),
 }
 
+#: The usual suspects' idle timeouts, for a gateway nothing identified.
+GENERIC_IDLE = (" The timeout is one of: "
+                "nginx `proxy_read_timeout` (60 s default); Apache httpd `ProxyTimeout` (60 s); HAProxy "
+                "`timeout server`; Varnish `between_bytes_timeout` (60 s); lighttpd `read-timeout` in "
+                "`proxy.server`; Caddy `transport http { read_timeout }`; Traefik `respondingTimeouts`; an "
+                "AWS ALB's `idle_timeout.timeout_seconds` (60 s); a Python edge's client read timeout.")
+
 #: A timeout users meet on many gateways alike, when the one that answered has no match.
-COMMON_IDLE = (60.0, "a common 60 s idle timeout (nginx, AWS ALB)")
+COMMON_IDLE = (60.0, "a common 60 s idle timeout (nginx, Apache httpd, Varnish, AWS ALB)")
 
 
 def idle_timeout_for(gw: GatewayView | None, idle_lo: float, idle_hi: float,
@@ -286,8 +472,9 @@ def idle_timeout_remediation(gw: GatewayView | None, family: str | None, idle_s:
            "the longest silence, and shorten the silences with the engine findings.")
     current = f"{idle_s:.0f}s (observed)"
     if entry is None:
-        return Remediation(setting="proxy_read_timeout", suggested=f"{suggested_s:.0f}s", current=current,
-                           where=f"{name}: its upstream read / idle timeout", why=why, verify=verify)
+        return _as_unidentified(Remediation(setting="upstream idle timeout", suggested=f"{suggested_s:.0f}s", current=current,
+                                            where=f"{name}: its upstream read / idle timeout", why=why + GENERIC_IDLE,
+                                            verify=verify), hop.family if hop else gw.family if gw else None)
     if entry.default_what:
         current += f" — {entry.default_what}"
     return Remediation(setting=entry.setting, suggested=f"{suggested_s:.0f}s", current=current,

@@ -14,6 +14,15 @@ else the first hop that is not a CDN or load balancer (the one the operator conf
 CDN. ``server: uvicorn`` beside another hop's tell is taken for vLLM's own header passed on (Kong,
 an ALB and Envoy Gateway keep the upstream's ``Server``), so it is listed last and never primary.
 
+Only what the gateway path alone shows names a gateway. Apache httpd, lighttpd, HAProxy and
+Varnish pass the engine's ``server: uvicorn`` through (Caddy appends it: ``Caddy, uvicorn``), so a
+header value the direct path also carries is the engine's, never a hop: ``engine`` is the direct
+path's responses, or, without a direct path, ``KNOWN_ENGINE`` (what engines are known to send).
+What is left names the hop: its own ``Server`` or ``Via`` token (Varnish's ``Via: 1.1 varnish
+(Varnish/7.1)``, ``Server: Caddy``), a tell header (``X-Varnish``), or a behaviour only one product
+shows (Apache httpd's ``Keep-Alive: timeout=5, max=100``, inferred). Nothing left is "an
+unidentified gateway": lighttpd and HAProxy add no header of their own by default.
+
 nginx's ``Server`` header is the same for a plain nginx, F5's NGINX Ingress Controller and the
 community ingress-nginx: headers cannot tell them apart. ``--gateway-kind ingress-nginx`` /
 ``f5-nginx-ingress`` names a controller; else, in a pod, the Ingress for the gateway's host
@@ -29,6 +38,7 @@ split from the upstream's even without a direct path.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -53,7 +63,10 @@ KNOWN_PROXIES: tuple[tuple[str, str], ...] = (
     ("awselb", "aws-alb"),
     ("caddy", "caddy"),
     ("haproxy", "haproxy"),
+    ("varnish", "varnish"),
+    ("lighttpd", "lighttpd"),  # before "httpd": lighttpd's name holds Apache's
     ("apache", "apache"),
+    ("httpd", "apache"),
     ("litellm", "litellm"),
     ("uvicorn", "uvicorn"),  # a Python (ASGI) edge in front of the engine
     ("hypercorn", "uvicorn"),
@@ -73,7 +86,22 @@ TELL_HEADERS: tuple[tuple[str, str], ...] = (
     ("x-kong-", "kong"),
     ("x-envoy-", "envoy"),
     ("x-litellm-", "litellm"),
+    ("x-varnish", "varnish"),  # the request's transaction id(s), on every response Varnish delivers
 )
+
+#: Header values a behaviour of one product writes, though it names no product: Apache httpd's own
+#: keep-alive answer (``Keep-Alive: timeout=5, max=100``; nginx writes no ``max``, the others no header).
+TELL_SHAPES: tuple[tuple[str, re.Pattern[str], str, str], ...] = (
+    ("keep-alive", re.compile(r"^\s*timeout=\d+,\s*max=\d+\s*$", re.IGNORECASE), "apache",
+     "Apache httpd writes its Keep-Alive header in this shape; no header of its own named it"),
+)
+
+#: What an engine answers with, which a gateway passes on: vLLM (and SGLang) run on uvicorn. Without a
+#: direct path to compare with, these values are taken for the engine's, never for a hop.
+KNOWN_ENGINE: tuple[Mapping[str, str], ...] = ({"server": "uvicorn"},)
+
+#: How a view without an identified hop names it.
+UNIDENTIFIED = "an unidentified gateway"
 
 #: Families that sit in front of the operator's gateway (a CDN, a cloud load balancer).
 EDGE_FAMILIES = ("cloudflare", "aws-alb")
@@ -100,7 +128,9 @@ DISPLAY: dict[str, str] = {
     "uvicorn": "the Python edge",
     "caddy": "Caddy",
     "haproxy": "HAProxy",
-    "apache": "Apache",
+    "apache": "Apache httpd",
+    "lighttpd": "lighttpd",
+    "varnish": "Varnish",
     "node": "the Node edge",
 }
 
@@ -133,6 +163,8 @@ class GatewayView:
     litellm_overhead: Dist = field(default_factory=Dist)
     litellm_callback: Dist = field(default_factory=Dist)  # x-litellm-callback-duration-ms, seconds
     ingress: IngressInfo | None = None  # the Ingress that named the primary hop's controller
+    # Header values the gateway passed on from the engine ("server: uvicorn"): never a hop's tell.
+    engine: list[str] = field(default_factory=list)
 
     @property
     def family(self) -> str | None:
@@ -141,7 +173,7 @@ class GatewayView:
     @property
     def name(self) -> str:
         """How a remediation names the gateway: by the hop that answered when one is known."""
-        return self.primary.name if self.primary else "the gateway"
+        return self.primary.name if self.primary else UNIDENTIFIED
 
     def hop(self, family: str) -> GatewayHop | None:
         return next((h for h in self.hops if h.family == family), None)
@@ -189,29 +221,60 @@ def controller_family(ingress: IngressInfo) -> str | None:
     return next((family for prefix, family in ANNOTATION_PREFIXES.items() if prefix in prefixes), None)
 
 
+def _tokens(value: str) -> list[str]:
+    """A header's comma-separated values: a merged ``Server: Caddy, uvicorn``, a ``Via`` of several hops."""
+    return [t.strip() for t in value.split(",") if t.strip()]
+
+
+def engine_values(engine: Iterable[Mapping[str, str]]) -> dict[str, set[str]]:
+    """Header name (lower case) -> every value the engine answered with, split at commas."""
+    out: dict[str, set[str]] = {}
+    for headers in engine:
+        for key, value in headers.items():
+            out.setdefault(key.lower(), set()).update(_tokens(value))
+    return out
+
+
 def identify(headers_seen: Iterable[Mapping[str, str]], kind: str | None = None,
-             ingress: IngressInfo | None = None) -> GatewayView:
+             ingress: IngressInfo | None = None,
+             engine: Iterable[Mapping[str, str]] = KNOWN_ENGINE) -> GatewayView:
     """The hops that left tells in ``headers_seen`` (responses in order of trust), and the primary one:
-    ``kind``'s, else the nginx controller ``ingress`` names, else the first gateway hop."""
+    ``kind``'s, else the nginx controller ``ingress`` names, else the first gateway hop. A value the
+    ``engine``'s responses (the direct path's) also carry is the engine's, passed on: never a tell."""
     found: dict[str, GatewayHop] = {}
     server: str | None = None
+    theirs = engine_values(engine)
+    passed_on: list[str] = []
     for headers in headers_seen:
         for hname in ("server", "via", "x-powered-by"):
             raw = header(headers, hname)
             if not raw:
                 continue
-            server = server or raw
-            family = family_of(raw)
-            if family is not None:
-                hop = found.setdefault(family, GatewayHop(family, _named(family, raw)))
-                if f"{hname}: {raw}" not in hop.tells:
-                    hop.tells.append(f"{hname}: {raw}")
-        lowered = sorted(k.lower() for k in headers)
+            values = _tokens(raw)
+            own = [v for v in values if v not in theirs.get(hname, ())]
+            passed_on += [f"{hname}: {v}" for v in values if v not in own and f"{hname}: {v}" not in passed_on]
+            server = server or (", ".join(own) if own else None)
+            for value in own:
+                family = family_of(value)
+                if family is not None:
+                    hop = found.setdefault(family, GatewayHop(family, _named(family, value)))
+                    if f"{hname}: {value}" not in hop.tells:
+                        hop.tells.append(f"{hname}: {value}")
+        # a tell header the direct path carries too is a hop in front of both (or the engine's own)
+        lowered = sorted(k.lower() for k in headers if k.lower() not in theirs)
         for prefix, fam in TELL_HEADERS:
             for key in (k for k in lowered if k == prefix or (prefix.endswith("-") and k.startswith(prefix))):
                 hop = found.setdefault(fam, GatewayHop(fam, DISPLAY[fam]))
                 if key not in hop.tells:
                     hop.tells.append(key)
+        for hname, shape, fam, note in TELL_SHAPES:
+            raw = header(headers, hname)
+            if raw is None or not shape.match(raw) or set(_tokens(raw)) <= theirs.get(hname, set()):
+                continue
+            if fam not in found:
+                found[fam] = GatewayHop(fam, DISPLAY[fam], inferred=True, note=note)
+            if not any(t.startswith(f"{hname}: ") for t in found[fam].tells):  # one is enough: max= counts down
+                found[fam].tells.append(f"{hname}: {raw}")
     # LiteLLM runs on uvicorn and passes its Server header on: the x-litellm-* headers name it.
     if "litellm" in found and "uvicorn" in found:
         found["litellm"].tells += found.pop("uvicorn").tells
@@ -226,7 +289,7 @@ def identify(headers_seen: Iterable[Mapping[str, str]], kind: str | None = None,
         passed.note = "a Python server's header behind another gateway: most likely vLLM's own, passed on"
     # Outermost first: a CDN or load balancer, the gateways, then a Python server last.
     hops = sorted(found.values(), key=lambda h: (h.family not in EDGE_FAMILIES) + (h is passed))
-    view = GatewayView(hops=hops, server=server, kind=kind)
+    view = GatewayView(hops=hops, server=server, kind=kind, engine=passed_on)
     if kind:
         # The user's word wins: an edge behind a CDN answers with the CDN's headers, and only the
         # user can say that an nginx is an Ingress controller.
@@ -267,7 +330,8 @@ def _header_s(headers: Mapping[str, str], name: str) -> float | None:
 
 def derive_gateway(bundle: Bundle) -> GatewayView:
     """The ``gateway`` view: the stream probe's gateway responses (answered ones first, then the
-    errors a hop made itself: an ALB's 504), then the endpoint probe's gateway headers."""
+    errors a hop made itself: an ALB's 504), then the endpoint probe's gateway headers, each read
+    against the direct path's (else ``KNOWN_ENGINE``): what the engine sent names no gateway."""
     stream, endpoints = bundle.stream, bundle.endpoints
     requests = [r for r in (stream.requests if stream else []) if r.path == ProbePath.GATEWAY and not r.warmup]
     probed = [ep.headers for ep in (endpoints.endpoints if endpoints else []) if ep.role == "gateway"]
@@ -276,7 +340,11 @@ def derive_gateway(bundle: Bundle) -> GatewayView:
         raise Missing("no gateway was probed (pass --gateway)")
     answered = [r.headers for r in requests if r.ok and r.headers]
     failed = [r.headers for r in requests if not r.ok and r.headers]
-    view = identify([*answered, *failed, *probed], kind, bundle.ingress.ingress if bundle.ingress else None)
+    # what the engine answered with on the direct path: the stream probe's, then the endpoint probe's
+    direct = [r.headers for r in (stream.requests if stream else []) if r.path == ProbePath.DIRECT and r.headers]
+    direct += [ep.headers for ep in (endpoints.endpoints if endpoints else []) if ep.role == "engine" and ep.headers]
+    view = identify([*answered, *failed, *probed], kind, bundle.ingress.ingress if bundle.ingress else None,
+                    engine=direct or KNOWN_ENGINE)
     ok = [r for r in requests if r.ok]
     view.litellm_overhead = dist([v for r in ok if (v := _header_s(r.headers, LITELLM_OVERHEAD)) is not None])
     view.litellm_callback = dist([v for r in ok if (v := _header_s(r.headers, LITELLM_CALLBACK)) is not None])

@@ -134,7 +134,7 @@ def _scenarios() -> dict[str, Scenario]:
             base,
             GatewayConfig("buffer", buffer_size=16384),
             ProbePlan(concurrency=2, requests=8, prompt_tokens=128, max_tokens=128),
-            Expectation("proxy-only", "proxy_buffering", "proxy-buffering"),
+            Expectation("proxy-only", "response buffering", "proxy-buffering"),
         ),
         Scenario(
             "stream-compression",
@@ -143,7 +143,7 @@ def _scenarios() -> dict[str, Scenario]:
             base,
             GatewayConfig("compress", buffer_size=4096),
             ProbePlan(concurrency=2, requests=8, prompt_tokens=128, max_tokens=64),
-            Expectation("proxy-only", "gzip", "stream-compression"),
+            Expectation("proxy-only", "response compression", "stream-compression"),
         ),
         Scenario(
             "gateway-serialisation",

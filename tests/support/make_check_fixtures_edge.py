@@ -55,9 +55,10 @@ def cases_headers_held() -> None:
     name = "headers-held"
     write_case(name, "fires-gzip-middleware", bundle(stream=pair("raw", gateway_headers_delay=1.0, gateway_headers=GZIP)),
                why="Synthetic, as the real GZipMiddleware edge measures: the gateway's headers arrive with the "
-               "first token, vLLM's 190 ms before it.",
+               "first token, vLLM's 190 ms before it. Edge and engine both say `server: uvicorn`, so no header "
+               "names the edge: an unidentified gateway, with the usual suspects' settings.",
                expect={"severity": "warning", "setting": "gateway_response_start",
-                       "summary_contains": ["with the first token", "uvicorn"]})
+                       "summary_contains": ["with the first token", "an unidentified gateway"]})
     write_case(name, "fires-named-by-gateway-kind",
                bundle(stream=pair("raw", gateway_headers_delay=1.0, gateway_headers={"content-type": "text/plain"},
                                   gateway_kind="fastapi")),

@@ -25,6 +25,12 @@ REAL = (
 )
 
 
+
+def fastapi_edge(ev: StreamEvidence) -> StreamEvidence:
+    """``--gateway-kind fastapi``: an edge whose ``server: uvicorn`` is the engine's own header too."""
+    ev.shape.gateway_kind = "fastapi"
+    return ev
+
 def real(
     case: str, *, keep_requests: int | None = None, gateway_keep_tokens: int | None = None
 ) -> StreamEvidence:
@@ -183,16 +189,11 @@ def cases_stream_compression() -> None:
     write_case(
         name,
         "fires-uvicorn-gzip-middleware",
-        bundle(
-            stream=paths(
-                [0.1] * 2,
-                [0.12] * 2,
-                gaps=[0.03] * 12,
-                gateway_headers={**UVICORN, "content-encoding": "gzip"},
-            )
-        ),
+        bundle(stream=fastapi_edge(paths([0.1] * 2, [0.12] * 2, gaps=[0.03] * 12,
+                                         gateway_headers={**UVICORN, "content-encoding": "gzip"}))),
         why="Synthetic: a FastAPI edge (Server: uvicorn) whose GZipMiddleware compresses the stream but "
-        "still flushes per event: a warning naming the middleware.",
+        "still flushes per event: a warning naming the middleware. vLLM says `server: uvicorn` too, so only "
+        "`--gateway-kind fastapi` names the edge.",
         expect={"severity": "warning", "setting": "GZipMiddleware"},
     )
     write_case(

@@ -65,8 +65,8 @@ from doctor.checklib.gateway_advice import (
     compression_remediation,
     idle_timeout_for,
     idle_timeout_remediation,
-    retry_remediation,
     response_start_remediation,
+    retry_remediation,
 )
 from doctor.checklib.gateway_limits import engine_intake, gateway_refusal, gateway_wait, probe_sent
 from doctor.checklib.paths import PathPair, engine_path, measured_pair, ttft_wait
@@ -121,8 +121,8 @@ __all__ = [
     "model_len",
     "probe_sent",
     "rerun",
-    "retry_remediation",
     "response_start_remediation",
+    "retry_remediation",
     "sequences_that_fit",
     "stream_encoding",
     "tokens_per_request",

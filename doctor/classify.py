@@ -50,6 +50,7 @@ from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats, stall_base
 from doctor.derive.user_felt import FREEZE_SHARE, UserFelt, Witness
 from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS, ProbePath
+from doctor.probes.sampling import within_so_far
 from doctor.model import (
     Budgets,
     Cause,
@@ -332,7 +333,8 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
 
     felts = [felt_of(w, budgets) for w in view.witnesses] if view is not None else []
     reasoning += [f.line(budgets) for f in felts]
-    severe = [f for f in findings if f.severity.rank >= Severity.WARNING.rank and f.symptom in _CLASS_SYMPTOM]
+    # Only a finding users felt may make the verdict's class; a risk is listed beside it (``_risks``).
+    severe = [f for f in findings if f.felt and f.severity.rank >= Severity.WARNING.rank and f.symptom in _CLASS_SYMPTOM]
     probe = {f.path: f for f in felts if not f.witness.server}
     servers = [f for f in felts if f.witness.server]
 
@@ -389,10 +391,15 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
                             f"Not healthy: {worst.text()}; the requests that succeeded were within budget"
                             f"{_fix(primary)}{suspect_note}.")
         tpot = f" and {user.tpot_text()}" if user.witness.tpot is not None else ""
-        summary = (f"Healthy: {user.ttft_text()}{tpot} are within the {fmt_seconds(budgets.ttft_s)} / "
+        so_far = _so_far(stream, budgets)
+        if so_far:
+            reasoning.append(f"{so_far[0].upper()}{so_far[1:]}: not a conclusive healthy verdict")
+            missing.insert(0, "a longer --duration, so that the probe can show the p90 within budget")
+        summary = (f"{'Within budget so far: ' + so_far + '; ' if so_far else 'Healthy: '}{user.ttft_text()}{tpot} "
+                   f"are within the {fmt_seconds(budgets.ttft_s)} / "
                    f"{fmt_seconds(budgets.tpot_s)} budgets on {' and '.join(f.witness.label for f in felts)}"
                    f"{failed_note}{_review(findings)}{suspect_note}.")
-        return verdict(symptom=Symptom.HEALTHY, summary=summary, reasoning=reasoning, **common)
+        return verdict(symptom=Symptom.HEALTHY, summary=summary, reasoning=reasoning, conclusive=not so_far, **common)
 
     symptom, decider, decision = _symptom(felts, probe, servers, ttft_split, findings, bursts)
     reasoning.append(decision)
@@ -427,6 +434,22 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
         primary_code=primary.code if primary else None,
         **common,
     )
+
+
+def _so_far(stream: StreamEvidence | None, budgets: Budgets) -> str:
+    """``"23 of the 29 fast answers needed on direct"`` when an adaptive run ended (its duration ran
+    out, its deadline, an interrupt) before its stopping rule could show every path within budget;
+    "" when it could, or when the user fixed the count (``--requests``: their choice, said in the
+    run record)."""
+    if stream is None or stream.shape.duration_s is None:
+        return ""
+    paths = list(dict.fromkeys(r.path for r in stream.requests))
+    short = within_so_far(stream.requests, paths, budgets.ttft_s, budgets.tpot_s, stream.client.freezes)
+    if short is None:
+        return ""
+    path, fast, needed = short
+    why = f" ({stream.shape.stopped})" if stream.shape.stopped else ""
+    return f"{fast} of the {needed} fast answers needed on {path}{why}"
 
 
 def _no_witness(verdict: partial[Verdict], stats: StreamStats | None, failing: dict[str, _Failing],
@@ -504,13 +527,13 @@ def _failure_detail(stream: StreamEvidence | None, path: str, failures: dict[str
     return f"{outcome} x{n}" + (f": {error[:120]}" if error else "")
 
 
-def _rank(f: Finding) -> tuple[int, str]:
-    return (-f.severity.rank, f.code)
+def _rank(f: Finding) -> tuple[bool, int, str]:
+    """Felt findings first, then the most severe: a risk explains a component only when nothing felt does."""
+    return (not f.felt, -f.severity.rank, f.code)
 
 
 def _most_severe(findings: list[Finding], cls: SymptomClass) -> Finding | None:
-    return min((f for f in findings if f.symptom is cls and f.severity.rank >= Severity.WARNING.rank), key=_rank,
-               default=None)
+    return min(_severe(findings, cls), key=_rank, default=None)
 
 
 def _by_cause(findings: list[Finding], causes: tuple[Cause, ...]) -> Finding | None:
@@ -537,14 +560,27 @@ def _primary_line(primary: Finding | None) -> list[str]:
 
 
 def _review(findings: list[Finding]) -> str:
-    """The findings a healthy verdict leaves to review, counted by their real severity."""
+    """What a healthy verdict leaves to review: felt findings of no latency class (an error, a GPU
+    fault) counted by their real severity, then the risks, the first with its one line."""
     by: dict[str, list[str]] = {}
     for f in sorted(findings, key=_rank):
-        if f.severity.rank >= Severity.WARNING.rank:
+        if f.felt and f.severity.rank >= Severity.WARNING.rank:
             by.setdefault(f.severity.value, []).append(f.code)
-    if not by:
-        return ""
-    return "; findings to review: " + ", ".join(f"{len(codes)} {sev} ({', '.join(codes)})" for sev, codes in by.items())
+    text = "; findings to review: " + ", ".join(f"{len(codes)} {sev} ({', '.join(codes)})"
+                                                 for sev, codes in by.items()) if by else ""
+    risks = risks_of(findings)
+    if risks:
+        first = risks[0]
+        more = f" ({', '.join(f.code for f in risks)})" if len(risks) > 1 else ""
+        text += (f"; {len(risks)} risk{'s' if len(risks) > 1 else ''}{more}, not felt yet: "
+                 f"{first.code} {first.name}: {first.summary}")
+    return text
+
+
+def risks_of(findings: list[Finding]) -> list[Finding]:
+    """The risks worth a line under the headline: findings users did not feel, at warning or above,
+    most severe first."""
+    return sorted((f for f in findings if not f.felt and f.severity.rank >= Severity.WARNING.rank), key=_rank)
 
 
 def _also(symptom: Symptom, severe: list[Finding]) -> str:
@@ -787,7 +823,7 @@ def _symptom(felts: list[Felt], probe: dict[str, Felt], servers: list[Felt], ttf
 
 
 def _severe(findings: list[Finding], cls: SymptomClass) -> list[Finding]:
-    return [f for f in findings if f.symptom is cls and f.severity.rank >= Severity.WARNING.rank]
+    return [f for f in findings if f.felt and f.symptom is cls and f.severity.rank >= Severity.WARNING.rank]
 
 
 def _primary(findings: list[Finding], dominant: Component | None, cls: SymptomClass) -> Finding | None:

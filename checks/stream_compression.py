@@ -67,7 +67,7 @@ def stream_compression(
     gateway: GatewayView | None = None,
     *,
     burst_events: float = 2.0,
-    felt_ttft_s: float = 0.02,
+    felt_ttft_s: float = 0.05,
 ) -> Result:
     measured = [ps for ps in stream_stats.paths.values() if ps.n_ok > 0]
     if not measured:

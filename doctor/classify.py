@@ -420,20 +420,59 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
     else:
         dominant = split.dominant(budgets.tpot_s if symptom is Symptom.INTER_TOKEN else 0.0)
     primary = _primary(findings, dominant, _SYMPTOM_CLASS[symptom])
+    primary, trade = _trade_off(symptom, primary, severe, any(f.ttft_excess > 0 for f in felts))
     reasoning += _primary_line(primary)
     reasoning += _other_classes(symptom, severe, felts)
+    if trade:
+        reasoning.append(trade)
     if suspect and stream is not None:
         reasoning.append("client self-check: " + "; ".join(stream.client.reasons or ["suspect"]))
     return verdict(
         symptom=symptom,
         summary=(_summary(symptom, probe, decider, budgets, dominant, split, primary, server_ttft,
                           max(felts, key=lambda f: f.ttft_excess))
-                 + _also(symptom, severe) + failed_note + suspect_note + "."),
+                 + (f"; {trade}" if trade else "") + _also(symptom, severe) + failed_note + suspect_note + "."),
         reasoning=reasoning,
         primary_remediation=_remedy(primary),
         primary_code=primary.code if primary else None,
         **common,
     )
+
+
+#: The knob of a compound incident: one step budget trades long prompts' own first token against
+#: every running stream's freezes (LD202), and a request queued behind those long steps.
+TRADE_KNOB = "max_num_batched_tokens"
+
+
+def _trade_off(symptom: Symptom, primary: Finding | None, severe: list[Finding],
+               ttft_over: bool) -> tuple[Finding | None, str]:
+    """The remediation and the sentence of a compound incident: a felt prefill-interference finding
+    naming ``TRADE_KNOB`` beside a first-token symptom (the verdict's, or a witness's TTFT over budget).
+
+    Other users' long prefills both freeze running streams and hold new requests behind their long
+    steps. On a first-token verdict that no queue, prefill or transport finding explains (only a
+    fallback: load alone, a cold start), the knob is the change: lowering it lets queued requests
+    start sooner and ends the freezes, at the cost of the long prompts' own TTFT. When the first
+    token is the long prompts' own prefill (a prefill finding), the knob would serve it the other
+    way, raised, at the cost of everyone's freezes: the sentence says so and the remediation stays.
+    """
+    interference = next((f for f in severe if f.cause == Cause.PREFILL_INTERFERENCE
+                         and f.remediation.setting == TRADE_KNOB), None)
+    if interference is None or not (ttft_over or symptom is Symptom.PRE_FIRST_TOKEN):
+        return primary, ""
+    lower = f"lowering {TRADE_KNOB} (to {interference.remediation.suggested}" + (
+        f", now {interference.remediation.current})" if interference.remediation.current else ")")
+    cost = "costs the long prompts' own TTFT (their prefill spread over more, shorter steps)"
+    if symptom is Symptom.INTER_TOKEN:
+        return primary, (f"one knob trades two symptoms ({interference.code}): {lower} shortens the freezes users "
+                         f"felt, and {cost}")
+    if primary is not None and primary.cause in (Cause.PREFILL, Cause.QUEUE, Cause.TRANSPORT):
+        return primary, (f"one knob trades two symptoms ({interference.code} beside {primary.code}): raising "
+                         f"{TRADE_KNOB} would shorten long prompts' own first token, and lengthen every running "
+                         "stream's freezes")
+    return interference, (f"one knob trades two symptoms ({interference.code}): other users' long prefills both "
+                          f"freeze running answers and hold new requests behind their steps; {lower} lets waiting "
+                          f"requests start sooner and ends the freezes, and {cost}")
 
 
 def _so_far(stream: StreamEvidence | None, budgets: Budgets) -> str:

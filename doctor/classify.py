@@ -50,7 +50,6 @@ from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats, stall_base
 from doctor.derive.user_felt import FREEZE_SHARE, UserFelt, Witness
 from doctor.evidence.stream import CANCELLED, CLIENT_STALL, NOT_THE_TARGETS, ProbePath
-from doctor.probes.sampling import within_so_far
 from doctor.model import (
     Budgets,
     Cause,
@@ -65,6 +64,7 @@ from doctor.model import (
     SymptomClass,
     Verdict,
 )
+from doctor.probes.sampling import within_so_far
 from doctor.units import fmt_pct, fmt_seconds
 
 if TYPE_CHECKING:

@@ -332,8 +332,8 @@ def cases_slow_cold_start() -> None:
     def started(ago: float) -> MetricsEvidence:
         evidence = load_scrapes({}, {"vllm:num_requests_running": 1}, {})
         before = evidence.scrapes[0]
-        before.text += f"# HELP process_start_time_seconds s\n# TYPE process_start_time_seconds gauge\n" \
-                       f"process_start_time_seconds {before.wall - ago:.2f}\n"
+        before.text += ("# HELP process_start_time_seconds s\n# TYPE process_start_time_seconds gauge\n"
+                        f"process_start_time_seconds {before.wall - ago:.2f}\n")
         return evidence
 
     write_case(name, "quiet-engine-up-for-minutes",

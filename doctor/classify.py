@@ -27,11 +27,14 @@ A pure function of the evidence views and the check results, in five steps:
    delivers the stream in bursts the engine does not send (the one-flush-per-token contract is
    broken even within budget). Otherwise the symptom furthest over its budget, *relative to that
    budget* (3x the TTFT budget outweighs 1.2x the TPOT budget whatever the answer length).
-4. **No headline against a finding.** Within every budget, a warning or critical finding of a
-   latency class (pre-first-token, inter-token, proxy-only) still makes that class the verdict:
-   the finding saw what the witnesses' budgets did not. Over budget in one class beside a severe
-   finding of another, the verdict says, with the numbers, why it chose its class. A path whose
-   requests mostly fail is never healthy.
+4. **A headline is felt latency, and only that.** Within every budget, a warning or critical
+   finding users *felt* (``Finding.felt``) of a latency class (pre-first-token, inter-token,
+   proxy-only) still makes that class the verdict: the finding saw what the witnesses' budgets did
+   not. A risk (``felt`` false: headers held while TTFT is as direct, a timeout not yet fired)
+   never makes the class: a healthy verdict names its risks. Over budget in one class beside a
+   severe felt finding of another, the verdict says, with the numbers, why it chose its class. A
+   path whose requests mostly fail is never healthy. An adaptive run that ended before its
+   stopping rule could show the p90 within budget is healthy "so far", not conclusive.
 5. **One remediation.** The finding whose ``cause`` explains the largest component of the
    symptom's decomposition (most severe first; ``FALLBACK_CAUSES`` when no direct cause fired);
    else the most severe finding of the symptom's class. The renderers list the other findings.

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from doctor.bundle import from_dict, save
 from doctor.cli import app
-from doctor.exit_codes import ExitCode
 from doctor.evidence import Bundle
+from doctor.exit_codes import ExitCode
 from doctor.model import Symptom
 from doctor.registry import load_registry
 from doctor.runner import AnalyzeOptions, analyze

@@ -89,8 +89,8 @@ def headers_held(
                f"{fmt_seconds(g_ttft)}, n={g.ttft.n}) while the engine sends them {fmt_seconds(d_h2t)} before it")
     felt = pair.gateway_adds_ttft(min_held_s)
     if not felt:
-        summary += (f"; TTFT as direct ({fmt_seconds(d.ttft.p50 or 0.0)}): a risk users do not feel yet "
-                    "(a client that waits for the headers, or a slower first token, would)")
+        summary += (f"; its TTFT p50 is not above the direct {fmt_seconds(d.ttft.p50 or 0.0)} beyond noise: a risk "
+                    "users do not feel yet (a client that waits for the headers, or a slower first token, would)")
     if family == "uvicorn":
         suggested = "send the response start at once: no GZipMiddleware on the streaming route"
         why = (f"{name} withholds the response start until its first body: Starlette's GZipMiddleware waits for the "

@@ -450,7 +450,8 @@ TRADE_KNOB = "max_num_batched_tokens"
 def _trade_off(symptom: Symptom, primary: Finding | None, severe: list[Finding],
                ttft_over: bool) -> tuple[Finding | None, str]:
     """The remediation and the sentence of a compound incident: a felt prefill-interference finding
-    naming ``TRADE_KNOB`` beside a first-token symptom (the verdict's, or a witness's TTFT over budget).
+    naming ``TRADE_KNOB`` beside a first-token symptom (the verdict's, or a witness's TTFT over budget
+    on an inter-token verdict whose change it already is); never on a proxy-only verdict.
 
     Other users' long prefills both freeze running streams and hold new requests behind their long
     steps. On a first-token verdict that no queue, prefill or transport finding explains (only a
@@ -461,7 +462,9 @@ def _trade_off(symptom: Symptom, primary: Finding | None, severe: list[Finding],
     """
     interference = next((f for f in severe if f.cause == Cause.PREFILL_INTERFERENCE
                          and f.remediation.setting == TRADE_KNOB), None)
-    if interference is None or not (ttft_over or symptom is Symptom.PRE_FIRST_TOKEN):
+    if interference is None or not (ttft_over or symptom is Symptom.PRE_FIRST_TOKEN) \
+            or symptom not in (Symptom.PRE_FIRST_TOKEN, Symptom.INTER_TOKEN) \
+            or (symptom is Symptom.INTER_TOKEN and primary is not interference):
         return primary, ""
     lower = f"lowering {TRADE_KNOB} (to {interference.remediation.suggested}" + (
         f", now {interference.remediation.current})" if interference.remediation.current else ")")

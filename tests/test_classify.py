@@ -477,3 +477,28 @@ def test_an_inter_token_verdict_of_the_step_budget_says_what_lowering_it_costs()
     v = diagnose(b, Budgets(ttft_s=4.0, tpot_s=0.3)).verdict
     assert v.symptom is Symptom.INTER_TOKEN and v.primary_code == "LD202", v.summary
     assert "one knob trades two symptoms (LD202): lowering max_num_batched_tokens" in v.summary, v.summary
+
+
+def test_a_prefill_finding_keeps_its_change_and_the_trade_is_said_the_other_way() -> None:
+    """Beside a prefill finding (long prompts' own first token), LD202's knob would serve it raised,
+    at everyone's freezes: the prefill finding's change stays, and the summary says the trade."""
+    evidence = Evidence(fixture("requests-queued-before-prefill", "fires-full-batch-kv-headroom"))
+    results = [
+        finding("LD101", "queue", SymptomClass.PRE_FIRST_TOKEN, Severity.WARNING, "max_num_seqs"),
+        finding("LD202", "prefill-interference", SymptomClass.INTER_TOKEN, Severity.WARNING, "max_num_batched_tokens"),
+    ]
+    v = classify(evidence, results, Budgets())
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN and v.primary_code == "LD101", v.summary
+    assert "one knob trades two symptoms (LD202 beside LD101): raising max_num_batched_tokens" in v.summary
+
+
+def test_a_risk_of_a_latency_class_never_makes_the_class_nor_wins_over_a_felt_finding() -> None:
+    results = [finding("LD307", "buffering", SymptomClass.PROXY_ONLY, Severity.CRITICAL, "gateway_response_start")]
+    results[0].finding.felt = False
+    v = classify(Evidence(healthy_bundle()), results, Budgets())
+    assert v.symptom is Symptom.HEALTHY and "1 risk, not felt yet: LD307" in v.summary, v.summary
+    evidence = Evidence(fixture("requests-queued-before-prefill", "fires-full-batch-kv-headroom"))
+    results = [finding("LD103", "cold-start", SymptomClass.PRE_FIRST_TOKEN, Severity.CRITICAL, "warmup"),
+               finding("LD104", "transport", SymptomClass.PRE_FIRST_TOKEN, Severity.WARNING, "region_placement")]
+    results[0].finding.felt = False
+    assert classify(evidence, results, Budgets()).primary_code == "LD104"  # felt first, then the most severe

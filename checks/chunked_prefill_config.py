@@ -53,6 +53,7 @@ def chunked_prefill_config(
     if batched.value >= mml.value:
         return Pass(f"max_num_batched_tokens {batched.value:,} >= max_model_len {mml.value:,}")
     return Fire(
+        felt=False,  # a configuration: what it costs shows as LD202 or a TTFT witness
         title="Chunked prefill is off and one step cannot hold a full-length prompt",
         summary=(
             f"chunked prefill off with max_num_batched_tokens {batched.value:,} < max_model_len {mml.value:,}: "

@@ -54,6 +54,7 @@ def client_suspect(stream: StreamEvidence) -> Result:
         )
     parts += c.reasons
     return Fire(
+        felt=False,  # the probe's own machine, not the service users reach
         title="The probe's client may have distorted the timings",
         summary="; ".join(parts),
         remediation=_remediation(stream),

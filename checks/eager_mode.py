@@ -39,6 +39,7 @@ def eager_mode(run: RunRecord, log_facts: LogFacts | None = None) -> Result:
     if not eager.value:
         return Pass(f"CUDA graphs on (enforce_eager = False, {eager.source})")
     return Fire(
+        felt=False,  # a configuration: a slow decode shows as a TPOT witness
         title="CUDA graphs are off (enforce_eager)",
         summary=f"enforce_eager = True ({eager.source}): every decode step launches its kernels one by one",
         remediation=Remediation(

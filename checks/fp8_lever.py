@@ -93,6 +93,7 @@ def fp8_lever(
     kv_only = weights["linear_bytes_per_param"] <= 1
     engine = engine_of(log_facts, metrics_window)
     return Fire(
+        felt=False,  # a lever, not a wait users had
         title="FP8 would hold more sequences" + (" or fit a smaller card" if card else ""),
         summary=summary,
         remediation=Remediation(

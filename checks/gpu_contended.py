@@ -53,6 +53,7 @@ def gpu_contended(gpu: GpuEvidence, host: HostEvidence | None = None, *, min_mem
     if len(contended) > 1:
         summary += f" ({len(contended)} GPUs shared)"
     return Fire(
+        felt=False,  # a GPU state: a slow decode shows as a TPOT witness
         title="Other processes share the GPU with vLLM",
         summary=summary,
         remediation=Remediation(

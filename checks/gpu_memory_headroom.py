@@ -101,6 +101,7 @@ def gpu_memory_headroom(
     if util is not None:
         evidence.append(util.evidence("gpu_memory_utilization"))
     return Fire(
+        felt=False,  # a capacity not used yet
         title="Almost no GPU memory is left free",
         summary=summary,
         remediation=Remediation(

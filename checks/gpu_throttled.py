@@ -68,6 +68,7 @@ def gpu_throttled(gpu: GpuEvidence, *, clock_ratio: float = 0.9) -> Result:
     if len(throttled) > 1:
         summary += f" ({len(throttled)} of {len(gpu.devices)} GPUs throttled)"
     return Fire(
+        felt=False,  # a GPU state: a slow decode shows as a TPOT witness
         title="The GPU is slowed by a power or thermal limit",
         summary=summary,
         remediation=_remediation(worst, reasons),

@@ -17,7 +17,9 @@ Evidence:
 Stream probe on both paths: headers-to-first-token p50 per path against that path's TTFT p50
 (the share of the wait spent after the headers), and the gateway's time to headers. Every
 measured gateway request must hold its headers (a client whose event loop stalls stamps headers
-and first token together only in some requests).
+and first token together only in some requests). Felt only when the gateway's TTFT p50 is also
+above the direct one's by more than `min_held_s` and the direct path's spread (p90 - p50);
+otherwise a risk: listed under a healthy headline, never its class.
 
 Remediation:
 Send the response start as soon as the upstream's arrives (setting `gateway_response_start`), in
@@ -87,12 +89,17 @@ def headers_held(
     d_h2t = d.headers_to_first_token.p50 or 0.0
     summary = (f"{name} sends its headers with the first token ({fmt_seconds(g_h2t)} before it, TTFT p50 "
                f"{fmt_seconds(g_ttft)}, n={g.ttft.n}) while the engine sends them {fmt_seconds(d_h2t)} before it")
+    felt = pair.gateway_adds_ttft(min_held_s)
+    if not felt:
+        summary += (f"; its TTFT p50 is not above the direct {fmt_seconds(d.ttft.p50 or 0.0)} beyond noise: a risk "
+                    "users do not feel yet (a client that waits for the headers, or a slower first token, would)")
     return Fire(
         title="The gateway holds the response headers until the first token",
         summary=summary,
         remediation=response_start_remediation(
             gateway, rerun("the gateway's headers well before its first token, as on the direct path")),
         severity=Severity.WARNING,
+        felt=felt,
         evidence=[
             EvidenceValue("gateway headers to first token p50", g_h2t, "s", f"stream: gateway, n={g.headers_to_first_token.n}"),
             EvidenceValue("gateway TTFT p50", g_ttft, "s", f"stream: gateway, n={g.ttft.n}"),

@@ -86,6 +86,7 @@ def kv_cache_size_mismatch(log_facts: LogFacts, model_config: ModelConfigEvidenc
             verify=rerun("LD406 passes"),
         )
     return Fire(
+        felt=False,  # a sizing mismatch, not a wait users had
         title="The KV cache is not the size the model's config gives",
         summary=summary,
         remediation=remediation,

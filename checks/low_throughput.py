@@ -68,6 +68,7 @@ def low_throughput(
     if prompt_tps >= min_prompt_tps or gen_tps >= min_generation_tps or running >= min_running:
         return Pass(f"{prompt_tps:.1f} prompt and {gen_tps:.1f} generated tokens/s, running <= {running:.0f}")
     return Fire(
+        felt=False,  # unused capacity, not a wait users had
         title="The engine is underused",
         summary=(
             f"{prompt_tps:.1f} prompt and {gen_tps:.1f} generated tokens/s over {w.window_s:.0f} s, "

@@ -51,7 +51,7 @@ from __future__ import annotations
 import statistics
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, rerun
+from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, foreign_prompt_tokens, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
@@ -101,7 +101,8 @@ def _from_streams(
     path = engine_path(stream_stats)
     if path is None:
         return NotApplicable("no successful streamed request")
-    foreign = _foreign_prefill_tokens(stream, metrics_window)
+    # a preempted stream freezes too (LD201): other users' prompts are the cause only without preemptions
+    foreign = None if metrics_window is None or metrics_window.preemptions else foreign_prompt_tokens(stream, metrics_window)
     gaps = _large_gaps(path, stream, gap_factor, min_streams if foreign else None)
     if gaps is None:
         return NotApplicable(f"{path.path}: no request got its first token while another was streaming")
@@ -223,21 +224,6 @@ def _fire(summary: str, evidence: list[EvidenceValue], log_facts: LogFacts | Non
         remediation=remediation,
         evidence=evidence,
     )
-
-
-def _foreign_prefill_tokens(stream: StreamEvidence, metrics_window: MetricsWindow | None) -> float | None:
-    """Prompt tokens prefilled in the window beyond the probe's own, when they outnumber them.
-
-    ``None`` unless /metrics saw no preemption (a preempted stream also freezes, see LD201) and
-    the probe's usage trailers say how many prompt tokens it sent itself.
-    """
-    if metrics_window is None or metrics_window.prompt_tokens is None or metrics_window.preemptions:
-        return None
-    own = [r.prompt_tokens for r in stream.requests if r.prompt_tokens is not None]
-    if not own:
-        return None
-    foreign = metrics_window.prompt_tokens - sum(own)
-    return foreign if foreign > sum(own) else None
 
 
 def _large_gaps(

@@ -96,6 +96,7 @@ def prefix_cache_efficiency(
             ),
         )
     return Fire(
+        felt=False,  # an opportunity, not a wait users had
         title="Few prompt tokens come from the prefix cache",
         summary=summary,
         remediation=remediation,

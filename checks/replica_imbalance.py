@@ -114,6 +114,7 @@ def replica_imbalance(
             if value is not None
         ]
         return Fire(
+            felt=False,  # a risk to the busiest replica: its queue, when users wait in it, is LD504/LD505
             title="Load is spread unevenly over the engines",
             summary=f"model {model} on {len(engines)} engines: " + "; ".join(signals),
             remediation=Remediation(

@@ -13,10 +13,15 @@ warm-up requests out; this check says what they cost.
 
 Evidence:
 stream_stats: ``warmup_ttft`` (the warm-up requests, excluded from every other number) against
-the measured ``ttft`` median, per path. metrics_window (scrapes, which share the probe's clock):
-the running and waiting gauges while the slow warm-up waited. A warm-up that waited beside other
-users' requests (more requests in the engine than the probe had in flight) queued behind them:
-that is load, which the latency checks weigh, not a cold start, and this check passes saying so.
+the measured ``ttft`` median, per path. It holds only when nothing else explains a slow first
+request, and passes saying what does:
+- other users' requests in the engine while the warm-up waited (metrics_window: the running and
+  waiting gauges beyond the probe's own in flight, from scrapes on the probe's clock), or other
+  users' prompts prefilled in the window (/metrics prompt tokens beyond the probe's own usage
+  trailers): the warm-up queued behind them, which is load (LD202 and the latency checks weigh it);
+- an engine already serving when the warm-up was sent (metrics, the last scrape before it):
+  requests finished before the probe's first (``request_success`` above zero), or a process up
+  for ``warm_uptime_s`` or more (``process_start_time_seconds`` against the scrape's clock).
 
 Remediation:
 Keep a warm floor: scheduled checks send at least one warm-up request before measuring
@@ -26,6 +31,7 @@ warm-up request after each start).
 Options:
 cold_factor: warm-up TTFT / steady median TTFT that fires (info)
 warning_factor: the ratio at which it becomes a warning
+warm_uptime_s: an engine process up this long before the warm-up is no longer cold
 
 Example:
 direct: warm-up TTFT 4.10 s vs steady median 120 ms (34x) -> keep --warmup >= 1 and a warm floor.
@@ -33,13 +39,16 @@ direct: warm-up TTFT 4.10 s vs steady median 120 ms (34x) -> keep --warmup >= 1 
 
 from __future__ import annotations
 
+import re
+
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import rerun
+from doctor.checklib import foreign_prompt_tokens, rerun
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
-from doctor.evidence import StreamEvidence
+from doctor.evidence import MetricsEvidence, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
+from doctor.vllm_metrics.window import parse_scrape
 
 
 @check(code="LD103", name="slow-cold-start", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.COLD_START,
@@ -48,9 +57,11 @@ def slow_cold_start(
     stream_stats: StreamStats,
     stream: StreamEvidence | None = None,
     metrics_window: MetricsWindow | None = None,
+    metrics: MetricsEvidence | None = None,
     *,
     cold_factor: float = 3.0,
     warning_factor: float = 10.0,
+    warm_uptime_s: float = 120.0,
 ) -> Result:
     compared = [ps for ps in stream_stats.paths.values() if ps.warmup_ttft.n and ps.ttft.p50]
     if not compared:
@@ -65,6 +76,16 @@ def slow_cold_start(
         return Pass(f"{worst.path}: warm-up TTFT {fmt_seconds(slow)} is {ratio:.0f}x the steady median, but up to "
                     f"{others:.0f} other request(s) were running or waiting in the engine while it waited: queued "
                     "behind other users (load, which the latency checks weigh), not a cold start")
+    foreign = foreign_prompt_tokens(stream, metrics_window) if stream is not None else None
+    if foreign and metrics_window is not None and metrics_window.window_s:
+        return Pass(f"{worst.path}: warm-up TTFT {fmt_seconds(slow)} is {ratio:.0f}x the steady median, but the engine "
+                    f"prefilled {foreign:,.0f} prompt tokens of other requests in the window "
+                    f"({foreign / metrics_window.window_s:,.0f} tokens/s): the warm-up waited behind other users' "
+                    "prefills (LD202 weighs them), not a cold start")
+    warm = _already_serving(worst.path, stream, metrics, warm_uptime_s)
+    if warm:
+        return Pass(f"{worst.path}: warm-up TTFT {fmt_seconds(slow)} is {ratio:.0f}x the steady median, but {warm}: "
+                    "the engine was warm, so something else held the first request (load, a long prefill)")
     return Fire(
         title="The first requests are much slower than the steady ones",
         summary=(f"{worst.path}: warm-up TTFT {fmt_seconds(slow)} (n={worst.warmup_ttft.n}) vs steady median "
@@ -101,6 +122,35 @@ def _others_in_engine(path: str, stream: StreamEvidence | None, mw: MetricsWindo
             ours = sum(1 for r in stream.requests if r.t_sent is not None and r.t_sent <= t <= (r.t_end or t))
             most = max(most, running + waiting.get(t, 0.0) - ours)
     return most
+
+
+def _already_serving(path: str, stream: StreamEvidence | None, metrics: MetricsEvidence | None,
+                     warm_uptime_s: float) -> str:
+    """What says the engine was serving before the probe's first warm-up on ``path`` was sent, from
+    the last usable scrape taken before it: requests it had finished, or how long its process had
+    been up; "" when no such scrape says so."""
+    if stream is None or metrics is None:
+        return ""
+    sent = [r.t_sent for r in stream.requests if r.path == path and r.warmup and r.t_sent is not None]
+    if not sent:
+        return ""
+    for scrape in sorted((s for s in metrics.scrapes if s.t <= min(sent)), key=lambda s: -s.t):
+        parsed, _ = parse_scrape(scrape)
+        if parsed is None:
+            continue
+        finished = sum(s.value for s in parsed.samples if s.family == "finished_by_reason")
+        if finished > 0:
+            return f"it had finished {finished:.0f} request(s) before the probe's first (/metrics at t={scrape.t:+.1f} s)"
+        started = _PROCESS_START.search(scrape.text)
+        uptime = scrape.wall - float(started.group(1)) if started else None
+        if uptime is not None and uptime >= warm_uptime_s:
+            return f"its process had been up {fmt_seconds(uptime)} (process_start_time_seconds)"
+        return ""
+    return ""
+
+
+#: The standard process collector's start time (prometheus_client, which vLLM's /metrics includes).
+_PROCESS_START = re.compile(r"^process_start_time_seconds\s+(\d+(?:\.\d*)?(?:[eE]\+?\d+)?)\s*$", re.MULTILINE)
 
 
 def _ratio(ps: PathStats) -> float:

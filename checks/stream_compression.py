@@ -16,7 +16,9 @@ dozen bytes, so compression saves nothing and puts the stream one upgrade away f
 Evidence:
 Stream probe response headers (`Content-Type`, `Content-Encoding`, `Server`) per path, and the
 same path's events per read p50 (bursts mean the compressor is holding events back now); the
-gateway named by the `gateway` view.
+gateway named by the `gateway` view. Bursts, or a gateway TTFT above the direct one's, are felt;
+a compressor that still flushes per event with TTFT as direct is a risk (listed under a healthy
+headline, never its class).
 
 Remediation:
 Disable compression on the streaming route. nginx: `gzip off;` there, or remove
@@ -34,6 +36,8 @@ the possibilities.
 Options:
 burst_events: events per read p50 at or above which the compressed path is already bursting, which
     makes the finding critical
+felt_ttft_s: a compressed gateway stream still flowing per event is felt only when its TTFT p50 is
+    above the direct one's by more than this (and the direct spread); otherwise it is a risk
 
 Example:
 LD302 stream-compression: gateway sends text/event-stream with Content-Encoding: gzip (Server:
@@ -43,7 +47,15 @@ nginx/1.22.1); 178.5 events per read (n=2 reads), the stream is held back -> ngi
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import compression_remediation, detect_proxy, gateway_headers, gateway_identity, rerun, stream_encoding
+from doctor.checklib import (
+    compression_remediation,
+    detect_proxy,
+    gateway_headers,
+    gateway_identity,
+    measured_pair,
+    rerun,
+    stream_encoding,
+)
 from doctor.derive.gateway import GatewayView, identify
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import EndpointsEvidence, ProbePath
@@ -57,6 +69,7 @@ def stream_compression(
     gateway: GatewayView | None = None,
     *,
     burst_events: float = 2.0,
+    felt_ttft_s: float = 0.05,
 ) -> Result:
     measured = [ps for ps in stream_stats.paths.values() if ps.n_ok > 0]
     if not measured:
@@ -101,6 +114,8 @@ def stream_compression(
             evidence.append(EvidenceValue("server header", server, "", f"stream: {ps.path} response headers"))
         return Fire(
             title="The token stream is compressed",
+            # per event with the direct TTFT users feel nothing yet; bursts or a later first token they do
+            felt=bursting or (ps.path == ProbePath.GATEWAY and _adds_ttft(stream_stats, felt_ttft_s)),
             summary=summary,
             remediation=compression_remediation(who, enc, rerun("no Content-Encoding on the stream and about 1 event per read")),
             severity=Severity.CRITICAL if bursting else Severity.WARNING,
@@ -108,3 +123,11 @@ def stream_compression(
         )
     paths = ", ".join(ps.path for ps in measured)
     return Pass(f"no Content-Encoding on the event stream ({paths})")
+
+
+def _adds_ttft(stream_stats: StreamStats, min_s: float) -> bool:
+    """Whether the gateway's first token comes later than the engine's, beyond noise (both paths measured)."""
+    try:
+        return measured_pair(stream_stats).gateway_adds_ttft(min_s)
+    except NotApplicable:
+        return False

@@ -54,6 +54,7 @@ def stream_reframed(stream_stats: StreamStats, gateway: GatewayView | None = Non
     summary = (f"the direct path streams {FRAMINGS[OPENAI_SSE]}, the gateway {FRAMINGS.get(g.framing, g.framing)}"
                + ("; gateway token counts are estimated from text length" if g.tokens_estimated else ""))
     return Fire(
+        felt=False,  # a compatibility note: the framing changes, not the timing
         title="The gateway re-frames the token stream",
         summary=summary,
         remediation=Remediation(

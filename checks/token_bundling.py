@@ -86,6 +86,7 @@ def token_bundling(
             where=vllm_flag("api_server_count"),
         )
     return Fire(
+        felt=False,  # tokens arrive at the same rate (TPOT), grouped: a witness says when users feel it
         title="Chunks carry several tokens: per-chunk gaps are not per-token gaps",
         summary="; ".join(parts) + "; per-chunk gaps overstate per-token gaps",
         remediation=remediation,

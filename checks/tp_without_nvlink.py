@@ -82,6 +82,7 @@ def tp_without_nvlink(
     pp = engine_setting("pipeline_parallel_size", log_facts, run)
     described = ", ".join(f"{p} {k}" for p, k in slow.items())
     return Fire(
+        felt=False,  # a configuration: a slow decode shows as a TPOT witness
         title="Tensor parallelism runs without NVLink",
         summary=f"tensor_parallel_size {size} over GPUs without NVLink ({described}; n={len(pairs)} pairs)",
         remediation=Remediation(

@@ -66,6 +66,10 @@ class Fire:
     remediation: Remediation
     severity: Severity = Severity.WARNING
     evidence: list[EvidenceValue] = field(default_factory=list)
+    # Whether it measured latency users felt (a budget exceeded, a stream shape users see), or is
+    # a risk (headers held while TTFT is unchanged, a timeout not yet fired, a capacity not yet
+    # run out): a risk never makes the verdict's class nor, by default, the exit code.
+    felt: bool = True
 
 
 @dataclass

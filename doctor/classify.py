@@ -27,11 +27,14 @@ A pure function of the evidence views and the check results, in five steps:
    delivers the stream in bursts the engine does not send (the one-flush-per-token contract is
    broken even within budget). Otherwise the symptom furthest over its budget, *relative to that
    budget* (3x the TTFT budget outweighs 1.2x the TPOT budget whatever the answer length).
-4. **No headline against a finding.** Within every budget, a warning or critical finding of a
-   latency class (pre-first-token, inter-token, proxy-only) still makes that class the verdict:
-   the finding saw what the witnesses' budgets did not. Over budget in one class beside a severe
-   finding of another, the verdict says, with the numbers, why it chose its class. A path whose
-   requests mostly fail is never healthy.
+4. **A headline is felt latency, and only that.** Within every budget, a warning or critical
+   finding users *felt* (``Finding.felt``) of a latency class (pre-first-token, inter-token,
+   proxy-only) still makes that class the verdict: the finding saw what the witnesses' budgets did
+   not. A risk (``felt`` false: headers held while TTFT is as direct, a timeout not yet fired)
+   never makes the class: a healthy verdict names its risks. Over budget in one class beside a
+   severe felt finding of another, the verdict says, with the numbers, why it chose its class. A
+   path whose requests mostly fail is never healthy. An adaptive run that ended before its
+   stopping rule could show the p90 within budget is healthy "so far", not conclusive.
 5. **One remediation.** The finding whose ``cause`` explains the largest component of the
    symptom's decomposition (most severe first; ``FALLBACK_CAUSES`` when no direct cause fired);
    else the most severe finding of the symptom's class. The renderers list the other findings.
@@ -64,6 +67,7 @@ from doctor.model import (
     SymptomClass,
     Verdict,
 )
+from doctor.probes.sampling import within_so_far
 from doctor.units import fmt_pct, fmt_seconds
 
 if TYPE_CHECKING:
@@ -332,7 +336,8 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
 
     felts = [felt_of(w, budgets) for w in view.witnesses] if view is not None else []
     reasoning += [f.line(budgets) for f in felts]
-    severe = [f for f in findings if f.severity.rank >= Severity.WARNING.rank and f.symptom in _CLASS_SYMPTOM]
+    # Only a finding users felt may make the verdict's class; a risk is listed beside it (``_risks``).
+    severe = [f for f in findings if f.felt and f.severity.rank >= Severity.WARNING.rank and f.symptom in _CLASS_SYMPTOM]
     probe = {f.path: f for f in felts if not f.witness.server}
     servers = [f for f in felts if f.witness.server]
 
@@ -389,10 +394,15 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
                             f"Not healthy: {worst.text()}; the requests that succeeded were within budget"
                             f"{_fix(primary)}{suspect_note}.")
         tpot = f" and {user.tpot_text()}" if user.witness.tpot is not None else ""
-        summary = (f"Healthy: {user.ttft_text()}{tpot} are within the {fmt_seconds(budgets.ttft_s)} / "
+        so_far = _so_far(stream, budgets)
+        if so_far:
+            reasoning.append(f"{so_far[0].upper()}{so_far[1:]}: not a conclusive healthy verdict")
+            missing.insert(0, "a longer --duration, so that the probe can show the p90 within budget")
+        summary = (f"{'Within budget so far: ' + so_far + '; ' if so_far else 'Healthy: '}{user.ttft_text()}{tpot} "
+                   f"are within the {fmt_seconds(budgets.ttft_s)} / "
                    f"{fmt_seconds(budgets.tpot_s)} budgets on {' and '.join(f.witness.label for f in felts)}"
                    f"{failed_note}{_review(findings)}{suspect_note}.")
-        return verdict(symptom=Symptom.HEALTHY, summary=summary, reasoning=reasoning, **common)
+        return verdict(symptom=Symptom.HEALTHY, summary=summary, reasoning=reasoning, conclusive=not so_far, **common)
 
     symptom, decider, decision = _symptom(felts, probe, servers, ttft_split, findings, bursts)
     reasoning.append(decision)
@@ -413,20 +423,78 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
     else:
         dominant = split.dominant(budgets.tpot_s if symptom is Symptom.INTER_TOKEN else 0.0)
     primary = _primary(findings, dominant, _SYMPTOM_CLASS[symptom])
+    primary, trade = _trade_off(symptom, primary, severe, any(f.ttft_excess > 0 for f in felts))
     reasoning += _primary_line(primary)
     reasoning += _other_classes(symptom, severe, felts)
+    if trade:
+        reasoning.append(trade)
     if suspect and stream is not None:
         reasoning.append("client self-check: " + "; ".join(stream.client.reasons or ["suspect"]))
     return verdict(
         symptom=symptom,
         summary=(_summary(symptom, probe, decider, budgets, dominant, split, primary, server_ttft,
                           max(felts, key=lambda f: f.ttft_excess))
-                 + _also(symptom, severe) + failed_note + suspect_note + "."),
+                 + (f"; {trade}" if trade else "") + _also(symptom, severe) + failed_note + suspect_note + "."),
         reasoning=reasoning,
         primary_remediation=_remedy(primary),
         primary_code=primary.code if primary else None,
         **common,
     )
+
+
+#: The knob of a compound incident: one step budget trades long prompts' own first token against
+#: every running stream's freezes (LD202), and a request queued behind those long steps.
+TRADE_KNOB = "max_num_batched_tokens"
+
+
+def _trade_off(symptom: Symptom, primary: Finding | None, severe: list[Finding],
+               ttft_over: bool) -> tuple[Finding | None, str]:
+    """The remediation and the sentence of a compound incident: a felt prefill-interference finding
+    naming ``TRADE_KNOB`` beside a first-token symptom (the verdict's, or a witness's TTFT over budget
+    on an inter-token verdict whose change it already is); never on a proxy-only verdict.
+
+    Other users' long prefills both freeze running streams and hold new requests behind their long
+    steps. On a first-token verdict that no queue, prefill or transport finding explains (only a
+    fallback: load alone, a cold start), the knob is the change: lowering it lets queued requests
+    start sooner and ends the freezes, at the cost of the long prompts' own TTFT. When the first
+    token is the long prompts' own prefill (a prefill finding), the knob would serve it the other
+    way, raised, at the cost of everyone's freezes: the sentence says so and the remediation stays.
+    """
+    interference = next((f for f in severe if f.cause == Cause.PREFILL_INTERFERENCE
+                         and f.remediation.setting == TRADE_KNOB), None)
+    if interference is None or not (ttft_over or symptom is Symptom.PRE_FIRST_TOKEN) \
+            or symptom not in (Symptom.PRE_FIRST_TOKEN, Symptom.INTER_TOKEN) \
+            or (symptom is Symptom.INTER_TOKEN and primary is not interference):
+        return primary, ""
+    lower = f"lowering {TRADE_KNOB} (to {interference.remediation.suggested}" + (
+        f", now {interference.remediation.current})" if interference.remediation.current else ")")
+    cost = "costs the long prompts' own TTFT (their prefill spread over more, shorter steps)"
+    if symptom is Symptom.INTER_TOKEN:
+        return primary, (f"one knob trades two symptoms ({interference.code}): {lower} shortens the freezes users "
+                         f"felt, and {cost}")
+    if primary is not None and primary.cause in (Cause.PREFILL, Cause.QUEUE, Cause.TRANSPORT):
+        return primary, (f"one knob trades two symptoms ({interference.code} beside {primary.code}): raising "
+                         f"{TRADE_KNOB} would shorten long prompts' own first token, and lengthen every running "
+                         "stream's freezes")
+    return interference, (f"one knob trades two symptoms ({interference.code}): other users' long prefills both "
+                          f"freeze running answers and hold new requests behind their steps; {lower} lets waiting "
+                          f"requests start sooner and ends the freezes, and {cost}")
+
+
+def _so_far(stream: StreamEvidence | None, budgets: Budgets) -> str:
+    """``"23 of the 29 fast answers needed on direct"`` when an adaptive run ended (its duration ran
+    out, its deadline, an interrupt) before its stopping rule could show every path within budget;
+    "" when it could, or when the user fixed the count (``--requests``: their choice, said in the
+    run record)."""
+    if stream is None or stream.shape.duration_s is None:
+        return ""
+    paths = list(dict.fromkeys(r.path for r in stream.requests))
+    short = within_so_far(stream.requests, paths, budgets.ttft_s, budgets.tpot_s, stream.client.freezes)
+    if short is None:
+        return ""
+    path, fast, needed = short
+    why = f" ({stream.shape.stopped})" if stream.shape.stopped else ""
+    return f"{fast} of the {needed} fast answers needed on {path}{why}"
 
 
 def _no_witness(verdict: partial[Verdict], stats: StreamStats | None, failing: dict[str, _Failing],
@@ -509,13 +577,13 @@ def _failure_detail(stream: StreamEvidence | None, path: str, failures: dict[str
     return f"{outcome} x{n}" + (f": {error[:120]}" if error else "")
 
 
-def _rank(f: Finding) -> tuple[int, str]:
-    return (-f.severity.rank, f.code)
+def _rank(f: Finding) -> tuple[bool, int, str]:
+    """Felt findings first, then the most severe: a risk explains a component only when nothing felt does."""
+    return (not f.felt, -f.severity.rank, f.code)
 
 
 def _most_severe(findings: list[Finding], cls: SymptomClass) -> Finding | None:
-    return min((f for f in findings if f.symptom is cls and f.severity.rank >= Severity.WARNING.rank), key=_rank,
-               default=None)
+    return min(_severe(findings, cls), key=_rank, default=None)
 
 
 def _by_cause(findings: list[Finding], causes: tuple[Cause, ...]) -> Finding | None:
@@ -542,14 +610,27 @@ def _primary_line(primary: Finding | None) -> list[str]:
 
 
 def _review(findings: list[Finding]) -> str:
-    """The findings a healthy verdict leaves to review, counted by their real severity."""
+    """What a healthy verdict leaves to review: felt findings of no latency class (an error, a GPU
+    fault) counted by their real severity, then the risks, the first with its one line."""
     by: dict[str, list[str]] = {}
     for f in sorted(findings, key=_rank):
-        if f.severity.rank >= Severity.WARNING.rank:
+        if f.felt and f.severity.rank >= Severity.WARNING.rank:
             by.setdefault(f.severity.value, []).append(f.code)
-    if not by:
-        return ""
-    return "; findings to review: " + ", ".join(f"{len(codes)} {sev} ({', '.join(codes)})" for sev, codes in by.items())
+    text = "; findings to review: " + ", ".join(f"{len(codes)} {sev} ({', '.join(codes)})"
+                                                 for sev, codes in by.items()) if by else ""
+    risks = risks_of(findings)
+    if risks:
+        first = risks[0]
+        more = f" ({', '.join(f.code for f in risks)})" if len(risks) > 1 else ""
+        text += (f"; {len(risks)} risk{'s' if len(risks) > 1 else ''}{more}, not felt yet: "
+                 f"{first.code} {first.name}: {first.summary}")
+    return text
+
+
+def risks_of(findings: list[Finding]) -> list[Finding]:
+    """The risks worth a line under the headline: findings users did not feel, at warning or above,
+    most severe first."""
+    return sorted((f for f in findings if not f.felt and f.severity.rank >= Severity.WARNING.rank), key=_rank)
 
 
 def _also(symptom: Symptom, severe: list[Finding]) -> str:
@@ -792,7 +873,7 @@ def _symptom(felts: list[Felt], probe: dict[str, Felt], servers: list[Felt], ttf
 
 
 def _severe(findings: list[Finding], cls: SymptomClass) -> list[Finding]:
-    return [f for f in findings if f.symptom is cls and f.severity.rank >= Severity.WARNING.rank]
+    return [f for f in findings if f.felt and f.symptom is cls and f.severity.rank >= Severity.WARNING.rank]
 
 
 def _primary(findings: list[Finding], dominant: Component | None, cls: SymptomClass) -> Finding | None:

@@ -86,7 +86,7 @@ ANALYSIS_OPTIONS = [
     opt(list[str] | None, None, "--select", help="Only these checks: codes, code prefixes or names (repeatable, or comma-separated).", rich_help_panel=A),
     opt(list[str] | None, None, "--ignore", help="Skip these checks (as --select).", rich_help_panel=A),
     opt(list[str] | None, None, "--set", help="Override a threshold: CHECK.OPTION=VALUE (repeatable).", rich_help_panel=A),
-    opt(str | None, None, "--fail-on", help=f"Exit 1 at or above: info | warning | critical (default {ANALYSIS.fail_on.value}).", rich_help_panel=A),
+    opt(str | None, None, "--fail-on", help=f"Exit 1 for: felt (latency users felt; risks alone exit 0) | info | warning | critical (any finding at or above it, risks included) (default {ANALYSIS.fail_on.value}).", rich_help_panel=A),
     opt(float | None, None, "--ttft-budget", help=f"Time-to-first-token budget in seconds (default {shown(BUDGETS.ttft_s)}).", rich_help_panel=A),
     opt(float | None, None, "--tpot-budget", help=f"Time-per-output-token budget in seconds (default {shown(BUDGETS.tpot_s)}).", rich_help_panel=A),
     opt(Path | None, None, "--json", help="Write the JSON report to PATH (--format json prints it to stdout instead).", rich_help_panel=A),

@@ -89,7 +89,7 @@ class FileConfig:
 
 #: The sections that decide an analysis (as opposed to what to probe and how).
 ANALYSIS_SECTIONS = ("budgets", "checks", "analysis")
-FAIL_ON = ("info", "warning", "critical")
+FAIL_ON = ("felt", "info", "warning", "critical")
 
 
 def with_recorded_analysis(cfg: FileConfig, record: AnalysisRecord | None, *, explicit: bool) -> FileConfig:

@@ -9,15 +9,16 @@ from __future__ import annotations
 from enum import IntEnum
 
 from doctor.evidence import Bundle
-from doctor.model import Report, Severity, Symptom
+from doctor.model import FailOn, Report, Severity, Symptom
 
 
 class ExitCode(IntEnum):
     """What ``llm-doctor`` returns to the shell.
 
-    HEALTHY      nothing at or above ``--fail-on`` was found.
-    SYMPTOM      a finding at or above ``--fail-on`` (the verdict names the symptom).
-    NO_DIAGNOSIS no usable evidence, or a usage error (bad flag, unreadable bundle).
+    HEALTHY      nothing ``--fail-on`` fails on was found (risks alone, by default).
+    SYMPTOM      by default latency users felt; under a strict ``--fail-on`` a finding at or above it.
+    NO_DIAGNOSIS no usable evidence, a usage error (bad flag, unreadable bundle), an inconclusive
+                 verdict, or, under a strict ``--fail-on``, a healthy one the run could not establish.
     INTERRUPTED  Ctrl-C; a partial report is still written.
     """
 
@@ -27,19 +28,33 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
 
 
-def exit_code_for(report: Report, fail_on: Severity) -> ExitCode:
-    """0 healthy; 1 a finding (or symptom) at or above ``fail_on``; else 2 when inconclusive.
+_UNHEALTHY = (Symptom.PRE_FIRST_TOKEN, Symptom.INTER_TOKEN, Symptom.PROXY_ONLY)
 
-    A finding at or above ``fail_on`` wins over an inconclusive verdict: a service refusing
-    every request cannot be decomposed, yet that failure is itself a critical finding (LD501),
-    and a health check must report it as a failure (1), not as "could not diagnose" (2).
+
+def exit_code_for(report: Report, fail_on: FailOn | Severity) -> ExitCode:
+    """0 healthy; 1 what ``fail_on`` fails on; else 2 when the verdict could not be established.
+
+    ``felt`` (the default): 1 for an unhealthy verdict (the classifier makes one only from
+    latency users felt) or a felt finding at warning or above, of any class (an error rate, a GPU
+    fault); a risk alone exits 0, and so does a healthy verdict "within budget so far" (nothing
+    was felt). A severity (a strict gate): 1 for any finding at or above it, risks included (an
+    unhealthy verdict counts as a warning), and 2 for a healthy verdict that is not conclusive.
+
+    Either way 1 wins over an inconclusive verdict: a service refusing every request cannot be
+    decomposed, yet that failure is itself a critical finding (LD501), and a health check must
+    report it as a failure (1), not as "could not diagnose" (2).
     """
-    ranks = [f.severity.rank for f in report.findings]
-    if report.verdict.symptom in (Symptom.PRE_FIRST_TOKEN, Symptom.INTER_TOKEN, Symptom.PROXY_ONLY):
-        ranks.append(Severity.WARNING.rank)
-    if max(ranks, default=0) >= fail_on.rank:
+    level = FailOn(fail_on)
+    unhealthy = report.verdict.symptom in _UNHEALTHY
+    gate = level.severity
+    if gate is None:
+        failed = unhealthy or any(f.felt and f.severity.rank >= Severity.WARNING.rank for f in report.findings)
+    else:
+        ranks = [f.severity.rank for f in report.findings] + ([Severity.WARNING.rank] if unhealthy else [])
+        failed = max(ranks, default=0) >= gate.rank
+    if failed:
         return ExitCode.SYMPTOM
-    if report.verdict.symptom is Symptom.INCONCLUSIVE:
+    if report.verdict.symptom is Symptom.INCONCLUSIVE or (gate is not None and not report.verdict.conclusive):
         return ExitCode.NO_DIAGNOSIS
     return ExitCode.HEALTHY
 

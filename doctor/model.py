@@ -25,6 +25,25 @@ class Severity(str, Enum):
         return {"info": 1, "warning": 2, "critical": 3}[self.value]
 
 
+class FailOn(str, Enum):
+    """What ``--fail-on`` exits 1 for (``doctor.exit_codes.exit_code_for``).
+
+    ``felt`` (the default): latency users felt, an unhealthy verdict or a felt finding at warning
+    or above; a risk alone exits 0, so a scheduled check pages only for what users felt. A
+    severity: any finding at or above it, risks included, for a strict gate.
+    """
+
+    FELT = "felt"
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+    @property
+    def severity(self) -> Severity | None:
+        """The severity a strict level gates on; None for ``felt``."""
+        return None if self is FailOn.FELT else Severity(self.value)
+
+
 class SymptomClass(str, Enum):
     """Which part of the user's experience a check speaks to."""
 
@@ -133,6 +152,9 @@ class Finding:
     # The decomposition component it explains: the check's declared cause (the runner always sets
     # it; None only for a Finding built by hand, as a test may).
     cause: Cause | None = None
+    # Whether it measured latency users felt, or is a risk (``doctor.check.Fire.felt``): risks
+    # never make the verdict's class, and exit 1 only under a strict ``--fail-on``.
+    felt: bool = True
 
 
 @dataclass
@@ -193,6 +215,9 @@ class Verdict:
     missing: list[str] = field(default_factory=list)  # what would have made it conclusive
     client_suspect: bool = False
     budgets: dict[str, float] = field(default_factory=dict)
+    # False when the run ended before it could show what the headline says (a healthy verdict
+    # on fewer fast answers than the adaptive stop needs): "within budget so far".
+    conclusive: bool = True
 
 
 @dataclass

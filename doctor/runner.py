@@ -21,7 +21,7 @@ from doctor.derive import DERIVED, Evidence, Missing
 from doctor.errors import UsageError
 from doctor.evidence import RAW_KINDS, Bundle
 from doctor.evidence.run import AnalysisRecord
-from doctor.model import Budgets, CheckResult, Finding, Outcome, Report, Severity
+from doctor.model import Budgets, CheckResult, FailOn, Finding, Outcome, Report
 from doctor.registry import Registry, load_registry
 from doctor.serial import to_jsonable
 
@@ -39,7 +39,7 @@ class AnalyzeOptions:
     ignore: list[str] = field(default_factory=list)
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # check code/name/alias -> option -> value
     budgets: Budgets = field(default_factory=Budgets)
-    fail_on: Severity = Severity.WARNING  # not used by the analysis; recorded for re-analysis
+    fail_on: FailOn = FailOn.FELT  # not used by the analysis; recorded for re-analysis
 
 
 def known_kinds() -> set[str]:
@@ -169,6 +169,7 @@ def run_check(
             remediation=out.remediation,
             evidence=out.evidence,
             cause=spec.cause,
+            felt=out.felt,
         )
     elif isinstance(out, NotApplicable):
         result.outcome = Outcome.NOT_APPLICABLE

@@ -28,7 +28,7 @@ from doctor.config import FileConfig, parse_set
 from doctor.console import warn
 from doctor.errors import UsageError
 from doctor.evidence.stream import FRAMINGS
-from doctor.model import Budgets, Severity
+from doctor.model import Budgets, FailOn
 from doctor.probes import kubernetes, logfile
 from doctor.probes.gateway_route import edge_settings, impossible_without_engine
 from doctor.probes.http import HttpOptions, credential_header
@@ -377,8 +377,8 @@ def build_analyze_options(opts: dict[str, Any], cfg: FileConfig, region: str | N
 FORMATS = ("text", "json")
 
 
-def check_output_options(opts: dict[str, Any], cfg: FileConfig) -> Severity:
-    """Validate ``--format`` and ``--fail-on``; return the ``--fail-on`` severity.
+def check_output_options(opts: dict[str, Any], cfg: FileConfig) -> FailOn:
+    """Validate ``--format`` and ``--fail-on``; return the ``--fail-on`` level.
 
     Called before anything is probed or written, so that a typo does not cost a probe run or
     leave a report file behind next to the error.
@@ -388,9 +388,9 @@ def check_output_options(opts: dict[str, Any], cfg: FileConfig) -> Severity:
         raise UsageError(f"--format must be {' or '.join(FORMATS)}, got {fmt!r}")
     value = opts.get("fail_on") or cfg.analysis.get("fail_on") or ANALYSIS.fail_on.value
     try:
-        return Severity(value)
+        return FailOn(value)
     except ValueError:
-        raise UsageError(f"--fail-on must be info, warning or critical, got {value!r}") from None
+        raise UsageError(f"--fail-on must be felt, info, warning or critical, got {value!r}") from None
 
 
 def checked_registry(options: AnalyzeOptions) -> Registry:

@@ -29,16 +29,17 @@ from doctor.units import fmt_pct, fmt_seconds
 from reports import charts
 from reports.sizing import sizing_rows
 from reports.summary import (
-    HEADLINES,
     PARTIAL_NOTE,
     WITNESS_HEADERS,
     fmt_bytes,
     fmt_evidence,
     fmt_value,
+    headline,
     key_numbers,
     log_fact_rows,
     metric_rows,
     path_table,
+    risks,
     strip_controls,
     verify_text,
     view,
@@ -267,7 +268,8 @@ def render_html(report: Report, load: tuple[str, list[tuple[str, str]]] | None =
         witness_headers=WITNESS_HEADERS,
         witnesses=witness_rows(view(report, "user_felt")[0]),
         witnesses_missing=view(report, "user_felt")[1],
-        headline=HEADLINES[report.verdict.symptom],
+        headline=headline(report),
+        risks=risks(report),
         partial_note=PARTIAL_NOTE,
         metrics_window=metrics_window,
         metrics_missing=metrics_missing,

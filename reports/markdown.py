@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from doctor.model import Report
-from reports.summary import HEADLINES, PARTIAL_NOTE, fmt_evidence, key_numbers, passed_count, strip_controls, verify_text, view
+from reports.summary import PARTIAL_NOTE, fmt_evidence, headline, key_numbers, passed_count, strip_controls, verify_text, view
 
 _SPECIAL = str.maketrans({"|": "\\|", "[": "\\[", "]": "\\]", "\\": "\\\\", "\n": " ", "\r": " "})
 #: ``<`` before a letter, ``/``, ``!`` or ``?`` may open an HTML tag, a comment or an autolink;
@@ -45,7 +45,7 @@ def render_markdown(report: Report, full_report: str | None = None) -> str:
     footer points at; without one the footer says how to get one, not a report that is not there.
     """
     v = report.verdict
-    lines = [f"### llm-doctor: **{v.symptom.value}**: {HEADLINES[v.symptom]}", ""]
+    lines = [f"### llm-doctor: **{v.symptom.value}**: {md(headline(report))}", ""]
     if report.bundle.interrupted:
         lines += [f"> **{PARTIAL_NOTE}**", ""]
     lines += [md(v.summary), ""]
@@ -69,7 +69,7 @@ def render_markdown(report: Report, full_report: str | None = None) -> str:
     if report.findings:
         lines += [f"**Findings ({len(report.findings)})**", "", "| severity | check | finding | change |", "|---|---|---|---|"]
         for f in report.findings:
-            lines.append(f"| {f.severity.value} | {f.code} {md(f.name)} | {md(f.summary)} | "
+            lines.append(f"| {f.severity.value}{'' if f.felt else ' (risk, not felt)'} | {f.code} {md(f.name)} | {md(f.summary)} | "
                          f"{code(f.remediation.setting)} → {code(f.remediation.suggested)} |")
         lines.append("")
     primary = next((f for f in report.findings if f.code == v.primary_code), None)

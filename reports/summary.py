@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from doctor.evidence.stream import FRAMINGS
-from doctor.model import RERUN_INSTRUCTION, Report, Symptom
+from doctor.model import RERUN_INSTRUCTION, Finding, Report, Severity, Symptom
 from doctor.units import UNKNOWN, fmt_pct, fmt_seconds
 
 #: One line a reader understands without knowing the symptom names.
@@ -25,6 +25,23 @@ HEADLINES: dict[Symptom, str] = {
     Symptom.HEALTHY: "Within budget on every measured path",
     Symptom.INCONCLUSIVE: "Not enough evidence for a diagnosis",
 }
+
+
+def headline(report: Report) -> str:
+    """The verdict's one line: ``HEADLINES``, except a healthy verdict the run could not establish
+    ("so far") or one beside risks, which says how many: never an unhealthy line from risks alone."""
+    v = report.verdict
+    if v.symptom is not Symptom.HEALTHY:
+        return HEADLINES[v.symptom]
+    line = HEADLINES[v.symptom] if v.conclusive else "Within budget so far, on too few answers to be sure"
+    n = len(risks(report))
+    return f"{line}; {n} risk{'s' if n > 1 else ''} users do not feel yet" if n else line
+
+
+def risks(report: Report) -> list[Finding]:
+    """Findings users did not feel (``Finding.felt`` false) at warning or above, in report order:
+    what a healthy headline lists under it."""
+    return [f for f in report.findings if not f.felt and f.severity.rank >= Severity.WARNING.rank]
 
 
 #: Said at the top of every report of an interrupted collection (Ctrl-C, SIGTERM), beside the

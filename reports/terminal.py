@@ -28,15 +28,16 @@ from rich.table import Table
 
 from doctor.model import Outcome, Report, Severity, Symptom
 from reports.summary import (
-    HEADLINES,
     PARTIAL_NOTE,
     WITNESS_HEADERS,
     fmt_evidence,
+    headline,
     key_numbers,
     log_fact_rows,
     metric_rows,
     passed_count,
     path_table,
+    risks,
     strip_controls,
     verify_text,
     view,
@@ -130,10 +131,13 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
 
     v = report.verdict
     style = _SYMPTOM_STYLE.get(v.symptom, "bold red")
-    say(f"[{style}]{v.symptom.value.upper()}[/]  [bold]{HEADLINES[v.symptom]}[/]")
+    say(f"[{style}]{v.symptom.value.upper()}[/]  [bold]{clean(headline(report))}[/]")
     if report.bundle.interrupted:
         say(f"[bold yellow]{PARTIAL_NOTE}[/]")
     say(clean(v.summary))
+    for f in risks(report):
+        say(f"  [yellow]risk[/] {f.code} {clean(f.name)}: change {clean(f.remediation.setting)} -> "
+            f"{clean(f.remediation.suggested)}")
     if v.client_suspect:
         say("[yellow]client suspect:[/] the probing client may have distorted these timings")
     if v.primary_remediation:
@@ -166,7 +170,8 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     if report.findings:
         say(f"\n[bold]Findings ({len(report.findings)})[/]")
     for f in report.findings:
-        say(f"  [{_STYLE[f.severity]}]{f.severity.value:8}[/] {f.code} {clean(f.name)}: {clean(f.summary)}")
+        risk = "" if f.felt else " (risk, not felt)"
+        say(f"  [{_STYLE[f.severity]}]{f.severity.value:8}[/] {f.code} {clean(f.name)}{risk}: {clean(f.summary)}")
         if verbose:
             say(f"           change [cyan]{clean(f.remediation.setting)}[/] -> {clean(f.remediation.suggested)}")
             for ev in f.evidence:

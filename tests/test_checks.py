@@ -2,10 +2,12 @@
 
 ``fixtures/checks/<check-name>/<case>.json`` holds ``{"_why", "expect", "bundle", "settings"}``.
 The case name says what must happen: ``fires-*``, ``quiet-*``, ``na-*``, ``missing-*``;
-``expect`` pins the outcome and, for a finding, its severity and remediation setting.
+``expect`` pins the outcome and, for a finding, its severity, remediation setting and whether
+users felt it (``felt``).
 
 Beside each case, ``<case>.snap`` is the whole result (ruff's ``.snap``): outcome, message, and
-for a finding its severity, title, summary, remediation and evidence. A change to any of them
+for a finding its severity, ``"felt": false`` for a risk (felt, the default, is not written),
+title, summary, remediation and evidence. A change to any of them
 fails here until ``pytest tests/test_checks.py --update-snapshots`` rewrites the snapshot, and
 then it is a diff to review.
 """
@@ -55,8 +57,8 @@ def snapshot(result: CheckResult) -> str:
         doc["message"] = result.message
     else:
         f = result.finding
-        doc |= {"severity": f.severity.value, "title": f.title, "summary": f.summary,
-                "remediation": to_jsonable(f.remediation), "evidence": to_jsonable(f.evidence)}
+        doc |= {"severity": f.severity.value, **({} if f.felt else {"felt": False}), "title": f.title,
+                "summary": f.summary, "remediation": to_jsonable(f.remediation), "evidence": to_jsonable(f.evidence)}
     return json.dumps(readable(doc), indent=1, ensure_ascii=False) + "\n"
 
 
@@ -75,6 +77,8 @@ def test_check_fixture(case: Path, update_snapshots: bool) -> None:
             assert result.finding.severity.value == expected["severity"]
         if "setting" in expected:
             assert result.finding.remediation.setting == expected["setting"]
+        if "felt" in expected:
+            assert result.finding.felt is expected["felt"]
         for needle in expected.get("summary_contains", []):
             assert needle in result.finding.summary
     snap, actual = case.with_suffix(".snap"), snapshot(result)

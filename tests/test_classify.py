@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from doctor.bundle import from_dict
+from doctor.bundle import from_dict, load_path
 from doctor.classify import classify
 from doctor.derive import Evidence
 from doctor.evidence import Bundle, RequestTrace
@@ -428,3 +428,77 @@ def test_batch_depth_target_follows_the_tpot_budget() -> None:
     assert "meets 80 ms" in looser.remediation.suggested
     pinned = ld203(AnalyzeOptions(budgets=Budgets(tpot_s=0.2), settings={"LD203": {"tpot_target_s": "0.05"}}))
     assert pinned.finding is not None and pinned.finding.remediation.suggested.startswith("2 (")
+
+
+# --------------------------------------------------------------------------- compound incident
+
+
+def warmup_behind_a_prefill() -> Bundle:
+    """Issue 20's compound incident, offline: other users' 6,000-token prompts arrive while answers
+    stream (``--max-num-batched-tokens 8192``). The probe's warm-up waited 11.3 s behind one of
+    those prefills; its three measured streams (sent together) each waited 1.5 s for a first token
+    and froze for 1 s twice, together, at no probe request's first token; /metrics counted 60,000
+    prompt tokens against the probe's 400, and 30 requests finished before the probe's first."""
+    warm = request("direct", 0, ttft=11.3, gaps=[0.03] * 10, start=0.0, warmup=True)
+    measured = [request("direct", i + 1, ttft=1.5 + 0.01 * i, gaps=[1.0 if k in (20, 40) else 0.03 for k in range(60)],
+                        start=12.0) for i in range(3)]
+    for r in (warm, *measured):
+        r.prompt_tokens = 100
+    before = {"vllm:request_success_total": {"stop": 30}, "vllm:prompt_tokens_total": 0,
+              "vllm:num_preemptions_total": 0}
+    after = {"vllm:request_success_total": {"stop": 44}, "vllm:prompt_tokens_total": 60000,
+             "vllm:num_preemptions_total": 0}
+    return bundle(stream=stream([warm, *measured], concurrency=3),
+                  metrics=load_scrapes(before, {}, after),
+                  log=vllm_log({"max_num_batched_tokens": 8192}))
+
+
+def test_a_warmup_behind_another_users_prefill_is_the_step_budget_not_a_cold_start() -> None:
+    """The verdict used to be pre-first-token with LD103's `warmup`: the engine had served for
+    minutes and was prefilling other prompts. LD103 stays quiet, LD202 fires, and the one knob of
+    the compound incident is named with its direction and its cost."""
+    report = diagnose(warmup_behind_a_prefill())
+    v = report.verdict
+    codes = {f.code for f in report.findings}
+    assert "LD103" not in codes and "LD202" in codes, codes
+    cold = next(r for r in report.results if r.code == "LD103")
+    assert cold.outcome is Outcome.PASS and "other requests" in cold.message, cold.message
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN, v.summary
+    assert v.primary_remediation is not None and v.primary_remediation.setting == "max_num_batched_tokens", v.summary
+    assert v.primary_code == "LD202"
+    assert "one knob trades two symptoms" in v.summary and "lowering max_num_batched_tokens" in v.summary
+    assert "costs the long prompts' own TTFT" in v.summary, v.summary
+
+
+def test_an_inter_token_verdict_of_the_step_budget_says_what_lowering_it_costs() -> None:
+    """The recorded real-vLLM incident stays inter-token with LD202's max_num_batched_tokens, and
+    now says the trade: the first tokens were over budget too."""
+    b = load_path(Path(__file__).resolve().parent.parent / "fixtures/bundles/realvllm-users-prefill-interference.json.gz")
+    v = diagnose(b, Budgets(ttft_s=4.0, tpot_s=0.3)).verdict
+    assert v.symptom is Symptom.INTER_TOKEN and v.primary_code == "LD202", v.summary
+    assert "one knob trades two symptoms (LD202): lowering max_num_batched_tokens" in v.summary, v.summary
+
+
+def test_a_prefill_finding_keeps_its_change_and_the_trade_is_said_the_other_way() -> None:
+    """Beside a prefill finding (long prompts' own first token), LD202's knob would serve it raised,
+    at everyone's freezes: the prefill finding's change stays, and the summary says the trade."""
+    evidence = Evidence(fixture("requests-queued-before-prefill", "fires-full-batch-kv-headroom"))
+    results = [
+        finding("LD101", "queue", SymptomClass.PRE_FIRST_TOKEN, Severity.WARNING, "max_num_seqs"),
+        finding("LD202", "prefill-interference", SymptomClass.INTER_TOKEN, Severity.WARNING, "max_num_batched_tokens"),
+    ]
+    v = classify(evidence, results, Budgets())
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN and v.primary_code == "LD101", v.summary
+    assert "one knob trades two symptoms (LD202 beside LD101): raising max_num_batched_tokens" in v.summary
+
+
+def test_a_risk_of_a_latency_class_never_makes_the_class_nor_wins_over_a_felt_finding() -> None:
+    results = [finding("LD307", "buffering", SymptomClass.PROXY_ONLY, Severity.CRITICAL, "gateway_response_start")]
+    results[0].finding.felt = False
+    v = classify(Evidence(healthy_bundle()), results, Budgets())
+    assert v.symptom is Symptom.HEALTHY and "1 risk, not felt yet: LD307" in v.summary, v.summary
+    evidence = Evidence(fixture("requests-queued-before-prefill", "fires-full-batch-kv-headroom"))
+    results = [finding("LD103", "cold-start", SymptomClass.PRE_FIRST_TOKEN, Severity.CRITICAL, "warmup"),
+               finding("LD104", "transport", SymptomClass.PRE_FIRST_TOKEN, Severity.WARNING, "region_placement")]
+    results[0].finding.felt = False
+    assert classify(evidence, results, Budgets()).primary_code == "LD104"  # felt first, then the most severe

@@ -12,6 +12,7 @@ from doctor import __version__
 from doctor.cli import app
 from doctor.exit_codes import ExitCode, exit_code_for
 from doctor.model import (
+    FailOn,
     Finding,
     Remediation,
     Report,
@@ -20,6 +21,7 @@ from doctor.model import (
     SymptomClass,
     Verdict,
 )
+from doctor.runner import AnalyzeOptions
 from tests.support import bundles
 
 runner = CliRunner()
@@ -87,11 +89,12 @@ def test_diagnose_without_targets_is_a_usage_error():
     assert result.exit_code == ExitCode.NO_DIAGNOSIS and "nothing to diagnose" in result.output
 
 
-def _report(symptom: Symptom, severities: list[Severity]) -> Report:
+def _report(symptom: Symptom, severities: list[Severity], *, felt: bool = True, conclusive: bool = True) -> Report:
     findings = [
-        Finding("LD999", "x", "t", s, SymptomClass.GENERAL, "s", Remediation("a", "b", "c", "d")) for s in severities
+        Finding("LD999", "x", "t", s, SymptomClass.GENERAL, "s", Remediation("a", "b", "c", "d"), felt=felt)
+        for s in severities
     ]
-    return Report(1, __version__, "", Verdict(symptom, ""), findings, [], bundles.bundle())
+    return Report(1, __version__, "", Verdict(symptom, "", conclusive=conclusive), findings, [], bundles.bundle())
 
 
 @pytest.mark.parametrize(
@@ -107,10 +110,34 @@ def _report(symptom: Symptom, severities: list[Severity]) -> Report:
         # a finding at or above --fail-on wins over "could not diagnose" (every request refused)
         (Symptom.INCONCLUSIVE, [Severity.CRITICAL], Severity.WARNING, ExitCode.SYMPTOM),
         (Symptom.INCONCLUSIVE, [Severity.WARNING], Severity.CRITICAL, ExitCode.NO_DIAGNOSIS),
+        # felt, the default: an unhealthy verdict or a felt finding at warning or above
+        (Symptom.HEALTHY, [Severity.INFO], FailOn.FELT, ExitCode.HEALTHY),
+        (Symptom.HEALTHY, [Severity.WARNING], FailOn.FELT, ExitCode.SYMPTOM),
+        (Symptom.PROXY_ONLY, [], FailOn.FELT, ExitCode.SYMPTOM),
+        (Symptom.INCONCLUSIVE, [Severity.CRITICAL], FailOn.FELT, ExitCode.SYMPTOM),
+        (Symptom.INCONCLUSIVE, [], FailOn.FELT, ExitCode.NO_DIAGNOSIS),
     ],
 )
 def test_exit_codes(symptom, severities, fail_on, expected):
     assert exit_code_for(_report(symptom, severities), fail_on) is expected
+
+
+@pytest.mark.parametrize("fail_on, expected", [
+    (FailOn.FELT, ExitCode.HEALTHY), (FailOn.WARNING, ExitCode.SYMPTOM), (FailOn.CRITICAL, ExitCode.HEALTHY),
+])
+def test_a_risk_alone_exits_0_by_default_and_1_under_a_strict_gate(fail_on, expected):
+    """A scheduled check pages only for what users felt; a strict gate still trips on risks."""
+    assert exit_code_for(_report(Symptom.HEALTHY, [Severity.WARNING], felt=False), fail_on) is expected
+
+
+@pytest.mark.parametrize("fail_on, expected", [(FailOn.FELT, ExitCode.HEALTHY), (FailOn.WARNING, ExitCode.NO_DIAGNOSIS)])
+def test_within_budget_so_far_exits_0_by_default_and_2_under_a_strict_gate(fail_on, expected):
+    """A run that ended before it could show the p90 within budget: nothing felt, nothing established."""
+    assert exit_code_for(_report(Symptom.HEALTHY, [], conclusive=False), fail_on) is expected
+
+
+def test_the_default_fail_on_is_felt():
+    assert AnalyzeOptions().fail_on is FailOn.FELT
 
 
 def test_config_file_rejects_secrets(tmp_path, saved_bundle):

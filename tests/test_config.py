@@ -162,7 +162,7 @@ def test_no_record_leaves_the_config_as_it_is(cfg):
 @pytest.mark.parametrize("record, message", [
     (AnalysisRecord(ttft_budget_s=-1.0), "ttft_budget_s must be a number > 0"),
     (AnalysisRecord(tpot_budget_s=float("nan")), "tpot_budget_s must be a number > 0"),
-    (AnalysisRecord(fail_on="sometimes"), "fail_on must be one of info, warning, critical"),
+    (AnalysisRecord(fail_on="sometimes"), "fail_on must be one of felt, info, warning, critical"),
 ])
 def test_a_damaged_record_is_a_bundle_error(record, message):
     with pytest.raises(BundleError, match=f"recorded analysis: {message}"):

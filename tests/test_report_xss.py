@@ -133,6 +133,10 @@ def hostile_report() -> Report:
                       symptom=SymptomClass.PROXY_ONLY, summary=EVIL, remediation=remediation,
                       evidence=[EvidenceValue(EVIL, EVIL, EVIL, EVIL), EvidenceValue(EVIL, 1.5, "s", EVIL)], cause=EVIL)
     report.findings.insert(0, finding)
+    # a risk, listed under the headline (terminal, HTML risks list) with its hostile remediation
+    risk = Finding(code="LD998", name="hostile-risk", title=EVIL, severity=Severity.WARNING,
+                   symptom=SymptomClass.PROXY_ONLY, summary=EVIL, remediation=remediation, cause=EVIL, felt=False)
+    report.findings.insert(1, risk)
     report.results.append(CheckResult(code="LD999", name=EVIL, outcome=Outcome.FINDING,
                                       symptom=SymptomClass.PROXY_ONLY, message=EVIL, finding=finding))
     v = report.verdict

@@ -113,7 +113,7 @@ def test_the_report_records_the_analysis_by_code_and_leaves_the_input_alone(samp
     assert recorded is not None and bundle.run.analysis is None
     assert recorded.settings == {"TS001": {"min_ok": "5"}}
     assert (recorded.ttft_budget_s, recorded.tpot_budget_s, recorded.select, recorded.ignore, recorded.fail_on) == (
-        0.3, 0.04, ["TS"], ["TS002"], "warning")
+        0.3, 0.04, ["TS"], ["TS002"], "felt")
 
 
 def test_an_alias_clashing_with_a_taken_key_is_refused():

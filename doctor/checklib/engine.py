@@ -13,7 +13,7 @@ from typing import Any
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import UNKNOWN, VLLM, engine_of_headers, engine_of_metric
-from doctor.evidence import EndpointsEvidence, RunRecord
+from doctor.evidence import EndpointsEvidence, RunRecord, StreamEvidence
 from doctor.model import EvidenceValue
 from doctor.vllm_metrics.names import FAMILY_BY_KEY
 
@@ -177,3 +177,17 @@ _OFF = ("false", "0", "off", "no", "none", "disabled")
 def is_off(value: Any) -> bool:
     """A flag value that means off, whether the log printed a bool, a number or a word."""
     return value is False or str(value).strip().lower() in _OFF
+
+
+def foreign_prompt_tokens(stream: StreamEvidence, mw: MetricsWindow | None) -> float | None:
+    """Prompt tokens /metrics counted in the window beyond the probe's own, when they outnumber
+    them: other users' prompts the engine prefilled meanwhile (a frozen stream's cause, LD202; a
+    slow first request's, LD103). None without the window's prompt-token count or the probe's
+    usage trailers (what it sent itself)."""
+    if mw is None or mw.prompt_tokens is None:
+        return None
+    own = [r.prompt_tokens for r in stream.requests if r.prompt_tokens is not None]
+    if not own:
+        return None
+    foreign = mw.prompt_tokens - sum(own)
+    return foreign if foreign > sum(own) else None

@@ -29,6 +29,19 @@ class PathPair:
     direct: PathStats
     gateway: PathStats
 
+    def gateway_adds_ttft(self, min_s: float) -> bool:
+        """Whether users felt the gateway's first token later than the engine's, beyond noise.
+
+        The gateway's TTFT p50 must exceed the direct one's by more than ``min_s`` and by more
+        than the direct path's own spread (p90 - p50): what separates a finding users felt from
+        a risk (headers held, a compressor still flushing per event) that left TTFT as direct.
+        """
+        d50, g50 = self.direct.ttft.p50, self.gateway.ttft.p50
+        if d50 is None or g50 is None:
+            return False
+        spread = (self.direct.ttft.p90 or d50) - d50
+        return g50 - d50 > max(min_s, spread)
+
 
 def measured_pair(stats: StreamStats) -> PathPair:
     """Both paths with at least one successful request.

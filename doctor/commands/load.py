@@ -25,7 +25,7 @@ from doctor.derive.load_summary import LoadSummary, Price, load_summary
 from doctor.derive.missing import Missing
 from doctor.exit_codes import ExitCode, exit_code_for
 from doctor.load_settings import build_load_config, build_price
-from doctor.model import Report, Severity
+from doctor.model import FailOn, Report
 from doctor.runner import recorded_budgets
 from doctor.settings import (
     ExportTargets,
@@ -57,7 +57,7 @@ def run(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None = None) 
     return emit_load(report, opts, fail_on, exports, price=price, interrupted=report.bundle.interrupted)
 
 
-def emit_load(report: Report, opts: dict[str, Any], fail_on: Severity, exports: ExportTargets, *,
+def emit_load(report: Report, opts: dict[str, Any], fail_on: FailOn, exports: ExportTargets, *,
               price: Price | None = None, interrupted: bool = False) -> ExitCode:
     """A load report's way out: the JSON with its ``summary``, the HTML with its load section, the
     scenario's table and the report's summary on stdout, the metrics; then the exit code.

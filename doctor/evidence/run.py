@@ -21,7 +21,7 @@ class AnalysisRecord:
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # check code -> option -> value
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
-    fail_on: str | None = None  # info | warning | critical
+    fail_on: str | None = None  # felt | info | warning | critical
 
 
 @dataclass

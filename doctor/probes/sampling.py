@@ -116,6 +116,31 @@ def conclusive(traces: list[RequestTrace], paths: Iterable[ProbePath], ttft_s: f
     return True
 
 
+def within_needed(over: int, alpha: float = ALPHA, q: float = 1 - PERCENTILE) -> int:
+    """How many answers show a p90 clearly within budget when ``over`` of them exceed it (29 for none)."""
+    n = max(over, 0) + 1
+    while binomial_cdf(over, n, q) >= alpha:
+        n += 1
+    return n
+
+
+def within_so_far(traces: list[RequestTrace], paths: Iterable[ProbePath], ttft_s: float, tpot_s: float,
+                  freezes: Sequence[Sequence[float]] = ()) -> tuple[ProbePath, int, int] | None:
+    """The first path neither clearly over a budget nor yet clearly within every budget it has,
+    with its fast answers so far and the fast answers "clearly within" needs; None when every path
+    is decided. What a healthy verdict says when the run ended first ("23 of the 29 needed")."""
+    for path in paths:
+        n, ttft_over, n_tpot, tpot_over = _exceedances((t for t in traces if t.path == path), ttft_s, tpot_s, freezes)
+        counts = [(n, ttft_over)] + ([(n_tpot, tpot_over)] if n_tpot >= MIN_REQUESTS else [])
+        states = [decided(over, m) for m, over in counts]
+        if "over" in states:
+            continue
+        for (m, over), state in zip(counts, states, strict=True):
+            if state is None:
+                return path, m - over, within_needed(over) - over
+    return None
+
+
 def failing_fast(traces: list[RequestTrace], path: ProbePath, n: int = FAIL_FAST) -> str | None:
     """The commonest outcome when the path's finished measured requests are ``n`` or more and none
     succeeded, or a ``DECISIVE`` one as soon as one measured request failed so and no request of

@@ -19,13 +19,16 @@ GAPS = [0.02] * 15
 
 
 def pair(gateway_framing: str | None, *, direct_framing: str | None = "openai-sse", gateway_headers_delay: float = 0.01, direct_headers_delay: float = 0.01,
-         ttft: float = 0.2, gateway_headers: dict[str, str] | None = None, gateway_kind: str | None = None) -> StreamEvidence:
-    """Three requests per path; the gateway's headers ``gateway_headers_delay`` after the send."""
+         ttft: float = 0.2, gateway_headers: dict[str, str] | None = None, gateway_kind: str | None = None,
+         gateway_ttft: float | None = None) -> StreamEvidence:
+    """Three requests per path; the gateway's headers ``gateway_headers_delay`` after the send, its
+    first token ``gateway_ttft`` after it (``ttft``, as direct, by default)."""
     reqs: list[RequestTrace] = []
     for path, framing, delay, start in (("direct", direct_framing, direct_headers_delay, 0.0),
                                         ("gateway", gateway_framing, gateway_headers_delay, 10.0)):
         for i in range(3):
-            req = request(path, i, ttft=ttft + 0.01 * i, gaps=GAPS, start=start + 2.0 * i, headers_delay=delay,
+            first = gateway_ttft if path == "gateway" and gateway_ttft is not None else ttft
+            req = request(path, i, ttft=first + 0.01 * i, gaps=GAPS, start=start + 2.0 * i, headers_delay=delay,
                           headers=SSE if path == "direct" else (gateway_headers or SSE))
             req.framing, req.tokens_estimated = framing, framing == "raw"
             reqs.append(req)
@@ -57,13 +60,19 @@ def cases_headers_held() -> None:
                why="Synthetic, as the real GZipMiddleware edge measures: the gateway's headers arrive with the "
                "first token, vLLM's 190 ms before it. Edge and engine both say `server: uvicorn`, so no header "
                "names the edge: an unidentified gateway, with the usual suspects' settings.",
-               expect={"severity": "warning", "setting": "gateway_response_start",
-                       "summary_contains": ["with the first token", "an unidentified gateway"]})
+               expect={"severity": "warning", "setting": "gateway_response_start", "felt": False,
+                       "summary_contains": ["with the first token", "an unidentified gateway", "a risk users do not feel yet"]})
+    write_case(name, "fires-felt-first-token-later",
+               bundle(stream=pair("raw", gateway_headers_delay=1.0, gateway_headers=GZIP, gateway_ttft=0.6)),
+               why="Synthetic: the same held headers, and the gateway's first token 400 ms after the direct one's: "
+               "users feel it (felt), so it may make the verdict's class.",
+               expect={"severity": "warning", "setting": "gateway_response_start", "felt": True})
     write_case(name, "fires-named-by-gateway-kind",
                bundle(stream=pair("raw", gateway_headers_delay=1.0, gateway_headers={"content-type": "text/plain"},
                                   gateway_kind="fastapi")),
                why="Synthetic: no Server header; --gateway-kind fastapi names the edge in the remediation.",
-               expect={"severity": "warning", "setting": "gateway_response_start", "summary_contains": ["fastapi"]})
+               expect={"severity": "warning", "setting": "gateway_response_start", "felt": False,
+                       "summary_contains": ["fastapi"]})
     write_case(name, "quiet-headers-early", bundle(stream=pair("raw")),
                why="Synthetic: the edge sends its headers at once, as the playbook-like edge does.")
     lagged = pair("raw", gateway_headers_delay=1.0)

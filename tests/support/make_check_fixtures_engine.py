@@ -318,6 +318,32 @@ def cases_slow_cold_start() -> None:
                    "the probe's own warm-up one of them: it queued behind other users, no cold start")
     write_case(name, "na-no-warmup", bundle(stream=stream(steady(8, ttft=0.12, gap=0.03))),
                why="the probe ran with --warmup 0")
+    prefills = load_scrapes({}, {"vllm:num_requests_running": 1, "vllm:num_requests_waiting": 0},
+                            {"vllm:prompt_tokens_total": 40000})
+    write_case(name, "quiet-warmup-behind-other-users-prefills",
+               bundle(stream=stream(steady(8, ttft=0.12, gap=0.03, warmup_ttft=4.1)), metrics=prefills),
+               why="the same 4.1 s warm-up; no scrape caught another request in the engine, but /metrics counted "
+                   "40,000 prompt tokens against the probe's 2,304: it waited behind other users' prefills")
+    served = load_scrapes({"vllm:request_success_total": {"stop": 40}}, {}, {"vllm:request_success_total": {"stop": 49}})
+    write_case(name, "quiet-engine-already-serving",
+               bundle(stream=stream(steady(8, ttft=0.12, gap=0.03, warmup_ttft=4.1)), metrics=served),
+               why="the same 4.1 s warm-up, but the scrape before it shows 40 requests finished: the engine was warm")
+
+    def started(ago: float) -> MetricsEvidence:
+        evidence = load_scrapes({}, {"vllm:num_requests_running": 1}, {})
+        before = evidence.scrapes[0]
+        before.text += ("# HELP process_start_time_seconds s\n# TYPE process_start_time_seconds gauge\n"
+                        f"process_start_time_seconds {before.wall - ago:.2f}\n")
+        return evidence
+
+    write_case(name, "quiet-engine-up-for-minutes",
+               bundle(stream=stream(steady(8, ttft=0.12, gap=0.03, warmup_ttft=4.1)), metrics=started(600.0)),
+               why="the same 4.1 s warm-up, no request finished yet, but the engine process had been up 10 min "
+                   "(process_start_time_seconds): not a cold start")
+    write_case(name, "fires-engine-just-started",
+               bundle(stream=stream(steady(8, ttft=0.12, gap=0.03, warmup_ttft=4.1)), metrics=started(20.0)),
+               why="the same 4.1 s warm-up on an engine up 20 s with no request finished: a cold start",
+               expect={"severity": "warning", "setting": "warmup"})
 
 
 # --------------------------------------------------------------------------- LD104

@@ -184,7 +184,7 @@ def cases_stream_compression() -> None:
         bundle(stream=real("gzip-buffered", keep_requests=1)),
         why=REAL.format(case="gzip-buffered") + " (first request of each path only): `gzip on; gzip_types "
         "text/event-stream;` behind default buffering, whole answers in one read.",
-        expect={"severity": "critical", "setting": "gzip", "summary_contains": ["Content-Encoding: gzip"]},
+        expect={"severity": "critical", "setting": "gzip", "felt": True, "summary_contains": ["Content-Encoding: gzip"]},
     )
     write_case(
         name,
@@ -192,9 +192,10 @@ def cases_stream_compression() -> None:
         bundle(stream=fastapi_edge(paths([0.1] * 2, [0.12] * 2, gaps=[0.03] * 12,
                                          gateway_headers={**UVICORN, "content-encoding": "gzip"}))),
         why="Synthetic: a FastAPI edge (Server: uvicorn) whose GZipMiddleware compresses the stream but "
-        "still flushes per event: a warning naming the middleware. vLLM says `server: uvicorn` too, so only "
-        "`--gateway-kind fastapi` names the edge.",
-        expect={"severity": "warning", "setting": "GZipMiddleware"},
+        "still flushes per event, 20 ms over the direct TTFT: a warning naming the middleware, and a risk "
+        "(tokens flow as direct), not yet felt. vLLM says `server: uvicorn` too, so only `--gateway-kind fastapi` "
+        "names the edge.",
+        expect={"severity": "warning", "setting": "GZipMiddleware", "felt": False},
     )
     write_case(
         name,

@@ -32,7 +32,7 @@ from doctor.probes.deadlines import HUNG_E2E_FACTOR, HUNG_TTFT_FACTOR, gateway_h
 from doctor.probes.plan import CollectConfig
 from doctor.probes.sampling import failing_fast
 from doctor.probes.stream import run_stream_probe
-from tests.support import system
+from tests.support import hostile_server, system
 from tests.support.hostile_server import HostileServer
 from tests.support.sse_server import SseServer
 
@@ -212,9 +212,11 @@ def test_a_request_cut_by_the_users_deadline_is_the_deadlines_doing(tmp_path, en
     assert code == ExitCode.NO_DIAGNOSIS
 
 
-def test_a_head_dripped_a_byte_a_second_fails_at_the_head_deadline() -> None:
-    """The drip sends a byte a second, so a per-read timeout of 2 s never fires: only the head's
-    own deadline ends it."""
+def test_a_head_dripped_a_byte_a_second_fails_at_the_head_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drip sends a byte every quarter second (eight per read timeout, so a loaded machine
+    still sends several), so a per-read timeout of 2 s never fires: only the head's own deadline
+    ends it."""
+    monkeypatch.setattr(hostile_server, "DRIP_S", 0.25)
     with HostileServer() as hostile:
         config = CollectConfig(engine=hostile.base("drip"), requests=1, warmup=0, stall_timeout_s=2.0)
         evidence, errors = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
@@ -225,9 +227,10 @@ def test_a_head_dripped_a_byte_a_second_fails_at_the_head_deadline() -> None:
     assert errors[0].kind == "timeout" and "byte(s) of it came" in errors[0].message
 
 
-def test_bytes_that_never_make_a_token_fail_at_the_first_token_deadline() -> None:
-    """A head at once, then a comment byte a second: the per-read timeout of 2 s never fires, the
-    first token's deadline does, and says the bytes came."""
+def test_bytes_that_never_make_a_token_fail_at_the_first_token_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A head at once, then a comment byte every quarter second: the per-read timeout of 2 s never
+    fires, the first token's deadline does, and says the bytes came."""
+    monkeypatch.setattr(hostile_server, "DRIP_S", 0.25)
     with HostileServer() as hostile:
         config = CollectConfig(engine=hostile.base("trickle"), requests=1, warmup=0, stall_timeout_s=2.0)
         evidence, _ = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)

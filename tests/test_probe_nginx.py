@@ -129,7 +129,8 @@ def test_tls_gateway(server, certificate, verify, outcome):
         config = CollectConfig(gateway=gateway, route="chat", requests=2, warmup=0)
         config.http.verify = str(certificate / "cert.pem") if verify == "ca" else verify
         evidence, _ = run_stream_probe(config, Clock(), lambda _msg: None)
-    assert [t.outcome for t in evidence.requests] == [outcome, outcome]
+    # a path whose TLS fails on its first request is not asked again (doctor/probes/sampling.py)
+    assert [t.outcome for t in evidence.requests] == [outcome] * (2 if outcome == "ok" else 1)
     if outcome == "ok":
         first, second = sorted(evidence.requests, key=lambda t: t.t_sent)
         assert first.connection_reused is False and second.connection_reused is True  # TLS kept alive

@@ -49,6 +49,7 @@ class Cause(StrEnum):
     TRANSPORT = "transport"
     COLD_START = "cold-start"
     QUEUE_LOAD = "queue-load"  # requests waiting on load alone; explains the queue when QUEUE does not
+    WEDGE = "wedge"  # the engine stands still behind a green /health: requests never get a first token
     # inter-token
     DECODE = "decode"  # the engine's steady per-token speed (CUDA graphs, interconnect)
     PREEMPTION = "preemption"

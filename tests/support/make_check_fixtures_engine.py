@@ -28,9 +28,11 @@ from doctor.evidence import (
     RunRecord,
     Scrape,
     StreamEvidence,
+    WedgeStop,
     XidEvent,
     XidWatch,
 )
+from doctor.evidence.stream import WEDGED
 from doctor.probes.logfile import read_log
 from doctor.vllm_metrics.names import FAMILIES
 from tests.support import nginx_traces
@@ -318,6 +320,61 @@ def cases_slow_cold_start() -> None:
                    "the probe's own warm-up one of them: it queued behind other users, no cold start")
     write_case(name, "na-no-warmup", bundle(stream=stream(steady(8, ttft=0.12, gap=0.03))),
                why="the probe ran with --warmup 0")
+
+
+# --------------------------------------------------------------------------- LD105
+
+
+def waited(outcome: str = WEDGED, *, sent: float = 0.1, end: float = 16.2) -> RequestTrace:
+    """A request accepted (HTTP 200, headers) that got no token before the probe stopped waiting."""
+    return RequestTrace(index=0, path="direct", warmup=True, t_scheduled=sent, t_sent=sent, t_connected=sent,
+                        t_headers=sent + 0.01, status=200, http_version="HTTP/1.1", outcome=outcome, t_end=end,
+                        t_failed=end, error=f"synthetic {outcome}", headers={"content-type": "text/event-stream"})
+
+
+def engine_counters(generated: int, ttft_count: int = 5, prefill_count: int = 5) -> dict[str, object]:
+    """vLLM's progress counters and gauges as one scrape shows them (one request running)."""
+    return {"vllm:generation_tokens_total": generated, "vllm:prompt_tokens_total": 1280,
+            "vllm:request_success_total": {"length": 5}, "vllm:time_to_first_token_seconds": hist(0.08, ttft_count),
+            "vllm:request_prefill_time_seconds": hist(0.05, prefill_count), "vllm:num_requests_running": 1,
+            "vllm:num_requests_waiting": 0}
+
+
+def cases_engine_wedged() -> None:
+    name = "engine-wedged"
+    frozen = window(engine_counters(320), [engine_counters(320)] * 16, engine_counters(320), end=16.3)
+    stop = WedgeStop(t_detected=16.2, t_first_waiting=0.1, still_since=-0.1, still_until=16.0, scrapes=17, counters=5,
+                     bound_s=15.0, in_flight=1, sent=1, running=1.0, waiting=0.0)
+    watched = stream([waited()])
+    watched.wedge = stop
+    write_case(name, "fires-watchdog-stopped-frozen-engine", bundle(stream=watched, metrics=frozen),
+               why="the warm-up request was accepted and got no token; every engine counter (tokens, finished requests, "
+                   "TTFT and prefill histogram counts) stood still over 17 scrapes; the watchdog stopped after 16.1 s",
+               expect={"severity": "critical", "setting": "restart_and_health_check",
+                       "summary_contains": ["none of 5 engine counters", "watchdog stopped after 16.1 s"]})
+    stalled = window(engine_counters(320), [engine_counters(320)] * 30, engine_counters(320), end=30.5)
+    write_case(name, "fires-stall-timeout-without-watchdog", bundle(stream=stream([waited("stall", end=30.2)]), metrics=stalled),
+               why="a bundle without the watchdog: the request stalled 30 s (the stall timeout) with every counter still",
+               expect={"severity": "critical", "setting": "restart_and_health_check"})
+    flowing = window(engine_counters(320), [engine_counters(320 + 40 * i) for i in range(1, 31)], engine_counters(1600),
+                     end=30.5)
+    write_case(name, "quiet-queued-while-tokens-flow", bundle(stream=stream([waited("stall", end=30.2)]), metrics=flowing),
+               why="the request waited 30 s without a token, but the engine generated 40 tokens a second for others: "
+                   "queueing, not a wedge")
+    prefill = window(engine_counters(320), [engine_counters(320)] * 11 + [engine_counters(321, 6, 6)] * 4,
+                     engine_counters(321, 6, 6), end=15.5)
+    write_case(name, "quiet-slow-prefill-ends", bundle(stream=stream([waited("deadline", end=15.2)]), metrics=prefill),
+               why="a long prefill: nothing moved for 11 s, then the prefill and TTFT histograms observed it: the "
+                   "counters stood still only 4 s before the probe stopped")
+    refused = stream([request("direct", 0, ttft=0.0, gaps=[], outcome="connect")])
+    write_case(name, "quiet-dead-engine-refuses", bundle(stream=refused, metrics=frozen),
+               why="the engine refused the connection: a dead engine, which the error-rate check names")
+    write_case(name, "na-no-metrics", bundle(stream=watched),
+               why="no /metrics: the counters cannot say whether the engine moved")
+    llama = window({"llamacpp:requests_processing": 1}, [{"llamacpp:requests_processing": 1}] * 16,
+                   {"llamacpp:requests_processing": 1}, end=16.3)
+    write_case(name, "na-not-exposed-by-llamacpp", bundle(stream=watched, metrics=llama),
+               why="a /metrics with no token or request counter (only a gauge): not exposed by that engine")
 
 
 # --------------------------------------------------------------------------- LD104

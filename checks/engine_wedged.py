@@ -95,6 +95,9 @@ def engine_wedged(
     health = _health(endpoints)
     gauges = ", ".join(f"{name} {value:g}" for name, value in (("running", still.running), ("waiting", still.waiting))
                        if value is not None)
+    if gauges and not (still.running or still.waiting):
+        # vLLM v1's gauges are the engine core's last report to its API server: a stopped core's is stale
+        gauges += ": the engine's last report, older than the requests in flight"
     extra = "; ".join(x for x in (gauges, health) if x)
     summary = (f"{len(waited)} request(s) waited {fmt_seconds(span)} without a first token while none of "
                f"{still.counters} engine counters moved over {still.scrapes} scrapes" + (f" ({extra})" if extra else ""))

@@ -57,6 +57,7 @@ class Cause(StrEnum):
     BATCH_DEPTH = "batch-depth"
     TOKEN_BUNDLING = "token-bundling"
     GPU_STATE = "gpu-state"
+    ENGINE_PAUSE = "engine-pause"  # every stream frozen at once with no prompt arriving (GC)
     # proxy-only
     BUFFERING = "buffering"
     COMPRESSION = "compression"

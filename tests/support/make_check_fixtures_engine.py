@@ -36,7 +36,7 @@ from doctor.evidence.stream import WEDGED
 from doctor.probes.logfile import read_log
 from doctor.vllm_metrics.names import FAMILIES
 from tests.support import nginx_traces
-from tests.support.bundles import ITL_BOUNDS, bundle, histogram, log, metrics, real_log, request, stream
+from tests.support.bundles import ITL_BOUNDS, bundle, exposition, histogram, log, metrics, real_log, request, stream
 from tests.support.write_fixture import write_all, write_case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -377,6 +377,66 @@ def cases_engine_wedged() -> None:
                why="a /metrics with no token or request counter (only a gauge): not exposed by that engine")
 
 
+# --------------------------------------------------------------------------- LD210
+
+
+PAUSES = ((1.0, 1.4), (2.2, 2.6), (3.4, 3.8))
+
+
+def paused(index: int, pauses: tuple[tuple[float, float], ...], *, start: float = 0.0, tokens: int = 200,
+           itl: float = 0.02) -> RequestTrace:
+    """A stream sent at ``start`` whose tokens come every ``itl``, held to the end of each of ``pauses``."""
+    times, t = [], start + 0.05
+    for _ in range(tokens):
+        t = next((b for a, b in pauses if a <= t < b), t)
+        times.append(t)
+        t += itl
+    req = request("direct", index, ttft=times[0] - start, gaps=[b - a for a, b in zip(times, times[1:])], start=start)
+    req.prompt_tokens = 38
+    return req
+
+
+def runtime_scrapes(gc: list[int], prompts: list[int], *, preempted: int = 0, every: float = 0.5) -> MetricsEvidence:
+    """vLLM counters plus the serving process's GC and start time, one scrape every ``every`` s from t=0."""
+    scrapes = []
+    for k, (collections, prompt) in enumerate(zip(gc, prompts, strict=True)):
+        text = exposition({"vllm:prompt_tokens_total": prompt, "vllm:num_preemptions_total": preempted if k else 0,
+                           "vllm:num_requests_running": 4})
+        text += ('# TYPE python_gc_collections counter\n'
+                 f'python_gc_collections_total{{generation="0"}} {40 * collections}.0\n'
+                 f'python_gc_collections_total{{generation="2"}} {collections}.0\n'
+                 "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 1699996400.0\n")
+        scrapes.append(Scrape(phase="during", t=k * every, wall=1_700_000_000.0 + k * every, status=200,
+                              content_type="text/plain; version=0.0.4", text=text))
+    return MetricsEvidence(url="http://127.0.0.1:8000/metrics", scrapes=scrapes, interval_s=every)
+
+
+def cases_engine_wide_pauses() -> None:
+    name = "engine-wide-pauses"
+    together = stream([paused(i, PAUSES) for i in range(4)], concurrency=4)
+    gc = [0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 3]  # one full collection per freeze
+    flat = [152] * 11  # the four prompts, prefilled before the first scrape's bracket closes
+    write_case(name, "fires-every-stream-freezes-at-once", bundle(stream=together, metrics=runtime_scrapes(gc, flat)),
+               why="4 concurrent streams, tokens every 20 ms, all held 400 ms at 1.0, 2.2 and 3.4 s; no request sent "
+                   "then, prompt tokens flat, gen-2 GC +3, no preemption",
+               expect={"severity": "warning", "setting": "gc_freeze", "summary_contains": ["3 times", "GC collections +3"]})
+    write_case(name, "fires-no-metrics", bundle(stream=together),
+               why="the same streams without /metrics: the probe saw no send during the freezes; the GC counter is "
+                   "not exposed", expect={"setting": "gc_freeze", "summary_contains": ["not exposed"]})
+    growing = [152 + 900 * sum(1 for _, end in PAUSES if end <= k * 0.5) for k in range(11)]  # 900 more by each freeze's end
+    write_case(name, "quiet-prompts-arrive-at-each-freeze", bundle(stream=together, metrics=runtime_scrapes(gc, growing)),
+               why="the same freezes, but 900 prompt tokens of other users were prefilled around each: prefill "
+                   "interference (LD202's), not a pause of the engine")
+    write_case(name, "quiet-preemption", bundle(stream=together, metrics=runtime_scrapes(gc, flat, preempted=3)),
+               why="the same freezes with 3 preemptions in the window: LD201's")
+    alone = stream([paused(0, PAUSES), *(paused(i, ()) for i in range(1, 4))], concurrency=4)
+    write_case(name, "quiet-one-stream-freezes", bundle(stream=alone, metrics=runtime_scrapes(gc, flat)),
+               why="one stream freezes three times, the three others run on: not the whole engine")
+    sequential = stream([paused(i, PAUSES, start=6.0 * i) for i in range(3)])
+    write_case(name, "na-one-stream-at-a-time", bundle(stream=sequential),
+               why="concurrency 1: no two streams to freeze together")
+
+
 # --------------------------------------------------------------------------- LD104
 
 
@@ -520,6 +580,13 @@ ARRIVALS = [0.0, 0.4, 0.8, 1.2, 1.6]
 
 def cases_prefill_interference() -> None:
     name = "prefill-interference"
+    # 900 prompt tokens of other users at 0.5, 2.0 and 4.5 s: between the freezes, none around one
+    between_freezes = [152 + 900 * sum(1 for at in (0.5, 2.0, 4.5) if at <= k * 0.5) for k in range(11)]
+    write_case(name, "quiet-engine-wide-pause-no-prompt-at-the-freeze",
+               bundle(stream=stream([paused(i, PAUSES) for i in range(4)], concurrency=4),
+                      metrics=runtime_scrapes([0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 3], between_freezes)),
+               why="4 streams all freeze together three times; other users' prompts (2,700 tokens) were prefilled in "
+                   "the window but the counter stood still across each freeze: an engine-wide pause (LD210), not prefill")
     stutter = simulate(ARRIVALS, 20, lambda running, new: 0.025 + 0.25 * new)
     write_case(name, "fires-prefill-steps-stall-streams",
                bundle(stream=stream(stutter, concurrency=3),

@@ -105,7 +105,12 @@ class Counts:
             lines.append(f'vllm:time_to_first_token_seconds_bucket{{le="{le}",{model}}} {below}.0')
         lines += [f'vllm:time_to_first_token_seconds_bucket{{le="+Inf",{model}}} {len(self.ttft)}.0',
                   f"vllm:time_to_first_token_seconds_count{{{model}}} {len(self.ttft)}.0",
-                  f"vllm:time_to_first_token_seconds_sum{{{model}}} {sum(self.ttft)!r}"]
+                  f"vllm:time_to_first_token_seconds_sum{{{model}}} {sum(self.ttft)!r}",
+                  # admitted at once (no slots option): every request's queue time is 0
+                  "# TYPE vllm:request_queue_time_seconds histogram",
+                  f'vllm:request_queue_time_seconds_bucket{{le="+Inf",{model}}} {len(self.ttft)}.0',
+                  f"vllm:request_queue_time_seconds_count{{{model}}} {len(self.ttft)}.0",
+                  f"vllm:request_queue_time_seconds_sum{{{model}}} 0.0"]
         return "\n".join(lines).encode() + b"\n" + generate_latest(REGISTRY)
 
 

@@ -41,6 +41,7 @@ the heap after start-up (vllm PR#44363).
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from dataclasses import dataclass
 
@@ -57,8 +58,8 @@ from doctor.vllm_metrics.runtime import Reading, between, readings
 
 #: The lever per engine: what freezes the heap after start-up.
 FREEZE: dict[str, tuple[str, str]] = {
-    VLLM: ("a vLLM release that freezes the heap after start-up (vllm PR#44363); VLLM_GC_DEBUG=1 meanwhile to time "
-           "each collection in the log", "the vLLM version and its environment"),
+    VLLM: (("a vLLM release that freezes the heap after start-up (vllm PR#44363); VLLM_GC_DEBUG=1 meanwhile to time "
+            "each collection in the log"), "the vLLM version and its environment"),
     SGLANG: ("SGLang's freeze_gc once the server is warm (sglang PR#9241)", "the SGLang server"),
     TRTLLM: ("TRTLLM_SERVER_FREEZE_GC=1", "trtllm-serve's environment"),
 }
@@ -104,7 +105,7 @@ def engine_wide_pauses(
                     "interference is LD202's")
     lengths = [p.end - p.start for p in quiet]
     starts = [p.start for p in quiet]
-    period = statistics.median(b - a for a, b in zip(starts, starts[1:], strict=False)) if len(starts) > 1 else None
+    period = statistics.median(b - a for a, b in itertools.pairwise(starts)) if len(starts) > 1 else None
     summary = (f"{len(quiet)} times every running stream ({max(p.streams for p in quiet)} at most) froze at once "
                f"(median {fmt_seconds(statistics.median(lengths))}, longest {fmt_seconds(max(lengths))}"
                + (f", every {fmt_seconds(period)}" if period else "") + "), no prompt arriving, no preemption")
@@ -115,8 +116,8 @@ def engine_wide_pauses(
     ]
     engine = engine_of(log_facts, metrics_window)
     summary += _runtime(series, quiet, values, engine)
-    lever, where = FREEZE.get(engine or VLLM, (f"not exposed by {display(engine)}: no setting freezes its heap; "
-                                               "report it upstream with the freeze times", f"the {display(engine)} server"))
+    lever, where = FREEZE.get(engine or VLLM, ((f"not exposed by {display(engine)}: no setting freezes its heap; "
+                                                "report it upstream with the freeze times"), f"the {display(engine)} server"))
     return Fire(
         title="Every running stream freezes at once, with no prompt arriving: an engine-wide pause (GC)",
         summary=summary,
@@ -141,9 +142,9 @@ def _simultaneous(traces: list[RequestTrace], stream: StreamEvidence, series: li
     large: dict[int, list[tuple[float, float]]] = {}
     for i, r in enumerate(traces):
         times = [ev.t for ev in r.tokens]
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         median = statistics.median(gaps)
-        large[i] = [(a, b) for a, b in zip(times, times[1:], strict=False)
+        large[i] = [(a, b) for a, b in itertools.pairwise(times)
                     if b - a > gap_factor * median and b - a - frozen_overlap(client, a, b) >= min_pause_s]
     pauses: list[Pause] = []
     for i, spans in large.items():
@@ -170,7 +171,7 @@ def _prompt(stream: StreamEvidence, series: list[Reading], start: float, end: fl
     grew = between(series, start, end, lambda r: r.prompt_tokens)
     if grew is None:
         return None
-    bracket = [r for r in series if r.t <= start][-1].t, [r for r in series if r.t >= end][0].t
+    bracket = [r for r in series if r.t <= start][-1].t, next(r for r in series if r.t >= end).t
     own = sum(r.prompt_tokens or 0 for r in stream.requests
               if r.t_first_token is not None and bracket[0] <= r.t_first_token <= bracket[1])
     return f"{grew - own:.0f} prompt tokens prefilled around it" if grew - own > 0 else None
@@ -196,4 +197,4 @@ def _runtime(series: list[Reading], pauses: list[Pause], values: list[EvidenceVa
 def _overlapping(stream: StreamEvidence) -> bool:
     """Two streams were answered at the same time (first to last token overlap)."""
     spans = sorted((r.tokens[0].t, r.tokens[-1].t) for r in stream.requests if r.ok and r.tokens)
-    return any(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False))
+    return any(b[0] < a[1] for a, b in itertools.pairwise(spans))

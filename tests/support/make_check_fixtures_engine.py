@@ -391,7 +391,7 @@ def paused(index: int, pauses: tuple[tuple[float, float], ...], *, start: float 
         t = next((b for a, b in pauses if a <= t < b), t)
         times.append(t)
         t += itl
-    req = request("direct", index, ttft=times[0] - start, gaps=[b - a for a, b in zip(times, times[1:])], start=start)
+    req = request("direct", index, ttft=times[0] - start, gaps=[b - a for a, b in itertools.pairwise(times)], start=start)
     req.prompt_tokens = 38
     return req
 

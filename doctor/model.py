@@ -58,6 +58,7 @@ class Cause(StrEnum):
     TOKEN_BUNDLING = "token-bundling"
     GPU_STATE = "gpu-state"
     ENGINE_PAUSE = "engine-pause"  # every stream frozen at once with no prompt arriving (GC)
+    FRONTEND = "frontend"  # the API server's one process saturated: the engine is faster than the stream
     # proxy-only
     BUFFERING = "buffering"
     COMPRESSION = "compression"

@@ -437,6 +437,40 @@ def cases_engine_wide_pauses() -> None:
                why="concurrency 1: no two streams to freeze together")
 
 
+# --------------------------------------------------------------------------- LD211
+
+
+def cpu_scrapes(cores: float | None, itl_mean: float, *, gaps: int = 400, end: float = 28.0) -> MetricsEvidence:
+    """Scrapes before, during and after a window: the engine's inter-token histogram filling with ``gaps``
+    gaps of ``itl_mean`` and the serving process's CPU seconds growing at ``cores`` (None: not exported)."""
+    scrapes = []
+    for phase, t, share in (("before", -0.1, 0.0), ("during", end / 2, 0.5), ("after", end, 1.0)):
+        n = round(gaps * share)
+        text = exposition({"vllm:inter_token_latency_seconds": histogram([itl_mean] * n, ITL_BOUNDS),
+                           "vllm:num_requests_running": 8})
+        if cores is not None:
+            text += f"# TYPE process_cpu_seconds counter\nprocess_cpu_seconds_total {100.0 + cores * (t + 0.1):.2f}\n"
+        scrapes.append(Scrape(phase=phase, t=t, wall=1_700_000_000.0 + t, status=200,
+                              content_type="text/plain; version=0.0.4", text=text))
+    return MetricsEvidence(url="http://127.0.0.1:8000/metrics", scrapes=scrapes, interval_s=1.0)
+
+
+def cases_front_end_saturated() -> None:
+    name = "front-end-saturated"
+    slow = stream(steady(8, ttft=0.1, gap=0.064, tokens=20), concurrency=8)
+    write_case(name, "fires-api-server-pegged", bundle(stream=slow, metrics=cpu_scrapes(0.97, 0.021)),
+               why="the API server's CPU grew 0.97 s per second over 28 s; the engine's inter-token mean 21 ms, the "
+                   "client's TPOT 64 ms (3x)",
+               expect={"severity": "warning", "setting": "api_server_count", "summary_contains": ["0.97 cores", "3.0x"]})
+    write_case(name, "quiet-api-server-idle", bundle(stream=slow, metrics=cpu_scrapes(0.12, 0.021)),
+               why="the same gap between engine and client, but the API server used 0.12 cores: not the front end")
+    fast = stream(steady(8, ttft=0.1, gap=0.025, tokens=20), concurrency=8)
+    write_case(name, "quiet-client-keeps-up", bundle(stream=fast, metrics=cpu_scrapes(0.95, 0.021)),
+               why="a busy API server (0.95 cores) whose streams keep up with the engine: TPOT 25 ms vs 21 ms")
+    write_case(name, "na-no-process-cpu", bundle(stream=slow, metrics=cpu_scrapes(None, 0.021)),
+               why="a /metrics without process_cpu_seconds_total (a multiprocess exporter): not exposed")
+
+
 # --------------------------------------------------------------------------- LD104
 
 

@@ -243,6 +243,7 @@ class _Probe:
             await close()  # also on Ctrl-C: a sharded client's workers hand back what they measured
         if self.watchdog is not None and self.watchdog.stop is not None:
             self.stopped = self.watchdog.censor(self.traces)
+            self.progress(self.stopped or "")
         elif timed_out:
             self._at_deadline(warm + measured)
         return self.finish()

@@ -690,6 +690,11 @@ def cases_batch_too_deep() -> None:
                why="the same growth, but 2 preemptions: KV pressure (LD201), not depth")
     write_case(name, "na-one-stream-at-a-time", bundle(stream=stream(steady(8, ttft=0.1, gap=0.03))),
                why="sequential requests: depth 1 only")
+    steps = load_scrapes({}, {"vllm:num_preemptions_total": 0},
+                         {"vllm:num_preemptions_total": 0, "vllm:inter_token_latency_seconds": histogram([0.015] * 300, ITL_BOUNDS)})
+    write_case(name, "quiet-engine-steps-did-not-slow", bundle(stream=stream(deep, concurrency=4), metrics=steps),
+               why="the same client-side growth, but the engine's own inter-token histogram says 15 ms per step: "
+                   "the steps did not slow with depth, the front end did (LD211)")
 
 
 # --------------------------------------------------------------------------- LD204, LD205

@@ -31,8 +31,8 @@ for), ``error`` (an error object after 2 tokens), ``cut`` (close after 2 tokens,
 (headers, then silence).
 
 Engine faces: ``GET /health`` answers 200 and ``GET /metrics`` a vLLM-shaped exposition of what
-the server really did (prompt and generated tokens, finished requests, the TTFT histogram, the
-running gauge), followed by prometheus_client's default registry (the server process's real
+the server really did (prompt and generated tokens, finished requests, the TTFT, queue-time and
+inter-token histograms (this observing ``itl``, the step the server keeps), the running gauge), followed by prometheus_client's default registry (the server process's real
 ``python_gc_collections_total`` and ``process_*``). With ``fail=hang`` the counters stand still
 while requests are in flight: a wedged engine behind a green /health (vllm#39863). ``pause=P:S``
 freezes every stream of the server at once for S seconds every P seconds (on the server's clock,
@@ -87,6 +87,7 @@ class Counts:
     generation_tokens: int = 0
     finished: int = 0
     ttft: list[float] = field(default_factory=list)
+    itl: list[float] = field(default_factory=list)  # the engine's steps, not the gaps the client sees
 
     def exposition(self, running: int) -> bytes:
         model = f'model_name="{MODEL}"'
@@ -106,6 +107,12 @@ class Counts:
         lines += [f'vllm:time_to_first_token_seconds_bucket{{le="+Inf",{model}}} {len(self.ttft)}.0',
                   f"vllm:time_to_first_token_seconds_count{{{model}}} {len(self.ttft)}.0",
                   f"vllm:time_to_first_token_seconds_sum{{{model}}} {sum(self.ttft)!r}",
+                  "# TYPE vllm:inter_token_latency_seconds histogram",
+                  *(f'vllm:inter_token_latency_seconds_bucket{{le="{le}",{model}}} {sum(1 for v in self.itl if v <= le)}.0'
+                    for le in (0.01, 0.025, 0.05, 0.1, 1.0)),
+                  f'vllm:inter_token_latency_seconds_bucket{{le="+Inf",{model}}} {len(self.itl)}.0',
+                  f"vllm:inter_token_latency_seconds_count{{{model}}} {len(self.itl)}.0",
+                  f"vllm:inter_token_latency_seconds_sum{{{model}}} {sum(self.itl)!r}",
                   # admitted at once (no slots option): every request's queue time is 0
                   "# TYPE vllm:request_queue_time_seconds histogram",
                   f'vllm:request_queue_time_seconds_bucket{{le="+Inf",{model}}} {len(self.ttft)}.0',
@@ -310,6 +317,8 @@ class SseServer:
             if k == 0:
                 self.counts.prompt_tokens += 38
                 self.counts.ttft.append(time.perf_counter() - t_request / 1e9)
+            else:
+                self.counts.itl.append(float(opts.get("itl", 0.01)))
             self.counts.generation_tokens += min(per, n - k * per)
             held.append(events.token(k, last=k == chunks - 1, done=min((k + 1) * per, n), count=min(per, n - k * per)))
             if len(held) == burst or k == chunks - 1:

@@ -17,7 +17,9 @@ Evidence:
 stream (token times of every request, and the client's own freezes, taken out: a client that
 froze stamps every stream late together) and stream_stats (median gaps). metrics: the prompt-token
 counter at the scrapes that bracket each freeze; `python_gc_collections_total{generation="2"}`
-and `process_start_time_seconds` of the serving process (`doctor.vllm_metrics.runtime`).
+and `process_start_time_seconds` of the serving process (`doctor.vllm_metrics.runtime`): a pause
+that grows with the heap grows with uptime, and within the run (said when three or more rise and
+the last is a quarter longer than the first).
 metrics_window: preemptions over the window. Under vLLM v1 the GC counters are the API server's:
 the engine core's collections are not exposed by vLLM (`VLLM_GC_DEBUG=1` logs them).
 
@@ -55,6 +57,9 @@ from doctor.evidence.stream import frozen_overlap
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
 from doctor.vllm_metrics.runtime import Reading, between, readings
+
+#: The last simultaneous freeze this many times the first (and a rising fit) grew within the run.
+GROWN = 1.25
 
 #: The lever per engine: what freezes the heap after start-up.
 FREEZE: dict[str, tuple[str, str]] = {
@@ -114,6 +119,8 @@ def engine_wide_pauses(
         EvidenceValue("freeze median", round(statistics.median(lengths), 3), "s", "stream: the shared interval"),
         EvidenceValue("freeze longest", round(max(lengths), 3), "s", "stream: the shared interval"),
     ]
+    if len(quiet) >= 3 and statistics.linear_regression(starts, lengths).slope > 0 and lengths[-1] >= GROWN * lengths[0]:
+        summary += f"; they grew from {fmt_seconds(lengths[0])} to {fmt_seconds(lengths[-1])} over the run"
     engine = engine_of(log_facts, metrics_window)
     summary += _runtime(series, quiet, values, engine)
     lever, where = FREEZE.get(engine or VLLM, ((f"not exposed by {display(engine)}: no setting freezes its heap; "

@@ -429,6 +429,11 @@ def cases_engine_wide_pauses() -> None:
                    "interference (LD202's), not a pause of the engine")
     write_case(name, "quiet-preemption", bundle(stream=together, metrics=runtime_scrapes(gc, flat, preempted=3)),
                why="the same freezes with 3 preemptions in the window: LD201's")
+    growing_pauses = ((1.0, 1.3), (2.2, 2.7), (3.4, 4.1))
+    write_case(name, "fires-freezes-grow", bundle(stream=stream([paused(i, growing_pauses) for i in range(4)], concurrency=4),
+                                                 metrics=runtime_scrapes(gc, flat)),
+               why="the same four streams, held 300, 500 and 700 ms: the pause grows as the run goes on",
+               expect={"setting": "gc_freeze", "summary_contains": ["grew from 3"]})
     alone = stream([paused(0, PAUSES), *(paused(i, ()) for i in range(1, 4))], concurrency=4)
     write_case(name, "quiet-one-stream-freezes", bundle(stream=alone, metrics=runtime_scrapes(gc, flat)),
                why="one stream freezes three times, the three others run on: not the whole engine")

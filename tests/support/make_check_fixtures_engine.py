@@ -383,8 +383,8 @@ def cases_engine_wedged() -> None:
 PAUSES = ((1.0, 1.4), (2.2, 2.6), (3.4, 3.8))
 
 
-def paused(index: int, pauses: tuple[tuple[float, float], ...], *, start: float = 0.0, tokens: int = 200,
-           itl: float = 0.02) -> RequestTrace:
+def paused(index: int, pauses: tuple[tuple[float, float], ...], *, start: float = 0.0, tokens: int = 90,
+           itl: float = 0.05) -> RequestTrace:
     """A stream sent at ``start`` whose tokens come every ``itl``, held to the end of each of ``pauses``."""
     times, t = [], start + 0.05
     for _ in range(tokens):
@@ -417,7 +417,7 @@ def cases_engine_wide_pauses() -> None:
     gc = [0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 3]  # one full collection per freeze
     flat = [152] * 11  # the four prompts, prefilled before the first scrape's bracket closes
     write_case(name, "fires-every-stream-freezes-at-once", bundle(stream=together, metrics=runtime_scrapes(gc, flat)),
-               why="4 concurrent streams, tokens every 20 ms, all held 400 ms at 1.0, 2.2 and 3.4 s; no request sent "
+               why="4 concurrent streams, tokens every 50 ms, all held 400 ms at 1.0, 2.2 and 3.4 s; no request sent "
                    "then, prompt tokens flat, gen-2 GC +3, no preemption",
                expect={"severity": "warning", "setting": "gc_freeze", "summary_contains": ["3 times", "GC collections +3"]})
     write_case(name, "fires-no-metrics", bundle(stream=together),

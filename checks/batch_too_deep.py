@@ -13,7 +13,9 @@ batch misses the TPOT budget, the batch limit is set for throughput, not for int
 Evidence:
 stream and stream_stats: each steady gap (stalls left out) on the engine path, grouped by how
 many probe streams were decoding at its midpoint; a least-squares line through the groups'
-median gaps. metrics_window: preemptions (must be none), running peak. Startup log / run
+median gaps. metrics_window: preemptions (must be none), running peak, and the engine's own
+inter-token histogram: when its mean stays at the shallowest gap while the client's gaps grow,
+the engine's steps did not slow (a saturated front end, LD211), and it passes. Startup log / run
 record: ``max_num_seqs``.
 
 Remediation:
@@ -82,6 +84,11 @@ def batch_too_deep(
         return Pass(trend)
     if medians[-1] <= tpot_target_s:
         return Pass(trend + f"; within the {fmt_seconds(tpot_target_s)} target")
+    itl = metrics_window.itl if metrics_window is not None else None
+    if itl is not None and itl.count and itl.mean is not None and itl.mean <= medians[0] and itl.mean * growth <= medians[-1]:
+        # the engine times its own steps: they did not slow with depth, what hands their tokens on did
+        return Pass(trend + f"; but the engine's own inter-token mean stayed at {fmt_seconds(itl.mean)} "
+                    f"(n={itl.count:.0f}): its steps did not slow, what serves them did (the front end, LD211)")
     max_seqs = engine_setting("max_num_seqs", log_facts, run)
     if max_seqs is not None:
         evidence.append(max_seqs.evidence("max_num_seqs"))

@@ -5,7 +5,9 @@ Prefill interference: large gaps inside running streams (several times the strea
 gap) that end as another request gets its first token, i.e. while that request's prompt was
 being computed in the same engine steps. Prompts from other users are invisible to the probe,
 so a gap also counts when several concurrent streams freeze at the same moment, no request was
-preempted, and /metrics shows more prompt tokens prefilled in the window than the probe sent.
+preempted, /metrics shows more prompt tokens prefilled in the window than the probe sent, and
+the prompt-token counter moved between the scrapes around that freeze (a freeze with no prompt
+arriving is an engine-wide pause, LD210's, not a prefill).
 When the probe's own streams were not hit, the server's histograms still show it: inter-token
 gaps of ``server_gap_s`` or more while the median gap is milliseconds, holding at least
 ``time_share`` of all decode time, long prefills (prefill time mean of ``min_prefill_s`` or
@@ -21,7 +23,8 @@ Evidence:
 stream (token times) and stream_stats (per-request median gap): each large gap is matched
 with the first tokens of the other requests on the same path, and with large gaps of the other
 streams. metrics_window: prompt tokens and preemptions over the window (prompt tokens beyond
-the probe's own, from its usage trailers, are other users' prefills); without a hit stream, the
+the probe's own, from its usage trailers, are other users' prefills); metrics: the prompt-token
+counter at the scrapes that bracket each shared freeze; without a hit stream, the
 inter-token histogram (median and tail bucket bounds), prefill-time histogram and prompt tokens
 per finished request. Startup log / run record: ``chunked_prefill``, ``max_num_batched_tokens``.
 
@@ -55,9 +58,10 @@ from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting,
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
-from doctor.evidence import RunRecord, StreamEvidence
+from doctor.evidence import MetricsEvidence, RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
+from doctor.vllm_metrics.runtime import Reading, between, readings
 
 #: The step budget suggested when the current one is larger (vLLM's default for most GPUs).
 TARGET_BATCHED_TOKENS = 2048
@@ -71,6 +75,7 @@ def prefill_interference(
     metrics_window: MetricsWindow | None = None,
     log_facts: LogFacts | None = None,
     run: RunRecord | None = None,
+    metrics: MetricsEvidence | None = None,
     *,
     gap_factor: float = 3.0,
     coincide_share: float = 0.5,
@@ -81,7 +86,8 @@ def prefill_interference(
     server_median_s: float = 0.2,
     min_prefill_s: float = 0.2,
 ) -> Result:
-    stream_result = (_from_streams(stream_stats, stream, metrics_window, log_facts, run, gap_factor=gap_factor,
+    series = readings(metrics.scrapes) if metrics is not None else []
+    stream_result = (_from_streams(stream_stats, stream, metrics_window, log_facts, run, series, gap_factor=gap_factor,
                                    coincide_share=coincide_share, min_gaps=min_gaps, time_share=time_share,
                                    min_streams=min_streams)
                      if stream_stats is not None and stream is not None else None)
@@ -94,7 +100,7 @@ def prefill_interference(
 
 def _from_streams(
     stream_stats: StreamStats, stream: StreamEvidence, metrics_window: MetricsWindow | None,
-    log_facts: LogFacts | None, run: RunRecord | None, *, gap_factor: float, coincide_share: float,
+    log_facts: LogFacts | None, run: RunRecord | None, series: list[Reading], *, gap_factor: float, coincide_share: float,
     min_gaps: int, time_share: float, min_streams: int,
 ) -> Result:
     """The probe's own streams: large gaps that end at another request's first token."""
@@ -103,7 +109,7 @@ def _from_streams(
         return NotApplicable("no successful streamed request")
     # a preempted stream freezes too (LD201): other users' prompts are the cause only without preemptions
     foreign = None if metrics_window is None or metrics_window.preemptions else foreign_prompt_tokens(stream, metrics_window)
-    gaps = _large_gaps(path, stream, gap_factor, min_streams if foreign else None)
+    gaps = _large_gaps(path, stream, gap_factor, min_streams if foreign else None, series)
     if gaps is None:
         return NotApplicable(f"{path.path}: no request got its first token while another was streaming")
     large, coinciding, excess_s, decode_s = gaps
@@ -227,14 +233,15 @@ def _fire(summary: str, evidence: list[EvidenceValue], log_facts: LogFacts | Non
 
 
 def _large_gaps(
-    path: PathStats, stream: StreamEvidence, gap_factor: float, min_streams: int | None
+    path: PathStats, stream: StreamEvidence, gap_factor: float, min_streams: int | None, series: list[Reading]
 ) -> tuple[list[float], list[float], float, float] | None:
     """(large gaps, those a prefill explains, their excess, total decode time).
 
     ``None`` when no other stream ran alongside any request (nothing overlapped). A prefill's
     step emits the new request's first token together with the running streams' next token, so
     a gap it caused ends within about one median gap of that first token. With ``min_streams``
-    (other users' prompts were prefilled), a gap that this many other streams share also counts.
+    (other users' prompts were prefilled), a gap that this many other streams share also counts,
+    unless the scrapes around it say no prompt arrived (the counter did not move between them).
     """
     traces = {r.index: r for r in stream.requests if r.path == path.path and r.ok and r.tokens}
     firsts = {i: t.tokens[0].t for i, t in traces.items()}
@@ -263,8 +270,15 @@ def _large_gaps(
             shared = min_streams is not None and sum(
                 1 for i, spans in freezes.items()
                 if i != rs.index and any(s < end and start < e for s, e in spans)
-            ) >= min_streams
+            ) >= min_streams and _prompted(series, start, end)
             if own_prefill or shared:
                 coinciding.append(gap)
                 excess += gap - (rs.median_gap or 0.0)
     return (large, coinciding, excess, decode) if overlapped else None
+
+
+def _prompted(series: list[Reading], start: float, end: float) -> bool:
+    """A prompt may have been prefilled during ``[start, end]``: the prompt-token counter moved between
+    the scrapes that bracket it, or no two scrapes bracket it (unknown: as before, counted)."""
+    grew = between(series, start, end, lambda r: r.prompt_tokens)
+    return grew is None or grew > 0

@@ -82,13 +82,15 @@ COMPONENT_CAUSES: dict[str, tuple[Cause, ...]] = {
     "transport": (Cause.TRANSPORT,),
     "queue": (Cause.QUEUE,),
     "prefill": (Cause.PREFILL,),
+    # a wedged engine's wait is in none of its histograms (they observe nothing): the time left over
+    "other": (Cause.WEDGE,),
     "preemption-stalls": (Cause.PREEMPTION,),
     "prefill-interference": (Cause.PREFILL_INTERFERENCE,),
-    "stalls": (Cause.PREEMPTION, Cause.PREFILL_INTERFERENCE),
+    "stalls": (Cause.PREEMPTION, Cause.PREFILL_INTERFERENCE, Cause.ENGINE_PAUSE),
     "batch-depth": (Cause.BATCH_DEPTH,),
     "token-bundling": (Cause.TOKEN_BUNDLING,),
     "gpu-state": (Cause.GPU_STATE,),
-    "decode": (Cause.BATCH_DEPTH, Cause.GPU_STATE, Cause.DECODE),
+    "decode": (Cause.BATCH_DEPTH, Cause.GPU_STATE, Cause.DECODE, Cause.FRONTEND),
 }
 
 #: Causes that explain a component only when none of ``COMPONENT_CAUSES`` fired: a queue that
@@ -685,6 +687,13 @@ def _shares(components: list[Component]) -> list[Component]:
 _NO_SERVER_SPLIT = "the engine's TTFT and queue-time histograms in /metrics"
 
 
+def _no_server_split(mw: MetricsWindow | None) -> list[str]:
+    """``_NO_SERVER_SPLIT`` as missing evidence, unless the TTFT histogram is there and observed
+    nothing in the window: a frozen histogram is evidence (a wedged engine, LD105), not a missing one."""
+    frozen = mw is not None and mw.ttft is not None and not mw.ttft.count
+    return [] if frozen else [_NO_SERVER_SPLIT]
+
+
 def _ttft_split(stats: StreamStats | None, probe: dict[str, Felt], mw: MetricsWindow | None, prefer_server: bool) -> _Split:
     """Mean TTFT on the users' path = gateway + transport + queue + prefill (+ what is left); of the
     server's TTFT mean when the server saw more than the probe (``prefer_server``)."""
@@ -693,7 +702,7 @@ def _ttft_split(stats: StreamStats | None, probe: dict[str, Felt], mw: MetricsWi
     parts: list[Component] = []
     if prefer_server or stats is None or not probe:
         if mw is None or mw.ttft is None or server_ttft is None:
-            split.missing.append(_NO_SERVER_SPLIT)
+            split.missing.extend(_no_server_split(mw))
             return split
         whole = server_ttft
         split.label = "server TTFT mean"
@@ -730,7 +739,7 @@ def _ttft_split(stats: StreamStats | None, probe: dict[str, Felt], mw: MetricsWi
             parts.append(Component("prefill", max(server_ttft - queue, 0.0),
                                    source="metrics: server TTFT mean - queue time mean"))
         if queue is None or server_ttft is None:
-            split.missing.append(_NO_SERVER_SPLIT)
+            split.missing.extend(_no_server_split(mw))
     explained = sum(c.seconds or 0.0 for c in parts)
     if parts and whole - explained > 0.05 * whole:
         parts.append(Component("other", whole - explained, source=f"{split.label} - the components above"))

@@ -142,7 +142,8 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                 try:
                     bundle.stream = keep(_guard(
                         bundle, "stream", targets, "stream",
-                        lambda: stream.run_stream_probe(config, clock, say, discover_model=discover)))
+                        lambda: stream.run_stream_probe(config, clock, say, discover_model=discover,
+                                                        scrapes=scraper.so_far if scraper is not None else None)))
                 except stream.StreamInterrupted as interrupt:
                     bundle.stream = keep(interrupt.result)
                     raise

@@ -68,6 +68,7 @@ class Cause(StrEnum):
     TRANSPORT = "transport"
     COLD_START = "cold-start"
     QUEUE_LOAD = "queue-load"  # requests waiting on load alone; explains the queue when QUEUE does not
+    WEDGE = "wedge"  # the engine stands still behind a green /health: requests never get a first token
     # inter-token
     DECODE = "decode"  # the engine's steady per-token speed (CUDA graphs, interconnect)
     PREEMPTION = "preemption"
@@ -75,6 +76,8 @@ class Cause(StrEnum):
     BATCH_DEPTH = "batch-depth"
     TOKEN_BUNDLING = "token-bundling"
     GPU_STATE = "gpu-state"
+    ENGINE_PAUSE = "engine-pause"  # every stream frozen at once with no prompt arriving (GC)
+    FRONTEND = "frontend"  # the API server's one process saturated: the engine is faster than the stream
     # proxy-only
     BUFFERING = "buffering"
     COMPRESSION = "compression"

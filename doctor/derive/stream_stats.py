@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, ProbePath, RequestTrace, StreamEvidence
-from doctor.evidence.stream import NOT_THE_TARGETS, awake_span, frozen_overlap
+from doctor.evidence.stream import NOT_THE_TARGETS, WEDGED, awake_span, frozen_overlap
 from doctor.stats import quantile
 
 #: A gap larger than this multiple of its request's median gap is a stall.
 STALL_FACTOR = 5.0
 
 #: Outcomes of a request that was sent and was still waiting when the probe stopped waiting.
-CENSORING_OUTCOMES = ("stall", "deadline")
+CENSORING_OUTCOMES = ("stall", "deadline", WEDGED)
 
 #: MLPerf's early-stopping confidence (Single-stream rule).
 EARLY_STOP_CONFIDENCE = 0.99

@@ -39,6 +39,7 @@ from doctor.evidence.stream import (
     RequestTrace,
     StreamEvidence,
     TokenEvent,
+    WedgeStop,
 )
 
 SCHEMA_VERSION = 1
@@ -112,6 +113,7 @@ __all__ = [
     "Scrape",
     "StreamEvidence",
     "TokenEvent",
+    "WedgeStop",
     "XidEvent",
     "XidWatch",
 ]

@@ -71,6 +71,9 @@ HEAD_TIMEOUT = "head-timeout"
 #: gateway is held to once its direct path answers within budget.
 STALL_BASIS = "stall-timeout"
 DIRECT_BASIS = "direct-path"
+#: The outcome of a request the wedge watchdog stopped (``WedgeStop``): still without a first token
+#: while the engine's counters stood still. Its wait is a lower bound of its TTFT, like a deadline's.
+WEDGED = "wedged"
 #: Outcomes that were no failure of the target: nothing measured (Ctrl-C, a frozen client) or a
 #: measurement censored by the user's own deadline.
 NOT_THE_TARGETS = (CANCELLED, CLIENT_STALL, DEADLINE)
@@ -104,7 +107,7 @@ class RequestTrace:
     status: int | None = None
     http_version: str | None = None
     headers: dict[str, str] = field(default_factory=dict)  # response headers, redacted
-    outcome: str = "ok"  # ok | connect | dns | tls | timeout | stall | head-timeout | http-status | not-a-stream | stream-error | cut | no-token | invalid-utf8 | deadline | cancelled
+    outcome: str = "ok"  # ok | connect | dns | tls | timeout | stall | head-timeout | http-status | not-a-stream | stream-error | cut | no-token | invalid-utf8 | deadline | wedged | cancelled
     error: str | None = None
     body_excerpt: str | None = None  # first bytes of an error body, redacted
     prompt_tokens: int | None = None  # from the usage trailer
@@ -221,6 +224,27 @@ class ProbeShape:
 
 
 @dataclass
+class WedgeStop:
+    """Why the probe's watchdog (``doctor.probes.watchdog``) stopped sending early: requests in
+    flight without a first token while the engine's progress counters stood still in /metrics.
+
+    Times are the probe's client clock; the check reads it to say how fast the wedge was seen.
+    """
+
+    t_detected: float  # when the watchdog stopped the probe
+    t_first_waiting: float  # the send of the oldest request then in flight without a token
+    still_since: float  # the first scrape of the run whose counters stood still
+    still_until: float  # its last scrape
+    scrapes: int  # scrapes in that run
+    counters: int  # engine counter series compared (tokens, finished requests, histogram counts)
+    bound_s: float  # how long counters and requests must stand still together before it stops
+    in_flight: int  # requests it stopped (outcome ``wedged``)
+    sent: int  # requests sent in all, warm-up included
+    running: float | None = None  # the engine's running gauge at the last scrape; None: not exposed
+    waiting: float | None = None
+
+
+@dataclass
 class StreamEvidence:
     """Everything the stream probe measured, raw enough to re-derive every statistic."""
 
@@ -229,3 +253,4 @@ class StreamEvidence:
     duration_s: float = 0.0
     requests: list[RequestTrace] = field(default_factory=list)
     client: ClientHealth = field(default_factory=ClientHealth)
+    wedge: WedgeStop | None = None  # the watchdog stopped the probe: the engine stood still

@@ -85,6 +85,11 @@ class Scraper:
             if kind is not None:
                 self._failures.append((kind, f"{phase} scrape: {scrape.error}"))
 
+    def so_far(self) -> list[Scrape]:
+        """The scrapes taken so far (a copy: the background thread keeps adding), for the wedge watchdog."""
+        with self._lock:
+            return list(self._scrapes)
+
     def _fill(self, scrape: Scrape, client: httpx.Client) -> str | None:
         """GET into ``scrape``; the ``EvidenceError.kind`` when it is unusable, else ``None``."""
         try:

@@ -59,6 +59,10 @@ class CollectConfig:
     metrics_url: str | None = None  # default: engine URL + /metrics
     metrics: bool = True
     scrape_interval_s: float = 1.0
+    # The wedge watchdog (doctor.probes.watchdog): seconds requests may wait without a first token
+    # while every engine counter in /metrics stands still before the probe stops; 0 turns it off.
+    # Under half the stall timeout, so a wedged engine is named before the first request times out.
+    wedge_bound_s: float = 15.0
     prometheus: str | None = None
     since_s: float = 900.0
     selector: str = ""

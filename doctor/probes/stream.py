@@ -19,7 +19,7 @@ import math
 import socket
 import ssl
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 import anyio
@@ -27,8 +27,17 @@ import httpx
 
 from doctor import wire
 from doctor.clock import Clock
-from doctor.evidence import ClientHealth, EvidenceError, ProbePath, ProbeShape, RequestTrace, StreamEvidence, TokenEvent
-from doctor.evidence.stream import CANCELLED, CLIENT_STALL, DEADLINE, HEAD_TIMEOUT, NOT_THE_TARGETS
+from doctor.evidence import (
+    ClientHealth,
+    EvidenceError,
+    ProbePath,
+    ProbeShape,
+    RequestTrace,
+    Scrape,
+    StreamEvidence,
+    TokenEvent,
+)
+from doctor.evidence.stream import CANCELLED, CLIENT_STALL, DEADLINE, HEAD_TIMEOUT, NOT_THE_TARGETS, WEDGED
 from doctor.probes import payload as payloads
 from doctor.probes.deadlines import HeadBound, gateway_head_bound, stall_head_bound
 from doctor.probes.framing import StreamDecoder
@@ -47,6 +56,7 @@ from doctor.probes.transport import (
     speaks_tls,
     ssl_context,
 )
+from doctor.probes.watchdog import Watchdog
 from doctor.units import fmt_seconds
 
 #: How long the probe reads on after a stream's final event ([DONE], ``response.completed``)
@@ -72,7 +82,7 @@ MAX_PROBE_EVENTS = 1_000_000
 _ERROR_KIND = {
     "connect": "connect", "dns": "dns", "tls": "tls", "timeout": "timeout", "stall": "timeout",
     HEAD_TIMEOUT: "timeout", "http-status": "http-status", "cut": "cut", "not-a-stream": "malformed",
-    "stream-error": "malformed", "no-token": "malformed", "invalid-utf8": "malformed",
+    "stream-error": "malformed", "no-token": "malformed", "invalid-utf8": "malformed", WEDGED: "timeout",
 }
 
 
@@ -96,7 +106,8 @@ class StreamInterrupted(KeyboardInterrupt):
 
 
 def run_stream_probe(
-    config: CollectConfig, clock: Clock, progress: Callable[[str], None], *, discover_model: bool = True
+    config: CollectConfig, clock: Clock, progress: Callable[[str], None], *, discover_model: bool = True,
+    scrapes: Callable[[], Sequence[Scrape]] | None = None,
 ) -> tuple[StreamEvidence | None, list[EvidenceError]]:
     """Probe every target of ``config``: (evidence, one error per kind of failure per path).
 
@@ -105,6 +116,8 @@ def run_stream_probe(
     ``/v1/models`` for a model when ``config`` names none; the collector turns it off when the
     endpoints probe already asked, so a silent target does not cost its deadline twice.
     Raises ``StreamInterrupted`` on Ctrl-C, with the requests so far (those in flight ``cancelled``).
+    ``scrapes``: the /metrics scrapes taken beside the probe so far, which the wedge watchdog reads
+    (``doctor.probes.watchdog``); None: not watched.
     """
     targets = config.probed()
     if not targets:
@@ -116,6 +129,8 @@ def run_stream_probe(
                                     f"cannot use --ca-cert {config.http.verify}: {exc}", fatal=True)]
     skip_missing_sniffio_imports()
     probe = _Probe(config, clock, progress, context, discover_model)
+    if scrapes is not None and config.wedge_bound_s > 0 and probe.workers == 1:
+        probe.watchdog = Watchdog(scrapes, clock, config.wedge_bound_s)
     try:
         evidence = run_loop(probe.run())
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -225,6 +240,7 @@ class _Probe:
         self.direct_news = asyncio.Event()
         #: path -> the scheme its port really speaks when the URL's was wrong, once asked (``_check_scheme``)
         self.schemes: dict[ProbePath, str | None] = {}
+        self.watchdog: Watchdog | None = None  # stops the run when the engine stands still
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -239,12 +255,17 @@ class _Probe:
         self.start = clock.now()
         timed_out = False
         try:
-            await asyncio.wait_for(self._phases(send, warm, measured), timeout=config.deadline_s)
+            phases = self._phases(send, warm, measured)
+            await asyncio.wait_for(phases if self.watchdog is None else self.watchdog.guard(phases, self.traces),
+                                   timeout=config.deadline_s)
         except asyncio.TimeoutError:
             timed_out = True
         finally:
             await close()  # also on Ctrl-C: a sharded client's workers hand back what they measured
-        if timed_out:
+        if self.watchdog is not None and self.watchdog.stop is not None:
+            self.stopped = self.watchdog.censor(self.traces)
+            self.progress(self.stopped or "")
+        elif timed_out:
             self._at_deadline(warm + measured)
         return self.finish()
 
@@ -368,6 +389,7 @@ class _Probe:
                 requests=self.traces,
                 client=self.check.health(_transport(), self.traces) if self.workers == 1
                 else merge(self.shard_health or [None] * self.workers, _transport()),
+                wedge=self.watchdog.stop if self.watchdog is not None else None,
             )
             calibrate_estimates(self.traces)
             self._summarise_failures()

@@ -161,5 +161,15 @@ SCENARIOS = {
             load=Load(users=3, prompt_tokens=64, max_tokens=128, also=("1:1800:1:long:2",),
                       ready={"vllm:num_requests_running": 3}),
         ),
+        # The healthy server with its engine-core process stopped (SIGSTOP): /health, /v1/models and
+        # /metrics still answer 200, requests are accepted and get no token (vllm#39863). The
+        # default probe; its watchdog must stop the run and name the wedge.
+        Scenario(
+            name="engine-wedged",
+            engine_args=[*FP32, *ROOMY_KV_FP32],
+            probe_args=_DEFAULT_PROBE,
+            ttft_budget_s=1.0, tpot_budget_s=0.2,
+            symptom="pre-first-token", setting="restart_and_health_check", finding="LD105",
+        ),
     )
 }

@@ -53,6 +53,7 @@ def build_tiny_model(out: Path) -> Path:
 class VllmServer:
     url: str  # http://127.0.0.1:PORT
     log: Path  # the server's stdout and stderr
+    pid: int = 0  # the API server process (``vllm serve``); its engine core is a child process
 
 
 def _env() -> dict[str, str]:
@@ -78,6 +79,6 @@ def serve_vllm(model: Path, log: Path, engine_args: list[str]) -> Iterator[VllmS
     try:
         url = f"http://127.0.0.1:{port}"
         wait_healthy(proc, url, log, "vllm serve", STARTUP_TIMEOUT_S)
-        yield VllmServer(url=url, log=log)
+        yield VllmServer(url=url, log=log, pid=proc.pid)
     finally:
         stop_group(proc)

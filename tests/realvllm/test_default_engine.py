@@ -1,4 +1,5 @@
-"""One vLLM server with default scheduling: a healthy run, then the same engine behind nginx.
+"""One vLLM server with default scheduling: a healthy run, then the same engine behind nginx,
+then the same engine wedged (its engine-core process stopped, last, since it stops the engine).
 
 The gateway reproduces what buffered tokens on a real deployment in the lab trial: nginx with
 every default (``proxy_buffering on``, ``proxy_http_version 1.0``) in front of an upstream hop
@@ -9,9 +10,11 @@ chunked encoding; the outer nginx then passes the stream on in 4 KiB bursts.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.realvllm.diagnose import explain, run_diagnose, verdict_mismatches
@@ -22,8 +25,8 @@ from tests.support.nginx import SKIP_REASON, free_port, nginx_binary, run_nginx
 
 pytestmark = pytest.mark.realvllm
 
-HEALTHY, BUFFERING = SCENARIOS["healthy"], SCENARIOS["proxy-buffering"]
-assert HEALTHY.engine_args == BUFFERING.engine_args  # they share one server
+HEALTHY, BUFFERING, WEDGED = SCENARIOS["healthy"], SCENARIOS["proxy-buffering"], SCENARIOS["engine-wedged"]
+assert HEALTHY.engine_args == BUFFERING.engine_args == WEDGED.engine_args  # they share one server
 
 #: Outer server: nothing but proxy_pass (every nginx default). Inner: the usual SSE recipe,
 #: which still answers an HTTP/1.0 request close-delimited.
@@ -54,3 +57,28 @@ def test_default_nginx_buffering_a_close_delimited_hop_is_proxy_only(engine: Vll
     with run_nginx(RELAY.replace("INNER", str(free_port())), int(port)) as gateway:
         report = run_diagnose(BUFFERING, tmp_path, engine=engine.url, gateway=gateway, log=engine.log)
     assert not verdict_mismatches(report, BUFFERING), explain(report)
+
+
+def engine_core(api_server: int) -> psutil.Process:
+    """vLLM v1's engine-core process: a child of the API server, titled ``EngineCore`` (``VLLM::EngineCore_DP0``)."""
+    for child in psutil.Process(api_server).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "EngineCore" in child.name() or "EngineCore" in " ".join(child.cmdline()):
+                return child
+    raise AssertionError(f"no EngineCore process under the API server (pid {api_server})")
+
+
+def test_stopped_engine_core_behind_green_health_is_wedged(engine: VllmServer, tmp_path: Path) -> None:
+    """SIGSTOP the engine core, diagnose with the default probe, SIGCONT: the wedge, said within 30 s."""
+    core = engine_core(engine.pid)
+    core.suspend()
+    try:
+        report = run_diagnose(WEDGED, tmp_path, engine=engine.url, log=engine.log)
+    finally:
+        core.resume()
+    assert not verdict_mismatches(report, WEDGED), explain(report)
+    health = [e["health_status"] for e in report["bundle"]["endpoints"]["endpoints"] if e["role"] == "engine"]
+    assert health == [200]  # the green light that misleads a load balancer
+    stop = report["bundle"]["stream"]["wedge"]
+    assert stop is not None, explain(report)
+    assert stop["t_detected"] - stop["t_first_waiting"] < 30.0  # the probe's own clock

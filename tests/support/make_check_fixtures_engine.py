@@ -28,13 +28,15 @@ from doctor.evidence import (
     RunRecord,
     Scrape,
     StreamEvidence,
+    WedgeStop,
     XidEvent,
     XidWatch,
 )
+from doctor.evidence.stream import WEDGED
 from doctor.probes.logfile import read_log
 from doctor.vllm_metrics.names import FAMILIES
 from tests.support import nginx_traces
-from tests.support.bundles import ITL_BOUNDS, bundle, histogram, log, metrics, real_log, request, stream
+from tests.support.bundles import ITL_BOUNDS, bundle, exposition, histogram, log, metrics, real_log, request, stream
 from tests.support.write_fixture import write_all, write_case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -346,6 +348,160 @@ def cases_slow_cold_start() -> None:
                expect={"severity": "warning", "setting": "warmup"})
 
 
+# --------------------------------------------------------------------------- LD105
+
+
+def waited(outcome: str = WEDGED, *, sent: float = 0.1, end: float = 16.2) -> RequestTrace:
+    """A request accepted (HTTP 200, headers) that got no token before the probe stopped waiting."""
+    return RequestTrace(index=0, path="direct", warmup=True, t_scheduled=sent, t_sent=sent, t_connected=sent,
+                        t_headers=sent + 0.01, status=200, http_version="HTTP/1.1", outcome=outcome, t_end=end,
+                        t_failed=end, error=f"synthetic {outcome}", headers={"content-type": "text/event-stream"})
+
+
+def engine_counters(generated: int, ttft_count: int = 5, prefill_count: int = 5) -> dict[str, object]:
+    """vLLM's progress counters and gauges as one scrape shows them (one request running)."""
+    return {"vllm:generation_tokens_total": generated, "vllm:prompt_tokens_total": 1280,
+            "vllm:request_success_total": {"length": 5}, "vllm:time_to_first_token_seconds": hist(0.08, ttft_count),
+            "vllm:request_prefill_time_seconds": hist(0.05, prefill_count), "vllm:num_requests_running": 1,
+            "vllm:num_requests_waiting": 0}
+
+
+def cases_engine_wedged() -> None:
+    name = "engine-wedged"
+    frozen = window(engine_counters(320), [engine_counters(320)] * 16, engine_counters(320), end=16.3)
+    stop = WedgeStop(t_detected=16.2, t_first_waiting=0.1, still_since=-0.1, still_until=16.0, scrapes=17, counters=5,
+                     bound_s=15.0, in_flight=1, sent=1, running=1.0, waiting=0.0)
+    watched = stream([waited()])
+    watched.wedge = stop
+    write_case(name, "fires-watchdog-stopped-frozen-engine", bundle(stream=watched, metrics=frozen),
+               why="the warm-up request was accepted and got no token; every engine counter (tokens, finished requests, "
+                   "TTFT and prefill histogram counts) stood still over 17 scrapes; the watchdog stopped after 16.1 s",
+               expect={"severity": "critical", "setting": "restart_and_health_check",
+                       "summary_contains": ["none of 5 engine counters", "watchdog stopped after 16.1 s"]})
+    stalled = window(engine_counters(320), [engine_counters(320)] * 30, engine_counters(320), end=30.5)
+    write_case(name, "fires-stall-timeout-without-watchdog", bundle(stream=stream([waited("stall", end=30.2)]), metrics=stalled),
+               why="a bundle without the watchdog: the request stalled 30 s (the stall timeout) with every counter still",
+               expect={"severity": "critical", "setting": "restart_and_health_check"})
+    flowing = window(engine_counters(320), [engine_counters(320 + 40 * i) for i in range(1, 31)], engine_counters(1600),
+                     end=30.5)
+    write_case(name, "quiet-queued-while-tokens-flow", bundle(stream=stream([waited("stall", end=30.2)]), metrics=flowing),
+               why="the request waited 30 s without a token, but the engine generated 40 tokens a second for others: "
+                   "queueing, not a wedge")
+    prefill = window(engine_counters(320), [engine_counters(320)] * 11 + [engine_counters(321, 6, 6)] * 4,
+                     engine_counters(321, 6, 6), end=15.5)
+    write_case(name, "quiet-slow-prefill-ends", bundle(stream=stream([waited("deadline", end=15.2)]), metrics=prefill),
+               why="a long prefill: nothing moved for 11 s, then the prefill and TTFT histograms observed it: the "
+                   "counters stood still only 4 s before the probe stopped")
+    refused = stream([request("direct", 0, ttft=0.0, gaps=[], outcome="connect")])
+    write_case(name, "quiet-dead-engine-refuses", bundle(stream=refused, metrics=frozen),
+               why="the engine refused the connection: a dead engine, which the error-rate check names")
+    write_case(name, "na-no-metrics", bundle(stream=watched),
+               why="no /metrics: the counters cannot say whether the engine moved")
+    llama = window({"llamacpp:requests_processing": 1}, [{"llamacpp:requests_processing": 1}] * 16,
+                   {"llamacpp:requests_processing": 1}, end=16.3)
+    write_case(name, "na-not-exposed-by-llamacpp", bundle(stream=watched, metrics=llama),
+               why="a /metrics with no token or request counter (only a gauge): not exposed by that engine")
+
+
+# --------------------------------------------------------------------------- LD210
+
+
+PAUSES = ((1.0, 1.4), (2.2, 2.6), (3.4, 3.8))
+
+
+def paused(index: int, pauses: tuple[tuple[float, float], ...], *, start: float = 0.0, tokens: int = 90,
+           itl: float = 0.05) -> RequestTrace:
+    """A stream sent at ``start`` whose tokens come every ``itl``, held to the end of each of ``pauses``."""
+    times, t = [], start + 0.05
+    for _ in range(tokens):
+        t = next((b for a, b in pauses if a <= t < b), t)
+        times.append(t)
+        t += itl
+    req = request("direct", index, ttft=times[0] - start, gaps=[b - a for a, b in itertools.pairwise(times)], start=start)
+    req.prompt_tokens = 38
+    return req
+
+
+def runtime_scrapes(gc: list[int], prompts: list[int], *, preempted: int = 0, every: float = 0.5) -> MetricsEvidence:
+    """vLLM counters plus the serving process's GC and start time, one scrape every ``every`` s from t=0."""
+    scrapes = []
+    for k, (collections, prompt) in enumerate(zip(gc, prompts, strict=True)):
+        text = exposition({"vllm:prompt_tokens_total": prompt, "vllm:num_preemptions_total": preempted if k else 0,
+                           "vllm:num_requests_running": 4})
+        text += ('# TYPE python_gc_collections counter\n'
+                 f'python_gc_collections_total{{generation="0"}} {40 * collections}.0\n'
+                 f'python_gc_collections_total{{generation="2"}} {collections}.0\n'
+                 "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 1699996400.0\n")
+        scrapes.append(Scrape(phase="during", t=k * every, wall=1_700_000_000.0 + k * every, status=200,
+                              content_type="text/plain; version=0.0.4", text=text))
+    return MetricsEvidence(url="http://127.0.0.1:8000/metrics", scrapes=scrapes, interval_s=every)
+
+
+def cases_engine_wide_pauses() -> None:
+    name = "engine-wide-pauses"
+    together = stream([paused(i, PAUSES) for i in range(4)], concurrency=4)
+    gc = [0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 3]  # one full collection per freeze
+    flat = [152] * 11  # the four prompts, prefilled before the first scrape's bracket closes
+    write_case(name, "fires-every-stream-freezes-at-once", bundle(stream=together, metrics=runtime_scrapes(gc, flat)),
+               why="4 concurrent streams, tokens every 50 ms, all held 400 ms at 1.0, 2.2 and 3.4 s; no request sent "
+                   "then, prompt tokens flat, gen-2 GC +3, no preemption",
+               expect={"severity": "warning", "setting": "gc_freeze", "summary_contains": ["3 times", "GC collections +3"]})
+    write_case(name, "fires-no-metrics", bundle(stream=together),
+               why="the same streams without /metrics: the probe saw no send during the freezes; the GC counter is "
+                   "not exposed", expect={"setting": "gc_freeze", "summary_contains": ["not exposed"]})
+    growing = [152 + 900 * sum(1 for _, end in PAUSES if end <= k * 0.5) for k in range(11)]  # 900 more by each freeze's end
+    write_case(name, "quiet-prompts-arrive-at-each-freeze", bundle(stream=together, metrics=runtime_scrapes(gc, growing)),
+               why="the same freezes, but 900 prompt tokens of other users were prefilled around each: prefill "
+                   "interference (LD202's), not a pause of the engine")
+    write_case(name, "quiet-preemption", bundle(stream=together, metrics=runtime_scrapes(gc, flat, preempted=3)),
+               why="the same freezes with 3 preemptions in the window: LD201's")
+    growing_pauses = ((1.0, 1.3), (2.2, 2.7), (3.4, 4.1))
+    write_case(name, "fires-freezes-grow", bundle(stream=stream([paused(i, growing_pauses) for i in range(4)], concurrency=4),
+                                                 metrics=runtime_scrapes(gc, flat)),
+               why="the same four streams, held 300, 500 and 700 ms: the pause grows as the run goes on",
+               expect={"setting": "gc_freeze", "summary_contains": ["grew from 3"]})
+    alone = stream([paused(0, PAUSES), *(paused(i, ()) for i in range(1, 4))], concurrency=4)
+    write_case(name, "quiet-one-stream-freezes", bundle(stream=alone, metrics=runtime_scrapes(gc, flat)),
+               why="one stream freezes three times, the three others run on: not the whole engine")
+    sequential = stream([paused(i, PAUSES, start=6.0 * i) for i in range(3)])
+    write_case(name, "na-one-stream-at-a-time", bundle(stream=sequential),
+               why="concurrency 1: no two streams to freeze together")
+
+
+# --------------------------------------------------------------------------- LD211
+
+
+def cpu_scrapes(cores: float | None, itl_mean: float, *, gaps: int = 400, end: float = 28.0) -> MetricsEvidence:
+    """Scrapes before, during and after a window: the engine's inter-token histogram filling with ``gaps``
+    gaps of ``itl_mean`` and the serving process's CPU seconds growing at ``cores`` (None: not exported)."""
+    scrapes = []
+    for phase, t, share in (("before", -0.1, 0.0), ("during", end / 2, 0.5), ("after", end, 1.0)):
+        n = round(gaps * share)
+        text = exposition({"vllm:inter_token_latency_seconds": histogram([itl_mean] * n, ITL_BOUNDS),
+                           "vllm:num_requests_running": 8})
+        if cores is not None:
+            text += f"# TYPE process_cpu_seconds counter\nprocess_cpu_seconds_total {100.0 + cores * (t + 0.1):.2f}\n"
+        scrapes.append(Scrape(phase=phase, t=t, wall=1_700_000_000.0 + t, status=200,
+                              content_type="text/plain; version=0.0.4", text=text))
+    return MetricsEvidence(url="http://127.0.0.1:8000/metrics", scrapes=scrapes, interval_s=1.0)
+
+
+def cases_front_end_saturated() -> None:
+    name = "front-end-saturated"
+    slow = stream(steady(8, ttft=0.1, gap=0.064, tokens=20), concurrency=8)
+    write_case(name, "fires-api-server-pegged", bundle(stream=slow, metrics=cpu_scrapes(0.97, 0.021)),
+               why="the API server's CPU grew 0.97 s per second over 28 s; the engine's inter-token mean 21 ms, the "
+                   "client's TPOT 64 ms (3x)",
+               expect={"severity": "warning", "setting": "api_server_count", "summary_contains": ["0.97 cores", "3.0x"]})
+    write_case(name, "quiet-api-server-idle", bundle(stream=slow, metrics=cpu_scrapes(0.12, 0.021)),
+               why="the same gap between engine and client, but the API server used 0.12 cores: not the front end")
+    fast = stream(steady(8, ttft=0.1, gap=0.025, tokens=20), concurrency=8)
+    write_case(name, "quiet-client-keeps-up", bundle(stream=fast, metrics=cpu_scrapes(0.95, 0.021)),
+               why="a busy API server (0.95 cores) whose streams keep up with the engine: TPOT 25 ms vs 21 ms")
+    write_case(name, "na-no-process-cpu", bundle(stream=slow, metrics=cpu_scrapes(None, 0.021)),
+               why="a /metrics without process_cpu_seconds_total (a multiprocess exporter): not exposed")
+
+
 # --------------------------------------------------------------------------- LD104
 
 
@@ -489,6 +645,13 @@ ARRIVALS = [0.0, 0.4, 0.8, 1.2, 1.6]
 
 def cases_prefill_interference() -> None:
     name = "prefill-interference"
+    # 900 prompt tokens of other users at 0.5, 2.0 and 4.5 s: between the freezes, none around one
+    between_freezes = [152 + 900 * sum(1 for at in (0.5, 2.0, 4.5) if at <= k * 0.5) for k in range(11)]
+    write_case(name, "quiet-engine-wide-pause-no-prompt-at-the-freeze",
+               bundle(stream=stream([paused(i, PAUSES) for i in range(4)], concurrency=4),
+                      metrics=runtime_scrapes([0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 3], between_freezes)),
+               why="4 streams all freeze together three times; other users' prompts (2,700 tokens) were prefilled in "
+                   "the window but the counter stood still across each freeze: an engine-wide pause (LD210), not prefill")
     stutter = simulate(ARRIVALS, 20, lambda running, new: 0.025 + 0.25 * new)
     write_case(name, "fires-prefill-steps-stall-streams",
                bundle(stream=stream(stutter, concurrency=3),
@@ -558,6 +721,11 @@ def cases_batch_too_deep() -> None:
                why="the same growth, but 2 preemptions: KV pressure (LD201), not depth")
     write_case(name, "na-one-stream-at-a-time", bundle(stream=stream(steady(8, ttft=0.1, gap=0.03))),
                why="sequential requests: depth 1 only")
+    steps = load_scrapes({}, {"vllm:num_preemptions_total": 0},
+                         {"vllm:num_preemptions_total": 0, "vllm:inter_token_latency_seconds": histogram([0.015] * 300, ITL_BOUNDS)})
+    write_case(name, "quiet-engine-steps-did-not-slow", bundle(stream=stream(deep, concurrency=4), metrics=steps),
+               why="the same client-side growth, but the engine's own inter-token histogram says 15 ms per step: "
+                   "the steps did not slow with depth, the front end did (LD211)")
 
 
 # --------------------------------------------------------------------------- LD204, LD205

@@ -30,6 +30,15 @@ for), ``error`` (an error object after 2 tokens), ``cut`` (close after 2 tokens,
 ``utf8`` (invalid UTF-8 after 2 tokens), ``usage`` (a usage trailer and no token), ``hang``
 (headers, then silence).
 
+Engine faces: ``GET /health`` answers 200 and ``GET /metrics`` a vLLM-shaped exposition of what
+the server really did (prompt and generated tokens, finished requests, the TTFT, queue-time and
+inter-token histograms (this observing ``itl``, the step the server keeps), the running gauge), followed by prometheus_client's default registry (the server process's real
+``python_gc_collections_total`` and ``process_*``). With ``fail=hang`` the counters stand still
+while requests are in flight: a wedged engine behind a green /health (vllm#39863). ``pause=P:S``
+freezes every stream of the server at once for S seconds every P seconds (on the server's clock,
+whatever the request), each freeze starting with a real full ``gc.collect()``: an engine-wide
+pause (GC, sglang PR#9241) with no prompt arriving and no preemption.
+
 Load (``llm-doctor load`` / ``sweep`` tests): ``slots=K`` admits at most K streams at once, the
 rest wait first come first served (vLLM's ``max_num_seqs``: a queue that adds to TTFT), and
 ``depth=D`` makes every gap ``itl x (1 + D x (streams running - 1))`` (batch depth raising TPOT).
@@ -50,12 +59,15 @@ Every chunk's send time (``time.perf_counter_ns`` right after the socket write) 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from prometheus_client import REGISTRY, generate_latest
 
 MODEL = "/srv/models/tiny-llama"
 WORD = " useful"
@@ -73,6 +85,69 @@ class Sent:
 @dataclass
 class ServerLog:
     requests: dict[str, Sent] = field(default_factory=dict)
+
+
+@dataclass
+class Counts:
+    """What the server did, exposed at /metrics as vLLM names it."""
+
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    finished: int = 0
+    ttft: list[float] = field(default_factory=list)
+    itl: list[float] = field(default_factory=list)  # the engine's steps, not the gaps the client sees
+
+    def exposition(self, running: int) -> bytes:
+        model = f'model_name="{MODEL}"'
+        lines = [
+            "# TYPE vllm:prompt_tokens_total counter", f"vllm:prompt_tokens_total{{{model}}} {self.prompt_tokens}.0",
+            "# TYPE vllm:generation_tokens_total counter",
+            f"vllm:generation_tokens_total{{{model}}} {self.generation_tokens}.0",
+            "# TYPE vllm:request_success_total counter",
+            f'vllm:request_success_total{{finished_reason="length",{model}}} {self.finished}.0',
+            "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{model}}} {running}.0",
+            "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{{{model}}} 0.0",
+            "# TYPE vllm:time_to_first_token_seconds histogram",
+        ]
+        for le in (0.1, 1.0, 10.0):
+            below = sum(1 for v in self.ttft if v <= le)
+            lines.append(f'vllm:time_to_first_token_seconds_bucket{{le="{le}",{model}}} {below}.0')
+        lines += [f'vllm:time_to_first_token_seconds_bucket{{le="+Inf",{model}}} {len(self.ttft)}.0',
+                  f"vllm:time_to_first_token_seconds_count{{{model}}} {len(self.ttft)}.0",
+                  f"vllm:time_to_first_token_seconds_sum{{{model}}} {sum(self.ttft)!r}",
+                  "# TYPE vllm:inter_token_latency_seconds histogram",
+                  *(f'vllm:inter_token_latency_seconds_bucket{{le="{le}",{model}}} {sum(1 for v in self.itl if v <= le)}.0'
+                    for le in (0.01, 0.025, 0.05, 0.1, 1.0)),
+                  f'vllm:inter_token_latency_seconds_bucket{{le="+Inf",{model}}} {len(self.itl)}.0',
+                  f"vllm:inter_token_latency_seconds_count{{{model}}} {len(self.itl)}.0",
+                  f"vllm:inter_token_latency_seconds_sum{{{model}}} {sum(self.itl)!r}",
+                  # admitted at once (no slots option): every request's queue time is 0
+                  "# TYPE vllm:request_queue_time_seconds histogram",
+                  f'vllm:request_queue_time_seconds_bucket{{le="+Inf",{model}}} {len(self.ttft)}.0',
+                  f"vllm:request_queue_time_seconds_count{{{model}}} {len(self.ttft)}.0",
+                  f"vllm:request_queue_time_seconds_sum{{{model}}} 0.0"]
+        return "\n".join(lines).encode() + b"\n" + generate_latest(REGISTRY)
+
+
+class Pauses:
+    """Engine-wide freezes on the server's clock: ``hold`` moves a due time past the freeze it falls in."""
+
+    def __init__(self) -> None:
+        self.epoch = time.perf_counter()
+        self.collected: set[int] = set()  # the freezes whose gc.collect() ran
+
+    def hold(self, due: float, spec: str | None) -> float:
+        if not spec:
+            return due
+        every, length = (float(x) for x in spec.split(":"))
+        k = int((due - self.epoch) // every)
+        start = self.epoch + k * every
+        if k > 0 and start <= due < start + length:
+            if k not in self.collected:
+                self.collected.add(k)
+                gc.collect()
+            return start + length
+        return due
 
 
 def parse_options(path: str) -> tuple[dict[str, str], str]:
@@ -100,6 +175,8 @@ class SseServer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots: dict[int, asyncio.Semaphore] = {}
         self.running = 0  # streams admitted and not finished
+        self.counts = Counts()
+        self.pauses = Pauses()
 
     @property
     def url(self) -> str:
@@ -179,6 +256,15 @@ class SseServer:
         if path == "/v1/models":
             await _send_json(writer, 200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]}, keep)
             return keep
+        if path == "/health" and method == "GET":
+            await _send_json(writer, 200, {}, keep)
+            return keep
+        if path == "/metrics" and method == "GET":
+            body = self.counts.exposition(self.running)
+            writer.write(f"HTTP/1.1 200 OK\r\nserver: uvicorn\r\ncontent-type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                         f"content-length: {len(body)}\r\nconnection: {'keep-alive' if keep else 'close'}\r\n\r\n".encode() + body)
+            await writer.drain()
+            return keep
         route = {"/v1/completions": "completions", "/v1/chat/completions": "chat", "/v1/responses": "responses"}.get(path)
         if method != "POST" or route is None:
             await _send_json(writer, 404, {"detail": "Not Found"}, keep)
@@ -251,7 +337,8 @@ class SseServer:
         n = int(opts.get("n") or request.get("max_tokens") or request.get("max_output_tokens") or 16)
         depth = float(opts.get("depth", 0))
         schedule = _Schedule(t_request, float(opts.get("ttft", 0.05)), float(opts.get("itl", 0.01)), opts.get("stall"),
-                             depth=lambda: 1 + depth * max(self.running - 1, 0))
+                             depth=lambda: 1 + depth * max(self.running - 1, 0),
+                             hold=lambda due: self.pauses.hold(due, opts.get("pause")))
         events = _Events(route, n, noevent=opts.get("noevent") == "1", usage=bool(stream_options.get("include_usage")),
                          continuous=bool(stream_options.get("continuous_usage_stats")))
         if fail == "hang":
@@ -269,6 +356,12 @@ class SseServer:
             if fail in ("error", "cut", "utf8") and k == 2:
                 await stream.fail(fail)
                 return False
+            if k == 0:
+                self.counts.prompt_tokens += 38
+                self.counts.ttft.append(time.perf_counter() - t_request / 1e9)
+            else:
+                self.counts.itl.append(float(opts.get("itl", 0.01)))
+            self.counts.generation_tokens += min(per, n - k * per)
             held.append(events.token(k, last=k == chunks - 1, done=min((k + 1) * per, n), count=min(per, n - k * per)))
             if len(held) == burst or k == chunks - 1:
                 await stream.send(*held, token=True)
@@ -276,6 +369,7 @@ class SseServer:
         await asyncio.sleep(float(opts.get("tail", 0)))
         for payload in events.after():
             await stream.send(payload)
+        self.counts.finished += 1
         await asyncio.sleep(float(opts.get("hold", 0)))
         if opts.get("unended") == "1":
             return False  # the connection closes with the body unended: no last chunk
@@ -293,13 +387,13 @@ class _Schedule:
     """
 
     def __init__(self, t_request: int, ttft: float, itl: float, stall: str | None,
-                 depth: Callable[[], float] = lambda: 1.0) -> None:
+                 depth: Callable[[], float] = lambda: 1.0, hold: Callable[[float], float] = lambda due: due) -> None:
         self.last = t_request / 1e9
-        self.ttft, self.itl, self.depth = ttft, itl, depth
+        self.ttft, self.itl, self.depth, self.hold = ttft, itl, depth, hold
         self.stall_at, self.stall_s = (int(stall.split(":")[0]), float(stall.split(":")[1])) if stall else (-1, 0.0)
 
     async def wait(self, k: int) -> None:
-        due = self.last + (self.ttft if k == 0 else self.itl * self.depth()) + (self.stall_s if k == self.stall_at else 0.0)
+        due = self.hold(self.last + (self.ttft if k == 0 else self.itl * self.depth()) + (self.stall_s if k == self.stall_at else 0.0))
         delay = due - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)

@@ -1,0 +1,141 @@
+"""The engine is wedged: requests are accepted and never get a first token while its counters stand still.
+
+What it detects:
+Requests that waited without a first token (stopped by the probe's watchdog, its stall timeout or
+its deadline) while every progress counter of the engine in /metrics stood still: generated and
+prompt tokens, finished requests, the observation counts of its histograms. The engine core is
+deadlocked or stopped (vllm#39863, #52319) while its API server still answers /health,
+/v1/models and /metrics with 200.
+
+Why it matters:
+A health check that asks the API server (`GET /health`, `GET /v1/models`) stays green, so a load
+balancer keeps sending users to a replica that answers none of them (one stayed in rotation for
+85 minutes). It is not queueing (the engine's tokens keep flowing to someone), not a slow prefill
+(the prefill and TTFT histograms move when it ends) and not a dead engine (refused connections,
+HTTP 5xx, which the error-rate check names).
+
+Evidence:
+stream: each request's send, first token and end on the probe's clock; the watchdog's record
+(`StreamEvidence.wedge`: when it stopped, how long the counters stood still, how many requests it
+stopped). metrics: the raw scrapes taken during the probe, on the same clock: the counters compared
+(`doctor.vllm_metrics.standstill`) and the running / waiting gauges. endpoints: /health's status.
+An engine whose /metrics has no token or request counter does not expose it: the check says so.
+
+Remediation:
+Restart the engine, and make its health check generate one token (vLLM: a 1-token
+`POST /v1/completions`; SGLang: `GET /health_generate`; llama.cpp: `POST /completion` with
+`n_predict` 1; TGI: `POST /generate` with `max_new_tokens` 1), with a timeout, so the load balancer
+takes a wedged replica out of rotation. Verify: the 1-token request answers within its timeout and
+the generation counter moves; the same probe then passes this check.
+
+Options:
+min_still_s: seconds the requests must have waited with every engine counter still
+
+Example:
+LD105 engine-wedged: 2 request(s) waited 16.0 s without a first token while none of 7 engine
+counters moved over 17 scrapes (running 1, /health 200) -> restart the engine; health check = a
+1-token completion.
+"""
+
+from __future__ import annotations
+
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import engine_of, rerun
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.engines.names import LLAMACPP, SGLANG, TGI, display
+from doctor.evidence import EndpointsEvidence, MetricsEvidence, StreamEvidence
+from doctor.evidence.stream import WEDGED
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_seconds
+from doctor.vllm_metrics.standstill import standstill
+
+#: Outcomes of a request still waiting when the probe stopped waiting for it.
+WAITED = ("stall", "deadline", WEDGED)
+
+#: The health check that generates one token, per engine (vLLM's OpenAI route for the others).
+GENERATING_CHECK: dict[str, str] = {
+    SGLANG: "GET /health_generate (it runs one generation)",
+    LLAMACPP: 'POST /completion {"prompt": "ping", "n_predict": 1}',
+    TGI: 'POST /generate {"inputs": "ping", "parameters": {"max_new_tokens": 1}}',
+}
+OPENAI_CHECK = 'POST /v1/completions {"model": MODEL, "prompt": "ping", "max_tokens": 1}'
+
+
+@check(code="LD105", name="engine-wedged", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.WEDGE)
+def engine_wedged(
+    stream: StreamEvidence,
+    metrics: MetricsEvidence | None = None,
+    endpoints: EndpointsEvidence | None = None,
+    log_facts: LogFacts | None = None,
+    metrics_window: MetricsWindow | None = None,
+    *,
+    min_still_s: float = 10.0,
+) -> Result:
+    waited = [r for r in stream.requests if r.outcome in WAITED and not r.tokens and r.t_sent is not None]
+    if not waited:
+        return Pass("no request waited without a first token: the engine answered, or refused outright")
+    if metrics is None or not metrics.scrapes:
+        raise NotApplicable("no /metrics scrape during the probe: the engine's counters cannot say whether it moved")
+    engine = engine_of(log_facts, metrics_window, endpoints)
+    first = min(r.t_sent for r in waited if r.t_sent is not None)
+    last = max(r.t_failed or r.t_end or first for r in waited)
+    still = standstill(metrics.scrapes, until=last)  # up to the end of the wait: what came after is not it
+    if still is None:
+        raise NotApplicable(f"not exposed by {display(engine)}: its /metrics has no token or request counter")
+    start = max(first, still.since)
+    span = still.until - start
+    tokens_meanwhile = sum(1 for r in stream.requests for ev in r.tokens if start <= ev.t <= still.until)
+    if span < min_still_s or tokens_meanwhile:
+        moved = (f"last moved {fmt_seconds(still.since - first)} into a {fmt_seconds(last - first)} wait"
+                 if still.since > first else f"stood still only {fmt_seconds(max(span, 0.0))}")
+        flowing = f", and {tokens_meanwhile} token(s) reached the client meanwhile" if tokens_meanwhile else ""
+        return Pass(f"{len(waited)} request(s) waited without a first token, but the engine's counters {moved}"
+                    f"{flowing}: queueing or a slow prefill, not a wedge")
+    health = _health(endpoints)
+    gauges = ", ".join(f"{name} {value:g}" for name, value in (("running", still.running), ("waiting", still.waiting))
+                       if value is not None)
+    if gauges and not (still.running or still.waiting):
+        # vLLM v1's gauges are the engine core's last report to its API server: a stopped core's is stale
+        gauges += ": the engine's last report, older than the requests in flight"
+    extra = "; ".join(x for x in (gauges, health) if x)
+    summary = (f"{len(waited)} request(s) waited {fmt_seconds(span)} without a first token while none of "
+               f"{still.counters} engine counters moved over {still.scrapes} scrapes" + (f" ({extra})" if extra else ""))
+    values = [
+        EvidenceValue("requests without a first token", len(waited), "", "stream: outcomes " + ", ".join(WAITED)),
+        EvidenceValue("counters still", round(span, 1), "s", f"metrics: {still.counters} counters equal over {still.scrapes} scrapes"),
+    ]
+    stop = stream.wedge
+    if stop is not None:
+        summary += (f"; the probe's watchdog stopped after {fmt_seconds(stop.t_detected - stop.t_first_waiting)} "
+                    f"and {stop.sent} request(s)")
+        values.append(EvidenceValue("seen after", round(stop.t_detected - stop.t_first_waiting, 1), "s",
+                                    "stream: watchdog stop - send of the first request without a token"))
+    if still.running is not None:
+        values.append(EvidenceValue("running", still.running, "requests", "metrics: running gauge at the last scrape"))
+    name = display(engine)
+    probe = GENERATING_CHECK.get(engine or "", OPENAI_CHECK)
+    return Fire(
+        title="The engine is wedged: requests get no first token while its counters stand still",
+        summary=summary,
+        remediation=Remediation(
+            setting="restart_and_health_check",
+            suggested=f"restart the {name} server now; make its liveness/readiness check {probe} with a timeout, "
+                      "not GET /health or /v1/models",
+            why=(f"{name}'s API server accepts requests and answers its health check while the engine behind it "
+                 "generates nothing: only a check that asks for a token takes the replica out of rotation"),
+            verify=rerun(f"after the restart, {probe} to answer within seconds and the generation counter to move, "
+                         "and this check to pass"),
+            where=f"the {name} server (restart) and the orchestrator's / load balancer's health check for it",
+        ),
+        severity=Severity.CRITICAL,
+        evidence=values,
+    )
+
+
+def _health(endpoints: EndpointsEvidence | None) -> str:
+    """``/health 200`` when the engine's endpoint answered its health check: the green light that misleads."""
+    for ep in endpoints.endpoints if endpoints is not None else ():
+        if ep.role == "engine" and ep.health_status is not None:
+            return f"/health {ep.health_status}"
+    return ""

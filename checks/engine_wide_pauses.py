@@ -1,0 +1,207 @@
+"""Every running stream freezes at the same instant, with no prompt arriving and no preemption.
+
+What it detects:
+Engine-wide pauses: large gaps (several times each stream's median gap) that every stream
+running at that moment shows together, on the same wall-clock interval, at least ``min_pauses``
+times, while no request was sent (no prompt of the probe's to prefill), the engine's prompt-token
+counter did not move between the scrapes around the freeze (no other user's prompt either) and
+the engine preempted nothing over the window. Garbage-collection pauses do this (sglang PR#9241,
+#28067; vLLM PR#44363): a full collection stops the process that steps or serves every stream.
+
+Why it matters:
+Users see answers stop mid-sentence, all at once, periodically; the pause grows with the heap
+(with uptime). It is not prefill interference (no prompt arrived, so a smaller step budget
+changes nothing) and not preemption (no KV shortage, so a bigger cache changes nothing).
+
+Evidence:
+stream (token times of every request, and the client's own freezes, taken out: a client that
+froze stamps every stream late together) and stream_stats (median gaps). metrics: the prompt-token
+counter at the scrapes that bracket each freeze; `python_gc_collections_total{generation="2"}`
+and `process_start_time_seconds` of the serving process (`doctor.vllm_metrics.runtime`): a pause
+that grows with the heap grows with uptime, and within the run (said when three or more rise and
+the last is a quarter longer than the first).
+metrics_window: preemptions over the window. Under vLLM v1 the GC counters are the API server's:
+the engine core's collections are not exposed by vLLM (`VLLM_GC_DEBUG=1` logs them).
+
+Remediation:
+Freeze the long-lived heap after start-up so a full collection no longer walks it: a vLLM release
+that does it (vllm PR#44363) with `VLLM_GC_DEBUG=1` to time each collection meanwhile; SGLang's
+`freeze_gc`; TensorRT-LLM's `TRTLLM_SERVER_FREEZE_GC=1`. Verify: the same probe with concurrent
+streams shows no simultaneous freeze.
+
+Options:
+gap_factor: a gap this many times its stream's median is a freeze
+min_pause_s: and at least this long
+min_pauses: simultaneous freezes with no prompt arriving that fire
+min_streams: streams that must freeze together
+
+Example:
+LD210 engine-wide-pauses: direct: 4 times all 4 running streams froze at once (median 300 ms,
+every 1.5 s), no prompt arriving, no preemption; gen-2 GC collections +4 in the window -> freeze
+the heap after start-up (vllm PR#44363).
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from dataclasses import dataclass
+
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import engine_of, rerun
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.engines.names import SGLANG, TRTLLM, VLLM, display
+from doctor.evidence import MetricsEvidence, RequestTrace, StreamEvidence
+from doctor.evidence.stream import frozen_overlap
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+from doctor.units import fmt_seconds
+from doctor.vllm_metrics.runtime import Reading, between, readings
+
+#: The last simultaneous freeze this many times the first (and a rising fit) grew within the run.
+GROWN = 1.25
+
+#: The lever per engine: what freezes the heap after start-up.
+FREEZE: dict[str, tuple[str, str]] = {
+    VLLM: (("a vLLM release that freezes the heap after start-up (vllm PR#44363); VLLM_GC_DEBUG=1 meanwhile to time "
+            "each collection in the log"), "the vLLM version and its environment"),
+    SGLANG: ("SGLang's freeze_gc once the server is warm (sglang PR#9241)", "the SGLang server"),
+    TRTLLM: ("TRTLLM_SERVER_FREEZE_GC=1", "trtllm-serve's environment"),
+}
+
+
+@dataclass(frozen=True)
+class Pause:
+    start: float
+    end: float
+    streams: int  # streams frozen together
+    prompt: str | None  # why a prompt may have arrived during it; None: none did
+
+
+@check(code="LD210", name="engine-wide-pauses", symptom=SymptomClass.INTER_TOKEN, cause=Cause.ENGINE_PAUSE)
+def engine_wide_pauses(
+    stream: StreamEvidence,
+    metrics: MetricsEvidence | None = None,
+    metrics_window: MetricsWindow | None = None,
+    log_facts: LogFacts | None = None,
+    *,
+    gap_factor: float = 3.0,
+    min_pause_s: float = 0.1,
+    min_pauses: int = 2,
+    min_streams: int = 2,
+) -> Result:
+    series = readings(metrics.scrapes) if metrics is not None else []
+    pauses: list[Pause] = []
+    for path in dict.fromkeys(r.path for r in stream.requests):
+        traces = [r for r in stream.requests if r.path == path and r.ok and len(r.tokens) >= 3]
+        pauses += _simultaneous(traces, stream, series, gap_factor, min_pause_s, min_streams)
+    if not pauses:
+        if not _overlapping(stream):
+            raise NotApplicable("no two streams ran at once: a pause of the whole engine cannot be told from one "
+                                "stream's (run with --concurrency 4)")
+        return Pass(f"no freeze stopped {min_streams} or more running streams at once")
+    if metrics_window is not None and metrics_window.preemptions:
+        return Pass(f"{len(pauses)} simultaneous freeze(s), but {metrics_window.preemptions:.0f} preemption(s) in the "
+                    "window explain freezes (LD201)")
+    quiet = [p for p in pauses if p.prompt is None]
+    if len(quiet) < min_pauses:
+        why = next((p.prompt for p in pauses if p.prompt is not None), "")
+        return Pass(f"{len(pauses)} simultaneous freeze(s), {len(quiet)} with no prompt arriving ({why}): prefill "
+                    "interference is LD202's")
+    lengths = [p.end - p.start for p in quiet]
+    starts = [p.start for p in quiet]
+    period = statistics.median(b - a for a, b in itertools.pairwise(starts)) if len(starts) > 1 else None
+    summary = (f"{len(quiet)} times every running stream ({max(p.streams for p in quiet)} at most) froze at once "
+               f"(median {fmt_seconds(statistics.median(lengths))}, longest {fmt_seconds(max(lengths))}"
+               + (f", every {fmt_seconds(period)}" if period else "") + "), no prompt arriving, no preemption")
+    values = [
+        EvidenceValue("simultaneous freezes", len(quiet), "", "stream: gaps every running stream shares, none at a send"),
+        EvidenceValue("freeze median", round(statistics.median(lengths), 3), "s", "stream: the shared interval"),
+        EvidenceValue("freeze longest", round(max(lengths), 3), "s", "stream: the shared interval"),
+    ]
+    if len(quiet) >= 3 and statistics.linear_regression(starts, lengths).slope > 0 and lengths[-1] >= GROWN * lengths[0]:
+        summary += f"; they grew from {fmt_seconds(lengths[0])} to {fmt_seconds(lengths[-1])} over the run"
+    engine = engine_of(log_facts, metrics_window)
+    summary += _runtime(series, quiet, values, engine)
+    lever, where = FREEZE.get(engine or VLLM, ((f"not exposed by {display(engine)}: no setting freezes its heap; "
+                                                "report it upstream with the freeze times"), f"the {display(engine)} server"))
+    return Fire(
+        title="Every running stream freezes at once, with no prompt arriving: an engine-wide pause (GC)",
+        summary=summary,
+        remediation=Remediation(
+            setting="gc_freeze",
+            suggested=lever,
+            why=("the freezes hit every stream at the same instant with no prompt to prefill and no preemption: the "
+                 "process stopped as a whole, as a full garbage collection does; a smaller step budget or a bigger KV "
+                 "cache would change nothing"),
+            verify=rerun("no simultaneous freeze across the concurrent streams, and this check to pass"),
+            where=where,
+        ),
+        severity=Severity.WARNING,
+        evidence=values,
+    )
+
+
+def _simultaneous(traces: list[RequestTrace], stream: StreamEvidence, series: list[Reading], gap_factor: float,
+                  min_pause_s: float, min_streams: int) -> list[Pause]:
+    """The intervals in which every stream running across them froze, ``min_streams`` or more."""
+    client = stream.client.freezes
+    large: dict[int, list[tuple[float, float]]] = {}
+    for i, r in enumerate(traces):
+        times = [ev.t for ev in r.tokens]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        median = statistics.median(gaps)
+        large[i] = [(a, b) for a, b in itertools.pairwise(times)
+                    if b - a > gap_factor * median and b - a - frozen_overlap(client, a, b) >= min_pause_s]
+    pauses: list[Pause] = []
+    for i, spans in large.items():
+        for a, b in spans:
+            running = [j for j, r in enumerate(traces) if j != i and r.tokens[0].t <= a and r.tokens[-1].t >= b]
+            hits = [next(((c, d) for c, d in large[j] if min(b, d) - max(a, c) > 0.5 * min(b - a, d - c)), None)
+                    for j in running]
+            shared = [h for h in hits if h is not None]
+            if len(running) + 1 < min_streams or len(shared) < len(running):
+                continue  # a stream ran on through it: not the whole engine
+            start, end = max([a, *(c for c, _ in shared)]), min([b, *(d for _, d in shared)])
+            if any(p.start < end and start < p.end for p in pauses):
+                continue  # the same pause, seen from another stream
+            pauses.append(Pause(start, end, len(running) + 1, _prompt(stream, series, start, end)))
+    return sorted(pauses, key=lambda p: p.start)
+
+
+def _prompt(stream: StreamEvidence, series: list[Reading], start: float, end: float) -> str | None:
+    """Why a prompt may have arrived during ``[start, end]``; None when none did (the probe sent
+    nothing, and the engine's prompt-token counter did not move beyond the probe's own)."""
+    sent = [r for r in stream.requests if r.t_sent is not None and start - (end - start) <= r.t_sent <= end]
+    if sent:
+        return f"the probe sent a request at t={sent[0].t_sent:.2f} s"
+    grew = between(series, start, end, lambda r: r.prompt_tokens)
+    if grew is None:
+        return None
+    bracket = [r for r in series if r.t <= start][-1].t, next(r for r in series if r.t >= end).t
+    own = sum(r.prompt_tokens or 0 for r in stream.requests
+              if r.t_first_token is not None and bracket[0] <= r.t_first_token <= bracket[1])
+    return f"{grew - own:.0f} prompt tokens prefilled around it" if grew - own > 0 else None
+
+
+def _runtime(series: list[Reading], pauses: list[Pause], values: list[EvidenceValue], engine: str | None) -> str:
+    """The serving process's full collections over the window and its uptime, as a sentence (and evidence)."""
+    gc = [r.gc_full for r in series if r.gc_full is not None]
+    if len(gc) < 2:
+        return f"; python_gc_collections_total not exposed by {display(engine)}'s /metrics"
+    grew = gc[-1] - gc[0]
+    values.append(EvidenceValue("gen-2 GC collections", grew, "", 'metrics: python_gc_collections_total{generation="2"} '
+                                "delta (the serving process)"))
+    text = f"; full (gen-2) GC collections +{grew:.0f} in the window"
+    started = next((r for r in reversed(series) if r.started is not None), None)
+    if started is not None and started.started is not None:
+        uptime = started.wall - started.started
+        values.append(EvidenceValue("uptime", round(uptime), "s", "metrics: scrape time - process_start_time_seconds"))
+        text += f", uptime {fmt_seconds(uptime)} (pauses grow with the heap)"
+    return text
+
+
+def _overlapping(stream: StreamEvidence) -> bool:
+    """Two streams were answered at the same time (first to last token overlap)."""
+    spans = sorted((r.tokens[0].t, r.tokens[-1].t) for r in stream.requests if r.ok and r.tokens)
+    return any(b[0] < a[1] for a, b in itertools.pairwise(spans))

@@ -31,7 +31,8 @@ from doctor.probes import kubernetes, logfile
 from doctor.probes.gateway_route import edge_settings, impossible_without_engine
 from doctor.probes.http import HttpOptions, credential_header
 from doctor.probes.payload import ROUTES
-from doctor.probes.plan import CollectConfig
+from doctor.probes.lengths import MAX_TOKENS
+from doctor.probes.plan import MAX_RATE, MAX_REQUESTS, MAX_SECONDS, MAX_STREAMS, CollectConfig
 from doctor.redact import Redactor
 from doctor.registry import Registry, load_registry
 from doctor.runner import AnalyzeOptions, validate_settings
@@ -79,31 +80,36 @@ def _seconds(text: str, flag: str = "--since") -> float:
     return value
 
 
-def bounded(value: Any, where: str, *, minimum: float, inclusive: bool = False) -> Any:
-    """``value`` when finite and above ``minimum`` (or equal to it, when ``inclusive``).
+def bounded(value: Any, where: str, *, minimum: float, inclusive: bool = False, maximum: float | None = None) -> Any:
+    """``value`` when finite, above ``minimum`` (or equal to it, when ``inclusive``) and, when
+    given, at most ``maximum``.
 
-    Without this, ``--ttft-budget -1`` yields a "healthy within -1.00 s" verdict and ``--rate 0``
-    or ``--deadline inf`` a probe that never ends; ``where`` names the flag or config key.
+    Without this, ``--ttft-budget -1`` yields a "healthy within -1.00 s" verdict, ``--rate 0``
+    or ``--deadline inf`` a probe that never ends, and ``--requests 99999999999`` a run that
+    eats the machine; ``where`` names the flag or config key.
     """
     try:
         finite = math.isfinite(value)
     except OverflowError:  # an integer too large for a float is not a sane count either
         finite = False
-    if not finite or value < minimum or (value == minimum and not inclusive):
+    if not finite or value < minimum or (value == minimum and not inclusive) or (maximum is not None and value > maximum):
         bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
+        if maximum is not None:
+            bound += f" and <= {maximum:g}"
         raise UsageError(f"{where} must be a finite number {bound}, got {value!r}")
     return value
 
 
-def _probe_number(opts: dict[str, Any], cfg: FileConfig, key: str, default: Any, *, minimum: float, inclusive: bool = False) -> Any:
+def _probe_number(opts: dict[str, Any], cfg: FileConfig, key: str, default: Any, *, minimum: float, inclusive: bool = False,
+                  maximum: float | None = None) -> Any:
     """A numeric probe setting: the flag, else ``[probe]`` of the config file, else ``default``.
 
     ``is not None`` rather than ``or``, so that an explicit 0 is checked, not replaced.
     """
     if opts.get(key) is not None:
-        return bounded(opts[key], "--" + key.replace("_", "-"), minimum=minimum, inclusive=inclusive)
+        return bounded(opts[key], "--" + key.replace("_", "-"), minimum=minimum, inclusive=inclusive, maximum=maximum)
     if cfg.probe.get(key) is not None:
-        return bounded(cfg.probe[key], f"[probe] {key} in {cfg.path}", minimum=minimum, inclusive=inclusive)
+        return bounded(cfg.probe[key], f"[probe] {key} in {cfg.path}", minimum=minimum, inclusive=inclusive, maximum=maximum)
     return default
 
 
@@ -266,21 +272,21 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
         text_field=edge.text_field,
         gateway_kind=edge.kind,
         model=_pick(opts, p, "model", None),
-        prompt_tokens=_probe_number(opts, cfg, "prompt_tokens", PLAN.prompt_tokens, minimum=1, inclusive=True),
-        max_tokens=_probe_number(opts, cfg, "max_tokens", PLAN.max_tokens, minimum=1, inclusive=True),
-        concurrency=_probe_number(opts, cfg, "concurrency", PLAN.concurrency, minimum=1, inclusive=True),
-        requests=_probe_number(opts, cfg, "requests", PLAN.requests, minimum=1, inclusive=True),
-        duration_s=float(_probe_number(opts, cfg, "duration", PLAN.duration_s, minimum=0)),
-        warmup=_probe_number(opts, cfg, "warmup", PLAN.warmup, minimum=0, inclusive=True),
-        rate=_probe_number(opts, cfg, "rate", PLAN.rate, minimum=0),
-        stall_timeout_s=float(_probe_number(opts, cfg, "stall_timeout", PLAN.stall_timeout_s, minimum=0)),
-        deadline_s=float(_probe_number(opts, cfg, "deadline", PLAN.deadline_s, minimum=0)),
+        prompt_tokens=_probe_number(opts, cfg, "prompt_tokens", PLAN.prompt_tokens, minimum=1, inclusive=True, maximum=MAX_TOKENS),
+        max_tokens=_probe_number(opts, cfg, "max_tokens", PLAN.max_tokens, minimum=1, inclusive=True, maximum=MAX_TOKENS),
+        concurrency=_probe_number(opts, cfg, "concurrency", PLAN.concurrency, minimum=1, inclusive=True, maximum=MAX_STREAMS),
+        requests=_probe_number(opts, cfg, "requests", PLAN.requests, minimum=1, inclusive=True, maximum=MAX_REQUESTS),
+        duration_s=float(_probe_number(opts, cfg, "duration", PLAN.duration_s, minimum=0, maximum=MAX_SECONDS)),
+        warmup=_probe_number(opts, cfg, "warmup", PLAN.warmup, minimum=0, inclusive=True, maximum=MAX_REQUESTS),
+        rate=_probe_number(opts, cfg, "rate", PLAN.rate, minimum=0, maximum=MAX_RATE),
+        stall_timeout_s=float(_probe_number(opts, cfg, "stall_timeout", PLAN.stall_timeout_s, minimum=0, maximum=MAX_SECONDS)),
+        deadline_s=float(_probe_number(opts, cfg, "deadline", PLAN.deadline_s, minimum=0, maximum=MAX_SECONDS)),
         http=http,
         log=_pick(opts, t, "log", None),
         model_dir=_pick(opts, t, "model_dir", None),
         metrics_url=_url(_pick(opts, t, "metrics_url", None), "--metrics-url"),
         metrics=not opts.get("no_metrics", False),
-        scrape_interval_s=float(_probe_number(opts, cfg, "scrape_interval", PLAN.scrape_interval_s, minimum=0)),
+        scrape_interval_s=float(_probe_number(opts, cfg, "scrape_interval", PLAN.scrape_interval_s, minimum=0, maximum=MAX_SECONDS)),
         prometheus=_url(_pick(opts, t, "prometheus", None), "--prometheus"),
         since_s=_since(opts.get("since") or t.get("since")),
         selector=opts.get("selector") or t.get("selector", ""),

@@ -19,7 +19,7 @@ import math
 import socket
 import ssl
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from typing import Any
 
 import anyio
@@ -224,7 +224,7 @@ class _Probe:
         finally:
             await close()  # also on Ctrl-C: a sharded client's workers hand back what they measured
         if timed_out:
-            self._at_deadline(warm + measured)
+            self._at_deadline((config.warmup + (config.requests or config.request_cap)) * len(self.urls))
         return self.finish()
 
     async def _local(self) -> tuple[Send, Callable[[], Awaitable[None]]]:
@@ -349,14 +349,13 @@ class _Probe:
             self._summarise_failures()
         return self.evidence
 
-    async def _phases(self, send: Send, warm: list[Job], measured: list[Job]) -> None:
+    async def _phases(self, send: Send, warm: list[Job], measured: Iterable[Job]) -> None:
         if self.discover_model and self.model is None and not (self.config.payload or {}).get("model"):
             self.model = await self._discover_model()
         if warm:
             self.progress(f"warm-up: {len(warm)} request(s)")
             await dispatch(warm, self.config.concurrency, send, self.clock)
-        if measured:
-            await dispatch(measured, self.config.concurrency, send, self.clock, stop=self._enough)
+        await dispatch(measured, self.config.concurrency, send, self.clock, stop=self._enough)
 
     def _enough(self) -> bool:
         """Stop sending when a path fails fast (``sampling.failing_fast``); without ``--requests``,
@@ -453,14 +452,13 @@ class _Probe:
             framing=config.framing, text_field=config.text_field, gateway_kind=config.gateway_kind,
         )
 
-    def _at_deadline(self, jobs: list[Job]) -> None:
+    def _at_deadline(self, planned: int) -> None:
         """Requests cut by the deadline are ``deadline``; a job never sent was not run, which is no
         failure of the target: ``stopped`` counts them instead of a trace each."""
         for trace in self.traces:
             if trace.outcome == CANCELLED:
                 trace.outcome, trace.error = "deadline", f"still streaming at the {self.config.deadline_s:g} s deadline"
-        sent = {(t.path, t.index) for t in self.traces}
-        unsent = sum(1 for job in jobs if (job.path, job.index) not in sent)
+        unsent = planned - len({(t.path, t.index) for t in self.traces})
         if unsent and self.config.requests is not None:
             self.stopped = f"the {self.config.deadline_s:g} s deadline: {unsent} planned request(s) never sent"
         elif self.stopped is None:

@@ -21,8 +21,8 @@ from typing import Any
 
 from doctor import __version__
 from doctor.clock import Clock
-from doctor.evidence import Bundle, EvidenceError
 from doctor.errors import UsageError
+from doctor.evidence import Bundle, EvidenceError
 from doctor.probes.plan import CollectConfig, over_context
 from doctor.redact import Redactor, redact_bundle
 from doctor.run_record import complete_run_record

@@ -30,8 +30,8 @@ from doctor.model import Budgets, Severity
 from doctor.probes import kubernetes, logfile
 from doctor.probes.gateway_route import edge_settings, impossible_without_engine
 from doctor.probes.http import HttpOptions, credential_header
-from doctor.probes.payload import ROUTES
 from doctor.probes.lengths import MAX_TOKENS
+from doctor.probes.payload import ROUTES
 from doctor.probes.plan import MAX_RATE, MAX_REQUESTS, MAX_SECONDS, MAX_STREAMS, CollectConfig
 from doctor.redact import Redactor
 from doctor.registry import Registry, load_registry

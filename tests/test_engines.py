@@ -227,7 +227,7 @@ def test_a_file_that_is_not_a_scrape_is_a_message_not_a_traceback(tmp_path: Path
     page.write_text("<html>login</html>")
     with pytest.raises(UsageError, match="HTML page"):
         _metrics_json(page)
-    with pytest.raises(UsageError, match="cannot read .*missing.prom"):
+    with pytest.raises(UsageError, match=r"cannot read .*missing\.prom"):
         _metrics_json(page, tmp_path / "missing.prom")
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,8 @@ from doctor.probes.plan import MAX_RATE, MAX_REQUESTS, MAX_SECONDS, MAX_STREAMS,
 from doctor.redact import Redactor
 from doctor.registry import Registry, load_registry
 from doctor.runner import AnalyzeOptions, validate_settings
+from doctor.sizing.architecture import ConfigError, load_config_text
+from doctor.user_paths import check_output_file, check_output_folder, is_stdout, piped_output
 
 #: The defaults every flag falls back to, read from the dataclasses that use them.
 PLAN = CollectConfig()
@@ -180,34 +181,19 @@ def _pick(opts: dict[str, Any], file_section: dict[str, Any], key: str, default:
 
 
 def check_output_paths(*paths: Path | None) -> None:
-    """Refuse an output path that cannot be written, before the probe: found only afterwards, an
-    unwritable ``--html`` or ``-o`` cost the whole probe. Nothing is left behind (no file from a
-    run refused later); missing folders are fine when the nearest existing one takes a file,
-    since the writer creates them.
-
-    Writing is tried, not predicted: ``os.access`` says yes to root everywhere, and to a
-    read-only mount or ``/proc``, where the write fails. An existing file is opened for appending
-    (its content and time untouched); otherwise an empty file is created beside it and removed.
-    """
+    """Refuse a file output that cannot be written, before the probe (``doctor.user_paths``):
+    found only afterwards, an unwritable ``--html`` or ``-o`` cost the whole probe."""
     for path in paths:
-        if path is None:
-            continue
-        if path.is_dir():
-            raise UsageError(f"cannot write {path}: it is a directory")
-        parent = path.parent
-        while not parent.exists() and parent != parent.parent:
-            parent = parent.parent
-        if not parent.is_dir():
-            raise UsageError(f"cannot write {path}: {parent} is not a directory")
-        try:
-            if path.exists():
-                path.open("ab").close()
-            else:
-                handle, trial = tempfile.mkstemp(dir=parent, prefix=".llm-doctor-write-check-")
-                os.close(handle)
-                os.unlink(trial)
-        except OSError as exc:
-            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        check_output_file(path)
+
+
+def check_bundle_path(path: Path | None) -> None:
+    """``--bundle`` (``diagnose``, ``load``): a file; the run reads its evidence back from it, so
+    ``-`` (stdout) cannot be one (``collect -o -`` prints a bundle)."""
+    if is_stdout(path):
+        raise UsageError("--bundle keeps the evidence in a file the run reads back: '-' (stdout) is for --json, --md and --html, "
+                         "or collect -o -")
+    check_output_file(path)
 
 
 def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) -> CollectConfig:
@@ -232,13 +218,21 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
     log = _pick(opts, t, "log", None)
     if log and (why := logfile.unreadable(str(log))):
         raise UsageError(f"--log: {why}")
+    model_dir = _pick(opts, t, "model_dir", None)
+    if model_dir:
+        try:  # readable now; what it holds is evidence, read by the probe
+            load_config_text(model_dir)
+        except ConfigError as exc:
+            raise UsageError(f"--model-dir: {exc}") from None
     verify: bool | str = True
     if opts.get("insecure"):
         verify = False
     elif opts.get("ca_cert") or p.get("ca_cert"):
         verify = str(opts.get("ca_cert") or p.get("ca_cert"))
-        if not Path(verify).is_file():
-            raise UsageError(f"--ca-cert {verify}: no such file")
+        try:
+            Path(verify).open("rb").close()
+        except OSError as exc:
+            raise UsageError(f"--ca-cert {verify}: {exc.strerror or exc}") from None
     api_key_env = opts.get("api_key_env") or p.get("api_key_env") or API_KEY_ENV
     http = HttpOptions(
         api_key=_api_key(api_key_env, opts.get("api_key_file") or p.get("api_key_file")),
@@ -389,6 +383,7 @@ def check_output_options(opts: dict[str, Any], cfg: FileConfig) -> Severity:
     fmt = opts.get("format") or FORMATS[0]
     if fmt not in FORMATS:
         raise UsageError(f"--format must be {' or '.join(FORMATS)}, got {fmt!r}")
+    piped_output(opts)  # at most one document on stdout
     value = opts.get("fail_on") or cfg.analysis.get("fail_on") or ANALYSIS.fail_on.value
     try:
         return Severity(value)
@@ -417,12 +412,7 @@ def require_evidence_source(config: CollectConfig, verb: str) -> None:
 def check_baseline_folder(opts: dict[str, Any]) -> Path | None:
     """``--baseline DIR``: a folder (created on the first healthy run), never a file."""
     folder = opts.get("baseline")
-    if folder is None:
-        return None
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"--baseline {folder} is not a directory")
-    return folder
+    return check_output_folder(Path(folder), "--baseline") if folder is not None else None
 
 
 @dataclass(frozen=True)
@@ -441,16 +431,14 @@ class ExportTargets:
 def check_export_options(opts: dict[str, Any]) -> ExportTargets:
     """Validate the metrics outputs before anything is probed: a typo must not cost a probe run.
 
-    The textfile's folder must already exist (node_exporter reads a fixed folder; creating a
-    misspelt one would export into nowhere), and the Pushgateway must be an http(s) URL.
+    The textfile must be writable and its folder must already exist (node_exporter reads a fixed
+    folder; creating a misspelt one would export into nowhere), and the Pushgateway must be an
+    http(s) URL.
     """
     textfile = opts.get("metrics_textfile")
     if textfile is not None:
         textfile = Path(textfile)
-        if not textfile.parent.is_dir():
-            raise UsageError(f"--metrics-textfile {textfile}: the folder {textfile.parent} does not exist")
-        if textfile.is_dir():
-            raise UsageError(f"--metrics-textfile {textfile} is a directory; name a file (node_exporter reads *.prom)")
+        check_output_file(textfile, "--metrics-textfile")
     return ExportTargets(textfile=textfile, pushgateway=_url(opts.get("pushgateway"), "--pushgateway"))
 
 
@@ -489,8 +477,7 @@ def build_watch_plan(every: str, count: int | None, listen: str | None, history:
         if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
             raise UsageError(f"--listen expects HOST:PORT with a port in 1-65535, got {listen!r}")
         address = (host.strip("[]"), int(port))
-    if history is not None and history.exists() and not history.is_dir():
-        raise UsageError(f"--history {history} is not a directory")
+    check_output_folder(history, "--history")
     return WatchPlan(every_s=_seconds(every, "--every"), count=count, listen=address, history=history, keep=keep,
                      retries=retries, canary_engine=_url(canary_engine, "--canary-engine"),
                      canary_gateway=_url(canary_gateway, "--canary-gateway"))

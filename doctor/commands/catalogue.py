@@ -8,7 +8,7 @@ import sys
 from rich.table import Table
 
 from doctor.check import DOC_HEADINGS
-from doctor.console import warn
+from doctor.console import reader_may_leave, warn
 from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
 from doctor.registry import CATALOGUE_HINT, load_registry
@@ -25,7 +25,8 @@ def list_checks(as_json: bool) -> ExitCode:
              "origin": s.origin}
             for s in registry.checks
         ]
-        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        with reader_may_leave():
+            sys.stdout.write(json.dumps(rows, indent=1) + "\n")
     else:
         # Codes, names and symptoms are what people grep for: never wrapped or shortened.
         table = Table(title=f"{len(registry.checks)} checks")
@@ -37,7 +38,8 @@ def list_checks(as_json: bool) -> ExitCode:
             table.add_row(s.code, s.name, s.symptom.value, "\n".join(s.requires),
                           "\n".join(f"{k}={v}" for k, v in s.options.items()))
         console = stdout_console()
-        console.print(fitted(table, console), crop=False)
+        with reader_may_leave():
+            console.print(fitted(table, console), crop=False)
     for w in registry.warnings:
         warn(w)
     return ExitCode.HEALTHY
@@ -54,5 +56,6 @@ def explain(check: str) -> ExitCode:
     described = spec.option_docs
     options = [f"  {spec.code}.{k} = {v!r}: {described.get(k, '(not documented)')}" for k, v in spec.options.items()]
     out += ["## Options", *(options or ["(none)"]), ""]
-    sys.stdout.write("\n".join(out))
+    with reader_may_leave():
+        sys.stdout.write("\n".join(out))
     return ExitCode.HEALTHY

@@ -13,6 +13,7 @@ from pathlib import Path
 from doctor.commands.analyze import reanalyse
 from doctor.compare import Comparison, compare_reports
 from doctor.config import load_config
+from doctor.console import reader_may_leave
 from doctor.exit_codes import ExitCode
 from reports.comparison import comparison_json, print_comparison, print_unlike
 from reports.terminal import stdout_console
@@ -26,14 +27,15 @@ def run(base: Path, current: Path, *, allow_unlike: bool, config: Path | None = 
     current_report, _ = reanalyse(current, opts, cfg, None)
     comparison = compare_reports(base_report, current_report)
     refused = bool(comparison.unlike) and not allow_unlike
-    if as_json:
-        sys.stdout.write(comparison_json(comparison, refused=refused))
-    else:
-        console = stdout_console()
-        if comparison.unlike:
-            print_unlike(comparison, console, refused=refused)
-        if not refused:
-            print_comparison(comparison, console)
+    with reader_may_leave():
+        if as_json:
+            sys.stdout.write(comparison_json(comparison, refused=refused))
+        else:
+            console = stdout_console()
+            if comparison.unlike:
+                print_unlike(comparison, console, refused=refused)
+            if not refused:
+                print_comparison(comparison, console)
     return comparison_code(comparison, refused=refused)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 
+from doctor.console import reader_may_leave
 from doctor.engines import normal
 from doctor.engines.capacity import capacity_from_exposition
 from doctor.errors import UsageError
@@ -45,5 +46,6 @@ def metrics_command_output(sources: list[str], as_json: bool) -> tuple[str, int]
 def run(sources: list[str], as_json: bool) -> int:
     """Print the output, ending in one newline; the exit code."""
     text, code = metrics_command_output(sources, as_json)
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    with reader_may_leave():
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return code

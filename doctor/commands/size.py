@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.console import reader_may_leave
 from doctor.engines.logs import parse_engine_log
 from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
@@ -101,8 +102,9 @@ def size_document(req: SizeRequest) -> tuple[dict[str, Any], int]:
 
 def run(req: SizeRequest) -> int:
     doc, code = size_document(req)
-    if req.as_json:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    else:
-        print_sizing(doc, stdout_console())
+    with reader_may_leave():
+        if req.as_json:
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        else:
+            print_sizing(doc, stdout_console())
     return code

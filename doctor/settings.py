@@ -134,6 +134,17 @@ def _url(value: str | None, flag: str) -> str | None:
     return value
 
 
+def _same_place(a: str, b: str) -> bool:
+    """Whether two checked URLs reach the same server path: scheme, host (any case), port (the
+    scheme's default when left out) and path without its trailing slash."""
+    defaults = {"http": 80, "https": 443}
+
+    def key(url: httpx.URL) -> tuple[str, str, int | None, str]:
+        return url.scheme, url.host.lower(), url.port or defaults.get(url.scheme), url.path.rstrip("/")
+
+    return key(httpx.URL(a)) == key(httpx.URL(b))
+
+
 def _api_key(env: str, path: str | Path | None) -> str | None:
     """The key in the file ``path`` when given, else in the environment variable ``env``."""
     if path:
@@ -291,6 +302,9 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
         budgets=Budgets(ttft_s=_budget(opts, cfg, "ttft", run_fields.get("region"), BUDGETS.ttft_s),
                         tpot_s=_budget(opts, cfg, "tpot", run_fields.get("region"), BUDGETS.tpot_s)),
     )
+    if config.engine and config.gateway and _same_place(config.engine, config.gateway):
+        warn("--gateway is the same URL as --engine: both paths reach the engine directly, so they measure the same "
+             "thing and no gateway latency can show; give the URL the application calls")
     if edge.route is not None and config.gateway is None:
         raise UsageError("--gateway-route needs --gateway: it is the route of the application's edge")
     if edge.route is not None and config.engine is None:

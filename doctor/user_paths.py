@@ -25,6 +25,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from doctor.errors import UsageError
 
@@ -41,10 +42,10 @@ def is_stdout(path: Path | str | None) -> bool:
 PIPEABLE = ("json", "md", "html")
 
 
-def piped_output(opts: dict[str, object]) -> str | None:
+def piped_output(opts: dict[str, Any]) -> str | None:
     """Which of ``PIPEABLE`` was given ``-`` (stdout), if any; at most one may be, and not beside
     ``--format json`` (which prints the JSON report there): one stream holds one document."""
-    piped = [key for key in PIPEABLE if is_stdout(opts.get(key))]  # type: ignore[arg-type]
+    piped = [key for key in PIPEABLE if is_stdout(opts.get(key))]
     if opts.get("format") == "json":
         piped.append("format json")
     if len(piped) > 1:

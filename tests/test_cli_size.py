@@ -75,3 +75,13 @@ def test_a_missing_model_dir_is_refused_before_collecting_like_a_missing_log(tmp
                                  "--no-host", "-o", str(bundle)])
     assert result.exit_code == 2 and "--model-dir: no model config" in result.output, result.output
     assert not bundle.exists()
+
+
+def test_a_max_model_len_beyond_the_config_positions_is_warned() -> None:
+    """The tiny model was trained for 2048 positions: 8192 sizes a cache vLLM would refuse to start with."""
+    longest = json.loads((TINY / "config.json").read_text())["max_position_embeddings"]
+    result = runner.invoke(app, ["size", str(TINY), "--kv-cache-memory", "1GiB", "--max-model-len", str(longest * 4), "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["params"] > 0
+    assert f"beyond the {longest} positions" in result.stderr
+    within = runner.invoke(app, ["size", str(TINY), "--kv-cache-memory", "1GiB", "--max-model-len", str(longest), "--json"])
+    assert "positions" not in within.stderr

@@ -308,3 +308,23 @@ def test_a_request_within_max_model_len_is_sent(tmp_path):
                                      "--max-tokens", "4", "--json", str(tmp_path / "r.json")])
     assert result.exit_code in (ExitCode.HEALTHY, ExitCode.SYMPTOM), result.output
     assert (tmp_path / "r.json").exists()
+
+
+# --- small ones a reviewer notices first --------------------------------------------------
+
+@pytest.mark.parametrize("gateway", ["http://127.0.0.1:8000", "http://127.0.0.1:8000/", "HTTP://127.0.0.1:8000"])
+def test_a_gateway_equal_to_the_engine_is_warned(capsys, gateway):
+    build_collect_config({"engine": ENGINE, "gateway": gateway}, FileConfig(), "diagnose")
+    assert "--gateway is the same URL as --engine" in capsys.readouterr().err
+
+
+def test_a_real_gateway_is_not_warned(capsys):
+    build_collect_config({"engine": ENGINE, "gateway": "http://127.0.0.1:8080"}, FileConfig(), "diagnose")
+    assert "same URL" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gpus", ["0", "-1"])
+def test_load_refuses_a_price_for_no_gpu(gpus):
+    """``--gpus 0`` was read as "not given" and priced one GPU."""
+    result = runner.invoke(app, ["load", "--engine", ENGINE, "--gpu-hour-price", "2", "--gpus", gpus])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS and "--gpus must be" in result.output, result.output

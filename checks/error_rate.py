@@ -18,7 +18,8 @@ taken out). Startup log, else /metrics or the endpoints: which engine served, fo
 
 Remediation:
 By the dominant failure: HTTP 429 / 503 -> capacity (`replicas`); 401 / 403 -> `api_key`;
-404 -> the served model name (`served_model_name`); 400 / 413 / 422 -> the request (`max_model_len`
+404 -> the served model name (`served_model_name`) when the body names the model, else the route
+(`route`: `--route responses` against a server without `/v1/responses`); 400 / 413 / 422 -> the request (`max_model_len`
 when the body says the prompt is too long, else the payload); 5xx -> the engine log
 (`vllm_server`); connect / dns / tls -> `endpoint_url`; cut -> `proxy_read_timeout`; timeout /
 stall / deadline -> the latency findings (`replicas` when queueing); metrics errors ->
@@ -78,8 +79,14 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
     "http-404": (
         "served_model_name",
         "the model id /v1/models lists",
-        "the request's model / the route",
-        "the route or model name does not exist",
+        "the request's model",
+        "the model name does not exist",
+    ),
+    "http-404-route": (
+        "route",
+        "a route the server serves (--route chat or completions; vLLM serves responses from 0.10)",
+        "the probe's --route, or the gateway's routes",
+        "the server has no such route",
     ),
     "http-4xx": (
         "request_payload",
@@ -120,6 +127,8 @@ GENERIC = (*ENGINE_LOG, "requests failed")
 def failure_key(req: RequestTrace) -> str:
     """The key a failure's fix is looked up by."""
     if req.outcome == "http-status" and req.status:
+        if req.status == 404 and "model" not in (req.body_excerpt or "").lower():  # {"detail": "Not Found"}
+            return "http-404-route"
         if f"http-{req.status}" in FIXES:
             return f"http-{req.status}"
         if (

@@ -34,6 +34,19 @@ def test_every_command_has_help_with_an_example(command):
     assert "Example" in result.output
 
 
+@pytest.mark.parametrize("command", [*COMMANDS, "watch", "load", "sweep", "compare", "metrics"])
+def test_help_shows_no_value_after_a_switch_and_no_hard_break_inside_a_sentence(command):
+    """typer showed ``--insecure <bool>`` (as if it took a value) and kept the docstrings' line
+    breaks, so a paragraph was wrapped twice: "A target that is / down is retried ..."."""
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "300"}, terminal_width=300)
+    assert result.exit_code == 0 and "<bool>" not in result.output
+    doc = app.registered_commands[[c.callback.__name__.removesuffix("_cmd") for c in app.registered_commands].index(command)]
+    for paragraph in (doc.help or "").split("\n\n"):
+        assert "\n" not in paragraph
+    if command == "watch":
+        assert "A target that is down is retried with backoff" in result.output
+
+
 def test_version():
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and __version__ in result.output

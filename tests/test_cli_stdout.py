@@ -89,3 +89,16 @@ def test_the_verdict_is_shown_before_a_file_that_cannot_be_written() -> None:
     code, out, err = doctor("analyze", BUNDLE, "--html", "/dev/full")
     assert code == ExitCode.NO_DIAGNOSIS
     assert "HEALTHY" in out and "cannot write /dev/full" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("columns", [100, 120])
+def test_checks_keeps_to_columns_with_every_identifier_whole(columns: int) -> None:
+    """``checks`` was 107 columns whatever ``COLUMNS`` said; its needs and options fold instead."""
+    proc = subprocess.run([sys.executable, "-m", "doctor", "checks"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": str(columns)})
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and max(map(len, lines)) <= columns and not any("…" in line for line in lines)
+    listed = json.loads(subprocess.run([sys.executable, "-m", "doctor", "checks", "--json"], cwd=ROOT, capture_output=True,
+                                       text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout)
+    for row in listed:
+        assert any(f"│ {row['code']} │ {row['name']} " in line for line in lines), row["code"]

@@ -15,6 +15,11 @@ from doctor.registry import CATALOGUE_HINT, load_registry
 from reports.terminal import fitted, stdout_console
 
 
+#: The narrowest the "needs" and "options" columns of ``llm-doctor checks`` fold to: the longest
+#: evidence name (metrics_window) stays whole.
+FOLDED = 14
+
+
 def list_checks(as_json: bool) -> ExitCode:
     """Every check: code, name, symptom class, the evidence it needs, its options."""
     registry = load_registry()
@@ -38,8 +43,15 @@ def list_checks(as_json: bool) -> ExitCode:
             table.add_row(s.code, s.name, s.symptom.value, "\n".join(s.requires),
                           "\n".join(f"{k}={v}" for k, v in s.options.items()))
         console = stdout_console()
+        # the needs and options fold (at FOLDED at the narrowest), so the console's width (COLUMNS
+        # when piped) holds the table once the identifiers fit whole; wider only when they do not
+        identifiers = sum(max(len(v) for v in (head, *values)) for head, values in (
+            ("code", [s.code for s in registry.checks]), ("name", [s.name for s in registry.checks]),
+            ("symptom", [s.symptom.value for s in registry.checks])))
+        narrowest = identifiers + 2 * FOLDED + 3 * 5 + 1  # each column's padding and its left border, the right border
+        table.width = min(fitted(table, console).width or console.width, max(console.width, narrowest))
         with reader_may_leave():
-            console.print(fitted(table, console), crop=False)
+            console.print(table, crop=False)
     for w in registry.warnings:
         warn(w)
     return ExitCode.HEALTHY

@@ -14,7 +14,6 @@ from doctor.exit_codes import ExitCode
 from doctor.registry import CATALOGUE_HINT, load_registry
 from reports.terminal import fitted, stdout_console
 
-
 #: The narrowest the "needs" and "options" columns of ``llm-doctor checks`` fold to: the longest
 #: evidence name (metrics_window) stays whole.
 FOLDED = 14

@@ -155,3 +155,9 @@ def test_a_folder_option_creates_the_folder_named_but_never_its_parents(tmp_path
     command = "watch" if flag == "--history" else "diagnose"
     refused([command, *ENGINE, "--json", str(tmp_path / "r.json"), flag, str(tmp_path / "typo" / "keep")], "does not exist")
     assert not (tmp_path / "typo").exists()
+
+
+def test_analyze_refuses_a_missing_folder_before_reading_the_bundle(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["analyze", str(BUNDLE), "--html", str(tmp_path / "typo" / "r.html")])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS and "does not exist" in result.output, result.output
+    assert not (tmp_path / "typo").exists()

@@ -104,17 +104,16 @@ def check_output_folder(folder: Path | None, flag: str) -> Path | None:
     (it is created on the first write). Returns ``folder``."""
     if folder is None:
         return None
-    what = f"{flag}"
-    kind = _kind(folder, what)
+    kind = _kind(folder, flag)
     if kind == "file":
         raise UsageError(f"{flag} {folder} is not a directory")
     if kind == "dir":
-        _try_writing_in(folder, what, folder)
+        _try_writing_in(folder, flag, folder)
         return folder
     parent = folder.parent
-    parent_kind = _kind(parent, what)
+    parent_kind = _kind(parent, flag)
     if parent_kind != "dir":
         raise UsageError(f"{flag} {folder}: the folder {parent} {'is not a directory' if parent_kind else 'does not exist'} "
                          "(only the folder named is created)")
-    _try_writing_in(parent, what, folder)
+    _try_writing_in(parent, flag, folder)
     return folder

@@ -19,7 +19,8 @@ taken out). Startup log, else /metrics or the endpoints: which engine served, fo
 Remediation:
 By the dominant failure: HTTP 429 / 502 / 503 that the gateway answered itself (its own error page,
 `x-envoy-overloaded`) -> the gateway's limit (`gateway_limit`, LD309 names it); HTTP 429 / 503 -> capacity (`replicas`); 401 / 403 -> `api_key`;
-404 -> the served model name (`served_model_name`); 400 / 413 / 422 -> the request (`max_model_len`
+404 -> the served model name (`served_model_name`) when the body names the model, else the route
+(`route`: `--route responses` against a server without `/v1/responses`); 400 / 413 / 422 -> the request (`max_model_len`
 when the body says the prompt is too long, else the payload); 5xx -> the engine log
 (`vllm_server`); connect / dns / tls -> `endpoint_url` (the other scheme when the port speaks it);
 a gateway with no response head within the bound its direct path sets -> the gateway hop
@@ -83,8 +84,14 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
     "http-404": (
         "served_model_name",
         "the model id /v1/models lists",
-        "the request's model / the route",
-        "the route or model name does not exist",
+        "the request's model",
+        "the model name does not exist",
+    ),
+    "http-404-route": (
+        "route",
+        "a route the server serves (--route chat or completions; vLLM serves responses from 0.10)",
+        "the probe's --route, or the gateway's routes",
+        "the server has no such route",
     ),
     "http-4xx": (
         "request_payload",
@@ -152,6 +159,8 @@ def failure_key(req: RequestTrace, direct_answers: bool = False) -> str:
     if direct_answers and gateway_refusal(req) is not None:
         return "gateway-refused"
     if req.outcome == "http-status" and req.status:
+        if req.status == 404 and "model" not in (req.body_excerpt or "").lower():  # {"detail": "Not Found"}
+            return "http-404-route"
         if f"http-{req.status}" in FIXES:
             return f"http-{req.status}"
         if (

@@ -16,7 +16,7 @@ import typer
 
 from doctor import __version__
 from doctor.commands.guard import run_guarded
-from doctor.commands.options import opt, uses
+from doctor.commands.options import opt, quiet_switches, unwrapped_help, uses
 from doctor.config import load_config
 from doctor.evidence.stream import FRAMINGS
 from doctor.probes.payload import ROUTES
@@ -469,6 +469,10 @@ def root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
     """llm-doctor: incidents, scheduled health checks, ticket-ready reports."""
+
+
+quiet_switches()
+unwrapped_help(app)
 
 
 def main() -> None:

@@ -5,7 +5,9 @@ the engine process), a /metrics scrape right before the stream probe, background
 it and a watch for GPU XID errors over it, one scrape right after it, then the log and
 Prometheus history (which read the past and add no load). A probe that fails leaves an
 ``EvidenceError``; a probe that crashes is recorded as an ``internal`` error too, so ``collect``
-always returns a bundle. Ctrl-C keeps what was gathered: the stream probe's requests so far, the
+always returns a bundle, unless the engine's own /v1/models says it would refuse every request
+asked for (longer than its ``max_model_len``): that is the user's setting, a ``UsageError``
+raised before the first request. Ctrl-C keeps what was gathered: the stream probe's requests so far, the
 scrapes and XID errors so far, and the startup log (a local read that sends nothing); the bundle
 is marked ``interrupted``.
 """
@@ -19,8 +21,9 @@ from typing import Any
 
 from doctor import __version__
 from doctor.clock import Clock
+from doctor.errors import UsageError
 from doctor.evidence import Bundle, EvidenceError
-from doctor.probes.plan import CollectConfig
+from doctor.probes.plan import CollectConfig, over_context
 from doctor.redact import Redactor, redact_bundle
 from doctor.run_record import complete_run_record
 
@@ -115,6 +118,8 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                                          lambda: ingress.collect_ingress(gateway)))
         if config.model is None and bundle.endpoints is not None:
             config.model = next((m.id for e in bundle.endpoints.endpoints for m in e.models), None)
+        if bundle.endpoints is not None and (why := over_context(config, [m for e in bundle.endpoints.endpoints for m in e.models])):
+            raise UsageError(why)  # before the first request: each would only be refused
         metrics_url = config.resolved_metrics_url() if config.metrics else None
         if metrics_url:
             scraper = metrics.Scraper(

@@ -6,6 +6,11 @@ command is asked to print (a report, JSON), so it pipes cleanly.
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from rich.console import Console
 from rich.markup import escape
 
@@ -25,3 +30,23 @@ def note(message: str) -> None:
 def warn(message: str) -> None:
     """A yellow "warning:" line; ``message`` is shown as typed, never read as markup."""
     err.print(f"[yellow]warning:[/] {escape(message)}", highlight=False)
+
+
+@contextmanager
+def reader_may_leave() -> Iterator[None]:
+    """Write to stdout inside this; a reader that closed early (``| head -1``) ends the output
+    there, not the run.
+
+    The Python documentation's way (``signal`` module, "Note on SIGPIPE"): on ``BrokenPipeError``
+    stdout is pointed at ``/dev/null``, so the interpreter's last flush cannot fail again. The run
+    then goes on: the files are still written, their "wrote" lines still reach stderr, and the exit
+    code is still the verdict's, where a traceback and exit 1 once told a healthy cron job it had
+    found an incident.
+    """
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

@@ -26,7 +26,7 @@ from doctor.derive.load_summary import Price
 from doctor.errors import UsageError
 from doctor.evidence import ProbePath
 from doctor.probes.lengths import Lengths, parse_range, read_shapes
-from doctor.probes.plan import CollectConfig
+from doctor.probes.plan import MAX_RATE, MAX_REQUESTS, MAX_STREAMS, CollectConfig
 from doctor.settings import PLAN, bounded, build_collect_config
 
 SCENARIOS = ("single", "server", "offline")
@@ -46,6 +46,18 @@ ARRIVAL_MARGIN = 4.0
 #: Requests a closed loop may plan without ``--requests`` (its ``--duration`` stops it first):
 #: more than a fast engine answers in 10 minutes, few enough to plan in a blink.
 CLOSED_LOOP_CAP = 100_000
+
+
+#: Worker processes a load run may read its streams with (``--client-workers``): far more than
+#: the CPUs of any one client machine.
+MAX_WORKERS = 256
+#: GPUs one run's price is for (``--gpus``).
+MAX_GPUS = 100_000
+
+
+def _given(opts: dict[str, Any], key: str, default: Any) -> Any:
+    """The flag when given, else ``default``: an explicit 0 is checked, never replaced."""
+    return default if opts.get(key) is None else opts[key]
 
 
 @dataclass(frozen=True)
@@ -89,11 +101,11 @@ def build_load_config(opts: dict[str, Any], cfg: FileConfig, command: str) -> Co
     config = build_collect_config(plain, cfg, command)
     if not config.targets():
         raise UsageError(f"{command} needs a target: give --engine or --gateway")
-    cap = int(bounded(opts.get("max_concurrency") or MAX_CONCURRENCY, "--max-concurrency", minimum=1, inclusive=True))
+    cap = int(bounded(_given(opts, "max_concurrency", MAX_CONCURRENCY), "--max-concurrency", minimum=1, inclusive=True, maximum=MAX_STREAMS))
     workers = opts.get("client_workers")
     config = dataclasses.replace(config, scenario=scenario, lengths=lengths, adaptive=False,
                                  only_path=ProbePath.GATEWAY if config.gateway else ProbePath.DIRECT,
-                                 client_workers=None if workers is None else int(bounded(workers, "--client-workers", minimum=1, inclusive=True)))
+                                 client_workers=None if workers is None else int(bounded(workers, "--client-workers", minimum=1, inclusive=True, maximum=MAX_WORKERS)))
     if command == "sweep":
         return config
     if scenario == "single":
@@ -114,13 +126,13 @@ def build_sweep_plan(opts: dict[str, Any], by: str, maximum: float | None, start
     if by == "rate" and maximum is None:
         raise UsageError("--by rate needs --max-rate (the highest Poisson rate to try)")
     top = float(bounded(maximum if maximum is not None else SweepPlan.maximum, "--max-rate" if by == "rate" else "--max-concurrency",
-                        minimum=0 if by == "rate" else 1, inclusive=by != "rate"))
+                        minimum=0 if by == "rate" else 1, inclusive=by != "rate", maximum=MAX_RATE if by == "rate" else MAX_STREAMS))
     first = float(bounded(start if start is not None else 1.0, "--start", minimum=0, inclusive=False))
     if by == "concurrency" and (top != int(top) or first != int(first)):
         raise UsageError("a concurrency sweep counts whole streams: --start and --max-concurrency must be whole numbers")
     if first > top:
         raise UsageError(f"--start {first:g} is above the sweep's maximum {top:g}")
-    requests = int(bounded(opts.get("requests") or LEVEL_REQUESTS, "--requests", minimum=1, inclusive=True))
+    requests = int(bounded(_given(opts, "requests", LEVEL_REQUESTS), "--requests", minimum=1, inclusive=True, maximum=MAX_REQUESTS))
     return SweepPlan(by=by, start=first, maximum=top, requests=requests)
 
 
@@ -138,5 +150,5 @@ def build_price(opts: dict[str, Any]) -> Price | None:
         if opts.get("gpus") is not None:
             raise UsageError("--gpus prices the run: give --gpu-hour-price too")
         return None
-    gpus = int(bounded(opts.get("gpus") or 1, "--gpus", minimum=1, inclusive=True))
+    gpus = int(bounded(_given(opts, "gpus", 1), "--gpus", minimum=1, inclusive=True, maximum=MAX_GPUS))
     return Price(float(bounded(opts["gpu_hour_price"], "--gpu-hour-price", minimum=0)), gpus)

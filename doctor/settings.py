@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,11 +31,14 @@ from doctor.model import Budgets, FailOn
 from doctor.probes import kubernetes, logfile
 from doctor.probes.gateway_route import edge_settings, impossible_without_engine
 from doctor.probes.http import HttpOptions, credential_header
+from doctor.probes.lengths import MAX_TOKENS
 from doctor.probes.payload import ROUTES
-from doctor.probes.plan import CollectConfig
+from doctor.probes.plan import MAX_RATE, MAX_REQUESTS, MAX_SECONDS, MAX_STREAMS, CollectConfig
 from doctor.redact import Redactor
 from doctor.registry import Registry, load_registry
 from doctor.runner import AnalyzeOptions, validate_settings
+from doctor.sizing.architecture import ConfigError, load_config_text
+from doctor.user_paths import check_output_file, check_output_folder, is_stdout, piped_output
 
 #: The defaults every flag falls back to, read from the dataclasses that use them.
 PLAN = CollectConfig()
@@ -82,31 +84,36 @@ def _seconds(text: str, flag: str = "--since") -> float:
     return value
 
 
-def bounded(value: Any, where: str, *, minimum: float, inclusive: bool = False) -> Any:
-    """``value`` when finite and above ``minimum`` (or equal to it, when ``inclusive``).
+def bounded(value: Any, where: str, *, minimum: float, inclusive: bool = False, maximum: float | None = None) -> Any:
+    """``value`` when finite, above ``minimum`` (or equal to it, when ``inclusive``) and, when
+    given, at most ``maximum``.
 
-    Without this, ``--ttft-budget -1`` yields a "healthy within -1.00 s" verdict and ``--rate 0``
-    or ``--deadline inf`` a probe that never ends; ``where`` names the flag or config key.
+    Without this, ``--ttft-budget -1`` yields a "healthy within -1.00 s" verdict, ``--rate 0``
+    or ``--deadline inf`` a probe that never ends, and ``--requests 99999999999`` a run that
+    eats the machine; ``where`` names the flag or config key.
     """
     try:
         finite = math.isfinite(value)
     except OverflowError:  # an integer too large for a float is not a sane count either
         finite = False
-    if not finite or value < minimum or (value == minimum and not inclusive):
+    if not finite or value < minimum or (value == minimum and not inclusive) or (maximum is not None and value > maximum):
         bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
+        if maximum is not None:
+            bound += f" and <= {maximum:g}"
         raise UsageError(f"{where} must be a finite number {bound}, got {value!r}")
     return value
 
 
-def _probe_number(opts: dict[str, Any], cfg: FileConfig, key: str, default: Any, *, minimum: float, inclusive: bool = False) -> Any:
+def _probe_number(opts: dict[str, Any], cfg: FileConfig, key: str, default: Any, *, minimum: float, inclusive: bool = False,
+                  maximum: float | None = None) -> Any:
     """A numeric probe setting: the flag, else ``[probe]`` of the config file, else ``default``.
 
     ``is not None`` rather than ``or``, so that an explicit 0 is checked, not replaced.
     """
     if opts.get(key) is not None:
-        return bounded(opts[key], "--" + key.replace("_", "-"), minimum=minimum, inclusive=inclusive)
+        return bounded(opts[key], "--" + key.replace("_", "-"), minimum=minimum, inclusive=inclusive, maximum=maximum)
     if cfg.probe.get(key) is not None:
-        return bounded(cfg.probe[key], f"[probe] {key} in {cfg.path}", minimum=minimum, inclusive=inclusive)
+        return bounded(cfg.probe[key], f"[probe] {key} in {cfg.path}", minimum=minimum, inclusive=inclusive, maximum=maximum)
     return default
 
 
@@ -128,6 +135,17 @@ def _url(value: str | None, flag: str) -> str | None:
     if url.port is not None and not 1 <= url.port <= 65535:
         raise UsageError(f"{flag} {shown!r}: the port must be between 1 and 65535")
     return value
+
+
+def _same_place(a: str, b: str) -> bool:
+    """Whether two checked URLs reach the same server path: scheme, host (any case), port (the
+    scheme's default when left out) and path without its trailing slash."""
+    defaults = {"http": 80, "https": 443}
+
+    def key(url: httpx.URL) -> tuple[str, str, int | None, str]:
+        return url.scheme, url.host.lower(), url.port or defaults.get(url.scheme), url.path.rstrip("/")
+
+    return key(httpx.URL(a)) == key(httpx.URL(b))
 
 
 def _api_key(env: str, path: str | Path | None) -> str | None:
@@ -177,34 +195,19 @@ def _pick(opts: dict[str, Any], file_section: dict[str, Any], key: str, default:
 
 
 def check_output_paths(*paths: Path | None) -> None:
-    """Refuse an output path that cannot be written, before the probe: found only afterwards, an
-    unwritable ``--html`` or ``-o`` cost the whole probe. Nothing is left behind (no file from a
-    run refused later); missing folders are fine when the nearest existing one takes a file,
-    since the writer creates them.
-
-    Writing is tried, not predicted: ``os.access`` says yes to root everywhere, and to a
-    read-only mount or ``/proc``, where the write fails. An existing file is opened for appending
-    (its content and time untouched); otherwise an empty file is created beside it and removed.
-    """
+    """Refuse a file output that cannot be written, before the probe (``doctor.user_paths``):
+    found only afterwards, an unwritable ``--html`` or ``-o`` cost the whole probe."""
     for path in paths:
-        if path is None:
-            continue
-        if path.is_dir():
-            raise UsageError(f"cannot write {path}: it is a directory")
-        parent = path.parent
-        while not parent.exists() and parent != parent.parent:
-            parent = parent.parent
-        if not parent.is_dir():
-            raise UsageError(f"cannot write {path}: {parent} is not a directory")
-        try:
-            if path.exists():
-                path.open("ab").close()
-            else:
-                handle, trial = tempfile.mkstemp(dir=parent, prefix=".llm-doctor-write-check-")
-                os.close(handle)
-                os.unlink(trial)
-        except OSError as exc:
-            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        check_output_file(path)
+
+
+def check_bundle_path(path: Path | None) -> None:
+    """``--bundle`` (``diagnose``, ``load``): a file; the run reads its evidence back from it, so
+    ``-`` (stdout) cannot be one (``collect -o -`` prints a bundle)."""
+    if is_stdout(path):
+        raise UsageError("--bundle keeps the evidence in a file the run reads back: '-' (stdout) is for --json, --md and --html, "
+                         "or collect -o -")
+    check_output_file(path)
 
 
 def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) -> CollectConfig:
@@ -229,13 +232,21 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
     log = _pick(opts, t, "log", None)
     if log and (why := logfile.unreadable(str(log))):
         raise UsageError(f"--log: {why}")
+    model_dir = _pick(opts, t, "model_dir", None)
+    if model_dir:
+        try:  # readable now; what it holds is evidence, read by the probe
+            load_config_text(model_dir)
+        except ConfigError as exc:
+            raise UsageError(f"--model-dir: {exc}") from None
     verify: bool | str = True
     if opts.get("insecure"):
         verify = False
     elif opts.get("ca_cert") or p.get("ca_cert"):
         verify = str(opts.get("ca_cert") or p.get("ca_cert"))
-        if not Path(verify).is_file():
-            raise UsageError(f"--ca-cert {verify}: no such file")
+        try:
+            Path(verify).open("rb").close()
+        except OSError as exc:
+            raise UsageError(f"--ca-cert {verify}: {exc.strerror or exc}") from None
     api_key_env = opts.get("api_key_env") or p.get("api_key_env") or API_KEY_ENV
     http = HttpOptions(
         api_key=_api_key(api_key_env, opts.get("api_key_file") or p.get("api_key_file")),
@@ -269,21 +280,21 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
         text_field=edge.text_field,
         gateway_kind=edge.kind,
         model=_pick(opts, p, "model", None),
-        prompt_tokens=_probe_number(opts, cfg, "prompt_tokens", PLAN.prompt_tokens, minimum=1, inclusive=True),
-        max_tokens=_probe_number(opts, cfg, "max_tokens", PLAN.max_tokens, minimum=1, inclusive=True),
-        concurrency=_probe_number(opts, cfg, "concurrency", PLAN.concurrency, minimum=1, inclusive=True),
-        requests=_probe_number(opts, cfg, "requests", PLAN.requests, minimum=1, inclusive=True),
-        duration_s=float(_probe_number(opts, cfg, "duration", PLAN.duration_s, minimum=0)),
-        warmup=_probe_number(opts, cfg, "warmup", PLAN.warmup, minimum=0, inclusive=True),
-        rate=_probe_number(opts, cfg, "rate", PLAN.rate, minimum=0),
-        stall_timeout_s=float(_probe_number(opts, cfg, "stall_timeout", PLAN.stall_timeout_s, minimum=0)),
-        deadline_s=float(_probe_number(opts, cfg, "deadline", PLAN.deadline_s, minimum=0)),
+        prompt_tokens=_probe_number(opts, cfg, "prompt_tokens", PLAN.prompt_tokens, minimum=1, inclusive=True, maximum=MAX_TOKENS),
+        max_tokens=_probe_number(opts, cfg, "max_tokens", PLAN.max_tokens, minimum=1, inclusive=True, maximum=MAX_TOKENS),
+        concurrency=_probe_number(opts, cfg, "concurrency", PLAN.concurrency, minimum=1, inclusive=True, maximum=MAX_STREAMS),
+        requests=_probe_number(opts, cfg, "requests", PLAN.requests, minimum=1, inclusive=True, maximum=MAX_REQUESTS),
+        duration_s=float(_probe_number(opts, cfg, "duration", PLAN.duration_s, minimum=0, maximum=MAX_SECONDS)),
+        warmup=_probe_number(opts, cfg, "warmup", PLAN.warmup, minimum=0, inclusive=True, maximum=MAX_REQUESTS),
+        rate=_probe_number(opts, cfg, "rate", PLAN.rate, minimum=0, maximum=MAX_RATE),
+        stall_timeout_s=float(_probe_number(opts, cfg, "stall_timeout", PLAN.stall_timeout_s, minimum=0, maximum=MAX_SECONDS)),
+        deadline_s=float(_probe_number(opts, cfg, "deadline", PLAN.deadline_s, minimum=0, maximum=MAX_SECONDS)),
         http=http,
         log=_pick(opts, t, "log", None),
         model_dir=_pick(opts, t, "model_dir", None),
         metrics_url=_url(_pick(opts, t, "metrics_url", None), "--metrics-url"),
         metrics=not opts.get("no_metrics", False),
-        scrape_interval_s=float(_probe_number(opts, cfg, "scrape_interval", PLAN.scrape_interval_s, minimum=0)),
+        scrape_interval_s=float(_probe_number(opts, cfg, "scrape_interval", PLAN.scrape_interval_s, minimum=0, maximum=MAX_SECONDS)),
         prometheus=_url(_pick(opts, t, "prometheus", None), "--prometheus"),
         since_s=_since(opts.get("since") or t.get("since")),
         selector=opts.get("selector") or t.get("selector", ""),
@@ -294,6 +305,9 @@ def build_collect_config(opts: dict[str, Any], cfg: FileConfig, command: str) ->
         budgets=Budgets(ttft_s=_budget(opts, cfg, "ttft", run_fields.get("region"), BUDGETS.ttft_s),
                         tpot_s=_budget(opts, cfg, "tpot", run_fields.get("region"), BUDGETS.tpot_s)),
     )
+    if config.engine and config.gateway and _same_place(config.engine, config.gateway):
+        warn("--gateway is the same URL as --engine: both paths reach the engine directly, so they measure the same "
+             "thing and no gateway latency can show; give the URL the application calls")
     if edge.route is not None and config.gateway is None:
         raise UsageError("--gateway-route needs --gateway: it is the route of the application's edge")
     if edge.route is not None and config.engine is None:
@@ -386,6 +400,7 @@ def check_output_options(opts: dict[str, Any], cfg: FileConfig) -> FailOn:
     fmt = opts.get("format") or FORMATS[0]
     if fmt not in FORMATS:
         raise UsageError(f"--format must be {' or '.join(FORMATS)}, got {fmt!r}")
+    piped_output(opts)  # at most one document on stdout
     value = opts.get("fail_on") or cfg.analysis.get("fail_on") or ANALYSIS.fail_on.value
     try:
         return FailOn(value)
@@ -430,12 +445,7 @@ def build_practical(opts: dict[str, Any], cfg: FileConfig) -> Practical:
 def check_baseline_folder(opts: dict[str, Any]) -> Path | None:
     """``--baseline DIR``: a folder (created on the first healthy run), never a file."""
     folder = opts.get("baseline")
-    if folder is None:
-        return None
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"--baseline {folder} is not a directory")
-    return folder
+    return check_output_folder(Path(folder), "--baseline") if folder is not None else None
 
 
 @dataclass(frozen=True)
@@ -454,16 +464,14 @@ class ExportTargets:
 def check_export_options(opts: dict[str, Any]) -> ExportTargets:
     """Validate the metrics outputs before anything is probed: a typo must not cost a probe run.
 
-    The textfile's folder must already exist (node_exporter reads a fixed folder; creating a
-    misspelt one would export into nowhere), and the Pushgateway must be an http(s) URL.
+    The textfile must be writable and its folder must already exist (node_exporter reads a fixed
+    folder; creating a misspelt one would export into nowhere), and the Pushgateway must be an
+    http(s) URL.
     """
     textfile = opts.get("metrics_textfile")
     if textfile is not None:
         textfile = Path(textfile)
-        if not textfile.parent.is_dir():
-            raise UsageError(f"--metrics-textfile {textfile}: the folder {textfile.parent} does not exist")
-        if textfile.is_dir():
-            raise UsageError(f"--metrics-textfile {textfile} is a directory; name a file (node_exporter reads *.prom)")
+        check_output_file(textfile, "--metrics-textfile")
     return ExportTargets(textfile=textfile, pushgateway=_url(opts.get("pushgateway"), "--pushgateway"))
 
 
@@ -502,8 +510,7 @@ def build_watch_plan(every: str, count: int | None, listen: str | None, history:
         if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
             raise UsageError(f"--listen expects HOST:PORT with a port in 1-65535, got {listen!r}")
         address = (host.strip("[]"), int(port))
-    if history is not None and history.exists() and not history.is_dir():
-        raise UsageError(f"--history {history} is not a directory")
+    check_output_folder(history, "--history")
     return WatchPlan(every_s=_seconds(every, "--every"), count=count, listen=address, history=history, keep=keep,
                      retries=retries, canary_engine=_url(canary_engine, "--canary-engine"),
                      canary_gateway=_url(canary_gateway, "--canary-gateway"))

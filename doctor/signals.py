@@ -1,4 +1,10 @@
-"""SIGTERM handled exactly like Ctrl-C (SIGINT).
+"""SIGINT as Ctrl-C, whatever was inherited, and SIGTERM handled exactly like it.
+
+A process started in the background of a non-interactive shell (``cmd &`` in a script, cron's
+``sh -c``, ``nohup``) inherits SIGINT as *ignored*: Ctrl-C sent to it did nothing, and asyncio,
+which takes SIGINT over only from Python's default handler, kept its graceful path off too, so
+SIGTERM forwarded here fell back to a bare ``KeyboardInterrupt`` that tore through the event
+loop and lost the requests in flight. The CLI puts Python's own handler back first.
 
 ``timeout``, cron, systemd and Kubernetes stop a process with SIGTERM, whose default action
 kills it at once: exit 143, no report, the probe lost. Forwarding it to whatever handles SIGINT
@@ -23,6 +29,8 @@ def _as_sigint(_signum: int, frame: FrameType | None) -> None:
 
 
 def terminate_like_interrupt() -> None:
-    """Route SIGTERM to the SIGINT handler (main thread only; signals are delivered there)."""
+    """Ctrl-C raises ``KeyboardInterrupt`` even where SIGINT was inherited ignored, and SIGTERM is
+    routed to the SIGINT handler of the moment (main thread only; signals are delivered there)."""
     if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, _as_sigint)

@@ -17,8 +17,7 @@ from doctor.vllm_metrics.views import MetricsWindow
 
 
 def render_metrics_summary(
-    sources: list[str], window: MetricsWindow | None, facts: dict[str, Any], not_exposed: dict[str, str],
-    problem: str | None, *, as_json: bool,
+    sources: list[str], window: MetricsWindow, facts: dict[str, Any], not_exposed: dict[str, str], *, as_json: bool,
 ) -> str:
     """What ``llm-doctor metrics`` prints: JSON or text, redacted."""
     if as_json:
@@ -27,19 +26,15 @@ def render_metrics_summary(
             "engine": facts.get("engine"),
             "facts": facts,
             "not_exposed": not_exposed,
-            "problem": problem,
-            "window": to_jsonable(window) if window is not None else None,
+            "window": to_jsonable(window),
         }
         text = json.dumps(document, indent=2, default=str)
     else:
-        text = _text(sources, window, facts, not_exposed, problem)
+        text = _text(sources, window, facts, not_exposed)
     return Redactor().text(text)
 
 
-def _text(sources: list[str], window: MetricsWindow | None, facts: dict[str, Any], not_exposed: dict[str, str],
-          problem: str | None) -> str:
-    if window is None:
-        return f"cannot use {', '.join(sources)}: {problem}"
+def _text(sources: list[str], window: MetricsWindow, facts: dict[str, Any], not_exposed: dict[str, str]) -> str:
     if window.scrapes_used == 1:
         span = "totals since the engine started"
     elif window.window_s is None:

@@ -77,18 +77,28 @@ class _NoTrailingSpaces(io.TextIOBase):
         self._out.flush()
 
 
+class _StdoutConsole(Console):
+    """A console whose reader may leave early (``| head -1``): rich would ``SystemExit(1)``, ending
+    a healthy run with the code of an incident before its files are written; the caller decides
+    instead (``doctor.console.reader_may_leave``)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def stdout_console(file: TextIO | None = None) -> Console:
     """The console for a command's stdout (or ``file``): rich's own on a terminal, else
     ``PIPE_WIDTH`` wide (``COLUMNS`` when it is set) without trailing spaces or colour."""
     out = file or sys.stdout
-    console = Console(file=out)
+    console = _StdoutConsole(file=out)
     if console.is_terminal:
         return console
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:  # asked for: a wider mail, a narrower pager
-        return Console(file=cast(TextIO, _NoTrailingSpaces(out)), width=int(columns))
+        return _StdoutConsole(file=cast(TextIO, _NoTrailingSpaces(out)), width=int(columns))
     # rich only writes and flushes; typeshed's TextIOBase is no IO[str], though it is one at run time
-    return Console(file=cast(TextIO, _NoTrailingSpaces(out)), width=PIPE_WIDTH)
+    return _StdoutConsole(file=cast(TextIO, _NoTrailingSpaces(out)), width=PIPE_WIDTH)
 
 
 def fitted(table: Table, console: Console) -> Table:

@@ -24,12 +24,14 @@ from doctor.bundle import (
     load_path,
     save,
 )
+from doctor.commands.emit import emit
+from doctor.config import FileConfig
 from doctor.errors import BundleError, BundleVersionError, UsageError
 from doctor.evidence import SCHEMA_VERSION, Bundle, EvidenceError
 from doctor.registry import load_registry
 from doctor.runner import analyze
 from doctor.serial import to_jsonable
-from reports import render_html, render_json, render_markdown, write_outputs
+from reports import render_html, render_json, render_markdown
 from tests.support import bundles
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -194,9 +196,9 @@ def test_an_unwritable_bundle_path_is_a_usage_error(tmp_path):
 def test_an_unwritable_report_path_is_a_usage_error(tmp_path):
     report = analyze(sample())
     for path in unwritable(tmp_path):
-        for flag in ("json_path", "html_path", "md_path"):
+        for flag in ("json", "html", "md"):
             with pytest.raises(UsageError, match=f"cannot write {re.escape(str(path))}: "):
-                write_outputs(report, **{flag: path})
+                emit(report, {flag: path}, FileConfig())
 
 
 # --- fuzz: a bundle whose leaves have the wrong types loads cleanly or is a BundleError -------------

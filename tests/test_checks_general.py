@@ -38,6 +38,17 @@ def test_failure_keys_pick_the_fix():
     assert isinstance(out, Fire) and out.remediation.setting == "max_model_len"
 
 
+def test_a_404_names_the_model_only_when_the_body_does():
+    """``--route responses`` against a server without /v1/responses once suggested served_model_name."""
+    for body, setting in (('{"detail":"Not Found"}', "route"),
+                          ('{"error":{"message":"The model `llama` does not exist.","type":"NotFoundError"}}', "served_model_name")):
+        missing = probe(failed=8, status=404)
+        for req in missing.requests:
+            req.body_excerpt = body
+        out = error_rate(bundle(stream=missing))
+        assert isinstance(out, Fire) and out.remediation.setting == setting
+
+
 def test_error_rate_threshold_and_warmup():
     ev = probe(failed=1, n=30)  # 3 %
     assert isinstance(error_rate(bundle(stream=ev)), Pass)

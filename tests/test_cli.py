@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -33,6 +34,19 @@ def test_every_command_has_help_with_an_example(command):
     result = runner.invoke(app, [command, "--help"])
     assert result.exit_code == 0
     assert "Example" in result.output
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "watch", "load", "sweep", "compare", "metrics"])
+def test_help_shows_no_value_after_a_switch_and_no_hard_break_inside_a_sentence(command):
+    """typer showed ``--insecure <bool>`` (as if it took a value) and kept the docstrings' line
+    breaks, so a paragraph was wrapped twice: "A target that is / down is retried ..."."""
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "300"}, terminal_width=300)
+    assert result.exit_code == 0 and "<bool>" not in result.output
+    doc = app.registered_commands[[c.callback.__name__.removesuffix("_cmd") for c in app.registered_commands].index(command)]
+    for paragraph in (doc.help or "").split("\n\n"):
+        assert "\n" not in paragraph
+    if command == "watch":
+        assert "A target that is down is retried with backoff" in result.output
 
 
 def test_version():
@@ -201,3 +215,42 @@ def test_diagnose_keeps_a_bundle_that_reanalyses_alike(monkeypatch, tmp_path):
     assert "PROXY-ONLY" in live.output, live.output
     again = runner.invoke(app, ["analyze", "kept.json.gz"])
     assert "PROXY-ONLY" in again.output, again.output
+
+
+# --- metrics: errors on stderr, exit 2, never a field of the JSON nor raw bytes -----------
+
+def _saved_scrape(tmp_path: Path) -> Path:
+    path = tmp_path / "ok.prom"
+    path.write_text("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1\n")
+    return path
+
+
+@pytest.mark.parametrize("as_json", [[], ["--json"]])
+def test_metrics_of_a_missing_file_is_one_line_on_stderr_and_exit_2(tmp_path, as_json):
+    """``metrics ok.prom missing.prom --json`` once exited 0 with the error in a note."""
+    for files in ([tmp_path / "missing.prom"], [_saved_scrape(tmp_path), tmp_path / "missing.prom"]):
+        result = CliRunner().invoke(app, ["metrics", *map(str, files), *as_json])
+        assert result.exit_code == ExitCode.NO_DIAGNOSIS, result.output
+        assert result.stdout == "" and "missing.prom" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_metrics_refuses_a_binary_file_without_printing_it(tmp_path):
+    binary = tmp_path / "core.prom"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00\x1b[31m" + bytes(range(256)))
+    result = CliRunner().invoke(app, ["metrics", str(binary)])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS and result.stdout == ""
+    assert "not a text file" in result.stderr and "\x1b" not in result.stderr and "ELF" not in result.stderr
+
+
+def test_metrics_of_text_that_is_not_a_scrape_is_one_clean_line_on_stderr(tmp_path):
+    junk = tmp_path / "junk.prom"
+    junk.write_text("\x1b]0;owned\x07not metrics at all {{{\n")
+    result = CliRunner().invoke(app, ["metrics", str(junk), "--json"])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS and result.stdout == ""
+    assert "cannot use" in result.stderr and "\x1b" not in result.stderr and "\x07" not in result.stderr
+
+
+def test_metrics_of_a_good_scrape_prints_on_stdout(tmp_path):
+    result = CliRunner().invoke(app, ["metrics", str(_saved_scrape(tmp_path)), "--json"])
+    assert result.exit_code == ExitCode.HEALTHY and json.loads(result.stdout)["facts"]["running"] == 1

@@ -6,6 +6,10 @@ show a connect failure instead of the usage error these tests expect, and nothin
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,3 +92,72 @@ def test_markdown_footer_points_only_at_a_report_that_was_written(tmp_path: Path
     md = tmp_path / "s.md"
     runner.invoke(app, ["analyze", str(saved), "--md", str(md)])
     assert "report.html" not in md.read_text() and "No full report" in md.read_text()
+
+
+# --- paths the user cannot reach: one line and exit 2 before the probe, never a traceback ---
+
+ROOT = Path(__file__).resolve().parent.parent
+BUNDLE = ROOT / "fixtures" / "bundles" / "realvllm-healthy.json.gz"
+
+
+def unprivileged(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``llm-doctor args`` in its own process without the power to ignore file permissions: as
+    root, every capability dropped (``setpriv``), which makes a mode-000 folder as closed to it as
+    to an unprivileged user; as another user, as it is."""
+    prefix = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"] if os.geteuid() == 0 else []
+    if prefix and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: permissions cannot be made to apply")
+    return subprocess.run([*prefix, sys.executable, "-m", "doctor", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"})
+
+
+@pytest.fixture
+def closed(tmp_path: Path):
+    """A folder nobody may enter (mode 000), opened again for pytest's clean-up."""
+    folder = tmp_path / "closed"
+    folder.mkdir()
+    folder.chmod(0)
+    yield folder
+    folder.chmod(0o700)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["diagnose", *ENGINE, "--html", "{c}/r.html"], "cannot write {c}/r.html: Permission denied"),
+    (["diagnose", *ENGINE, "--json", "{c}/sub/r.json"], "Permission denied"),
+    (["diagnose", *ENGINE, "--html", "{t}/r.html", "--baseline", "{c}/base"], "--baseline {c}/base: Permission denied"),
+    (["diagnose", *ENGINE, "--html", "{t}/r.html", "--metrics-textfile", "{c}/x.prom"], "--metrics-textfile {c}/x.prom: Permission denied"),
+    (["diagnose", *ENGINE, "--html", "{t}/r.html", "--model-dir", "{c}/model"], "--model-dir"),
+    (["diagnose", *ENGINE, "--html", "{t}/r.html", "--ca-cert", "{c}/ca.pem"], "--ca-cert {c}/ca.pem: Permission denied"),
+    (["collect", *ENGINE, "-o", "{c}/b.json"], "cannot write {c}/b.json: Permission denied"),
+    (["load", *ENGINE, "--json", "{c}/l.json"], "cannot write {c}/l.json: Permission denied"),
+    (["watch", *ENGINE, "--count", "1", "--history", "{c}/h"], "--history {c}/h: Permission denied"),
+    (["sweep", *ENGINE, "--bundle-dir", "{c}/levels"], "--bundle-dir {c}/levels: Permission denied"),
+    (["analyze", str(BUNDLE), "--metrics-textfile", "{c}/x.prom"], "--metrics-textfile {c}/x.prom: Permission denied"),
+    (["size", "{c}/model"], "Permission denied"),
+])
+def test_a_path_behind_a_closed_folder_is_one_line_and_exit_2(tmp_path: Path, closed: Path, args: list[str], message: str) -> None:
+    """Each was a 40-line PermissionError traceback with exit 1, the code of an incident."""
+    done = unprivileged([a.format(c=closed, t=tmp_path) for a in args], tmp_path)
+    assert done.returncode == ExitCode.NO_DIAGNOSIS, done.stderr
+    assert "Traceback" not in done.stderr and message.format(c=closed) in done.stderr, done.stderr
+    assert "engine and gateway endpoints" not in done.stderr  # refused before the probe
+
+
+@pytest.mark.parametrize("flag", ["--html", "--json", "--md", "--bundle", "--metrics-textfile"])
+def test_a_missing_folder_for_a_file_is_refused_not_created(tmp_path: Path, flag: str) -> None:
+    """``--html /nonexistent-dir/r.html`` once created ``/nonexistent-dir`` at the root."""
+    refused(["diagnose", *ENGINE, "--json", str(tmp_path / "r.json"), flag, str(tmp_path / "typo" / "out")], "does not exist")
+    assert not (tmp_path / "typo").exists()
+
+
+@pytest.mark.parametrize("flag", ["--baseline", "--history"])
+def test_a_folder_option_creates_the_folder_named_but_never_its_parents(tmp_path: Path, flag: str) -> None:
+    command = "watch" if flag == "--history" else "diagnose"
+    refused([command, *ENGINE, "--json", str(tmp_path / "r.json"), flag, str(tmp_path / "typo" / "keep")], "does not exist")
+    assert not (tmp_path / "typo").exists()
+
+
+def test_analyze_refuses_a_missing_folder_before_reading_the_bundle(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["analyze", str(BUNDLE), "--html", str(tmp_path / "typo" / "r.html")])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS and "does not exist" in result.output, result.output
+    assert not (tmp_path / "typo").exists()

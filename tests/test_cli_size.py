@@ -68,9 +68,20 @@ def test_collect_with_model_dir_keeps_the_config_and_analyze_runs_ld406(tmp_path
     assert ld406["outcome"] == "pass" and report["views"]["sizing"]["kv_cache_tokens"] == 131_072
 
 
-def test_a_missing_model_dir_is_an_evidence_error_not_a_crash(tmp_path: Path) -> None:
+def test_a_missing_model_dir_is_refused_before_collecting_like_a_missing_log(tmp_path: Path) -> None:
+    """A typo'd input path is the user's to fix, not evidence: one line, exit 2, nothing written."""
     bundle = tmp_path / "b.json.gz"
-    runner.invoke(app, ["collect", "--log", str(real_log(tmp_path)), "--model-dir", str(tmp_path / "nope"), "--no-gpu", "--no-host",
-                        "-o", str(bundle)])
-    (error,) = load_path(bundle).errors_for("model_config")
-    assert error.fatal and "no model config" in error.message
+    result = runner.invoke(app, ["collect", "--log", str(real_log(tmp_path)), "--model-dir", str(tmp_path / "nope"), "--no-gpu",
+                                 "--no-host", "-o", str(bundle)])
+    assert result.exit_code == 2 and "--model-dir: no model config" in result.output, result.output
+    assert not bundle.exists()
+
+
+def test_a_max_model_len_beyond_the_config_positions_is_warned() -> None:
+    """The tiny model was trained for 2048 positions: 8192 sizes a cache vLLM would refuse to start with."""
+    longest = json.loads((TINY / "config.json").read_text())["max_position_embeddings"]
+    result = runner.invoke(app, ["size", str(TINY), "--kv-cache-memory", "1GiB", "--max-model-len", str(longest * 4), "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["params"] > 0
+    assert f"beyond the {longest} positions" in result.stderr
+    within = runner.invoke(app, ["size", str(TINY), "--kv-cache-memory", "1GiB", "--max-model-len", str(longest), "--json"])
+    assert "positions" not in within.stderr

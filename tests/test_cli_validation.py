@@ -257,3 +257,74 @@ def test_a_credential_typed_on_the_command_line_is_warned_about(capsys):
     err = capsys.readouterr().err
     assert "Authorization" in err and "@env:" in err and "ps" in err
     assert "typed-1234" not in err and "Accept" not in err
+
+
+# --- sizes: bounded by what is sane, and by what the engine says it accepts ---------------
+
+@pytest.mark.parametrize("key, value", [
+    ("requests", 99_999_999_999), ("prompt_tokens", 100_000_000), ("max_tokens", 10**9), ("concurrency", 10**6),
+    ("warmup", 10**9), ("deadline", 1e12), ("duration", 1e12), ("rate", 1e9),
+])
+def test_probe_sizes_beyond_sane_are_usage_errors(key, value):
+    """``--requests 99999999999`` once ate 24 GB planning its schedule; 10**8 prompt tokens built a
+    prompt of hundreds of MB before the first byte was sent."""
+    flag = "--" + key.replace("_", "-")
+    with pytest.raises(UsageError, match=f"^{re.escape(flag)} must be a finite number .* and <= "):
+        build_collect_config({"engine": ENGINE, key: value}, FileConfig(), "diagnose")
+
+
+@pytest.mark.parametrize("args", [["--requests", "99999999999"], ["--prompt-tokens", "100000000"]])
+def test_an_insane_size_is_one_line_before_anything_is_sent(collect_forbidden, args):
+    result = runner.invoke(app, ["diagnose", "--engine", ENGINE, *args])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS, result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command, args", [
+    ("diagnose", ["--prompt-tokens", "10000"]),
+    ("diagnose", ["--prompt-tokens", "8100", "--max-tokens", "100"]),
+    ("load", ["--prompt-tokens", "100:9000"]),
+])
+def test_a_request_longer_than_the_engines_max_model_len_is_refused_before_sending(tmp_path, command, args):
+    """The engine announced ``max_model_len`` 8192 on /v1/models; 10 million prompt tokens once
+    went out anyway, every request refused, and left a 47 MB report."""
+    from tests.support.sse_server import SseServer
+
+    with SseServer() as srv:
+        result = runner.invoke(app, [command, "--engine", srv.base(max_model_len=8192), "--no-gpu", "--no-host",
+                                     "--no-metrics", "--requests", "2", "--json", str(tmp_path / "r.json"), *args])
+        sent = len(srv.log.requests)
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS, result.output
+    assert "max_model_len" in result.output and "8192" in result.output and "Traceback" not in result.output
+    assert sent == 0 and not (tmp_path / "r.json").exists()
+
+
+def test_a_request_within_max_model_len_is_sent(tmp_path):
+    from tests.support.sse_server import SseServer
+
+    with SseServer() as srv:
+        result = runner.invoke(app, ["diagnose", "--engine", srv.base(max_model_len=8192, n=4), "--no-gpu", "--no-host",
+                                     "--no-metrics", "--requests", "2", "--warmup", "0", "--prompt-tokens", "8000",
+                                     "--max-tokens", "4", "--json", str(tmp_path / "r.json")])
+    assert result.exit_code in (ExitCode.HEALTHY, ExitCode.SYMPTOM), result.output
+    assert (tmp_path / "r.json").exists()
+
+
+# --- small ones a reviewer notices first --------------------------------------------------
+
+@pytest.mark.parametrize("gateway", ["http://127.0.0.1:8000", "http://127.0.0.1:8000/", "HTTP://127.0.0.1:8000"])
+def test_a_gateway_equal_to_the_engine_is_warned(capsys, gateway):
+    build_collect_config({"engine": ENGINE, "gateway": gateway}, FileConfig(), "diagnose")
+    assert "--gateway is the same URL as --engine" in capsys.readouterr().err
+
+
+def test_a_real_gateway_is_not_warned(capsys):
+    build_collect_config({"engine": ENGINE, "gateway": "http://127.0.0.1:8080"}, FileConfig(), "diagnose")
+    assert "same URL" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gpus", ["0", "-1"])
+def test_load_refuses_a_price_for_no_gpu(gpus):
+    """``--gpus 0`` was read as "not given" and priced one GPU."""
+    result = runner.invoke(app, ["load", "--engine", ENGINE, "--gpu-hour-price", "2", "--gpus", gpus])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS and "--gpus must be" in result.output, result.output

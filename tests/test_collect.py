@@ -136,10 +136,17 @@ def test_probe_clients_are_built_in_one_place() -> None:
             assert text.count(construct) == expected, f"{source.name} builds its own {construct[:-1]}"
 
 
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("inherited", [None, _sigint_ignored], ids=["", "sigint-inherited-ignored"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_ctrl_c_mid_stream_keeps_the_requests_scrapes_and_log(tmp_path: Path, sig: signal.Signals) -> None:
+def test_ctrl_c_mid_stream_keeps_the_requests_scrapes_and_log(tmp_path: Path, sig: signal.Signals, inherited) -> None:
     """SIGINT (or SIGTERM, what timeout/systemd/Kubernetes send) to a real ``llm-doctor collect``
-    while a request streams: exit 130, a partial bundle."""
+    while a request streams: exit 130, a partial bundle. Also when SIGINT was inherited ignored, as
+    by a job a script starts with ``&`` (and by this test when pytest itself runs so): Ctrl-C once
+    did nothing there for a minute."""
     out = tmp_path / "bundle.json"
     with SseServer() as server:
         engine = server.base(itl="0.05", n="100000")
@@ -147,7 +154,8 @@ def test_ctrl_c_mid_stream_keeps_the_requests_scrapes_and_log(tmp_path: Path, si
                    "--no-gpu", "--no-host", "--metrics-url", server.url + "/metrics", "--log", str(STARTUP_LOG),
                    "-o", str(out)]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                preexec_fn=inherited)
         try:
             # interrupt once the server has streamed a few tokens of the first request
             end = time.monotonic() + HANG_GUARD_S

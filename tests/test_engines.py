@@ -20,6 +20,7 @@ from doctor.commands.metrics import metrics_command_output
 from doctor.engines import normal
 from doctor.engines.logs import parse_engine_log
 from doctor.engines.names import engine_of_headers, engine_of_metrics
+from doctor.errors import UsageError
 from doctor.evidence import Endpoint, EndpointsEvidence
 from doctor.evidence.log import LogLine
 from doctor.vllm_metrics.views import MetricsWindow
@@ -224,9 +225,10 @@ def test_two_saved_scrapes_are_timed_by_their_files(tmp_path: Path) -> None:
 def test_a_file_that_is_not_a_scrape_is_a_message_not_a_traceback(tmp_path: Path) -> None:
     page = tmp_path / "metrics.html"
     page.write_text("<html>login</html>")
-    document, code = _metrics_json(page, tmp_path / "missing.prom")
-    assert code == 2
-    assert "HTML page" in document["problem"] and "cannot read" in document["problem"]
+    with pytest.raises(UsageError, match="HTML page"):
+        _metrics_json(page)
+    with pytest.raises(UsageError, match=r"cannot read .*missing\.prom"):
+        _metrics_json(page, tmp_path / "missing.prom")
 
 
 # --- recognition and flags -------------------------------------------------------------------

@@ -145,3 +145,19 @@ def test_a_waiter_cancelled_as_its_slot_is_released_ends_cancelled_and_frees_the
 
     ended, free = asyncio.run(race())
     assert ended is asyncio.CancelledError and free == [0]
+
+
+def test_the_measured_schedule_is_drawn_as_it_is_sent():
+    """``--requests 99999999999`` once built every job up front: 24 GB and no first request."""
+    from itertools import islice
+
+    from doctor.evidence import ProbePath
+    from doctor.probes.schedule import plan
+
+    warm, measured = plan([ProbePath.DIRECT, ProbePath.GATEWAY], 10**6, 1, 2.0)
+    assert iter(measured) is measured  # an iterator, not a list of two million jobs
+    first = list(islice(measured, 4))
+    assert [(j.index, j.path) for j in warm] == [(0, ProbePath.DIRECT), (0, ProbePath.GATEWAY)]
+    assert [(j.index, j.path) for j in first] == [(1, ProbePath.GATEWAY), (1, ProbePath.DIRECT),
+                                                  (2, ProbePath.DIRECT), (2, ProbePath.GATEWAY)]
+    assert first[0].offset == first[1].offset == 0.0 and first[2].offset > 0

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from doctor.bundle import from_dict, load_path, save
+from doctor.bundle import from_dict, load_path, save, write_file
 from doctor.cli import app
 from doctor.evidence import RunRecord
 from doctor.runner import analyze
 from doctor.units import fmt_seconds
-from reports import charts, render_html, write_outputs
+from reports import charts, render_html
 from tests.support import bundles
 from tests.support.html_dom import inventory
 from tests.support.report_cases import real_buffering_bundle, real_buffering_report
@@ -174,7 +174,8 @@ def test_gpu_section_says_which_devices_were_not_watched_and_why() -> None:
 
 def test_html_reanalyses_to_the_same_verdict(tmp_path) -> None:
     report = real_buffering_report()
-    (path,) = write_outputs(report, html_path=tmp_path / "report.html")
+    path = tmp_path / "report.html"
+    write_file(path, render_html(report).encode("utf-8"))
     again = analyze(load_path(path))
     assert again.verdict.symptom is report.verdict.symptom
     assert again.verdict.primary_remediation == report.verdict.primary_remediation

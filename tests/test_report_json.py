@@ -8,9 +8,8 @@ import json
 import jsonschema
 import pytest
 
-from doctor.bundle import load_path
+from doctor.bundle import load_path, write_file
 from doctor.runner import analyze
-from reports import write_outputs
 from reports.json_doc import SCHEMA_ID, render_json, report_schema
 from tests.support import bundles
 from tests.support.report_cases import real_buffering_report
@@ -73,7 +72,8 @@ def test_schema_rejects_a_broken_contract(buffering: dict, path: tuple, value: o
 
 def test_json_report_reanalyses_to_the_same_verdict(tmp_path) -> None:
     report = real_buffering_report()
-    (path,) = write_outputs(report, json_path=tmp_path / "out" / "report.json")
+    path = tmp_path / "report.json"
+    write_file(path, render_json(report).encode("utf-8"))
     again = analyze(load_path(path))
     assert again.verdict.symptom is report.verdict.symptom
     assert [f.code for f in again.findings] == [f.code for f in report.findings]

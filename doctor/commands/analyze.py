@@ -20,13 +20,14 @@ from doctor.exit_codes import ExitCode
 from doctor.model import Report
 from doctor.registry import load_registry
 from doctor.runner import analyze, known_analysis
-from doctor.settings import build_analyze_options, check_export_options, check_output_options
+from doctor.settings import build_analyze_options, check_export_options, check_output_options, check_output_paths
 
 
 def run(opts: dict[str, Any], source: Path, region: str | None) -> ExitCode:
     """Recorded settings under the config file's and the flags' (an explicit --config wins over them)."""
     cfg = load_config(opts.get("config"))
     check_output_options(opts, cfg)  # before reading the bundle or writing any file
+    check_output_paths(opts.get("json"), opts.get("html"), opts.get("md"))
     exports = check_export_options(opts)
     report, cfg = reanalyse(source, opts, cfg, region)
     if report.bundle.run.scenario is not None:  # kept by ``load --bundle`` or ``sweep --bundle-dir``: read as it was live

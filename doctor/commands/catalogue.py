@@ -8,11 +8,15 @@ import sys
 from rich.table import Table
 
 from doctor.check import DOC_HEADINGS
-from doctor.console import warn
+from doctor.console import reader_may_leave, warn
 from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
 from doctor.registry import CATALOGUE_HINT, load_registry
 from reports.terminal import fitted, stdout_console
+
+#: The narrowest the "needs" and "options" columns of ``llm-doctor checks`` fold to: the longest
+#: evidence name (metrics_window) stays whole.
+FOLDED = 14
 
 
 def list_checks(as_json: bool) -> ExitCode:
@@ -25,7 +29,8 @@ def list_checks(as_json: bool) -> ExitCode:
              "origin": s.origin}
             for s in registry.checks
         ]
-        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        with reader_may_leave():
+            sys.stdout.write(json.dumps(rows, indent=1) + "\n")
     else:
         # Codes, names and symptoms are what people grep for: never wrapped or shortened.
         table = Table(title=f"{len(registry.checks)} checks")
@@ -37,7 +42,15 @@ def list_checks(as_json: bool) -> ExitCode:
             table.add_row(s.code, s.name, s.symptom.value, "\n".join(s.requires),
                           "\n".join(f"{k}={v}" for k, v in s.options.items()))
         console = stdout_console()
-        console.print(fitted(table, console), crop=False)
+        # the needs and options fold (at FOLDED at the narrowest), so the console's width (COLUMNS
+        # when piped) holds the table once the identifiers fit whole; wider only when they do not
+        identifiers = sum(max(len(v) for v in (head, *values)) for head, values in (
+            ("code", [s.code for s in registry.checks]), ("name", [s.name for s in registry.checks]),
+            ("symptom", [s.symptom.value for s in registry.checks])))
+        narrowest = identifiers + 2 * FOLDED + 3 * 5 + 1  # each column's padding and its left border, the right border
+        table.width = min(fitted(table, console).width or console.width, max(console.width, narrowest))
+        with reader_may_leave():
+            console.print(table, crop=False)
     for w in registry.warnings:
         warn(w)
     return ExitCode.HEALTHY
@@ -54,5 +67,6 @@ def explain(check: str) -> ExitCode:
     described = spec.option_docs
     options = [f"  {spec.code}.{k} = {v!r}: {described.get(k, '(not documented)')}" for k, v in spec.options.items()]
     out += ["## Options", *(options or ["(none)"]), ""]
-    sys.stdout.write("\n".join(out))
+    with reader_may_leave():
+        sys.stdout.write("\n".join(out))
     return ExitCode.HEALTHY

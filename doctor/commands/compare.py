@@ -15,6 +15,7 @@ from typing import Any
 from doctor.commands.analyze import reanalyse
 from doctor.compare import Comparison, compare_reports, decision_code
 from doctor.config import load_config
+from doctor.console import reader_may_leave
 from doctor.exit_codes import ExitCode
 from doctor.settings import build_practical
 from reports.comparison import comparison_json, print_comparison, print_unlike
@@ -32,14 +33,15 @@ def run(base: Path, current: Path, *, allow_unlike: bool, config: Path | None = 
     current_report, _ = reanalyse(current, opts, cfg, None)
     comparison = compare_reports(base_report, current_report, practical)
     refused = bool(comparison.unlike) and not allow_unlike
-    if as_json:
-        sys.stdout.write(comparison_json(comparison, refused=refused))
-    else:
-        console = stdout_console()
-        if comparison.unlike:
-            print_unlike(comparison, console, refused=refused)
-        if not refused:
-            print_comparison(comparison, console)
+    with reader_may_leave():
+        if as_json:
+            sys.stdout.write(comparison_json(comparison, refused=refused))
+        else:
+            console = stdout_console()
+            if comparison.unlike:
+                print_unlike(comparison, console, refused=refused)
+            if not refused:
+                print_comparison(comparison, console)
     return comparison_code(comparison, refused=refused)
 
 

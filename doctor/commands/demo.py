@@ -12,7 +12,7 @@ from typing import Any
 
 from doctor.commands import diagnose
 from doctor.config import FileConfig
-from doctor.console import progress
+from doctor.console import progress, reader_may_leave
 from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
 from doctor.lab.demo import lab_overrides, list_scenarios, scenario_named, with_default_outputs
@@ -24,7 +24,8 @@ def run(scenario: str | None, out_dir: Path, opts: dict[str, Any], *, list_only:
     """Start the scenario's lab, diagnose it, write report.html and report.json under ``out_dir``."""
     check_output_options(opts, FileConfig())  # before the lab starts
     if list_only:
-        sys.stdout.write(list_scenarios())
+        with reader_may_leave():
+            sys.stdout.write(list_scenarios())
         return ExitCode.HEALTHY
     spec = scenario_named(scenario or DEFAULT_SCENARIO)
     try:

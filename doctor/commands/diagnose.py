@@ -21,6 +21,7 @@ from doctor.settings import (
     build_analyze_options,
     build_collect_config,
     check_baseline_folder,
+    check_bundle_path,
     check_export_options,
     check_output_options,
     check_output_paths,
@@ -36,7 +37,8 @@ def run(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None, command
     config = build_collect_config(opts, cfg, command)
     require_evidence_source(config, "diagnose")
     check_output_options(opts, cfg)  # a bad --format or --fail-on fails before anything is sent
-    check_output_paths(bundle_path, opts.get("json"), opts.get("html"), opts.get("md"))
+    check_bundle_path(bundle_path)
+    check_output_paths(opts.get("json"), opts.get("html"), opts.get("md"))
     exports = check_export_options(opts)
     baseline = check_baseline_folder(opts)
     analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))

@@ -12,12 +12,13 @@ Ctrl-C or SIGTERM stops sending at once (``doctor.signals``) and the partial rep
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from doctor import pipeline
-from doctor.bundle import write_file
+from doctor.commands.emit import deliver, footer_pointer
 from doctor.commands.export import export_metrics
 from doctor.config import FileConfig
 from doctor.console import err, progress
@@ -30,6 +31,7 @@ from doctor.runner import recorded_budgets
 from doctor.settings import (
     ExportTargets,
     build_analyze_options,
+    check_bundle_path,
     check_export_options,
     check_output_options,
     check_output_paths,
@@ -38,14 +40,15 @@ from doctor.settings import (
 from reports.html_page import render_html
 from reports.load_report import load_dict, load_rows, print_load
 from reports.markdown import render_markdown
-from reports.terminal import print_report, stdout_console
+from reports.terminal import print_report
 
 
 def run(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None = None) -> ExitCode:
     """The report's exit code (130 when interrupted); every flag checked before anything is sent."""
     config = build_load_config(opts, cfg, "load")
     fail_on = check_output_options(opts, cfg)
-    check_output_paths(bundle_path, opts.get("json"), opts.get("html"))
+    check_bundle_path(bundle_path)
+    check_output_paths(opts.get("json"), opts.get("html"))
     exports = check_export_options(opts)
     price = build_price(opts)
     analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
@@ -73,24 +76,19 @@ def emit_load(report: Report, opts: dict[str, Any], fail_on: FailOn, exports: Ex
     except Missing as exc:
         missing = str(exc)
     document = json.dumps(load_dict(report, summary, missing), indent=1, ensure_ascii=False) + "\n"
-    if opts.get("json"):
-        write_file(opts["json"], document.encode("utf-8"))
-        err.print(f"wrote {opts['json']}")
-    if opts.get("html"):
-        scenario = report.bundle.run.scenario or "load"
-        title = f"Load: {scenario} scenario" + (f" on the {summary.path} path" if summary else "")
-        write_file(opts["html"], render_html(report, (title, load_rows(summary) if summary else [("summary", missing or "")])).encode("utf-8"))
-        err.print(f"wrote {opts['html']}")
-    if opts.get("md"):  # analyze's --md; load itself has none
-        full = next((Path(p).name for p in (opts.get("html"), opts.get("json")) if p), None)  # the footer's pointer
-        write_file(opts["md"], render_markdown(report, full).encode("utf-8"))
-        err.print(f"wrote {opts['md']}")
-    if (opts.get("format") or "text") == "json":
-        sys.stdout.write(document)
-    else:
-        console = stdout_console()
+    scenario = report.bundle.run.scenario or "load"
+    title = f"Load: {scenario} scenario" + (f" on the {summary.path} path" if summary else "")
+    renders = {
+        "json": lambda: document,
+        "html": lambda: render_html(report, (title, load_rows(summary) if summary else [("summary", missing or "")])),
+        "md": lambda: render_markdown(report, footer_pointer(opts)),  # analyze's --md; load itself has none
+    }
+
+    def show(console: Console) -> None:
         print_load(summary, missing, console)
         print_report(report, console, verbose=bool(opts.get("verbose")))
+
+    deliver(opts, show, renders)
     export_metrics(report, exports, load=summary)
     if interrupted:
         return ExitCode.INTERRUPTED

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rich.markup import escape
 
-from doctor.console import err
+from doctor.console import err, reader_may_leave
 from doctor.engines.logs import parse_engine_log
 from doctor.exit_codes import ExitCode
 from doctor.probes.logfile import read_log
@@ -47,5 +47,6 @@ def run(source: str, as_json: bool) -> int:
         err.print(f"[red]error:[/] {escape(problem)}" if output.code == ExitCode.NO_DIAGNOSIS else f"note: {escape(problem)}",
                   highlight=False)
     if output.text:
-        sys.stdout.write(output.text if output.text.endswith("\n") else output.text + "\n")
+        with reader_may_leave():
+            sys.stdout.write(output.text if output.text.endswith("\n") else output.text + "\n")
     return output.code

@@ -1,7 +1,13 @@
-"""Option groups for typer: declared once, attached to every command that takes them.
+"""Option groups for typer: declared once, attached to every command that takes them; and how
+``--help`` shows them.
 
 typer reads a command's signature, so ``uses(...)`` extends the signature with the group's
 keyword-only parameters and hands their values to the command as one ``opts`` dict.
+
+typer 0.29's rich help prints ``<bool>`` after every switch (``--insecure <bool>``, ``--help
+<bool>``), which reads as if it took a value; ``quiet_switches`` drops the type of a switch, and
+``unwrapped_help`` joins the lines of each paragraph of a command's docstring, which rich keeps
+as hard breaks and then wraps again mid-sentence at any other width.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperOption
 
 
 def opt(annotation: Any, default: Any, *decls: str, help: str, **kw: Any) -> inspect.Parameter:
@@ -42,3 +49,22 @@ def uses(*groups: list[inspect.Parameter]) -> Callable[[Callable[..., Any]], Cal
         return wrapper
 
     return deco
+
+
+def quiet_switches() -> None:
+    """Show no value type after a switch (a flag takes none) in every command's ``--help``."""
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+def unwrapped_help(app: typer.Typer) -> None:
+    """Each command's help from its docstring with every paragraph on one line, for rich to wrap
+    at the terminal's width (an example, a paragraph of its own, stays whole)."""
+    for info in app.registered_commands:
+        if info.help is None and info.callback is not None:
+            paragraphs = (inspect.getdoc(info.callback) or "").split("\n\n")
+            info.help = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)

@@ -12,7 +12,7 @@ from rich.markup import escape
 from doctor.bundle import save
 from doctor.collect import collect
 from doctor.config import load_config
-from doctor.console import err, progress
+from doctor.console import err, progress, reader_may_leave
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import derive_stream_stats
 from doctor.errors import UsageError
@@ -41,10 +41,11 @@ def run(opts: dict[str, Any], bundle: Path | None, as_json: bool) -> ExitCode:
             err.print(f"[red]evidence error[/] {escape(e.source)} ({escape(e.kind)}): {escape(e.message)}", highlight=False)
         err.print(f"[red]no stream statistics:[/] {escape(str(exc))}")
         return ExitCode.INTERRUPTED if result.interrupted else ExitCode.NO_DIAGNOSIS
-    if as_json:
-        sys.stdout.write(json.dumps(stream_summary_json(stats, result), indent=1) + "\n")
-    else:
-        print_stream_summary(stats, result, stdout_console())
+    with reader_may_leave():
+        if as_json:
+            sys.stdout.write(json.dumps(stream_summary_json(stats, result), indent=1) + "\n")
+        else:
+            print_stream_summary(stats, result, stdout_console())
     if result.interrupted:
         return ExitCode.INTERRUPTED
     ok = any(p.n_ok for p in stats.paths.values())

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.console import reader_may_leave, warn
 from doctor.engines.logs import parse_engine_log
 from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
@@ -84,6 +85,11 @@ def _budget(req: SizeRequest, arch: Architecture) -> Budget | None:
 def size_document(req: SizeRequest) -> tuple[dict[str, Any], int]:
     """The summary ``size`` prints and its exit code (1 when a log disagrees with the config)."""
     arch = _architecture(req.model)
+    longest, asked = arch.max_position_embeddings, req.setup.max_model_len
+    if longest is not None and asked is not None and asked > longest:  # vLLM refuses to start with it
+        warn(f"--max-model-len {asked} is beyond the {longest} positions the model was trained for "
+             "(max_position_embeddings in its config): unless the config's RoPE scaling extends them, vLLM "
+             "refuses it without VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, and answers past that length degrade")
     try:
         if req.log is None:
             return summary(size_model(arch, req.setup, _budget(req, arch), req.avg_tokens)), int(ExitCode.HEALTHY)
@@ -101,8 +107,9 @@ def size_document(req: SizeRequest) -> tuple[dict[str, Any], int]:
 
 def run(req: SizeRequest) -> int:
     doc, code = size_document(req)
-    if req.as_json:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    else:
-        print_sizing(doc, stdout_console())
+    with reader_may_leave():
+        if req.as_json:
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        else:
+            print_sizing(doc, stdout_console())
     return code

@@ -15,12 +15,11 @@ as ``diagnose``'s do, under a job of their own.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from doctor import pipeline
-from doctor.bundle import write_file
+from doctor.commands.emit import deliver
 from doctor.commands.export import SWEEP_JOB, export_registry
 from doctor.config import FileConfig
 from doctor.console import err, progress, warn
@@ -37,9 +36,9 @@ from doctor.settings import (
     checked_registry,
 )
 from doctor.sweep import Ladder, Level, client_bottleneck, conclude, engine_facts, sweep_dict
+from doctor.user_paths import check_output_folder
 from reports.prometheus_export import sweep_registry
 from reports.sweep_report import print_sweep, render_sweep_html
-from reports.terminal import stdout_console
 
 
 def level_bundle(folder: Path, value: float) -> Path:
@@ -53,7 +52,8 @@ def run(opts: dict[str, Any], cfg: FileConfig, *, by: str, max_rate: float | Non
     plan = build_sweep_plan(opts, by, max_rate if by == "rate" else opts.get("max_concurrency"), start)
     base = build_load_config({**opts, "max_concurrency": opts.get("max_concurrency") if by == "rate" else None}, cfg, "sweep")
     check_output_options(opts, cfg)
-    check_output_paths(opts.get("json"), opts.get("html"), level_bundle(bundle_dir, plan.start) if bundle_dir else None)
+    check_output_paths(opts.get("json"), opts.get("html"))
+    check_output_folder(bundle_dir, "--bundle-dir")
     exports = check_export_options(opts)
     price = build_price(opts)
     analyze_opts = build_analyze_options(opts, cfg, base.run_fields.get("region"))
@@ -105,16 +105,7 @@ def run(opts: dict[str, Any], cfg: FileConfig, *, by: str, max_rate: float | Non
         return ExitCode.INTERRUPTED if interrupted else ExitCode.NO_DIAGNOSIS
     result = conclude(levels, analyze_opts.budgets, plan.by, plan.maximum, first_run, interrupted)
     document = json.dumps(sweep_dict(result), indent=1, ensure_ascii=False) + "\n"
-    if opts.get("json"):
-        write_file(opts["json"], document.encode("utf-8"))
-        err.print(f"wrote {opts['json']}")
-    if opts.get("html"):
-        write_file(opts["html"], render_sweep_html(result).encode("utf-8"))
-        err.print(f"wrote {opts['html']}")
-    if (opts.get("format") or "text") == "json":
-        sys.stdout.write(document)
-    else:
-        print_sweep(result, stdout_console())
+    deliver(opts, lambda console: print_sweep(result, console), {"json": lambda: document, "html": lambda: render_sweep_html(result)})
     if bundle_dir:
         err.print(f"kept each level's bundle in {bundle_dir}")
     if exports.asked:

@@ -40,6 +40,7 @@ from doctor.probes.plan import CollectConfig
 from doctor.registry import Registry
 from doctor.runner import AnalyzeOptions
 from doctor.settings import ExportTargets, WatchPlan, build_practical
+from doctor.user_paths import is_stdout
 from reports.comparison import print_comparison, print_unlike
 from reports.fleet import print_fleet
 from reports.json_doc import render_json
@@ -135,11 +136,12 @@ def _file_part(name: str) -> str:
 
 
 def target_outputs(opts: dict[str, Any], name: str) -> dict[str, Any]:
-    """The flags for one target's report: ``--json r.json`` becomes ``r.canary.json`` for a named target."""
+    """The flags for one target's report: ``--json r.json`` becomes ``r.canary.json`` for a named target;
+    ``-`` stays stdout, where each target's document follows the last (``jq`` reads the stream)."""
     if not name:
         return opts
     return {**opts, **{key: Path(opts[key]).with_suffix(f".{_file_part(name)}{Path(opts[key]).suffix}")
-                       for key in ("json", "html", "md") if opts.get(key)}}
+                       for key in ("json", "html", "md") if opts.get(key) and not is_stdout(opts[key])}}
 
 
 #: ``round-<UTC stamp>.json``, or ``round-<stamp>--<target>.json`` for a named target.

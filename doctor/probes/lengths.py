@@ -21,6 +21,10 @@ from doctor import wire
 #: Shapes read from a file at most: a replay of this many distinct requests is plenty for a load
 #: test, and a huge file must not be held in memory whole.
 MAX_SHAPES = 100_000
+#: The longest prompt or answer a run asks for, in tokens: 2**20, above the context of the models
+#: served today. The prompt is built in memory and sent whole, so 10**8 tokens would cost
+#: gigabytes before the first byte is sent (``doctor.settings`` refuses more).
+MAX_TOKENS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,8 @@ def parse_range(text: str, flag: str) -> tuple[int, int | None]:
         lo, hi = int(low), int(high) if sep else None
     except ValueError:
         raise ValueError(f"{flag} expects N or LOW:HIGH (whole numbers), got {text!r}") from None
-    if lo < 1 or (hi is not None and hi < lo):
-        raise ValueError(f"{flag} expects N >= 1 or 1 <= LOW <= HIGH, got {text!r}")
+    if lo < 1 or (hi is not None and hi < lo) or max(lo, hi or lo) > MAX_TOKENS:
+        raise ValueError(f"{flag} expects N or LOW:HIGH with 1 <= LOW <= HIGH <= {MAX_TOKENS}, got {text!r}")
     return lo, None if hi == lo else hi
 
 
@@ -82,8 +86,8 @@ def read_shapes(path: Path) -> tuple[tuple[int, int], ...]:
                 except (wire.WireError, LookupError, TypeError, ValueError):
                     raise ValueError(f"--shapes {path} line {number}: expected "
                                      '{"prompt_tokens": N, "max_tokens": M}') from None
-                if prompt < 1 or out < 1:
-                    raise ValueError(f"--shapes {path} line {number}: lengths must be >= 1")
+                if not (1 <= prompt <= MAX_TOKENS and 1 <= out <= MAX_TOKENS):
+                    raise ValueError(f"--shapes {path} line {number}: lengths must be between 1 and {MAX_TOKENS}")
                 shapes.append((prompt, out))
                 if len(shapes) >= MAX_SHAPES:
                     break

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.evidence.endpoints import ModelInfo
 from doctor.evidence.stream import ProbePath, ProbeShape
 from doctor.model import Budgets
 from doctor.probes.gateway_route import GatewayRoute
@@ -20,6 +21,42 @@ from doctor.probes.lengths import Lengths
 
 #: The most measured requests per path an adaptive probe sends, whatever its duration.
 MAX_ADAPTIVE_REQUESTS = 256
+#: The largest sizes a run is asked for; ``doctor.settings`` refuses more before anything is
+#: sent. Requests per path: every one keeps a trace in memory and in the bundle, which must read
+#: back under ``doctor.bundle``'s size limit (100,000 traces are a few tens of MB).
+MAX_REQUESTS = 100_000
+#: Streams in flight per path: each holds a connection (and a file descriptor) of this process.
+MAX_STREAMS = 4096
+#: Poisson arrivals per second per path: more than any one client process can send.
+MAX_RATE = 100_000.0
+#: Seconds any duration, deadline or interval may be: a week.
+MAX_SECONDS = 7 * 86400.0
+
+
+def over_context(config: CollectConfig, models: list[ModelInfo]) -> str | None:
+    """Why the engine would refuse every request of ``config``: the longest prompt plus its answer
+    above the ``max_model_len`` that /v1/models announced for the probed model; None when it fits,
+    when the body is the user's own (``--payload``) or when no length was announced.
+
+    Refused before the first request: each would only come back as HTTP 400, after the whole
+    oversized prompt had been built, sent and recorded.
+    """
+    if config.payload is not None:
+        return None
+    model = next((m for m in models if m.id == config.model), models[0] if models else None)
+    if model is None or model.max_model_len is None:
+        return None
+    lengths = config.lengths
+    if lengths is None:
+        longest = config.prompt_tokens + config.max_tokens
+    elif lengths.shapes:
+        longest = max(p + m for p, m in lengths.shapes)
+    else:
+        longest = (lengths.prompt_high or lengths.prompt_tokens) + (lengths.max_tokens_high or lengths.max_tokens)
+    if longest <= model.max_model_len:
+        return None
+    return (f"the longest request asked for (--prompt-tokens plus --max-tokens: {longest} tokens) is more than "
+            f"the {model.max_model_len} tokens (max_model_len) that {model.id} accepts: every request would be refused")
 
 
 @dataclass

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import random
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from doctor.clock import Clock
@@ -46,21 +46,27 @@ class Job:
     offset: float | None = None  # Poisson: seconds after the measured phase starts
 
 
-def plan(paths: list[ProbePath], requests: int, warmup: int, rate: float | None, seed: int = 0) -> tuple[list[Job], list[Job]]:
-    """(warm-up jobs, measured jobs), each in counterbalanced pair order."""
+def plan(paths: list[ProbePath], requests: int, warmup: int, rate: float | None, seed: int = 0) -> tuple[list[Job], Iterator[Job]]:
+    """(warm-up jobs, measured jobs), each in counterbalanced pair order.
+
+    The measured jobs are drawn as they are sent, never built in advance: a run that plans
+    many requests and stops early (the adaptive rule, the deadline, Ctrl-C) costs memory only
+    for what it sent, and its first request starts at once whatever ``requests`` is.
+    """
 
     def order(k: int) -> list[ProbePath]:
         return paths if k % 2 == 0 else paths[::-1]
 
-    warm = [Job(k, p, True) for k in range(warmup) for p in order(k)]
-    rng = random.Random(seed)
-    measured: list[Job] = []
-    offset = 0.0
-    for k in range(warmup, warmup + requests):
-        if rate:
-            offset += rng.expovariate(rate) if k > warmup else 0.0
-        measured += [Job(k, p, False, offset if rate else None) for p in order(k)]
-    return warm, measured
+    def measured() -> Iterator[Job]:
+        rng = random.Random(seed)
+        offset = 0.0
+        for k in range(warmup, warmup + requests):
+            if rate:
+                offset += rng.expovariate(rate) if k > warmup else 0.0
+            for p in order(k):
+                yield Job(k, p, False, offset if rate else None)
+
+    return [Job(k, p, True) for k in range(warmup) for p in order(k)], measured()
 
 
 #: Runs one request: (job, scheduled time on the clock, slot number) -> None. Records its own trace.
@@ -106,7 +112,7 @@ class _Slots:
         self._free.append(slot)
 
 
-async def dispatch(jobs: list[Job], concurrency: int, send: Send, clock: Clock,
+async def dispatch(jobs: Iterable[Job], concurrency: int, send: Send, clock: Clock,
                    stop: Callable[[], bool] | None = None) -> None:
     """Send ``jobs`` in order, at most ``concurrency`` in flight per path, until ``stop()`` says
     enough before a new pair (whole pairs only, so the paths stay comparable); wait for all."""

@@ -2,8 +2,9 @@
 
 ``llm-doctor metrics FILE.prom [LATER.prom]`` reads what someone saved with ``curl /metrics``;
 this probe is its only side effect. The file's modification time stands in for the scrape time,
-so two files make a window of the seconds between them, when those times tell it. A file that cannot be read becomes a
-``Scrape`` with its ``error``, which the window reports like a failed GET; never a traceback.
+so two files make a window of the seconds between them, when those times tell it. A file that
+cannot be read, or is not text, becomes a ``Scrape`` with its ``error`` (and no ``status``): the
+command refuses it in one line; never a traceback.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ def read_scrape(path: str) -> Scrape:
         return Scrape(phase="file", t=0.0, wall=0.0, error=f"cannot read {path}: {exc.strerror or exc}")
     if len(data) > MAX_BYTES:
         return Scrape(phase="file", t=0.0, wall=wall, error=f"{path} is over {MAX_BYTES >> 20} MiB: not a /metrics scrape")
+    if b"\0" in data:  # a binary file (a core dump, a tarball): its bytes must never reach a terminal
+        return Scrape(phase="file", t=0.0, wall=wall, error=f"{path} is not a text file: a saved /metrics scrape is text")
     return Scrape(phase="file", t=0.0, wall=wall, status=200, content_type="text/plain", text=data.decode("utf-8", "replace"))
 
 

@@ -19,7 +19,7 @@ import math
 import socket
 import ssl
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 import anyio
@@ -266,7 +266,7 @@ class _Probe:
             self.stopped = self.watchdog.censor(self.traces)
             self.progress(self.stopped or "")
         elif timed_out:
-            self._at_deadline(warm + measured)
+            self._at_deadline((config.warmup + (config.requests or config.request_cap)) * len(self.urls))
         return self.finish()
 
     async def _local(self) -> tuple[Send, Callable[[], Awaitable[None]]]:
@@ -395,14 +395,13 @@ class _Probe:
             self._summarise_failures()
         return self.evidence
 
-    async def _phases(self, send: Send, warm: list[Job], measured: list[Job]) -> None:
+    async def _phases(self, send: Send, warm: list[Job], measured: Iterable[Job]) -> None:
         if self.discover_model and self.model is None and not (self.config.payload or {}).get("model"):
             self.model = await self._discover_model()
         if warm:
             self.progress(f"warm-up: {len(warm)} request(s)")
             await dispatch(warm, self.config.concurrency, send, self.clock)
-        if measured:
-            await dispatch(measured, self.config.concurrency, send, self.clock, stop=self._enough)
+        await dispatch(measured, self.config.concurrency, send, self.clock, stop=self._enough)
 
     def _enough(self) -> bool:
         """Stop sending when a path fails fast (``sampling.failing_fast``); without ``--requests``,
@@ -505,7 +504,7 @@ class _Probe:
         second request of a pair must not wait out a hung gateway again once the first said it."""
         return not job.warmup and failing_fast(self.traces, job.path) is not None
 
-    def _at_deadline(self, jobs: list[Job]) -> None:
+    def _at_deadline(self, planned: int) -> None:
         """Requests cut by the deadline are ``deadline`` (censored then, no failure of the target);
         a job never sent was not run, which is no failure of the target either: ``stopped`` counts
         them instead of a trace each."""
@@ -513,8 +512,7 @@ class _Probe:
             if trace.outcome == CANCELLED:
                 trace.outcome = DEADLINE
                 trace.error = f"cut by the {self.config.deadline_s:g} s --deadline while still streaming"
-        sent = {(t.path, t.index) for t in self.traces}
-        unsent = sum(1 for job in jobs if (job.path, job.index) not in sent)
+        unsent = planned - len({(t.path, t.index) for t in self.traces})
         if unsent and self.config.requests is not None:
             self.stopped = f"the {self.config.deadline_s:g} s deadline: {unsent} planned request(s) never sent"
         elif self.stopped is None:

@@ -71,7 +71,10 @@ class Architecture:
 def config_path(model: str | Path) -> Path:
     """``config.json`` inside a model directory, or the file itself."""
     path = Path(model)
-    return path / "config.json" if path.is_dir() else path
+    try:
+        return path / "config.json" if path.is_dir() else path
+    except OSError:  # a folder on the way cannot be entered: reading the path itself says so
+        return path
 
 
 def load_config_text(model: str | Path) -> tuple[Path, str]:
@@ -81,7 +84,9 @@ def load_config_text(model: str | Path) -> tuple[Path, str]:
         return path, path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"no model config at {path} (give a model directory with config.json, or the file)") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"cannot read the model config {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"cannot read the model config {path}: {exc}") from None
 
 

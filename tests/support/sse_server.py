@@ -24,7 +24,8 @@ open), ``unended=1`` (close the connection after the final event without ending 
 last chunk, as some proxies do), ``oneshot=1`` (after the answer, keep-alive advertised, the
 connection is closed unanswered when its next request arrives: llama.cpp's ``llama-server``
 closes after every stream, and a client that reuses the connection before the close reaches it
-sends its next request into it; here that race is lost every time), ``strict=1`` (HTTP 400 to vLLM's extensions, as a non-vLLM server does), and one failure:
+sends its next request into it; here that race is lost every time), ``max_model_len=N`` (announced
+by ``/v1/models``, as vLLM does), ``strict=1`` (HTTP 400 to vLLM's extensions, as a non-vLLM server does), and one failure:
 ``fail=`` ``status`` (HTTP 500 with a JSON error), ``json`` (a JSON body where a stream was asked
 for), ``error`` (an error object after 2 tokens), ``cut`` (close after 2 tokens, mid-event),
 ``utf8`` (invalid UTF-8 after 2 tokens), ``usage`` (a usage trailer and no token), ``hang``
@@ -254,7 +255,8 @@ class SseServer:
             await writer.drain()
             return keep
         if path == "/v1/models":
-            await _send_json(writer, 200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]}, keep)
+            announced = {"max_model_len": int(opts["max_model_len"])} if "max_model_len" in opts else {}
+            await _send_json(writer, 200, {"object": "list", "data": [{"id": MODEL, "object": "model", **announced}]}, keep)
             return keep
         if path == "/health" and method == "GET":
             await _send_json(writer, 200, {}, keep)

@@ -104,7 +104,7 @@ def kv_pressure_preemption(
     if preempted is not None:
         evidence.append(EvidenceValue("preemptions", preempted, "", f"metrics: {metric_read(metrics_window, 'preemptions')} delta"))
         if share is not None:
-            evidence.append(EvidenceValue("requests finished", finished, "", "metrics: vllm:request_success delta"))
+            evidence.append(EvidenceValue("requests finished", finished, "", f"metrics: {metric_read(metrics_window, 'finished_by_reason')} delta"))
             parts.append(f"{preempted:.0f} preemptions in the window, {share:.2f} per finished request "
                          f"(n={finished:.0f})")
         elif preempted > 0:

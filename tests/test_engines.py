@@ -14,15 +14,18 @@ from pathlib import Path
 
 import pytest
 
+from doctor.bundle import from_dict
 from doctor.checklib import engine_flag, engine_of, metric_read
 from doctor.commands.log import log_command_output
 from doctor.commands.metrics import metrics_command_output
 from doctor.engines import normal
 from doctor.engines.logs import parse_engine_log
 from doctor.engines.names import engine_of_headers, engine_of_metrics
-from doctor.evidence import Endpoint, EndpointsEvidence
+from doctor.evidence import Bundle, Endpoint, EndpointsEvidence
 from doctor.evidence.log import LogLine
-from doctor.vllm_metrics.views import MetricsWindow
+from doctor.serial import to_jsonable
+from doctor.vllm_log.model import LogFacts
+from doctor.vllm_metrics.views import GaugeWindow, MetricsWindow
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINES = ROOT / "fixtures" / "engines"
@@ -270,3 +273,50 @@ def test_the_engine_comes_from_the_log_else_the_metrics() -> None:
     served = EndpointsEvidence([Endpoint(role="gateway", url="http://gw", headers={"server": "nginx"}),
                                 Endpoint(role="engine", url="http://e", headers={"server": "llama.cpp"})])
     assert engine_of(None, MetricsWindow(), served) == "llama.cpp"  # a scrape of no known engine
+
+
+# --- texts of checks on another engine (issue 23 item 4) ---------------------------------------
+
+def _sglang_log_facts() -> LogFacts:
+    lines = (ENGINES / "sglang/v0.5.4.post3-issue12726-startup-kv-graph-limits.log").read_text().splitlines()
+    return parse_engine_log([LogLine(i + 1, t) for i, t in enumerate(lines)])
+
+
+def _fixture_bundle(name: str) -> Bundle:
+    return from_dict(json.loads((ROOT / "fixtures/checks" / name).read_text())["bundle"])
+
+
+def test_gpu_and_bundling_texts_name_the_engine_that_served_not_vllm() -> None:
+    """The GPU checks (LD206/LD207/LD508) and LD205's API-server branch on an SGLang log: the
+    checks' own fixtures with the real SGLang startup of sgl-project/sglang#12726 beside them."""
+    from checks.gpu_contended import gpu_contended
+    from checks.gpu_xid_errors import gpu_xid_errors
+    from checks.token_bundling import token_bundling
+    facts = _sglang_log_facts()
+    contended = _fixture_bundle("gpu-contended/fires-other-process.json")
+    xid = _fixture_bundle("gpu-xid-errors/fires-app-illegal-address.json")
+    bundling = _fixture_bundle("token-bundling/fires-api-server-merges.json")
+    results = [gpu_contended(contended.gpu, contended.host, log_facts=facts),
+               gpu_xid_errors(xid.gpu, log_facts=facts), token_bundling(bundling.stream, log_facts=facts)]
+    for result in results[:2]:
+        text = json.dumps(to_jsonable(result))
+        assert "SGLang" in text and "vLLM" not in text and "vllm" not in text, text
+    # SGLang has no API-server count: engine_flag says so, naming vLLM's flag only as vLLM's
+    assert results[2].remediation.why.startswith("with stream_interval 1 SGLang's API server")
+    assert results[2].remediation.where.startswith("not exposed by SGLang")
+
+
+def test_evidence_sources_name_the_metrics_the_engine_exposes() -> None:
+    """An underused SGLang (LD504's numbers) and a queued one (LD501): every source names the
+    ``sglang:`` family the window read, never vLLM's."""
+    from checks.low_throughput import low_throughput
+    from checks.queue_pressure import queue_pressure
+    names = {"running": "sglang:num_running_reqs", "waiting": "sglang:num_queue_reqs", "kv_usage": "sglang:token_usage",
+             "prompt_tokens": "sglang:prompt_tokens", "generation_tokens": "sglang:generation_tokens"}
+    idle = MetricsWindow(engine_kind="sglang", window_s=60.0, prompt_tokens=60.0, generation_tokens=60.0,
+                         running=GaugeWindow(0.0, 1.0), waiting=GaugeWindow(0.0, 0.0), metric_names=names)
+    queued = MetricsWindow(engine_kind="sglang", window_s=60.0, running=GaugeWindow(8.0, 8.0),
+                           waiting=GaugeWindow(0.0, 40.0), kv_usage=GaugeWindow(0.2, 0.5), metric_names=names)
+    for result in (low_throughput(idle), queue_pressure(queued)):
+        sources = [e.source for e in result.evidence]
+        assert sources and all("sglang:" in s for s in sources if s.startswith("metrics: ")), sources

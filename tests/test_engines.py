@@ -80,6 +80,23 @@ LOG_FACTS = {
     "tgi/2024-03-no-automatic-max-batch-total-tokens.log": {
         "engine": "tgi", "kv_cache_tokens": 16000, "automatic_max_batch_total_tokens": False,
     },
+    "tgi/2025-07-v3-gemma3-pretty-args-kv-blocks-part.log": {
+        "engine": "tgi", "model": "/models/gemma-3-27b-it", "tensor_parallel_size": 2, "max_running_requests": 128,
+        "kv_cache_tokens": 52125, "max_model_len": 8000, "max_input_tokens": 7999, "max_batch_tokens": 8000,
+        "block_size": 1,
+    },
+    "tgi/2024-06-k8s-llama3-70b-pretty-args-defaults-part.log": {
+        "engine": "tgi", "model": "meta-llama/Meta-Llama-3-70B-Instruct", "max_running_requests": 128,
+        "max_model_len": 4096, "max_input_tokens": 4095, "max_batch_tokens": 4145,
+    },
+    "tgi/2024-02-openshift-json-output-args-wrapped.log": {
+        "engine": "tgi", "model": "google/flan-t5-small", "max_running_requests": 128, "max_model_len": 2048,
+        "max_input_tokens": 1024, "max_batch_tokens": 4096, "kv_cache_tokens": 16000, "quantization": "Bitsandbytes",
+    },
+    "tgi/2024-05-router-main-rs-801568.log": {"engine": "tgi", "kv_cache_tokens": 801568},
+    "tgi/2024-01-python-logger-prefixed-no-auto-16000.log": {
+        "engine": "tgi", "kv_cache_tokens": 16000, "automatic_max_batch_total_tokens": False,
+    },
     "trtllm/0.12.0.dev-trtgptmodel-limits.log": {
         "engine": "tensorrt-llm", "version": "0.12.0.dev2024073000", "max_running_requests": 4096,
         "max_batch_size": 4096, "max_model_len": 4098,

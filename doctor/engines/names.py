@@ -66,6 +66,9 @@ LOG_MARKERS: tuple[tuple[str, str], ...] = (
     ("Args {", TGI),  # the launcher's Rust debug print of its arguments, with or without a log prefix
     ("max_batch_prefill_tokens", TGI),  # an argument only TGI has (launcher, /info)
     ("text-generation-router", TGI),  # /info's "router" field
+    ("Default `max_", TGI),  # the launcher resolving an unset limit (launcher/src/main.rs)
+    ("tokens defaulted to", TGI),  # ... and the v3 router (backends/v3/src/main.rs)
+    ("KV-cache blocks:", TGI),  # the v3 shard's warm-up (flash_causal_lm.py)
     # TensorRT-LLM: the C++ runtime's and the Python logger's tags, its executor's lines
     ("[TensorRT-LLM]", TRTLLM),
     ("TRTGptModel max", TRTLLM),

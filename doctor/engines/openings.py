@@ -25,6 +25,12 @@ OPENINGS = (
     rb"|Args \{|Setting max batch total tokens|Model does not support automatic max batch total tokens"
     rb"|text_generation_router[\w:]{0,20}: [\w/.]{1,40}:\d{1,6}: Connected|\"message\":\"Connected\""
     rb"|text-generation-router"  # /info's "router" field, pasted into a report
+    # ... the fields of an Args dump printed over many lines (pretty, or a hard-wrapped JSON
+    # record), a Some( value on its own line, and what the launcher and the v3 router resolve
+    rb"|(?:max_concurrent_requests|max_total_tokens|max_input_length|max_input_tokens|max_batch_prefill_tokens"
+    rb"|max_batch_total_tokens|model_id|num_shard|quantize): "
+    rb"|(?<=\n) {8}\d{1,12},(?=\r?\n)"
+    rb"|Default `max_\w{1,40}` to \d|tokens defaulted to \d|KV-cache blocks: \d"
     # TensorRT-LLM (the C++ runtime's TRTGptModel / KV cache manager lines, the Python LLM API)
     rb"|TRTGptModel max|Allocated \d{1,9}\.\d{1,4} GiB for max tokens in paged KV cache"
     rb"|\[MemUsageChange\] Allocated|Number of tokens per block|TensorRT.LLM version|Engine version \d"

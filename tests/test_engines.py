@@ -105,6 +105,23 @@ LOG_FACTS = {
         "engine": "tensorrt-llm", "kv_cache_tokens": 3731744, "kv_cache_memory_gib": 78.3, "block_size": 32,
     },
     "trtllm/2024-04-issue1400-allocate-bytes-using-tokens.log": {"engine": "tensorrt-llm", "kv_cache_tokens": 132608},
+    "trtllm/2025-12-trtllm-serve-gpt-oss-two-kv-estimates-limits-part.log": {  # the second estimate is the pool
+        "engine": "tensorrt-llm", "kv_cache_tokens": 86720, "kv_cache_memory_gib": 5.95, "block_size": 32,
+        "max_model_len": 86720, "max_running_requests": 64, "max_batch_tokens": 8192, "max_batch_size": 64,
+    },
+    "trtllm/2025-07-issue6364-trt-backend-iteration-stats-json.log": {
+        "engine": "tensorrt-llm", "running": 1.0, "waiting": 0.0, "kv_cache_tokens": 734560, "block_size": 32,
+        "max_running_requests": 2048, "max_batch_size": 256, "max_batch_tokens": 8192,
+    },
+    "trtllm/2023-12-backend-issue217-batch-manager-stats-wrapped.log": {
+        "engine": "tensorrt-llm", "running": 1.0, "max_running_requests": 64, "kv_cache_tokens": 32832,
+        "block_size": 64, "kv_usage": 1 / 513,
+    },
+    "trtllm/2025-04-pr3914-pytorch-iteration-log.log": {"engine": "tensorrt-llm", "running": 10.0},
+    "trtllm/backend-issue577-tp-limits-blank-lines.log": {
+        "engine": "tensorrt-llm", "max_running_requests": 8, "max_batch_size": 8, "max_model_len": 1048576,
+        "max_batch_tokens": 8192,
+    },
 }
 
 
@@ -193,6 +210,8 @@ def _metrics_json(*paths: Path) -> tuple[dict, int]:
     ("sglang/2024-11-pr1853-first-metrics-part.prom",
      {"engine": "sglang", "kv_cache_tokens": 570979, "max_running_requests": 2231, "max_model_len": 131072}),
     ("llamacpp/2025-01-pr11512-requests-processing-deferred.prom", {"engine": "llama.cpp", "running": 0, "waiting": 0}),
+    ("trtllm/triton-backend-readme-nv-trt-llm-metrics.prom",
+     {"engine": "tensorrt-llm", "max_running_requests": 512, "kv_cache_tokens": 6239 * 64, "block_size": 64}),
 ])
 def test_metrics_gives_the_neutral_facts_of_a_real_scrape(name: str, expected: dict) -> None:
     document, code = _metrics_json(ENGINES / name)

@@ -78,6 +78,10 @@ LOG_MARKERS: tuple[tuple[str, str], ...] = (
     ("TensorRT-LLM version", TRTLLM),
     ('"iterLatencyMS"', TRTLLM),  # the executor's per-iteration statistics as JSON
     ("host_step_time =", TRTLLM),  # the PyTorch backend's iteration log
+    ("num_scheduled_requests:", TRTLLM),  # ... of 2025 (print_iter_log)
+    ("max_num_requests=", TRTLLM),  # trtllm-serve's limits line (_torch/pyexecutor)
+    ("libtensorrtllm.cc", TRTLLM),  # the Triton backend's source file, in its log records
+    ('"Active Request Count"', TRTLLM),  # ... and its batch-manager statistics
 )
 
 #: What only vLLM prints (the phrases its parser opens on, ``doctor.vllm_log.patterns``): a log

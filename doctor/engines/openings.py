@@ -36,10 +36,15 @@ OPENINGS = (
     rb"|\[MemUsageChange\] Allocated|Number of tokens per block|TensorRT.LLM version|Engine version \d"
     rb"|Using \d{1,12} tokens in paged KV cache|Max KV cache blocks per sequence"
     rb"|\"iterLatencyMS\"|host_step_time = "  # the executor's iteration stats (JSON), the PyTorch backend's iteration log
+    rb"|num_scheduled_requests: \d|max_seq_len=\d{1,12}, max_num_requests="  # ... and trtllm-serve's limits
+    # the Triton backend's batch-manager statistics (libtensorrtllm.cc), and the pieces of one a
+    # terminal wrapped (inside a key: "Used KV cache\n blocks":1)
+    rb"|\{\"Active Request Count\":|\"Max Request Count\":|\"Tokens per KV cache block\":|\"Runtime GPU Memory Usage\":"
+    rb"|(?<=\n) ?blocks\":\d"
 )
 
 #: Kept lines of these kinds are bounded apart from the startup lines (``Scanner._buffer_of``),
 #: so that a long-running server's stats do not push its startup out.
 STATS_MARKS = (b"throughput:", b"throughput (token/s)", b"print_timing", b"llama_perf_context_print", b"iterLatencyMS",
-               b"host_step_time = ")
+               b"host_step_time = ", b"num_scheduled_requests: ", b'{"Active Request Count":')
 PREEMPTION_MARKS = (b"preempted by", b"Retract requests", b"Decode out of memory")

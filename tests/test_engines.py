@@ -71,6 +71,34 @@ LOG_FACTS = {
     },
     "llamacpp/b3579-issue9016-build-info-np4-part.log": {"engine": "llama.cpp", "version": "b3579"},
     "llamacpp/b9265-issue23652-new-slot-n_ctx-part.log": {"engine": "llama.cpp", "max_model_len": 1024},
+    "llamacpp/2024-03-json-lines-server-c1024.log": {"engine": "llama.cpp", "max_running_requests": 1, "max_model_len": 1024},
+    "llamacpp/b3029-json-lines-windows-n_ctx_slot-1536.log": {
+        "engine": "llama.cpp", "version": "b3029", "max_running_requests": 1, "max_model_len": 1536,
+    },
+    "llamacpp/llamafile-2024-10-json-initialize-kv-self-size.log": {
+        "engine": "llama.cpp", "max_running_requests": 1, "max_model_len": 2048, "kv_cache_memory_gib": 1.0,
+        "kv_cache_dtype": "f16",
+    },
+    "llamacpp/ik_llama-2025-04-bracketed-info-slots-8192.log": {
+        "engine": "llama.cpp", "max_running_requests": 1, "max_model_len": 8192,
+    },
+    "llamacpp/2026-05-pipe-timestamped-kv-unified-4-seqs-q8.log": {
+        "engine": "llama.cpp", "max_running_requests": 4, "max_model_len": 131072, "kv_cache_tokens": 131072,
+        "kv_cache_dtype": "q8_0", "kv_cache_memory_gib": 4.25, "max_batch_tokens": 2048,
+    },
+    "llamacpp/2025-07-lmstudio-debug-split-kv-cache-unified.log": {
+        "engine": "llama.cpp", "max_running_requests": 1, "max_model_len": 131072, "kv_cache_tokens": 131072,
+        "kv_cache_memory_gib": 18.0, "max_batch_tokens": 512,
+    },
+    "llamacpp/rocm-n_seq_max-4-kv-unified-no-n_ctx_seq.log": {  # unified: every slot may hold all 2048
+        "engine": "llama.cpp", "max_running_requests": 4, "max_model_len": 2048, "kv_cache_tokens": 2048,
+    },
+    "llamacpp/apple-m5-iswa-two-kv-caches-4-seqs.log": {  # the non-SWA cache is the capacity
+        "engine": "llama.cpp", "max_running_requests": 4, "max_model_len": 131072, "kv_cache_tokens": 131072,
+    },
+    "llamacpp/2026-vulkan-elapsed-prefix-load_model-initializing-kv-unified.log": {
+        "engine": "llama.cpp", "max_running_requests": 4, "max_model_len": 8192, "kv_cache_tokens": 8192,
+    },
     "tgi/2023-08-issue832-launcher-args.log": {
         "engine": "tgi", "max_running_requests": 128, "max_model_len": 8192, "max_batch_tokens": 4096,
         "kv_cache_tokens": 16000, "tensor_parallel_size": 4, "model": "meta-llama/Llama-2-13b-chat-hf",
@@ -210,6 +238,7 @@ def _metrics_json(*paths: Path) -> tuple[dict, int]:
     ("sglang/2024-11-pr1853-first-metrics-part.prom",
      {"engine": "sglang", "kv_cache_tokens": 570979, "max_running_requests": 2231, "max_model_len": 131072}),
     ("llamacpp/2025-01-pr11512-requests-processing-deferred.prom", {"engine": "llama.cpp", "running": 0, "waiting": 0}),
+    ("llamacpp/2025-01-pr11512-markdown-escaped-as-pasted.prom", {"engine": "llama.cpp", "running": 0, "waiting": 0}),
     ("trtllm/triton-backend-readme-nv-trt-llm-metrics.prom",
      {"engine": "tensorrt-llm", "max_running_requests": 512, "kv_cache_tokens": 6239 * 64, "block_size": 64}),
 ])

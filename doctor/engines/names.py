@@ -56,6 +56,11 @@ LOG_MARKERS: tuple[tuple[str, str], ...] = (
     ("n_ctx_slot", LLAMACPP),
     ("| task -1 | new slot", LLAMACPP),
     ("main] build info |", LLAMACPP),  # the JSON-era server of 2024 (build 3579)
+    ('"msg":"initializing slots"', LLAMACPP),  # the server's JSON log lines of early 2024
+    ('"msg":"new slot"', LLAMACPP),
+    ("] initializing slots |", LLAMACPP),  # ... and its INFO [ function] lines of mid-2024
+    ("] new slot |", LLAMACPP),
+    ("KV self size", LLAMACPP),  # llama_new_context_with_model's KV line before the llama_context rename
     ("llama_print_timings:", LLAMACPP),  # the timing printout of builds before b3900
     ("llama_perf_context_print:", LLAMACPP),  # ... and after it
     ("print_timing", LLAMACPP),  # tools/server's per-slot timings (``print_timings]``, ``slot print_timing:``)

@@ -21,6 +21,8 @@ OPENINGS = (
     rb"|srv {1,12}init: initializing slots|load_model: initializing|slot {1,12}(?:init|load_model): id|build: \d"
     rb"|main: server is listening|INFO \[ {0,20}main\] build info"
     rb"|llama_print_timings:|llama_perf_context_print:|print_timing"  # timing printouts, old and new
+    rb"|\"msg\":\"initializing slots\"|\"msg\":\"new slot\"|\] initializing slots \||\] new slot \|"  # 2024's JSON / INFO [ ] logs
+    rb"|KV self size|llama_context: kv_unified|(?<=\n)version: \d{1,6} \("
     # TGI (text_generation_launcher's Args, the router's warm-up)
     rb"|Args \{|Setting max batch total tokens|Model does not support automatic max batch total tokens"
     rb"|text_generation_router[\w:]{0,20}: [\w/.]{1,40}:\d{1,6}: Connected|\"message\":\"Connected\""

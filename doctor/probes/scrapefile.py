@@ -5,7 +5,7 @@ this probe is its only side effect. The file's modification time stands in for t
 so two files make a window of the seconds between them, when those times tell it. A file that cannot be read becomes a
 ``Scrape`` with its ``error``, which the window reports like a failed GET; never a traceback.
 A scrape pasted into Markdown (an issue, a PR) and saved from there carries its escapes
-(``\# HELP``, ``llamacpp:n\_decode``); they are taken out, as a reader of the page sees them.
+(a backslash before ``#`` or ``_``); they are taken out, as a reader of the page sees them.
 """
 
 from __future__ import annotations

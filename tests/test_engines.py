@@ -61,6 +61,21 @@ LOG_FACTS = {
     "sglang/2025-09-issue10053-tp0-prefill-decode-batches.log": {
         "engine": "sglang", "running": 0.0, "waiting": 0.0, "kv_usage": 0.0,
     },
+    "sglang/2025-03-issue4184-decode-oom-retract-tp8-15-cut.log": {  # three events, each printed by several ranks
+        "engine": "sglang", "preemptions": 3,
+    },
+    "sglang/2026-04-markdown-wrapped-records-qwen2.log": {
+        "engine": "sglang", "kv_cache_tokens": 107319, "kv_cache_memory_gib": 1.22, "max_running_requests": 4096,
+        "max_batch_tokens": 2048, "weights_memory_gib": 0.98,
+    },
+    "sglang/2025-05-qwen3-limits-context-40960.log": {
+        "engine": "sglang", "kv_cache_tokens": 15387, "max_running_requests": 2049, "max_model_len": 40960,
+        "max_batch_tokens": 2048,
+    },
+    "sglang/2025-08-docs-hyperparameter-tuning-limits-line.log": {
+        "engine": "sglang", "kv_cache_tokens": 665690, "max_running_requests": 4096, "max_model_len": 65536,
+        "max_batch_tokens": 8192,
+    },
     "llamacpp/b4351-falcon3-1b-vulkan-startup.log": {
         "engine": "llama.cpp", "version": "b4351", "max_running_requests": 1, "max_model_len": 8192,
         "kv_cache_tokens": 8192, "max_batch_tokens": 2048,
@@ -235,6 +250,8 @@ def _metrics_json(*paths: Path) -> tuple[dict, int]:
 @pytest.mark.parametrize(("name", "expected"), [
     ("sglang/v0.5.1-issue13485-qwen32b-part.prom", {"engine": "sglang", "running": 1.0, "kv_usage": 0.0}),
     ("sglang/2025-03-pr4444-llama3-8b-idle-part.prom", {"engine": "sglang", "running": 0.0, "kv_usage_max": 0.0}),
+    ("sglang/2024-09-pr1461-first-collector-metrics-part.prom",
+     {"engine": "sglang", "running": 0.0, "waiting": 0.0, "kv_usage": 0.0}),
     ("sglang/2024-11-pr1853-first-metrics-part.prom",
      {"engine": "sglang", "kv_cache_tokens": 570979, "max_running_requests": 2231, "max_model_len": 131072}),
     ("llamacpp/2025-01-pr11512-requests-processing-deferred.prom", {"engine": "llama.cpp", "running": 0, "waiting": 0}),

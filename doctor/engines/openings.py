@@ -16,6 +16,7 @@ OPENINGS = (
     rb"|max_total_num_tokens=|max_running_requests is capped|Load weight end|Capture cuda graph end"
     rb"|server_args=ServerArgs|Prefill batch|Decode batch|KV cache pool is full|Decode out of memory"
     rb"|The server is fired up"
+    rb"|(?<=\n) {8,40}(?:K size: |max_running_requests=|avail mem=)"  # a record a guide wrapped under its message
     # llama.cpp llama-server (llama-context.cpp, llama-kv-cache*.cpp, tools/server)
     rb"|llama_kv_cache|llama_context: n_|llama_new_context_with_model: n_|llama_memory_recurrent: size"
     rb"|srv {1,12}init: initializing slots|load_model: initializing|slot {1,12}(?:init|load_model): id|build: \d"

@@ -68,6 +68,11 @@ LOG_FACTS = {
         "engine": "sglang", "kv_cache_tokens": 107319, "kv_cache_memory_gib": 1.22, "max_running_requests": 4096,
         "max_batch_tokens": 2048, "weights_memory_gib": 0.98,
     },
+    "sglang/2025-01-docs-notebook-kv-k-v-size-no-tokens.log": {  # sizes only; the tokens come in the limits line
+        "engine": "sglang", "kv_cache_memory_gib": 54.26, "kv_cache_tokens": 444500, "max_running_requests": 2049,
+        "max_model_len": 131072, "running": 1.0, "waiting": 0.0,
+    },
+    "sglang/time-only-header-limits-48.log": {"engine": "sglang", "kv_cache_tokens": 185897, "max_running_requests": 48},
     "sglang/2025-05-qwen3-limits-context-40960.log": {
         "engine": "sglang", "kv_cache_tokens": 15387, "max_running_requests": 2049, "max_model_len": 40960,
         "max_batch_tokens": 2048,

@@ -27,7 +27,8 @@ _HEADER = re.compile(
     r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+:\d+: )?"
 )
 _CONTINUED = re.compile(r"\s{8}")  # the indented rest of a record wrapped under its message
-_KV = re.compile(r"^(?P<pool>Full |SWA )?KV Cache is allocated\. .*?#tokens: (?P<tokens>\d+)")
+# Builds before 2025-03 state only the sizes (``KV Cache is allocated. K size: 27.13 GB, V size: ...``).
+_KV = re.compile(r"^(?P<pool>Full |SWA )?KV Cache is allocated\.(?: .*?#tokens: (?P<tokens>\d+))?")
 _KV_SIZE = re.compile(r"\bKV size: (?P<kv>\d+(?:\.\d+)?) GB|\bK size: (?P<k>\d+(?:\.\d+)?) GB, V size: (?P<v>\d+(?:\.\d+)?) GB")
 _PAGE = re.compile(r"\bpage_size=(?P<n>\d+)")
 _LIMITS = re.compile(r"^max_total_num_tokens=\d+, ")
@@ -106,7 +107,8 @@ def _read(book: Logbook, line: LogLine, message: str, when: str | None, ranks: l
         book.retraction(line, when or str(line.no), _rank("DP", ranks) + message, int(match["n"]))
     elif match := _KV.match(message):
         key = "swa_kv_cache_tokens" if match["pool"] == "SWA " else "kv_cache_tokens"
-        _own(book, line, key, int(match["tokens"]), STATED)
+        if match["tokens"]:
+            _own(book, line, key, int(match["tokens"]), STATED)
         if match["pool"] != "SWA " and (size := _KV_SIZE.search(message)):
             gib = float(size["kv"]) if size["kv"] else float(size["k"]) + float(size["v"])
             book.fact(line, "kv_cache_memory_gib", gib)

@@ -32,8 +32,8 @@ _SLOT = re.compile(r"new slot,? n_ctx(?:_slot)? = (?P<ctx>\d+)")
 # The server's structured logs of 2024: JSON lines (``"msg":"initializing slots","n_slots":1``, key
 # order by build) and ``INFO [ init] initializing slots | tid=... n_slots=1``; both print the slot
 # context as ``n_ctx_slot``.
-_SLOTS_KV = re.compile(r"\binitializing slots\b.*?\bn_slots\"?[=:] ?(?P<n>\d+)")
-_SLOT_KV = re.compile(r"\bnew slot\b.*?\bn_ctx_slot\"?[=:] ?(?P<ctx>\d+)")
+_SLOTS_KV = re.compile(r"\bn_slots\"?[=:] ?(?P<n>\d+)")  # on an "initializing slots" line
+_SLOT_KV = re.compile(r"\bn_ctx_slot\"?[=:] ?(?P<ctx>\d+)")  # on a "new slot" line
 # Builds before the llama_context rename print the KV cache's size here (``K (f16)``, MLA ``c^KV (q8_0)``).
 _KV_SELF = re.compile(r"KV self size *= *(?P<mib>\d+(?:\.\d+)?) MiB, (?:K|c\^KV) \((?P<dtype>\w+)\)")
 _UNIFIED = re.compile(r"llama_context: kv_unified *= *(?P<on>true|false)")
@@ -95,9 +95,9 @@ def _read(book: Logbook, line: LogLine, text: str) -> None:
         _own(book, line, "max_num_seqs", int(match["n"]), RESOLVED)
         if match["ctx"]:
             _own(book, line, "max_model_len", int(match["ctx"]), RESOLVED)
-    elif match := _SLOTS_KV.search(text):
+    elif "initializing slots" in text and (match := _SLOTS_KV.search(text)):
         _own(book, line, "max_num_seqs", int(match["n"]), RESOLVED)
-    elif match := _SLOT.search(text) or _SLOT_KV.search(text):
+    elif match := _SLOT.search(text) or (_SLOT_KV.search(text) if "new slot" in text else None):
         _own(book, line, "max_model_len", int(match["ctx"]), RESOLVED)
     elif match := _READY.search(text):
         book.fact(line, "listening", match["url"], STATED)

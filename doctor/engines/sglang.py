@@ -27,6 +27,7 @@ _HEADER = re.compile(
     r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+:\d+: )?"
 )
 _CONTINUED = re.compile(r"\s{8}")  # the indented rest of a record wrapped under its message
+_CONTINUATIONS = 4
 # Builds before 2025-03 state only the sizes (``KV Cache is allocated. K size: 27.13 GB, V size: ...``).
 _KV = re.compile(r"^(?P<pool>Full |SWA )?KV Cache is allocated\.(?: .*?#tokens: (?P<tokens>\d+))?")
 _KV_SIZE = re.compile(r"\bKV size: (?P<kv>\d+(?:\.\d+)?) GB|\bK size: (?P<k>\d+(?:\.\d+)?) GB, V size: (?P<v>\d+(?:\.\d+)?) GB")
@@ -84,17 +85,19 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
     record a guide wrapped over lines (its continuation indented under the message) is joined."""
     book = Logbook(SGLANG, source)
     held: tuple[LogLine, str, str | None, list[str]] | None = None  # a record that may continue
+    joined = 0  # continuation lines joined to it, bounded: a wrapped record spans a few lines
     for line in lines:
         header = _HEADER.search(line.text)
-        if held is not None and header is None and _CONTINUED.match(line.text) and line.no == held[0].no + 1:
+        if (held is not None and header is None and joined < _CONTINUATIONS and _CONTINUED.match(line.text)
+                and line.no == held[0].no + 1):
             first, message, when, ranks = held
-            held = (LogLine(line.no, first.text), message + " " + line.text.strip(), when, ranks)
+            held, joined = (LogLine(line.no, first.text), message + " " + line.text.strip(), when, ranks), joined + 1
             continue
         if held is not None:
             _read(book, held[0], *held[1:])
         when, ranks = (header["when"], header["ranks"].split()) if header else (None, [])
         message = line.text[header.end():] if header else line.text.strip()
-        held = (line, message, when, ranks)
+        held, joined = (line, message, when, ranks), 0
     if held is not None:
         _read(book, held[0], *held[1:])
     return book.result()

@@ -18,6 +18,7 @@ its KV blocks (``KV-cache blocks: N, size: B``, ``flash_causal_lm.py``).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 
@@ -107,7 +108,7 @@ def _args(book: Logbook, lines: list[LogLine]) -> None:
     """Read an ``Args {`` dump and the lines it continues on: joined as they were printed when
     they follow each other (a hard wrap cuts inside a name), else with a separator."""
     text = lines[0].text
-    for before, line in zip(lines, lines[1:], strict=False):
+    for before, line in itertools.pairwise(lines):
         text += line.text if line.no == before.no + 1 else ", " + line.text
     match = _ARGS.search(text.replace('\\"', '"'))  # a JSON record escapes the quotes
     if match is None:

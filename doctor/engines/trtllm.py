@@ -38,7 +38,7 @@ _LIMIT = re.compile(r"\b(?P<key>max_seq_len|max_num_requests|max_num_tokens|max_
 _NUMBER = re.compile(r'"(?P<key>[A-Za-z][\w ]{0,40})":(?P<n>-?\d+(?:\.\d+)?)')
 _RECORD_END = re.compile(r'"timestamp":"[^"]{0,40}"')  # the last key of a sorted IterationStats record
 _OLD_STATS = re.compile(r'\{"Active Request Count":')
-_ITER = re.compile(r"\biter = \d+,.*?\bnum_scheduled_requests: (?P<n>\d+)")
+_ITER = re.compile(r"\bnum_scheduled_requests: (?P<n>\d+)")  # on a line that holds "iter = "
 _ITER_STATS_LINES = 8  # a wrapped batch-manager record spans a few terminal lines
 
 #: trtllm-serve's limits line -> check keys.
@@ -97,7 +97,7 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
             pending = []
         if '"iterLatencyMS"' in text or _OLD_STATS.search(text):
             pending = [line]
-        elif match := _ITER.search(text):
+        elif "iter = " in text and (match := _ITER.search(text)):
             book.stat(line, StatsPoint(line=line.no, running=float(match["n"])))
         elif _LIMITS.search(text):
             for limit in _LIMIT.finditer(text):  # printed again after the final KV allocation

@@ -77,7 +77,7 @@ def prefill_bound_first_token(
     ttft_hist = mw.ttft
     ttft_s = ttft_hist.mean if ttft_hist is not None and ttft_hist.mean else None
     if ttft_hist is None or not ttft_s:
-        return NotApplicable("no server TTFT histogram (vllm:time_to_first_token_seconds) to compare prefill with")
+        return NotApplicable(f"no server TTFT histogram ({metric_read(mw, 'ttft')}) to compare prefill with")
     share = min(prefill_s / ttft_s, 1.0)
     evidence = [
         EvidenceValue("server prefill time mean", prefill_s, "s", prefill_source),

@@ -407,3 +407,6 @@ def test_evidence_sources_name_the_metrics_the_engine_exposes() -> None:
     for result in (low_throughput(idle), queue_pressure(queued)):
         sources = [e.source for e in result.evidence]
         assert sources and all("sglang:" in s for s in sources if s.startswith("metrics: ")), sources
+    # a family the window did not read is named as the serving engine spells it
+    assert metric_read(MetricsWindow(engine_kind="sglang"), "ttft") == "sglang:time_to_first_token_seconds"
+    assert metric_read(MetricsWindow(engine_kind="tgi"), "queue") == "tgi_request_queue_duration"

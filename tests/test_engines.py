@@ -142,6 +142,14 @@ LOG_FACTS = {
         "max_input_tokens": 1024, "max_batch_tokens": 4096, "kv_cache_tokens": 16000, "quantization": "Bitsandbytes",
     },
     "tgi/2024-05-router-main-rs-801568.log": {"engine": "tgi", "kv_cache_tokens": 801568},
+    "tgi/2024-08-notebook-indented-pretty-args-gptq-defaults.log": {  # Some(\n Gptq,\n) a line each
+        "engine": "tgi", "model": "astronomer/Llama-3-8B-Instruct-GPTQ-8-Bit", "quantization": "Gptq",
+        "max_running_requests": 128, "max_model_len": 4096, "max_input_tokens": 4095, "max_batch_tokens": 4145,
+    },
+    "tgi/2023-07-0.9-starcoder-args-no-cuda.log": {
+        "engine": "tgi", "model": "bigcode/starcoder", "kv_cache_tokens": 16000, "max_running_requests": 128,
+        "max_model_len": 2048, "max_input_tokens": 1024, "max_batch_tokens": 4096,
+    },
     "tgi/2024-01-python-logger-prefixed-no-auto-16000.log": {
         "engine": "tgi", "kv_cache_tokens": 16000, "automatic_max_batch_total_tokens": False,
     },

@@ -32,7 +32,7 @@ OPENINGS = (
     # record), a Some( value on its own line, and what the launcher and the v3 router resolve
     rb"|(?:max_concurrent_requests|max_total_tokens|max_input_length|max_input_tokens|max_batch_prefill_tokens"
     rb"|max_batch_total_tokens|model_id|num_shard|quantize): "
-    rb"|(?<=\n) {8}\d{1,12},(?=\r?\n)"
+    rb"|(?<=\n) {8,12}(?:\d{1,12}|[A-Z]\w{1,20}),(?=\r?\n)"
     rb"|Default `max_\w{1,40}` to \d|tokens defaulted to \d|KV-cache blocks: \d"
     # TensorRT-LLM (the C++ runtime's TRTGptModel / KV cache manager lines, the Python LLM API)
     rb"|TRTGptModel max|Allocated \d{1,9}\.\d{1,4} GiB for max tokens in paged KV cache"

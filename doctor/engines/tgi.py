@@ -29,7 +29,7 @@ from doctor.vllm_log.model import LogFacts
 
 _ARGS = re.compile(r"(?:text_generation_launcher: |\"message\":\"|^\s*)Args \{(?P<body>.*)")
 # ``Some(x)`` on one line, or ``Some(`` with ``x,`` on the next line of a pretty print
-_ITEM = re.compile(r"(?P<key>\w+): (?:Some\(\s*(?P<some>\"[^\"]*\"|[^(),\s]+),?\s*\)?|(?P<value>\"[^\"]*\"|[^,{}\s]+))")
+_ITEM = re.compile(r"(?P<key>\w+): (?:Some\(\s*(?P<some>\"[^\"]*\"|[^(),\s]+),?\s*\)?|(?P<value>\"[^\"]*\"|(?!Some\()[^,{}\s]+))")
 #: A line that opens a new record (a timestamp, a JSON record, a wrapper's prefix), not a piece of ``Args``.
 _RECORD = re.compile(r"\s*(?:\{\"|\d{4}-\d\d-\d\dT|[A-Z]+:[\w-]+:|\[)")
 _ARGS_LINES = 400  # a pretty print has one line per field, some 60 in 3.x

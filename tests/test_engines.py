@@ -142,6 +142,11 @@ LOG_FACTS = {
         "max_input_tokens": 1024, "max_batch_tokens": 4096, "kv_cache_tokens": 16000, "quantization": "Bitsandbytes",
     },
     "tgi/2024-05-router-main-rs-801568.log": {"engine": "tgi", "kv_cache_tokens": 801568},
+    "server-info/tgi-2.2.0-info-source-shape.json": {  # GET /info pasted into a report: the router's limits
+        "engine": "tgi", "version": "2.2.0", "model": "meta-llama/Llama-2-13b-chat-hf", "max_running_requests": 128,
+        "max_model_len": 8192, "max_input_tokens": 4096, "kv_cache_tokens": 16000,
+    },
+    "server-info/tgi-3.3.7-info-source-shape.json": {"engine": "tgi", "version": "3.3.7", "max_model_len": 8192},
     "tgi/2024-08-notebook-indented-pretty-args-gptq-defaults.log": {  # Some(\n Gptq,\n) a line each
         "engine": "tgi", "model": "astronomer/Llama-3-8B-Instruct-GPTQ-8-Bit", "quantization": "Gptq",
         "max_running_requests": 128, "max_model_len": 4096, "max_input_tokens": 4095, "max_batch_tokens": 4145,

@@ -28,6 +28,8 @@ OPENINGS = (
     rb"|Args \{|Setting max batch total tokens|Model does not support automatic max batch total tokens"
     rb"|text_generation_router[\w:]{0,20}: [\w/.]{1,40}:\d{1,6}: Connected|\"message\":\"Connected\""
     rb"|text-generation-router"  # /info's "router" field, pasted into a report
+    rb"|\"(?:model_id|model_dtype|max_concurrent_requests|max_input_tokens|max_input_length|max_total_tokens"
+    rb"|max_batch_total_tokens|max_batch_size|version)\": ?[\"\d]"  # ... and its other fields
     # ... the fields of an Args dump printed over many lines (pretty, or a hard-wrapped JSON
     # record), a Some( value on its own line, and what the launcher and the v3 router resolve
     rb"|(?:max_concurrent_requests|max_total_tokens|max_input_length|max_input_tokens|max_batch_prefill_tokens"

@@ -37,6 +37,13 @@ _DEFAULTED = re.compile(
     r"Default `(?P<arg>max_\w+)` to (?P<n>\d+)|Maximum (?P<what>input|total) tokens defaulted to (?P<m>\d+)"
 )
 _BLOCKS = re.compile(r"KV-cache blocks: (?P<n>\d+), size: (?P<size>\d+)")
+# ``GET /info`` pasted into a report, pretty or on one line (``router/src/lib.rs`` ``Info``): what
+# the router resolved, so it states the limits as the warm-up line does.
+_INFO = re.compile(
+    r'"(?P<key>model_id|model_dtype|max_concurrent_requests|max_input_tokens|max_input_length|max_total_tokens'
+    r'|max_batch_total_tokens|max_batch_size|version)": ?(?P<value>"[^"]{0,300}"|\d{1,12})'
+)
+_INFO_KEYS = {"version": "version", "model_dtype": "dtype"}  # the others are the launcher's names
 _TOTAL = re.compile(r"Setting max batch total tokens to (?P<n>\d+)")
 _NO_AUTO = re.compile(r"Model does not support automatic max batch total tokens")
 _CONNECTED = re.compile(r"text_generation_router[\w:]*: [\w/.]+:\d+: Connected|\"message\":\"Connected\"")
@@ -91,6 +98,10 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
         elif match := _BLOCKS.search(text):
             book.fact(line, "num_gpu_blocks", int(match["n"]), STATED)
             _own(book, line, "block_size", int(match["size"]), STATED)
+        elif infos := list(_INFO.finditer(text)):
+            for info in infos:
+                key = _INFO_KEYS.get(info["key"]) or _ARG_KEYS[info["key"]]
+                _own(book, line, key, _value(info["value"]), RESOLVED)
         elif match := _TOTAL.search(text):
             _own(book, line, "kv_cache_tokens", int(match["n"]), RESOLVED)
         elif _NO_AUTO.search(text):

@@ -283,6 +283,21 @@ def test_metrics_gives_the_neutral_facts_of_a_real_scrape(name: str, expected: d
     assert {k: document["facts"].get(k) for k in expected} == expected
 
 
+def test_sglang_states_its_pool_as_labels_of_cache_config_info(tmp_path: Path) -> None:
+    """Synthetic lines in SGLang's format before v0.5.11 (``srt/metrics/collector.py``: the pool as
+    ``page_size`` and ``num_pages`` labels of an info gauge, the form the llm-d router reads)."""
+    scrape = tmp_path / "sglang.prom"
+    scrape.write_text(
+        "# TYPE sglang:cache_config_info gauge\n"
+        'sglang:cache_config_info{model_name="m",num_pages="26000",page_size="16"} 1.0\n'
+        "# TYPE sglang:num_running_reqs gauge\n"
+        'sglang:num_running_reqs{model_name="m"} 3.0\n'
+    )
+    document, _ = _metrics_json(scrape)
+    assert (document["engine"], document["facts"]["kv_cache_tokens"], document["facts"]["block_size"]) == (
+        "sglang", 26000 * 16, 16)
+
+
 def test_one_llama_server_scrape_counts_tokens_since_start_and_names_what_it_lacks() -> None:
     document, _ = _metrics_json(ENGINES / "llamacpp/ik_llama-2025-08-pr695-counters-part.prom")
     window = document["window"]

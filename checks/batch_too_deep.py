@@ -40,7 +40,7 @@ import statistics
 from collections import defaultdict
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, rerun
+from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, metric_read, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
@@ -94,7 +94,7 @@ def batch_too_deep(
         evidence.append(max_seqs.evidence("max_num_seqs"))
     running = metrics_window.running.max if metrics_window is not None and metrics_window.running else None
     if running is not None:
-        evidence.append(EvidenceValue("running max", running, "requests", "metrics: vllm:num_requests_running"))
+        evidence.append(EvidenceValue("running max", running, "requests", f"metrics: {metric_read(metrics_window, 'running')}"))
     depth = math.floor((tpot_target_s - fit.intercept) / fit.slope)
     if depth >= 1:
         suggested = (f"{depth} (fitted {fmt_seconds(fit.intercept)} + {fmt_seconds(fit.slope)} per sequence "

@@ -48,7 +48,7 @@ from __future__ import annotations
 from collections import Counter
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, gateway_refusal, rerun
+from doctor.checklib import engine_flag, engine_of, gateway_refusal, metric_read, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import display
@@ -242,16 +242,16 @@ def error_rate(
                 "finished with error",
                 errors,
                 "requests",
-                "metrics: vllm:request_success_total{finished_reason=error} delta",
+                f"metrics: {metric_read(metrics_window, 'finished_by_reason')}{{finished_reason=error}} delta",
             ),
             EvidenceValue(
                 "finished with abort",
                 aborts,
                 "requests",
-                "metrics: vllm:request_success_total{finished_reason=abort} delta"
+                f"metrics: {metric_read(metrics_window, 'finished_by_reason')}{{finished_reason=abort}} delta"
                 + (f", less the {cancelled} probe requests cancelled by stopping it" if cancelled else ""),
             ),
-            EvidenceValue("finished", finished, "requests", "metrics: vllm:request_success_total delta"),
+            EvidenceValue("finished", finished, "requests", f"metrics: {metric_read(metrics_window, 'finished_by_reason')} delta"),
         ]
     setting, suggested, where, why = (_spelled(text, engine) for text in FIXES.get(key, GENERIC))
     server_failing = probe_bad or error_share >= max_error_share

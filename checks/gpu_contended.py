@@ -13,7 +13,9 @@ Evidence:
 gpu (NVML): per device the compute / graphics processes, their names and memory. host: the
 vLLM process found by port or name. A process is vLLM's when its pid is the one found or its
 name contains "vllm" (V1 names its engine process ``VLLM::EngineCore``); when none can be
-told apart, the largest memory user is taken as vLLM.
+told apart, the largest memory user is taken as vLLM. Log / metrics: which engine serves, so the
+text names it (the serving process of SGLang, llama.cpp, TGI or TensorRT-LLM is the one found by
+port, else the largest memory user).
 
 Remediation:
 ``gpu_isolation``: move the other process off this GPU, or give vLLM its own device
@@ -29,39 +31,50 @@ GPU 0: 1 other process besides vLLM: python (pid 4242, 9.5 GiB) -> move it off G
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import rerun
+from doctor.checklib import engine_of, rerun
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.engines.names import display
 from doctor.evidence import GpuDevice, GpuEvidence, GpuProcess, HostEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 
 
 @check(code="LD207", name="gpu-contended", symptom=SymptomClass.INTER_TOKEN, cause=Cause.GPU_STATE)
-def gpu_contended(gpu: GpuEvidence, host: HostEvidence | None = None, *, min_memory_fraction: float = 0.01) -> Result:
+def gpu_contended(
+    gpu: GpuEvidence,
+    host: HostEvidence | None = None,
+    log_facts: LogFacts | None = None,
+    metrics_window: MetricsWindow | None = None,
+    *,
+    min_memory_fraction: float = 0.01,
+) -> Result:
     if not gpu.available:
         return NotApplicable(f"no NVML evidence ({gpu.reason or 'not collected'})")
     if not any(d.processes for d in gpu.devices):
         return NotApplicable("NVML listed no process on any GPU (inside a container it often cannot see them)")
     vllm_pid = host.vllm_process.pid if host is not None and host.vllm_process is not None else None
     contended = [(d, others) for d in gpu.devices if (others := _others(d, vllm_pid, min_memory_fraction))]
+    engine = display(engine_of(log_facts, metrics_window))
     if not contended:
-        return Pass("only vLLM's processes hold GPU memory")
+        return Pass(f"only {engine}'s processes hold GPU memory")
     device, others = max(contended, key=lambda c: sum(p.used_memory_bytes or 0 for p in c[1]))
     listed = ", ".join(_describe(p) for p in others)
     evidence = [
         EvidenceValue("other process", _describe(p), "", f"gpu: NVML process list, GPU {device.index}") for p in others
     ]
-    summary = f"GPU {device.index}: {len(others)} other process(es) besides vLLM: {listed}"
+    summary = f"GPU {device.index}: {len(others)} other process(es) besides {engine}: {listed}"
     if len(contended) > 1:
         summary += f" ({len(contended)} GPUs shared)"
     return Fire(
         felt=False,  # a GPU state: a slow decode shows as a TPOT witness
-        title="Other processes share the GPU with vLLM",
+        title=f"Other processes share the GPU with {engine}",
         summary=summary,
         remediation=Remediation(
             setting="gpu_isolation",
-            suggested=f"move {listed} off GPU {device.index}, or give vLLM a dedicated GPU (CUDA_VISIBLE_DEVICES / MIG)",
-            why="the GPU time-slices between processes: vLLM's steps wait while the other kernels run",
-            verify=rerun("NVML to list only vLLM on the GPU and TPOT to fall and steady"),
-            where="the host's GPU assignment (not a vLLM flag)",
+            suggested=f"move {listed} off GPU {device.index}, or give {engine} a dedicated GPU (CUDA_VISIBLE_DEVICES / MIG)",
+            why=f"the GPU time-slices between processes: {engine}'s steps wait while the other kernels run",
+            verify=rerun(f"NVML to list only {engine} on the GPU and TPOT to fall and steady"),
+            where=f"the host's GPU assignment (not a setting of {engine})",
         ),
         evidence=evidence,
     )

@@ -12,7 +12,7 @@ sync-boost reasons are normal and ignored.
 
 Evidence:
 gpu (NVML): per device ``throttle_reasons``, ``sm_clock_mhz`` / ``sm_clock_max_mhz``,
-temperature, power draw and limit.
+temperature, power draw and limit. Log / metrics: which engine serves, so the text names it.
 
 Remediation:
 Thermal reasons -> ``gpu_cooling`` (airflow, fan curves, datacenter inlet temperature).
@@ -30,7 +30,10 @@ GPU 0: SM clock 1,290 of 1,980 MHz (65 %), reasons sw_thermal_slowdown, 87 C -> 
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import rerun
+from doctor.checklib import engine_of, rerun
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.engines.names import display
 from doctor.evidence import GpuDevice, GpuEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_pct
@@ -43,7 +46,13 @@ HARMFUL = THERMAL + POWER + HARDWARE
 
 
 @check(code="LD206", name="gpu-throttled", symptom=SymptomClass.INTER_TOKEN, cause=Cause.GPU_STATE)
-def gpu_throttled(gpu: GpuEvidence, *, clock_ratio: float = 0.9) -> Result:
+def gpu_throttled(
+    gpu: GpuEvidence,
+    log_facts: LogFacts | None = None,
+    metrics_window: MetricsWindow | None = None,
+    *,
+    clock_ratio: float = 0.9,
+) -> Result:
     if not gpu.available:
         return NotApplicable(f"no NVML evidence ({gpu.reason or 'not collected'})")
     if not any(d.throttle_reasons or d.sm_clock_mhz for d in gpu.devices):
@@ -71,7 +80,7 @@ def gpu_throttled(gpu: GpuEvidence, *, clock_ratio: float = 0.9) -> Result:
         felt=False,  # a GPU state: a slow decode shows as a TPOT witness
         title="The GPU is slowed by a power or thermal limit",
         summary=summary,
-        remediation=_remediation(worst, reasons),
+        remediation=_remediation(worst, reasons, display(engine_of(log_facts, metrics_window))),
         severity=Severity.CRITICAL if set(reasons) & set(THERMAL + HARDWARE) else Severity.WARNING,
         evidence=evidence,
     )
@@ -88,7 +97,8 @@ def _ratio(d: GpuDevice) -> float:
     return 0.0
 
 
-def _remediation(d: GpuDevice, reasons: list[str]) -> Remediation:
+def _remediation(d: GpuDevice, reasons: list[str], engine: str) -> Remediation:
+    """``engine``: the serving engine as a sentence names it, whose settings cannot help here."""
     verify = rerun("no power or thermal clock-event reason and the SM clock near its maximum under load")
     if set(reasons) & set(THERMAL):
         return Remediation(
@@ -97,7 +107,7 @@ def _remediation(d: GpuDevice, reasons: list[str]) -> Remediation:
             why=f"GPU {d.index} lowers its clocks to stay within its temperature limit; every token takes longer",
             verify=verify,
             current=f"{d.temperature_c:.0f} C" if d.temperature_c is not None else None,
-            where="the host / datacenter (not vLLM)",
+            where=f"the host / datacenter (not {engine})",
         )
     if set(reasons) & set(HARDWARE):
         return Remediation(
@@ -105,7 +115,7 @@ def _remediation(d: GpuDevice, reasons: list[str]) -> Remediation:
             suggested="check the power supply and cabling, or ask the provider for another node",
             why=f"GPU {d.index} reports a hardware slowdown (external power brake or HW protection)",
             verify=verify,
-            where="the host hardware (not vLLM)",
+            where=f"the host hardware (not {engine})",
         )
     limit = f"{d.power_limit_w:.0f} W" if d.power_limit_w is not None else None
     return Remediation(
@@ -114,5 +124,5 @@ def _remediation(d: GpuDevice, reasons: list[str]) -> Remediation:
         why=f"GPU {d.index} hits its software power cap and lowers its clocks",
         verify=verify,
         current=limit,
-        where="nvidia-smi -pl on the host (not vLLM)",
+        where=f"nvidia-smi -pl on the host (not {engine})",
     )

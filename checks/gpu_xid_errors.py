@@ -23,7 +23,7 @@ run's clock, every event (XID number, GPU index), and whether the watch stopped 
 at its cap, or NVML failing mid-read (``read_error``, ``gpu_lost``). A failed read with no event
 read proves nothing, so the check is not applicable rather than passing. NVML
 keeps no history: XIDs from before the probe are only in the driver's ``NVRM: Xid`` kernel log
-lines (``dmesg`` / ``journalctl -k``).
+lines (``dmesg`` / ``journalctl -k``). Log / metrics: which engine serves, so the text names it.
 
 Remediation:
 The most severe XID decides. Hardware XIDs -> ``gpu_hardware``: drain the node, reset the GPU
@@ -43,7 +43,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import rerun
+from doctor.checklib import engine_of, rerun
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.engines.names import display
 from doctor.evidence import GpuEvidence, XidWatch
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
@@ -54,7 +57,8 @@ KERNEL_LOG = "the driver's `NVRM: Xid` kernel log lines (`dmesg` / `journalctl -
 
 @dataclass(frozen=True)
 class XidClass:
-    """What a group of XIDs means for the node and the one thing to do about it."""
+    """What a group of XIDs means for the node and the one thing to do about it; ``suggested``
+    and ``where`` name the serving engine as ``{engine}``."""
 
     rank: int  # which class decides when several occur: the highest
     severity: Severity
@@ -66,17 +70,17 @@ class XidClass:
 HARDWARE = XidClass(
     4, Severity.CRITICAL, "gpu_hardware",
     "drain the node, reset the GPU (nvidia-smi -r or a reboot), or have the provider replace it",
-    "the host hardware (not vLLM)",
+    "the host hardware (not {engine})",
 )
 ECC = XidClass(
     3, Severity.WARNING, "gpu_hardware",
     "schedule a GPU reset (drain the node first) and watch for repeats; replace the GPU if they recur",
-    "the host hardware (not vLLM)",
+    "the host hardware (not {engine})",
 )
 APPLICATION = XidClass(
     2, Severity.WARNING, "software_stack",
-    'look for "CUDA error: an illegal memory access" in the vLLM log; upgrade the NVIDIA driver, vLLM and PyTorch',
-    "the software stack: NVIDIA driver, vLLM, PyTorch / CUDA kernels",
+    "look for \"CUDA error: an illegal memory access\" in {engine}'s log; upgrade the NVIDIA driver, {engine} and PyTorch",
+    "the software stack: NVIDIA driver, {engine}, PyTorch / CUDA kernels",
 )
 OTHER = XidClass(
     1, Severity.WARNING, "gpu_hardware",
@@ -101,7 +105,9 @@ XIDS: dict[int, tuple[str, XidClass]] = {
 # LD208 until the code's hundreds digit became its symptom class: kept, so `--select LD208` still works
 @check(code="LD508", name="gpu-xid-errors", symptom=SymptomClass.GENERAL, cause=Cause.ERRORS,
        aliases=("LD208", "xid", "xid-errors"))
-def gpu_xid_errors(gpu: GpuEvidence) -> Result:
+def gpu_xid_errors(
+    gpu: GpuEvidence, log_facts: LogFacts | None = None, metrics_window: MetricsWindow | None = None
+) -> Result:
     watch = gpu.xid
     if watch is None:
         why = f"no NVML: {gpu.reason}" if not gpu.available and gpu.reason else "it runs only around a stream probe"
@@ -110,8 +116,9 @@ def gpu_xid_errors(gpu: GpuEvidence) -> Result:
         return NotApplicable(f"no GPU was watched for XID events ({watch.reason or 'no reason recorded'})")
     window = _window(watch)
     watched = ", ".join(str(i) for i in watch.watched)
+    engine = display(engine_of(log_facts, metrics_window))
     if watch.gpu_lost:
-        return _gpu_lost(watch, window, watched)
+        return _gpu_lost(watch, window, watched, engine)
     if not watch.events and watch.read_error:
         return NotApplicable(f"the XID events of GPUs {watched} could not be read ({watch.read_error}), so an "
                              f"empty watch proves nothing; look in {KERNEL_LOG}")
@@ -138,17 +145,17 @@ def gpu_xid_errors(gpu: GpuEvidence) -> Result:
         summary=summary,
         remediation=Remediation(
             setting=decisive.setting,
-            suggested=decisive.suggested,
-            why=_why(counts, decisive),
+            suggested=decisive.suggested.format(engine=engine),
+            why=_why(counts, decisive, engine),
             verify=rerun(f"no XID event during the probe, and none new in {KERNEL_LOG}"),
-            where=decisive.where,
+            where=decisive.where.format(engine=engine),
         ),
         severity=decisive.severity,
         evidence=evidence,
     )
 
 
-def _gpu_lost(watch: XidWatch, window: float | None, watched: str) -> Fire:
+def _gpu_lost(watch: XidWatch, window: float | None, watched: str, engine: str) -> Fire:
     """NVML lost the GPU mid-read: the reader's view of XID 79, whatever events came before it."""
     counts = Counter((e.xid, e.gpu) for e in watch.events)
     read = "; ".join(f"XID {xid} ({_meaning(xid)}) on {_gpu(index)} x{n}"
@@ -168,9 +175,9 @@ def _gpu_lost(watch: XidWatch, window: float | None, watched: str) -> Fire:
             setting=HARDWARE.setting,
             suggested=HARDWARE.suggested,
             why=("NVML answered 'GPU is lost' (the reader's view of XID 79, fallen off the bus): the GPU is "
-                 f"unusable until it is reset or replaced; no vLLM setting helps. The XID itself is in {KERNEL_LOG}"),
+                 f"unusable until it is reset or replaced; no setting of {engine} helps. The XID itself is in {KERNEL_LOG}"),
             verify=rerun(f"nvidia-smi to list the GPU again, no XID event during the probe, and none new in {KERNEL_LOG}"),
-            where=HARDWARE.where,
+            where=HARDWARE.where.format(engine=engine),
         ),
         severity=HARDWARE.severity,
         evidence=evidence,
@@ -205,13 +212,13 @@ def _span(window: float | None) -> str:
     return f" window of {fmt_seconds(window)}" if window is not None else ""
 
 
-def _why(counts: Counter[tuple[int, int | None]], decisive: XidClass) -> str:
+def _why(counts: Counter[tuple[int, int | None]], decisive: XidClass, engine: str) -> str:
     xids = sorted({xid for xid, _ in counts if _class(xid) is decisive})
     named = ", ".join(f"XID {x} ({_meaning(x)})" for x in xids)
     if decisive is HARDWARE:
-        return f"{named}: the GPU is unusable until it is reset or replaced; no vLLM setting helps"
+        return f"{named}: the GPU is unusable until it is reset or replaced; no setting of {engine} helps"
     if decisive is ECC:
         return f"{named}: the GPU's memory is degrading; a reset retires or remaps the bad rows"
     if decisive is APPLICATION:
-        return f"{named}: a CUDA kernel faulted, which is nearly always a vLLM, PyTorch or driver bug, not hardware"
+        return f"{named}: a CUDA kernel faulted, which is nearly always a bug of {engine}, PyTorch or the driver, not hardware"
     return f"{named}: not one this check knows; NVIDIA's catalogue gives its cause and action"

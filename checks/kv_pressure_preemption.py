@@ -96,7 +96,7 @@ def kv_pressure_preemption(
     logged = log_facts.preemption_warnings if log_facts is not None else 0
     kv_max = mw.kv_usage.max if mw.kv_usage else None
     if preempted is None and kv_max is None and not logged:
-        return NotApplicable("/metrics has neither vllm:num_preemptions nor a KV usage gauge")
+        return NotApplicable(f"/metrics has neither {metric_read(mw, 'preemptions')} nor a KV usage gauge")
     evidence: list[EvidenceValue] = []
     parts: list[str] = []
     finished = sum(mw.finished_by_reason.values())
@@ -104,7 +104,7 @@ def kv_pressure_preemption(
     if preempted is not None:
         evidence.append(EvidenceValue("preemptions", preempted, "", f"metrics: {metric_read(metrics_window, 'preemptions')} delta"))
         if share is not None:
-            evidence.append(EvidenceValue("requests finished", finished, "", "metrics: vllm:request_success delta"))
+            evidence.append(EvidenceValue("requests finished", finished, "", f"metrics: {metric_read(metrics_window, 'finished_by_reason')} delta"))
             parts.append(f"{preempted:.0f} preemptions in the window, {share:.2f} per finished request "
                          f"(n={finished:.0f})")
         elif preempted > 0:

@@ -35,7 +35,7 @@ fewer replicas, more concurrency per replica.
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import rerun
+from doctor.checklib import metric_read, rerun
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -90,15 +90,15 @@ def low_throughput(
                 "prompt tokens/s",
                 round(prompt_tps, 2),
                 "tokens/s",
-                f"metrics: vllm:prompt_tokens_total delta / {w.window_s:.0f} s",
+                f"metrics: {metric_read(w, 'prompt_tokens')} delta / {w.window_s:.0f} s",
             ),
             EvidenceValue(
                 "generated tokens/s",
                 round(gen_tps, 2),
                 "tokens/s",
-                f"metrics: vllm:generation_tokens_total delta / {w.window_s:.0f} s",
+                f"metrics: {metric_read(w, 'generation_tokens')} delta / {w.window_s:.0f} s",
             ),
-            EvidenceValue("running (max)", running, "requests", "metrics: vllm:num_requests_running"),
-            EvidenceValue("waiting (max)", waiting, "requests", "metrics: vllm:num_requests_waiting"),
+            EvidenceValue("running (max)", running, "requests", f"metrics: {metric_read(w, 'running')}"),
+            EvidenceValue("waiting (max)", waiting, "requests", f"metrics: {metric_read(w, 'waiting')}"),
         ],
     )

@@ -43,7 +43,7 @@ from __future__ import annotations
 import statistics
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import Setting, engine_flag, engine_metric, engine_of, engine_setting, is_off, rerun
+from doctor.checklib import Setting, engine_flag, engine_metric, engine_of, engine_setting, is_off, metric_read, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import measured_prompt_tokens
@@ -77,7 +77,7 @@ def prefill_bound_first_token(
     ttft_hist = mw.ttft
     ttft_s = ttft_hist.mean if ttft_hist is not None and ttft_hist.mean else None
     if ttft_hist is None or not ttft_s:
-        return NotApplicable("no server TTFT histogram (vllm:time_to_first_token_seconds) to compare prefill with")
+        return NotApplicable(f"no server TTFT histogram ({metric_read(mw, 'ttft')}) to compare prefill with")
     share = min(prefill_s / ttft_s, 1.0)
     evidence = [
         EvidenceValue("server prefill time mean", prefill_s, "s", prefill_source),
@@ -155,7 +155,7 @@ def _shared_prefix(stream: StreamEvidence | None, mw: MetricsWindow) -> tuple[st
     """
     if mw.prefix_cache_hits:
         return (f"the prefix cache hit {mw.prefix_cache_hits:,.0f} prompt tokens",
-                EvidenceValue("prefix cache hits", mw.prefix_cache_hits, "tokens", "metrics: vllm:prefix_cache_hits delta"))
+                EvidenceValue("prefix cache hits", mw.prefix_cache_hits, "tokens", f"metrics: {metric_read(mw, 'prefix_cache_hits')} delta"))
     if stream is None or stream.shape.payload_source in (None, "default"):
         return None
     sent = sum(1 for r in stream.requests if r.t_sent is not None)
@@ -184,7 +184,7 @@ def _prompt_tokens(stream: StreamEvidence | None, mw: MetricsWindow) -> tuple[fl
             return float(stream.shape.prompt_tokens), "stream: probe shape prompt_tokens"
     finished = sum(mw.finished_by_reason.values())
     if mw.prompt_tokens is not None and finished > 0:
-        return mw.prompt_tokens / finished, "metrics: vllm:prompt_tokens delta / finished requests"
+        return mw.prompt_tokens / finished, f"metrics: {metric_read(mw, 'prompt_tokens')} delta / finished requests"
     return None
 
 

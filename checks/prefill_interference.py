@@ -54,7 +54,7 @@ from __future__ import annotations
 import statistics
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, foreign_prompt_tokens, rerun
+from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, foreign_prompt_tokens, metric_read, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
@@ -129,7 +129,7 @@ def _from_streams(
     if foreign:
         where += " or freeze several streams at once"
         evidence.append(EvidenceValue("other users' prompt tokens", foreign, "tokens",
-                                      "metrics: vllm:prompt_tokens delta minus the probe's own (usage trailers)"))
+                                      f"metrics: {metric_read(metrics_window, 'prompt_tokens')} delta minus the probe's own (usage trailers)"))
     summary = (f"{path.path}: {len(coinciding)} of {len(large)} large gaps (median {fmt_seconds(statistics.median(coinciding))} "
                f"vs stream median {fmt_seconds(path.itl.p50 or 0.0)}, n={path.itl.n}) {where}; "
                f"{fmt_pct(time_frac)} of decode time")
@@ -137,7 +137,7 @@ def _from_streams(
         summary += f"; {foreign:,.0f} prompt tokens from other requests were prefilled meanwhile"
     if metrics_window is not None and metrics_window.prompt_tokens is not None and metrics_window.window_s:
         rate = metrics_window.prompt_tokens / metrics_window.window_s
-        evidence.append(EvidenceValue("prompt throughput", rate, "tokens/s", "metrics: vllm:prompt_tokens delta / window"))
+        evidence.append(EvidenceValue("prompt throughput", rate, "tokens/s", f"metrics: {metric_read(metrics_window, 'prompt_tokens')} delta / window"))
         summary += f"; prompt throughput {rate:,.0f} tokens/s"
     return _fire(summary, evidence, log_facts, run)
 
@@ -178,7 +178,7 @@ def _from_server(
         EvidenceValue("median gap bound", itl.p50_le, "s", f"metrics: {itl.metric} p50 bucket bound, n={itl.count:.0f}"),
         EvidenceValue("prefill time mean", prefill, "s",
                       f"metrics: {mw.prefill.metric if mw.prefill else 'prefill'} mean, n={mw.prefill.count if mw.prefill else 0:.0f}"),
-        EvidenceValue("preemptions", mw.preemptions or 0.0, "", "metrics: vllm:num_preemptions delta"),
+        EvidenceValue("preemptions", mw.preemptions or 0.0, "", f"metrics: {metric_read(mw, 'preemptions')} delta"),
     ]
     summary = (f"server: {gaps:.0f} inter-token gaps over {fmt_seconds(le)} while the median gap is <= "
                f"{fmt_seconds(itl.p50_le)} (n={itl.count:.0f} gaps); prefill time mean {fmt_seconds(prefill)}; "
@@ -187,7 +187,7 @@ def _from_server(
     if mw.prompt_tokens is not None and finished:
         per_request = mw.prompt_tokens / finished
         evidence.append(EvidenceValue("prompt tokens per finished request", per_request, "tokens",
-                                      "metrics: vllm:prompt_tokens delta / vllm:request_success delta"))
+                                      f"metrics: {metric_read(mw, 'prompt_tokens')} delta / {metric_read(mw, 'finished_by_reason')} delta"))
         summary += f"; {per_request:,.0f} prompt tokens per request"
     return _fire(summary, evidence, log_facts, run)
 

@@ -28,7 +28,7 @@ replicas: add capacity.
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import add_capacity
+from doctor.checklib import add_capacity, metric_read
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
 from doctor.units import fmt_seconds
@@ -53,19 +53,19 @@ def queue_latency(metrics_window: MetricsWindow, *, max_queue_p90_s: float = 1.0
             "queue time p90 (bucket bound)",
             bound,
             "s",
-            f"metrics: {q.metric or 'vllm:request_queue_time_seconds'} delta",
+            f"metrics: {q.metric or metric_read(metrics_window, 'queue')} delta",
         ),
         EvidenceValue(
             "queue time mean",
             q.mean,
             "s",
-            f"metrics: {q.metric or 'vllm:request_queue_time_seconds'} sum / count",
+            f"metrics: {q.metric or metric_read(metrics_window, 'queue')} sum / count",
         ),
         EvidenceValue("requests in the histogram", q.count, "requests", "metrics: histogram count delta"),
     ]
     if waiting is not None:
         evidence.append(
-            EvidenceValue("waiting (max)", waiting, "requests", "metrics: vllm:num_requests_waiting")
+            EvidenceValue("waiting (max)", waiting, "requests", f"metrics: {metric_read(metrics_window, 'waiting')}")
         )
     return Fire(
         title="Requests wait long in the queue",

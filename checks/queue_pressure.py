@@ -31,7 +31,7 @@ LD504 queue-pressure: up to 12 requests waiting while 8 ran (= max_num_seqs 8), 
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import add_capacity, engine_setting
+from doctor.checklib import add_capacity, engine_setting, metric_read
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import RunRecord
@@ -64,13 +64,13 @@ def queue_pressure(
             summary += f" (= max_num_seqs {seqs.value})"
     if kv is not None:
         summary += f", KV usage <= {fmt_pct(kv)}"
-    evidence = [EvidenceValue("waiting (max)", waiting, "requests", "metrics: vllm:num_requests_waiting")]
+    evidence = [EvidenceValue("waiting (max)", waiting, "requests", f"metrics: {metric_read(w, 'waiting')}")]
     if running is not None:
         evidence.append(
-            EvidenceValue("running (max)", running, "requests", "metrics: vllm:num_requests_running")
+            EvidenceValue("running (max)", running, "requests", f"metrics: {metric_read(w, 'running')}")
         )
     if kv is not None:
-        evidence.append(EvidenceValue("KV usage (max)", kv, "", "metrics: vllm:kv_cache_usage_perc"))
+        evidence.append(EvidenceValue("KV usage (max)", kv, "", f"metrics: {metric_read(w, 'kv_usage')}"))
     if seqs is not None:
         evidence.append(seqs.evidence("max_num_seqs"))
     saturated = running is not None and running >= high_running

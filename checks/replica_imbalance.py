@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import rerun
+from doctor.checklib import metric_read, rerun
 from doctor.derive.metrics_window import EngineWindow, MetricsWindow
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
@@ -106,10 +106,10 @@ def replica_imbalance(
             EvidenceValue(f"engine {e.engine} {name}", value, unit, f"metrics: {metric}, engine={e.engine}")
             for e in engines
             for name, value, unit, metric in (
-                ("running max", _peak(e.running), "requests", "vllm:num_requests_running"),
-                ("waiting max", _peak(e.waiting), "requests", "vllm:num_requests_waiting"),
-                ("KV usage max", _peak(e.kv_usage), "", "vllm:kv_cache_usage_perc"),
-                ("finished", e.requests_finished, "requests", "vllm:request_success_total delta"),
+                ("running max", _peak(e.running), "requests", metric_read(metrics_window, "running")),
+                ("waiting max", _peak(e.waiting), "requests", metric_read(metrics_window, "waiting")),
+                ("KV usage max", _peak(e.kv_usage), "", metric_read(metrics_window, "kv_usage")),
+                ("finished", e.requests_finished, "requests", f"{metric_read(metrics_window, 'finished_by_reason')} delta"),
             )
             if value is not None
         ]

@@ -40,7 +40,7 @@ from __future__ import annotations
 import statistics
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import rerun
+from doctor.checklib import metric_read, rerun
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import ProbePath, StreamEvidence
@@ -63,7 +63,7 @@ def slow_transport(
     if direct is None or not direct.ttft.n or direct.ttft.mean is None:
         return NotApplicable("no measured direct path (--engine): the gateway's share cannot be told from the network's")
     if metrics_window.ttft is None or metrics_window.ttft.mean is None:
-        return NotApplicable("no server TTFT histogram (vllm:time_to_first_token_seconds) in /metrics")
+        return NotApplicable(f"no server TTFT histogram ({metric_read(metrics_window, 'ttft')}) in /metrics")
     client_s, server_s = direct.ttft.mean, metrics_window.ttft.mean
     sent = direct.n_ok + direct.n_failed + direct.n_warmup + sum(
         ps.n_ok + ps.n_failed + ps.n_warmup for ps in stream_stats.paths.values() if ps is not direct)

@@ -125,14 +125,14 @@ def _max_len_exceeds_kv(ctx: _Context) -> _Fix:
     fix = _Fix(
         "max_model_len",
         str(fits) if fits else "lower it to what the KV cache holds",
-        "One request of max_model_len needs more KV cache than the engine has, so vLLM refuses to "
+        f"One request of max_model_len needs more KV cache than the engine has, so {_name(ctx)} refuses to "
         "start. Serve a shorter context, or raise gpu_memory_utilization to grow the cache.",
         current=str(mml.value) if mml is not None else None,
     )
     if fits:
         fix.evidence.append(
             EvidenceValue(
-                "max_model_len that fits (vLLM's estimate)", fits, "tokens", f"log line {ctx.err.line}"
+                f"max_model_len that fits ({_name(ctx)}'s estimate)", fits, "tokens", f"log line {ctx.err.line}"
             )
         )
     return fix
@@ -142,7 +142,7 @@ def _memory_below_utilisation(ctx: _Context) -> _Fix:
     fix = _Fix(
         "gpu_memory_utilization",
         "below the free share of the device",
-        "Other processes hold GPU memory, so the share vLLM was asked to take is not free. Lower "
+        f"Other processes hold GPU memory, so the share {_name(ctx)} was asked to take is not free. Lower "
         "gpu_memory_utilization below the free share, or stop what else runs on the GPU.",
         current=ctx.utilisation_current,
     )
@@ -176,6 +176,11 @@ def _other(ctx: _Context) -> _Fix:
         where=("the vllm serve command line / environment" if ctx.log_facts.engine in (None, VLLM)
                else f"the {display(ctx.log_facts.engine)} command line / environment"),
     )
+
+
+def _name(ctx: _Context) -> str:
+    """The engine whose log this is, as a sentence names it (vLLM when the log does not say)."""
+    return display(engine_of(ctx.log_facts))
 
 
 FIXES: dict[str, Callable[[_Context], _Fix]] = {

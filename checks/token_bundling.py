@@ -32,9 +32,10 @@ direct: 4.0 tokens per chunk (800 tokens in 200 chunks, n=8); stream_interval = 
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_setting, rerun, vllm_flag
+from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.log_facts import LogFacts
+from doctor.engines.names import display
 from doctor.evidence import RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
@@ -77,13 +78,14 @@ def token_bundling(
             where=engine_flag(engine_of(log_facts), "stream_interval"),
         )
     else:
+        engine = engine_of(log_facts)
         remediation = Remediation(
             setting="api_server_count",
             suggested="raise it (e.g. 2): more API server processes",
-            why=("with stream_interval 1 the API server merges tokens it has not sent yet only when its event "
-                 "loop falls behind the engine: it is the bottleneck of the stream"),
+            why=(f"with stream_interval 1 {display(engine)}'s API server merges tokens it has not sent yet only "
+                 "when its event loop falls behind the engine: it is the bottleneck of the stream"),
             verify=rerun("about 1 token per chunk"),
-            where=vllm_flag("api_server_count"),
+            where=engine_flag(engine, "api_server_count"),
         )
     return Fire(
         felt=False,  # tokens arrive at the same rate (TPOT), grouped: a witness says when users feel it

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from doctor.bundle import from_dict
 from doctor.checklib import engine_flag, engine_of, metric_read
 from doctor.commands.log import log_command_output
 from doctor.commands.metrics import metrics_command_output
@@ -21,9 +22,11 @@ from doctor.engines import normal
 from doctor.engines.logs import parse_engine_log
 from doctor.engines.names import engine_of_headers, engine_of_metrics
 from doctor.errors import UsageError
-from doctor.evidence import Endpoint, EndpointsEvidence
+from doctor.evidence import Bundle, Endpoint, EndpointsEvidence
 from doctor.evidence.log import LogLine
-from doctor.vllm_metrics.views import MetricsWindow
+from doctor.serial import to_jsonable
+from doctor.vllm_log.model import LogFacts
+from doctor.vllm_metrics.views import GaugeWindow, MetricsWindow
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINES = ROOT / "fixtures" / "engines"
@@ -59,6 +62,26 @@ LOG_FACTS = {
     "sglang/2025-09-issue10053-tp0-prefill-decode-batches.log": {
         "engine": "sglang", "running": 0.0, "waiting": 0.0, "kv_usage": 0.0,
     },
+    "sglang/2025-03-issue4184-decode-oom-retract-tp8-15-cut.log": {  # three events, each printed by several ranks
+        "engine": "sglang", "preemptions": 3,
+    },
+    "sglang/2026-04-markdown-wrapped-records-qwen2.log": {
+        "engine": "sglang", "kv_cache_tokens": 107319, "kv_cache_memory_gib": 1.22, "max_running_requests": 4096,
+        "max_batch_tokens": 2048, "weights_memory_gib": 0.98,
+    },
+    "sglang/2025-01-docs-notebook-kv-k-v-size-no-tokens.log": {  # sizes only; the tokens come in the limits line
+        "engine": "sglang", "kv_cache_memory_gib": 54.26, "kv_cache_tokens": 444500, "max_running_requests": 2049,
+        "max_model_len": 131072, "running": 1.0, "waiting": 0.0,
+    },
+    "sglang/time-only-header-limits-48.log": {"engine": "sglang", "kv_cache_tokens": 185897, "max_running_requests": 48},
+    "sglang/2025-05-qwen3-limits-context-40960.log": {
+        "engine": "sglang", "kv_cache_tokens": 15387, "max_running_requests": 2049, "max_model_len": 40960,
+        "max_batch_tokens": 2048,
+    },
+    "sglang/2025-08-docs-hyperparameter-tuning-limits-line.log": {
+        "engine": "sglang", "kv_cache_tokens": 665690, "max_running_requests": 4096, "max_model_len": 65536,
+        "max_batch_tokens": 8192,
+    },
     "llamacpp/b4351-falcon3-1b-vulkan-startup.log": {
         "engine": "llama.cpp", "version": "b4351", "max_running_requests": 1, "max_model_len": 8192,
         "kv_cache_tokens": 8192, "max_batch_tokens": 2048,
@@ -69,6 +92,34 @@ LOG_FACTS = {
     },
     "llamacpp/b3579-issue9016-build-info-np4-part.log": {"engine": "llama.cpp", "version": "b3579"},
     "llamacpp/b9265-issue23652-new-slot-n_ctx-part.log": {"engine": "llama.cpp", "max_model_len": 1024},
+    "llamacpp/2024-03-json-lines-server-c1024.log": {"engine": "llama.cpp", "max_running_requests": 1, "max_model_len": 1024},
+    "llamacpp/b3029-json-lines-windows-n_ctx_slot-1536.log": {
+        "engine": "llama.cpp", "version": "b3029", "max_running_requests": 1, "max_model_len": 1536,
+    },
+    "llamacpp/llamafile-2024-10-json-initialize-kv-self-size.log": {
+        "engine": "llama.cpp", "max_running_requests": 1, "max_model_len": 2048, "kv_cache_memory_gib": 1.0,
+        "kv_cache_dtype": "f16",
+    },
+    "llamacpp/ik_llama-2025-04-bracketed-info-slots-8192.log": {
+        "engine": "llama.cpp", "max_running_requests": 1, "max_model_len": 8192,
+    },
+    "llamacpp/2026-05-pipe-timestamped-kv-unified-4-seqs-q8.log": {
+        "engine": "llama.cpp", "max_running_requests": 4, "max_model_len": 131072, "kv_cache_tokens": 131072,
+        "kv_cache_dtype": "q8_0", "kv_cache_memory_gib": 4.25, "max_batch_tokens": 2048,
+    },
+    "llamacpp/2025-07-lmstudio-debug-split-kv-cache-unified.log": {
+        "engine": "llama.cpp", "max_running_requests": 1, "max_model_len": 131072, "kv_cache_tokens": 131072,
+        "kv_cache_memory_gib": 18.0, "max_batch_tokens": 512,
+    },
+    "llamacpp/rocm-n_seq_max-4-kv-unified-no-n_ctx_seq.log": {  # unified: every slot may hold all 2048
+        "engine": "llama.cpp", "max_running_requests": 4, "max_model_len": 2048, "kv_cache_tokens": 2048,
+    },
+    "llamacpp/apple-m5-iswa-two-kv-caches-4-seqs.log": {  # the non-SWA cache is the capacity
+        "engine": "llama.cpp", "max_running_requests": 4, "max_model_len": 131072, "kv_cache_tokens": 131072,
+    },
+    "llamacpp/2026-vulkan-elapsed-prefix-load_model-initializing-kv-unified.log": {
+        "engine": "llama.cpp", "max_running_requests": 4, "max_model_len": 8192, "kv_cache_tokens": 8192,
+    },
     "tgi/2023-08-issue832-launcher-args.log": {
         "engine": "tgi", "max_running_requests": 128, "max_model_len": 8192, "max_batch_tokens": 4096,
         "kv_cache_tokens": 16000, "tensor_parallel_size": 4, "model": "meta-llama/Llama-2-13b-chat-hf",
@@ -76,6 +127,36 @@ LOG_FACTS = {
     "tgi/2024-09-server-rs-warmup-connected.log": {"engine": "tgi", "kv_cache_tokens": 19056},
     "tgi/2024-03-json-router-warmup.log": {"engine": "tgi", "kv_cache_tokens": 133696},
     "tgi/2024-03-no-automatic-max-batch-total-tokens.log": {
+        "engine": "tgi", "kv_cache_tokens": 16000, "automatic_max_batch_total_tokens": False,
+    },
+    "tgi/2025-07-v3-gemma3-pretty-args-kv-blocks-part.log": {
+        "engine": "tgi", "model": "/models/gemma-3-27b-it", "tensor_parallel_size": 2, "max_running_requests": 128,
+        "kv_cache_tokens": 52125, "max_model_len": 8000, "max_input_tokens": 7999, "max_batch_tokens": 8000,
+        "block_size": 1,
+    },
+    "tgi/2024-06-k8s-llama3-70b-pretty-args-defaults-part.log": {
+        "engine": "tgi", "model": "meta-llama/Meta-Llama-3-70B-Instruct", "max_running_requests": 128,
+        "max_model_len": 4096, "max_input_tokens": 4095, "max_batch_tokens": 4145,
+    },
+    "tgi/2024-02-openshift-json-output-args-wrapped.log": {
+        "engine": "tgi", "model": "google/flan-t5-small", "max_running_requests": 128, "max_model_len": 2048,
+        "max_input_tokens": 1024, "max_batch_tokens": 4096, "kv_cache_tokens": 16000, "quantization": "Bitsandbytes",
+    },
+    "tgi/2024-05-router-main-rs-801568.log": {"engine": "tgi", "kv_cache_tokens": 801568},
+    "server-info/tgi-2.2.0-info-source-shape.json": {  # GET /info pasted into a report: the router's limits
+        "engine": "tgi", "version": "2.2.0", "model": "meta-llama/Llama-2-13b-chat-hf", "max_running_requests": 128,
+        "max_model_len": 8192, "max_input_tokens": 4096, "kv_cache_tokens": 16000,
+    },
+    "server-info/tgi-3.3.7-info-source-shape.json": {"engine": "tgi", "version": "3.3.7", "max_model_len": 8192},
+    "tgi/2024-08-notebook-indented-pretty-args-gptq-defaults.log": {  # Some(\n Gptq,\n) a line each
+        "engine": "tgi", "model": "astronomer/Llama-3-8B-Instruct-GPTQ-8-Bit", "quantization": "Gptq",
+        "max_running_requests": 128, "max_model_len": 4096, "max_input_tokens": 4095, "max_batch_tokens": 4145,
+    },
+    "tgi/2023-07-0.9-starcoder-args-no-cuda.log": {
+        "engine": "tgi", "model": "bigcode/starcoder", "kv_cache_tokens": 16000, "max_running_requests": 128,
+        "max_model_len": 2048, "max_input_tokens": 1024, "max_batch_tokens": 4096,
+    },
+    "tgi/2024-01-python-logger-prefixed-no-auto-16000.log": {
         "engine": "tgi", "kv_cache_tokens": 16000, "automatic_max_batch_total_tokens": False,
     },
     "trtllm/0.12.0.dev-trtgptmodel-limits.log": {
@@ -86,6 +167,23 @@ LOG_FACTS = {
         "engine": "tensorrt-llm", "kv_cache_tokens": 3731744, "kv_cache_memory_gib": 78.3, "block_size": 32,
     },
     "trtllm/2024-04-issue1400-allocate-bytes-using-tokens.log": {"engine": "tensorrt-llm", "kv_cache_tokens": 132608},
+    "trtllm/2025-12-trtllm-serve-gpt-oss-two-kv-estimates-limits-part.log": {  # the second estimate is the pool
+        "engine": "tensorrt-llm", "kv_cache_tokens": 86720, "kv_cache_memory_gib": 5.95, "block_size": 32,
+        "max_model_len": 86720, "max_running_requests": 64, "max_batch_tokens": 8192, "max_batch_size": 64,
+    },
+    "trtllm/2025-07-issue6364-trt-backend-iteration-stats-json.log": {
+        "engine": "tensorrt-llm", "running": 1.0, "waiting": 0.0, "kv_cache_tokens": 734560, "block_size": 32,
+        "max_running_requests": 2048, "max_batch_size": 256, "max_batch_tokens": 8192,
+    },
+    "trtllm/2023-12-backend-issue217-batch-manager-stats-wrapped.log": {
+        "engine": "tensorrt-llm", "running": 1.0, "max_running_requests": 64, "kv_cache_tokens": 32832,
+        "block_size": 64, "kv_usage": 1 / 513,
+    },
+    "trtllm/2025-04-pr3914-pytorch-iteration-log.log": {"engine": "tensorrt-llm", "running": 10.0},
+    "trtllm/backend-issue577-tp-limits-blank-lines.log": {
+        "engine": "tensorrt-llm", "max_running_requests": 8, "max_batch_size": 8, "max_model_len": 1048576,
+        "max_batch_tokens": 8192,
+    },
 }
 
 
@@ -171,14 +269,34 @@ def _metrics_json(*paths: Path) -> tuple[dict, int]:
 @pytest.mark.parametrize(("name", "expected"), [
     ("sglang/v0.5.1-issue13485-qwen32b-part.prom", {"engine": "sglang", "running": 1.0, "kv_usage": 0.0}),
     ("sglang/2025-03-pr4444-llama3-8b-idle-part.prom", {"engine": "sglang", "running": 0.0, "kv_usage_max": 0.0}),
+    ("sglang/2024-09-pr1461-first-collector-metrics-part.prom",
+     {"engine": "sglang", "running": 0.0, "waiting": 0.0, "kv_usage": 0.0}),
     ("sglang/2024-11-pr1853-first-metrics-part.prom",
      {"engine": "sglang", "kv_cache_tokens": 570979, "max_running_requests": 2231, "max_model_len": 131072}),
     ("llamacpp/2025-01-pr11512-requests-processing-deferred.prom", {"engine": "llama.cpp", "running": 0, "waiting": 0}),
+    ("llamacpp/2025-01-pr11512-markdown-escaped-as-pasted.prom", {"engine": "llama.cpp", "running": 0, "waiting": 0}),
+    ("trtllm/triton-backend-readme-nv-trt-llm-metrics.prom",
+     {"engine": "tensorrt-llm", "max_running_requests": 512, "kv_cache_tokens": 6239 * 64, "block_size": 64}),
 ])
 def test_metrics_gives_the_neutral_facts_of_a_real_scrape(name: str, expected: dict) -> None:
     document, code = _metrics_json(ENGINES / name)
     assert code == 0
     assert {k: document["facts"].get(k) for k in expected} == expected
+
+
+def test_sglang_states_its_pool_as_labels_of_cache_config_info(tmp_path: Path) -> None:
+    """Synthetic lines in SGLang's format before v0.5.11 (``srt/metrics/collector.py``: the pool as
+    ``page_size`` and ``num_pages`` labels of an info gauge, the form the llm-d router reads)."""
+    scrape = tmp_path / "sglang.prom"
+    scrape.write_text(
+        "# TYPE sglang:cache_config_info gauge\n"
+        'sglang:cache_config_info{model_name="m",num_pages="26000",page_size="16"} 1.0\n'
+        "# TYPE sglang:num_running_reqs gauge\n"
+        'sglang:num_running_reqs{model_name="m"} 3.0\n'
+    )
+    document, _ = _metrics_json(scrape)
+    assert (document["engine"], document["facts"]["kv_cache_tokens"], document["facts"]["block_size"]) == (
+        "sglang", 26000 * 16, 16)
 
 
 def test_one_llama_server_scrape_counts_tokens_since_start_and_names_what_it_lacks() -> None:
@@ -272,3 +390,53 @@ def test_the_engine_comes_from_the_log_else_the_metrics() -> None:
     served = EndpointsEvidence([Endpoint(role="gateway", url="http://gw", headers={"server": "nginx"}),
                                 Endpoint(role="engine", url="http://e", headers={"server": "llama.cpp"})])
     assert engine_of(None, MetricsWindow(), served) == "llama.cpp"  # a scrape of no known engine
+
+
+# --- texts of checks on another engine (issue 23 item 4) ---------------------------------------
+
+def _sglang_log_facts() -> LogFacts:
+    lines = (ENGINES / "sglang/v0.5.4.post3-issue12726-startup-kv-graph-limits.log").read_text().splitlines()
+    return parse_engine_log([LogLine(i + 1, t) for i, t in enumerate(lines)])
+
+
+def _fixture_bundle(name: str) -> Bundle:
+    return from_dict(json.loads((ROOT / "fixtures/checks" / name).read_text())["bundle"])
+
+
+def test_gpu_and_bundling_texts_name_the_engine_that_served_not_vllm() -> None:
+    """The GPU checks (LD206/LD207/LD508) and LD205's API-server branch on an SGLang log: the
+    checks' own fixtures with the real SGLang startup of sgl-project/sglang#12726 beside them."""
+    from checks.gpu_contended import gpu_contended
+    from checks.gpu_xid_errors import gpu_xid_errors
+    from checks.token_bundling import token_bundling
+    facts = _sglang_log_facts()
+    contended = _fixture_bundle("gpu-contended/fires-other-process.json")
+    xid = _fixture_bundle("gpu-xid-errors/fires-app-illegal-address.json")
+    bundling = _fixture_bundle("token-bundling/fires-api-server-merges.json")
+    results = [gpu_contended(contended.gpu, contended.host, log_facts=facts),
+               gpu_xid_errors(xid.gpu, log_facts=facts), token_bundling(bundling.stream, log_facts=facts)]
+    for result in results[:2]:
+        text = json.dumps(to_jsonable(result))
+        assert "SGLang" in text and "vLLM" not in text and "vllm" not in text, text
+    # SGLang has no API-server count: engine_flag says so, naming vLLM's flag only as vLLM's
+    assert results[2].remediation.why.startswith("with stream_interval 1 SGLang's API server")
+    assert results[2].remediation.where.startswith("not exposed by SGLang")
+
+
+def test_evidence_sources_name_the_metrics_the_engine_exposes() -> None:
+    """An underused SGLang (LD504's numbers) and a queued one (LD501): every source names the
+    ``sglang:`` family the window read, never vLLM's."""
+    from checks.low_throughput import low_throughput
+    from checks.queue_pressure import queue_pressure
+    names = {"running": "sglang:num_running_reqs", "waiting": "sglang:num_queue_reqs", "kv_usage": "sglang:token_usage",
+             "prompt_tokens": "sglang:prompt_tokens", "generation_tokens": "sglang:generation_tokens"}
+    idle = MetricsWindow(engine_kind="sglang", window_s=60.0, prompt_tokens=60.0, generation_tokens=60.0,
+                         running=GaugeWindow(0.0, 1.0), waiting=GaugeWindow(0.0, 0.0), metric_names=names)
+    queued = MetricsWindow(engine_kind="sglang", window_s=60.0, running=GaugeWindow(8.0, 8.0),
+                           waiting=GaugeWindow(0.0, 40.0), kv_usage=GaugeWindow(0.2, 0.5), metric_names=names)
+    for result in (low_throughput(idle), queue_pressure(queued)):
+        sources = [e.source for e in result.evidence]
+        assert sources and all("sglang:" in s for s in sources if s.startswith("metrics: ")), sources
+    # a family the window did not read is named as the serving engine spells it
+    assert metric_read(MetricsWindow(engine_kind="sglang"), "ttft") == "sglang:time_to_first_token_seconds"
+    assert metric_read(MetricsWindow(engine_kind="tgi"), "queue") == "tgi_request_queue_duration"

@@ -155,9 +155,11 @@ def engine_of(log_facts: LogFacts | None, metrics_window: MetricsWindow | None =
 
 def metric_read(mw: MetricsWindow | None, key: str) -> str:
     """The metric a window field was read from (``sglang:num_retracted_requests`` for
-    ``preemptions`` on SGLang), else vLLM's newest name for it: what an evidence source or a
-    verify text names, so that it names the metric the engine that served exposes."""
-    return engine_metric(key, None, mw) or FAMILY_BY_KEY[key].names[0]
+    ``preemptions`` on SGLang), else the serving engine's own name for it, else vLLM's newest:
+    what an evidence source or a verify text names, so that it names the metric the engine that
+    served exposes."""
+    engine = mw.engine_kind if mw is not None else None
+    return engine_metric(key, engine, mw) or FAMILY_BY_KEY[key].names[0]
 
 
 def engine_metric(key: str, engine: str | None, mw: MetricsWindow | None = None) -> str | None:

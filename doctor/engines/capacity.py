@@ -2,10 +2,15 @@
 
 Engines publish a few settings as gauges or info labels, so a saved scrape can give what a log
 would: vLLM ``vllm:cache_config_info{block_size, num_gpu_blocks}``, SGLang
+``sglang:cache_config_info{page_size, num_pages}`` or
 ``sglang:max_total_num_tokens`` (and, in builds of late 2024, ``sglang:max_running_requests`` and
 ``sglang:context_len``), trtllm-serve ``trtllm_kv_cache_max_blocks`` x
 ``trtllm_kv_cache_tokens_per_block``, TGI ``tgi_batch_max_total_tokens`` (its KV budget, the
-``Setting max batch total tokens`` of its log; ``backends/v3/src/lib.rs``, TGI PR #2595, 2024-10). Read with prometheus_client's parser, as every scrape is.
+``Setting max batch total tokens`` of its log; ``backends/v3/src/lib.rs``, TGI PR #2595, 2024-10),
+and Triton's TensorRT-LLM backend one gauge family per kind with the kind as a label
+(``nv_trt_llm_request_metrics{request_type="max"}``, ``nv_trt_llm_kv_cache_block_metrics
+{kv_cache_block_type="max"|"tokens_per"}``, ``inflight_batcher_llm`` backend since Triton 23.11).
+Read with prometheus_client's parser, as every scrape is.
 """
 
 from __future__ import annotations
@@ -25,6 +30,22 @@ _GAUGES = {
     "trtllm_kv_cache_tokens_per_block": "block_size",
 }
 
+#: Info metrics that carry the KV pool as labels: (block size label, block count label). SGLang
+#: before v0.5.11 states its pool only so (``sglang:cache_config_info{page_size, num_pages}``,
+#: ``srt/metrics/collector.py``; the gauges of ``max_total_num_tokens`` came later).
+_INFO_LABELS = {
+    "vllm:cache_config_info": ("block_size", "num_gpu_blocks"),
+    "sglang:cache_config_info": ("page_size", "num_pages"),
+}
+
+#: Settings carried as a label value of one family: (family, label, value) -> neutral fact.
+_LABELLED = {
+    ("nv_trt_llm_request_metrics", "request_type", "max"): "max_running_requests",
+    ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "max"): "num_blocks",
+    ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "tokens_per"): "block_size",
+}
+_LABELS = {(family, label) for family, label, _value in _LABELLED}
+
 
 def capacity_from_exposition(text: str) -> dict[str, Any]:
     """Neutral facts (``kv_cache_tokens``, ``block_size``, ``max_running_requests``, ...) that
@@ -33,9 +54,9 @@ def capacity_from_exposition(text: str) -> dict[str, Any]:
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name == "vllm:cache_config_info":
-                    _info(out, sample.labels)
-                elif (key := _GAUGES.get(sample.name)) and _finite(sample.value):
+                if sample.name in _INFO_LABELS:
+                    _info(out, sample.labels, _INFO_LABELS[sample.name])
+                elif (key := _GAUGES.get(sample.name) or _labelled(sample.name, sample.labels)) and _finite(sample.value):
                     out.setdefault(key, int(sample.value))
     except ValueError:  # prometheus_client's syntax error; the window reports it
         return {}
@@ -44,10 +65,15 @@ def capacity_from_exposition(text: str) -> dict[str, Any]:
     return out
 
 
-def _info(out: dict[str, Any], labels: dict[str, str]) -> None:
-    for label, key in (("block_size", "block_size"), ("num_gpu_blocks", "num_blocks")):
+def _info(out: dict[str, Any], labels: dict[str, str], names: tuple[str, str]) -> None:
+    for label, key in zip(names, ("block_size", "num_blocks"), strict=True):
         if labels.get(label, "").isdigit():
             out.setdefault(key, int(labels[label]))
+
+
+def _labelled(name: str, labels: dict[str, str]) -> str | None:
+    return next((_LABELLED.get((name, label, labels[label])) for family, label in _LABELS
+                 if family == name and label in labels), None)
 
 
 def _finite(value: float) -> bool:

@@ -29,6 +29,15 @@ _KV = re.compile(
 )
 _SLOTS = re.compile(r"initializing(?: slots)?, n_slots = (?P<n>\d+)(?:, n_ctx_slot = (?P<ctx>\d+))?")
 _SLOT = re.compile(r"new slot,? n_ctx(?:_slot)? = (?P<ctx>\d+)")
+# The server's structured logs of 2024: JSON lines (``"msg":"initializing slots","n_slots":1``, key
+# order by build) and ``INFO [ init] initializing slots | tid=... n_slots=1``; both print the slot
+# context as ``n_ctx_slot``.
+_SLOTS_KV = re.compile(r"\bn_slots\"?[=:] ?(?P<n>\d+)")  # on an "initializing slots" line
+_SLOT_KV = re.compile(r"\bn_ctx_slot\"?[=:] ?(?P<ctx>\d+)")  # on a "new slot" line
+# Builds before the llama_context rename print the KV cache's size here (``K (f16)``, MLA ``c^KV (q8_0)``).
+_KV_SELF = re.compile(r"KV self size *= *(?P<mib>\d+(?:\.\d+)?) MiB, (?:K|c\^KV) \((?P<dtype>\w+)\)")
+_UNIFIED = re.compile(r"llama_context: kv_unified *= *(?P<on>true|false)")
+_SEQ_WARNING = re.compile(r"llama_context: n_ctx_(?:seq|per_seq) \((?P<n>\d+)\) <")  # a per-sequence context shorter than training
 _READY = re.compile(r"main: server is listening on (?P<url>\S+)")
 
 #: ``llama_context: n_* = N`` -> check keys (``n_seq_max`` is the slots, ``n_ctx`` the cells).
@@ -57,7 +66,9 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
         _read(book, line, line.text.strip())
     cells, slots = book.value("n_ctx"), book.value("max_num_seqs")
     book.infer("kv_cache_tokens", cells, "n_ctx", "llama.cpp allocates n_ctx KV cells")
-    if cells and slots:
+    if cells and book.value("kv_unified"):  # one pool every slot may fill (-kvu, the default with -np auto)
+        book.infer("max_model_len", cells, "n_ctx", f"n_ctx {cells}, unified KV cache shared by the slots")
+    elif cells and slots:
         book.infer("max_model_len", cells // slots, "n_ctx", f"n_ctx {cells} / {slots} slots")
     return book.result()
 
@@ -70,6 +81,13 @@ def _read(book: Logbook, line: LogLine, text: str) -> None:
         _own(book, line, "kv_cache_tokens", int(match["cells"]), RESOLVED)
         book.fact(line, "kv_cache_memory_gib", round(float(match["mib"]) / 1024, 4))
         book.fact(line, "kv_cache_dtype", match["dtype"])
+    elif match := _KV_SELF.search(text):
+        book.fact(line, "kv_cache_memory_gib", round(float(match["mib"]) / 1024, 4))
+        book.fact(line, "kv_cache_dtype", match["dtype"])
+    elif match := _UNIFIED.search(text):
+        book.fact(line, "kv_unified", match["on"] == "true")
+    elif match := _SEQ_WARNING.search(text):
+        _own(book, line, "max_model_len", int(match["n"]), STATED)
     elif match := _CONTEXT.search(text):
         if key := _CONTEXT_KEYS.get(match["key"]):
             _own(book, line, key, int(match["n"]), STATED)
@@ -77,7 +95,9 @@ def _read(book: Logbook, line: LogLine, text: str) -> None:
         _own(book, line, "max_num_seqs", int(match["n"]), RESOLVED)
         if match["ctx"]:
             _own(book, line, "max_model_len", int(match["ctx"]), RESOLVED)
-    elif match := _SLOT.search(text):
+    elif "initializing slots" in text and (match := _SLOTS_KV.search(text)):
+        _own(book, line, "max_num_seqs", int(match["n"]), RESOLVED)
+    elif match := _SLOT.search(text) or (_SLOT_KV.search(text) if "new slot" in text else None):
         _own(book, line, "max_model_len", int(match["ctx"]), RESOLVED)
     elif match := _READY.search(text):
         book.fact(line, "listening", match["url"], STATED)

@@ -56,6 +56,11 @@ LOG_MARKERS: tuple[tuple[str, str], ...] = (
     ("n_ctx_slot", LLAMACPP),
     ("| task -1 | new slot", LLAMACPP),
     ("main] build info |", LLAMACPP),  # the JSON-era server of 2024 (build 3579)
+    ('"msg":"initializing slots"', LLAMACPP),  # the server's JSON log lines of early 2024
+    ('"msg":"new slot"', LLAMACPP),
+    ("] initializing slots |", LLAMACPP),  # ... and its INFO [ function] lines of mid-2024
+    ("] new slot |", LLAMACPP),
+    ("KV self size", LLAMACPP),  # llama_new_context_with_model's KV line before the llama_context rename
     ("llama_print_timings:", LLAMACPP),  # the timing printout of builds before b3900
     ("llama_perf_context_print:", LLAMACPP),  # ... and after it
     ("print_timing", LLAMACPP),  # tools/server's per-slot timings (``print_timings]``, ``slot print_timing:``)
@@ -66,6 +71,9 @@ LOG_MARKERS: tuple[tuple[str, str], ...] = (
     ("Args {", TGI),  # the launcher's Rust debug print of its arguments, with or without a log prefix
     ("max_batch_prefill_tokens", TGI),  # an argument only TGI has (launcher, /info)
     ("text-generation-router", TGI),  # /info's "router" field
+    ("Default `max_", TGI),  # the launcher resolving an unset limit (launcher/src/main.rs)
+    ("tokens defaulted to", TGI),  # ... and the v3 router (backends/v3/src/main.rs)
+    ("KV-cache blocks:", TGI),  # the v3 shard's warm-up (flash_causal_lm.py)
     # TensorRT-LLM: the C++ runtime's and the Python logger's tags, its executor's lines
     ("[TensorRT-LLM]", TRTLLM),
     ("TRTGptModel max", TRTLLM),
@@ -75,6 +83,10 @@ LOG_MARKERS: tuple[tuple[str, str], ...] = (
     ("TensorRT-LLM version", TRTLLM),
     ('"iterLatencyMS"', TRTLLM),  # the executor's per-iteration statistics as JSON
     ("host_step_time =", TRTLLM),  # the PyTorch backend's iteration log
+    ("num_scheduled_requests:", TRTLLM),  # ... of 2025 (print_iter_log)
+    ("max_num_requests=", TRTLLM),  # trtllm-serve's limits line (_torch/pyexecutor)
+    ("libtensorrtllm.cc", TRTLLM),  # the Triton backend's source file, in its log records
+    ('"Active Request Count"', TRTLLM),  # ... and its batch-manager statistics
 )
 
 #: What only vLLM prints (the phrases its parser opens on, ``doctor.vllm_log.patterns``): a log

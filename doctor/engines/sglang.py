@@ -20,12 +20,16 @@ from doctor.evidence.log import LogLine
 from doctor.vllm_log.model import LogFacts, StatsPoint
 from doctor.vllm_log.parser import literal_value, split_items
 
-# The opening bracket may be cut by an excerpt; SGLang 0.5.7+ puts "INFO file.py:N: " after it.
+# The opening bracket may be cut by an excerpt; SGLang 0.5.7+ puts "INFO file.py:N: " after it;
+# some builds and wrappers print the time alone (``[23:43:42]``).
 _HEADER = re.compile(
-    r"\[?(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ranks>(?: [A-Z]{2}\d+)*)\] "
+    r"\[?(?P<when>(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d)(?P<ranks>(?: [A-Z]{2}\d+)*)\] "
     r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+:\d+: )?"
 )
-_KV = re.compile(r"^(?P<pool>Full |SWA )?KV Cache is allocated\. .*?#tokens: (?P<tokens>\d+)")
+_CONTINUED = re.compile(r"\s{8}")  # the indented rest of a record wrapped under its message
+_CONTINUATIONS = 4
+# Builds before 2025-03 state only the sizes (``KV Cache is allocated. K size: 27.13 GB, V size: ...``).
+_KV = re.compile(r"^(?P<pool>Full |SWA )?KV Cache is allocated\.(?: .*?#tokens: (?P<tokens>\d+))?")
 _KV_SIZE = re.compile(r"\bKV size: (?P<kv>\d+(?:\.\d+)?) GB|\bK size: (?P<k>\d+(?:\.\d+)?) GB, V size: (?P<v>\d+(?:\.\d+)?) GB")
 _PAGE = re.compile(r"\bpage_size=(?P<n>\d+)")
 _LIMITS = re.compile(r"^max_total_num_tokens=\d+, ")
@@ -77,13 +81,25 @@ OWN_NAMES = {
 
 
 def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
-    """The facts of the last SGLang startup in ``lines``, its batch lines and retractions."""
+    """The facts of the last SGLang startup in ``lines``, its batch lines and retractions. A
+    record a guide wrapped over lines (its continuation indented under the message) is joined."""
     book = Logbook(SGLANG, source)
+    held: tuple[LogLine, str, str | None, list[str]] | None = None  # a record that may continue
+    joined = 0  # continuation lines joined to it, bounded: a wrapped record spans a few lines
     for line in lines:
         header = _HEADER.search(line.text)
+        if (held is not None and header is None and joined < _CONTINUATIONS and _CONTINUED.match(line.text)
+                and line.no == held[0].no + 1):
+            first, message, when, ranks = held
+            held, joined = (LogLine(line.no, first.text), message + " " + line.text.strip(), when, ranks), joined + 1
+            continue
+        if held is not None:
+            _read(book, held[0], *held[1:])
         when, ranks = (header["when"], header["ranks"].split()) if header else (None, [])
         message = line.text[header.end():] if header else line.text.strip()
-        _read(book, line, message, when, ranks)
+        held, joined = (line, message, when, ranks), 0
+    if held is not None:
+        _read(book, held[0], *held[1:])
     return book.result()
 
 
@@ -94,7 +110,8 @@ def _read(book: Logbook, line: LogLine, message: str, when: str | None, ranks: l
         book.retraction(line, when or str(line.no), _rank("DP", ranks) + message, int(match["n"]))
     elif match := _KV.match(message):
         key = "swa_kv_cache_tokens" if match["pool"] == "SWA " else "kv_cache_tokens"
-        _own(book, line, key, int(match["tokens"]), STATED)
+        if match["tokens"]:
+            _own(book, line, key, int(match["tokens"]), STATED)
         if match["pool"] != "SWA " and (size := _KV_SIZE.search(message)):
             gib = float(size["kv"]) if size["kv"] else float(size["k"]) + float(size["v"])
             book.fact(line, "kv_cache_memory_gib", gib)

@@ -6,20 +6,44 @@ Formats from ``huggingface/text-generation-inference`` (``launcher/src/main.rs``
 against logs pasted in public issues (``fixtures/engines/tgi/``). TGI holds at most
 ``max_batch_total_tokens`` tokens in its KV cache, so that is its KV capacity; the router
 admits ``max_concurrent_requests``, its concurrency limit. TGI prints no periodic stats line.
+
+The ``Args`` dump comes in several shapes: one line (``{:?}``), pretty-printed over one line per
+field (``{:#?}``, 2.x and later, ``Some(`` with its value on the next line), or inside a JSON
+record (``--json-output``, its quotes escaped) that a terminal may have hard-wrapped; the lines
+after an open ``Args {`` are joined until the next record. What the arguments leave unset is
+resolved later, by the launcher (``Default `max_total_tokens` to N``, 2.x) or by the v3 router
+(``Maximum total tokens defaulted to N``, ``backends/v3/src/main.rs``), and the v3 shard states
+its KV blocks (``KV-cache blocks: N, size: B``, ``flash_causal_lm.py``).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 
-from doctor.engines.logbook import ARGUMENT, RESOLVED, Logbook
+from doctor.engines.logbook import ARGUMENT, RESOLVED, STATED, Logbook
 from doctor.engines.names import TGI
 from doctor.evidence.log import LogLine
 from doctor.vllm_log.model import LogFacts
 
-_ARGS = re.compile(r"text_generation_launcher: Args \{(?P<body>.*)")
-_ITEM = re.compile(r"(?P<key>\w+): (?:Some\((?P<some>[^()]*)\)|(?P<value>\"[^\"]*\"|[^,{}\s]+))")
+_ARGS = re.compile(r"(?:text_generation_launcher: |\"message\":\"|^\s*)Args \{(?P<body>.*)")
+# ``Some(x)`` on one line, or ``Some(`` with ``x,`` on the next line of a pretty print
+_ITEM = re.compile(r"(?P<key>\w+): (?:Some\(\s*(?P<some>\"[^\"]*\"|[^(),\s]+),?\s*\)?|(?P<value>\"[^\"]*\"|(?!Some\()[^,{}\s]+))")
+#: A line that opens a new record (a timestamp, a JSON record, a wrapper's prefix), not a piece of ``Args``.
+_RECORD = re.compile(r"\s*(?:\{\"|\d{4}-\d\d-\d\dT|[A-Z]+:[\w-]+:|\[)")
+_ARGS_LINES = 400  # a pretty print has one line per field, some 60 in 3.x
+_DEFAULTED = re.compile(
+    r"Default `(?P<arg>max_\w+)` to (?P<n>\d+)|Maximum (?P<what>input|total) tokens defaulted to (?P<m>\d+)"
+)
+_BLOCKS = re.compile(r"KV-cache blocks: (?P<n>\d+), size: (?P<size>\d+)")
+# ``GET /info`` pasted into a report, pretty or on one line (``router/src/lib.rs`` ``Info``): what
+# the router resolved, so it states the limits as the warm-up line does.
+_INFO = re.compile(
+    r'"(?P<key>model_id|model_dtype|max_concurrent_requests|max_input_tokens|max_input_length|max_total_tokens'
+    r'|max_batch_total_tokens|max_batch_size|version)": ?(?P<value>"[^"]{0,300}"|\d{1,12})'
+)
+_INFO_KEYS = {"version": "version", "model_dtype": "dtype"}  # the others are the launcher's names
 _TOTAL = re.compile(r"Setting max batch total tokens to (?P<n>\d+)")
 _NO_AUTO = re.compile(r"Model does not support automatic max batch total tokens")
 _CONNECTED = re.compile(r"text_generation_router[\w:]*: [\w/.]+:\d+: Connected|\"message\":\"Connected\"")
@@ -48,18 +72,36 @@ OWN_NAMES = {
     "max_num_batched_tokens": "--max-batch-prefill-tokens",
     "kv_cache_tokens": "max batch total tokens",
     "tensor_parallel_size": "--num-shard",
+    "max_input_tokens": "--max-input-tokens",
+    "block_size": "KV-cache block size",
 }
 
 
 def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
     """The facts of the last TGI startup in ``lines``."""
     book = Logbook(TGI, source)
+    args: list[LogLine] = []  # the lines of an ``Args {`` dump not yet read
     for line in lines:
         text = line.text
-        if match := _ARGS.search(text):
-            for item in _ITEM.finditer(match["body"]):
-                if key := _ARG_KEYS.get(item["key"]):
-                    _own(book, line, key, _value(item["some"] if item["some"] is not None else item["value"]), ARGUMENT)
+        if args and len(args) < _ARGS_LINES and not _RECORD.match(text) and not _ARGS.search(text):
+            args.append(line)
+            continue
+        if args:
+            _args(book, args)
+            args = []
+        if _ARGS.search(text):
+            args = [line]
+        elif match := _DEFAULTED.search(text):
+            arg = match["arg"] or f"max_{match['what']}_tokens"
+            if key := _ARG_KEYS.get(arg):
+                _own(book, line, key, int(match["n"] or match["m"]), RESOLVED)
+        elif match := _BLOCKS.search(text):
+            book.fact(line, "num_gpu_blocks", int(match["n"]), STATED)
+            _own(book, line, "block_size", int(match["size"]), STATED)
+        elif infos := list(_INFO.finditer(text)):
+            for info in infos:
+                key = _INFO_KEYS.get(info["key"]) or _ARG_KEYS[info["key"]]
+                _own(book, line, key, _value(info["value"]), RESOLVED)
         elif match := _TOTAL.search(text):
             _own(book, line, "kv_cache_tokens", int(match["n"]), RESOLVED)
         elif _NO_AUTO.search(text):
@@ -68,7 +110,23 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
             book.at(line).serving = True  # an Args line after it is a restart
         else:
             book.error(line, text)
+    if args:
+        _args(book, args)
     return book.result()
+
+
+def _args(book: Logbook, lines: list[LogLine]) -> None:
+    """Read an ``Args {`` dump and the lines it continues on: joined as they were printed when
+    they follow each other (a hard wrap cuts inside a name), else with a separator."""
+    text = lines[0].text
+    for before, line in itertools.pairwise(lines):
+        text += line.text if line.no == before.no + 1 else ", " + line.text
+    match = _ARGS.search(text.replace('\\"', '"'))  # a JSON record escapes the quotes
+    if match is None:
+        return
+    for item in _ITEM.finditer(match["body"]):
+        if key := _ARG_KEYS.get(item["key"]):
+            _own(book, lines[0], key, _value(item["some"] if item["some"] is not None else item["value"]), ARGUMENT)
 
 
 def _own(book: Logbook, line: LogLine, key: str, value: object, rank: int) -> None:

@@ -4,18 +4,23 @@
 this probe is its only side effect. The file's modification time stands in for the scrape time,
 so two files make a window of the seconds between them, when those times tell it. A file that
 cannot be read, or is not text, becomes a ``Scrape`` with its ``error`` (and no ``status``): the
-command refuses it in one line; never a traceback.
+command refuses it in one line; never a traceback. A scrape pasted into Markdown (an issue, a PR)
+and saved from there carries its escapes (a backslash before ``#`` or ``_``); they are taken out,
+as a reader of the page sees them.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
 
 from doctor.evidence import Scrape
 
 MAX_BYTES = 64 << 20  # far beyond any engine's exposition; bounds what a wrong path can cost
 MIN_GAP_S = 1.0  # files written closer together are copies (a checkout, cp), not scrapes in time
+_MARKDOWN_ESCAPED = re.compile(r"^\\#|[\w:]\\_", re.MULTILINE)  # a comment or a metric name escaped for Markdown
+_MARKDOWN_ESCAPE = re.compile(r"\\([#_*])")
 
 
 def read_scrape(path: str) -> Scrape:
@@ -30,7 +35,10 @@ def read_scrape(path: str) -> Scrape:
         return Scrape(phase="file", t=0.0, wall=wall, error=f"{path} is over {MAX_BYTES >> 20} MiB: not a /metrics scrape")
     if b"\0" in data:  # a binary file (a core dump, a tarball): its bytes must never reach a terminal
         return Scrape(phase="file", t=0.0, wall=wall, error=f"{path} is not a text file: a saved /metrics scrape is text")
-    return Scrape(phase="file", t=0.0, wall=wall, status=200, content_type="text/plain", text=data.decode("utf-8", "replace"))
+    text = data.decode("utf-8", "replace")
+    if _MARKDOWN_ESCAPED.search(text):
+        text = _MARKDOWN_ESCAPE.sub(r"\1", text)
+    return Scrape(phase="file", t=0.0, wall=wall, status=200, content_type="text/plain", text=text)
 
 
 def read_scrapes(paths: list[str]) -> tuple[list[Scrape], bool]:

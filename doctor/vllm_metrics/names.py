@@ -50,11 +50,14 @@ class Family:
     label: tuple[str, str] | None = None
 
 
+# SGLang's first collector (PR #1853, 2024-11: ``sglang:num_requests_running`` / ``_waiting``,
+# ``time_per_output_token_seconds``, ``waiting_request_latency_seconds``, ``request_success``)
+# was renamed within weeks; its names follow the newer ones in each family.
 FAMILIES: tuple[Family, ...] = (
     # SGLang counts retracted requests (its preemption: KV pool full, requests sent back to the
     # queue); llama.cpp, TGI and trtllm-serve count none (trtllm has a paused-requests gauge).
     Family("preemptions", "counter", ("vllm:num_preemptions", "sglang:num_retracted_requests")),
-    Family("finished_by_reason", "counter", ("vllm:request_success", "trtllm_request_success"),
+    Family("finished_by_reason", "counter", ("vllm:request_success", "trtllm_request_success", "sglang:request_success"),
            sub_label="finished_reason"),
     Family("prompt_tokens", "counter",
            ("vllm:prompt_tokens", "sglang:prompt_tokens", "llamacpp:prompt_tokens", "trtllm_prompt_tokens")),
@@ -71,7 +74,8 @@ FAMILIES: tuple[Family, ...] = (
     # TGI's histograms are in seconds without a ``_seconds`` suffix.
     Family("queue", "histogram",
            ("vllm:request_queue_time_seconds", "vllm:time_in_queue_requests", "sglang:queue_time_seconds",
-            "tgi_request_queue_duration", "trtllm_request_queue_time_seconds", "request_queue_time_seconds")),
+            "tgi_request_queue_duration", "trtllm_request_queue_time_seconds", "request_queue_time_seconds",
+            "sglang:waiting_request_latency_seconds")),
     Family("prefill", "histogram", ("vllm:request_prefill_time_seconds",)),
     # TGI's prefill steps, one observation per batch (router/src/infer/v3: ``tgi_batch_forward_duration``
     # by ``method``): with its queue time, what TGI's missing TTFT histogram is derived from
@@ -82,7 +86,8 @@ FAMILIES: tuple[Family, ...] = (
     # TGI's is each request's mean time per token, not every gap: a coarser inter-token figure.
     Family("itl", "histogram",
            ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
-            "sglang:inter_token_latency_seconds", "tgi_request_mean_time_per_token_duration")),
+            "sglang:inter_token_latency_seconds", "tgi_request_mean_time_per_token_duration",
+            "sglang:time_per_output_token_seconds")),
     Family("e2e", "histogram",
            ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds", "tgi_request_duration",
             "trtllm_e2e_request_latency_seconds", "e2e_request_latency_seconds")),
@@ -93,7 +98,7 @@ FAMILIES: tuple[Family, ...] = (
             "trtllm_kv_cache_utilization"), aggregate="max"),
     Family("running", "gauge",
            ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing",
-            "tgi_batch_current_size", "trtllm_num_requests_running")),
+            "tgi_batch_current_size", "trtllm_num_requests_running", "sglang:num_requests_running")),
     # Speculative decoding (V0 0.5.4-0.9 spec_decode/metrics.py; V1 v1/spec_decode/metrics.py, engine-labelled
     # since 0.10.2): both expose ``_total``. V1 counts a draft per request per step; V0 had no drafts counter.
     Family("spec_draft_tokens", "counter", ("vllm:spec_decode_num_draft_tokens",), only_with="speculative decoding"),
@@ -102,7 +107,7 @@ FAMILIES: tuple[Family, ...] = (
     # llama.cpp defers a request when every slot is busy: its queue.
     Family("waiting", "gauge",
            ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred", "tgi_queue_size",
-            "trtllm_num_requests_waiting")),
+            "trtllm_num_requests_waiting", "sglang:num_requests_waiting")),
 )
 
 FAMILY_BY_KEY: dict[str, Family] = {f.key: f for f in FAMILIES}

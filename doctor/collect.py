@@ -98,7 +98,7 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
     def give(step: str, own_s: float) -> float:
         """What ``step`` may take: min(``own_s``, what is left of the run), recorded in the run record."""
         given = run.grant(own_s)
-        bundle.run.steps[step] = round(max(0.0, given), 3)
+        bundle.run.steps[step] = max(0.0, given)
         return given
 
     def granted(step: str, own_s: float, source: str, target: str, action: str) -> float | None:

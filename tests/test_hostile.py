@@ -195,3 +195,26 @@ def test_headers_dripped_one_byte_a_second_do_not_defeat_the_get_deadlines(hosti
     assert next(s.error for s in scraper.result()[0].scrapes) is not None
     _, errors = _finishes(lambda: query_history(base, since_s=60, timeout_s=1.0))
     assert errors and errors[0].kind == "timeout", errors
+
+
+def test_a_dripped_head_cannot_carry_the_run_past_its_deadline(hostile, tmp_path: Path) -> None:
+    """``diagnose --deadline 4`` against a server dripping every answer's head, with /metrics and
+    Prometheus on it too: the endpoints probe is given what is left of the run (less than its own
+    10 s), every step after it finds no time left and says so as a ``deadline`` error, and the
+    report is still written."""
+    base = hostile.base("drip")
+    html, bundle_path = tmp_path / "report.html", tmp_path / "b.json"
+    result = runner.invoke(app, ["diagnose", "--engine", base, "--prometheus", base, "--no-gpu", "--no-host",
+                                 "--deadline", "4", "--html", str(html), "--bundle", str(bundle_path)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert html.exists(), result.output
+    bundle = load_path(bundle_path)
+    steps = bundle.run.steps
+    assert list(steps) == ["endpoints", "metrics before", "stream", "metrics after", "prometheus"]
+    assert 0 < steps["endpoints"] < 10.0  # what was left of the 4 s, not its own 10 s timeout
+    (endpoint,) = bundle.endpoints.endpoints
+    assert endpoint.deadline_basis == "run-deadline" and endpoint.deadline_s <= steps["endpoints"]
+    assert [steps[s] for s in ("metrics before", "stream", "metrics after", "prometheus")] == [0.0] * 4
+    late = {(e.source, e.action) for e in bundle.errors if e.kind == "deadline"}
+    assert {"stream", "prometheus", "metrics"} <= {source for source, _ in late}
+    assert "Traceback" not in result.output

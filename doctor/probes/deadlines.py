@@ -124,8 +124,9 @@ class RunDeadline:
         return self.end - time.monotonic()
 
     def grant(self, own_s: float) -> float:
-        """What a call whose own timeout is ``own_s`` may wait now; 0 or less: it must not start."""
-        return min(own_s, self.left())
+        """What a call whose own timeout is ``own_s`` may wait now, to the millisecond (it is said in
+        messages and recorded); 0 or less: it must not start."""
+        return min(own_s, round(self.left(), 3))
 
     def spent(self, what: str) -> str:
         """The sentence of a step not started for lack of time."""

@@ -114,10 +114,11 @@ class _Limits:
         seconds, basis = self.timeout_s, TIMEOUT_BASIS
         if self.bound is not None and self.bound.seconds < seconds:
             seconds, basis = self.bound.seconds, DIRECT_BASIS
-        if self.run is not None and self.run.left() < seconds:
-            seconds, basis = self.run.left(), RUN_BASIS
+        left = seconds if self.run is None else self.run.grant(seconds)
+        if left < seconds:
+            seconds, basis = left, RUN_BASIS
         if self.first is None:
-            self.first = (round(max(0.0, seconds), 3), basis)
+            self.first = (max(0.0, seconds), basis)
         return seconds, basis
 
     def why(self, basis: str) -> str:
@@ -256,7 +257,7 @@ def _get(client: httpx.Client, url: str, limits: _Limits) -> _Answer:
     except (httpx.HTTPError, DeadlineExceeded, BodyTooLarge) as exc:
         kind = error_kind(exc)
         detail = str(exc) or type(exc).__name__
-        reason = _REASONS.get(kind, "{}").format(detail, t=round(timeout_s, 3))
+        reason = _REASONS.get(kind, "{}").format(detail, t=timeout_s)
         raise _Failure(kind, f"GET {url}: {reason}" + (limits.why(basis) if kind == "timeout" else "")) from None
     return _Answer(response.status_code, response.http_version, response.headers, text, time.monotonic() - start)
 

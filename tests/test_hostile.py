@@ -13,6 +13,7 @@ import json
 import lzma
 import re
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from doctor.clock import Clock
 from doctor.errors import BundleError
 from doctor.evidence import TokenEvent
 from doctor.exit_codes import ExitCode
+from doctor.probes.deadlines import RunDeadline
 from doctor.probes.endpoints import collect_endpoints
 from doctor.probes.http import DeadlineExceeded, HttpOptions, bounded_get, http_client
 from doctor.probes.metrics import Scraper
@@ -218,3 +220,14 @@ def test_a_dripped_head_cannot_carry_the_run_past_its_deadline(hostile, tmp_path
     late = {(e.source, e.action) for e in bundle.errors if e.kind == "deadline"}
     assert {"stream", "prometheus", "metrics"} <= {source for source, _ in late}
     assert "Traceback" not in result.output
+
+
+def test_background_scrapes_stop_at_the_runs_deadline(hostile) -> None:
+    """Scrapes of a dripping /metrics fall behind their 50 ms beat; once the run's deadline passed
+    the beats missed are owed no more: none is kept as a failure, and the loop ends."""
+    scraper = Scraper(hostile.base("drip") + "/metrics", Clock(), interval_s=0.05, timeout_s=0.3, run=RunDeadline(1.0))
+    with scraper.during():
+        time.sleep(2.0)
+    evidence, _ = scraper.result()
+    during = [s for s in evidence.scrapes if s.phase == "during"]
+    assert during and all("not started" not in (s.error or "") for s in during)

@@ -84,6 +84,8 @@ class Scraper:
         scrape = Scrape(phase=phase, t=t, wall=self.clock.t0_wall + t)
         kind: str | None
         timeout = self._timeout()
+        if timeout <= 0 and phase == "during":
+            return  # a beat due after the run's deadline: no scrape is owed, and none is kept
         if self._client is None:
             kind, scrape.error = "tls", self._setup_error
         elif timeout <= 0 and self.run is not None:
@@ -151,6 +153,8 @@ class Scraper:
                 beats += 1
                 if stop.wait(max(0.0, start + beats * self.interval_s - time.monotonic())):
                     return
+                if self._timeout() <= 0:
+                    return  # the run's deadline passed: the beats missed behind slow scrapes are owed no more
                 try:
                     self.scrape("during")
                 except Exception as exc:  # noqa: BLE001 - a bug here must cost one sample, not the probe

@@ -124,9 +124,9 @@ class RunDeadline:
         return self.end - time.monotonic()
 
     def grant(self, own_s: float) -> float:
-        """What a call whose own timeout is ``own_s`` may wait now, to the millisecond (it is said in
-        messages and recorded); 0 or less: it must not start."""
-        return min(own_s, round(self.left(), 3))
+        """What a call whose own timeout is ``own_s`` may wait now, in whole milliseconds (it is said
+        in messages and recorded; rounded down, never past the deadline); 0 or less: it must not start."""
+        return min(own_s, math.floor(self.left() * 1000) / 1000)
 
     def spent(self, what: str) -> str:
         """The sentence of a step not started for lack of time."""

@@ -124,7 +124,7 @@ class _Limits:
     def why(self, basis: str) -> str:
         """What set a deadline that passed, for the error's sentence."""
         if basis == DIRECT_BASIS and self.bound is not None:
-            return f" ({self.bound.why})"
+            return f" {self.bound.why}"
         if basis == RUN_BASIS and self.run is not None:
             return f" (what was left of the run's {self.run.seconds:g} s --deadline)"
         return ""

@@ -34,7 +34,7 @@ from doctor.probes.deadlines import HeadBound, gateway_head_bound, stall_head_bo
 from doctor.probes.framing import StreamDecoder
 from doctor.probes.http import join_url
 from doctor.probes.plan import CollectConfig
-from doctor.probes.sampling import DECISIVE, FAIL_FAST, conclusive, failing_fast
+from doctor.probes.sampling import FAIL_FAST, conclusive, decisive, failing_fast
 from doctor.probes.schedule import Job, Send, dispatch, plan
 from doctor.probes.selfcheck import SelfCheck, merge
 from doctor.probes.shard import Link, ShardError, ShardLost, ShardPool, choose_workers, worker_signals
@@ -401,8 +401,10 @@ class _Probe:
         for path in self.urls:
             outcome = failing_fast(self.traces, path)
             if outcome is not None:
-                said = (f"the first {FAIL_FAST} or more requests all failed ({outcome})" if outcome not in DECISIVE
-                        else f"no request succeeded and {outcome} is not one to retry")
+                once = any(decisive(t) for t in self.traces
+                           if t.path == path and not t.warmup and t.outcome == outcome)
+                said = (f"no request succeeded and {outcome} is not one to retry" if once
+                        else f"the first {FAIL_FAST} or more requests all failed ({outcome})")
                 self.stopped = f"{path}: {said}: stopped sending rather than repeat it"
                 return True
         if config.requests is not None:

@@ -121,8 +121,9 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
         "gateway_upstream",
         "a gateway that reaches the engine: its upstream address, health and error log",
         "the gateway (--gateway) hop",
-        ("the gateway accepts connections but sent no response head within the bound its direct path sets "
-         "(see the first error), while the engine answers directly: the gateway hop is failing, not capacity"),
+        ("the gateway accepts connections but sent no response head (or no first token after it) within the "
+         "bound its direct path sets (see the first error), while the engine answers directly: the gateway hop "
+         "is failing, not capacity"),
     ),
     "head-timeout": (
         "endpoint_url",
@@ -154,7 +155,9 @@ def failure_key(req: RequestTrace, direct_answers: bool = False) -> str:
     the direct path answers (with the engine down, the gateway's error page is about the engine)."""
     if req.outcome == "tls" and req.scheme_mismatch in ("http", "https"):
         return f"tls-{req.scheme_mismatch}"
-    if req.outcome == HEAD_TIMEOUT and req.path == ProbePath.GATEWAY and req.head_deadline_basis == DIRECT_BASIS:
+    if req.path == ProbePath.GATEWAY and (
+            (req.outcome == HEAD_TIMEOUT and req.head_deadline_basis == DIRECT_BASIS)
+            or (req.outcome == "stall" and req.first_token_deadline_s is not None)):
         return "gateway-silent"
     if direct_answers and gateway_refusal(req) is not None:
         return "gateway-refused"

@@ -10,6 +10,12 @@ asked for (longer than its ``max_model_len``): that is the user's setting, a ``U
 raised before the first request. Ctrl-C keeps what was gathered: the stream probe's requests so far, the
 scrapes and XID errors so far, and the startup log (a local read that sends nothing); the bundle
 is marked ``interrupted``.
+
+The whole run ends by ``--deadline`` (``doctor.probes.deadlines.RunDeadline``): each network step
+is given ``min(its own timeout, what is left)`` (recorded in ``RunRecord.steps``), and one with
+nothing left is not started but recorded as an ``EvidenceError`` of kind ``deadline``, the
+partial bundle still written. What follows the deadline is local: the startup log, the model
+config, and the report (docs/probe.md measures that grace).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from doctor import __version__
 from doctor.clock import Clock
 from doctor.errors import UsageError
 from doctor.evidence import Bundle, EvidenceError
+from doctor.probes.deadlines import RunDeadline
 from doctor.probes.plan import CollectConfig, over_context
 from doctor.redact import Redactor, redact_bundle
 from doctor.run_record import complete_run_record
@@ -69,6 +76,7 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
 
     say = _redacting(progress, config.http.secrets())
     clock = Clock()
+    run = RunDeadline(config.deadline_s)
     bundle = Bundle(tool_version=__version__, created_at=_now_iso())
     bundle.run.tool_version = __version__
     bundle.run.command = config.command
@@ -76,6 +84,7 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
     bundle.run.engine_url = config.engine
     bundle.run.gateway_url = config.gateway
     bundle.run.log_source = config.log
+    bundle.run.deadline_s = config.deadline_s
     for key, value in config.run_fields.items():
         if key == "labels":
             bundle.run.labels.update(value)
@@ -89,6 +98,21 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
         bundle.errors.extend(errors)
         return evidence
 
+    def give(step: str, own_s: float) -> float:
+        """What ``step`` may take: min(``own_s``, what is left of the run), recorded in the run record."""
+        given = run.grant(own_s)
+        bundle.run.steps[step] = max(0.0, given)
+        return given
+
+    def granted(step: str, own_s: float, source: str, target: str, action: str) -> float | None:
+        """``give``; None, and an evidence error saying so, when the run's time ran out before ``step``."""
+        given = give(step, own_s)
+        if given > 0:
+            return given
+        bundle.errors.append(EvidenceError(source, target, action, "deadline", run.spent(action), fatal=True))
+        return None
+
+    timeout = config.http.timeout_s
     log_started = False
 
     def read_log(log: str) -> None:
@@ -106,13 +130,16 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
         if config.gpu:
             say("GPU facts (NVML)")
             bundle.gpu = keep(_guard(bundle, "gpu", "nvml", "nvmlInit", gpu.collect_gpu))
-        if config.targets():
+        targets = ",".join(config.targets().values())
+        if config.targets() and granted("endpoints", timeout, "endpoints", targets,
+                                        "GET /version /v1/models /health") is not None:
             say("engine and gateway endpoints")
             bundle.endpoints = keep(
-                _guard(bundle, "endpoints", ",".join(config.targets().values()), "GET /version /v1/models /health",
-                       lambda: endpoints.collect_endpoints(config.targets(), config.http)),
+                _guard(bundle, "endpoints", targets, "GET /version /v1/models /health",
+                       lambda: endpoints.collect_endpoints(config.targets(), config.http, run=run,
+                                                           ttft_budget_s=config.budgets.ttft_s)),
             )
-        if config.gateway:
+        if config.gateway and granted("ingress", timeout, "ingress", config.gateway, "list ingresses") is not None:
             gateway = config.gateway
             bundle.ingress = keep(_guard(bundle, "ingress", gateway, "list ingresses",
                                          lambda: ingress.collect_ingress(gateway)))
@@ -124,18 +151,19 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
         if metrics_url:
             scraper = metrics.Scraper(
                 metrics_url, clock, interval_s=config.scrape_interval_s,
-                headers=config.http.request_headers(), verify=config.http.verify, timeout_s=config.http.timeout_s,
+                headers=config.http.request_headers(), verify=config.http.verify, timeout_s=timeout, run=run,
             )
             say(f"/metrics before the probe ({metrics_url})")
+            give("metrics before", timeout)  # a scrape with no time left records it itself
             _guard(bundle, "metrics", metrics_url, "scrape before", lambda: scraper.scrape("before"))
-        if config.targets():
+        stream_given = granted("stream", config.deadline_s, "stream", targets, "stream") if config.targets() else None
+        if stream_given is not None:
             count = (f"{config.requests} request(s) per path" if config.requests is not None else
                      f"requests until every path is clearly within or over budget (at most {config.duration_s:g} s)"
                      if config.adaptive else f"requests for {config.duration_s:g} s")
             if config.rate:
                 count += f", Poisson arrivals at {config.rate:g}/s"
             say(f"streaming probe: {count}, {'at most ' if config.rate else ''}concurrency {config.concurrency}")
-            targets = ",".join(config.targets().values())
             # the endpoints probe already asked /v1/models: a second ask would only cost a silent
             # target's timeout again (it runs unless it crashed)
             discover = bundle.endpoints is None
@@ -148,7 +176,8 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                     bundle.stream = keep(_guard(
                         bundle, "stream", targets, "stream",
                         lambda: stream.run_stream_probe(config, clock, say, discover_model=discover,
-                                                        scrapes=scraper.so_far if scraper is not None else None)))
+                                                        scrapes=scraper.so_far if scraper is not None else None,
+                                                        deadline_s=stream_given)))
                 except stream.StreamInterrupted as interrupt:
                     bundle.stream = keep(interrupt.result)
                     raise
@@ -156,6 +185,7 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                 _guard(bundle, "gpu", "nvml", "read XID events", xids.stop)
         if scraper is not None:
             say("/metrics after the probe")
+            give("metrics after", timeout)
             _guard(bundle, "metrics", metrics_url or "", "scrape after", lambda: scraper.scrape("after"))
         if config.log:
             read_log(config.log)
@@ -164,7 +194,7 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             say(f"model config {model_dir}")
             bundle.model_config = keep(_guard(bundle, "model_config", model_dir, "read",
                                               lambda: model_config.read_model_config(model_dir)))
-        if config.prometheus:
+        if config.prometheus and granted("prometheus", timeout, "prometheus", config.prometheus, "query") is not None:
             prometheus_url = config.prometheus
             say(f"Prometheus history ({prometheus_url}, last {config.since_s:.0f} s)")
             bundle.prometheus = keep(
@@ -172,7 +202,7 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                        lambda: prometheus.query_history(
                            prometheus_url, since_s=config.since_s, selector=config.selector,
                            headers=config.http.request_headers(), verify=config.http.verify,
-                           timeout_s=config.http.timeout_s)),
+                           timeout_s=timeout, run=run)),
             )
     except KeyboardInterrupt:
         bundle.interrupted = True

@@ -13,6 +13,7 @@ import json
 import lzma
 import re
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from doctor.clock import Clock
 from doctor.errors import BundleError
 from doctor.evidence import TokenEvent
 from doctor.exit_codes import ExitCode
+from doctor.probes.deadlines import RunDeadline
 from doctor.probes.endpoints import collect_endpoints
 from doctor.probes.http import DeadlineExceeded, HttpOptions, bounded_get, http_client
 from doctor.probes.metrics import Scraper
@@ -195,3 +197,37 @@ def test_headers_dripped_one_byte_a_second_do_not_defeat_the_get_deadlines(hosti
     assert next(s.error for s in scraper.result()[0].scrapes) is not None
     _, errors = _finishes(lambda: query_history(base, since_s=60, timeout_s=1.0))
     assert errors and errors[0].kind == "timeout", errors
+
+
+def test_a_dripped_head_cannot_carry_the_run_past_its_deadline(hostile, tmp_path: Path) -> None:
+    """``diagnose --deadline 4`` against a server dripping every answer's head, with /metrics and
+    Prometheus on it too: the endpoints probe is given what is left of the run (less than its own
+    10 s), every step after it finds no time left and says so as a ``deadline`` error, and the
+    report is still written."""
+    base = hostile.base("drip")
+    html, bundle_path = tmp_path / "report.html", tmp_path / "b.json"
+    result = runner.invoke(app, ["diagnose", "--engine", base, "--prometheus", base, "--no-gpu", "--no-host",
+                                 "--deadline", "4", "--html", str(html), "--bundle", str(bundle_path)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert html.exists(), result.output
+    bundle = load_path(bundle_path)
+    steps = bundle.run.steps
+    assert list(steps) == ["endpoints", "metrics before", "stream", "metrics after", "prometheus"]
+    assert 0 < steps["endpoints"] < 10.0  # what was left of the 4 s, not its own 10 s timeout
+    (endpoint,) = bundle.endpoints.endpoints
+    assert endpoint.deadline_basis == "run-deadline" and endpoint.deadline_s <= steps["endpoints"]
+    assert [steps[s] for s in ("metrics before", "stream", "metrics after", "prometheus")] == [0.0] * 4
+    late = {(e.source, e.action) for e in bundle.errors if e.kind == "deadline"}
+    assert {"stream", "prometheus", "metrics"} <= {source for source, _ in late}
+    assert "Traceback" not in result.output
+
+
+def test_background_scrapes_stop_at_the_runs_deadline(hostile) -> None:
+    """Scrapes of a dripping /metrics fall behind their 50 ms beat; once the run's deadline passed
+    the beats missed are owed no more: none is kept as a failure, and the loop ends."""
+    scraper = Scraper(hostile.base("drip") + "/metrics", Clock(), interval_s=0.05, timeout_s=0.3, run=RunDeadline(1.0))
+    with scraper.during():
+        time.sleep(2.0)
+    evidence, _ = scraper.result()
+    during = [s for s in evidence.scrapes if s.phase == "during"]
+    assert during and all("not started" not in (s.error or "") for s in during)

@@ -24,11 +24,21 @@ from typer.testing import CliRunner
 from doctor.bundle import load_path
 from doctor.cli import app
 from doctor.clock import Clock
+from doctor.collect import collect
 from doctor.evidence import ProbePath, RequestTrace
 from doctor.exit_codes import ExitCode
 from doctor.outage import unreachable_paths
 from doctor.probes import deadlines
-from doctor.probes.deadlines import HUNG_E2E_FACTOR, HUNG_TTFT_FACTOR, gateway_head_bound, p99
+from doctor.probes.deadlines import (
+    HUNG_E2E_FACTOR,
+    HUNG_TTFT_FACTOR,
+    RunDeadline,
+    direct_bound,
+    gateway_head_bound,
+    p99,
+)
+from doctor.probes.endpoints import collect_endpoints
+from doctor.probes.http import HttpOptions
 from doctor.probes.plan import CollectConfig
 from doctor.probes.sampling import failing_fast
 from doctor.probes.stream import run_stream_probe
@@ -127,6 +137,9 @@ def test_a_decisive_failure_stops_a_path_that_never_answered_but_not_one_that_di
     assert failing_fast([trace("tls")], ProbePath.GATEWAY) == "tls"
     assert failing_fast([trace("ok", warmup=True, index=0), trace("head-timeout")], ProbePath.GATEWAY) is None
     assert failing_fast([trace("stall")], ProbePath.GATEWAY) is None  # not decisive: three are needed
+    held = trace("stall")
+    held.first_token_deadline_s = 5.0  # a gateway's first token past its direct path's bound: as a silent head
+    assert failing_fast([held], ProbePath.GATEWAY) == "stall"
 
 
 def test_https_to_a_plain_http_server_is_one_line_naming_tls(tmp_path, engine) -> None:
@@ -238,3 +251,104 @@ def test_bytes_that_never_make_a_token_fail_at_the_first_token_deadline(monkeypa
     assert trace.outcome == "stall" and trace.status == 200 and not trace.tokens
     assert "no first token" in trace.error and "byte(s) came" in trace.error
     assert len(trace.reads) > 1
+
+
+def test_a_gateway_whose_head_came_but_no_token_is_held_to_the_bound_its_direct_path_sets(
+        tmp_path, engine, monkeypatch) -> None:
+    """A head at once and then nothing: the first-token phase on the gateway path is held to the
+    direct path's bound (from the send, as the head is), not to the 30 s stall timeout."""
+    monkeypatch.setattr(deadlines, "HUNG_FLOOR_S", 0.2)
+    with HostileServer() as hostile:
+        code, report, path = diagnose(tmp_path, "--engine", engine.base(ttft="0.05", itl="0.001", n="4"),
+                                      "--gateway", hostile.base("mute"), "--requests", "4", "--warmup", "0")
+    bundle = load_path(path)
+    direct = [t for t in bundle.stream.requests if t.path == ProbePath.DIRECT]
+    muted = [t for t in bundle.stream.requests if t.path == ProbePath.GATEWAY]
+    assert [(t.outcome, t.status, t.tokens) for t in muted] == [("stall", 200, [])]  # decisive: one was enough
+    assert all(t.ok for t in direct)
+    assert "stall is not one to retry" in bundle.stream.shape.stopped
+    for trace in muted:
+        assert trace.head_deadline_s is None  # the head came in time: only the first token's bound fired
+        answered = [t for t in direct if t.t_end is not None and t.t_end <= trace.t_failed]
+        expected = max(0.2, HUNG_TTFT_FACTOR * p99([t.t_first_token - t.t_sent for t in answered]),
+                       HUNG_E2E_FACTOR * p99([t.t_end - t.t_sent for t in answered]))
+        assert trace.first_token_deadline_s == pytest.approx(expected)
+        assert trace.first_token_deadline_s < 30.0  # not the stall timeout
+        assert "no first token" in trace.error and "direct path" in trace.error
+    ld501 = finding(report, "LD501")
+    assert ld501 is not None and ld501["remediation"]["setting"] == "gateway_upstream"
+    assert code == ExitCode.SYMPTOM
+
+
+def test_a_gateway_on_its_own_has_no_direct_bound_for_its_first_token() -> None:
+    """Without a direct path there is no bound to hold it to: the first token's own deadline (the
+    stall timeout from the head) fires, and no direct-path bound is recorded."""
+    with HostileServer() as hostile:
+        config = CollectConfig(gateway=hostile.base("mute"), requests=1, warmup=0, stall_timeout_s=0.5)
+        evidence, _ = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
+    (trace,) = evidence.requests
+    assert trace.outcome == "stall" and trace.first_token_deadline_s is None and "no byte for 0.5 s" in trace.error
+
+
+def test_the_endpoints_probe_holds_a_hung_gateway_to_the_bound_its_engine_sets(engine, monkeypatch) -> None:
+    monkeypatch.setattr(deadlines, "HUNG_FLOOR_S", 0.2)
+    http = HttpOptions(timeout_s=10.0)
+    with silent_port() as gateway:
+        evidence, errors = collect_endpoints({ProbePath.DIRECT: engine.base(), ProbePath.GATEWAY: gateway}, http,
+                                             ttft_budget_s=0.5)
+    direct, hung = evidence.endpoints
+    assert (direct.deadline_s, direct.deadline_basis) == (10.0, "timeout")
+    assert hung.deadline_basis == "direct-path" and hung.deadline_s < 10.0
+    (error,) = [e for e in errors if e.target.startswith(gateway)]
+    assert error.kind == "timeout" and "direct path" in error.message and "not tried" in error.message
+
+
+def test_the_endpoints_probe_does_not_hold_a_gateway_to_an_engine_over_budget(engine) -> None:
+    """An engine answering over the TTFT budget sets no bound: the gateway's silence may be its own."""
+    with silent_port() as gateway:
+        evidence, _ = collect_endpoints({ProbePath.DIRECT: engine.base(), ProbePath.GATEWAY: gateway},
+                                        HttpOptions(timeout_s=0.5), ttft_budget_s=1e-9)
+    assert [(e.deadline_s, e.deadline_basis) for e in evidence.endpoints] == [(0.5, "timeout"), (0.5, "timeout")]
+
+
+def test_the_gateway_bounds_are_one_rule() -> None:
+    """The stream probe's bound and the endpoints probe's are ``direct_bound`` of the direct answers."""
+    traces = [RequestTrace(index=i, path=ProbePath.DIRECT, t_sent=0.0, t_first_token=0.1 * i, t_end=0.5 * i)
+              for i in (1, 2, 3)]
+    ttfts, e2es = [0.1 * i for i in (1, 2, 3)], [0.5 * i for i in (1, 2, 3)]
+    bound = direct_bound(ttfts, e2es, 1.0)
+    assert bound is not None and gateway_head_bound(traces, 1.0) == bound
+    assert bound.seconds == pytest.approx(max(deadlines.HUNG_FLOOR_S, HUNG_TTFT_FACTOR * 0.3, HUNG_E2E_FACTOR * 1.5))
+
+
+def test_a_run_deadline_gives_each_call_what_is_left() -> None:
+    run = RunDeadline(3600.0)
+    assert run.grant(10.0) == 10.0  # its own timeout while the run has more
+    assert run.grant(1e9) <= 3600.0  # what is left when that is less
+    over = RunDeadline(-1.0)
+    assert over.grant(10.0) < 0 and "--deadline had run out" in over.spent("GET /x")
+
+
+def test_every_network_step_of_a_run_ends_by_its_deadline(tmp_path) -> None:
+    """A server that drips every answer's head, and a Prometheus that does: each step is given
+    min(its own timeout, what is left), so the 5 s run ends with the steps after the deadline not
+    started (``deadline`` errors), never each waiting out its own 3 s timeout."""
+    with HostileServer() as hostile:
+        base = hostile.base("drip")
+        config = CollectConfig(engine=base, prometheus=base, requests=1, warmup=0, deadline_s=5.0,
+                               host=False, gpu=False)
+        config.http.timeout_s = 3.0
+        bundle = collect(config)
+    steps = bundle.run.steps
+    assert bundle.run.deadline_s == 5.0
+    assert list(steps) == ["endpoints", "metrics before", "stream", "metrics after", "prometheus"]
+    assert steps["endpoints"] == 3.0  # its own timeout: the run had 5 s left
+    assert steps["metrics before"] < 3.0  # what was left, less than its own timeout
+    assert steps["stream"] < 5.0 - steps["endpoints"]  # what was left, never the --deadline itself
+    assert steps["metrics after"] == 0.0 and steps["prometheus"] == 0.0
+    late = [e for e in bundle.errors if e.kind == "deadline"]
+    assert {e.source for e in late} >= {"metrics", "prometheus"}
+    assert all("--deadline had run out" in e.message for e in late)
+    (endpoint,) = bundle.endpoints.endpoints
+    assert (endpoint.deadline_s, endpoint.deadline_basis) == (3.0, "timeout")
+    assert not [e for e in bundle.errors if e.kind == "internal"]

@@ -36,6 +36,11 @@ class Endpoint:
     # Transfer-Encoding, X-Accel-Buffering, Via (from a streamed response when there was one).
     headers: dict[str, str] = field(default_factory=dict)
     engine_info: EngineInfo | None = None  # the engine role only
+    # The deadline of its first GET, in seconds, and what set it: "timeout" (--timeout), "run-deadline"
+    # (what was left of the run's --deadline) or "direct-path" (a gateway held to the bound the engine's
+    # own answers set, ``doctor.probes.deadlines.direct_bound``); None in a bundle from before.
+    deadline_s: float | None = None
+    deadline_basis: str | None = None
 
 
 @dataclass

@@ -14,7 +14,8 @@ class EvidenceError:
     (a redacted URL or path); ``action`` what it tried; ``kind`` a stable machine-readable
     reason (``connect``, ``dns``, ``tls``, ``timeout``, ``http-status``, ``malformed``,
     ``unreadable``, ``unavailable``, ``cut``, ``internal``, ``client``: the probing client itself
-    froze); ``message`` the human sentence.
+    froze, ``deadline``: not started because the run's ``--deadline`` had run out); ``message``
+    the human sentence.
     """
 
     source: str

@@ -66,4 +66,9 @@ class RunRecord:
     metrics_url: str | None = None
     log_source: str | None = None
     labels: dict[str, str] = field(default_factory=dict)  # free-form run-record fields from config
+    # The run's --deadline (seconds from the collector's start), and per network step what it was
+    # given: min(its own timeout, what was left of the deadline); 0 for a step not started for lack
+    # of time (``doctor.probes.deadlines.RunDeadline``). Empty in a bundle from before.
+    deadline_s: float | None = None
+    steps: dict[str, float] = field(default_factory=dict)
     analysis: AnalysisRecord | None = None  # set by analyze/diagnose; None in a bundle from collect

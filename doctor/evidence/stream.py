@@ -74,6 +74,10 @@ DIRECT_BASIS = "direct-path"
 #: The outcome of a request the wedge watchdog stopped (``WedgeStop``): still without a first token
 #: while the engine's counters stood still. Its wait is a lower bound of its TTFT, like a deadline's.
 WEDGED = "wedged"
+#: ``Endpoint.deadline_basis`` besides ``DIRECT_BASIS``: the GET's own ``--timeout``, or what was
+#: left of the run's ``--deadline`` when that was less.
+TIMEOUT_BASIS = "timeout"
+RUN_BASIS = "run-deadline"
 #: Outcomes that were no failure of the target: nothing measured (Ctrl-C, a frozen client) or a
 #: measurement censored by the user's own deadline.
 NOT_THE_TARGETS = (CANCELLED, CLIENT_STALL, DEADLINE)
@@ -131,6 +135,9 @@ class RequestTrace:
     # can say why the probe stopped waiting.
     head_deadline_s: float | None = None
     head_deadline_basis: str | None = None
+    # When a gateway's head came but its first token did not within the bound its direct path sets
+    # (``stall``): that bound in seconds from ``t_sent``; its basis is always "direct-path".
+    first_token_deadline_s: float | None = None
     # The scheme the target's port really speaks, when the URL's was wrong ("http": https:// to a
     # plain-HTTP port; "https": http:// to a TLS port): the one line the report gives for it.
     scheme_mismatch: str | None = None

@@ -24,17 +24,28 @@ within the TTFT budget, a gateway request with no response head after
 
     max(HUNG_FLOOR_S, HUNG_TTFT_FACTOR x direct TTFT p99, HUNG_E2E_FACTOR x direct E2E p99)
 
-is given up (``head-timeout``, the bound and its basis recorded on the request). Each term keeps
+is given up (``head-timeout``, the bound and its basis recorded on the request); so is one whose
+head came but no first token within the same bound of its send (``stall``, recorded as
+``first_token_deadline_s``): a gateway that answers its head and then holds the stream is as hung
+to its users. The endpoints probe holds the gateway's GETs to the same rule, with the direct
+path's GET answer times for both terms (a few KiB: its first byte is about its end). Each term keeps
 a working gateway clear of it: no gateway adds 20 times the engine's own first-token time to its
 response head; one that holds the whole answer, head included, until the end (a buffering edge)
 still answers by about the direct path's end-to-end time; and 5 s absorbs a cold upstream
 connection or a slow authentication hop. With the defaults (a 30 s duration, a 10 s endpoints
 timeout) a hung gateway then ends the run in about 20 s instead of 100.
+
+The run as a whole ends by ``--deadline`` (``RunDeadline``): the stream probe is given what is
+left of it when it starts, and every other network step (the endpoints' GETs, each /metrics
+scrape, Prometheus) ``min(--timeout, what is left)``, so that no step's own timeout carries the
+run past the deadline the user gave. Only local work follows: the startup log, the model config,
+and the report.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -65,10 +76,23 @@ def p99(values: list[float]) -> float:
     return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
 
 
+def direct_bound(ttfts: list[float], e2es: list[float], ttft_budget_s: float, what: str = "TTFT") -> HeadBound | None:
+    """The bound a gateway's answer is held to, from the direct path's answer times: its times to the
+    first token (``what``) and to the end; None while it has none, or answers over the TTFT budget
+    (then the gateway's silence may be the engine's own slowness). The one rule of the module
+    docstring, for the stream probe's requests and the endpoints probe's GETs alike."""
+    if not ttfts or p99(ttfts) > ttft_budget_s:
+        return None
+    ttft, e2e = p99(ttfts), p99(e2es)
+    seconds = max(HUNG_FLOOR_S, HUNG_TTFT_FACTOR * ttft, HUNG_E2E_FACTOR * e2e)
+    why = (f"while the direct path's {what} p99 is {fmt_seconds(ttft)} (bound: max({HUNG_FLOOR_S:g} s, "
+           f"{HUNG_TTFT_FACTOR:g}x that, {HUNG_E2E_FACTOR:g}x its E2E p99 {fmt_seconds(e2e)}; n={len(ttfts)})")
+    return HeadBound(seconds, DIRECT_BASIS, why)
+
+
 def gateway_head_bound(traces: Iterable[RequestTrace], ttft_budget_s: float) -> HeadBound | None:
-    """The bound a gateway's response head is held to, from the direct path's successful answers so
-    far (warm-ups too: a cold first answer only raises it); None while the direct path has none,
-    or answers over the TTFT budget (then the gateway's silence may be the engine's own slowness)."""
+    """The bound a gateway's response head and first token are held to, from the direct path's
+    successful answers so far (warm-ups too: a cold first answer only raises it); ``direct_bound``."""
     ttfts: list[float] = []
     e2es: list[float] = []
     for t in traces:
@@ -76,15 +100,34 @@ def gateway_head_bound(traces: Iterable[RequestTrace], ttft_budget_s: float) -> 
             continue
         ttfts.append(t.t_first_token - t.t_sent)
         e2es.append(t.t_end - t.t_sent)
-    if not ttfts or p99(ttfts) > ttft_budget_s:
-        return None
-    ttft, e2e = p99(ttfts), p99(e2es)
-    seconds = max(HUNG_FLOOR_S, HUNG_TTFT_FACTOR * ttft, HUNG_E2E_FACTOR * e2e)
-    why = (f"while the direct path's TTFT p99 is {fmt_seconds(ttft)} (bound: max({HUNG_FLOOR_S:g} s, "
-           f"{HUNG_TTFT_FACTOR:g}x that, {HUNG_E2E_FACTOR:g}x its E2E p99 {fmt_seconds(e2e)}; n={len(ttfts)})")
-    return HeadBound(seconds, DIRECT_BASIS, why)
+    return direct_bound(ttfts, e2es, ttft_budget_s)
 
 
 def stall_head_bound(stall_timeout_s: float) -> HeadBound:
     """The response head's own deadline on every path: ``--stall-timeout`` for the whole head."""
     return HeadBound(stall_timeout_s, STALL_BASIS, "the --stall-timeout, for the whole head")
+
+
+class RunDeadline:
+    """The whole run's ``--deadline``, from the moment the collector starts: every network step
+    (endpoints, each /metrics scrape, the stream probe, Prometheus) and each call inside one gets
+    ``min(its own timeout, what is left)``, and one with nothing left is not started (an
+    ``EvidenceError`` of kind ``deadline``). Read from several threads (the background scrapes):
+    it only reads the monotonic clock after construction."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds until the run's deadline (negative once it passed)."""
+        return self.end - time.monotonic()
+
+    def grant(self, own_s: float) -> float:
+        """What a call whose own timeout is ``own_s`` may wait now, in whole milliseconds (it is said
+        in messages and recorded; rounded down, never past the deadline); 0 or less: it must not start."""
+        return min(own_s, math.floor(self.left() * 1000) / 1000)
+
+    def spent(self, what: str) -> str:
+        """The sentence of a step not started for lack of time."""
+        return f"{what} not started: the run's {self.seconds:g} s --deadline had run out"

@@ -21,13 +21,19 @@ The HTTP version is the one httpx negotiated: HTTP/1.1, as the stream probe spea
 gateway that offers HTTP/2 to browsers still answers us in HTTP/1.1).
 
 A target that cannot be reached at all (refused, DNS, TLS, timeout) is tried once, not three
-times: the on-call engineer should not wait three deadlines to learn the same thing.
+times: the on-call engineer should not wait three deadlines to learn the same thing. Each GET
+waits ``min(--timeout, what is left of the run's --deadline)``; with nothing left it is not sent
+(kind ``deadline``). The gateway, asked after the engine, is also held to the bound the engine's
+own answers set (``doctor.probes.deadlines.direct_bound``, the stream probe's rule for a hung
+gateway): a gateway that accepts and never answers beside an engine answering in milliseconds
+costs that bound, not the whole ``--timeout``.
 """
 
 from __future__ import annotations
 
 import re
 import ssl
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +44,8 @@ from doctor.engines import server_info
 from doctor.engines.names import VLLM, display, engine_of_headers, engine_of_owner
 from doctor.evidence import Endpoint, EndpointsEvidence, EngineInfo, EvidenceError, ModelInfo, ProbePath
 from doctor.evidence.errors import UNREACHABLE_KINDS
+from doctor.evidence.stream import DIRECT_BASIS, RUN_BASIS, TIMEOUT_BASIS
+from doctor.probes.deadlines import HeadBound, RunDeadline, direct_bound
 from doctor.probes.http import (
     BodyTooLarge,
     DeadlineExceeded,
@@ -66,6 +74,9 @@ MAX_BODY_BYTES = 1 << 20
 #: The deadline of each GET that asks an engine what it is: a route the engine may not have.
 INFO_DEADLINE_S = 3.0
 
+#: Failure kinds after which a target is asked nothing more: not reached, or no time left.
+_STOPS = UNREACHABLE_KINDS | {"deadline"}
+
 #: The ``Endpoint.role`` of each probe path's target.
 _ROLES = {ProbePath.DIRECT: "engine", ProbePath.GATEWAY: "gateway"}
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
@@ -84,6 +95,39 @@ class _Answer:
     http_version: str
     headers: httpx.Headers
     body: str
+    seconds: float  # from the send to the end of the body
+
+
+@dataclass
+class _Limits:
+    """What each GET to one target may wait: its own timeout, less when the run's deadline leaves
+    less, or (the gateway) when the bound the engine's answers set is shorter."""
+
+    timeout_s: float
+    run: RunDeadline | None = None
+    bound: HeadBound | None = None
+    #: (seconds, basis) of the first GET asked: what the evidence records
+    first: tuple[float, str] | None = None
+
+    def next(self) -> tuple[float, str]:
+        """(seconds, basis) of the next GET; seconds <= 0: no time left to send it."""
+        seconds, basis = self.timeout_s, TIMEOUT_BASIS
+        if self.bound is not None and self.bound.seconds < seconds:
+            seconds, basis = self.bound.seconds, DIRECT_BASIS
+        left = seconds if self.run is None else self.run.grant(seconds)
+        if left < seconds:
+            seconds, basis = left, RUN_BASIS
+        if self.first is None:
+            self.first = (max(0.0, seconds), basis)
+        return seconds, basis
+
+    def why(self, basis: str) -> str:
+        """What set a deadline that passed, for the error's sentence."""
+        if basis == DIRECT_BASIS and self.bound is not None:
+            return f" {self.bound.why}"
+        if basis == RUN_BASIS and self.run is not None:
+            return f" (what was left of the run's {self.run.seconds:g} s --deadline)"
+        return ""
 
 
 class _Failure(Exception):
@@ -93,12 +137,16 @@ class _Failure(Exception):
         self.message = message
 
 
-def collect_endpoints(targets: dict[ProbePath, str], http: HttpOptions) -> tuple[EndpointsEvidence, list[EvidenceError]]:
+def collect_endpoints(
+    targets: dict[ProbePath, str], http: HttpOptions, *, run: RunDeadline | None = None, ttft_budget_s: float | None = None,
+) -> tuple[EndpointsEvidence, list[EvidenceError]]:
     """Ask each target (the direct path's engine, the gateway) for its version, models and health.
 
     Returns the evidence (one ``Endpoint`` per target, even one that never answered, so the
-    report can say which hop was silent) and the errors met. Never raises for a failure of a target: each failed call is an ``EvidenceError``; the errors
-    are ``fatal`` only when no target answered anything.
+    report can say which hop was silent) and the errors met. Never raises for a failure of a
+    target: each failed call is an ``EvidenceError``; the errors are ``fatal`` only when no target
+    answered anything. ``run``: the run's deadline, which no GET outlives; ``ttft_budget_s``: the
+    budget under which the engine's answers bound the gateway's (None: no such bound).
     """
     evidence = EndpointsEvidence()
     errors: list[EvidenceError] = []
@@ -108,9 +156,16 @@ def collect_endpoints(targets: dict[ProbePath, str], http: HttpOptions) -> tuple
         message = f"cannot use the CA certificates {http.verify}: {exc}"
         return evidence, [EvidenceError(SOURCE, url, "load CA certificates", "tls", message, fatal=True) for url in targets.values()]
     answered = False
+    direct_times: list[float] = []  # the engine's answer times, which bound the gateway's
     with client:
         for name, base in targets.items():
-            endpoint, endpoint_errors, got_answer = _probe_target(client, _ROLES[name], base, http.timeout_s)
+            bound = None
+            if name == ProbePath.GATEWAY and ttft_budget_s is not None:
+                bound = direct_bound(direct_times, direct_times, ttft_budget_s, what="GET answer time")
+            limits = _Limits(http.timeout_s, run, bound)
+            endpoint, endpoint_errors, got_answer, times = _probe_target(client, _ROLES[name], base, limits)
+            if name == ProbePath.DIRECT:
+                direct_times = times
             evidence.endpoints.append(endpoint)
             errors.extend(endpoint_errors)
             answered = answered or got_answer
@@ -121,27 +176,30 @@ def collect_endpoints(targets: dict[ProbePath, str], http: HttpOptions) -> tuple
 
 
 def _probe_target(
-    client: httpx.Client, role: str, base: str, timeout_s: float
-) -> tuple[Endpoint, list[EvidenceError], bool]:
+    client: httpx.Client, role: str, base: str, limits: _Limits
+) -> tuple[Endpoint, list[EvidenceError], bool, list[float]]:
+    """(the endpoint, its errors, whether it answered anything, the answer times of its three GETs)."""
     endpoint = Endpoint(role=role, url=base)
     errors: list[EvidenceError] = []
+    times: list[float] = []
     answered = cut_off = False
     calls = (("/version", _read_version), ("/v1/models", _read_models), ("/health", _read_health))
     for i, (path, read) in enumerate(calls):
         url = join_url(base, path)
         try:
-            answer = _get(client, url, timeout_s)
+            answer = _get(client, url, limits)
         except _Failure as failure:
             message = failure.message
             skipped = [p for p, _ in calls[i + 1 :]]
-            if failure.kind in UNREACHABLE_KINDS and skipped:
+            if failure.kind in _STOPS and skipped:
                 message += f" ({', '.join(skipped)} not tried)"
             errors.append(EvidenceError(SOURCE, url, f"GET {path}", failure.kind, message))
-            if failure.kind in UNREACHABLE_KINDS:
+            if failure.kind in _STOPS:
                 cut_off = True
                 break
             continue
         answered = True
+        times.append(answer.seconds)
         try:
             read(endpoint, answer)
             understood = True
@@ -152,12 +210,15 @@ def _probe_target(
         if endpoint.http_version is None or (understood and path == "/v1/models"):
             endpoint.http_version = answer.http_version
             endpoint.headers = _headers_that_matter(answer.headers)
+    if limits.first is not None:
+        endpoint.deadline_s, endpoint.deadline_basis = limits.first
     if role == "engine" and answered and not cut_off:
-        errors.extend(_ask_engine(client, endpoint, base, min(timeout_s, INFO_DEADLINE_S)))
-    return endpoint, errors, answered
+        info_limits = _Limits(min(limits.timeout_s, INFO_DEADLINE_S), limits.run)
+        errors.extend(_ask_engine(client, endpoint, base, info_limits))
+    return endpoint, errors, answered, times
 
 
-def _ask_engine(client: httpx.Client, endpoint: Endpoint, base: str, timeout_s: float) -> list[EvidenceError]:
+def _ask_engine(client: httpx.Client, endpoint: Endpoint, base: str, limits: _Limits) -> list[EvidenceError]:
     """Fill ``endpoint.engine_info`` from the engine's own description; the errors of a named
     engine's route (a guessed route that is absent is no error)."""
     named = engine_of_headers(endpoint.headers) or next(
@@ -171,13 +232,13 @@ def _ask_engine(client: httpx.Client, endpoint: Endpoint, base: str, timeout_s: 
         path = server_info.PATHS[engine]
         url = join_url(base, path)
         try:
-            fields = server_info.kept_fields(engine, _json(_get(client, url, timeout_s), path))
+            fields = server_info.kept_fields(engine, _json(_get(client, url, limits), path))
             if fields is None:
                 raise _Failure("malformed", f"GET {path} answered JSON without {display(engine)}'s fields")
         except _Failure as failure:
             if known is not None:
                 return [EvidenceError(SOURCE, url, f"GET {path}", failure.kind, failure.message)]
-            if failure.kind in UNREACHABLE_KINDS - {"timeout"}:
+            if failure.kind in _STOPS - {"timeout"}:
                 return []
             continue
         endpoint.engine_info = EngineInfo(engine=engine, path=path, fields=fields)
@@ -185,15 +246,20 @@ def _ask_engine(client: httpx.Client, endpoint: Endpoint, base: str, timeout_s: 
     return []
 
 
-def _get(client: httpx.Client, url: str, timeout_s: float) -> _Answer:
-    """One GET, the whole exchange (not only each read) under ``timeout_s``, the body size bounded."""
+def _get(client: httpx.Client, url: str, limits: _Limits) -> _Answer:
+    """One GET, the whole exchange (not only each read) under ``limits``, the body size bounded."""
+    timeout_s, basis = limits.next()
+    if timeout_s <= 0 and limits.run is not None:
+        raise _Failure("deadline", limits.run.spent(f"GET {url}"))
+    start = time.monotonic()
     try:
         response, text = bounded_get(client, url, deadline_s=timeout_s, max_bytes=MAX_BODY_BYTES)
     except (httpx.HTTPError, DeadlineExceeded, BodyTooLarge) as exc:
         kind = error_kind(exc)
         detail = str(exc) or type(exc).__name__
-        raise _Failure(kind, f"GET {url}: " + _REASONS.get(kind, "{}").format(detail, t=timeout_s)) from None
-    return _Answer(response.status_code, response.http_version, response.headers, text)
+        reason = _REASONS.get(kind, "{}").format(detail, t=timeout_s)
+        raise _Failure(kind, f"GET {url}: {reason}" + (limits.why(basis) if kind == "timeout" else "")) from None
+    return _Answer(response.status_code, response.http_version, response.headers, text, time.monotonic() - start)
 
 
 def _headers_that_matter(headers: httpx.Headers) -> dict[str, str]:

@@ -8,6 +8,10 @@ llama-server's /metrics has no KV gauge (gone since 2025); its ``/slots`` says w
 holds, so each scrape of a llama-server also GETs ``/slots`` beside it, under the same deadline,
 and keeps the slots' token counts (``server_info.slot_fields``: never the prompts). A server
 started without ``--slots`` answers it with an error once, and is not asked again.
+
+Every GET waits ``min(--timeout, what is left of the run's --deadline)``; a scrape due with
+nothing left is not sent and is kept as a failure of kind ``deadline`` (the run's, not the
+engine's).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from doctor.clock import Clock
 from doctor.engines import server_info
 from doctor.engines.names import LLAMACPP
 from doctor.evidence import EvidenceError, MetricsEvidence, Scrape
+from doctor.probes.deadlines import RunDeadline
 from doctor.probes.http import (
     BodyTooLarge,
     DeadlineExceeded,
@@ -54,12 +59,14 @@ class Scraper:
         headers: Mapping[str, str] | None = None,
         verify: bool | str = True,
         timeout_s: float = 10.0,
+        run: RunDeadline | None = None,
     ) -> None:
         self.url = without_credentials(url)  # what the bundle and messages show
         self._fetch_url = url
         self.clock = clock
         self.interval_s = interval_s
         self.timeout_s = timeout_s
+        self.run = run
         self._client: httpx.Client | None = None
         self._setup_error: str | None = None
         try:
@@ -76,10 +83,15 @@ class Scraper:
         t = self.clock.now()
         scrape = Scrape(phase=phase, t=t, wall=self.clock.t0_wall + t)
         kind: str | None
+        timeout = self._timeout()
+        if timeout <= 0 and phase == "during":
+            return  # a beat due after the run's deadline: no scrape is owed, and none is kept
         if self._client is None:
             kind, scrape.error = "tls", self._setup_error
+        elif timeout <= 0 and self.run is not None:
+            kind, scrape.error = "deadline", self.run.spent(f"GET {self.url}")
         else:
-            kind = self._fill(scrape, self._client)
+            kind = self._fill(scrape, self._client, timeout)
         with self._lock:
             self._scrapes.append(scrape)
             if kind is not None:
@@ -90,10 +102,10 @@ class Scraper:
         with self._lock:
             return list(self._scrapes)
 
-    def _fill(self, scrape: Scrape, client: httpx.Client) -> str | None:
+    def _fill(self, scrape: Scrape, client: httpx.Client, timeout: float) -> str | None:
         """GET into ``scrape``; the ``EvidenceError.kind`` when it is unusable, else ``None``."""
         try:
-            response, text = bounded_get(client, self._fetch_url, deadline_s=self.timeout_s)
+            response, text = bounded_get(client, self._fetch_url, deadline_s=timeout)
         except (httpx.HTTPError, DeadlineExceeded, BodyTooLarge, OSError) as exc:
             scrape.error = f"GET {self.url} failed: {str(exc) or type(exc).__name__}"
             return error_kind(exc)
@@ -114,13 +126,20 @@ class Scraper:
         if self._slots_url is None:
             return None
         try:
-            response, text = bounded_get(client, self._slots_url, deadline_s=self.timeout_s)
+            timeout = self._timeout()
+            if timeout <= 0:
+                return None  # no time left for it now: asked again at the next scrape
+            response, text = bounded_get(client, self._slots_url, deadline_s=timeout)
             slots = server_info.slot_fields(wire.loads(text)) if response.status_code == 200 else None
         except (httpx.HTTPError, DeadlineExceeded, BodyTooLarge, OSError, wire.WireError):
             slots = None
         if slots is None:
             self._slots_url = None
         return slots
+
+    def _timeout(self) -> float:
+        """What the next GET may wait: ``timeout_s``, or what is left of the run's deadline."""
+        return self.timeout_s if self.run is None else self.run.grant(self.timeout_s)
 
     @contextmanager
     def during(self) -> Iterator[Scraper]:
@@ -139,6 +158,8 @@ class Scraper:
                 beats += 1
                 if stop.wait(max(0.0, start + beats * self.interval_s - time.monotonic())):
                     return
+                if self._timeout() <= 0:
+                    return  # the run's deadline passed: the beats missed behind slow scrapes are owed no more
                 try:
                     self.scrape("during")
                 except Exception as exc:  # noqa: BLE001 - a bug here must cost one sample, not the probe

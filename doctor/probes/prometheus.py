@@ -19,6 +19,7 @@ import httpx
 
 from doctor import wire
 from doctor.evidence import EvidenceError, PrometheusEvidence, PromQuery
+from doctor.probes.deadlines import RunDeadline
 from doctor.probes.http import (
     BodyTooLarge,
     DeadlineExceeded,
@@ -92,12 +93,14 @@ def query_history(
     headers: Mapping[str, str] | None = None,
     verify: bool | str = True,
     timeout_s: float = 10.0,
+    run: RunDeadline | None = None,
 ) -> tuple[PrometheusEvidence, list[EvidenceError]]:
     """The vLLM metrics of ``[end - since_s, end]`` from Prometheus: (evidence with every raw answer, errors).
 
     For an incident that already happened, the live /metrics scrapes cannot see the window;
     Prometheus kept it. Never raises: an unreachable or non-Prometheus URL stops the queries
     and becomes one fatal error; one slow query costs only itself (a second stops the rest).
+    Each query waits ``min(timeout_s, what is left of run)``; none is sent once it ran out.
     """
     # Rounded to what the API is sent, so sample times line up with the window's edges.
     end = round(time.time() if end_wall is None else end_wall, 3)
@@ -108,7 +111,7 @@ def query_history(
     except (OSError, ssl.SSLError) as exc:
         message = f"cannot use the CA certificates {verify}: {exc}"
         return evidence, [EvidenceError("prometheus", evidence.url, "load CA certificates", "tls", message, fatal=True)]
-    session = _Session(client, url.rstrip("/"), evidence.url, timeout_s)
+    session = _Session(client, url.rstrip("/"), evidence.url, timeout_s, run)
     with client:
         try:
             for family in FAMILIES:
@@ -146,11 +149,13 @@ class _Session:
     #: that would otherwise cost a deadline for each of the ~30 queries.
     MAX_TIMEOUTS = 2
 
-    def __init__(self, client: httpx.Client, base: str, target: str, timeout_s: float) -> None:
+    def __init__(self, client: httpx.Client, base: str, target: str, timeout_s: float,
+                 run: RunDeadline | None = None) -> None:
         self.client = client
         self.base = base
         self.target = target
         self.timeout_s = timeout_s
+        self.deadline = run
         self.errors: list[EvidenceError] = []
         self.timeouts = 0
 
@@ -163,9 +168,13 @@ class _Session:
 
     def run(self, endpoint: str, params: dict[str, str], query: PromQuery) -> bool:
         """Run one query into ``query``; False on a per-query error, ``_Stop`` when none can succeed."""
+        timeout = self.timeout_s if self.deadline is None else self.deadline.grant(self.timeout_s)
+        if timeout <= 0 and self.deadline is not None:
+            query.error = "not sent: no time left"
+            self.fail(query, "deadline", self.deadline.spent(f"Prometheus at {self.target}: {query.name}"), fatal=True)
         try:
             response, text = bounded_get(
-                self.client, f"{self.base}/api/v1/{endpoint}", deadline_s=self.timeout_s, params=params
+                self.client, f"{self.base}/api/v1/{endpoint}", deadline_s=timeout, params=params
             )
         except (httpx.HTTPError, DeadlineExceeded, BodyTooLarge, OSError) as exc:
             query.error = f"{type(exc).__name__}: {exc}"

@@ -51,6 +51,13 @@ FAIL_FAST = 3
 DECISIVE = ("tls", HEAD_TIMEOUT)
 
 
+def decisive(trace: RequestTrace) -> bool:
+    """Whether ``trace`` failed in a way that says the same on every try: a ``DECISIVE`` outcome, or a
+    gateway whose head came but whose first token did not within the bound its direct path sets
+    (``first_token_deadline_s``), which costs that bound per try as a silent head does."""
+    return trace.outcome in DECISIVE or trace.first_token_deadline_s is not None
+
+
 def binomial_cdf(k: int, n: int, p: float) -> float:
     """P(X <= k) for X ~ Binomial(n, p), summed in log space (n may be in the hundreds)."""
     if k < 0:
@@ -149,9 +156,9 @@ def failing_fast(traces: list[RequestTrace], path: ProbePath, n: int = FAIL_FAST
     done = [t for t in finished if not t.warmup]
     if any(t.ok for t in done):
         return None
-    decisive = next((t.outcome for t in done if t.outcome in DECISIVE), None)
-    if decisive is not None and not any(t.ok for t in finished):
-        return decisive
+    first = next((t.outcome for t in done if decisive(t)), None)
+    if first is not None and not any(t.ok for t in finished):
+        return first
     if len(done) < n:
         return None
     outcomes = [t.outcome for t in done]

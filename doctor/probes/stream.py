@@ -43,7 +43,7 @@ from doctor.probes.deadlines import HeadBound, gateway_head_bound, stall_head_bo
 from doctor.probes.framing import StreamDecoder
 from doctor.probes.http import join_url
 from doctor.probes.plan import CollectConfig
-from doctor.probes.sampling import DECISIVE, FAIL_FAST, conclusive, failing_fast
+from doctor.probes.sampling import FAIL_FAST, conclusive, decisive, failing_fast
 from doctor.probes.schedule import Job, Send, dispatch, plan
 from doctor.probes.selfcheck import SelfCheck, merge
 from doctor.probes.shard import Link, ShardError, ShardLost, ShardPool, choose_workers, worker_signals
@@ -86,8 +86,9 @@ _ERROR_KIND = {
 }
 
 
-class _HeadTimeout(Exception):
-    """The response head did not come within ``bound`` (``doctor.probes.deadlines``)."""
+class _BoundPassed(Exception):
+    """A gateway's response head, or its first token after the head, did not come within the
+    ``bound`` its direct path sets (``doctor.probes.deadlines.gateway_head_bound``)."""
 
     def __init__(self, bound: HeadBound) -> None:
         super().__init__(bound.why)
@@ -108,6 +109,7 @@ class StreamInterrupted(KeyboardInterrupt):
 def run_stream_probe(
     config: CollectConfig, clock: Clock, progress: Callable[[str], None], *, discover_model: bool = True,
     scrapes: Callable[[], Sequence[Scrape]] | None = None,
+    deadline_s: float | None = None,
 ) -> tuple[StreamEvidence | None, list[EvidenceError]]:
     """Probe every target of ``config``: (evidence, one error per kind of failure per path).
 
@@ -115,6 +117,8 @@ def run_stream_probe(
     only when nothing could be sent (no target, unusable CA bundle). ``discover_model``: ask
     ``/v1/models`` for a model when ``config`` names none; the collector turns it off when the
     endpoints probe already asked, so a silent target does not cost its deadline twice.
+    ``deadline_s``: how long it may run, when less than ``--deadline`` (what the collector has left
+    of the run's deadline: ``doctor.probes.deadlines.RunDeadline``).
     Raises ``StreamInterrupted`` on Ctrl-C, with the requests so far (those in flight ``cancelled``).
     ``scrapes``: the /metrics scrapes taken beside the probe so far, which the wedge watchdog reads
     (``doctor.probes.watchdog``); None: not watched.
@@ -128,7 +132,7 @@ def run_stream_probe(
         return None, [EvidenceError("stream", str(config.http.verify), "load the CA bundle", "tls",
                                     f"cannot use --ca-cert {config.http.verify}: {exc}", fatal=True)]
     skip_missing_sniffio_imports()
-    probe = _Probe(config, clock, progress, context, discover_model)
+    probe = _Probe(config, clock, progress, context, discover_model, deadline_s)
     if scrapes is not None and config.wedge_bound_s > 0 and probe.workers == 1:
         probe.watchdog = Watchdog(scrapes, clock, config.wedge_bound_s)
     try:
@@ -208,8 +212,10 @@ def request_id(clock: Clock, path: ProbePath, index: int) -> str:
 
 class _Probe:
     def __init__(self, config: CollectConfig, clock: Clock, progress: Callable[[str], None], context: ssl.SSLContext,
-                 discover_model: bool = True) -> None:
+                 discover_model: bool = True, deadline_s: float | None = None) -> None:
         self.config = config
+        #: how long the probe may run: ``--deadline``, or what the run has left of it
+        self.deadline_s = config.deadline_s if deadline_s is None else min(config.deadline_s, deadline_s)
         self.clock = clock
         self.progress = progress
         self.context = context
@@ -236,7 +242,7 @@ class _Probe:
         self.pool: ShardPool | None = None
         self.shard_health: list[ClientHealth | None] = []  # each worker's self-check, once they stopped
         #: set, then replaced, each time a direct request answers: a gateway request waiting for its
-        #: head re-reads the bound its direct path sets (``_head_within_bound``)
+        #: head re-reads the bound its direct path sets (``_within_direct_bound``)
         self.direct_news = asyncio.Event()
         #: path -> the scheme its port really speaks when the URL's was wrong, once asked (``_check_scheme``)
         self.schemes: dict[ProbePath, str | None] = {}
@@ -257,7 +263,7 @@ class _Probe:
         try:
             phases = self._phases(send, warm, measured)
             await asyncio.wait_for(phases if self.watchdog is None else self.watchdog.guard(phases, self.traces),
-                                   timeout=config.deadline_s)
+                                   timeout=self.deadline_s)
         except asyncio.TimeoutError:
             timed_out = True
         finally:
@@ -416,8 +422,10 @@ class _Probe:
         for path in self.urls:
             outcome = failing_fast(self.traces, path)
             if outcome is not None:
-                said = (f"the first {FAIL_FAST} or more requests all failed ({outcome})" if outcome not in DECISIVE
-                        else f"no request succeeded and {outcome} is not one to retry")
+                once = any(decisive(t) for t in self.traces
+                           if t.path == path and not t.warmup and t.outcome == outcome)
+                said = (f"no request succeeded and {outcome} is not one to retry" if once
+                        else f"the first {FAIL_FAST} or more requests all failed ({outcome})")
                 self.stopped = f"{path}: {said}: stopped sending rather than repeat it"
                 return True
         if config.requests is not None:
@@ -439,7 +447,7 @@ class _Probe:
         Failures are not recorded here: a target that fails this GET fails the streamed requests
         too, and those record why.
         """
-        end = self.start + self.config.deadline_s
+        end = self.start + self.deadline_s
         headers = self.config.http.request_headers()
         client = make_client(self.context, self.config.http.timeout_s, self.config.http.timeout_s)
         try:
@@ -578,8 +586,12 @@ class _Probe:
         """Send ``job`` and read its answer into ``trace``; every failure becomes its outcome."""
         log = ReadLog(self.clock)
         log.bind()  # this task's reads only: the task runs in its own copy of the context
+        released = asyncio.Event()  # the direct path's bound no longer applies (``_within_direct_bound``)
         try:
-            await self._stream(client, job, trace, log)
+            if job.path == ProbePath.GATEWAY and ProbePath.DIRECT in self.urls:
+                await self._within_direct_bound(self._stream(client, job, trace, log, released), trace, released)
+            else:
+                await self._stream(client, job, trace, log, released)
         except (asyncio.CancelledError, KeyboardInterrupt):
             # the deadline (``_at_deadline`` relabels it) or Ctrl-C: what came so far is kept below
             trace.outcome = CANCELLED
@@ -630,7 +642,10 @@ class _Probe:
         count = f"{self.finished[key]}/{total}" if total is not None else str(self.finished[key])
         self.progress(f"{trace.path}{phase} {count} {result}")
 
-    async def _stream(self, client: httpx.AsyncClient, job: Job, trace: RequestTrace, log: ReadLog) -> None:
+    async def _stream(self, client: httpx.AsyncClient, job: Job, trace: RequestTrace, log: ReadLog,
+                      released: asyncio.Event) -> None:
+        """Send ``job`` and read its answer; ``released`` is set at the first token, or at an answer
+        that is no stream (an error status, a JSON body: its own outcome, however slow its body)."""
         clock = self.clock
 
         async def on_trace(name: str, info: dict[str, Any]) -> None:
@@ -666,8 +681,7 @@ class _Probe:
             request = client.build_request(method, url, content=content, headers=headers, extensions={"trace": on_trace})
             return await client.send(request, stream=True)
 
-        held = job.path == ProbePath.GATEWAY and ProbePath.DIRECT in self.urls
-        response = await (self._head_within_bound(opening(), trace) if held else opening())
+        response = await opening()
         log.phase((trace.t_headers or clock.now()) + self.config.stall_timeout_s)  # the first token's
         try:
             trace.status = response.status_code
@@ -675,20 +689,23 @@ class _Probe:
             trace.headers = dict(response.headers)
             content_type = response.headers.get("content-type", "")
             if response.status_code >= 400:
+                released.set()
                 trace.outcome, trace.error = "http-status", f"HTTP {response.status_code} {response.reason_phrase}".strip()
                 trace.body_excerpt = await _excerpt(response, trace, log)
             elif response.status_code != 200 or (_json_document(content_type) and self.config.framing != "ndjson"):
+                released.set()
                 trace.outcome = "not-a-stream"
                 trace.error = f"asked for a stream, got HTTP {response.status_code} {content_type or 'without a content type'}"
                 trace.body_excerpt = await _excerpt(response, trace, log)
             else:
-                await self._read_events(response, trace, log)
+                await self._read_events(response, trace, log, released)
         finally:
             await response.aclose()
             if trace.t_end is None:  # a stream's final event sets it: what came after is not the answer
                 trace.t_end = log.last_t if log.last_t is not None else clock.now()
 
-    async def _read_events(self, response: httpx.Response, trace: RequestTrace, log: ReadLog) -> None:
+    async def _read_events(self, response: httpx.Response, trace: RequestTrace, log: ReadLog,
+                           released: asyncio.Event) -> None:
         decoder = StreamDecoder(response.headers.get("content-type", ""), self.config.framing, self.config.text_field)
         ended = False
         counted = 0  # completion tokens already attributed (continuous usage stats)
@@ -719,6 +736,7 @@ class _Probe:
                     if chunk.kind == "token" and chunk.completion_tokens > counted:
                         tokens, counted = chunk.completion_tokens - counted, chunk.completion_tokens
                 if chunk.kind == "token":
+                    released.set()
                     log.phase(t + self.config.stall_timeout_s)  # the next token's
                     trace.tokens.append(TokenEvent(t=t, tokens=tokens, chars=len(chunk.text)))
                     if len(text) < TEXT_EXCERPT_CHARS:  # one character or more per token
@@ -766,26 +784,32 @@ class _Probe:
             usage = " (usage only)" if trace.completion_tokens is not None else ""
             trace.error = f"the stream carried no token{usage}"
 
-    async def _head_within_bound(self, opening: Coroutine[Any, Any, httpx.Response], trace: RequestTrace) -> httpx.Response:
-        """The gateway's response, unless it sends no head within the bound its direct path sets
-        (``doctor.probes.deadlines.gateway_head_bound``): the bound is read again whenever a direct
-        request answers, since the gateway's first request is sent beside the direct path's first."""
-        task = asyncio.ensure_future(opening)  # the same context: its reads go to this request's log
-        sent = trace.t_sent if trace.t_sent is not None else self.clock.now()
+    async def _within_direct_bound(self, work: Coroutine[Any, Any, None], trace: RequestTrace,
+                                   released: asyncio.Event) -> None:
+        """Run ``work``, a gateway request, unless neither its response head nor (after a head) its first
+        token comes within the bound its direct path sets, from the send
+        (``doctor.probes.deadlines.gateway_head_bound``): then ``_BoundPassed``. Unbounded once
+        ``released`` (the first token, or an answer that is no stream). The bound is read again whenever
+        a direct request answers, since the gateway's first request is sent beside the direct path's first."""
+        sent = self.clock.now()
+        task = asyncio.ensure_future(work)  # the same context: its reads go to this request's log
         try:
-            while True:
+            while not released.is_set():
                 news = self.direct_news
                 bound = gateway_head_bound(self.traces, self.config.budgets.ttft_s)
-                left = None if bound is None else sent + bound.seconds - self.clock.now()
+                start = trace.t_sent if trace.t_sent is not None else sent
+                left = None if bound is None else start + bound.seconds - self.clock.now()
                 if bound is not None and left is not None and left <= 0:
-                    raise _HeadTimeout(bound)
-                waiter = asyncio.ensure_future(news.wait())
+                    raise _BoundPassed(bound)
+                waiters = {asyncio.ensure_future(news.wait()), asyncio.ensure_future(released.wait())}
                 try:
-                    done, _ = await asyncio.wait({task, waiter}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                    done, _ = await asyncio.wait({task, *waiters}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
                 finally:
-                    waiter.cancel()
+                    for waiter in waiters:
+                        waiter.cancel()
                 if task in done:
-                    return task.result()
+                    break
+            await task
         finally:
             if not task.done():
                 task.cancel()
@@ -817,9 +841,13 @@ class _Probe:
     def _failure(self, exc: Exception, trace: RequestTrace, log: ReadLog) -> tuple[str, str]:
         """(outcome, sentence) for an exception raised while sending or reading."""
         config = self.config
-        if isinstance(exc, _HeadTimeout):
-            trace.head_deadline_s, trace.head_deadline_basis = exc.bound.seconds, exc.bound.basis
+        if isinstance(exc, _BoundPassed):
             came = sum(r.nbytes for r in log.reads)
+            if trace.status is not None:  # the head came: it is the first token that did not
+                trace.first_token_deadline_s = exc.bound.seconds
+                return "stall", (f"no first token in {fmt_seconds(exc.bound.seconds)} of the send {exc.bound.why}; "
+                                 f"the response head came ({came} byte(s) in all)")
+            trace.head_deadline_s, trace.head_deadline_basis = exc.bound.seconds, exc.bound.basis
             return HEAD_TIMEOUT, (f"no response head in {fmt_seconds(exc.bound.seconds)} {exc.bound.why}"
                                   + (f"; {came} byte(s) of it came" if came else "; not a byte came"))
         if isinstance(exc, InvalidUtf8):

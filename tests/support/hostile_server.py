@@ -15,6 +15,8 @@ Modes:
   server that never lets a plain GET finish unless the client enforces its own deadline.
 - ``trickle``: a stream's head at once, then one byte of an SSE comment per ``DRIP_S`` seconds and
   never a token: bytes that must not keep the first-token deadline from firing.
+- ``mute``: a stream's head at once, then nothing, the connection held open (for ``MUTE_S``): a
+  gateway that answers its head and never forwards a token.
 - ``huge``: a normal stream whose usage claims ``completion_tokens: 10000000000``, with
   ``prompt_tokens: true`` and a non-string ``finish_reason``.
 - ``surrogates``: lone surrogates (``"\\ud800"``, legal JSON, illegal UTF-8) in the stream text,
@@ -32,11 +34,12 @@ from __future__ import annotations
 import asyncio
 import threading
 
-MODES = ("flood", "drip", "trickle", "huge", "surrogates", "cut", "deep")
+MODES = ("flood", "drip", "trickle", "mute", "huge", "surrogates", "cut", "deep")
 #: Upper bound of one flood, so the server's own loop is bounded (a client that keeps reading
 #: stops it here; one that stops reading stops it sooner).
 FLOOD_EVENTS = 2_000_000
 DRIP_S = 1.0
+MUTE_S = 600.0
 DEPTH = 100_000
 MODEL = "hostile-model"
 
@@ -134,6 +137,10 @@ class HostileServer:
                 writer.write(b":")
                 await writer.drain()
                 await asyncio.sleep(DRIP_S)
+            return
+        if mode == "mute":
+            await writer.drain()
+            await asyncio.sleep(MUTE_S)
             return
         if mode == "flood":
             event = b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'

@@ -188,7 +188,7 @@ def test_pairs_are_interleaved_counterbalanced_and_never_over_concurrency(server
     assert all(t.t_sent >= warm_end for t in traces if not t.warmup)
     by_send = sorted(traces, key=lambda t: t.t_sent)
     firsts = [[t.path for t in by_send if t.index == k] for k in range(warmup + requests)]
-    assert firsts[0] == ["direct", "gateway"] and firsts[1] == ["gateway", "direct"]  # A B, B A
+    assert firsts[0] == ["direct", "gateway"] and firsts[1] == ["gateway", "direct"], firsts  # A B, B A
     assert evidence.shape.model == MODEL and evidence.shape.paths["gateway"].endswith("framing=close")
 
 

@@ -790,30 +790,44 @@ class _Probe:
         token comes within the bound its direct path sets, from the send
         (``doctor.probes.deadlines.gateway_head_bound``): then ``_BoundPassed``. Unbounded once
         ``released`` (the first token, or an answer that is no stream). The bound is read again whenever
-        a direct request answers, since the gateway's first request is sent beside the direct path's first."""
+        a direct request answers, since the gateway's first request is sent beside the direct path's first.
+
+        ``work`` runs in this very task and a watcher beside it cancels the task when the bound passes:
+        a task of its own would start only after the direct request scheduled behind it had been sent,
+        and the pair would lose its counterbalanced order (A B, B A)."""
         sent = self.clock.now()
-        task = asyncio.ensure_future(work)  # the same context: its reads go to this request's log
-        try:
+        current = asyncio.current_task()
+        assert current is not None  # a coroutine of the probe's event loop
+        passed: list[HeadBound] = []
+
+        async def watch() -> None:
             while not released.is_set():
                 news = self.direct_news
                 bound = gateway_head_bound(self.traces, self.config.budgets.ttft_s)
                 start = trace.t_sent if trace.t_sent is not None else sent
                 left = None if bound is None else start + bound.seconds - self.clock.now()
                 if bound is not None and left is not None and left <= 0:
-                    raise _BoundPassed(bound)
+                    passed.append(bound)
+                    current.cancel()
+                    return
                 waiters = {asyncio.ensure_future(news.wait()), asyncio.ensure_future(released.wait())}
                 try:
-                    done, _ = await asyncio.wait({task, *waiters}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait(waiters, timeout=left, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     for waiter in waiters:
                         waiter.cancel()
-                if task in done:
-                    break
-            await task
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await work
+        except asyncio.CancelledError:
+            # the watcher's own cancellation becomes the bound; any other (the deadline, Ctrl-C) goes on
+            uncancel = getattr(current, "uncancel", None)  # Python 3.11+: counts the task's cancel requests
+            if passed and (uncancel is None or uncancel() == 0):
+                raise _BoundPassed(passed[0]) from None
+            raise
         finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+            watcher.cancel()
 
     async def _check_scheme(self, path: ProbePath, trace: RequestTrace) -> None:
         """Once per path: when an https:// URL's handshake failed or timed out, whether its port

@@ -193,6 +193,38 @@ def test_tables_are_verbose_only(report: Report) -> None:
     assert ["TTFT", "p90", "110", "ms", "717", "ms"] in lines  # the key numbers stay
 
 
+def test_what_users_felt_lists_every_witness_the_html_page_shows(report: Report) -> None:
+    """The verdict names one witness of this table, the probe's paths included: the text and the
+    page list the same rows (the probe's were once left out of the text)."""
+    lines = [line.split() for line in terminal(report, tty=False, width=1000).splitlines()]
+    rows = html_tables(render_html(report))[("witnesses", "0")]
+    assert any(row[:2] == ["the", "probe's"] for row in rows)
+    for row in rows:
+        assert row in lines, row
+
+
+def test_a_narrow_pipe_keeps_the_witness_column(report: Report, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At ``COLUMNS=60`` the witnesses fold and the headers break between words; no column is
+    dropped and no value is cut short."""
+    monkeypatch.setenv("COLUMNS", "60")
+    out = terminal(report, tty=False, pipe=True)
+    table = out.split("What users felt, by witness\n")[1].split("\n\n")[0].splitlines()
+    assert "…" not in out
+    assert any(line.startswith("witness ") for line in table), table
+    words = " ".join(line.split("  ")[0] for line in table)
+    assert "the probe's gateway requests" in words and "histograms" in words
+    assert all(len(line) <= 60 for line in table), table
+
+
+def test_a_findings_continuation_lines_align_under_its_text(report: Report) -> None:
+    lines = terminal(report, tty=False, width=60).splitlines()
+    first = lines.index(f"Findings ({len(report.findings)})") + 1
+    block = lines[first:lines.index("", first)]
+    heads = [line for line in block if line[:11].split() and line[:11].split()[0] in ("critical", "warning", "info")]
+    assert len(heads) == len(report.findings) and len(block) > len(heads)
+    assert all(line in heads or (line.startswith(" " * 11) and line[11] != " ") for line in block), block
+
+
 def test_verbose_says_why_a_table_is_missing() -> None:
     out = terminal(analyze(bundles.bundle()), tty=False, verbose=True)
     assert "Startup-log facts\nnone: no startup log (pass --log PATH)" in out

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from doctor.evidence.stream import FRAMINGS
 from doctor.model import RERUN_INSTRUCTION, Report, Symptom
-from doctor.units import UNKNOWN, fmt_pct, fmt_seconds
+from doctor.units import UNKNOWN, count_unit, fmt_pct, fmt_seconds
 
 #: One line a reader understands without knowing the symptom names.
 HEADLINES: dict[Symptom, str] = {
@@ -75,7 +75,7 @@ def fmt_evidence(value: Any, unit: str) -> str:
         return fmt_seconds(value)
     if unit == "B" and number:
         return fmt_bytes(value)
-    return f"{fmt_value(value)} {unit}".strip()
+    return f"{fmt_value(value)} {count_unit(value, unit)}".strip()
 
 
 def view(report: Report, name: str) -> tuple[dict[str, Any] | None, str | None]:

@@ -30,6 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from doctor.model import Outcome, Report, Severity, Symptom
+from doctor.units import counted
 from reports.summary import (
     HEADLINES,
     PARTIAL_NOTE,
@@ -211,9 +212,9 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         say(Padding(findings, (0, 0, 0, 2)))
     counts = {o: sum(1 for r in report.results if r.outcome is o) for o in Outcome}
     say(
-        f"\n{passed_count(report)} check(s) passed, {counts[Outcome.FINDING]} finding(s), "
+        f"\n{counted(passed_count(report), 'check')} passed, {counted(counts[Outcome.FINDING], 'finding')}, "
         f"{counts[Outcome.NOT_APPLICABLE]} not applicable, {counts[Outcome.MISSING_EVIDENCE]} missing evidence, "
-        f"{counts[Outcome.ERROR]} error(s)"
+        f"{counted(counts[Outcome.ERROR], 'error')}"
     )
     if verbose:
         say(fitted(grid(("code", "name", "outcome", "message"),

@@ -39,6 +39,7 @@ from reports.summary import (
     log_fact_rows,
     metric_rows,
     path_table,
+    sentence,
     strip_controls,
     verify_text,
     view,
@@ -69,7 +70,8 @@ def environment() -> Environment:
         finalize=_printable,
     )
     env.filters.update(seconds=fmt_seconds, value=fmt_value, bytes=fmt_bytes, pct=fmt_pct, code=code_spans,
-                       evidence=fmt_evidence, counted=counted)
+                       evidence=fmt_evidence, counted=counted,
+                       sentence=sentence)
     return env
 
 

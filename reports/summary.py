@@ -44,6 +44,19 @@ def strip_controls(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+_PLAIN_WORD = re.compile(r"[a-z][a-z'-]*\b")
+
+
+def sentence(text: str) -> str:
+    """``text`` as a sentence of its own: a check's summary starts in lower case to follow
+    "LD301 proxy-buffering: ", which reads wrong at the start of a paragraph or after a full stop.
+    A first word that is a name as written (``vLLM``, ``proxy_buffering``, ``max_num_seqs``) stays."""
+    word = _PLAIN_WORD.match(text)
+    if word is None or text[word.end():word.end() + 1] == ".":
+        return text
+    return text[0].upper() + text[1:]
+
+
 def fmt_bytes(value: Any) -> str:
     if value is None:
         return "—"

@@ -18,6 +18,7 @@ from doctor.evidence import RunRecord
 from doctor.runner import analyze
 from doctor.units import fmt_seconds
 from reports import charts, render_html, write_outputs
+from reports.summary import sentence
 from tests.support import bundles
 from tests.support.html_dom import inventory
 from tests.support.report_cases import real_buffering_bundle, real_buffering_report
@@ -318,3 +319,18 @@ def test_a_report_naming_a_check_this_install_lacks_still_reanalyses(tmp_path) -
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["verdict"]["budgets"] == {"ttft_s": 0.2, "tpot_s": 0.2}
     assert {r["code"][:3] for r in report["results"]} == {"LD3"}  # the known part of the selection held
+
+
+def test_a_findings_summary_and_why_start_their_sentences_in_capitals(html: str) -> None:
+    """A check's summary starts in lower case to follow "LD301 proxy-buffering: "; on the page it is
+    a paragraph of its own, and its why follows a full stop."""
+    findings = re.findall(r'<div class="finding [^"]*" id="finding-[^"]*">(.*?)</div>', html, re.S)
+    assert findings
+    for block in findings:
+        summary = re.search(r"\n<p>(.)", block)
+        why = re.search(r"</code>(?: \(now [^)]*\))?(?: in .*?)?\. (\S)", block)
+        assert summary and summary.group(1).isupper(), block[:200]
+        assert why and not why.group(1).islower(), block[:400]
+    assert sentence("gateway delivers 16.5 events") == "Gateway delivers 16.5 events"
+    for name in ("vLLM preempted", "proxy_buffering is on", "config.json says", "`max_num_seqs` 256"):
+        assert sentence(name) == name

@@ -174,3 +174,27 @@ def test_diagnose_keeps_a_bundle_that_reanalyses_alike(monkeypatch, tmp_path):
     assert "PROXY-ONLY" in live.output, live.output
     again = runner.invoke(app, ["analyze", "kept.json.gz"])
     assert "PROXY-ONLY" in again.output, again.output
+
+
+def every_command():
+    """``(name, click command)`` for the app and every command under it."""
+    import typer
+
+    def walk(command, name):
+        yield name, command
+        for sub_name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, f"{name} {sub_name}")
+    return list(walk(typer.main.get_command(app), "llm-doctor"))
+
+
+def test_help_prose_wraps_once():
+    """The rich help formatter keeps a single line break: a paragraph wrapped in the source was
+    wrapped again at the terminal's width, mid-sentence. Each paragraph is one line in the source
+    (the examples' command lines are paragraphs of their own)."""
+    import inspect
+
+    for name, command in every_command():
+        for paragraph in inspect.cleandoc(command.help or "").split("\n\n"):
+            assert "\n" not in paragraph, (name, paragraph)
+        for param in command.params:
+            assert "\n" not in (getattr(param, "help", None) or ""), (name, param.name)

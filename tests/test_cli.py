@@ -198,3 +198,32 @@ def test_help_prose_wraps_once():
             assert "\n" not in paragraph, (name, paragraph)
         for param in command.params:
             assert "\n" not in (getattr(param, "help", None) or ""), (name, param.name)
+
+
+def test_every_readme_jq_example_reads_a_real_field():
+    """The README once read ``log --json``'s facts at the top level, where they live under ``facts``.
+
+    Each ``jq .path`` in the README is resolved in the real output of the command on its line
+    (``log`` or ``metrics`` of a fixture), or of both where the prose names no command; the lab's
+    URL file (``jq -r``) is read by the README's own local-target example, tried by hand.
+    """
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    outputs = {
+        "log": runner.invoke(app, ["log", str(root / "fixtures/logs/startup-0.32.0-cpu-default.log"), "--json"]),
+        "metrics": runner.invoke(app, ["metrics", str(root / "fixtures/metrics/0.32.0-cpu-idle.prom"),
+                                       str(root / "fixtures/metrics/0.32.0-cpu-after-load.prom"), "--json"]),
+    }
+    documents = {name: json.loads(result.stdout) for name, result in outputs.items()}
+    examples = [(line, path) for line in (root / "README.md").read_text().splitlines()
+                for path in re.findall(r"\bjq (\.[\w.]+)", line)]
+    assert len(examples) >= 3
+    for line, path in examples:
+        named = [name for name in documents if f"llm-doctor {name} " in line]
+        for name in named or list(documents):
+            value = documents[name]
+            for key in path.strip(".").split("."):
+                assert isinstance(value, dict) and key in value, (line, name, key)
+                value = value[key]

@@ -10,7 +10,6 @@ from doctor.collect import collect
 from doctor.config import load_config
 from doctor.console import err, progress
 from doctor.exit_codes import ExitCode, usable_evidence
-from doctor.units import counted
 from doctor.settings import build_collect_config, check_output_paths, require_evidence_source
 
 
@@ -22,7 +21,7 @@ def run(opts: dict[str, Any], bundle: Path) -> ExitCode:
     check_output_paths(bundle)
     result = collect(config, progress)
     save(result, bundle)
-    err.print(f"wrote {bundle} ({counted(len(result.errors), 'evidence error')})")
+    err.print(f"wrote {bundle} ({len(result.errors)} evidence error(s))")
     if result.interrupted:
         return ExitCode.INTERRUPTED
     if not usable_evidence(result):

@@ -204,11 +204,15 @@ def test_every_readme_jq_example_reads_a_real_field():
     """The README once read ``log --json``'s facts at the top level, where they live under ``facts``.
 
     Each ``jq .path`` in the README is resolved in the real output of the command on its line
-    (``log`` or ``metrics`` of a fixture), or of both where the prose names no command; the lab's
+    (``log`` or ``metrics`` of a fixture, a report for ``diagnose`` and ``analyze``), or of both
+    ``log`` and ``metrics`` where the prose names no command; the lab's
     URL file (``jq -r``) is read by the README's own local-target example, tried by hand.
     """
     import re
     from pathlib import Path
+
+    from reports import render_json
+    from tests.support.report_cases import real_buffering_report
 
     root = Path(__file__).resolve().parent.parent
     outputs = {
@@ -217,12 +221,13 @@ def test_every_readme_jq_example_reads_a_real_field():
                                        str(root / "fixtures/metrics/0.32.0-cpu-after-load.prom"), "--json"]),
     }
     documents = {name: json.loads(result.stdout) for name, result in outputs.items()}
+    documents["diagnose"] = documents["analyze"] = json.loads(render_json(real_buffering_report()))
     examples = [(line, path) for line in (root / "README.md").read_text().splitlines()
                 for path in re.findall(r"\bjq (\.[\w.]+)", line)]
     assert len(examples) >= 3
     for line, path in examples:
-        named = [name for name in documents if f"llm-doctor {name} " in line]
-        for name in named or list(documents):
+        named = [name for name in documents if f"{name} " in line]
+        for name in named or list(outputs):
             value = documents[name]
             for key in path.strip(".").split("."):
                 assert isinstance(value, dict) and key in value, (line, name, key)

@@ -144,38 +144,6 @@ def test_every_set_in_the_help_examples_is_a_real_option():
     validate_settings(load_registry(plugins=False), parse_set(examples))
 
 
-@pytest.mark.parametrize("alias, code", [("queueing", "LD101"), ("prefill-bound", "LD102"), ("cold start", "LD103"),
-                                         ("transport", "LD104")])
-def test_explain_knows_the_names_the_issue_uses(alias, code):
-    result = runner.invoke(app, ["explain", alias])
-    assert result.exit_code == 0, result.output
-    assert result.output.startswith(code)
-
-
-def test_explain_prints_each_option_with_its_default_and_meaning():
-    result = runner.invoke(app, ["explain", "gateway-overhead"])
-    assert result.exit_code == 0, result.output
-    options = result.output.split("## Options", 1)[1]
-    assert "LD304.min_added_s = 0.05: added time below this is noise for interactive use" in options
-    assert "(not documented)" not in options
-    assert runner.invoke(app, ["explain", "LD208"]).output.startswith("LD508 gpu-xid-errors")  # a former code
-
-
-def test_diagnose_keeps_a_bundle_that_reanalyses_alike(monkeypatch, tmp_path):
-    """``--bundle`` from diagnose records the budgets, so ``analyze`` of it gives diagnose's verdict."""
-    from doctor.bundle import load_path
-    from tests.realvllm.scenarios import SCENARIOS
-
-    scenario = SCENARIOS["proxy-buffering"]
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("doctor.pipeline.collect", lambda config, progress: load_path(scenario.recorded))
-    live = runner.invoke(app, ["diagnose", "--engine", "http://127.0.0.1:8000", *scenario.budget_args(),
-                               "--bundle", "kept.json.gz", "--md", "r.md"])
-    assert "PROXY-ONLY" in live.output, live.output
-    again = runner.invoke(app, ["analyze", "kept.json.gz"])
-    assert "PROXY-ONLY" in again.output, again.output
-
-
 def every_command():
     """``(name, click command)`` for the app and every command under it."""
     import typer
@@ -232,3 +200,36 @@ def test_every_readme_jq_example_reads_a_real_field():
             for key in path.strip(".").split("."):
                 assert isinstance(value, dict) and key in value, (line, name, key)
                 value = value[key]
+
+
+@pytest.mark.parametrize("alias, code", [("queueing", "LD101"), ("prefill-bound", "LD102"), ("cold start", "LD103"),
+                                         ("transport", "LD104")])
+def test_explain_knows_the_names_the_issue_uses(alias, code):
+    result = runner.invoke(app, ["explain", alias])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(code)
+
+
+def test_explain_prints_each_option_with_its_default_and_meaning():
+    result = runner.invoke(app, ["explain", "gateway-overhead"])
+    assert result.exit_code == 0, result.output
+    options = result.output.split("## Options", 1)[1]
+    assert "LD304.min_added_s = 0.05: added time below this is noise for interactive use" in options
+    assert "(not documented)" not in options
+    assert runner.invoke(app, ["explain", "LD208"]).output.startswith("LD508 gpu-xid-errors")  # a former code
+
+
+def test_diagnose_keeps_a_bundle_that_reanalyses_alike(monkeypatch, tmp_path):
+    """``--bundle`` from diagnose records the budgets, so ``analyze`` of it gives diagnose's verdict."""
+    from doctor.bundle import load_path
+    from tests.realvllm.scenarios import SCENARIOS
+
+    scenario = SCENARIOS["proxy-buffering"]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("doctor.pipeline.collect", lambda config, progress: load_path(scenario.recorded))
+    live = runner.invoke(app, ["diagnose", "--engine", "http://127.0.0.1:8000", *scenario.budget_args(),
+                               "--bundle", "kept.json.gz", "--md", "r.md"])
+    assert "PROXY-ONLY" in live.output, live.output
+    again = runner.invoke(app, ["analyze", "kept.json.gz"])
+    assert "PROXY-ONLY" in again.output, again.output
+

@@ -232,4 +232,3 @@ def test_diagnose_keeps_a_bundle_that_reanalyses_alike(monkeypatch, tmp_path):
     assert "PROXY-ONLY" in live.output, live.output
     again = runner.invoke(app, ["analyze", "kept.json.gz"])
     assert "PROXY-ONLY" in again.output, again.output
-

@@ -157,11 +157,7 @@ def watch(
 ) -> None:
     """Diagnose every --every, serve the latest round on /metrics, keep a history; SIGTERM ends after the round.
 
-    Each round is a whole diagnose (its own warm-up); rounds never overlap. A target that is
-    down is retried with backoff inside the period, then reported as the round's outage (exit 1,
-    llm_doctor_up 0), not the end of the watch. --canary-engine probes a canary in the same
-    round and compares it with the stable; --engine repeated watches a fleet. The exit code is
-    the last round's.
+    Each round is a whole diagnose (its own warm-up); rounds never overlap. A target that is down is retried with backoff inside the period, then reported as the round's outage (exit 1, llm_doctor_up 0), not the end of the watch. --canary-engine probes a canary in the same round and compares it with the stable; --engine repeated watches a fleet. The exit code is the last round's.
 
     [bold]Examples[/]
 
@@ -185,10 +181,7 @@ def load_cmd(
 ) -> None:
     """Load the target in one of MLPerf's scenarios: latency percentiles, throughput, goodput, diagnosed.
 
-    Open loop in the server scenario: arrivals never wait for answers, and an arrival the client
-    could not send on time is counted late (its latency still counts from its schedule). The
-    engine's /metrics is scraped over the run and every check runs on the result. Ctrl-C or
-    SIGTERM stops sending at once and still writes the report.
+    Open loop in the server scenario: arrivals never wait for answers, and an arrival the client could not send on time is counted late (its latency still counts from its schedule). The engine's /metrics is scraped over the run and every check runs on the result. Ctrl-C or SIGTERM stops sending at once and still writes the report.
 
     [bold]Examples[/]
 
@@ -217,13 +210,7 @@ def sweep_cmd(
 ) -> None:
     """Find the SLO knee: the most load within --ttft-budget and --tpot-budget, why, and max_num_seqs.
 
-    Levels double until one is over budget, then bisect between the last within and the first
-    over; each level runs --requests (default 64, the fewest for a p90 early-stopping bound) and
-    is diagnosed like a load run. The engine's /metrics at the first level over says why the
-    knee is there; the recommendation is max_num_seqs at the knee, or replicas when the KV cache
-    or compute runs out first. A level whose client was suspect is never the knee.
-    --metrics-textfile and --pushgateway export the knee, the budget that binds and the setting
-    (llm_doctor_sweep_*, job llm-doctor-sweep).
+    Levels double until one is over budget, then bisect between the last within and the first over; each level runs --requests (default 64, the fewest for a p90 early-stopping bound) and is diagnosed like a load run. The engine's /metrics at the first level over says why the knee is there; the recommendation is max_num_seqs at the knee, or replicas when the KV cache or compute runs out first. A level whose client was suspect is never the knee. --metrics-textfile and --pushgateway export the knee, the budget that binds and the setting (llm_doctor_sweep_*, job llm-doctor-sweep).
 
     [bold]Examples[/]
 
@@ -264,8 +251,7 @@ def analyze_cmd(
 ) -> None:
     """Re-analyse saved evidence. Never touches the network.
 
-    A report (or a bundle kept by diagnose) re-analyses with the budgets, thresholds, selection
-    and --fail-on it was made with; flags and an explicit --config change them.
+    A report (or a bundle kept by diagnose) re-analyses with the budgets, thresholds, selection and --fail-on it was made with; flags and an explicit --config change them.
 
     [bold]Examples[/]
 
@@ -291,13 +277,7 @@ def compare_cmd(
 ) -> None:
     """Compare two runs: refuse unlike ones (exit 2), flag a latency regression (exit 1), say when the runs are too small to tell (exit 2).
 
-    Runs must agree on model, revision, engine version and config, route, request shape,
-    concurrency, scenario, provider, region and client location. Like runs get TTFT, TPOT, ITL
-    and E2E p50/p90 per path side by side. A difference is a regression when it is beyond noise
-    (a Mann-Whitney U test over the per-request samples, exact for small runs) and the typical
-    request moved by more than both the relative and the absolute threshold. A shift that large
-    which the samples cannot tell from noise is undecided: the message says about how many
-    requests per run would decide it.
+    Runs must agree on model, revision, engine version and config, route, request shape, concurrency, scenario, provider, region and client location. Like runs get TTFT, TPOT, ITL and E2E p50/p90 per path side by side. A difference is a regression when it is beyond noise (a Mann-Whitney U test over the per-request samples, exact for small runs) and the typical request moved by more than both the relative and the absolute threshold. A shift that large which the samples cannot tell from noise is undecided: the message says about how many requests per run would decide it.
 
     [bold]Examples[/]
 
@@ -336,8 +316,7 @@ def log_cmd(
     source: Annotated[str, typer.Argument(help="Engine log file: vLLM, SGLang, llama-server, TGI or TensorRT-LLM ('-' = stdin, .gz accepted).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON to stdout (a switch, not a path).")] = False,
 ) -> None:
-    """Read an engine's log (vLLM, SGLang, llama-server, TGI, TensorRT-LLM): version, engine
-    config, KV capacity, startup errors, stats over time.
+    """Read an engine's log (vLLM, SGLang, llama-server, TGI, TensorRT-LLM): version, engine config, KV capacity, startup errors, stats over time.
 
     [bold]Examples[/]
 
@@ -355,9 +334,7 @@ def metrics_cmd(
     sources: Annotated[list[str], typer.Argument(help="Saved /metrics scrapes (curl http://engine/metrics > a.prom), in the order taken.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON to stdout (a switch, not a path).")] = False,
 ) -> None:
-    """Read saved /metrics scrapes of vLLM, SGLang, llama.cpp, TGI or trtllm-serve: running,
-    waiting, KV usage, preemptions, latency histograms. One file: totals since the engine
-    started; two: the window between them.
+    """Read saved /metrics scrapes of vLLM, SGLang, llama.cpp, TGI or trtllm-serve: running, waiting, KV usage, preemptions, latency histograms. One file: totals since the engine started; two: the window between them.
 
     [bold]Examples[/]
 

@@ -173,11 +173,11 @@ class CheckResult:
 
 @dataclass
 class Component:
-    """One share of the excess latency in the decomposition."""
+    """One part of the mean latency a decomposition splits (``Decomposition.ttft_basis`` / ``itl_basis``)."""
 
     name: str  # e.g. "queue", "prefill", "gateway", "transport", "preemption-stalls"
     seconds: float | None
-    share: float | None = None  # of the excess (0..1)
+    share: float | None = None  # of that whole, the basis (0..1)
     source: str = ""
 
 

@@ -26,3 +26,18 @@ def fmt_seconds(seconds: Any) -> str:
 def fmt_pct(fraction: Any) -> str:
     """``0.82`` -> ``82 %`` (a share or a usage fraction, never a value already in percent)."""
     return UNKNOWN if fraction is None else f"{float(fraction) * 100:.0f} %"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``counted(1, "check")`` -> ``1 check``, ``counted(2, "check")`` -> ``2 checks``: "1 events" reads wrong."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def count_unit(value: Any, unit: str) -> str:
+    """A plural unit of counted things said of one of them (``1`` and ``"events"`` -> ``event``);
+    any other unit, or any other value, as it is."""
+    if value != 1 or isinstance(value, bool) or not unit.isalpha() or not unit.islower() or len(unit) < 3:
+        return unit
+    if unit.endswith("ies"):
+        return unit[:-3] + "y"
+    return unit[:-1] if unit.endswith("s") and not unit.endswith("ss") else unit

@@ -317,6 +317,24 @@ def gap_histogram(gaps_by_path: Mapping[str, Sequence[float]]) -> Markup:
 _COMPONENT_COLOURS = {"gateway": "c0", "transport": "c1", "queue": "c2", "prefill": "c3"}
 
 
+#: Characters of a 12px row label that fit in the ``LEFT`` margin (about 7 units each).
+ROW_LABEL_CHARS = 15
+
+
+def row_label(text: str, x: float, y_mid: float) -> Markup:
+    """A right-aligned label ending at ``x``, its lines centred on ``y_mid``, broken between
+    words to fit the left margin: one long line ran off the canvas ("ateway TTFT mean")."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= ROW_LABEL_CHARS:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    first = y_mid + 4 - 14 * (len(lines) - 1) / 2
+    return el("text", {"x": x, "y": first, "class": "rowlabel", "text-anchor": "end"},
+              *(el("tspan", {"x": x, "dy": 14 if i else None}, line) for i, line in enumerate(lines)))
+
+
 def component_colours(names: Iterable[str]) -> dict[str, str]:
     spare = iter(["c4", "c5", "c2", "c3", "c1", "c0"] * 4)
     return {n: _COMPONENT_COLOURS.get(n) or next(spare) for n in names}
@@ -339,8 +357,7 @@ def stacked_bar(segments: Sequence[Segment], *, total: float | None, budget: flo
     colour = component_colours(s.name for s in shown)
     xmax = max([sum(s.seconds for s in shown), total or 0, budget or 0, 1e-3]) * 1.05
     x = Scale(0, xmax, LEFT, WIDTH - RIGHT)
-    parts: list[Markup] = [el("text", {"x": LEFT - 8, "y": top + bar_h / 2 + 4, "class": "rowlabel",
-                                       "text-anchor": "end"}, total_name)]
+    parts: list[Markup] = [row_label(total_name, LEFT - 8, top + bar_h / 2)]
     pos = 0.0
     for s in shown:
         w = x(pos + s.seconds) - x(pos)

@@ -25,7 +25,7 @@ from doctor.evidence import GpuEvidence, RequestTrace
 from doctor.evidence.machine import XID_NOTE_PREFIX
 from doctor.model import Component, Finding, Outcome, Report, Severity
 from doctor.serial import to_jsonable
-from doctor.units import fmt_pct, fmt_seconds
+from doctor.units import counted, fmt_pct, fmt_seconds
 from reports import charts
 from reports.sizing import sizing_rows
 from reports.summary import (
@@ -40,6 +40,7 @@ from reports.summary import (
     metric_rows,
     path_table,
     risks,
+    sentence,
     strip_controls,
     verify_text,
     view,
@@ -70,7 +71,8 @@ def environment() -> Environment:
         finalize=_printable,
     )
     env.filters.update(seconds=fmt_seconds, value=fmt_value, bytes=fmt_bytes, pct=fmt_pct, code=code_spans,
-                       evidence=fmt_evidence)
+                       evidence=fmt_evidence, counted=counted,
+                       sentence=sentence)
     return env
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from doctor.model import Report
+from doctor.units import counted
 from reports.summary import PARTIAL_NOTE, fmt_evidence, headline, key_numbers, passed_count, strip_controls, verify_text, view
 
 _SPECIAL = str.maketrans({"|": "\\|", "[": "\\[", "]": "\\]", "\\": "\\\\", "\n": " ", "\r": " "})
@@ -78,7 +79,7 @@ def render_markdown(report: Report, full_report: str | None = None) -> str:
         lines += [f"- {md(e.name)}: {md(fmt_evidence(e.value, e.unit))} ({md(e.source)})" for e in primary.evidence]
         lines.append("")
     run = report.bundle.run
-    facts = [f"llm-doctor {md(report.tool_version)}", f"{passed_count(report)} check(s) passed"]
+    facts = [f"llm-doctor {md(report.tool_version)}", f"{counted(passed_count(report), 'check')} passed"]
     facts += [f"{label} {md(value)}" for label, value in
               (("model", run.model), ("vLLM", run.vllm_version), ("region", run.region), ("run", run.started_at)) if value]
     if full_report:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from doctor.evidence.stream import FRAMINGS
 from doctor.model import RERUN_INSTRUCTION, Finding, Report, Severity, Symptom
-from doctor.units import UNKNOWN, fmt_pct, fmt_seconds
+from doctor.units import UNKNOWN, count_unit, fmt_pct, fmt_seconds
 
 #: One line a reader understands without knowing the symptom names.
 HEADLINES: dict[Symptom, str] = {
@@ -61,6 +61,19 @@ def strip_controls(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+_PLAIN_WORD = re.compile(r"[a-z][a-z'-]*\b")
+
+
+def sentence(text: str) -> str:
+    """``text`` as a sentence of its own: a check's summary starts in lower case to follow
+    "LD301 proxy-buffering: ", which reads wrong at the start of a paragraph or after a full stop.
+    A first word that is a name as written (``vLLM``, ``proxy_buffering``, ``max_num_seqs``) stays."""
+    word = _PLAIN_WORD.match(text)
+    if word is None or text[word.end():word.end() + 1] == ".":
+        return text
+    return text[0].upper() + text[1:]
+
+
 def fmt_bytes(value: Any) -> str:
     if value is None:
         return "—"
@@ -92,7 +105,7 @@ def fmt_evidence(value: Any, unit: str) -> str:
         return fmt_seconds(value)
     if unit == "B" and number:
         return fmt_bytes(value)
-    return f"{fmt_value(value)} {unit}".strip()
+    return f"{fmt_value(value)} {count_unit(value, unit)}".strip()
 
 
 def view(report: Report, name: str) -> tuple[dict[str, Any] | None, str | None]:

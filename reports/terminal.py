@@ -21,12 +21,16 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TextIO, cast
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from doctor.model import Outcome, Report, Severity, Symptom
+from doctor.units import counted
 from reports.summary import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
@@ -108,9 +112,39 @@ def fitted(table: Table, console: Console) -> Table:
     shortening the others with "…"; an identifier cut short is worse than a long line, so the
     table is given the width its unfoldable columns need (print it with ``crop=False``).
     """
-    natural = Measurement.get(console, console.options.update_width(1 << 16), table)
+    measure = partial(Measurement.get, console, console.options.update_width(1 << 16), table)
+    natural = measure()
+    if natural.maximum > console.width:
+        _pin_whole_columns(table, console, fold_headers=False)
+        if measure().minimum > console.width:
+            _pin_whole_columns(table, console, fold_headers=True)
+        natural = measure()
     table.width = min(natural.maximum, max(console.width, natural.minimum))
     return table
+
+
+def _pin_whole_columns(table: Table, console: Console, *, fold_headers: bool) -> None:
+    """Fix each unfoldable column at the width of its longest cell (and header, unless
+    ``fold_headers``: then the header folds between its words).
+
+    rich measures a cell's minimum as its longest word, even in a column that may not fold, and
+    when the whole cells do not fit it narrows the folding columns, down to nothing when there
+    is one: the witness table at 60 columns lost its witnesses. A pinned column keeps its cells
+    whole, and the measured minimum, which ``fitted`` widens the table to, becomes true.
+    """
+    for column in table.columns:
+        if not column.no_wrap:
+            continue
+        header = console.render_str(column.header) if isinstance(column.header, str) else column.header
+        if not isinstance(header, Text):
+            continue
+        header.no_wrap, header.overflow = not fold_headers, "fold"
+        cells = [cell.plain if isinstance(cell, Text) else console.render_str(cell).plain
+                 for cell in column.cells if isinstance(cell, (str, Text))]
+        heading = header.plain.split() if fold_headers else header.plain.splitlines()
+        column.header = header
+        column.width = max([cell_len(line) for cell in cells for line in cell.splitlines()]
+                           + [cell_len(part) for part in heading] + [1])
 
 
 def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], *, wrap: Sequence[int] = ()) -> Table:
@@ -172,25 +206,30 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         say(fitted(grid(("", *paths), ((label, *(values[p] for p in paths)) for label, values in key_numbers(stats))),
                       console))
     felt, _ = view(report, "user_felt")
-    servers = [row for row, w in zip(witness_rows(felt), (felt or {}).get("witnesses", []), strict=True)
-               if w.get("source") != "probe"]
-    if servers or (verbose and felt):  # the per-path table above is the probe's own row
+    witnesses = witness_rows(felt)
+    if witnesses:  # the HTML page's rows: the verdict names one of them, the probe's included
         say("\n[bold]What users felt, by witness[/]")
-        say(fitted(grid(WITNESS_HEADERS, witness_rows(felt) if verbose else servers, wrap=(0,)), console))
+        say(fitted(grid(WITNESS_HEADERS, witnesses, wrap=(0,)), console))
     if report.findings:
         say(f"\n[bold]Findings ({len(report.findings)})[/]")
-    for f in report.findings:
-        risk = "" if f.felt else " (risk, not felt)"
-        say(f"  [{_STYLE[f.severity]}]{f.severity.value:8}[/] {f.code} {clean(f.name)}{risk}: {clean(f.summary)}")
-        if verbose:
-            say(f"           change [cyan]{clean(f.remediation.setting)}[/] -> {clean(f.remediation.suggested)}")
-            for ev in f.evidence:
-                say(f"           {clean(ev.name)} = {clean(fmt_evidence(ev.value, ev.unit))}  [dim]{clean(ev.source)}[/]")
+    if report.findings:  # a finding's continuation lines align under its text, not at column 0
+        findings = Table.grid(padding=(0, 1, 0, 0))
+        findings.add_column(no_wrap=True)
+        findings.add_column()
+        for f in report.findings:
+            risk = "" if f.felt else " (risk, not felt)"
+            findings.add_row(f"[{_STYLE[f.severity]}]{f.severity.value}[/]",
+                             f"{f.code} {clean(f.name)}{risk}: {clean(f.summary)}")
+            if verbose:
+                findings.add_row("", f"change [cyan]{clean(f.remediation.setting)}[/] -> {clean(f.remediation.suggested)}")
+                for ev in f.evidence:
+                    findings.add_row("", f"{clean(ev.name)} = {clean(fmt_evidence(ev.value, ev.unit))}  [dim]{clean(ev.source)}[/]")
+        say(Padding(findings, (0, 0, 0, 2)))
     counts = {o: sum(1 for r in report.results if r.outcome is o) for o in Outcome}
     say(
-        f"\n{passed_count(report)} check(s) passed, {counts[Outcome.FINDING]} finding(s), "
+        f"\n{counted(passed_count(report), 'check')} passed, {counted(counts[Outcome.FINDING], 'finding')}, "
         f"{counts[Outcome.NOT_APPLICABLE]} not applicable, {counts[Outcome.MISSING_EVIDENCE]} missing evidence, "
-        f"{counts[Outcome.ERROR]} error(s)"
+        f"{counted(counts[Outcome.ERROR], 'error')}"
     )
     if verbose:
         say(fitted(grid(("code", "name", "outcome", "message"),

@@ -185,6 +185,64 @@ def test_every_set_in_the_help_examples_is_a_real_option():
     validate_settings(load_registry(plugins=False), parse_set(examples))
 
 
+def every_command():
+    """``(name, click command)`` for the app and every command under it."""
+    import typer
+
+    def walk(command, name):
+        yield name, command
+        for sub_name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, f"{name} {sub_name}")
+    return list(walk(typer.main.get_command(app), "llm-doctor"))
+
+
+def test_help_prose_wraps_once():
+    """The rich help formatter keeps a single line break: a paragraph wrapped in the source was
+    wrapped again at the terminal's width, mid-sentence. Each paragraph is one line in the source
+    (the examples' command lines are paragraphs of their own)."""
+    import inspect
+
+    for name, command in every_command():
+        for paragraph in inspect.cleandoc(command.help or "").split("\n\n"):
+            assert "\n" not in paragraph, (name, paragraph)
+        for param in command.params:
+            assert "\n" not in (getattr(param, "help", None) or ""), (name, param.name)
+
+
+def test_every_readme_jq_example_reads_a_real_field():
+    """The README once read ``log --json``'s facts at the top level, where they live under ``facts``.
+
+    Each ``jq .path`` in the README is resolved in the real output of the command on its line
+    (``log`` or ``metrics`` of a fixture, a report for ``diagnose`` and ``analyze``), or of both
+    ``log`` and ``metrics`` where the prose names no command; the lab's
+    URL file (``jq -r``) is read by the README's own local-target example, tried by hand.
+    """
+    import re
+    from pathlib import Path
+
+    from reports import render_json
+    from tests.support.report_cases import real_buffering_report
+
+    root = Path(__file__).resolve().parent.parent
+    outputs = {
+        "log": runner.invoke(app, ["log", str(root / "fixtures/logs/startup-0.32.0-cpu-default.log"), "--json"]),
+        "metrics": runner.invoke(app, ["metrics", str(root / "fixtures/metrics/0.32.0-cpu-idle.prom"),
+                                       str(root / "fixtures/metrics/0.32.0-cpu-after-load.prom"), "--json"]),
+    }
+    documents = {name: json.loads(result.stdout) for name, result in outputs.items()}
+    documents["diagnose"] = documents["analyze"] = json.loads(render_json(real_buffering_report()))
+    examples = [(line, path) for line in (root / "README.md").read_text().splitlines()
+                for path in re.findall(r"\bjq (\.[\w.]+)", line)]
+    assert len(examples) >= 3
+    for line, path in examples:
+        named = [name for name in documents if f"{name} " in line]
+        for name in named or list(outputs):
+            value = documents[name]
+            for key in path.strip(".").split("."):
+                assert isinstance(value, dict) and key in value, (line, name, key)
+                value = value[key]
+
+
 @pytest.mark.parametrize("alias, code", [("queueing", "LD101"), ("prefill-bound", "LD102"), ("cold start", "LD103"),
                                          ("transport", "LD104")])
 def test_explain_knows_the_names_the_issue_uses(alias, code):

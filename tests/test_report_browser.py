@@ -131,3 +131,39 @@ def test_screenshot_is_kept_as_an_artifact(tmp_path: Path, html: str) -> None:
     chromium(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1280,2400")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     shutil.copy(page, ARTIFACTS / "report-proxy-buffering.html")
+
+
+#: Run in the page after layout (the test's copy only, without the CSP that forbids scripts): where
+#: each chart's row label starts in its SVG's units, and on how many lines each startup-log key lies.
+MEASURE = """<script>
+const labels = [...document.querySelectorAll("svg text.rowlabel")].map(t => [t.textContent, t.getBBox().x]);
+const keys = [...document.querySelectorAll("table.facts td:first-child")].map(td => {
+  const range = document.createRange(); range.selectNodeContents(td);
+  const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+  return [td.textContent, tops.size];
+});
+document.body.setAttribute("data-layout", JSON.stringify({labels, keys}));
+</script>"""
+
+
+def laid_out(tmp_path: Path, html: str, width: int) -> dict[str, list[list[object]]]:
+    page = tmp_path / f"layout-{width}.html"
+    page.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html)
+                    .replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    dom = chromium(tmp_path, page.as_uri(), "--dump-dom", f"--window-size={width},2000").stdout
+    found = re.search(r'data-layout="([^"]*)"', dom)
+    assert found, "the measuring script did not run"
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+@pytest.mark.parametrize("width", [1280, 420])
+def test_chart_labels_and_log_keys_are_whole(tmp_path: Path, html: str, width: int) -> None:
+    """A decomposition bar's label ("gateway TTFT mean") ran off the chart's left edge, and a
+    narrow window broke startup-log keys inside a word ("max_model_l / en")."""
+    layout = laid_out(tmp_path, html, width)
+    assert any("TTFT" in text for text, _ in layout["labels"]), layout["labels"]
+    for text, x in layout["labels"]:
+        assert x >= 0, (text, x)
+    assert len(layout["keys"]) > 5
+    for key, lines in layout["keys"]:
+        assert lines == 1, key

@@ -62,7 +62,31 @@ def test_inter_token_bar_totals_what_its_parts_split_not_another_path() -> None:
     assert d.itl_basis == "direct TPOT mean" and d.itl_components
     html = render_html(real_buffering_report())
     total = sum(c.seconds for c in d.itl_components)
-    assert f"measured {fmt_seconds(total)}" in html and ">direct TPOT mean<" in html
+    assert f"measured {fmt_seconds(total)}" in html and "direct TPOT mean" in row_labels(html)
+
+
+def row_labels(html: str) -> list[str]:
+    """The charts' row labels as read, their lines (``tspan``) joined by a space."""
+    return [" ".join(re.findall(r">([^<>]+)<", label))
+            for label in re.findall(r'<text [^>]*class="rowlabel"[^>]*>(.*?)</text>', html)]
+
+
+def test_a_long_row_label_breaks_between_words_to_fit_the_margin() -> None:
+    label = str(charts.row_label("server inter-token latency mean", charts.LEFT - 8, 37))
+    lines = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", label)
+    assert " ".join(lines) == "server inter-token latency mean"
+    assert len(lines) > 1 and all(len(line) <= charts.ROW_LABEL_CHARS for line in lines)
+
+
+def test_component_shares_name_the_whole_they_divide(html: str) -> None:
+    """The column said "share of excess" over shares of the whole mean each bar splits."""
+    d = real_buffering_report().verdict.decomposition
+    text = " ".join(" ".join(inventory(html).text).split())
+    assert "excess" not in text
+    for basis, components in ((d.ttft_basis, d.ttft_components), (d.itl_basis, d.itl_components)):
+        assert basis and f"share of the {basis}" in text
+        whole = sum(c.seconds or 0.0 for c in components)
+        assert [c.share for c in components] == pytest.approx([(c.seconds or 0.0) / whole for c in components])
 
 
 def test_timeline_marks_bursts_on_the_gateway_only() -> None:
@@ -295,3 +319,20 @@ def test_a_report_naming_a_check_this_install_lacks_still_reanalyses(tmp_path) -
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["verdict"]["budgets"] == {"ttft_s": 0.2, "tpot_s": 0.2}
     assert {r["code"][:3] for r in report["results"]} == {"LD3"}  # the known part of the selection held
+
+
+def test_a_findings_summary_and_why_start_their_sentences_in_capitals(html: str) -> None:
+    """A check's summary starts in lower case to follow "LD301 proxy-buffering: "; on the page it is
+    a paragraph of its own, and its why follows a full stop."""
+    from reports.summary import sentence
+
+    findings = re.findall(r'<div class="finding [^"]*" id="finding-[^"]*">(.*?)</div>', html, re.S)
+    assert findings
+    for block in findings:
+        summary = re.search(r"\n<p>(.)", block)
+        why = re.search(r"</code>(?: \(now [^)]*\))?(?: in .*?)?\. (\S)", block)
+        assert summary and summary.group(1).isupper(), block[:200]
+        assert why and not why.group(1).islower(), block[:400]
+    assert sentence("gateway delivers 16.5 events") == "Gateway delivers 16.5 events"
+    for name in ("vLLM preempted", "proxy_buffering is on", "config.json says", "`max_num_seqs` 256"):
+        assert sentence(name) == name

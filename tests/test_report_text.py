@@ -24,6 +24,7 @@ from doctor.runner import analyze
 from doctor.units import fmt_seconds
 from reports import render_html, render_markdown
 from reports.markdown import md
+from reports.summary import fmt_evidence
 from reports.terminal import PIPE_WIDTH, print_report, stdout_console
 from tests.support import bundles
 from tests.support.html_dom import inventory
@@ -107,7 +108,7 @@ def test_terminal_summary_when_piped_is_plain_text(report: Report) -> None:
     assert lines[0] == "PROXY-ONLY  The gateway, not the engine, adds the latency"
     assert any(line.startswith("Change one thing: proxy_buffering -> off") for line in lines)
     assert any("critical LD301 proxy-buffering" in line for line in lines)
-    assert any(line.split()[:3] == [str(sum(r.outcome.value == "pass" for r in report.results)), "check(s)", "passed,"]
+    assert any(line.split()[:3] == [str(sum(r.outcome.value == "pass" for r in report.results)), "checks", "passed,"]
                for line in lines)
     assert "gateway events per read p50" not in out  # evidence only with --verbose
 
@@ -193,6 +194,54 @@ def test_tables_are_verbose_only(report: Report) -> None:
     assert ["TTFT", "p90", "110", "ms", "717", "ms"] in lines  # the key numbers stay
 
 
+def test_what_users_felt_lists_every_witness_the_html_page_shows(report: Report) -> None:
+    """The verdict names one witness of this table, the probe's paths included: the text and the
+    page list the same rows (the probe's were once left out of the text)."""
+    lines = [line.split() for line in terminal(report, tty=False, width=1000).splitlines()]
+    rows = html_tables(render_html(report))[("witnesses", "0")]
+    assert any(row[:2] == ["the", "probe's"] for row in rows)
+    for row in rows:
+        assert row in lines, row
+
+
+def test_a_narrow_pipe_keeps_the_witness_column(report: Report, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At ``COLUMNS=60`` the witnesses fold and the headers break between words; no column is
+    dropped and no value is cut short."""
+    monkeypatch.setenv("COLUMNS", "60")
+    out = terminal(report, tty=False, pipe=True)
+    table = out.split("What users felt, by witness\n")[1].split("\n\n")[0].splitlines()
+    assert "…" not in out
+    assert any(line.startswith("witness ") for line in table), table
+    words = " ".join(line.split("  ")[0] for line in table)
+    assert "the probe's gateway requests" in words and "histograms" in words
+    assert all(len(line) <= 60 for line in table), table
+
+
+def test_a_findings_continuation_lines_align_under_its_text(report: Report) -> None:
+    lines = terminal(report, tty=False, width=60).splitlines()
+    first = lines.index(f"Findings ({len(report.findings)})") + 1
+    block = lines[first:lines.index("", first)]
+    heads = [line for line in block if line[:11].split() and line[:11].split()[0] in ("critical", "warning", "info")]
+    assert len(heads) == len(report.findings) and len(block) > len(heads)
+    assert all(line in heads or (line.startswith(" " * 11) and line[11] != " ") for line in block), block
+
+
+def test_counts_of_one_are_singular(report: Report) -> None:
+    """"1 events", "1 finding(s)": a count of one says its noun in the singular, everywhere."""
+    one = copy.deepcopy(report)
+    one.findings = one.findings[:1]
+    for result in one.results:
+        if result.outcome is Outcome.FINDING and result.code != one.findings[0].code:
+            result.outcome = Outcome.NOT_APPLICABLE
+    one.findings[0].evidence[0].value, one.findings[0].evidence[0].unit = 1, "events"
+    text = terminal(one, tty=False, verbose=True)
+    assert ", 1 finding, " in " ".join(text.split()) and "0 errors" in text
+    assert f"{one.findings[0].evidence[0].name} = 1 event " in text
+    assert "1 finding;" in " ".join(inventory(render_html(one)).text)
+    assert fmt_evidence(1, "tries") == "1 try" and fmt_evidence(2, "events") == "2 events"
+    assert fmt_evidence(1, "s") == fmt_seconds(1) and fmt_evidence(1, "MHz") == "1 MHz"
+
+
 def test_verbose_says_why_a_table_is_missing() -> None:
     out = terminal(analyze(bundles.bundle()), tty=False, verbose=True)
     assert "Startup-log facts\nnone: no startup log (pass --log PATH)" in out
@@ -245,7 +294,7 @@ def test_piped_cli_output_is_short_plain_and_never_shortened(tmp_path) -> None:
     assert any(len(line) > 80 for line in lines)
     flat = " ".join(result.stdout.split())
     assert " ".join(data["verdict"]["summary"].split()) in flat
-    assert f"{sum(r['outcome'] == 'pass' for r in data['results'])} check(s) passed" in result.stdout
+    assert f"{sum(r['outcome'] == 'pass' for r in data['results'])} checks passed" in result.stdout
     rows = [line.split() for line in lines]
     for r in data["results"]:  # every check's row: code, name, outcome and its message's first word on a line
         assert [r["code"], r["name"], r["outcome"], r["message"].split()[0]] in [row[:4] for row in rows], r

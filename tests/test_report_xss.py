@@ -69,7 +69,7 @@ JS_URL = "javascript:alert(1)"
 ALLOWED_TAGS = {
     "html", "head", "meta", "title", "style", "body", "main", "nav", "a", "section", "span", "h1", "h2", "h3",
     "p", "div", "dl", "dt", "dd", "code", "strong", "em", "b", "i", "ol", "li", "table", "tr", "th", "td",
-    "figure", "figcaption", "svg", "line", "rect", "text", "path", "circle", "polyline", "details", "summary",
+    "figure", "figcaption", "svg", "line", "rect", "text", "tspan", "path", "circle", "polyline", "details", "summary",
     "pre", "br", "script",
 }
 

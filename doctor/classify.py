@@ -84,7 +84,7 @@ COMPONENT_CAUSES: dict[str, tuple[Cause, ...]] = {
     "batch-depth": (Cause.BATCH_DEPTH,),
     "token-bundling": (Cause.TOKEN_BUNDLING,),
     "gpu-state": (Cause.GPU_STATE,),
-    "decode": (Cause.BATCH_DEPTH, Cause.GPU_STATE, Cause.DECODE),
+    "decode": (Cause.BATCH_DEPTH, Cause.GPU_STATE, Cause.DECODE, Cause.STRUCTURED_OUTPUT),
 }
 
 #: Causes that explain a component only when none of ``COMPONENT_CAUSES`` fired: a queue that

@@ -56,6 +56,7 @@ class Cause(StrEnum):
     BATCH_DEPTH = "batch-depth"
     TOKEN_BUNDLING = "token-bundling"
     GPU_STATE = "gpu-state"
+    STRUCTURED_OUTPUT = "structured-output"  # a schema's compile, constrained decoding, a tool-call parser
     # proxy-only
     BUFFERING = "buffering"
     COMPRESSION = "compression"

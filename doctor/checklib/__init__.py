@@ -22,6 +22,9 @@ its remediation mean the same thing as every other check's:
 - **gateway limits** (``gateway_limits``): ``gateway_refusal`` (a failed request the gateway
   answered itself), ``engine_intake`` (requests the engine took in over the window) against
   ``probe_sent``, and ``gateway_wait`` (the staircase of an edge that lets fewer streams through).
+- **structured output** (``structured``): ``constrained_run`` (a constrained ``--payload``'s
+  requests in send order and its unconstrained twins, as ``ConstrainedRun``), ``request_ttft``
+  and ``per_token`` (one request's TTFT and TPOT, for twins no derived view holds).
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
   ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag, ``engine_of`` telling which engine);
@@ -76,10 +79,12 @@ from doctor.checklib.sizing import (
     sequences_that_fit,
     tokens_per_request,
 )
+from doctor.checklib.structured import ConstrainedRun, constrained_run, per_token, request_ttft
 from doctor.derive.gateway import KNOWN_PROXIES, header
 
 __all__ = [
     "COMPRESSED",
+    "ConstrainedRun",
     "ENGINE_FLAGS",
     "IDLE_TIMEOUTS",
     "KNOWN_PROXIES",
@@ -97,6 +102,7 @@ __all__ = [
     "capped_utilization",
     "compression_remediation",
     "default_max_num_seqs",
+    "constrained_run",
     "detect_proxy",
     "engine_flag",
     "engine_intake",
@@ -117,8 +123,10 @@ __all__ = [
     "measured_pair",
     "metric_read",
     "model_len",
+    "per_token",
     "probe_sent",
     "rerun",
+    "request_ttft",
     "retry_remediation",
     "sequences_that_fit",
     "stream_encoding",

@@ -37,6 +37,11 @@ Streams running are counted over the whole server, whatever their options. ``hea
 response headers S seconds (a front end slow to start answering: a long prompt, a busy server),
 which a gateway's read timeout counts, unlike the wait for a token after them.
 
+Structured output: a request that constrains decoding (``response_format`` other than text,
+``tools``, ``guided_json``) is answered as an engine with a grammar backend would: ``compile=S``
+adds S seconds to the first token of the first request per distinct schema (the compile, cached
+after), ``masked=F`` multiplies every constrained request's gaps by F (the per-step mask).
+
 With ``SseServer(metrics=True)`` the server also answers ``GET /metrics`` as vLLM does, from its
 own accounting: requests received (``vllm:prompt_tokens_total``, 38 per request as in the usage
 trailer), finished by reason (``length`` when an answer completes, ``abort`` when its client went
@@ -100,6 +105,7 @@ class SseServer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots: dict[int, asyncio.Semaphore] = {}
         self.running = 0  # streams admitted and not finished
+        self.compiled: set[str] = set()  # the schemas already "compiled" (``compile=S``)
 
     @property
     def url(self) -> str:
@@ -250,8 +256,14 @@ class SseServer:
         await writer.drain()
         n = int(opts.get("n") or request.get("max_tokens") or request.get("max_output_tokens") or 16)
         depth = float(opts.get("depth", 0))
-        schedule = _Schedule(t_request, float(opts.get("ttft", 0.05)), float(opts.get("itl", 0.01)), opts.get("stall"),
-                             depth=lambda: 1 + depth * max(self.running - 1, 0))
+        ttft, itl = float(opts.get("ttft", 0.05)), float(opts.get("itl", 0.01))
+        schema = _schema(request)
+        if schema is not None:
+            if schema not in self.compiled:
+                self.compiled.add(schema)
+                ttft += float(opts.get("compile", 0))
+            itl *= float(opts.get("masked", 1))
+        schedule = _Schedule(t_request, ttft, itl, opts.get("stall"), depth=lambda: 1 + depth * max(self.running - 1, 0))
         events = _Events(route, n, noevent=opts.get("noevent") == "1", usage=bool(stream_options.get("include_usage")),
                          continuous=bool(stream_options.get("continuous_usage_stats")))
         if fail == "hang":
@@ -281,6 +293,14 @@ class SseServer:
             return False  # the connection closes with the body unended: no last chunk
         await stream.end()
         return keep and chunked
+
+
+def _schema(request: dict[str, Any]) -> str | None:
+    """The request's constraint as a key (a schema, tools, a guided grammar); None for free text."""
+    fmt = request.get("response_format")
+    constraint = {"response_format": fmt if isinstance(fmt, dict) and fmt.get("type") != "text" else None,
+                  "tools": request.get("tools") or None, "guided_json": request.get("guided_json")}
+    return json.dumps(constraint, sort_keys=True) if any(constraint.values()) else None
 
 
 class _Schedule:

@@ -76,7 +76,8 @@ COMPONENT_CAUSES: dict[str, tuple[Cause, ...]] = {
     "gateway": (Cause.BUFFERING, Cause.COMPRESSION, Cause.GATEWAY_SERIALISATION, Cause.GATEWAY_OVERHEAD,
                 Cause.PROXY_TIMEOUT, Cause.GATEWAY_CAP, Cause.GATEWAY_RETRIES),
     "transport": (Cause.TRANSPORT,),
-    "queue": (Cause.QUEUE,),
+    # vLLM V1 keeps a request whose grammar is compiling in its waiting queue: a schema's compile is queue time
+    "queue": (Cause.QUEUE, Cause.STRUCTURED_OUTPUT),
     "prefill": (Cause.PREFILL,),
     "preemption-stalls": (Cause.PREEMPTION,),
     "prefill-interference": (Cause.PREFILL_INTERFERENCE,),

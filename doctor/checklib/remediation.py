@@ -27,6 +27,7 @@ ENGINE_FLAGS: dict[str, dict[str, str]] = {
     "enable_chunked_prefill": {SGLANG: "--chunked-prefill-size", TRTLLM: "--enable_chunked_prefill"},
     "enforce_eager": {SGLANG: "--disable-cuda-graph (remove it)"},
     "max_cudagraph_capture_size": {SGLANG: "--cuda-graph-max-bs"},
+    "max_loras": {SGLANG: "--max-loras-per-batch"},
     "pipeline_parallel_size": {SGLANG: "--pp-size", LLAMACPP: "--split-mode layer", TRTLLM: "--pp_size"},
     "quantization": {SGLANG: "--quantization", TGI: "--quantize"},
     "tensor_parallel_size": {SGLANG: "--tp-size", LLAMACPP: "--split-mode / --tensor-split", TGI: "--num-shard",

@@ -1,5 +1,5 @@
 """Write the fixture bundles of the structured-output checks (LD108 schema-compile, LD212
-constrained-decoding) and of the LoRA adapter-slot check (LD110 lora-slots-full).
+constrained-decoding) and of the LoRA adapter-slot check (LD109 lora-slots-full).
 
 Run ``.venv/bin/python -m tests.support.make_check_fixtures_structured``. The streams are
 synthetic, shaped as the probe records a constrained ``--payload``: two unconstrained twins
@@ -15,8 +15,8 @@ import copy
 import sys
 from typing import Any
 
-from doctor.evidence import RequestTrace, StreamEvidence
-from tests.support.bundles import bundle, log, request, stream
+from doctor.evidence import MetricsEvidence, RequestTrace, Scrape, StreamEvidence
+from tests.support.bundles import bundle, exposition, log, request, stream
 from tests.support.write_fixture import write_all, write_case
 
 SCHEMA_BODY: dict[str, Any] = {
@@ -123,6 +123,46 @@ def cases_constrained_decoding() -> None:
         stream=constrained(first_ttft=0.25, repeat_ttft=0.22, twin_ttft=0.19, gap=0.084, twin_gap=0.031,
                            constraints=[], twins=0)),
         why="Synthetic: the probe's body constrains nothing.")
+
+
+#: One scrape's LoRA state: (running adapters, waiting adapters, vllm:num_requests_waiting).
+LoraState = tuple[str, str, int]
+
+
+def lora_scrapes(max_lora: int, states: list[LoraState]) -> MetricsEvidence:
+    """Scrapes 1 s apart, each with every label set reported so far (vLLM keeps old series until a
+    restart), the current one set last; and the running / waiting gauges."""
+    scrapes, seen = [], {}
+    for k, (running, waiting, queued) in enumerate(states):
+        seen[(running, waiting)] = 1_700_000_000.0 + k
+        lines = ["# HELP vllm:lora_requests_info Running stats on lora requests.",
+                 "# TYPE vllm:lora_requests_info gauge"]
+        lines += [f'vllm:lora_requests_info{{max_lora="{max_lora}",running_lora_adapters="{r}",'
+                  f'waiting_lora_adapters="{w}"}} {t!r}' for (r, w), t in seen.items()]
+        text = exposition({"vllm:num_requests_running": len(running.split(",")) * 2,
+                           "vllm:num_requests_waiting": queued}) + "\n".join(lines) + "\n"
+        scrapes.append(Scrape(phase="during", t=float(k), wall=1_700_000_000.0 + k, status=200,
+                              content_type="text/plain; version=0.0.4", text=text))
+    return MetricsEvidence(url="http://127.0.0.1:8000/metrics", interval_s=1.0, scrapes=scrapes)
+
+
+def cases_lora_slots_full() -> None:
+    name = "lora-slots-full"
+    churn = [("chat-lora,code-lora", "sql-lora", 6), ("chat-lora,sql-lora", "code-lora", 5),
+             ("chat-lora,code-lora", "", 0), ("code-lora,sql-lora", "chat-lora", 4)]
+    write_case(name, "fires-three-adapters-two-slots", bundle(metrics=lora_scrapes(2, churn)),
+               why="Synthetic scrapes in vLLM 0.32's format (v1/metrics/loggers.py): three adapters in use on "
+                   "--max-loras 2; in 3 of 4 scrapes a request waits for the adapter the full slots do not hold.",
+               expect={"severity": "warning", "setting": "max_loras", "summary_contains": ["sql-lora", "3 adapters"]})
+    fits = [("adapter_ko", "adapter_ko", 3), ("adapter_json", "adapter_json", 2), ("", "", 0)]
+    write_case(name, "quiet-waiting-for-a-loaded-adapter", bundle(metrics=lora_scrapes(2, fits)),
+               why="Synthetic, the shape of a public --max-loras 2 run with two adapters mixed: the waiting "
+                   "requests' adapter is the running one (already loaded), and the latest series is idle.")
+    write_case(name, "na-lora-off", bundle(metrics=MetricsEvidence(
+        url="http://127.0.0.1:8000/metrics", interval_s=1.0,
+        scrapes=[Scrape(phase="during", t=0.0, wall=1_700_000_000.0, status=200, content_type="text/plain",
+                        text=exposition({"vllm:num_requests_running": 2, "vllm:num_requests_waiting": 3}))])),
+               why="Synthetic: no vllm:lora_requests_info (served without --enable-lora).")
 
 
 def main() -> None:

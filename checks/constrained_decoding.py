@@ -43,7 +43,10 @@ from __future__ import annotations
 import statistics
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import ConstrainedRun, constrained_run, per_token, rerun, vllm_flag
+from doctor.checklib import ConstrainedRun, constrained_run, engine_flag, engine_of, per_token, rerun
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.engines.names import VLLM
 from doctor.evidence import RequestTrace, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_seconds
@@ -52,13 +55,16 @@ from doctor.units import fmt_seconds
 @check(code="LD212", name="constrained-decoding", symptom=SymptomClass.INTER_TOKEN, cause=Cause.STRUCTURED_OUTPUT)
 def constrained_decoding(
     stream: StreamEvidence,
+    log_facts: LogFacts | None = None,
+    metrics_window: MetricsWindow | None = None,
     *,
     tpot_target_s: float = 0.05,
     slowdown: float = 1.5,
     held_tokens: int = 8,
 ) -> Result:
     run = constrained_run(stream)
-    held = _held_back(run, held_tokens)
+    engine = engine_of(log_facts, metrics_window)
+    held = _held_back(run, held_tokens, engine)
     if held is not None:
         return held
     measured = [t for r in run.constrained if not r.warmup and (t := per_token(r)) is not None]
@@ -78,13 +84,13 @@ def constrained_decoding(
         summary=said + f" slower while decoding to the schema ({', '.join(run.constraints)})",
         remediation=Remediation(
             setting="structured_outputs_config",
-            suggested=('backend "xgrammar" with "disable_any_whitespace": true (--structured-outputs-config '
-                       '\'{"backend": "xgrammar", "disable_any_whitespace": true}\'); "guidance" for schemas '
-                       "xgrammar cannot take"),
+            suggested=('the grammar backend "xgrammar" without free whitespace in JSON'
+                       + (' (--structured-outputs-config \'{"backend": "xgrammar", "disable_any_whitespace": true}\')'
+                          if engine in (None, VLLM) else "") + '; "guidance" for schemas xgrammar cannot take'),
             why=("every constrained token cost more than the same prompt's free tokens on the same engine: the "
                  "per-step vocabulary mask, not the prompt, the batch or the gateway"),
             verify=rerun("constrained time per token near the unconstrained twin's"),
-            where=vllm_flag("structured_outputs_config"),
+            where=engine_flag(engine, "structured_outputs_config"),
         ),
         evidence=[
             EvidenceValue("constrained time per token", constrained_s, "s", f"stream: median, n={len(measured)}"),
@@ -94,7 +100,7 @@ def constrained_decoding(
     )
 
 
-def _held_back(run: ConstrainedRun, held_tokens: int) -> Fire | None:
+def _held_back(run: ConstrainedRun, held_tokens: int, engine: str | None) -> Fire | None:
     """The tool-call stream's longest silence when the event after it carried ``held_tokens`` or more:
     the engine generated them (its usage counted them) while the parser sent nothing."""
     if not run.tools:
@@ -123,7 +129,7 @@ def _held_back(run: ConstrainedRun, held_tokens: int) -> Fire | None:
             why=("the engine's usage counted the tokens as generated during the silence; only the tool-call parser "
                  "stood between them and the stream"),
             verify=rerun("the tool-call stream's longest gap near the unconstrained time per token"),
-            where=vllm_flag("tool_call_parser"),
+            where=engine_flag(engine, "tool_call_parser"),
         ),
         evidence=[
             EvidenceValue("longest tool-call silence", gap, "s", f"stream: {trace.path} request {trace.index}"),

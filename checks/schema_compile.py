@@ -38,8 +38,10 @@ from __future__ import annotations
 import statistics
 
 from doctor.check import Fire, Pass, Result, check
-from doctor.checklib import constrained_run, engine_setting, request_ttft, rerun, vllm_flag
+from doctor.checklib import constrained_run, engine_flag, engine_of, engine_setting, request_ttft, rerun
 from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.engines.names import VLLM
 from doctor.evidence import StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_seconds
@@ -49,6 +51,7 @@ from doctor.units import fmt_seconds
 def schema_compile(
     stream: StreamEvidence,
     log_facts: LogFacts | None = None,
+    metrics_window: MetricsWindow | None = None,
     *,
     compile_ratio: float = 2.0,
     min_excess_s: float = 0.1,
@@ -73,19 +76,20 @@ def schema_compile(
     ]
     if backend is not None:
         evidence.append(backend.evidence("structured-output backend"))
+    engine = engine_of(log_facts, metrics_window)
+    flag = ' (--structured-outputs-config \'{"backend": "xgrammar"}\')' if engine in (None, VLLM) else ""
     return Fire(
         title="The schema's first request waits for its grammar to compile",
         summary=said + f": the schema's compile cost about {fmt_seconds(first_s - baseline)} once",
         remediation=Remediation(
             setting="structured_outputs_config",
-            suggested=('warm each schema before taking traffic (one request per distinct schema after start); '
-                       'backend "xgrammar", which caches compiled grammars: --structured-outputs-config '
-                       '\'{"backend": "xgrammar"}\''),
+            suggested=("warm each schema before taking traffic (one request per distinct schema after start), "
+                       f'with the grammar backend "xgrammar", which caches compiled grammars{flag}'),
             why=("the first request per schema waited for its grammar while the repeats and the same prompt "
                  "unconstrained did not: the compile, not the prompt or the queue"),
             verify=rerun("the first constrained request's TTFT near the repeats' after a warm-up per schema"),
             current=str(backend.value) if backend is not None else None,
-            where=vllm_flag("structured_outputs_config"),
+            where=engine_flag(engine, "structured_outputs_config"),
         ),
         evidence=evidence,
     )

@@ -28,6 +28,8 @@ ENGINE_FLAGS: dict[str, dict[str, str]] = {
     "enforce_eager": {SGLANG: "--disable-cuda-graph (remove it)"},
     "max_cudagraph_capture_size": {SGLANG: "--cuda-graph-max-bs"},
     "max_loras": {SGLANG: "--max-loras-per-batch"},
+    "structured_outputs_config": {SGLANG: "--grammar-backend"},
+    "tool_call_parser": {SGLANG: "--tool-call-parser"},
     "pipeline_parallel_size": {SGLANG: "--pp-size", LLAMACPP: "--split-mode layer", TRTLLM: "--pp_size"},
     "quantization": {SGLANG: "--quantization", TGI: "--quantize"},
     "tensor_parallel_size": {SGLANG: "--tp-size", LLAMACPP: "--split-mode / --tensor-split", TGI: "--num-shard",

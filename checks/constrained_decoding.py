@@ -19,7 +19,9 @@ Evidence:
 stream: time per output token (after the first event) of the measured constrained requests
 against ``controls``, the payload's unconstrained twins the probe sent first; the tool-call
 stream's longest gap and the tokens its next event carried (continuous usage stats, so the
-engine's generation counted them).
+engine's generation counted them). metrics (the raw scrapes): the engine's generation-token
+counter between scrapes inside that gap, for a server that reports no per-chunk usage;
+metrics_window: preemptions (a preempted stream is silent on its own: LD201).
 
 Remediation:
 Steady: choose the structured-output backend with the cheapest per-token mask, xgrammar
@@ -43,11 +45,11 @@ from __future__ import annotations
 import statistics
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import ConstrainedRun, constrained_run, engine_flag, engine_of, per_token, rerun
+from doctor.checklib import ConstrainedRun, constrained_run, engine_flag, engine_of, generated_within, per_token, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import VLLM
-from doctor.evidence import RequestTrace, StreamEvidence
+from doctor.evidence import MetricsEvidence, RequestTrace, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_seconds
 
@@ -57,6 +59,7 @@ def constrained_decoding(
     stream: StreamEvidence,
     log_facts: LogFacts | None = None,
     metrics_window: MetricsWindow | None = None,
+    metrics: MetricsEvidence | None = None,
     *,
     tpot_target_s: float = 0.05,
     slowdown: float = 1.5,
@@ -64,7 +67,8 @@ def constrained_decoding(
 ) -> Result:
     run = constrained_run(stream)
     engine = engine_of(log_facts, metrics_window)
-    held = _held_back(run, held_tokens, engine)
+    preempted = bool(metrics_window is not None and metrics_window.preemptions)
+    held = _held_back(run, held_tokens, engine, metrics, preempted)
     if held is not None:
         return held
     measured = [t for r in run.constrained if not r.warmup and (t := per_token(r)) is not None]
@@ -100,40 +104,46 @@ def constrained_decoding(
     )
 
 
-def _held_back(run: ConstrainedRun, held_tokens: int, engine: str | None) -> Fire | None:
-    """The tool-call stream's longest silence when the event after it carried ``held_tokens`` or more:
-    the engine generated them (its usage counted them) while the parser sent nothing."""
+def _held_back(run: ConstrainedRun, held_tokens: int, engine: str | None, metrics: MetricsEvidence | None,
+               preempted: bool) -> Fire | None:
+    """The tool-call stream's longest silence, longer than ``held_tokens`` of the twin's tokens, in which
+    the engine generated: the event after it carried ``held_tokens`` or more (its usage counted them), or
+    the engine's generation counter rose that much between scrapes inside it (not with preemptions,
+    which silence a stream on their own: LD201)."""
     if not run.tools:
         return None
-    worst: tuple[float, int, RequestTrace] | None = None
+    twins = [t for t in (per_token(r) for r in run.controls) if t is not None]
+    if not twins:
+        return None
+    twin_s = statistics.median(twins)
+    worst: tuple[float, str, RequestTrace] | None = None
     for r in run.constrained:
         for before, after in zip(r.tokens, r.tokens[1:], strict=False):
             gap = after.t - before.t
-            if after.tokens >= held_tokens and (worst is None or gap > worst[0]):
-                worst = (gap, after.tokens, r)
+            if gap < held_tokens * twin_s or (worst is not None and gap <= worst[0]):
+                continue
+            generated = None if preempted else generated_within(metrics, before.t, after.t)
+            if after.tokens >= held_tokens:
+                worst = (gap, f"then one event carrying {after.tokens} tokens", r)
+            elif generated is not None and generated >= held_tokens:
+                worst = (gap, f"while the engine's generation counter rose {generated:.0f} tokens", r)
     if worst is None:
         return None
-    gap, tokens, trace = worst
-    typical = [per_token(r) for r in run.controls]
-    twin_s = statistics.median(t for t in typical if t is not None) if any(t is not None for t in typical) else None
-    if twin_s is None or gap < held_tokens * twin_s:
-        return None
+    gap, how, trace = worst
     return Fire(
         title="The tool-call parser holds arguments back while the engine generates them",
-        summary=(f"{trace.path} request {trace.index}: silent {fmt_seconds(gap)}, then one event carrying {tokens} "
-                 f"tokens (unconstrained twin {fmt_seconds(twin_s)} per token): the argument was generated during "
-                 "the silence and sent at once"),
+        summary=(f"{trace.path} request {trace.index}: silent {fmt_seconds(gap)}, {how} (unconstrained twin "
+                 f"{fmt_seconds(twin_s)} per token): the argument was generated during the silence and sent at once"),
         remediation=Remediation(
             setting="tool_call_parser",
             suggested="the model's parser that streams arguments as they are generated (or a vLLM whose parser does)",
-            why=("the engine's usage counted the tokens as generated during the silence; only the tool-call parser "
-                 "stood between them and the stream"),
+            why=("the engine generated during the silence (its usage or its generation counter says so); only the "
+                 "tool-call parser stood between those tokens and the stream"),
             verify=rerun("the tool-call stream's longest gap near the unconstrained time per token"),
             where=engine_flag(engine, "tool_call_parser"),
         ),
         evidence=[
             EvidenceValue("longest tool-call silence", gap, "s", f"stream: {trace.path} request {trace.index}"),
-            EvidenceValue("tokens in the event after it", tokens, "tokens", "stream: continuous usage stats"),
             EvidenceValue("unconstrained time per token", twin_s, "s", f"stream: controls, n={len(run.controls)}"),
         ],
     )

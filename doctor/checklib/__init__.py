@@ -24,7 +24,8 @@ its remediation mean the same thing as every other check's:
   ``probe_sent``, and ``gateway_wait`` (the staircase of an edge that lets fewer streams through).
 - **structured output** (``structured``): ``constrained_run`` (a constrained ``--payload``'s
   requests in send order and its unconstrained twins, as ``ConstrainedRun``), ``request_ttft``
-  and ``per_token`` (one request's TTFT and TPOT, for twins no derived view holds).
+  and ``per_token`` (one request's TTFT and TPOT, for twins no derived view holds),
+  ``generated_within`` (what the engine's generation counter did during a stream's silence).
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
   ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag, ``engine_of`` telling which engine);
@@ -79,7 +80,7 @@ from doctor.checklib.sizing import (
     sequences_that_fit,
     tokens_per_request,
 )
-from doctor.checklib.structured import ConstrainedRun, constrained_run, per_token, request_ttft
+from doctor.checklib.structured import ConstrainedRun, constrained_run, generated_within, per_token, request_ttft
 from doctor.derive.gateway import KNOWN_PROXIES, header
 
 __all__ = [
@@ -114,6 +115,7 @@ __all__ = [
     "gateway_identity",
     "gateway_refusal",
     "gateway_wait",
+    "generated_within",
     "header",
     "idle_timeout_for",
     "idle_timeout_remediation",

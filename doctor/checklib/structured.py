@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.check import NotApplicable
-from doctor.evidence import ProbePath, RequestTrace, StreamEvidence
+from doctor.evidence import MetricsEvidence, ProbePath, RequestTrace, StreamEvidence
+from doctor.vllm_metrics.window import parse_scrape
 
 
 @dataclass
@@ -64,3 +65,20 @@ def per_token(trace: RequestTrace) -> float | None:
 
 def _answered(trace: RequestTrace) -> bool:
     return trace.ok and trace.t_first_token is not None and trace.t_sent is not None
+
+
+def generated_within(metrics: MetricsEvidence | None, start: float, end: float) -> float | None:
+    """Tokens the engine generated between the first and the last scrape inside ``(start, end)``
+    (its generation-token counter, every engine and user summed); None with fewer than two such
+    scrapes, or no counter in them."""
+    if metrics is None:
+        return None
+    totals = []
+    for scrape in metrics.scrapes:
+        if not start < scrape.t < end:
+            continue
+        parsed, _ = parse_scrape(scrape)
+        values = [x.value for x in parsed.samples if x.family == "generation_tokens" and x.part == "value"] if parsed else []
+        if values:
+            totals.append(sum(values))
+    return totals[-1] - totals[0] if len(totals) >= 2 else None

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from doctor.evidence import MetricsEvidence, RequestTrace, Scrape, StreamEvidence
-from tests.support.bundles import bundle, exposition, log, request, stream
+from tests.support.bundles import bundle, exposition, log, metrics, request, stream
 from tests.support.write_fixture import write_all, write_case
 
 SCHEMA_BODY: dict[str, Any] = {
@@ -74,6 +74,25 @@ def held_back(ev: StreamEvidence, *, silence: float, tokens: int) -> StreamEvide
     return ev
 
 
+def silence_scrapes(ev: StreamEvidence, per_second: float) -> MetricsEvidence:
+    """Scrapes 1 s apart through the held-back request's silence (after its 4th event), the engine's
+    generation counter rising ``per_second`` (0: the engine generated nothing meanwhile)."""
+    a, b = ev.requests[-1].tokens[3].t, ev.requests[-1].tokens[4].t
+    times = [a - 0.5 + k for k in range(int(b - a) + 2)]
+    return metrics(*((("during", t, {"vllm:generation_tokens_total": 1000 + per_second * (t - times[0]),
+                                      "vllm:num_preemptions_total": 0})) for t in times))
+
+
+def tool_stream(*, usage: bool) -> StreamEvidence:
+    """A tools payload whose last request falls silent 6 s after its 4th event; its next event carries
+    the 20 tokens by its usage, or (``usage`` off, a server without per-chunk usage) says one."""
+    ev = held_back(constrained(first_ttft=0.25, repeat_ttft=0.22, twin_ttft=0.19, gap=0.03, twin_gap=0.03,
+                               body=TOOLS_BODY, constraints=["tools"]), silence=6.0, tokens=20)
+    if not usage:
+        ev.requests[-1].tokens[4].tokens = 1
+    return ev
+
+
 def cases_schema_compile() -> None:
     name = "schema-compile"
     write_case(name, "fires-first-request-compiles", bundle(
@@ -107,12 +126,18 @@ def cases_constrained_decoding() -> None:
         why="Synthetic: every constrained request 84 ms per token, the unconstrained twin 31 ms: the per-step "
             "mask, steady.",
         expect={"severity": "warning", "setting": "structured_outputs_config", "summary_contains": ["2.7x"]})
-    write_case(name, "fires-tool-arguments-held", bundle(
-        stream=held_back(constrained(first_ttft=0.25, repeat_ttft=0.22, twin_ttft=0.19, gap=0.03, twin_gap=0.03,
-                                     body=TOOLS_BODY, constraints=["tools"]), silence=6.0, tokens=20)),
+    write_case(name, "fires-tool-arguments-held", bundle(stream=tool_stream(usage=True)),
         why="Synthetic, shaped on vllm PR#50627's report (longest silence 32 s, one delta): a tool-call stream "
             "silent 6 s, then one event carrying 20 tokens by its continuous usage.",
         expect={"severity": "warning", "setting": "tool_call_parser", "summary_contains": ["20 tokens"]})
+    no_usage = tool_stream(usage=False)
+    write_case(name, "fires-tool-silence-counter-rises", bundle(stream=no_usage, metrics=silence_scrapes(no_usage, 33.0)),
+               why="Synthetic: the same held-back tool call from a server without per-chunk usage; the engine's "
+                   "generation counter rises 33 tokens a second in the scrapes inside the 6 s silence.",
+               expect={"severity": "warning", "setting": "tool_call_parser", "summary_contains": ["counter rose"]})
+    write_case(name, "quiet-tool-silence-engine-idle", bundle(stream=no_usage, metrics=silence_scrapes(no_usage, 0.0)),
+               why="Synthetic: the same 6 s silence with the engine's generation counter flat: the engine stopped "
+                   "(a stall, not the parser), and constrained decoding is as fast as the twin.")
     write_case(name, "quiet-same-speed", bundle(
         stream=constrained(first_ttft=0.25, repeat_ttft=0.22, twin_ttft=0.19, gap=0.032, twin_gap=0.031)),
         why="Synthetic: constrained and unconstrained decode at the same speed.")

@@ -85,3 +85,18 @@ def test_a_free_text_payload_sends_no_twin(tmp_path: Path) -> None:
         report = diagnose(srv, tmp_path, body, ttft=0.03, itl=0.005, compile=1.0)
     assert report["bundle"]["stream"]["controls"] == []
     assert outcomes(report) == {"LD108": "not-applicable", "LD212": "not-applicable"}
+
+
+def test_a_tool_call_argument_held_back_names_the_parser(tmp_path: Path) -> None:
+    """Tokens 4-26 of each constrained answer come in one event after a silence, their usage counted."""
+    body = {"messages": BODY["messages"], "max_tokens": 32, "stream_options": {"continuous_usage_stats": True},
+            "tools": [{"type": "function", "function": {"name": "lookup_order", "parameters": {"type": "object"}}}]}
+    with SseServer() as srv:
+        report = diagnose(srv, tmp_path, body, ttft=0.03, itl=0.02, held="3:24")
+    assert report["bundle"]["stream"]["shape"]["constraints"] == ["tools"]
+    assert outcomes(report) == {"LD108": "pass", "LD212": "finding"}
+    finding = next(f for f in report["findings"] if f["code"] == "LD212")
+    assert "one event carrying 24 tokens" in finding["summary"]
+    verdict = report["verdict"]
+    assert verdict["symptom"] == "inter-token", verdict
+    assert verdict["primary_remediation"]["setting"] == "tool_call_parser"

@@ -40,7 +40,9 @@ which a gateway's read timeout counts, unlike the wait for a token after them.
 Structured output: a request that constrains decoding (``response_format`` other than text,
 ``tools``, ``guided_json``) is answered as an engine with a grammar backend would: ``compile=S``
 adds S seconds to the first token of the first request per distinct schema (the compile, cached
-after), ``masked=F`` multiplies every constrained request's gaps by F (the per-step mask).
+after), ``masked=F`` multiplies every constrained request's gaps by F (the per-step mask), and
+``held=K:N`` holds tokens K+1..K+N-1 of a constrained request back and sends them with token K+N
+in one event (a tool-call parser waiting for a whole argument; one token per chunk only).
 
 With ``SseServer(metrics=True)`` the server also answers ``GET /metrics`` as vLLM does, from its
 own accounting: requests received (``vllm:prompt_tokens_total``, 38 per request as in the usage
@@ -275,13 +277,17 @@ class SseServer:
         per, burst = int(opts.get("per", 1)), int(opts.get("burst", 1))
         chunks = -(-n // per)
         held: list[bytes] = []
+        hold_at, hold_n = (int(x) for x in opts["held"].split(":")) if "held" in opts and schema is not None else (-1, 0)
         for k in range(0 if fail == "usage" else chunks):
             if k % burst == 0:
                 await schedule.wait(k)
             if fail in ("error", "cut", "utf8") and k == 2:
                 await stream.fail(fail)
                 return False
-            held.append(events.token(k, last=k == chunks - 1, done=min((k + 1) * per, n), count=min(per, n - k * per)))
+            if hold_at < k < hold_at + hold_n and k != chunks - 1:
+                continue  # generated, held back by the "parser"
+            count = hold_n if k == hold_at + hold_n else min(per, n - k * per)
+            held.append(events.token(k, last=k == chunks - 1, done=min((k + 1) * per, n), count=count))
             if len(held) == burst or k == chunks - 1:
                 await stream.send(*held, token=True)
                 held = []

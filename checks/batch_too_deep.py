@@ -10,18 +10,28 @@ read once, but attention reads every sequence's KV cache). A larger ``max_num_se
 throughput and less queueing at the price of every user's reading speed. When the deepest
 batch misses the TPOT budget, the batch limit is set for throughput, not for interactivity.
 
+A batch above the largest captured CUDA graph is a different lever: vLLM replays a captured
+graph only for decode batches up to ``max_cudagraph_capture_size`` and runs larger ones without
+(sglang PR#33900: ~4x per token past ``cuda_graph_max_bs``), so the gaps step up where the batch
+crosses it. Lowering ``max_num_seqs`` would hide that step by queueing users; raising the capture
+size to the batch cap removes it.
+
 Evidence:
 stream and stream_stats: each steady gap (stalls left out) on the engine path, grouped by how
 many probe streams were decoding at its midpoint; a least-squares line through the groups'
 median gaps. metrics_window: preemptions (must be none), running peak, and the engine's own
 inter-token histogram: when its mean stays at the shallowest gap while the client's gaps grow,
 the engine's steps did not slow (a saturated front end, LD211), and it passes. Startup log / run
-record: ``max_num_seqs``.
+record: ``max_num_seqs``, and the CUDA-graph capture sizes (the engine config's
+``compilation_config``, or vLLM's "Capping cudagraph capture sizes" warning).
 
 Remediation:
 Lower ``max_num_seqs`` to the depth at which the fitted line meets ``tpot_target_s`` (by
 default your ``--tpot-budget``); expect more queueing at peak load (watch TTFT), so pair it with
-capacity if the queue grows.
+capacity if the queue grows. When the batch ran above the largest captured CUDA graph and
+``max_num_seqs`` allows more: raise ``max_cudagraph_capture_size`` to ``max_num_seqs`` instead
+(vLLM ``--max-cudagraph-capture-size``, or ``cudagraph_capture_sizes`` in
+``--compilation-config``; SGLang ``--cuda-graph-max-bs``), at the cost of the graphs' memory.
 
 Options:
 tpot_target_s: the inter-token target (defaults to --tpot-budget)
@@ -40,7 +50,7 @@ import statistics
 from collections import defaultdict
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, metric_read, rerun
+from doctor.checklib import Setting, engine_flag, engine_of, engine_path, engine_setting, metric_read, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
@@ -95,6 +105,12 @@ def batch_too_deep(
     running = metrics_window.running.max if metrics_window is not None and metrics_window.running else None
     if running is not None:
         evidence.append(EvidenceValue("running max", running, "requests", f"metrics: {metric_read(metrics_window, 'running')}"))
+    capture = engine_setting("max_cudagraph_capture_size", log_facts, run)
+    deepest = max(depths[-1], int(running or 0))
+    if capture is not None and isinstance(capture.value, int) and deepest > capture.value and (
+            max_seqs is None or not isinstance(max_seqs.value, int) or max_seqs.value > capture.value):
+        return _above_captured(trend, by_depth, depths, deepest, capture, max_seqs, evidence,
+                               engine_of(log_facts, metrics_window))
     depth = math.floor((tpot_target_s - fit.intercept) / fit.slope)
     if depth >= 1:
         suggested = (f"{depth} (fitted {fmt_seconds(fit.intercept)} + {fmt_seconds(fit.slope)} per sequence "
@@ -113,6 +129,39 @@ def batch_too_deep(
             verify=rerun("TPOT p90 under the target at full load; watch TTFT, which rises if requests now queue"),
             current=str(max_seqs.value) if max_seqs is not None else None,
             where=engine_flag(engine_of(log_facts, metrics_window), "max_num_seqs"),
+        ),
+        evidence=evidence,
+    )
+
+
+def _above_captured(trend: str, by_depth: dict[int, list[float]], depths: list[int], deepest: int, capture: Setting,
+                    max_seqs: Setting | None, evidence: list[EvidenceValue], engine: str | None) -> Fire:
+    """The finding when the batch ran above the largest captured CUDA graph: the step, and the capture size as the lever."""
+    limit = capture.value
+    within = [g for d in depths if d <= limit for g in by_depth[d]]
+    above = [g for d in depths if d > limit for g in by_depth[d]]
+    step = ""
+    if within and above:
+        before, after = statistics.median(within), statistics.median(above)
+        step = f"; median gap {fmt_seconds(before)} up to {limit} sequences, {fmt_seconds(after)} above"
+        evidence += [EvidenceValue("median gap within the captured sizes", before, "s", f"stream: depths <= {limit}"),
+                     EvidenceValue("median gap above them", after, "s", f"stream: depths > {limit}")]
+    evidence.append(capture.evidence("max_cudagraph_capture_size", "sequences"))
+    known = max_seqs is not None and isinstance(max_seqs.value, int)
+    target = f"{max_seqs.value} (max_num_seqs)" if max_seqs is not None and known else f"{deepest} (the peak batch seen)"
+    return Fire(
+        title="Decode batches run above the largest captured CUDA graph",
+        summary=trend + f"{step}; the batch reached {deepest}, the largest captured graph is {limit}",
+        remediation=Remediation(
+            setting="max_cudagraph_capture_size",
+            suggested=(f"{target}, so every decode batch replays a captured graph; or list the sizes "
+                       "in --compilation-config '{\"cudagraph_capture_sizes\": [...]}'"),
+            why=(f"decode batches above {limit} sequences run without a captured CUDA graph, so the step cost jumps "
+                 "where the batch crosses it; lowering max_num_seqs would queue users to hide it"),
+            verify=rerun("the gaps at the deepest batch near those below the old capture size; the startup log's "
+                         "capture sizes reaching max_num_seqs, and the graphs' memory within the KV budget"),
+            current=str(limit),
+            where=engine_flag(engine, "max_cudagraph_capture_size"),
         ),
         evidence=evidence,
     )

@@ -80,7 +80,8 @@ COMPONENT_CAUSES: dict[str, tuple[Cause, ...]] = {
     "gateway": (Cause.BUFFERING, Cause.COMPRESSION, Cause.GATEWAY_SERIALISATION, Cause.GATEWAY_OVERHEAD,
                 Cause.PROXY_TIMEOUT, Cause.GATEWAY_CAP, Cause.GATEWAY_RETRIES),
     "transport": (Cause.TRANSPORT,),
-    "queue": (Cause.QUEUE,),
+    # vLLM V1 keeps a request whose grammar is compiling in its waiting queue: a schema's compile is queue time
+    "queue": (Cause.QUEUE, Cause.STRUCTURED_OUTPUT),
     "prefill": (Cause.PREFILL,),
     # a wedged engine's wait is in none of its histograms (they observe nothing): the time left over
     "other": (Cause.WEDGE,),
@@ -90,7 +91,7 @@ COMPONENT_CAUSES: dict[str, tuple[Cause, ...]] = {
     "batch-depth": (Cause.BATCH_DEPTH,),
     "token-bundling": (Cause.TOKEN_BUNDLING,),
     "gpu-state": (Cause.GPU_STATE,),
-    "decode": (Cause.BATCH_DEPTH, Cause.GPU_STATE, Cause.DECODE, Cause.FRONTEND),
+    "decode": (Cause.BATCH_DEPTH, Cause.GPU_STATE, Cause.DECODE, Cause.FRONTEND, Cause.STRUCTURED_OUTPUT),
 }
 
 #: Causes that explain a component only when none of ``COMPONENT_CAUSES`` fired: a queue that

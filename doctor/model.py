@@ -78,6 +78,7 @@ class Cause(StrEnum):
     GPU_STATE = "gpu-state"
     ENGINE_PAUSE = "engine-pause"  # every stream frozen at once with no prompt arriving (GC)
     FRONTEND = "frontend"  # the API server's one process saturated: the engine is faster than the stream
+    STRUCTURED_OUTPUT = "structured-output"  # a schema's compile, constrained decoding, a tool-call parser
     # proxy-only
     BUFFERING = "buffering"
     COMPRESSION = "compression"

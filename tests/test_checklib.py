@@ -24,6 +24,8 @@ EXPORTS = {
     "sequences_that_fit", "stream_encoding", "tokens_per_request", "ttft_wait", "vllm_flag", "who_answered",
     # gateway limits and retries (LD309, LD310, LD501)
     "QUEUEING_CAPS", "cap_remediation", "retry_remediation", "engine_intake", "gateway_refusal", "gateway_wait", "probe_sent",
+    # structured output (LD108, LD212)
+    "ConstrainedRun", "constrained_run", "generated_within", "per_token", "request_ttft",
 }
 
 

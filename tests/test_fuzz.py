@@ -30,7 +30,7 @@ from doctor.derive.gateway import derive_gateway
 from doctor.engines import normal, server_info
 from doctor.engines.logs import parse_engine_log
 from doctor.errors import BundleError, UsageError
-from doctor.evidence import PrometheusEvidence, PromQuery, RequestTrace, TokenEvent
+from doctor.evidence import PrometheusEvidence, PromQuery, RequestTrace, Scrape, TokenEvent
 from doctor.probes import endpoints, kubernetes
 from doctor.probes.logfile import read_log
 from doctor.probes.sse import InvalidUtf8, SseParser, classify
@@ -38,6 +38,7 @@ from doctor.serial import to_jsonable
 from doctor.settings import build_collect_config
 from doctor.vllm_log.parser import parse_lines
 from doctor.vllm_metrics.history import PRESENCE_PART, query_name, window_from_history
+from doctor.vllm_metrics.lora import lora_slots
 from doctor.vllm_metrics.names import FAMILIES, ExpositionError, parse_exposition
 from doctor.vllm_metrics.readings import NoWindow
 from tests.support import bundles
@@ -88,6 +89,9 @@ LOG_PHRASES = (
     "Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs",
     "ValueError: The model's max seq len (4096) is larger than the maximum number of tokens that can be stored in KV cache (2048).",
     "Initializing a V1 LLM engine (v0.9.0) with config: model='m', max_seq_len=4096, ",
+    'compilation_config={"cudagraph_capture_sizes":[512,504,', '"max_capture_size":512,', "max_cudagraph_capture_size': ",
+    "Capping cudagraph capture sizes from max 512 to 352 to fit Mamba cache blocks",
+    "structured_outputs_config=StructuredOutputsConfig(backend='xgrammar', ",
 )
 
 
@@ -147,6 +151,20 @@ def test_exposition_parser_answers_samples_or_its_error(data: bytes) -> None:
     except ExpositionError:
         return
     assert all(math.isfinite(s.value) or math.isinf(s.value) for s in samples)
+
+
+LORA_LINES = (
+    "# TYPE vllm:lora_requests_info gauge\n", 'vllm:lora_requests_info{max_lora="2",running_lora_adapters="a,b",',
+    'waiting_lora_adapters="c"} 1.7e9\n', 'max_lora="x",', 'running_lora_adapters="",', "} NaN\n", "} 1e400\n", ",,",
+)
+
+
+@given(_lines_with(*LORA_LINES))
+def test_lora_slots_read_any_scrape(data: bytes) -> None:
+    scrape = Scrape(phase="during", t=0.0, wall=0.0, status=200, text=data.decode("utf-8", "replace"))
+    for state in lora_slots([scrape]):
+        assert state.max_lora is None or isinstance(state.max_lora, int)
+        assert all(isinstance(a, str) and a for a in (*state.running, *state.waiting, *state.shut_out))
 
 
 # --- SSE -----------------------------------------------------------------------------------

@@ -27,6 +27,15 @@ LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 # file -> expected: "facts" (exact; floats to 4 decimals), "errors" (kinds of the last startup),
 # "stats" (attribute -> series), "preemption" (warnings, cumulative), "startups" (how many).
 EXPECTED: dict[str, dict[str, Any]] = {
+    "v0.7.4dev-issue12529-v0-config-cudagraph-capture-256-cut.log": {
+        "facts": {"vllm_version": "0.7.4.dev390+gdebd6bbf", "engine_generation": "V0", "max_model_len": 65536,
+                  "enforce_eager": False, "max_cudagraph_capture_size": 256, "structured_outputs_backend": "xgrammar",
+                  "cudagraph_capture_sizes": [1, 2, 4, *range(8, 257, 8)]},
+    },
+    "vNEW-pr30515-capping-cudagraph-capture-sizes-mamba.log": {
+        "facts": {"max_cudagraph_capture_size": 352, "kv_cache_tokens": 188640, "kv_cache_memory_gib": 17.36,
+                  "max_concurrency": 5.23},
+    },
     "v0.10.2-lmcache1739-qwen3-14b-enginecore-dp0-kv.log": {
         "facts": {"kv_cache_memory_gib": 6.51, "kv_cache_tokens": 42656, "max_concurrency": 1.30,
                   "max_concurrency_tokens": 32768, "engine_generation": "V1"},

@@ -23,6 +23,10 @@ its remediation mean the same thing as every other check's:
 - **gateway limits** (``gateway_limits``): ``gateway_refusal`` (a failed request the gateway
   answered itself), ``engine_intake`` (requests the engine took in over the window) against
   ``probe_sent``, and ``gateway_wait`` (the staircase of an edge that lets fewer streams through).
+- **structured output** (``structured``): ``constrained_run`` (a constrained ``--payload``'s
+  requests in send order and its unconstrained twins, as ``ConstrainedRun``), ``request_ttft``
+  and ``per_token`` (one request's TTFT and TPOT, for twins no derived view holds),
+  ``generated_within`` (what the engine's generation counter did during a stream's silence).
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
   ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag, ``engine_of`` telling which engine);
@@ -79,6 +83,7 @@ from doctor.checklib.sizing import (
     sequences_that_fit,
     tokens_per_request,
 )
+from doctor.checklib.structured import ConstrainedRun, constrained_run, generated_within, per_token, request_ttft
 from doctor.derive.gateway import KNOWN_PROXIES, header
 
 __all__ = [
@@ -92,6 +97,7 @@ __all__ = [
     "QUEUEING_CAPS",
     "STABLE_DEFAULTS",
     "V1_SERVE_MAX_NUM_SEQS",
+    "ConstrainedRun",
     "PathPair",
     "Setting",
     "add_capacity",
@@ -99,6 +105,7 @@ __all__ = [
     "cap_remediation",
     "capped_utilization",
     "compression_remediation",
+    "constrained_run",
     "default_max_num_seqs",
     "detect_proxy",
     "engine_flag",
@@ -112,6 +119,7 @@ __all__ = [
     "gateway_identity",
     "gateway_refusal",
     "gateway_wait",
+    "generated_within",
     "header",
     "idle_timeout_for",
     "idle_timeout_remediation",
@@ -121,7 +129,9 @@ __all__ = [
     "measured_pair",
     "metric_read",
     "model_len",
+    "per_token",
     "probe_sent",
+    "request_ttft",
     "rerun",
     "response_start_remediation",
     "retry_remediation",

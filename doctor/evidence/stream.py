@@ -218,6 +218,9 @@ class ProbeShape:
     stopped: str | None = None
     payload: dict[str, Any] = field(default_factory=dict)  # the body sent (redacted)
     payload_source: str | None = None  # --payload FILE, or "default"
+    # How the body constrains decoding (``doctor.probes.payload.constraints``): e.g.
+    # "response_format:json_schema", "tools"; empty for free text (and every default body).
+    constraints: list[str] = field(default_factory=list)
     paths: dict[str, str] = field(default_factory=dict)  # ProbePath value -> URL (redacted)
     # The application's own route on the gateway path (``--gateway-route``), e.g.
     # "POST /chat?prompt={prompt}", and its body template file; None: the engine's route.
@@ -261,3 +264,9 @@ class StreamEvidence:
     requests: list[RequestTrace] = field(default_factory=list)
     client: ClientHealth = field(default_factory=ClientHealth)
     wedge: WedgeStop | None = None  # the watchdog stopped the probe: the engine stood still
+    # With a constrained --payload (``ProbeShape.constraints``): its unconstrained twins, the same
+    # prompt without the schema or tools, sent one at a time before the warm-up on the first path
+    # that carries the payload. The first warms the prompt's prefix; the rest are the control that
+    # the constrained requests' first token and gaps compare with. Kept apart from ``requests``, so
+    # no statistic of what users felt counts them.
+    controls: list[RequestTrace] = field(default_factory=list)

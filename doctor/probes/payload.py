@@ -5,7 +5,10 @@ request that ends early is not mistaken for a fast one, and for usage on every c
 (``stream_options.include_usage`` and vLLM's ``continuous_usage_stats``), so a chunk that
 carries several tokens is counted as several. Each default prompt starts with a per-request
 number: the engine's prefix cache must not make the second path of a pair look faster.
-An application's own body (``--payload``) is sent as it is, with ``stream`` forced on.
+An application's own body (``--payload``) is sent as it is, with ``stream`` forced on. When it
+constrains decoding (a JSON schema, tools, a guided grammar), ``constraints`` names how and
+``unconstrained`` is its twin without them: the control the stream probe sends first, so a
+schema's compile and the cost of constrained decoding can be told from the prompt's own cost.
 """
 
 from __future__ import annotations
@@ -71,6 +74,40 @@ def user_body(payload: dict[str, Any], route: str, model: str | None) -> dict[st
         if isinstance(options, dict):
             options.setdefault("include_usage", True)
     return body
+
+
+#: Fields of a request body that constrain decoding to a schema, a grammar or a tool call.
+#: ``text`` is the Responses API's (``text.format``); ``response_format: {"type": "text"}`` constrains nothing.
+CONSTRAINT_FIELDS = ("response_format", "tools", "tool_choice", "parallel_tool_calls", "guided_json", "guided_regex",
+                     "guided_choice", "guided_grammar", "guided_decoding_backend", "structured_outputs")
+_FREE = ("text", None)
+
+
+def constraints(body: dict[str, Any]) -> list[str]:
+    """How ``body`` constrains decoding, e.g. ``["response_format:json_schema", "tools"]``; empty when it does not.
+
+    Only what changes the engine's work counts: a ``response_format`` or Responses ``text.format``
+    of type ``text``, or ``tools`` with ``tool_choice: "none"``, leave decoding free.
+    """
+    found = []
+    for key, spec in (("response_format", body.get("response_format")),
+                      ("text.format", body["text"].get("format") if isinstance(body.get("text"), dict) else None)):
+        kind = spec.get("type") if isinstance(spec, dict) else spec
+        if spec is not None and kind not in _FREE:
+            found.append(f"{key}:{kind}" if isinstance(kind, str) else key)
+    if isinstance(body.get("tools"), list) and body["tools"] and body.get("tool_choice") != "none":
+        found.append("tools")
+    found += [key for key in ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs")
+              if body.get(key) is not None]
+    return found
+
+
+def unconstrained(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` without what constrains its decoding: the same prompt and length, free text."""
+    out = {k: copy.deepcopy(v) for k, v in body.items() if k not in CONSTRAINT_FIELDS}
+    if isinstance(out.get("text"), dict):
+        out["text"] = {k: v for k, v in out["text"].items() if k != "format"}
+    return out
 
 
 def max_tokens(payload: dict[str, Any]) -> int | None:

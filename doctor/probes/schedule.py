@@ -44,6 +44,7 @@ class Job:
     path: ProbePath
     warmup: bool
     offset: float | None = None  # Poisson: seconds after the measured phase starts
+    control: bool = False  # an unconstrained twin of a constrained --payload (``StreamEvidence.controls``)
 
 
 def plan(paths: list[ProbePath], requests: int, warmup: int, rate: float | None, seed: int = 0) -> tuple[list[Job], Iterator[Job]]:

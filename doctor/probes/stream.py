@@ -77,6 +77,9 @@ MAX_READS = 100_000
 #: reading and sending: a flood on many concurrent requests, each under its own caps, must end
 #: bounded too (about 100 bytes each, in memory and in the bundle).
 MAX_PROBE_EVENTS = 1_000_000
+#: Unconstrained twins of a constrained ``--payload`` sent before the warm-up
+#: (``StreamEvidence.controls``): the first warms the prompt's prefix, the second is the control.
+CONTROL_TWINS = 2
 
 #: RequestTrace.outcome -> EvidenceError.kind
 _ERROR_KIND = {
@@ -205,7 +208,7 @@ def _serve_shard(sock: socket.socket, shard: int, workers: int, config: CollectC
     run_loop(probe.serve(sock, shard, workers))
 
 
-def request_id(clock: Clock, path: ProbePath, index: int) -> str:
+def request_id(clock: Clock, path: ProbePath, index: int | str) -> str:
     """The ``x-request-id`` of a probe request: unique per run, so server logs can be joined."""
     return f"llm-doctor-{clock.t0_ns:x}-{path}-{index}"
 
@@ -230,6 +233,7 @@ class _Probe:
                      for path, base in config.probed().items()}
         self.headers = {**config.http.request_headers(), "accept": "text/event-stream"}
         self.traces: list[RequestTrace] = []
+        self.controls: list[RequestTrace] = []  # the payload's unconstrained twins (``_send_controls``)
         self.errors: list[EvidenceError] = []
         self.model = config.model
         self.drop_extensions = False
@@ -393,6 +397,7 @@ class _Probe:
                 t0_wall=self.clock.t0_wall,
                 duration_s=self.clock.now() - self.start,
                 requests=self.traces,
+                controls=self.controls,
                 client=self.check.health(_transport(), self.traces) if self.workers == 1
                 else merge(self.shard_health or [None] * self.workers, _transport()),
                 wedge=self.watchdog.stop if self.watchdog is not None else None,
@@ -404,6 +409,7 @@ class _Probe:
     async def _phases(self, send: Send, warm: list[Job], measured: Iterable[Job]) -> None:
         if self.discover_model and self.model is None and not (self.config.payload or {}).get("model"):
             self.model = await self._discover_model()
+        await self._send_controls()
         if warm:
             self.progress(f"warm-up: {len(warm)} request(s)")
             await dispatch(warm, self.config.concurrency, send, self.clock)
@@ -440,6 +446,29 @@ class _Probe:
             return True
         return False
 
+    async def _send_controls(self) -> None:
+        """The unconstrained twins of a constrained ``--payload``, one at a time, before the warm-up:
+        ``CONTROL_TWINS`` requests more, only when the application's body constrains decoding."""
+        path = self._control_path()
+        if path is None:
+            return
+        self.progress(f"control: {CONTROL_TWINS} unconstrained twin(s) of the payload")
+        client = self._client()
+        try:
+            for k in range(CONTROL_TWINS):
+                trace = RequestTrace(index=k, path=path, t_scheduled=self.clock.now())
+                self.controls.append(trace)
+                await self._measure(client, Job(k, path, False, control=True), trace)
+        finally:
+            await client.aclose()
+
+    def _control_path(self) -> ProbePath | None:
+        """The first path whose requests carry a constrained ``--payload``; None when there is none."""
+        payload = self.config.payload
+        if payload is None or not payloads.constraints(payload):
+            return None
+        return next((p for p in self.urls if p != ProbePath.GATEWAY or self.config.gateway_route is None), None)
+
     async def _discover_model(self) -> str | None:
         """The first id of ``/v1/models`` (engine first); None sends the request without a model.
 
@@ -467,7 +496,8 @@ class _Probe:
     def _body(self, job: Job) -> dict[str, Any]:
         config = self.config
         if config.payload is not None:
-            return payloads.user_body(config.payload, config.route, self.model)
+            body = payloads.user_body(config.payload, config.route, self.model)
+            return payloads.unconstrained(body) if job.control else body
         prompt_tokens, max_tokens = config.request_lengths().for_index(job.index)
         body = payloads.default_body(config.route, self.model, prompt_tokens, max_tokens, self._nonce(job))
         return payloads.without_extensions(body) if self.drop_extensions else body
@@ -500,6 +530,7 @@ class _Probe:
             stall_timeout_s=config.stall_timeout_s, deadline_s=config.deadline_s,
             payload=self._body(Job(0, next(iter(self.urls)), False)),
             payload_source=config.payload_source or "default",
+            constraints=payloads.constraints(config.payload) if config.payload is not None else [],
             paths={path.value: url for path, url in config.probed().items()}, scenario=config.scenario,
             lengths=config.lengths.describe() if config.lengths is not None and config.payload is None else None,
             gateway_route=config.gateway_route.spec if config.gateway_route else None,
@@ -659,7 +690,7 @@ class _Probe:
                 t = log.mark_headers()
                 trace.t_headers = t if t is not None else clock.now()
 
-        headers = {**self.headers, "x-request-id": request_id(self.clock, job.path, job.index)}
+        headers = {**self.headers, "x-request-id": request_id(self.clock, job.path, f"control{job.index}" if job.control else job.index)}
         method, url, content, content_type = self._request(job)
         if content_type:
             headers["content-type"] = content_type

@@ -64,6 +64,7 @@ CONFIG_KEYS: dict[str, str] = {
     "num_gpu_blocks_override": "num_gpu_blocks_override",
     "kv_cache_memory_bytes": "kv_cache_memory_bytes",
     "max_seq_len_to_capture": "max_seq_len_to_capture",
+    "max_cudagraph_capture_size": "max_cudagraph_capture_size",
     "scheduling_policy": "scheduling_policy",
     "async_scheduling": "async_scheduling",
     "enable_expert_parallel": "enable_expert_parallel",
@@ -198,6 +199,7 @@ class _Parser:
                 generation = "V1" if record.source.startswith("core.py") else "V0"
             state.set("engine_generation", generation, record, STATED if match["generation"] else CONFIG)
             self._config_items(state, split_items(match["config"]), record, CONFIG)
+            _nested_config(state, match["config"], record)
         elif match := P.ARGS_NAMESPACE.match(message):
             state = self._open(ARGS_PHASE, record)
             self._config_items(state, split_items(match["body"]), record, ARGUMENT)
@@ -282,6 +284,8 @@ class _Parser:
             state.set("cuda_graph_time_s", float(match["s"]), record, STATED)
             if match["gib"]:
                 state.set("cuda_graph_memory_gib", float(match["gib"]), record, STATED)
+        elif match := P.CAPTURE_CAPPED.match(message):
+            state.set("max_cudagraph_capture_size", int(match["n"]), record, STATED, note=f"capped from {match['was']}")
         elif match := P.GRAPH_POOL.match(message):
             state.set("cuda_graph_memory_gib", float(match["gib"]), record, STATED)
         elif match := P.GRAPH_ESTIMATE.match(message):
@@ -476,6 +480,21 @@ def _specific_errors(errors: list[StartupError]) -> list[StartupError]:
     if any(e.kind != "other" for e in errors):
         return [e for e in errors if e.kind != "other"]
     return errors
+
+
+def _nested_config(state: _StartupState, config: str, record: Record) -> None:
+    """Facts printed inside the engine config's nested configs, read from the whole text because an
+    excerpt often cuts the line inside ``compilation_config`` (its last item, which ``split_items``
+    then drops): the CUDA-graph capture sizes, the largest of them, the structured-output backend."""
+    if match := P.CAPTURE_SIZES.search(config):
+        sizes = sorted({int(n) for n in re.findall(r"\d+", match["sizes"])})
+        if sizes:
+            state.set("cudagraph_capture_sizes", sizes, record, CONFIG)
+            state.set("max_cudagraph_capture_size", sizes[-1], record, CONFIG)
+    if match := P.MAX_CAPTURE_SIZE.search(config):
+        state.set("max_cudagraph_capture_size", int(match["n"]), record, CONFIG)
+    if match := P.STRUCTURED_BACKEND.search(config):
+        state.set("structured_outputs_backend", match["backend"], record, CONFIG)
 
 
 def split_items(body: str) -> list[tuple[str, str]]:

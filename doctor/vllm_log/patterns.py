@@ -35,7 +35,7 @@ _OPENINGS = (
     rb"|Available KV|Auto set|Explicitly set|Loading model weights|Model loading took|Memory profiling"
     rb"|the current vLLM|model weights take|total_gpu_memory|gpu_memory_utilization|non_torch_memory"
     rb"|PyTorch activation|available_kv_cache_memory|Graph capturing|Estimated CUDA graph|CUDA graph"
-    rb"|torch\.compile takes|init engine"
+    rb"|torch\.compile takes|init engine|Capping cudagraph capture sizes"
     rb"|The model's max seq len|To serve at least|Free memory on device|No available memory"
     + openings.OPENINGS  # other engines' lines (doctor.engines)
     + rb"|[A-Z][A-Za-z +]{0,40} KV cache size)"  # GPU, CPU, XPU, "GPU + host"; last: it is tried at any capital
@@ -144,6 +144,19 @@ PROFILING_064 = re.compile(
 )
 # 0.2.7+ "Graph capturing finished in 5 secs."; 0.6.4+ ", took 0.17 GiB".
 GRAPH_CAPTURED = re.compile(r"Graph capturing finished in (?P<s>\d+(?:\.\d+)?) secs?(?:, took (?P<gib>\d+(?:\.\d+)?) GiB)?")
+# The engine config's compilation_config: the CUDA-graph capture sizes (a JSON list 0.7-0.11, a
+# Python list 0.12+, descending before vllm PR#26016, ascending after) and the largest of them
+# ("max_capture_size" until 0.11, "max_cudagraph_capture_size" after). Bounded repeats: a config
+# line is one long record.
+CAPTURE_SIZES = re.compile(r"""["']cudagraph_capture_sizes["']: ?\[(?P<sizes>[\d, ]{0,4000})\]""")
+MAX_CAPTURE_SIZE = re.compile(r"""["']max_(?:cudagraph_)?capture_size["']: ?(?P<n>\d{1,6})""")
+# 0.18+ compilation.py: "Capping cudagraph capture sizes from max 512 to 352 to fit Mamba cache blocks ..."
+CAPTURE_CAPPED = re.compile(r"Capping cudagraph capture sizes from max (?P<was>\d+) to (?P<n>\d+)")
+# The structured-output backend: 0.32 StructuredOutputsConfig(backend='auto', ...), 0.8-0.10
+# DecodingConfig(backend='auto', ...), 0.6-0.7 DecodingConfig(guided_decoding_backend='xgrammar', ...).
+STRUCTURED_BACKEND = re.compile(
+    r"(?:StructuredOutputsConfig|DecodingConfig)\((?:guided_decoding_)?backend='(?P<backend>[\w:-]{1,40})'"
+)
 GRAPH_ESTIMATE = re.compile(r"Estimated CUDA graph memory: (?P<gib>\d+(?:\.\d+)?) GiB")
 GRAPH_POOL = re.compile(r"CUDA graph pool memory: (?P<gib>\d+(?:\.\d+)?) GiB \(actual\)")
 # 0.21+ advisory printed when CUDA-graph memory profiling changes the meaning of the flag.

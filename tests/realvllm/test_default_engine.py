@@ -1,5 +1,6 @@
-"""One vLLM server with default scheduling: a healthy run, then the same engine behind nginx,
-then the same engine wedged (its engine-core process stopped, last, since it stops the engine).
+"""One vLLM server with default scheduling: a healthy run, the same engine behind nginx, an
+application's JSON-schema request whose grammar compiles on its first request, then the same
+engine wedged (its engine-core process stopped, last, since it stops the engine).
 
 The gateway reproduces what buffered tokens on a real deployment in the lab trial: nginx with
 every default (``proxy_buffering on``, ``proxy_http_version 1.0``) in front of an upstream hop
@@ -25,8 +26,9 @@ from tests.support.nginx import SKIP_REASON, free_port, nginx_binary, run_nginx
 
 pytestmark = pytest.mark.realvllm
 
-HEALTHY, BUFFERING, WEDGED = SCENARIOS["healthy"], SCENARIOS["proxy-buffering"], SCENARIOS["engine-wedged"]
-assert HEALTHY.engine_args == BUFFERING.engine_args == WEDGED.engine_args  # they share one server
+HEALTHY, BUFFERING = SCENARIOS["healthy"], SCENARIOS["proxy-buffering"]
+STRUCTURED, WEDGED = SCENARIOS["structured-output"], SCENARIOS["engine-wedged"]
+assert HEALTHY.engine_args == BUFFERING.engine_args == STRUCTURED.engine_args == WEDGED.engine_args  # they share one server
 
 #: Outer server: nothing but proxy_pass (every nginx default). Inner: the usual SSE recipe,
 #: which still answers an HTTP/1.0 request close-delimited.
@@ -57,6 +59,18 @@ def test_default_nginx_buffering_a_close_delimited_hop_is_proxy_only(engine: Vll
     with run_nginx(RELAY.replace("INNER", str(free_port())), int(port)) as gateway:
         report = run_diagnose(BUFFERING, tmp_path, engine=engine.url, gateway=gateway, log=engine.log)
     assert not verdict_mismatches(report, BUFFERING), explain(report)
+
+
+def test_structured_output_first_request_compiles_its_schema(engine: VllmServer, tmp_path: Path) -> None:
+    """The probe sends the payload's unconstrained twins first, then the constrained requests: the
+    first of those waits for xgrammar to compile the schema, the repeats hit its cache."""
+    report = run_diagnose(STRUCTURED, tmp_path, engine=engine.url, log=engine.log)
+    assert not verdict_mismatches(report, STRUCTURED), explain(report)
+    stream = report["bundle"]["stream"]
+    assert stream["shape"]["constraints"] == ["response_format:json_schema"]
+    assert len(stream["controls"]) == 2 and all(c["outcome"] == "ok" for c in stream["controls"])
+    decoding = next(r for r in report["results"] if r["code"] == "LD212")
+    assert decoding["outcome"] in ("pass", "not-applicable"), explain(report)  # the compile, not steady decoding
 
 
 def engine_core(api_server: int) -> psutil.Process:

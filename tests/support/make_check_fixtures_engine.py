@@ -719,6 +719,23 @@ def cases_batch_too_deep() -> None:
     preempted = load_scrapes({}, {"vllm:num_preemptions_total": 0}, {"vllm:num_preemptions_total": 2})
     write_case(name, "quiet-preemption-explains-it", bundle(stream=stream(deep, concurrency=4), metrics=preempted),
                why="the same growth, but 2 preemptions: KV pressure (LD201), not depth")
+    uncaptured = simulate(RAMP, 24, lambda running, new: 0.02 if running + new <= 2 else 0.08)
+    write_case(name, "fires-batch-above-captured-graphs",
+               bundle(stream=stream(uncaptured, concurrency=4),
+                      log=vllm_log({"max_num_seqs": 16, "max_cudagraph_capture_size": 2})),
+               why="toy engine: a step costs 20 ms while 2 sequences or fewer decode (a captured graph), 80 ms "
+                   "above (eager); --max-cudagraph-capture-size 2 under max_num_seqs 16: the capture size is the "
+                   "lever, not max_num_seqs",
+               expect={"setting": "max_cudagraph_capture_size", "summary_contains": ["largest captured graph is 2"]})
+    busy = load_scrapes({}, {"vllm:num_requests_running": 420, "vllm:num_preemptions_total": 0},
+                        {"vllm:num_preemptions_total": 0})
+    write_case(name, "fires-real-capped-capture-sizes",
+               bundle(stream=stream(deep, concurrency=4), metrics=busy,
+                      log=real_log("vNEW-pr30515-capping-cudagraph-capture-sizes-mamba.log")),
+               why="the real log lines of vllm PR#30515 (capture sizes capped from 512 to 352 for Mamba cache "
+                   "blocks); the toy engine's growing gaps, and other users keeping 420 sequences running "
+                   "(synthetic scrapes): batches above 352 run without a graph",
+               expect={"setting": "max_cudagraph_capture_size", "summary_contains": ["352"]})
     write_case(name, "na-one-stream-at-a-time", bundle(stream=stream(steady(8, ttft=0.1, gap=0.03))),
                why="sequential requests: depth 1 only")
     steps = load_scrapes({}, {"vllm:num_preemptions_total": 0},

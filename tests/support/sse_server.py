@@ -47,6 +47,13 @@ Streams running are counted over the whole server, whatever their options. ``hea
 response headers S seconds (a front end slow to start answering: a long prompt, a busy server),
 which a gateway's read timeout counts, unlike the wait for a token after them.
 
+Structured output: a request that constrains decoding (``response_format`` other than text,
+``tools``, ``guided_json``) is answered as an engine with a grammar backend would: ``compile=S``
+adds S seconds to the first token of the first request per distinct schema (the compile, cached
+after), ``masked=F`` multiplies every constrained request's gaps by F (the per-step mask), and
+``held=K:N`` holds tokens K+1..K+N-1 of a constrained request back and sends them with token K+N
+in one event (a tool-call parser waiting for a whole argument; one token per chunk only).
+
 With ``SseServer(metrics=True)`` the server also answers ``GET /metrics`` as vLLM does, from its
 own accounting: requests received (``vllm:prompt_tokens_total``, 38 per request as in the usage
 trailer), finished by reason (``length`` when an answer completes, ``abort`` when its client went
@@ -178,6 +185,7 @@ class SseServer:
         self.running = 0  # streams admitted and not finished
         self.counts = Counts()
         self.pauses = Pauses()
+        self.compiled: set[str] = set()  # the schemas already "compiled" (``compile=S``)
 
     @property
     def url(self) -> str:
@@ -338,8 +346,14 @@ class SseServer:
         await writer.drain()
         n = int(opts.get("n") or request.get("max_tokens") or request.get("max_output_tokens") or 16)
         depth = float(opts.get("depth", 0))
-        schedule = _Schedule(t_request, float(opts.get("ttft", 0.05)), float(opts.get("itl", 0.01)), opts.get("stall"),
-                             depth=lambda: 1 + depth * max(self.running - 1, 0),
+        ttft, itl = float(opts.get("ttft", 0.05)), float(opts.get("itl", 0.01))
+        schema = _schema(request)
+        if schema is not None:
+            if schema not in self.compiled:
+                self.compiled.add(schema)
+                ttft += float(opts.get("compile", 0))
+            itl *= float(opts.get("masked", 1))
+        schedule = _Schedule(t_request, ttft, itl, opts.get("stall"), depth=lambda: 1 + depth * max(self.running - 1, 0),
                              hold=lambda due: self.pauses.hold(due, opts.get("pause")))
         events = _Events(route, n, noevent=opts.get("noevent") == "1", usage=bool(stream_options.get("include_usage")),
                          continuous=bool(stream_options.get("continuous_usage_stats")))
@@ -352,6 +366,7 @@ class SseServer:
         per, burst = int(opts.get("per", 1)), int(opts.get("burst", 1))
         chunks = -(-n // per)
         held: list[bytes] = []
+        hold_at, hold_n = (int(x) for x in opts["held"].split(":")) if "held" in opts and schema is not None else (-1, 0)
         for k in range(0 if fail == "usage" else chunks):
             if k % burst == 0:
                 await schedule.wait(k)
@@ -364,7 +379,10 @@ class SseServer:
             else:
                 self.counts.itl.append(float(opts.get("itl", 0.01)))
             self.counts.generation_tokens += min(per, n - k * per)
-            held.append(events.token(k, last=k == chunks - 1, done=min((k + 1) * per, n), count=min(per, n - k * per)))
+            if hold_at < k < hold_at + hold_n and k != chunks - 1:
+                continue  # generated, held back by the "parser"
+            count = hold_n if k == hold_at + hold_n else min(per, n - k * per)
+            held.append(events.token(k, last=k == chunks - 1, done=min((k + 1) * per, n), count=count))
             if len(held) == burst or k == chunks - 1:
                 await stream.send(*held, token=True)
                 held = []
@@ -377,6 +395,14 @@ class SseServer:
             return False  # the connection closes with the body unended: no last chunk
         await stream.end()
         return keep and chunked
+
+
+def _schema(request: dict[str, Any]) -> str | None:
+    """The request's constraint as a key (a schema, tools, a guided grammar); None for free text."""
+    fmt = request.get("response_format")
+    constraint = {"response_format": fmt if isinstance(fmt, dict) and fmt.get("type") != "text" else None,
+                  "tools": request.get("tools") or None, "guided_json": request.get("guided_json")}
+    return json.dumps(constraint, sort_keys=True) if any(constraint.values()) else None
 
 
 class _Schedule:

@@ -1,0 +1,90 @@
+"""Requests wait for a LoRA adapter slot: every GPU slot holds another adapter.
+
+What it detects:
+LoRA slots full: in the scrapes of the probe window, requests for an adapter were waiting while
+all ``max_lora`` GPU adapter slots held other adapters (``vllm:lora_requests_info``), in at
+least ``min_scrapes`` scrapes.
+
+Why it matters:
+vLLM batches requests of at most ``--max-loras`` distinct adapters at once; a request for
+another adapter waits until a slot frees, then its adapter is loaded (from CPU memory when it
+is among the ``--max-cpu-loras`` cached, else from disk) before its prefill. With more adapters
+in use than slots, adapters are swapped in and out and TTFT grows with the churn (sglang
+PR#13349: median TTFT 40 ms with 8 adapters on 8 slots, 6.3 s with 16), while the engine's
+``waiting`` looks like ordinary queueing and ``max_num_seqs`` is not the limit.
+
+Evidence:
+metrics (the raw scrapes): ``vllm:lora_requests_info``, the latest series of each scrape
+(``max_lora``, ``running_lora_adapters``, ``waiting_lora_adapters``); an adapter both running
+and waiting is already loaded and does not count. metrics_window: the waiting peak. Not exposed
+by SGLang in this form (its ``sglang:lora_pool_*`` metrics are not read), nor by llama.cpp.
+
+Remediation:
+Raise ``--max-loras`` to the number of adapters in use at once (each slot costs GPU memory:
+the KV cache shrinks), and keep ``--max-cpu-loras`` at least as large so a swapped-out adapter
+reloads from CPU memory, not disk; or route each adapter to a subset of replicas so each
+replica's adapters fit its slots.
+
+Options:
+min_scrapes: scrapes with an adapter shut out of the slots at which it fires
+
+Example:
+3 of 5 scrapes: requests for adapter sql-lora waited while the 2 slots held chat-lora and
+code-lora; 3 adapters in use -> --max-loras 3.
+"""
+
+from __future__ import annotations
+
+from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import engine_flag, engine_of, rerun
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.evidence import MetricsEvidence
+from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
+from doctor.vllm_metrics.lora import FAMILY, lora_slots
+
+
+@check(code="LD109", name="lora-slots-full", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.QUEUE)
+def lora_slots_full(
+    metrics: MetricsEvidence,
+    metrics_window: MetricsWindow | None = None,
+    log_facts: LogFacts | None = None,
+    *,
+    min_scrapes: int = 2,
+) -> Result:
+    states = lora_slots(metrics.scrapes)
+    if not states:
+        return NotApplicable(f"no {FAMILY} in the scrapes: LoRA is off, or the engine does not expose it "
+                             "(SGLang's lora_pool metrics are not read)")
+    shut = [s for s in states if s.shut_out]
+    in_use = sorted({a for s in states for a in (*s.running, *s.waiting)})
+    slots = max((s.max_lora for s in states if s.max_lora is not None), default=None)
+    if len(shut) < min_scrapes:
+        return Pass(f"{len(shut)} of {len(states)} scrapes with a request waiting for an adapter slot "
+                    f"({len(in_use)} adapter(s) in use, max_lora {slots})")
+    worst = max(shut, key=lambda s: len(s.shut_out))
+    evidence = [
+        EvidenceValue("scrapes with an adapter shut out", len(shut), "scrapes", f"metrics: {FAMILY}, of {len(states)}"),
+        EvidenceValue("max_lora", slots, "slots", f"metrics: {FAMILY} label max_lora"),
+        EvidenceValue("adapters in use", len(in_use), "adapters", f"metrics: {FAMILY}: {', '.join(in_use)}"),
+    ]
+    if metrics_window is not None and metrics_window.waiting is not None:
+        evidence.append(EvidenceValue("waiting max", metrics_window.waiting.max, "requests",
+                                      "metrics: vllm:num_requests_waiting"))
+    return Fire(
+        title="Requests wait for a LoRA adapter slot",
+        summary=(f"{len(shut)} of {len(states)} scrapes: requests for {', '.join(worst.shut_out)} waited while the "
+                 f"{slots} slot(s) held {', '.join(worst.running)}; {len(in_use)} adapters in use"),
+        remediation=Remediation(
+            setting="max_loras",
+            suggested=(f"{len(in_use)} (the adapters in use at once here), with --max-cpu-loras at least as many so "
+                       "a swapped-out adapter reloads from CPU memory; or route each adapter to fewer replicas"),
+            why=("waiting requests were for adapters outside the full GPU slots: they wait for a slot and an adapter "
+                 "load, which more batch seats (max_num_seqs) or replicas sharing every adapter would not cure"),
+            verify=rerun("no scrape with a waiting adapter outside full slots, and TTFT p90 down for the adapters "
+                         "that waited; the KV cache shrinks by the slots' memory"),
+            current=str(slots) if slots is not None else None,
+            where=engine_flag(engine_of(log_facts, metrics_window), "max_loras"),
+        ),
+        evidence=evidence,
+    )

@@ -1,0 +1,95 @@
+"""A schema's first request waits for its grammar to compile; the repeats do not.
+
+What it detects:
+Schema compile: with a constrained ``--payload`` (a JSON-schema ``response_format``, ``tools``,
+``guided_json``), the first constrained request's first token comes much later than the repeats'
+and than the same prompt's unconstrained twin, which had already warmed the prompt's prefix.
+
+Why it matters:
+A structured-output backend compiles each distinct schema into a grammar before the request's
+first decode step, and caches it. The first request per schema after a start (or per new schema,
+when applications generate them) pays the compile in its TTFT; xgrammar is usually milliseconds,
+but large or deeply nested schemas take seconds, and the request waits while it runs
+(vllm#12122: TTFT p50 0.6 -> 4 s). It is told apart from steady constrained decoding (LD212),
+where every constrained request is slower per token, and from a cold prefix, which the twin paid.
+
+Evidence:
+stream: the constrained requests in send order (warm-up included: the first one is the compile),
+and ``controls``, the payload's unconstrained twins the probe sent first (the prefix-warm ones).
+Startup log: the structured-output backend in use.
+
+Remediation:
+Warm each schema before the replica takes traffic (one request per distinct schema after start),
+and keep the backend that compiles and caches fastest, xgrammar (vLLM's
+``--structured-outputs-config '{"backend": "xgrammar"}'``); an application that builds a new
+schema per request pays the compile every time, so keep schemas few and stable.
+
+Options:
+compile_ratio: first constrained TTFT over the larger of the repeats' median and the twin's at which it fires
+min_excess_s: seconds the first request must lose beyond that baseline
+
+Example:
+first constrained request TTFT 2.41 s, repeats median 0.21 s, unconstrained twin 0.19 s: the
+schema's compile cost about 2.2 s once.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from doctor.check import Fire, Pass, Result, check
+from doctor.checklib import constrained_run, engine_flag, engine_of, engine_setting, request_ttft, rerun
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.engines.names import VLLM
+from doctor.evidence import StreamEvidence
+from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
+from doctor.units import fmt_seconds
+
+
+@check(code="LD108", name="schema-compile", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.STRUCTURED_OUTPUT)
+def schema_compile(
+    stream: StreamEvidence,
+    log_facts: LogFacts | None = None,
+    metrics_window: MetricsWindow | None = None,
+    *,
+    compile_ratio: float = 2.0,
+    min_excess_s: float = 0.1,
+) -> Result:
+    run = constrained_run(stream)
+    first, repeats = run.constrained[0], run.constrained[1:]
+    first_s = request_ttft(first)
+    repeat_s = statistics.median(request_ttft(r) for r in repeats)
+    twin_s = statistics.median(request_ttft(r) for r in run.controls)
+    baseline = max(repeat_s, twin_s)
+    said = (f"first constrained request TTFT {fmt_seconds(first_s)}, repeats median {fmt_seconds(repeat_s)} "
+            f"(n={len(repeats)}), unconstrained twin {fmt_seconds(twin_s)} (n={len(run.controls)})")
+    if first_s < compile_ratio * baseline or first_s - baseline < min_excess_s:
+        return Pass(said + ": no first-request compile stands out")
+    backend = engine_setting("structured_outputs_backend", log_facts)
+    evidence = [
+        EvidenceValue("first constrained TTFT", first_s, "s", f"stream: {first.path} request {first.index}"
+                      + (" (warm-up)" if first.warmup else "")),
+        EvidenceValue("repeats' median TTFT", repeat_s, "s", f"stream: n={len(repeats)} constrained requests"),
+        EvidenceValue("unconstrained twin TTFT", twin_s, "s", f"stream: controls, n={len(run.controls)}"),
+        EvidenceValue("constraints", ", ".join(run.constraints), "", "run: the --payload body"),
+    ]
+    if backend is not None:
+        evidence.append(backend.evidence("structured-output backend"))
+    engine = engine_of(log_facts, metrics_window)
+    flag = ' (--structured-outputs-config \'{"backend": "xgrammar"}\')' if engine in (None, VLLM) else ""
+    return Fire(
+        title="The schema's first request waits for its grammar to compile",
+        summary=said + f": the schema's compile cost about {fmt_seconds(first_s - baseline)} once",
+        remediation=Remediation(
+            setting="structured_outputs_config",
+            suggested=("warm each schema before taking traffic (one request per distinct schema after start), "
+                       f'with the grammar backend "xgrammar", which caches compiled grammars{flag}'),
+            why=("the first request per schema waited for its grammar while the repeats and the same prompt "
+                 "unconstrained did not: the compile, not the prompt or the queue"),
+            verify=rerun("the first constrained request's TTFT near the repeats' after a warm-up per schema"),
+            current=str(backend.value) if backend is not None else None,
+            where=engine_flag(engine, "structured_outputs_config"),
+        ),
+        evidence=evidence,
+    )

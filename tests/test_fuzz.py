@@ -231,7 +231,7 @@ def test_prometheus_history_reads_any_answers(answers: list[str]) -> None:
 
 @given(st.one_of(json_values.map(_json_text), st.sampled_from(['{"version":' * 3000, '{"data":[{"id":"\\ud800"}]}'])))
 def test_version_and_models_answers_are_read_or_refused(body: str) -> None:
-    answer = endpoints._Answer(200, "HTTP/1.1", httpx.Headers({"content-type": "application/json"}), body)
+    answer = endpoints._Answer(200, "HTTP/1.1", httpx.Headers({"content-type": "application/json"}), body, 0.01)
     for read in (endpoints._read_version, endpoints._read_models):
         endpoint = endpoints.Endpoint(role="direct", url="http://e")
         try:

@@ -33,6 +33,7 @@ from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, ProbePath, RequestTrace, StreamEvidence
 from doctor.evidence.stream import NOT_THE_TARGETS, awake_span, frozen_overlap
 from doctor.stats import quantile
+from doctor.wire import MAX_NUMBER, number
 
 #: A gap larger than this multiple of its request's median gap is a stall.
 STALL_FACTOR = 5.0
@@ -192,11 +193,14 @@ def token_count(req: RequestTrace) -> int:
 
     The usage trailer's ``completion_tokens`` when the server sent one, else the per-event counts
     (continuous usage stats, ``TokenEvent.tokens``), which are 1 each when the server said nothing.
-    Never fewer than the token-bearing events: each carried at least one token.
+    Never fewer than the token-bearing events: each carried at least one token. A count beyond
+    any real one (a bundle may hold ``10**400``, which no float holds) is bounded like every
+    number from outside: a trailer's is ignored, an event's counts as ``MAX_NUMBER``.
     """
     events = [t for t in req.tokens if math.isfinite(t.t)]
-    counted = sum(max(t.tokens, 1) for t in events)
-    return max(req.completion_tokens if req.completion_tokens is not None else counted, len(events))
+    counted = sum(min(max(t.tokens, 1), MAX_NUMBER) for t in events)
+    claimed = number(req.completion_tokens, int)
+    return max(claimed if claimed is not None else counted, len(events))
 
 
 def stall_base(gaps: list[float]) -> float | None:

@@ -5,15 +5,16 @@ would: vLLM ``vllm:cache_config_info{block_size, num_gpu_blocks}``, SGLang
 ``sglang:max_total_num_tokens`` (and, in builds of late 2024, ``sglang:max_running_requests`` and
 ``sglang:context_len``), trtllm-serve ``trtllm_kv_cache_max_blocks`` x
 ``trtllm_kv_cache_tokens_per_block``, TGI ``tgi_batch_max_total_tokens`` (its KV budget, the
-``Setting max batch total tokens`` of its log; ``backends/v3/src/lib.rs``, TGI PR #2595, 2024-10). Read with prometheus_client's parser, as every scrape is.
+``Setting max batch total tokens`` of its log; ``backends/v3/src/lib.rs``, TGI PR #2595, 2024-10). Read with prometheus_client's parser, as every scrape is
+(``metric_families``: its lines bounded first), each number bounded (``doctor.wire.number``).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
+from doctor.vllm_metrics.names import metric_families
+from doctor.wire import number
 
 _GAUGES = {
     "sglang:max_total_num_tokens": "kv_cache_tokens",
@@ -31,13 +32,13 @@ def capacity_from_exposition(text: str) -> dict[str, Any]:
     the exposition states; empty when it states none or does not parse."""
     out: dict[str, Any] = {}
     try:
-        for family in text_string_to_metric_families(text):
+        for family in metric_families(text):
             for sample in family.samples:
                 if sample.name == "vllm:cache_config_info":
                     _info(out, sample.labels)
-                elif (key := _GAUGES.get(sample.name)) and _finite(sample.value):
-                    out.setdefault(key, int(sample.value))
-    except ValueError:  # prometheus_client's syntax error; the window reports it
+                elif (key := _GAUGES.get(sample.name)) and (value := number(sample.value, int)) is not None:
+                    out.setdefault(key, value)
+    except ValueError:  # a syntax error or an overlong line (ExpositionError); the window reports it
         return {}
     if "kv_cache_tokens" not in out and "num_blocks" in out and "block_size" in out:
         out["kv_cache_tokens"] = out["num_blocks"] * out["block_size"]
@@ -46,9 +47,5 @@ def capacity_from_exposition(text: str) -> dict[str, Any]:
 
 def _info(out: dict[str, Any], labels: dict[str, str]) -> None:
     for label, key in (("block_size", "block_size"), ("num_gpu_blocks", "num_blocks")):
-        if labels.get(label, "").isdigit():
-            out.setdefault(key, int(labels[label]))
-
-
-def _finite(value: float) -> bool:
-    return not (math.isnan(value) or math.isinf(value))
+        if labels.get(label, "").isdigit() and (value := number(labels[label], int)) is not None:
+            out.setdefault(key, value)

@@ -17,9 +17,12 @@ from doctor.engines.logbook import ARGUMENT, RESOLVED, Logbook
 from doctor.engines.names import TGI
 from doctor.evidence.log import LogLine
 from doctor.vllm_log.model import LogFacts
+from doctor.wire import number
 
 _ARGS = re.compile(r"text_generation_launcher: Args \{(?P<body>.*)")
-_ITEM = re.compile(r"(?P<key>\w+): (?:Some\((?P<some>[^()]*)\)|(?P<value>\"[^\"]*\"|[^,{}\s]+))")
+# The key starts a word: from every position inside a long word the search re-read the word.
+_ITEM = re.compile(r"\b(?P<key>\w+): (?:Some\((?P<some>[^()]*)\)|(?P<value>\"[^\"]*\"|[^,{}\s]+))")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _TOTAL = re.compile(r"Setting max batch total tokens to (?P<n>\d+)")
 _NO_AUTO = re.compile(r"Model does not support automatic max batch total tokens")
 _CONNECTED = re.compile(r"text_generation_router[\w:]*: [\w/.]+:\d+: Connected|\"message\":\"Connected\"")
@@ -61,7 +64,7 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
                 if key := _ARG_KEYS.get(item["key"]):
                     _own(book, line, key, _value(item["some"] if item["some"] is not None else item["value"]), ARGUMENT)
         elif match := _TOTAL.search(text):
-            _own(book, line, "kv_cache_tokens", int(match["n"]), RESOLVED)
+            _own(book, line, "kv_cache_tokens", number(match["n"], int), RESOLVED)
         elif _NO_AUTO.search(text):
             book.fact(line, "automatic_max_batch_total_tokens", False)
         elif _CONNECTED.search(text):
@@ -85,9 +88,5 @@ def _value(raw: str) -> object:
         return raw == "true"
     if raw.startswith('"') and raw.endswith('"'):
         return raw[1:-1]
-    for kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            pass
-    return raw
+    whole = number(raw, int)
+    return whole if whole is not None else number(raw) if _NUMBER.fullmatch(raw) else raw

@@ -18,6 +18,7 @@ from doctor.engines.logbook import RESOLVED, STATED, Logbook
 from doctor.engines.names import TRTLLM
 from doctor.evidence.log import LogLine
 from doctor.vllm_log.model import LogFacts
+from doctor.wire import number
 
 _VERSION = re.compile(r"(?:Engine version|TensorRT[ -]LLM version:?) (?P<version>\d+\.\d+[\w.+-]*)")
 _MODEL = re.compile(r"TRTGptModel (?P<key>max\w+): (?P<n>\d+)")
@@ -53,15 +54,15 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
             book.fact(line, "version", match["version"], STATED)
         elif match := _MODEL.search(text):
             if key := _MODEL_KEYS.get(match["key"]):
-                _own(book, line, key, int(match["n"]), STATED)
+                _own(book, line, key, number(match["n"], int), STATED)
         elif match := _ALLOCATED.search(text):
             # A later allocation replaces the one before it: the last pool is the one that serves.
-            _last(book, line, "kv_cache_tokens", int(match["n"]))
-            _last(book, line, "kv_cache_memory_gib", float(match["gib"]))
+            _last(book, line, "kv_cache_tokens", number(match["n"], int))
+            _last(book, line, "kv_cache_memory_gib", number(match["gib"]))
         elif match := _USING.search(text):
-            _own(book, line, "kv_cache_tokens", int(match["n"]), STATED)
+            _own(book, line, "kv_cache_tokens", number(match["n"], int), STATED)
         elif match := _BLOCK.search(text):
-            _own(book, line, "block_size", int(match["n"] or match["m"]), STATED)
+            _own(book, line, "block_size", number(match["n"] or match["m"], int), STATED)
         else:
             book.error(line, text)
     return book.result()

@@ -87,6 +87,7 @@ _BLOCK_SIZES = (16, 8, 32, 1, 2, 4, 64, 128, 256)  # vLLM's choices, the default
 _V1_PROCESS = re.compile(r"^(?:EngineCore|VllmWorker rank=|Worker_|DPEngineCore)")
 _MAX_OTHER_ERRORS = 10
 _MAX_ERROR_MESSAGE = 2000  # vLLM's own advice ends its longest messages (about 500 characters): keep it
+_DIGITS = re.compile(r"[-+]?\d+")
 _KEY_AHEAD = re.compile(r"\w+=(?!=)")  # "key=" after a space separates items printed without a comma
 
 
@@ -548,6 +549,8 @@ def literal_value(raw: str) -> Any:
         return ast.literal_eval(raw)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         pass
+    if _DIGITS.fullmatch(raw):  # a number literal_eval refused: past Python's 4,300-digit limit, no value
+        return None
     if raw.startswith("torch."):
         return raw[len("torch."):]
     if enum := re.fullmatch(r"[A-Z]\w*\.([A-Z][A-Z0-9_]*)", raw):  # LoadFormat.AUTO

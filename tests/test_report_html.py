@@ -294,3 +294,20 @@ def test_a_report_naming_a_check_this_install_lacks_still_reanalyses(tmp_path) -
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["verdict"]["budgets"] == {"ttft_s": 0.2, "tpot_s": 0.2}
     assert {r["code"][:3] for r in report["results"]} == {"LD3"}  # the known part of the selection held
+
+
+def test_a_server_claiming_ten_to_the_400_tokens_still_gets_its_report(tmp_path: Path) -> None:
+    """Issue 22 item 11: a token event (and a usage trailer) of 10**400 tokens, which a bundle can
+    hold and no float can: the arrivals chart raised OverflowError and `diagnose` wrote no report;
+    the stream view failed on the per-token time. Both bound the count (``doctor.wire.number``)."""
+    reqs = [bundles.request("direct", i, ttft=0.1, gaps=[0.01] * 5, start=float(i)) for i in range(3)]
+    reqs[0].tokens[1].tokens = 10**400
+    reqs[1].completion_tokens = 10**400
+    save(bundles.bundle(stream=bundles.stream(reqs)), tmp_path / "bundle.json")
+    result = CliRunner().invoke(app, ["analyze", str(tmp_path / "bundle.json"), "--html", str(tmp_path / "r.html"),
+                                      "--json", str(tmp_path / "r.json")])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code == 0, result.output
+    assert "Token arrivals" in " ".join(chart_labels((tmp_path / "r.html").read_text()))
+    stats = json.loads((tmp_path / "r.json").read_text())["views"]["stream_stats"]["paths"]["direct"]
+    assert stats["tpot"]["n"] == 3 and stats["tpot"]["max"] == pytest.approx(0.01)

@@ -63,6 +63,8 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     if hi <= lo:
         hi = lo + 1.0
     raw = (hi - lo) / max(count, 1)
+    if not (math.isfinite(raw) and raw > 0):  # an axis past a float's range (or a span lost to rounding): no ticks
+        return []
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
     start = math.floor(lo / step) * step

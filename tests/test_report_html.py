@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import sys
 import tempfile
@@ -16,8 +17,9 @@ from doctor.bundle import from_dict, load_path, save
 from doctor.cli import app
 from doctor.evidence import RunRecord
 from doctor.runner import analyze
-from doctor.units import fmt_seconds
+from doctor.units import fmt_pct, fmt_seconds
 from reports import charts, render_html, write_outputs
+from reports.summary import fmt_bytes
 from tests.support import bundles
 from tests.support.html_dom import inventory
 from tests.support.report_cases import real_buffering_bundle, real_buffering_report
@@ -303,6 +305,7 @@ def test_a_server_claiming_ten_to_the_400_tokens_still_gets_its_report(tmp_path:
     reqs = [bundles.request("direct", i, ttft=0.1, gaps=[0.01] * 5, start=float(i)) for i in range(3)]
     reqs[0].tokens[1].tokens = 10**400
     reqs[1].completion_tokens = 10**400
+    reqs[2].reads[0].nbytes = reqs[2].reads[1].events = 10**400
     save(bundles.bundle(stream=bundles.stream(reqs)), tmp_path / "bundle.json")
     result = CliRunner().invoke(app, ["analyze", str(tmp_path / "bundle.json"), "--html", str(tmp_path / "r.html"),
                                       "--json", str(tmp_path / "r.json")])
@@ -311,3 +314,10 @@ def test_a_server_claiming_ten_to_the_400_tokens_still_gets_its_report(tmp_path:
     assert "Token arrivals" in " ".join(chart_labels((tmp_path / "r.html").read_text()))
     stats = json.loads((tmp_path / "r.json").read_text())["views"]["stream_stats"]["paths"]["direct"]
     assert stats["tpot"]["n"] == 3 and stats["tpot"]["max"] == pytest.approx(0.01)
+    assert stats["bytes_per_read"]["max"] == float(2**63)
+
+
+def test_numbers_past_a_floats_range_are_shown_not_raised() -> None:
+    """What ``bench/fuzz.py`` found in bundles of hostile numbers: each formatter and an axis."""
+    assert (fmt_bytes(10**400), fmt_seconds(-(10**400)), fmt_pct(10**400)) == ("inf GiB", "-inf s", "inf %")
+    assert charts.nice_ticks(0, math.inf) == [] and charts.nice_ticks(0, 1e308 * 10) == []

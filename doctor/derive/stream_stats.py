@@ -210,6 +210,12 @@ def token_count(req: RequestTrace) -> int:
     return max(claimed if claimed is not None else counted, len(events))
 
 
+def _bounded(count: int) -> float:
+    """A read's count of events or bytes as a float, at most ``MAX_NUMBER`` (a bundle may hold
+    ``10**400``, which no float holds)."""
+    return float(min(count, MAX_NUMBER))
+
+
 def stall_base(gaps: list[float]) -> float | None:
     """The gap a stall is measured against: the median gap, or the median of the non-zero gaps.
 
@@ -241,8 +247,8 @@ def request_stats(req: RequestTrace, freezes: Sequence[Sequence[float]] = ()) ->
     if req.reads:
         with_events = [r for r in req.reads if r.events > 0]
         if with_events:
-            rs.events_per_read = statistics.fmean(r.events for r in with_events)
-            rs.bytes_per_read = statistics.fmean(r.nbytes for r in with_events)
+            rs.events_per_read = statistics.fmean(_bounded(r.events) for r in with_events)
+            rs.bytes_per_read = statistics.fmean(_bounded(r.nbytes) for r in with_events)
     waited_until = req.t_failed if req.t_failed is not None else req.t_end
     censored = req.outcome in CENSORING_OUTCOMES and req.t_sent is not None and waited_until is not None
     last = waited_until if waited_until is not None else (times[-1] if times else req.t_scheduled)
@@ -319,8 +325,8 @@ def path_stats(name: ProbePath, url: str | None, reqs: list[RequestTrace],
     ps.max_gap = dist([r.max_gap for r in seen if r.max_gap is not None])
     ps.gap_censored = sum(1 for r in partial if r.censored)
     ps.client_queue = dist([r.client_queue for r in measured if r.client_queue is not None])
-    ps.events_per_read = dist([float(r.events) for r in ok_reads])
-    ps.bytes_per_read = dist([float(r.nbytes) for r in ok_reads])
+    ps.events_per_read = dist([_bounded(r.events) for r in ok_reads])
+    ps.bytes_per_read = dist([_bounded(r.nbytes) for r in ok_reads])
     ps.headers_to_first_token = dist(
         [r.headers_to_first_token for r in seen if r.headers_to_first_token is not None]
     )

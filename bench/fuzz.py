@@ -177,7 +177,7 @@ def grown(data: bytes, factor: int) -> list[bytes]:
     lines = data.split(b"\n")
     i = max(range(len(lines)), key=lambda k: len(lines[k]))
     half = len(lines[i]) // 2
-    longer = lines[:i] + [lines[i][:half] + lines[i][half:] * factor] + lines[i + 1:]
+    longer = [*lines[:i], lines[i][:half] + lines[i][half:] * factor, *lines[i + 1:]]
     return [b"\n".join(longer), data * factor]
 
 

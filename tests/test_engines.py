@@ -284,8 +284,8 @@ HUGE_NUMBER_LOGS = {
         f"INFO 01-01 00:00:01 [core.py:1] Initializing a V1 LLM engine (v0.9.0) with config: model='m', max_seq_len={HUGE}, max_num_seqs=8, ",
         f"INFO 01-01 00:00:02 [kv_cache_utils.py:1] GPU KV cache size: {HUGE} tokens",
         f"INFO 01-01 00:00:02 [kv_cache_utils.py:1] Maximum concurrency for {HUGE} tokens per request: 3.20x",
-        f"INFO 01-01 00:00:03 [loggers.py:1] Engine 000: Avg prompt throughput: {HUGE} tokens/s, Avg generation throughput: "
-        f"2.0 tokens/s, Running: {HUGE} reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%",
+        (f"INFO 01-01 00:00:03 [loggers.py:1] Engine 000: Avg prompt throughput: {HUGE} tokens/s, Avg generation throughput: "
+         f"2.0 tokens/s, Running: {HUGE} reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%"),
     ], "max_running_requests"),
     "llama.cpp": ([
         f"llama_context: n_ctx = {HUGE}", "llama_context: n_batch = 2048",
@@ -298,8 +298,8 @@ HUGE_NUMBER_LOGS = {
         f"[2025-11-06 01:22:12 TP0] Decode batch, #running-req: {HUGE}, #token: 1920, token usage: 0.94, #queue-req: 0, ",
     ], "max_running_requests"),
     "tgi": ([
-        f'2024-01-01T00:00:00Z  INFO text_generation_launcher: Args {{ model_id: "m", max_concurrent_requests: {HUGE}, '
-        f"max_total_tokens: 4096, cuda_memory_fraction: 1{HUGE}.5 }}",
+        (f'2024-01-01T00:00:00Z  INFO text_generation_launcher: Args {{ model_id: "m", max_concurrent_requests: {HUGE}, '
+         f"max_total_tokens: 4096, cuda_memory_fraction: 1{HUGE}.5 }}"),
         f"2024-01-01T00:00:01Z  INFO text_generation_router: router/src/main.rs:1: Setting max batch total tokens to {HUGE}",
     ], "max_model_len"),
     "tensorrt-llm": ([

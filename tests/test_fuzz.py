@@ -476,8 +476,8 @@ def test_analyze_renders_a_bundle_of_any_numbers(changes: list[tuple[str, object
 
 #: Config files whose tables and keys are right and whose values are hostile, then any lines at all.
 config_files = st.one_of(
-    st.tuples(st.sampled_from(["budgets", "budgets.regions.eu"]), st.sampled_from(HOSTILE_NUMBERS + ("0.5",)),
-              st.sampled_from(HOSTILE_NUMBERS + ("0.05",))).map(lambda t: f"[{t[0]}]\nttft = {t[1]}\ntpot = {t[2]}\n".encode()),
+    st.tuples(st.sampled_from(["budgets", "budgets.regions.eu"]), st.sampled_from((*HOSTILE_NUMBERS, "0.5")),
+              st.sampled_from((*HOSTILE_NUMBERS, "0.05"))).map(lambda t: f"[{t[0]}]\nttft = {t[1]}\ntpot = {t[2]}\n".encode()),
     st.tuples(st.sampled_from(HOSTILE_NUMBERS), st.sampled_from(HOSTILE_NUMBERS)).map(
         lambda t: f"[probe]\nrequests = {t[0]}\nduration = {t[1]}\n".encode()),
     st.sampled_from(["[budgets]", "[probe]"]).flatmap(

@@ -20,9 +20,8 @@ does not expose is simply absent from its names, and the window says it is missi
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-
-from collections.abc import Iterator
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
@@ -161,7 +160,7 @@ class ExpositionError(ValueError):
 MAX_LINE_CHARS = 1 << 16
 
 
-def metric_families(text: str) -> Iterator[Metric]:
+def metric_families(text: str) -> Iterable[Metric]:
     """prometheus_client's families of ``text``, once no line is longer than ``MAX_LINE_CHARS``:
     a longer one raises ``ExpositionError`` (the scrape is then skipped, with this reason)."""
     for no, line in enumerate(text.split("\n"), 1):

@@ -11,9 +11,10 @@ lengthened, a line of another seed, random bytes. A bundle is mutated as JSON (a
 string in place of another), so it stays a bundle to analyse.
 
 - A crash is any exception out of the command (its exit codes 0, 1 and 2 are answers).
-- A super-linear path: an input whose run took over ``--slow`` seconds is grown twice over (its
-  longest line's tail repeated, and the whole file repeated); when doubling it more than
-  ``--limit`` times the time (and the larger run is over ``--slow``), it is reported.
+- A super-linear path: an input whose run took over ``--slow`` seconds is grown four times over
+  (its longest line's tail repeated, and the whole file repeated); when the time (best of two
+  runs each, so a loaded machine's noise is not a finding) grows more than ``--limit`` times as
+  fast as the input (over 8x for the 4x input, as in ``bench/pathological.py``), it is reported.
 
 Every finding is saved under ``--out`` (the input, and the traceback or the two times); the
 script exits 1 when it found any. Not a test: the tests hold the bounded, deterministic part of
@@ -55,6 +56,7 @@ CONFIG_SEED = """[targets]\nengine = "http://127.0.0.1:8000"\n\n[probe]\nroute =
 [budgets]\nttft = 0.5\ntpot = 0.05\n[budgets.regions.eu-west-1]\nttft = 0.8\n\n[run]\nprovider = "aws"\n
 [checks.LD101]\nqueue_share = 0.6\n\n[analysis]\nfail_on = "warning"\nignore = ["LD5"]\n"""
 _NUMBER = re.compile(rb"\d+(?:\.\d+)?")
+GROWTH = 4  # how many times a slow input is grown to time its growth
 
 
 def mutate_text(data: bytes, seeds: list[bytes], rnd: random.Random) -> bytes:
@@ -194,12 +196,13 @@ def campaign(target: Target, seconds: float, rnd: random.Random, out: Path, slow
             try:
                 took = timed(target, data, tmp)
                 if took > slow:
-                    for big in grown(data, 2):
-                        t1, t2 = timed(target, data, tmp), timed(target, big, tmp)
-                        if t2 > slow and t2 > limit * t1:
+                    for big in grown(data, GROWTH):
+                        t1 = min(timed(target, data, tmp) for _ in range(2))
+                        t2 = min(timed(target, big, tmp) for _ in range(2))
+                        if t2 > limit * GROWTH * t1:
                             key = f"slow-{len(findings)}"
                             (out / f"{target.name}-{key}{target.suffix}").write_bytes(big)
-                            findings.append(f"{target.name}: doubling took {t1:.2f} s -> {t2:.2f} s ({key})")
+                            findings.append(f"{target.name}: {GROWTH}x the input took {t1:.2f} s -> {t2:.2f} s ({key})")
             except Exception as exc:  # noqa: BLE001 - every exception out of a command is a finding
                 frame = traceback.extract_tb(exc.__traceback__)[-1]
                 key = f"{type(exc).__name__}@{Path(frame.filename).name}:{frame.lineno}"
@@ -217,7 +220,7 @@ def main() -> int:
     ap.add_argument("--only", action="append", choices=["log", "metrics", "analyze", "config"])
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "llm-doctor-fuzz")
     ap.add_argument("--slow", type=float, default=0.25, help="seconds above which an input is grown to test its growth")
-    ap.add_argument("--limit", type=float, default=2.5, help="report doubling an input that takes more than this many times the time")
+    ap.add_argument("--limit", type=float, default=2.0, help="report an input whose time grows this many times faster than it")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rnd = random.Random(args.seed)

@@ -3,7 +3,10 @@
 Each case once took time quadratic in its input (issue 13): a headerless log of blank lines or
 of one long line of digits, capitals or block elements, ``Error: `` repeated on one line, the
 URL-credentials redaction rule on ``a.a.a...``, an HTML page with many unclosed ``<script>``
-tags. Each is timed at ``--size`` and at ``--factor`` times that (best of ``--repeat`` runs,
+tags; and (issue 22, found by fuzzing) a vLLM stats line ending in a run of letters, the
+redactor on ``authorization: `` and many masks, a TGI ``Args {`` line of one long word, a
+repeated llama.cpp ``build info |``, a gateway response of many headers, a scrape line of
+escaped quotes (prometheus_client's label parser, bounded per line before it). Each is timed at ``--size`` and at ``--factor`` times that (best of ``--repeat`` runs,
 after one warm-up); a case whose time grows more than ``--limit`` times as fast as its input
 fails, and the script exits 1.
 
@@ -27,11 +30,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from doctor.bundle import EMBED_ID, BundleError, load_path  # noqa: E402
+from doctor.derive.gateway import identify  # noqa: E402
+from doctor.engines.logs import parse_engine_log  # noqa: E402
 from doctor.probes.logfile import read_log  # noqa: E402
 from doctor.redact import Redactor  # noqa: E402
 from doctor.vllm_log.parser import parse_lines  # noqa: E402
+from doctor.vllm_metrics.names import ExpositionError, parse_exposition  # noqa: E402
 
 HEADER = b"INFO 01-01 00:00:00 [api_server.py:1] "
+STATS = ("INFO 01-01 00:00:00 [loggers.py:1] Avg prompt throughput: 1.0 tokens/s, "
+         "Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, ")
+BUILD_INFO = "INFO [            main] build info |"
 
 
 def _log(data: bytes) -> Callable[[], object]:
@@ -44,6 +53,34 @@ def _log(data: bytes) -> Callable[[], object]:
             return parse_lines(evidence.matched, f.name) if evidence else None
         finally:
             os.unlink(f.name)
+    return run
+
+
+def _engine_log(data: bytes) -> Callable[[], object]:
+    """Read ``data`` as a log file and parse it with the parser of the engine it names."""
+    def run() -> object:
+        with tempfile.NamedTemporaryFile(suffix=".log", delete=False) as f:
+            f.write(data)
+        try:
+            evidence, _ = read_log(f.name)
+            return parse_engine_log(evidence.matched, f.name) if evidence else None
+        finally:
+            os.unlink(f.name)
+    return run
+
+
+def _headers(n: int) -> Callable[[], object]:
+    """The gateway view of two responses of ``n // 16`` headers each (about 16 bytes a header)."""
+    headers = {f"x-envoy-{i}": "1" for i in range(n // 16)} | {"server": "nginx"}
+    return lambda: identify([headers, headers])
+
+
+def _scrape(text: str) -> Callable[[], object]:
+    def run() -> object:
+        try:
+            return parse_exposition(text)
+        except ExpositionError as exc:
+            return exc
     return run
 
 
@@ -87,6 +124,19 @@ CASES: dict[str, tuple[str, Callable[[int], Callable[[], object]]]] = {
     "redact-schemes": ("redaction of a://a://...", lambda n: _redact(_repeat("a://", n))),
     "redact-query": ("redaction of &token=&token=...", lambda n: _redact(_repeat("&token", n))),
     "redact-headers": ("redaction of authorization: x y z...", lambda n: _redact("authorization: " + _repeat("x ", n))),
+    "vllm-stats-letters": ("vLLM stats lines ending in 60 KiB of letters",
+                           lambda n: _log(_repeat(STATS + "a" * 60_000 + "\n", n).encode())),
+    "redact-masks": ("redaction of authorization: [REDACTED]a[REDACTED]a...",
+                     lambda n: _redact("authorization: " + _repeat("[REDACTED]a", n))),
+    "tgi-args-word": ("TGI Args { lines of one 60 KiB word",
+                      lambda n: _engine_log(_repeat("INFO text_generation_launcher: Args { " + "a" * 60_000 + "\n", n).encode())),
+    "llamacpp-build-info": ("llama.cpp: lines of 'build info |' repeated",
+                            lambda n: _engine_log(_repeat(BUILD_INFO * 1800 + "\n", n).encode())),
+    "gateway-headers": ("gateway view of responses with many x-envoy-* headers", _headers),
+    "scrape-quotes": ("scrape lines of 60 KiB of escaped quotes",
+                      lambda n: _scrape(_repeat('vllm:num_requests_running{a="' + '\\"' * 30_000 + '"} 1\n', n))),
+    "scrape-long-line": ("a scrape of one line of escaped quotes (refused)",
+                         lambda n: _scrape('vllm:num_requests_running{a="' + '\\"' * (n // 2) + '"} 1\n')),
     "html-unclosed-scripts": ("report page with many unclosed script tags",
                               lambda n: _page("<html>" + _repeat(f'<script type="application/json" id="{EMBED_ID}">', n))),
 }

@@ -60,6 +60,7 @@ from typing import Any
 from doctor.console import note
 from doctor.errors import BundleError, UsageError
 from doctor.evidence.run import AnalysisRecord
+from doctor.wire import number
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -152,7 +153,9 @@ class _Table:
 
 
 def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)  # TOML booleans are ints to Python
+    """A finite number within ``doctor.wire.number``'s bound (``1`` then 400 zeros is none: no
+    float holds it); TOML booleans are ints to Python, and are not numbers here."""
+    return isinstance(v, (int, float)) and number(v) is not None
 
 
 def _nonnegative(v: Any) -> bool:
@@ -163,7 +166,7 @@ def _nonnegative(v: Any) -> bool:
 
 
 STRING = _Value("a string", lambda v: isinstance(v, str))
-INTEGER = _Value("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
+INTEGER = _Value("an integer", lambda v: isinstance(v, int) and number(v, int) is not None)
 NUMBER = _Value("a number", _number)
 STRINGS = _Value("an array of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
 SCALAR = _Value("a string, number or boolean", lambda v: isinstance(v, (str, bool)) or _number(v))
@@ -201,7 +204,9 @@ def _validate(value: Any, kind: _Value | _Table, parts: list[str], path: Path) -
     """Raise ``UsageError`` at the first value of ``value`` that does not fit ``kind``."""
     if isinstance(kind, _Value):
         if not kind.accepts(value):
-            raise UsageError(f"config {path}: {_where(parts)} must be {kind.name}, got {value!r}")
+            shown = repr(value)
+            shown = shown if len(shown) <= 60 else f"{shown[:40]}... ({len(shown):,} characters)"
+            raise UsageError(f"config {path}: {_where(parts)} must be {kind.name}, got {shown}")
         return
     if not isinstance(value, dict):
         raise UsageError(f"config {path}: {_where(parts)} must be a table, got {value!r}")

@@ -15,6 +15,7 @@ see ``x-api-key: zzz`` from producing ``[[REDACTED]]``, and a second pass from c
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 from collections import Counter
@@ -99,12 +100,14 @@ class Redactor:
         # Text already masked is not a secret: a span that holds nothing else is dropped, and a
         # span reaching into a mask takes the whole of it, so no ``[[REDACTED]]`` fragments appear.
         masked = [m.span() for m in re.finditer(re.escape(MASK), value)]
+        mask_ends = [e for _, e in masked]  # masks do not overlap: ends are sorted like starts
         kept = []
         for start, end, rule in spans:
-            inside = [(s, e) for s, e in masked if s < end and start < e]
+            first = bisect.bisect_right(mask_ends, start)
+            last = bisect.bisect_left(masked, (end, -1), lo=first)
+            inside = masked[first:last]
             if inside:
-                visible = "".join(value[i] for i in range(start, end) if not any(s <= i < e for s, e in inside))
-                if not any(c.isalnum() for c in visible):
+                if not _visible_alnum(value, start, end, inside):
                     continue
                 start, end = min(start, inside[0][0]), max(end, inside[-1][1])
             kept.append((start, end, rule))
@@ -151,6 +154,17 @@ class Redactor:
                 self.counts["sensitive-key"] += 1  # several keys (vLLM accepts a list) are one value
                 return [MASK if isinstance(v, str) else self.walk(v) for v in value]
         return self.walk(value)
+
+
+def _visible_alnum(value: str, start: int, end: int, masks: list[tuple[int, int]]) -> bool:
+    """Whether ``value[start:end]`` holds a letter or digit outside ``masks`` (sorted, each
+    overlapping the span): one pass over the span, so a line of many masks stays linear."""
+    pos = start
+    for s, e in [*masks, (end, end)]:
+        if any(c.isalnum() for c in value[pos:min(s, end)]):
+            return True
+        pos = max(pos, e)
+    return False
 
 
 def redact_bundle(bundle: Any, secrets: Iterable[str] = ()) -> Any:

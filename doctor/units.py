@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 UNKNOWN = "—"
+
+
+def real(value: Any) -> float:
+    """``value`` as a float to format; an integer past a float's range (a bundle can hold
+    ``10**400``, and ``float()`` of it raises) as an infinity of its sign, shown as such."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def fmt_seconds(seconds: Any) -> str:
     """``0.0042`` -> ``4.2 ms``, ``0.85`` -> ``850 ms``, ``2.4`` -> ``2.40 s``, ``None`` -> ``—``."""
     if seconds is None:
         return UNKNOWN
-    s = float(seconds)
+    s = real(seconds)
     if s == 0:
         return "0 ms"
     if abs(s) < 1e-3:
@@ -25,7 +35,7 @@ def fmt_seconds(seconds: Any) -> str:
 
 def fmt_pct(fraction: Any) -> str:
     """``0.82`` -> ``82 %`` (a share or a usage fraction, never a value already in percent)."""
-    return UNKNOWN if fraction is None else f"{float(fraction) * 100:.0f} %"
+    return UNKNOWN if fraction is None else f"{real(fraction) * 100:.0f} %"
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:

@@ -12,6 +12,11 @@ writer refuses and what the rest of the tool never expects:
 
 ``clean`` is the same replacement for a single string (the redaction pass applies it to every
 string of a bundle, so a surrogate from the command line cannot crash the write either).
+
+``number`` is the one conversion of a number from outside (a log line's digits, a scrape's
+gauge, a config value, a server's token count): bounded before it is converted, so that neither
+the conversion (``int()`` refuses more than 4,300 digits, and costs time quadratic in them) nor
+later arithmetic (``float()`` of a huge integer, ``int()`` of an infinity) can raise.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, overload
 
 #: Deeper than any document llm-doctor reads or writes (a bundle is about 6 levels, plus the
 #: application's ``--payload``), shallow enough that every recursive walk stays far from the
@@ -32,6 +37,14 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+#: The largest magnitude taken from outside: int64's range, which every engine counts in, and far
+#: beyond any real count, size or duration; products of two such numbers are still finite floats.
+MAX_NUMBER = 2**63
+#: The longest text read as a number: a bounded number written out in full, with room for a sign,
+#: a fraction and an exponent. Checked before converting, so the conversion's cost is bounded too.
+MAX_NUMBER_TEXT = 40
+
+
 class WireError(ValueError):
     """A document from outside that llm-doctor will not read; the message says why."""
 
@@ -39,6 +52,36 @@ class WireError(ValueError):
 def clean(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD, so it can always be written as UTF-8."""
     return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+@overload
+def number(value: object, kind: type[int]) -> int | None: ...
+@overload
+def number(value: object, kind: type[float] = ...) -> float | None: ...
+def number(value: object, kind: type[int] | type[float] = float) -> int | float | None:
+    """``value`` (text, or a number already parsed by a TOML, JSON or exposition reader) as a
+    ``kind``, or ``None`` when it is not a number, not finite, or beyond ``MAX_NUMBER``.
+
+    A ``bool`` is not a number here (TOML and JSON booleans are Python ints). Text is read as
+    Python reads it (``int("42")``, ``float("1e3")``); an ``int`` kind of a fractional text is
+    ``None``, of a float value its whole part.
+    """
+    if isinstance(value, str):
+        if len(value) > MAX_NUMBER_TEXT:
+            return None
+        try:
+            parsed: int | float = int(value) if kind is int else float(value)
+        except ValueError:
+            return None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        parsed = value
+    else:
+        return None
+    if isinstance(parsed, float) and not math.isfinite(parsed):
+        return None
+    if not -MAX_NUMBER <= parsed <= MAX_NUMBER:  # int comparisons: exact, whatever the size
+        return None
+    return int(parsed) if kind is int else float(parsed)
 
 
 def _refuse_constant(name: str) -> Any:

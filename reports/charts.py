@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from markupsafe import Markup, escape
 
 from doctor.units import fmt_seconds
+from doctor.wire import MAX_NUMBER
 from reports.summary import strip_controls
 
 WIDTH = 960  # viewBox width; the page scales the SVG to its container
@@ -62,6 +63,8 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     if hi <= lo:
         hi = lo + 1.0
     raw = (hi - lo) / max(count, 1)
+    if not (math.isfinite(raw) and raw > 0):  # an axis past a float's range (or a span lost to rounding): no ticks
+        return []
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
     start = math.floor(lo / step) * step
@@ -212,7 +215,10 @@ def token_arrivals(curves: Mapping[str, Sequence[Sequence[tuple[float, int]]]]) 
     never per token, so a server claiming ten billion tokens in one chunk costs one step, not a
     list ten billion long. A smooth diagonal is a healthy stream; a staircase of vertical jumps
     is a buffer being flushed, and the width of each step is how long the user saw nothing.
+    A claim beyond ``MAX_NUMBER`` (a bundle may hold ``10**400``, which no float can) is drawn
+    at that bound.
     """
+    curves = {name: [[(t, min(n, MAX_NUMBER)) for t, n in req] for req in reqs] for name, reqs in curves.items()}
     top, plot_h = 30, 300
     height = top + plot_h + 46
     all_t = [t for reqs in curves.values() for req in reqs for t, _ in req]

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from doctor.evidence.stream import FRAMINGS
 from doctor.model import RERUN_INSTRUCTION, Finding, Report, Severity, Symptom
-from doctor.units import UNKNOWN, count_unit, fmt_pct, fmt_seconds
+from doctor.units import UNKNOWN, count_unit, fmt_pct, fmt_seconds, real
 
 #: One line a reader understands without knowing the symptom names.
 HEADLINES: dict[Symptom, str] = {
@@ -77,7 +77,7 @@ def sentence(text: str) -> str:
 def fmt_bytes(value: Any) -> str:
     if value is None:
         return "—"
-    size = float(value)
+    size = real(value)
     for unit in ("B", "KiB", "MiB"):
         if abs(size) < 1024:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"

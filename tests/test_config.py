@@ -96,6 +96,10 @@ def test_bad_config_is_a_usage_error(tmp_path, text, message):
     ('[analysis]\nselect = "LD1"\n', r"\[analysis\] select must be an array of strings"),
     ("[probe]\nconcurency = 3\n", r"unknown key 'concurency' in \[probe\]; known: .*concurrency"),
     ("[run]\nteam = [1]\n", r"\[run\] team must be a string, number or boolean"),
+    # issue 22 item 11: beyond a float's range, once an OverflowError at analysis; shown shortened
+    ("[budgets]\nttft = 1" + "0" * 400 + "\n", r"\[budgets\] ttft must be a number, got 10{39}\.\.\. \(401 characters\)$"),
+    ("[budgets]\ntpot = inf\n", r"\[budgets\] tpot must be a number, got inf"),
+    ("[probe]\nrequests = 1" + "0" * 40 + "\n", r"\[probe\] requests must be an integer"),
 ])
 def test_config_types_and_keys_are_checked(tmp_path, text, message):
     path = tmp_path / "c.toml"

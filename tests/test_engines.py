@@ -440,3 +440,65 @@ def test_evidence_sources_name_the_metrics_the_engine_exposes() -> None:
     # a family the window did not read is named as the serving engine spells it
     assert metric_read(MetricsWindow(engine_kind="sglang"), "ttft") == "sglang:time_to_first_token_seconds"
     assert metric_read(MetricsWindow(engine_kind="tgi"), "queue") == "tgi_request_queue_duration"
+
+
+# --- numbers beyond any real one (issue 22 item 11) ------------------------------------------
+
+#: More digits than Python's int() converts (4,300): each line once crashed `llm-doctor log`.
+HUGE = "9" * 4400
+
+#: engine -> (log lines in its format, a fact the log states in range, which must survive).
+HUGE_NUMBER_LOGS = {
+    "vllm": ([
+        "INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.9.0",
+        f"INFO 01-01 00:00:01 [core.py:1] Initializing a V1 LLM engine (v0.9.0) with config: model='m', max_seq_len={HUGE}, max_num_seqs=8, ",
+        f"INFO 01-01 00:00:02 [kv_cache_utils.py:1] GPU KV cache size: {HUGE} tokens",
+        f"INFO 01-01 00:00:02 [kv_cache_utils.py:1] Maximum concurrency for {HUGE} tokens per request: 3.20x",
+        (f"INFO 01-01 00:00:03 [loggers.py:1] Engine 000: Avg prompt throughput: {HUGE} tokens/s, Avg generation throughput: "
+         f"2.0 tokens/s, Running: {HUGE} reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%"),
+    ], "max_running_requests"),
+    "llama.cpp": ([
+        f"llama_context: n_ctx = {HUGE}", "llama_context: n_batch = 2048",
+        f"llama_kv_cache: size = 1{HUGE}.00 MiB ( {HUGE} cells, 32 layers", f"srv          init: initializing slots, n_slots = {HUGE}",
+    ], "max_batch_tokens"),
+    "sglang": ([
+        f"[2025-11-06 01:22:10 TP0] KV Cache is allocated. #tokens: {HUGE}, K size: 1{HUGE} GB, V size: 1.0 GB",
+        f"[2025-11-06 01:22:10 TP0] max_total_num_tokens={HUGE}, chunked_prefill_size=8192, max_running_requests=48, context_len={HUGE}, ",
+        f"[2025-11-06 01:22:11 TP0] KV cache pool is full. Retract requests. #retracted_reqs: {HUGE}, #new_token_ratio: 0.1",
+        f"[2025-11-06 01:22:12 TP0] Decode batch, #running-req: {HUGE}, #token: 1920, token usage: 0.94, #queue-req: 0, ",
+    ], "max_running_requests"),
+    "tgi": ([
+        (f'2024-01-01T00:00:00Z  INFO text_generation_launcher: Args {{ model_id: "m", max_concurrent_requests: {HUGE}, '
+         f"max_total_tokens: 4096, cuda_memory_fraction: 1{HUGE}.5 }}"),
+        f"2024-01-01T00:00:01Z  INFO text_generation_router: router/src/main.rs:1: Setting max batch total tokens to {HUGE}",
+    ], "max_model_len"),
+    "tensorrt-llm": ([
+        f"[TensorRT-LLM][INFO] TRTGptModel maxNumSequences: {HUGE}", "[TensorRT-LLM][INFO] TRTGptModel maxSequenceLen: 4096",
+        f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated 1{HUGE}.0 GiB for max tokens in paged KV cache ({HUGE}).",
+        f"[TensorRT-LLM][INFO] Number of tokens per block: {HUGE}.",
+    ], "max_model_len"),
+}
+
+
+@pytest.mark.parametrize("engine", sorted(HUGE_NUMBER_LOGS))
+def test_a_number_past_the_digit_limit_is_no_fact_and_no_traceback(tmp_path: Path, engine: str) -> None:
+    """`llama_context: n_ctx = ` then 4,400 nines made `llm-doctor log` exit 1 with a traceback
+    (int()'s limit); every number from a log is bounded first (``doctor.wire.number``)."""
+    lines, kept = HUGE_NUMBER_LOGS[engine]
+    path = tmp_path / "engine.log"
+    path.write_text("\n".join(lines) + "\n")
+    doc = _log_json(path)
+    assert doc["engine"] == engine
+    facts = doc["facts"]
+    assert kept in facts
+    shown = json.dumps(facts)
+    assert "9" * 50 not in shown and "Infinity" not in shown
+
+
+def test_a_scrape_gauge_past_a_floats_range_is_no_capacity(tmp_path: Path) -> None:
+    """`sglang:max_total_num_tokens 1` then 400 zeros: OverflowError in engines/capacity.py."""
+    path = tmp_path / "s.prom"
+    path.write_text(f"sglang:max_total_num_tokens 1{'0' * 400}\nsglang:max_running_requests 48\nsglang:num_running_reqs 1\n")
+    text, code = metrics_command_output([str(path)], as_json=True)
+    facts = json.loads(text)["facts"]
+    assert code == 0 and facts["max_running_requests"] == 48 and "kv_cache_tokens" not in facts

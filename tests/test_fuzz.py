@@ -23,8 +23,12 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 from doctor.bundle import EMBED_ID, EMBED_TYPE, dumps, load_path, save
+from doctor.cli import app
+from doctor.commands.log import log_command_output
+from doctor.commands.metrics import metrics_command_output
 from doctor.config import FileConfig, load_config
 from doctor.derive.gateway import derive_gateway
 from doctor.engines import normal, server_info
@@ -369,3 +373,144 @@ def test_payload_file_is_a_body_or_a_usage_error(text: str) -> None:
 def test_the_ci_profile_is_bounded_and_deterministic(profile: str) -> None:
     chosen = settings.get_profile(profile)
     assert chosen.derandomize and chosen.deadline is None and chosen.max_examples <= 100
+
+
+# --- through the CLI's own entry points (issue 22 item 11) -----------------------------------------
+#
+# Each property drives a command the way a user does: `llm-doctor log FILE --json`, `metrics FILE
+# [LATER] --json`, `analyze BUNDLE --html --json` and a config file named with `--config`, with the
+# numbers that once crashed them (past int()'s 4,300 digits, past a float's range) and the runs that
+# once took quadratic time. The answer is always the command's own: an exit code of 0, 1 or 2 with
+# its document, never a traceback.
+
+#: Numbers from outside that once crashed a parser or a renderer.
+HOSTILE_NUMBERS = ("9" * 4400, "1" + "0" * 400, "1e400", "-1", "0", "nan", "inf", "1" * 40, "3.5")
+#: Runs a once-quadratic path read from every position.
+HOSTILE_RUNS = ("a" * 3000, "[REDACTED]a" * 200, "build info |" * 200, '\\"' * 1500)
+
+
+def _cli_lines(*phrases: str, first: str = "", strict: bool = False) -> st.SearchStrategy[bytes]:
+    """``first``, then lines that start with one of ``phrases`` and most often end in a hostile
+    number or run, with junk between; ``strict``: no junk, each line ends after its value (a
+    format where one bad line spoils the document: an exposition, TOML)."""
+    ends = [""] if strict else ["", " ", ", ", " tokens", ")", "%", " reqs, "]
+    stated = st.tuples(st.sampled_from(phrases), st.sampled_from(HOSTILE_NUMBERS + HOSTILE_RUNS),
+                       st.sampled_from(ends)).map(lambda t: "\n" + "".join(t))
+    parts = st.one_of(stated) if strict else st.one_of(stated, stated, stated, st.sampled_from(phrases), wire_text)
+    return st.lists(parts, max_size=12).map(lambda got: (first + "".join(got) + "\n").encode("utf-8", "surrogatepass"))
+
+
+#: engine -> (its first line, the starts of its lines that hold a number), in its own format.
+CLI_LOGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "vllm": ("INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.9.0", (
+        "INFO 01-01 00:00:02 [kv_cache_utils.py:1] GPU KV cache size: ",
+        "INFO 01-01 00:00:02 [kv_cache_utils.py:1] Maximum concurrency for ",
+        "INFO 01-01 00:00:03 [loggers.py:1] Engine 000: Avg prompt throughput: ",
+        "INFO 01-01 00:00:03 [loggers.py:1] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: ",
+        "INFO 01-01 00:00:03 [loggers.py:1] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, GPU KV cache usage: ",
+        "INFO 01-01 00:00:01 [core.py:1] Initializing a V1 LLM engine (v0.9.0) with config: model='m', max_seq_len=",
+        "INFO 01-01 00:00:01 [api_server.py:1] non-default args: {'max_num_seqs': ",
+        "INFO 01-01 00:00:01 [worker.py:1] # GPU blocks: ", "INFO 01-01 00:00:01 [worker.py:1] authorization: ")),
+    "llama.cpp": ("llama_context: n_batch = 2048", (
+        "llama_context: n_ctx = ", "llama_kv_cache: size = ", "llama_kv_cache: size = 1.00 MiB ( ",
+        "srv          init: initializing slots, n_slots = ", "INFO [            main] build info | build=",
+        "INFO [            main] build info |")),
+    "sglang": ("[2025-11-06 01:22:10 TP0] max_total_num_tokens=1, chunked_prefill_size=8192, max_running_requests=48, ", (
+        "[2025-11-06 01:22:10 TP0] KV Cache is allocated. #tokens: ", "[2025-11-06 01:22:10 TP0] max_total_num_tokens=",
+        "[2025-11-06 01:22:10 TP0] KV Cache is allocated. #tokens: 1, K size: ",
+        "[2025-11-06 01:22:11 TP0] KV cache pool is full. Retract requests. #retracted_reqs: ",
+        "[2025-11-06 01:22:12 TP0] Decode batch, #running-req: ", "[2025-11-06 01:22:12 TP0] max_running_requests is capped to ")),
+    "tgi": ("2024-01-01T00:00:00Z  INFO text_generation_launcher: Args { max_total_tokens: 4096 }", (
+        "2024-01-01T00:00:00Z  INFO text_generation_launcher: Args { max_concurrent_requests: ",
+        "2024-01-01T00:00:00Z  INFO text_generation_launcher: Args { cuda_memory_fraction: ",
+        "2024-01-01T00:00:00Z  INFO text_generation_launcher: Args { ",
+        "2024-01-01T00:00:01Z  INFO text_generation_router: router/src/main.rs:1: Setting max batch total tokens to ")),
+    "tensorrt-llm": ("[TensorRT-LLM][INFO] TRTGptModel maxSequenceLen: 4096", (
+        "[TensorRT-LLM][INFO] TRTGptModel maxNumSequences: ", "[TensorRT-LLM][INFO] Number of tokens per block: ",
+        "[TensorRT-LLM][INFO] [MemUsageChange] Allocated ", "[TensorRT-LLM][INFO] Using ")),
+}
+
+
+@given(st.sampled_from(sorted(CLI_LOGS)).flatmap(lambda e: _cli_lines(*CLI_LOGS[e][1], first=CLI_LOGS[e][0])))
+def test_log_command_answers_any_log(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "engine.log"
+        path.write_bytes(data)
+        output = log_command_output(str(path), as_json=True)
+    assert output.code in (0, 1, 2)
+    if output.text:
+        json.loads(output.text)
+
+
+CLI_METRIC_PHRASES = (
+    "sglang:max_total_num_tokens ", "sglang:max_running_requests ", "sglang:context_len ", "trtllm_kv_cache_max_blocks ",
+    'vllm:cache_config_info{block_size="', 'vllm:num_requests_waiting{model_name="', "vllm:num_requests_running ",
+    "vllm:gpu_cache_usage_perc ", 'vllm:time_to_first_token_seconds_bucket{le="', "vllm:time_to_first_token_seconds_count ",
+)
+
+
+@given(st.lists(st.one_of(_cli_lines(*CLI_METRIC_PHRASES, first="sglang:num_running_reqs 1"),
+                           _cli_lines(*CLI_METRIC_PHRASES, first="sglang:num_running_reqs 1", strict=True)), min_size=1, max_size=2))
+def test_metrics_command_answers_any_scrapes(scrapes: list[bytes]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, data in enumerate(scrapes):
+            paths.append(Path(tmp) / f"s{i}.prom")
+            paths[-1].write_bytes(data)
+        text, code = metrics_command_output([str(p) for p in paths], as_json=True)
+    assert code in (0, 2)
+    json.loads(text)
+
+
+#: Values a bundle can hold in a number's place: huge integers (up to JSON's 4,300 digits), negative ones.
+bundle_numbers = st.one_of(st.integers(min_value=-5, max_value=50), st.integers(min_value=10**18, max_value=10**400),
+                           st.floats(min_value=-1e300, max_value=1e300, allow_nan=False))
+
+
+@settings(max_examples=min(settings.default.max_examples, 25))
+@given(st.lists(st.tuples(st.sampled_from(["tokens", "completion_tokens", "prompt_tokens", "events", "nbytes", "t", "status"]),
+                          bundle_numbers), min_size=1, max_size=6))
+def test_analyze_renders_a_bundle_of_any_numbers(changes: list[tuple[str, object]]) -> None:
+    """`analyze BUNDLE --html --json`: what a hand-edited or hostile bundle holds in a number's place."""
+    reqs = [bundles.request("direct", i, ttft=0.1, gaps=[0.01] * 4, start=float(i)) for i in range(3)]
+    data = json.loads(dumps(bundles.bundle(stream=bundles.stream(reqs))))
+    for i, (field, value) in enumerate(changes):
+        req = data["stream"]["requests"][i % 3]
+        if field in ("tokens", "t"):
+            req["tokens"][i % 5][field] = value
+        elif field in ("events", "nbytes"):
+            req["reads"][i % 5][field] = value
+        else:
+            req[field] = value
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "b.json"
+        path.write_text(json.dumps(data))
+        result = CliRunner().invoke(app, ["analyze", str(path), "--html", str(Path(tmp) / "r.html"), "--json", str(Path(tmp) / "r.json")])
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+        assert result.exit_code in (0, 1, 2), result.output
+        if result.exit_code != 2:
+            assert (Path(tmp) / "r.html").is_file() and json.loads((Path(tmp) / "r.json").read_text())["verdict"]
+
+
+#: Config files whose tables and keys are right and whose values are hostile, then any lines at all.
+config_files = st.one_of(
+    st.tuples(st.sampled_from(["budgets", "budgets.regions.eu"]), st.sampled_from((*HOSTILE_NUMBERS, "0.5")),
+              st.sampled_from((*HOSTILE_NUMBERS, "0.05"))).map(lambda t: f"[{t[0]}]\nttft = {t[1]}\ntpot = {t[2]}\n".encode()),
+    st.tuples(st.sampled_from(HOSTILE_NUMBERS), st.sampled_from(HOSTILE_NUMBERS)).map(
+        lambda t: f"[probe]\nrequests = {t[0]}\nduration = {t[1]}\n".encode()),
+    st.sampled_from(["[budgets]", "[probe]"]).flatmap(
+        lambda table: _cli_lines("ttft = ", "tpot = ", "requests = ", "duration = ", first=table, strict=True)),
+)
+
+
+@settings(max_examples=min(settings.default.max_examples, 25))
+@given(config_files)
+def test_analyze_with_any_config_file_answers_or_exits_2(data: bytes) -> None:
+    """`analyze BUNDLE --config FILE`: a config the schema accepts analyses; any other is exit 2, one line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config, bundle_path = Path(tmp) / "c.toml", Path(tmp) / "b.json"
+        config.write_bytes(data)
+        save(bundles.bundle(stream=bundles.stream([bundles.request("direct", 0, ttft=0.1, gaps=[0.01])])), bundle_path)
+        result = CliRunner().invoke(app, ["analyze", str(bundle_path), "--config", str(config)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code in (0, 1, 2), result.output

@@ -15,10 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from doctor.derive.gateway import MAX_TELLS, identify
+from doctor.engines.capacity import capacity_from_exposition
+from doctor.engines.logs import parse_engine_log
 from doctor.probes.logfile import read_log
 from doctor.redact import MASK, Redactor
 from doctor.vllm_log import patterns
 from doctor.vllm_log.parser import parse_lines
+from doctor.vllm_metrics.names import ExpositionError, parse_exposition
 
 #: Only a guard against a hung test, never an assertion about speed.
 HANG_GUARD_S = 60
@@ -101,3 +105,81 @@ def test_url_credentials_rule_on_a_long_dotted_run() -> None:
         assert Redactor().text("a." * 50_000 + " https://user:pw@host/") == "a." * 50_000 + f" https://{MASK}@host/"
 
     guarded(check)
+
+
+# --- issue 22 item 11: the paths a fuzzing campaign found quadratic ------------------------------
+
+VLLM = b"INFO 01-01 00:00:00 [loggers.py:1] "
+
+
+def test_a_vllm_stats_line_ending_in_a_long_run_of_letters(tmp_path: Path) -> None:
+    """The KV-usage part of a stats line (``GPU KV cache usage``) was tried from every letter of
+    the run, each attempt reading to its end (32 KB: 16.7 s); it starts a word now."""
+    def check() -> None:
+        stats = VLLM + b"Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, "
+        _, facts = _read(tmp_path, stats + b"a" * (1 << 20) + b"\n" + stats + b"GPU KV cache usage: 7.5%\n")
+        assert [(p.running, p.kv_usage_pct) for p in facts.stats] == [(3.0, None), (3.0, 7.5)]
+
+    guarded(check)
+
+
+def test_the_redactor_on_a_credential_header_of_many_masks() -> None:
+    """``authorization: `` then ``[REDACTED]a`` many times: whether anything but masks was left
+    was asked per character per mask (64 KB: 8.6 s); one pass over the span now."""
+    def check() -> None:
+        assert Redactor().text("authorization: " + "[REDACTED]a" * 200_000) == f"authorization: {MASK}"
+        assert Redactor().text("authorization: " + MASK * 200_000) == "authorization: " + MASK * 200_000
+
+    guarded(check)
+
+
+def test_a_tgi_args_line_of_one_long_word(tmp_path: Path) -> None:
+    """TGI's ``Args {`` items were searched from every character of a word (32 KB: 4.7 s)."""
+    def check() -> None:
+        head = b"INFO text_generation_launcher: Args { "
+        _, facts = _read_engine(tmp_path, head + b"a" * (1 << 20) + b"\n" + head + b"max_total_tokens: 4096 }\n")
+        assert facts.engine == "tgi" and facts.facts["max_model_len"].value == 4096
+
+    guarded(check)
+
+
+def test_a_repeated_llamacpp_build_info(tmp_path: Path) -> None:
+    """Each ``build info |`` of a line read the rest of it for ``build=`` (256 KB: 24 s; each of
+    these 64 lines, as long as the log reader keeps one, took 2.7 s)."""
+    def check() -> None:
+        marker = b"INFO [            main] build info |"
+        _, facts = _read_engine(tmp_path, (marker * 1800 + b"\n") * 64 + marker + b' build=4351 commit="4da69d1"\n'
+                                + b"llama_context: n_ctx = 4096\n")
+        assert facts.engine == "llama.cpp" and facts.facts["version"].value == "b4351"
+
+    guarded(check)
+
+
+def test_the_gateway_view_of_a_response_with_many_headers() -> None:
+    """Each of 8,000 ``x-envoy-*`` headers was looked up in a list of the ones before (2.6 s)."""
+    def check() -> None:
+        headers = {f"x-envoy-{i}": "1" for i in range(400_000)} | {"server": "nginx"}
+        view = identify([headers, headers])
+        assert view.name.startswith("nginx") and all(len(hop.tells) <= MAX_TELLS for hop in view.hops)
+
+    guarded(check)
+
+
+def test_a_scrape_line_too_long_for_prometheus_clients_label_parser() -> None:
+    """prometheus_client's label parser is quadratic in a line's length (1 MB: 6.7 s, upstream):
+    a line longer than any exposition's is refused before it, with the reason."""
+    def check() -> None:
+        text = 'vllm:num_requests_running{a="' + '\\"' * (4 << 20) + '"} 1\n'
+        with pytest.raises(ExpositionError, match=r"line 1 is 8,388,641 characters long, more than any exposition line \(65,536\)"):
+            parse_exposition(text)
+        assert capacity_from_exposition(text + "sglang:max_total_num_tokens 5\n") == {}
+
+    guarded(check)
+
+
+def _read_engine(tmp_path: Path, data: bytes):
+    path = tmp_path / "x.log"
+    path.write_bytes(data)
+    evidence, errors = read_log(str(path))
+    assert evidence is not None, errors
+    return evidence, parse_engine_log(evidence.matched, str(path))

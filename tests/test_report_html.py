@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import sys
 import tempfile
@@ -16,8 +17,9 @@ from doctor.bundle import from_dict, load_path, save, write_file
 from doctor.cli import app
 from doctor.evidence import RunRecord
 from doctor.runner import analyze
-from doctor.units import fmt_seconds
+from doctor.units import fmt_pct, fmt_seconds
 from reports import charts, render_html
+from reports.summary import fmt_bytes
 from tests.support import bundles
 from tests.support.html_dom import inventory
 from tests.support.report_cases import real_buffering_bundle, real_buffering_report
@@ -336,3 +338,28 @@ def test_a_findings_summary_and_why_start_their_sentences_in_capitals(html: str)
     assert sentence("gateway delivers 16.5 events") == "Gateway delivers 16.5 events"
     for name in ("vLLM preempted", "proxy_buffering is on", "config.json says", "`max_num_seqs` 256"):
         assert sentence(name) == name
+
+
+def test_a_server_claiming_ten_to_the_400_tokens_still_gets_its_report(tmp_path: Path) -> None:
+    """Issue 22 item 11: a token event (and a usage trailer) of 10**400 tokens, which a bundle can
+    hold and no float can: the arrivals chart raised OverflowError and `diagnose` wrote no report;
+    the stream view failed on the per-token time. Both bound the count (``doctor.wire.number``)."""
+    reqs = [bundles.request("direct", i, ttft=0.1, gaps=[0.01] * 5, start=float(i)) for i in range(3)]
+    reqs[0].tokens[1].tokens = 10**400
+    reqs[1].completion_tokens = 10**400
+    reqs[2].reads[0].nbytes = reqs[2].reads[1].events = 10**400
+    save(bundles.bundle(stream=bundles.stream(reqs)), tmp_path / "bundle.json")
+    result = CliRunner().invoke(app, ["analyze", str(tmp_path / "bundle.json"), "--html", str(tmp_path / "r.html"),
+                                      "--json", str(tmp_path / "r.json")])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code == 0, result.output
+    assert "Token arrivals" in " ".join(chart_labels((tmp_path / "r.html").read_text()))
+    stats = json.loads((tmp_path / "r.json").read_text())["views"]["stream_stats"]["paths"]["direct"]
+    assert stats["tpot"]["n"] == 3 and stats["tpot"]["max"] == pytest.approx(0.01)
+    assert stats["bytes_per_read"]["max"] == float(2**63)
+
+
+def test_numbers_past_a_floats_range_are_shown_not_raised() -> None:
+    """What ``bench/fuzz.py`` found in bundles of hostile numbers: each formatter and an axis."""
+    assert (fmt_bytes(10**400), fmt_seconds(-(10**400)), fmt_pct(10**400)) == ("inf GiB", "-inf s", "inf %")
+    assert charts.nice_ticks(0, math.inf) == [] and charts.nice_ticks(0, 1e308 * 10) == []

@@ -72,9 +72,19 @@ def test_responses_done_events_and_completed():
     b'event: error\ndata: {"type": "error", "message": "boom"}\n\n',
     b'data: {"type": "response.failed", "response": {"error": {"message": "boom"}}}\n\n',
     b"data: not json\n\n",
+    b'data:{"choices":6}\n\n',  # issue 22 item 11: a TypeError, recorded as a crash type, not a malformed event
+    b'data:{"choices":true}\n\n',
 ])
 def test_errors_inside_a_200_stream(data):
     assert kinds(data) == ["error"]
+
+
+def test_choices_that_are_not_a_list_say_so_and_a_count_past_any_real_one_is_none():
+    [event] = parse(b'data:{"choices":6}\n\n')
+    assert classify(event).error == "an event whose choices are int, not a list"
+    [event] = parse(b'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":1' + b"0" * 400 + b"}}\n\n")
+    chunk = classify(event)
+    assert (chunk.kind, chunk.prompt_tokens, chunk.completion_tokens) == ("usage", 7, None)
 
 
 def test_reasoning_and_tool_call_deltas_are_tokens_and_empty_deltas_are_not():

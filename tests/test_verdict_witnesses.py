@@ -88,6 +88,38 @@ def test_a_request_still_waiting_at_the_stall_timeout_is_a_ttft_of_at_least_that
     assert any("counted in TTFT at that wait" in line for line in v.reasoning)
 
 
+def cut(path: str, index: int, *, start: float, outcome: str, ttft: float = 1.5) -> RequestTrace:
+    """An answer whose first token came after ``ttft``, cut mid-answer (the user's --deadline
+    shorter than one answer, Ctrl-C, a connection cut): no end, no usage trailer."""
+    r = request(path, index, ttft=ttft, gaps=[0.02] * 10, start=start, headers={**SSE})
+    r.outcome, r.error, r.completion_tokens, r.finish_reason = outcome, f"synthetic {outcome}", None, None
+    r.t_failed, r.t_end = r.t_end, None
+    return r
+
+
+@pytest.mark.parametrize("outcome", ["deadline", "cancelled", "cut", "client-stall"])
+def test_an_answer_cut_mid_way_still_counts_its_measured_first_token_and_gaps(outcome: str) -> None:
+    """Issue 22 item 5: with every answer cut after a 1.5 s first token, the report said that no
+    latency was measured. Read from the token timestamps alone, whatever the outcome says."""
+    report = diagnose(bundle(stream=stream([cut("direct", i, start=i * 5.0, outcome=outcome) for i in range(3)])))
+    ps = report.views["stream_stats"]["paths"]["direct"]
+    assert ps["partial"] == 3 and ps["n_ok"] == 0
+    assert ps["ttft"]["n"] == ps["ttft_felt"]["n"] == 3 and ps["ttft_felt"]["p90"] == pytest.approx(1.5)
+    assert ps["tpot"]["n"] == 3 and ps["max_gap"]["n"] == 3 and ps["itl"]["n"] == 30
+    v = report.verdict
+    assert v.symptom is Symptom.PRE_FIRST_TOKEN, v.summary
+    assert "TTFT p90 1.50 s (n=3)" in v.summary
+
+
+def test_a_cut_answer_beside_answered_ones_adds_its_time_and_a_warm_up_does_not() -> None:
+    reqs = [*fast("direct", 4), cut("direct", 4, start=5.0, outcome="deadline", ttft=2.0),
+            cut("direct", 5, start=9.0, outcome="deadline", ttft=9.0)]
+    reqs[-1].warmup = True
+    ps = diagnose(bundle(stream=stream(reqs))).views["stream_stats"]["paths"]["direct"]
+    assert ps["partial"] == 1 and ps["ttft_felt"]["n"] == 5 and ps["ttft_felt"]["max"] == pytest.approx(2.0)
+    assert ps["e2e"]["n"] == 4  # no end was seen: an answer's whole time is not measured
+
+
 def test_a_warm_up_that_never_got_an_answer_is_the_incident_not_a_cold_start() -> None:
     reqs = [waited("direct", 0, start=0.0, warmup=True), *fast("direct", 4, start=31.0)]
     v = diagnose(bundle(stream=stream(reqs))).verdict

@@ -134,6 +134,10 @@ DISPLAY: dict[str, str] = {
     "node": "the Node edge",
 }
 
+#: Tells kept per hop: enough to show what named it; a response of thousands of ``x-envoy-*``
+#: headers no longer costs a look-up in a list as long as itself for each of them.
+MAX_TELLS = 8
+
 LITELLM_OVERHEAD = "x-litellm-overhead-duration-ms"
 LITELLM_CALLBACK = "x-litellm-callback-duration-ms"
 
@@ -258,14 +262,14 @@ def identify(headers_seen: Iterable[Mapping[str, str]], kind: str | None = None,
                 family = family_of(value)
                 if family is not None:
                     hop = found.setdefault(family, GatewayHop(family, _named(family, value)))
-                    if f"{hname}: {value}" not in hop.tells:
+                    if len(hop.tells) < MAX_TELLS and f"{hname}: {value}" not in hop.tells:
                         hop.tells.append(f"{hname}: {value}")
         # a tell header the direct path carries too is a hop in front of both (or the engine's own)
         lowered = sorted(k.lower() for k in headers if k.lower() not in theirs)
         for prefix, fam in TELL_HEADERS:
             for key in (k for k in lowered if k == prefix or (prefix.endswith("-") and k.startswith(prefix))):
                 hop = found.setdefault(fam, GatewayHop(fam, DISPLAY[fam]))
-                if key not in hop.tells:
+                if len(hop.tells) < MAX_TELLS and key not in hop.tells:
                     hop.tells.append(key)
         for hname, shape, fam, note in TELL_SHAPES:
             raw = header(headers, hname)

@@ -1,15 +1,21 @@
 """Statistics of what the client felt, per request and per path (direct / gateway).
 
 Warm-up requests are excluded from every distribution but kept as ``warmup_ttft`` so a cold
-start stays visible. Failed requests count in ``failures`` and never in a latency, so an
-error is never mistaken for a fast answer, with one exception that is the opposite mistake:
-a request still waiting for its first token when the probe gave up on it (``--stall-timeout``,
-the deadline) has a TTFT of *at least* that wait. It is right-censored, not missing: leaving it
-out would report the lucky requests of an incident as what users felt. Such a request counts
-in ``ttft_felt`` at its lower bound (``ttft_censored`` says how many), warm-up or not, since a
-warm-up that never got an answer is no cold start but the incident itself. ``ttft`` keeps the
-answered requests only, which is what compares with the server's own TTFT histogram (the
-server has not counted a request that is still waiting either).
+start stays visible. Failed requests count in ``failures`` and never in a latency before their
+first token, so an error is never mistaken for a fast answer, with one exception that is the
+opposite mistake: a request still waiting for its first token when the probe gave up on it
+(``--stall-timeout``, the deadline) has a TTFT of *at least* that wait. It is right-censored,
+not missing: leaving it out would report the lucky requests of an incident as what users felt.
+Such a request counts in ``ttft_felt`` at its lower bound (``ttft_censored`` says how many),
+warm-up or not, since a warm-up that never got an answer is no cold start but the incident
+itself. ``ttft`` keeps the requests whose first token came only, which is what compares with the
+server's own TTFT histogram (the server has not counted a request that is still waiting either).
+
+Measured time is never thrown away: an answer cut after its first token (the user's
+``--deadline`` shorter than one answer, Ctrl-C, a stall, a connection cut), whatever its outcome
+says, measured its TTFT exactly and every gap it saw. Read from the trace's token timestamps
+alone, it counts in ``ttft``, ``ttft_felt``, ``tpot``, ``itl`` and ``max_gap`` (``partial`` says
+how many), and still in ``failures`` when it was one.
 
 The client's own freezes (``ClientHealth.freezes``: its event loop could not read) are taken
 out of every wait and gap they overlap: a token that arrived while the client was frozen is
@@ -33,6 +39,7 @@ from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, ProbePath, RequestTrace, StreamEvidence
 from doctor.evidence.stream import NOT_THE_TARGETS, WEDGED, awake_span, frozen_overlap
 from doctor.stats import quantile
+from doctor.wire import MAX_NUMBER, number
 
 #: A gap larger than this multiple of its request's median gap is a stall.
 STALL_FACTOR = 5.0
@@ -167,6 +174,7 @@ class PathStats:
     ttft_felt: Dist = field(default_factory=Dist)  # ``ttft`` and the censored waits: what users felt
     ttft_censored: int = 0  # values of ``ttft_felt`` that are lower bounds (still waiting when the probe gave up)
     gap_censored: int = 0  # values of ``max_gap`` that are lower bounds (frozen when the probe gave up)
+    partial: int = 0  # answers cut after their first token, whose measured TTFT and gaps count
     stalls: int = 0
     headers: dict[str, str] = field(default_factory=dict)  # from the first successful request
     http_version: str | None = None
@@ -192,11 +200,20 @@ def token_count(req: RequestTrace) -> int:
 
     The usage trailer's ``completion_tokens`` when the server sent one, else the per-event counts
     (continuous usage stats, ``TokenEvent.tokens``), which are 1 each when the server said nothing.
-    Never fewer than the token-bearing events: each carried at least one token.
+    Never fewer than the token-bearing events: each carried at least one token. A count beyond
+    any real one (a bundle may hold ``10**400``, which no float holds) is bounded like every
+    number from outside: a trailer's is ignored, an event's counts as ``MAX_NUMBER``.
     """
     events = [t for t in req.tokens if math.isfinite(t.t)]
-    counted = sum(max(t.tokens, 1) for t in events)
-    return max(req.completion_tokens if req.completion_tokens is not None else counted, len(events))
+    counted = sum(min(max(t.tokens, 1), MAX_NUMBER) for t in events)
+    claimed = number(req.completion_tokens, int)
+    return max(claimed if claimed is not None else counted, len(events))
+
+
+def _bounded(count: int) -> float:
+    """A read's count of events or bytes as a float, at most ``MAX_NUMBER`` (a bundle may hold
+    ``10**400``, which no float holds)."""
+    return float(min(count, MAX_NUMBER))
 
 
 def stall_base(gaps: list[float]) -> float | None:
@@ -230,8 +247,8 @@ def request_stats(req: RequestTrace, freezes: Sequence[Sequence[float]] = ()) ->
     if req.reads:
         with_events = [r for r in req.reads if r.events > 0]
         if with_events:
-            rs.events_per_read = statistics.fmean(r.events for r in with_events)
-            rs.bytes_per_read = statistics.fmean(r.nbytes for r in with_events)
+            rs.events_per_read = statistics.fmean(_bounded(r.events) for r in with_events)
+            rs.bytes_per_read = statistics.fmean(_bounded(r.nbytes) for r in with_events)
     waited_until = req.t_failed if req.t_failed is not None else req.t_end
     censored = req.outcome in CENSORING_OUTCOMES and req.t_sent is not None and waited_until is not None
     last = waited_until if waited_until is not None else (times[-1] if times else req.t_scheduled)
@@ -296,20 +313,22 @@ def path_stats(name: ProbePath, url: str | None, reqs: list[RequestTrace],
             ps.failures[req.outcome] = ps.failures.get(req.outcome, 0) + 1
     ok_reads = [r for req in reqs if req.ok and not req.warmup for r in req.reads if r.events > 0]
     waited = [r for r in censored if r.tokens == 0]
-    frozen = [r for r in censored if r.tokens > 0 and not r.warmup]
-    ps.ttft = dist([r.ttft for r in measured if r.ttft is not None])
-    ps.ttft_felt = dist([r.ttft for r in measured + waited if r.ttft is not None])
+    partial = [r for r in ps.requests if r.outcome != "ok" and not r.warmup and r.events]  # cut after a first token
+    seen = measured + partial  # every answer whose first token came: its TTFT and gaps are measured
+    ps.ttft = dist([r.ttft for r in seen if r.ttft is not None])
+    ps.ttft_felt = dist([r.ttft for r in seen + waited if r.ttft is not None])
     ps.ttft_censored = len(waited)
-    ps.tpot = dist([r.tpot for r in measured if r.tpot is not None])
-    ps.itl = dist([g for r in measured for g in r.gaps])
+    ps.partial = len(partial)
+    ps.tpot = dist([r.tpot for r in seen if r.tpot is not None])
+    ps.itl = dist([g for r in seen for g in r.gaps])
     ps.e2e = dist([r.e2e for r in measured if r.e2e is not None])
-    ps.max_gap = dist([r.max_gap for r in measured + frozen if r.max_gap is not None])
-    ps.gap_censored = len(frozen)
+    ps.max_gap = dist([r.max_gap for r in seen if r.max_gap is not None])
+    ps.gap_censored = sum(1 for r in partial if r.censored)
     ps.client_queue = dist([r.client_queue for r in measured if r.client_queue is not None])
-    ps.events_per_read = dist([float(r.events) for r in ok_reads])
-    ps.bytes_per_read = dist([float(r.nbytes) for r in ok_reads])
+    ps.events_per_read = dist([_bounded(r.events) for r in ok_reads])
+    ps.bytes_per_read = dist([_bounded(r.nbytes) for r in ok_reads])
     ps.headers_to_first_token = dist(
-        [r.headers_to_first_token for r in measured if r.headers_to_first_token is not None]
+        [r.headers_to_first_token for r in seen if r.headers_to_first_token is not None]
     )
     ps.first_to_last_token = dist(
         [r.first_to_last_token for r in measured if r.first_to_last_token is not None]

@@ -10,15 +10,16 @@ would: vLLM ``vllm:cache_config_info{block_size, num_gpu_blocks}``, SGLang
 and Triton's TensorRT-LLM backend one gauge family per kind with the kind as a label
 (``nv_trt_llm_request_metrics{request_type="max"}``, ``nv_trt_llm_kv_cache_block_metrics
 {kv_cache_block_type="max"|"tokens_per"}``, ``inflight_batcher_llm`` backend since Triton 23.11).
-Read with prometheus_client's parser, as every scrape is.
+Read with prometheus_client's parser, as every scrape is (``metric_families``: its lines bounded
+first), each number bounded (``doctor.wire.number``).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
+from doctor.vllm_metrics.names import metric_families
+from doctor.wire import number
 
 _GAUGES = {
     "sglang:max_total_num_tokens": "kv_cache_tokens",
@@ -52,13 +53,14 @@ def capacity_from_exposition(text: str) -> dict[str, Any]:
     the exposition states; empty when it states none or does not parse."""
     out: dict[str, Any] = {}
     try:
-        for family in text_string_to_metric_families(text):
+        for family in metric_families(text):
             for sample in family.samples:
                 if sample.name in _INFO_LABELS:
                     _info(out, sample.labels, _INFO_LABELS[sample.name])
-                elif (key := _GAUGES.get(sample.name) or _labelled(sample.name, sample.labels)) and _finite(sample.value):
-                    out.setdefault(key, int(sample.value))
-    except ValueError:  # prometheus_client's syntax error; the window reports it
+                elif ((key := _GAUGES.get(sample.name) or _labelled(sample.name, sample.labels))
+                      and (value := number(sample.value, int)) is not None):
+                    out.setdefault(key, value)
+    except ValueError:  # a syntax error or an overlong line (ExpositionError); the window reports it
         return {}
     if "kv_cache_tokens" not in out and "num_blocks" in out and "block_size" in out:
         out["kv_cache_tokens"] = out["num_blocks"] * out["block_size"]
@@ -67,14 +69,10 @@ def capacity_from_exposition(text: str) -> dict[str, Any]:
 
 def _info(out: dict[str, Any], labels: dict[str, str], names: tuple[str, str]) -> None:
     for label, key in zip(names, ("block_size", "num_blocks"), strict=True):
-        if labels.get(label, "").isdigit():
-            out.setdefault(key, int(labels[label]))
+        if labels.get(label, "").isdigit() and (value := number(labels[label], int)) is not None:
+            out.setdefault(key, value)
 
 
 def _labelled(name: str, labels: dict[str, str]) -> str | None:
     return next((_LABELLED.get((name, label, labels[label])) for family, label in _LABELS
                  if family == name and label in labels), None)
-
-
-def _finite(value: float) -> bool:
-    return not (math.isnan(value) or math.isinf(value))

@@ -19,9 +19,13 @@ from doctor.engines.logbook import RESOLVED, STATED, Logbook
 from doctor.engines.names import LLAMACPP
 from doctor.evidence.log import LogLine
 from doctor.vllm_log.model import LogFacts
+from doctor.wire import number
 
 _BUILD = re.compile(r"(?:^|\s)(?:build|version): (?P<n>\d+) \((?P<commit>[0-9a-f]+)\)")
-_BUILD_INFO = re.compile(r"\bbuild info \|.*?\bbuild=(?P<n>\d+)(?:.*?\bcommit=\"(?P<commit>[0-9a-f]+)\")?")
+# Searched from the first "build info |" only (``_build_info``): a lazy ``.*?`` from every
+# repetition of it on one line read the rest of the line once per repetition.
+_BUILD_INFO_START = re.compile(r"\bbuild info \|")
+_BUILD_INFO = re.compile(r"\bbuild=(?P<n>\d+)(?:.*?\bcommit=\"(?P<commit>[0-9a-f]+)\")?")
 _CONTEXT = re.compile(r"(?:llama_context|llama_new_context_with_model): (?P<key>n_\w+) *= (?P<n>\d+)\s*$")
 _KV = re.compile(
     r"llama_kv_cache(?:_unified)?: size = +(?P<mib>\d+(?:\.\d+)?) MiB \( *(?P<cells>\d+) cells,"
@@ -74,36 +78,44 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
 
 
 def _read(book: Logbook, line: LogLine, text: str) -> None:
-    if match := _BUILD.search(text) or _BUILD_INFO.search(text):
+    if match := _BUILD.search(text) or _build_info(text):
         book.fact(line, "version", f"b{match['n']}", STATED)
         book.fact(line, "build_commit", match["commit"], STATED)
     elif match := _KV.search(text):
-        _own(book, line, "kv_cache_tokens", int(match["cells"]), RESOLVED)
-        book.fact(line, "kv_cache_memory_gib", round(float(match["mib"]) / 1024, 4))
+        _own(book, line, "kv_cache_tokens", number(match["cells"], int), RESOLVED)
+        if (mib := number(match["mib"])) is not None:
+            book.fact(line, "kv_cache_memory_gib", round(mib / 1024, 4))
         book.fact(line, "kv_cache_dtype", match["dtype"])
     elif match := _KV_SELF.search(text):
-        book.fact(line, "kv_cache_memory_gib", round(float(match["mib"]) / 1024, 4))
+        if (mib := number(match["mib"])) is not None:
+            book.fact(line, "kv_cache_memory_gib", round(mib / 1024, 4))
         book.fact(line, "kv_cache_dtype", match["dtype"])
     elif match := _UNIFIED.search(text):
         book.fact(line, "kv_unified", match["on"] == "true")
     elif match := _SEQ_WARNING.search(text):
-        _own(book, line, "max_model_len", int(match["n"]), STATED)
+        _own(book, line, "max_model_len", number(match["n"], int), STATED)
     elif match := _CONTEXT.search(text):
         if key := _CONTEXT_KEYS.get(match["key"]):
-            _own(book, line, key, int(match["n"]), STATED)
+            _own(book, line, key, number(match["n"], int), STATED)
     elif match := _SLOTS.search(text):
-        _own(book, line, "max_num_seqs", int(match["n"]), RESOLVED)
+        _own(book, line, "max_num_seqs", number(match["n"], int), RESOLVED)
         if match["ctx"]:
-            _own(book, line, "max_model_len", int(match["ctx"]), RESOLVED)
+            _own(book, line, "max_model_len", number(match["ctx"], int), RESOLVED)
     elif "initializing slots" in text and (match := _SLOTS_KV.search(text)):
-        _own(book, line, "max_num_seqs", int(match["n"]), RESOLVED)
+        _own(book, line, "max_num_seqs", number(match["n"], int), RESOLVED)
     elif match := _SLOT.search(text) or (_SLOT_KV.search(text) if "new slot" in text else None):
-        _own(book, line, "max_model_len", int(match["ctx"]), RESOLVED)
+        _own(book, line, "max_model_len", number(match["ctx"], int), RESOLVED)
     elif match := _READY.search(text):
         book.fact(line, "listening", match["url"], STATED)
         book.at(line).serving = True  # a build line after it is a restart
     else:
         book.error(line, text)
+
+
+def _build_info(text: str) -> re.Match[str] | None:
+    """The ``build=`` (and ``commit=``) of a ``build info |`` line, searched once from its start."""
+    start = _BUILD_INFO_START.search(text)
+    return _BUILD_INFO.search(text, start.end()) if start else None
 
 
 def _own(book: Logbook, line: LogLine, key: str, value: object, rank: int) -> None:

@@ -19,6 +19,7 @@ from doctor.engines.names import SGLANG
 from doctor.evidence.log import LogLine
 from doctor.vllm_log.model import LogFacts, StatsPoint
 from doctor.vllm_log.parser import literal_value, split_items
+from doctor.wire import number
 
 # The opening bracket may be cut by an excerpt; SGLang 0.5.7+ puts "INFO file.py:N: " after it;
 # some builds and wrappers print the time alone (``[23:43:42]``).
@@ -107,26 +108,27 @@ def _read(book: Logbook, line: LogLine, message: str, when: str | None, ranks: l
     if match := _BATCH.match(message):
         book.stat(line, _point(line, when, ranks, match["kind"], message))
     elif match := _RETRACT.match(message):
-        book.retraction(line, when or str(line.no), _rank("DP", ranks) + message, int(match["n"]))
+        book.retraction(line, when or str(line.no), _rank("DP", ranks) + message, number(match["n"], int) or 0)
     elif match := _KV.match(message):
         key = "swa_kv_cache_tokens" if match["pool"] == "SWA " else "kv_cache_tokens"
         if match["tokens"]:
-            _own(book, line, key, int(match["tokens"]), STATED)
+            _own(book, line, key, number(match["tokens"], int), STATED)
         if match["pool"] != "SWA " and (size := _KV_SIZE.search(message)):
-            gib = float(size["kv"]) if size["kv"] else float(size["k"]) + float(size["v"])
+            k, v = number(size["k"]), number(size["v"])
+            gib = number(size["kv"]) if size["kv"] else k + v if k is not None and v is not None else None
             book.fact(line, "kv_cache_memory_gib", gib)
         if page := _PAGE.search(message):
-            _own(book, line, "block_size", int(page["n"]), STATED)
+            _own(book, line, "block_size", number(page["n"], int), STATED)
     elif _LIMITS.match(message):
         for name, raw in split_items(message + ")"):
             if limit := _LIMIT_KEYS.get(name):
                 _limit(book, line, limit, literal_value(raw))
     elif match := _CAPPED.match(message):
-        _own(book, line, "max_num_seqs", int(match["n"]), RESOLVED + 1)
+        _own(book, line, "max_num_seqs", number(match["n"], int), RESOLVED + 1)
     elif match := _WEIGHTS.match(message):
-        book.fact(line, "weights_memory_gib", float(match["gib"]))
+        book.fact(line, "weights_memory_gib", number(match["gib"]))
     elif match := _GRAPH.match(message):
-        book.fact(line, "cuda_graph_memory_gib", float(match["gib"]))
+        book.fact(line, "cuda_graph_memory_gib", number(match["gib"]))
     elif match := _SERVER_ARGS.search(message):
         _server_args(book, line, match["body"])
     else:
@@ -166,25 +168,18 @@ def _own(book: Logbook, line: LogLine, key: str, value: object, rank: int) -> No
 def _point(line: LogLine, when: str | None, ranks: list[str], kind: str, message: str) -> StatsPoint:
     fields = {m["name"]: m["value"] for m in _FIELD.finditer(message)}
     point = StatsPoint(line=line.no, timestamp=when, engine=_rank("DP", ranks) or None)
-    point.running = _number(fields.get("#running-req"))
-    point.waiting = _number(fields.get("#queue-req"))
+    point.running = number(fields.get("#running-req"))
+    point.waiting = number(fields.get("#queue-req"))
     # Hybrid models print a usage per pool ("full token usage", "swa token usage"); like the
     # sglang:token_usage gauge, the fullest pool is the KV usage.
-    usages = [u for name, value in fields.items() if name.endswith("token usage") and (u := _number(value)) is not None]
+    usages = [u for name, value in fields.items() if name.endswith("token usage") and (u := number(value)) is not None]
     point.kv_usage_pct = max(usages) * 100 if usages else None
     if kind == "Decode":
-        point.generation_throughput = _number(fields.get("gen throughput (token/s)"))
+        point.generation_throughput = number(fields.get("gen throughput (token/s)"))
     else:
-        point.prompt_throughput = _number(fields.get("input throughput (token/s)"))
+        point.prompt_throughput = number(fields.get("input throughput (token/s)"))
     return point
 
 
 def _rank(kind: str, ranks: list[str]) -> str:
     return next((r for r in ranks if r.startswith(kind)), "")
-
-
-def _number(text: str | None) -> float | None:
-    try:
-        return float(text) if text is not None else None
-    except ValueError:
-        return None

@@ -26,10 +26,12 @@ from doctor.engines.logbook import ARGUMENT, RESOLVED, STATED, Logbook
 from doctor.engines.names import TGI
 from doctor.evidence.log import LogLine
 from doctor.vllm_log.model import LogFacts
+from doctor.wire import number
 
 _ARGS = re.compile(r"(?:text_generation_launcher: |\"message\":\"|^\s*)Args \{(?P<body>.*)")
-# ``Some(x)`` on one line, or ``Some(`` with ``x,`` on the next line of a pretty print
-_ITEM = re.compile(r"(?P<key>\w+): (?:Some\(\s*(?P<some>\"[^\"]*\"|[^(),\s]+),?\s*\)?|(?P<value>\"[^\"]*\"|(?!Some\()[^,{}\s]+))")
+# ``Some(x)`` on one line, or ``Some(`` with ``x,`` on the next line of a pretty print. The key starts
+# a word: from every position inside a long word the search re-read the word.
+_ITEM = re.compile(r"\b(?P<key>\w+): (?:Some\(\s*(?P<some>\"[^\"]*\"|[^(),\s]+),?\s*\)?|(?P<value>\"[^\"]*\"|(?!Some\()[^,{}\s]+))")
 #: A line that opens a new record (a timestamp, a JSON record, a wrapper's prefix), not a piece of ``Args``.
 _RECORD = re.compile(r"\s*(?:\{\"|\d{4}-\d\d-\d\dT|[A-Z]+:[\w-]+:|\[)")
 _ARGS_LINES = 400  # a pretty print has one line per field, some 60 in 3.x
@@ -44,6 +46,7 @@ _INFO = re.compile(
     r'|max_batch_total_tokens|max_batch_size|version)": ?(?P<value>"[^"]{0,300}"|\d{1,12})'
 )
 _INFO_KEYS = {"version": "version", "model_dtype": "dtype"}  # the others are the launcher's names
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _TOTAL = re.compile(r"Setting max batch total tokens to (?P<n>\d+)")
 _NO_AUTO = re.compile(r"Model does not support automatic max batch total tokens")
 _CONNECTED = re.compile(r"text_generation_router[\w:]*: [\w/.]+:\d+: Connected|\"message\":\"Connected\"")
@@ -94,16 +97,16 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
         elif match := _DEFAULTED.search(text):
             arg = match["arg"] or f"max_{match['what']}_tokens"
             if key := _ARG_KEYS.get(arg):
-                _own(book, line, key, int(match["n"] or match["m"]), RESOLVED)
+                _own(book, line, key, number(match["n"] or match["m"], int), RESOLVED)
         elif match := _BLOCKS.search(text):
-            book.fact(line, "num_gpu_blocks", int(match["n"]), STATED)
-            _own(book, line, "block_size", int(match["size"]), STATED)
+            book.fact(line, "num_gpu_blocks", number(match["n"], int), STATED)
+            _own(book, line, "block_size", number(match["size"], int), STATED)
         elif infos := list(_INFO.finditer(text)):
             for info in infos:
                 key = _INFO_KEYS.get(info["key"]) or _ARG_KEYS[info["key"]]
                 _own(book, line, key, _value(info["value"]), RESOLVED)
         elif match := _TOTAL.search(text):
-            _own(book, line, "kv_cache_tokens", int(match["n"]), RESOLVED)
+            _own(book, line, "kv_cache_tokens", number(match["n"], int), RESOLVED)
         elif _NO_AUTO.search(text):
             book.fact(line, "automatic_max_batch_total_tokens", False)
         elif _CONNECTED.search(text):
@@ -143,9 +146,5 @@ def _value(raw: str) -> object:
         return raw == "true"
     if raw.startswith('"') and raw.endswith('"'):
         return raw[1:-1]
-    for kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            pass
-    return raw
+    whole = number(raw, int)
+    return whole if whole is not None else number(raw) if _NUMBER.fullmatch(raw) else raw

@@ -27,6 +27,7 @@ from doctor.engines.logbook import RESOLVED, STATED, Logbook
 from doctor.engines.names import TRTLLM
 from doctor.evidence.log import LogLine
 from doctor.vllm_log.model import LogFacts, StatsPoint
+from doctor.wire import number
 
 _VERSION = re.compile(r"(?:Engine version|TensorRT[ -]LLM version:?) (?P<version>\d+\.\d+[\w.+-]*)")
 _MODEL = re.compile(r"TRTGptModel (?P<key>max\w+): (?P<n>\d+)")
@@ -98,24 +99,24 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
         if '"iterLatencyMS"' in text or _OLD_STATS.search(text):
             pending = [line]
         elif "iter = " in text and (match := _ITER.search(text)):
-            book.stat(line, StatsPoint(line=line.no, running=float(match["n"])))
+            book.stat(line, StatsPoint(line=line.no, running=number(match["n"])))
         elif _LIMITS.search(text):
             for limit in _LIMIT.finditer(text):  # printed again after the final KV allocation
                 book.forget(_LIMIT_KEYS[limit["key"]])
-                _own(book, line, _LIMIT_KEYS[limit["key"]], int(limit["n"]), RESOLVED)
+                _own(book, line, _LIMIT_KEYS[limit["key"]], number(limit["n"], int), RESOLVED)
         elif match := _VERSION.search(text):
             book.fact(line, "version", match["version"], STATED)
         elif match := _MODEL.search(text):
             if key := _MODEL_KEYS.get(match["key"]):
-                _own(book, line, key, int(match["n"]), STATED)
+                _own(book, line, key, number(match["n"], int), STATED)
         elif match := _ALLOCATED.search(text):
             # A later allocation replaces the one before it: the last pool is the one that serves.
-            _last(book, line, "kv_cache_tokens", int(match["n"]))
-            _last(book, line, "kv_cache_memory_gib", float(match["gib"]))
+            _last(book, line, "kv_cache_tokens", number(match["n"], int))
+            _last(book, line, "kv_cache_memory_gib", number(match["gib"]))
         elif match := _USING.search(text):
-            _own(book, line, "kv_cache_tokens", int(match["n"]), STATED)
+            _own(book, line, "kv_cache_tokens", number(match["n"], int), STATED)
         elif match := _BLOCK.search(text):
-            _own(book, line, "block_size", int(match["n"] or match["m"]), STATED)
+            _own(book, line, "block_size", number(match["n"] or match["m"], int), STATED)
         else:
             book.error(line, text)
     if pending:
@@ -135,7 +136,7 @@ def _stats_record(book: Logbook, lines: list[LogLine]) -> None:
 
 
 def _stats_point(book: Logbook, line: LogLine, record: str) -> None:
-    numbers = {m["key"]: float(m["n"]) for m in _NUMBER.finditer(record)}
+    numbers = {m["key"]: value for m in _NUMBER.finditer(record) if (value := number(m["n"])) is not None}
     readings = {_STAT_READINGS[k]: v for k, v in numbers.items() if k in _STAT_READINGS}
     if not readings:
         return

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.wire import WireError, loads
+from doctor.wire import WireError, loads, number
 
 
 class InvalidUtf8(ValueError):
@@ -218,8 +218,10 @@ def _error_text(obj: dict[str, Any]) -> str | None:
 
 
 def _count(value: Any) -> int | None:
-    """A token count the server claims: a non-negative int (JSON ``true`` is a Python int, not a count)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    """A token count the server claims: a non-negative int (JSON ``true`` is a Python int, not a
+    count), bounded like every number from outside (``10**400`` tokens is no count)."""
+    count = number(value, int) if isinstance(value, int) else None
+    return count if count is not None and count >= 0 else None
 
 
 def _reason(value: Any) -> str | None:
@@ -238,9 +240,12 @@ def choices_chunk(obj: dict[str, Any]) -> Chunk:
     error = _error_text(obj)
     if error is not None:
         return Chunk("error", error=error)
+    choices = obj.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        return Chunk("error", error=f"an event whose choices are {type(choices).__name__}, not a list")
     texts: list[str] = []
     finish = None
-    for choice in obj.get("choices") or ():
+    for choice in choices or ():
         if not isinstance(choice, dict):
             continue
         finish = _reason(choice.get("finish_reason")) or finish

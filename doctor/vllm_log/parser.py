@@ -22,6 +22,7 @@ from doctor.evidence.log import LogLine
 from doctor.vllm_log import patterns as P  # noqa: N812 - P.NAME reads as "the pattern NAME"
 from doctor.vllm_log.model import Fact, LogFacts, Startup, StartupError, StatsPoint
 from doctor.vllm_log.prefixes import Record, iter_records
+from doctor.wire import number
 
 # How directly a line states a fact; a higher rank replaces a lower one within a startup.
 INFERRED, ARGUMENT, CONFIG, STATED = 0, 1, 2, 3
@@ -87,6 +88,7 @@ _BLOCK_SIZES = (16, 8, 32, 1, 2, 4, 64, 128, 256)  # vLLM's choices, the default
 _V1_PROCESS = re.compile(r"^(?:EngineCore|VllmWorker rank=|Worker_|DPEngineCore)")
 _MAX_OTHER_ERRORS = 10
 _MAX_ERROR_MESSAGE = 2000  # vLLM's own advice ends its longest messages (about 500 characters): keep it
+_DIGITS = re.compile(r"[-+]?\d+")
 _KEY_AHEAD = re.compile(r"\w+=(?!=)")  # "key=" after a space separates items printed without a comma
 
 
@@ -221,6 +223,8 @@ class _Parser:
             if name is None:
                 continue
             value = literal_value(raw) if isinstance(raw, str) else raw
+            if isinstance(value, (int, float)) and not isinstance(value, bool):  # bounded, as every number read
+                value = number(value, int) if isinstance(value, int) else number(value)
             if name == "served_model_name" and isinstance(value, (list, tuple)):
                 value = value[0] if value else None
             state.set(name, value, record, rank)
@@ -234,18 +238,18 @@ class _Parser:
             state.set("kv_cache_tokens", _int(match["tokens"]), record, STATED)
             state.set("kv_cache_device", _device(match["device"]), record, STATED)
             if match["length"]:
-                state.set("max_concurrency", float(match["x"]), record, STATED)
+                state.set("max_concurrency", _float(match["x"]), record, STATED)
                 state.set("max_concurrency_tokens", _int(match["length"]), record, STATED)
             state.set("engine_generation", "V1", record, INFERRED, note="V1 KV-cache size line")
         elif match := P.CONCURRENCY.match(message):
-            state.set("max_concurrency", float(match["x"]), record, STATED)
+            state.set("max_concurrency", _float(match["x"]), record, STATED)
             state.set("max_concurrency_tokens", _int(match["length"]), record, STATED)
         elif match := P.BLOCKS.match(message):
-            gpu = int(match["gpu"])
+            gpu = _int(match["gpu"])
             state.set("num_gpu_blocks", gpu, record, STATED)
             state.set("kv_cache_device", _device(match["device"] or match["bare"]), record, STATED)
             if match["cpu"] is not None:
-                state.set("num_cpu_blocks", int(match["cpu"]), record, STATED)
+                state.set("num_cpu_blocks", _int(match["cpu"]), record, STATED)
             # V0 pairs the GPU blocks with CPU (swap) blocks; V1 (0.6.4-0.7.3) printed them alone.
             generation = "V0" if match["cpu"] is not None else "V1"
             state.set("engine_generation", generation, record, INFERRED, note="block-count line format")
@@ -253,59 +257,59 @@ class _Parser:
                 state.error("no-cache-memory", f"{message}: no memory is left for the KV cache "
                             "(vLLM stops with 'No available memory for the cache blocks')", record)
         elif match := P.OVERRIDE_BLOCKS.match(message):
-            state.set("num_gpu_blocks", int(match["n"]), record, STATED + 1)  # replaces the computed count
-            state.set("num_gpu_blocks_computed", int(match["computed"]), record, STATED)
+            state.set("num_gpu_blocks", _int(match["n"]), record, STATED + 1)  # replaces the computed count
+            state.set("num_gpu_blocks_computed", _int(match["computed"]), record, STATED)
         elif match := P.CACHE_CONFIG_INFO.match(message):
-            state.set("num_gpu_blocks", int(match["n"]), record, STATED)
+            state.set("num_gpu_blocks", _int(match["n"]), record, STATED)
         elif match := P.AVAILABLE_KV.match(message) or P.CPU_KV_SET.match(message):
-            state.set("kv_cache_memory_gib", float(match["gib"]), record, STATED)
+            state.set("kv_cache_memory_gib", _float(match["gib"]), record, STATED)
         elif match := P.WEIGHTS.match(message):
             state = self._reload(record)
-            state.set("weights_memory_gib", float(match["gib"]), record, STATED)
+            state.set("weights_memory_gib", _float(match["gib"]), record, STATED)
             running = LOAD_PHASE  # every worker prints its own: only sizing the cache ends loading
         elif match := P.PROFILING_TIME.match(message):
-            state.set("memory_profiling_s", float(match["s"]), record, STATED)
+            state.set("memory_profiling_s", _float(match["s"]), record, STATED)
         elif match := P.INSTANCE_CAN_USE.match(message):
-            state.set("total_gpu_memory_gib", float(match["total"]), record, STATED)
-            state.set("gpu_memory_utilization", float(match["util"]), record, STATED)
-            state.set("usable_memory_gib", float(match["usable"]), record, STATED)
+            state.set("total_gpu_memory_gib", _float(match["total"]), record, STATED)
+            state.set("gpu_memory_utilization", _float(match["util"]), record, STATED)
+            state.set("usable_memory_gib", _float(match["usable"]), record, STATED)
         elif match := P.PROFILING_BREAKDOWN.match(message):
-            state.set("weights_memory_gib", float(match["weights"]), record, STATED)
-            state.set("non_torch_memory_gib", float(match["non_torch"]), record, STATED)
-            state.set("activation_peak_gib", float(match["activation"]), record, STATED)
-            state.set("kv_cache_memory_gib", float(match["kv"]), record, STATED)
+            state.set("weights_memory_gib", _float(match["weights"]), record, STATED)
+            state.set("non_torch_memory_gib", _float(match["non_torch"]), record, STATED)
+            state.set("activation_peak_gib", _float(match["activation"]), record, STATED)
+            state.set("kv_cache_memory_gib", _float(match["kv"]), record, STATED)
         elif match := P.PROFILING_ROW.match(message):
-            state.set(_PROFILING_ROWS[match["key"]], float(match["value"]), record, STATED)
+            state.set(_PROFILING_ROWS[match["key"]], _float(match["value"]), record, STATED)
         elif match := P.PROFILING_064.match(message):
-            state.set("total_gpu_memory_gib", float(match["total"]), record, STATED)
-            state.set("kv_cache_memory_gib", float(match["kv"]), record, STATED)
-            state.set("gpu_memory_utilization", float(match["util"]), record, STATED)
+            state.set("total_gpu_memory_gib", _float(match["total"]), record, STATED)
+            state.set("kv_cache_memory_gib", _float(match["kv"]), record, STATED)
+            state.set("gpu_memory_utilization", _float(match["util"]), record, STATED)
         elif match := P.GRAPH_CAPTURED.match(message):
-            state.set("cuda_graph_time_s", float(match["s"]), record, STATED)
+            state.set("cuda_graph_time_s", _float(match["s"]), record, STATED)
             if match["gib"]:
-                state.set("cuda_graph_memory_gib", float(match["gib"]), record, STATED)
+                state.set("cuda_graph_memory_gib", _float(match["gib"]), record, STATED)
         elif match := P.CAPTURE_CAPPED.match(message):
-            state.set("max_cudagraph_capture_size", int(match["n"]), record, STATED, note=f"capped from {match['was']}")
+            state.set("max_cudagraph_capture_size", _int(match["n"]), record, STATED, note=f"capped from {match['was']}")
         elif match := P.GRAPH_POOL.match(message):
-            state.set("cuda_graph_memory_gib", float(match["gib"]), record, STATED)
+            state.set("cuda_graph_memory_gib", _float(match["gib"]), record, STATED)
         elif match := P.GRAPH_ESTIMATE.match(message):
-            state.set("cuda_graph_memory_gib", float(match["gib"]), record, CONFIG, note="estimated before capture")
+            state.set("cuda_graph_memory_gib", _float(match["gib"]), record, CONFIG, note="estimated before capture")
         elif match := P.GRAPH_PROFILING_ADVICE.search(message):
-            state.set("gpu_memory_utilization", float(match["util"]), record, STATED)
-            state.set("gpu_memory_utilization_equivalent", float(match["equivalent"]), record, STATED)
+            state.set("gpu_memory_utilization", _float(match["util"]), record, STATED)
+            state.set("gpu_memory_utilization_equivalent", _float(match["equivalent"]), record, STATED)
             if match["suggested"]:
-                state.set("gpu_memory_utilization_suggested", float(match["suggested"]), record, STATED)
+                state.set("gpu_memory_utilization_suggested", _float(match["suggested"]), record, STATED)
         elif match := P.TORCH_COMPILE.match(message):
-            state.set("torch_compile_s", float(match["s"]), record, STATED)
+            state.set("torch_compile_s", _float(match["s"]), record, STATED)
         elif match := P.INIT_ENGINE.match(message):
-            state.set("init_engine_s", float(match["s"]), record, STATED)
+            state.set("init_engine_s", _float(match["s"]), record, STATED)
         else:
             running = CONFIG_PHASE
             if match := P.MAX_MODEL_LEN.match(message):
-                state.set("max_model_len", int(match["n"]), record, STATED)
+                state.set("max_model_len", _int(match["n"]), record, STATED)
             elif match := P.CHUNKED_PREFILL.match(message):
                 state.set("chunked_prefill", True, record, STATED)
-                state.set("max_num_batched_tokens", int(match["n"]), record, STATED)
+                state.set("max_num_batched_tokens", _int(match["n"]), record, STATED)
             elif P.CHUNKED_PREFILL_DEFAULT.match(message):
                 state.set("chunked_prefill", True, record, STATED)
             elif P.EAGER_MODE.match(message):
@@ -325,20 +329,20 @@ class _Parser:
             state.error("no-cache-memory", message, record)
         elif match := P.V1_LEN_EXCEEDS_KV.search(message):
             state.error("max-len-exceeds-kv", message, record)
-            state.set("max_model_len", int(match["length"]), record, INFERRED, note="from the startup error")
-            state.set("kv_cache_memory_gib", float(match["available"]), record, INFERRED, note="from the startup error")
-            state.set("kv_cache_needed_gib", float(match["needed"]), record, STATED)
+            state.set("max_model_len", _int(match["length"]), record, INFERRED, note="from the startup error")
+            state.set("kv_cache_memory_gib", _float(match["available"]), record, INFERRED, note="from the startup error")
+            state.set("kv_cache_needed_gib", _float(match["needed"]), record, STATED)
             if match["estimate"]:
-                state.set("estimated_max_model_len", int(match["estimate"]), record, STATED)
+                state.set("estimated_max_model_len", _int(match["estimate"]), record, STATED)
         elif match := P.V0_LEN_EXCEEDS_KV.search(message):
             state.error("max-len-exceeds-kv", message, record)
-            state.set("max_model_len", int(match["length"]), record, INFERRED, note="from the startup error")
-            state.set("kv_cache_tokens", int(match["capacity"]), record, INFERRED, note="from the startup error")
+            state.set("max_model_len", _int(match["length"]), record, INFERRED, note="from the startup error")
+            state.set("kv_cache_tokens", _int(match["capacity"]), record, INFERRED, note="from the startup error")
         elif match := P.FREE_MEMORY_BELOW.search(message):
             state.error("memory-below-utilisation", message, record)
-            state.set("gpu_memory_utilization", float(match["util"]), record, ARGUMENT)
-            state.set("free_memory_gib", float(match["free"]), record, STATED)
-            state.set("total_gpu_memory_gib", float(match["total"]), record, STATED)
+            state.set("gpu_memory_utilization", _float(match["util"]), record, ARGUMENT)
+            state.set("free_memory_gib", _float(match["free"]), record, STATED)
+            state.set("total_gpu_memory_gib", _float(match["total"]), record, STATED)
         elif P.OUT_OF_MEMORY.search(message):
             state.error("oom", message, record)
         elif P.OTHER_ERROR.search(message):
@@ -355,21 +359,22 @@ class _Parser:
         point = StatsPoint(
             line=record.no,
             timestamp=record.timestamp,
-            prompt_throughput=float(match["prompt"]),
-            generation_throughput=float(match["generation"]),
+            prompt_throughput=_float(match["prompt"]),
+            generation_throughput=_float(match["generation"]),
             engine=match["engine"] or match["aggregated"],
             startup=len(self.startups) - 1,
         )
         usages: list[tuple[str, float]] = []
         for part in P.STATS_PART.finditer(message, match.end()):
             if part["queue"]:
-                setattr(point, part["queue"].lower(), float(part["reqs"]))
+                setattr(point, part["queue"].lower(), _float(part["reqs"]))
             elif part["preemptions"]:
-                point.preemptions = float(part["preemptions"])
+                point.preemptions = _float(part["preemptions"])
             elif part["device"]:
-                usages.append((part["device"], float(part["usage"])))
+                if (usage := _float(part["usage"])) is not None:
+                    usages.append((part["device"], usage))
             else:
-                point.prefix_cache_hit_pct = float(part["hit"])
+                point.prefix_cache_hit_pct = _float(part["hit"])
         v0 = point.pending is not None or point.swapped is not None
         if v0:
             point.waiting = point.pending  # V0 printed its waiting queue as "Pending"
@@ -390,8 +395,7 @@ class _Parser:
         state = self.current
         state.preemption_warnings += 1
         state.set("preemption_mode", match["mode"], record, STATED)
-        if match["total"]:
-            total = int(match["total"])
+        if match["total"] and (total := _int(match["total"])) is not None:
             state.preemptions_cumulative = max(total, state.preemptions_cumulative or 0)
         state.set("engine_generation", "V0", record, INFERRED, note="V0 preemption warning")
         state.phase = RUNNING_PHASE
@@ -400,7 +404,7 @@ class _Parser:
         """Attach V0's separate "Prefix cache hit rate: GPU: x%" line to the stats line before it."""
         match = P.V0_PREFIX_HIT.search(message)
         if match and self.stats and record.no - self.stats[-1].line <= 2:
-            self.stats[-1].prefix_cache_hit_pct = float(match["gpu"])
+            self.stats[-1].prefix_cache_hit_pct = _float(match["gpu"])
 
     # -- result -----------------------------------------------------------------------------
 
@@ -463,8 +467,8 @@ def _infer(state: _StartupState) -> None:
     if blocks and size and tokens is None:
         state.infer("kv_cache_tokens", blocks.value * size, blocks, f"num_gpu_blocks {blocks.value} x block_size {size}")
     spec = state.fact("speculative_config")
-    if spec is not None and (k := _SPEC_TOKENS.search(str(spec.value))):
-        state.infer("num_speculative_tokens", int(k[1]), spec, "from speculative_config")
+    if spec is not None and (k := _SPEC_TOKENS.search(str(spec.value))) and (n := _int(k[1])) is not None:
+        state.infer("num_speculative_tokens", n, spec, "from speculative_config")
     version = _version_tuple(state.value("vllm_version"))
     if state.value("engine_generation") is None and version:
         if version >= (0, 11):
@@ -564,6 +568,8 @@ def literal_value(raw: str) -> Any:
         return ast.literal_eval(raw)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         pass
+    if _DIGITS.fullmatch(raw):  # a number literal_eval refused: past Python's 4,300-digit limit, no value
+        return None
     if raw.startswith("torch."):
         return raw[len("torch."):]
     if enum := re.fullmatch(r"[A-Z]\w*\.([A-Z][A-Z0-9_]*)", raw):  # LoadFormat.AUTO
@@ -571,8 +577,14 @@ def literal_value(raw: str) -> Any:
     return raw
 
 
-def _int(text: str) -> int:
-    return int(text.replace(",", ""))
+def _int(text: str) -> int | None:
+    """A count as the log prints it (``1,024``), bounded (``doctor.wire.number``): ``None`` when
+    beyond any real count, and the fact is then not kept."""
+    return number(text.replace(",", ""), int)
+
+
+def _float(text: str) -> float | None:
+    return number(text)
 
 
 def _device(name: str) -> str:
@@ -581,4 +593,4 @@ def _device(name: str) -> str:
 
 def _version_tuple(version: Any) -> tuple[int, ...] | None:
     match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", str(version or ""))
-    return tuple(int(g) for g in match.groups() if g is not None) if match else None
+    return tuple(n for g in match.groups() if g is not None and (n := _int(g)) is not None) if match else None

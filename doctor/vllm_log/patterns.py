@@ -208,7 +208,7 @@ STATS = re.compile(
 STATS_PART = re.compile(
     r"(?P<queue>Running|Waiting|Swapped|Pending): (?P<reqs>\d+) reqs"
     r"|Preemptions: (?P<preemptions>\d+)"
-    r"|(?P<device>[A-Za-z]+(?: \+ [A-Za-z]+)?) KV cache usage: (?P<usage>\d+(?:\.\d+)?)%"
+    r"|(?<![A-Za-z])(?P<device>[A-Za-z]+(?: \+ [A-Za-z]+)?) KV cache usage: (?P<usage>\d+(?:\.\d+)?)%"
     r"|Prefix cache hit rate: (?P<hit>\d+(?:\.\d+)?)%"
 )
 # V0 0.6.0-0.11 own line after the stats line.

@@ -20,8 +20,10 @@ does not expose is simply absent from its names, and the window says it is missi
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from doctor.engines.names import engine_of_metrics
@@ -157,6 +159,22 @@ class ExpositionError(ValueError):
     """The text is not a Prometheus exposition (HTML page, JSON error, garbage)."""
 
 
+#: The longest exposition line handed to prometheus_client. Its label parser takes time quadratic
+#: in a line's length (a 1 MB line: 6.7 s); a real line, even vLLM's ``cache_config_info`` with
+#: every setting as a label, is a few KiB.
+MAX_LINE_CHARS = 1 << 16
+
+
+def metric_families(text: str) -> Iterable[Metric]:
+    """prometheus_client's families of ``text``, once no line is longer than ``MAX_LINE_CHARS``:
+    a longer one raises ``ExpositionError`` (the scrape is then skipped, with this reason)."""
+    for no, line in enumerate(text.split("\n"), 1):
+        if len(line) > MAX_LINE_CHARS:
+            raise ExpositionError(f"line {no} is {len(line):,} characters long, more than any exposition line "
+                                  f"({MAX_LINE_CHARS:,}): not read")
+    return text_string_to_metric_families(text)
+
+
 def parse_exposition(text: str) -> tuple[list[Sample], str | None]:
     """The samples of known families in ``text``, and the engine whose families it declares
     (``doctor.engines.names``: ``vllm``, ``sglang``, ...), ``None`` when no engine's.
@@ -169,7 +187,7 @@ def parse_exposition(text: str) -> tuple[list[Sample], str | None]:
     samples: list[Sample] = []
     declared: list[str] = []
     try:
-        for metric_family in text_string_to_metric_families(text):
+        for metric_family in metric_families(text):
             declared.append(metric_family.name)
             for s in metric_family.samples:
                 hit = _INDEX.get(s.name)
@@ -195,6 +213,8 @@ def parse_exposition(text: str) -> tuple[list[Sample], str | None]:
                         value=value,
                     )
                 )
+    except ExpositionError:
+        raise
     except ValueError as exc:  # prometheus_client reports every syntax error as ValueError
         raise ExpositionError(f"not a Prometheus exposition: {_shorten(str(exc))}") from None
     return samples, engine_of_metrics(declared)

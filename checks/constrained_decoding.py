@@ -34,6 +34,8 @@ Options:
 tpot_target_s: the inter-token target (defaults to --tpot-budget)
 slowdown: constrained over unconstrained time per token at which it fires
 held_tokens: tokens one event must carry after a tool-call silence to count as held back
+ttft_target_s: the first-token target (defaults to --ttft-budget), which a tool-call silence is held
+    to, as any freeze inside an answer: a shorter one is a risk, not felt latency
 
 Example:
 constrained 84 ms per token (n=8) against 31 ms unconstrained (n=1): 2.7x slower while
@@ -64,11 +66,12 @@ def constrained_decoding(
     tpot_target_s: float = 0.05,
     slowdown: float = 1.5,
     held_tokens: int = 8,
+    ttft_target_s: float = 0.5,
 ) -> Result:
     run = constrained_run(stream)
     engine = engine_of(log_facts, metrics_window)
     preempted = bool(metrics_window is not None and metrics_window.preemptions)
-    held = _held_back(run, held_tokens, engine, metrics, preempted)
+    held = _held_back(run, held_tokens, engine, metrics, preempted, ttft_target_s)
     if held is not None:
         return held
     measured = [t for r in run.constrained if not r.warmup and (t := per_token(r)) is not None]
@@ -105,7 +108,7 @@ def constrained_decoding(
 
 
 def _held_back(run: ConstrainedRun, held_tokens: int, engine: str | None, metrics: MetricsEvidence | None,
-               preempted: bool) -> Fire | None:
+               preempted: bool, ttft_target_s: float) -> Fire | None:
     """The tool-call stream's longest silence, longer than ``held_tokens`` of the twin's tokens, in which
     the engine generated: the event after it carried ``held_tokens`` or more (its usage counted them), or
     the engine's generation counter rose that much between scrapes inside it (not with preemptions,
@@ -142,6 +145,7 @@ def _held_back(run: ConstrainedRun, held_tokens: int, engine: str | None, metric
             verify=rerun("the tool-call stream's longest gap near the unconstrained time per token"),
             where=engine_flag(engine, "tool_call_parser"),
         ),
+        felt=gap > ttft_target_s,  # a silence inside an answer is held to the first-token budget
         evidence=[
             EvidenceValue("longest tool-call silence", gap, "s", f"stream: {trace.path} request {trace.index}"),
             EvidenceValue("unconstrained time per token", twin_s, "s", f"stream: controls, n={len(run.controls)}"),

@@ -34,6 +34,8 @@ gap_factor: a gap this many times its stream's median is a freeze
 min_pause_s: and at least this long
 min_pauses: simultaneous freezes with no prompt arriving that fire
 min_streams: streams that must freeze together
+ttft_target_s: the first-token target (defaults to --ttft-budget), which a freeze inside an answer is
+    held to: shorter pauses are a risk, not felt latency
 
 Example:
 LD210 engine-wide-pauses: direct: 4 times all 4 running streams froze at once (median 300 ms,
@@ -89,6 +91,7 @@ def engine_wide_pauses(
     min_pause_s: float = 0.1,
     min_pauses: int = 2,
     min_streams: int = 2,
+    ttft_target_s: float = 0.5,
 ) -> Result:
     series = readings(metrics.scrapes) if metrics is not None else []
     pauses: list[Pause] = []
@@ -138,6 +141,7 @@ def engine_wide_pauses(
             where=where,
         ),
         severity=Severity.WARNING,
+        felt=max(lengths) > ttft_target_s,  # freezes are held to the first-token budget (docs/verdict.md)
         evidence=values,
     )
 

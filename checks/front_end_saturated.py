@@ -27,7 +27,9 @@ below one core and the client's TPOT comes down to the engine's inter-token late
 
 Options:
 min_cores: API-server CPU rate, in cores, at which the front end counts as saturated
-min_ratio: client TPOT p50 / engine inter-token mean at which users feel it
+min_ratio: client TPOT p50 / engine inter-token mean at which it fires
+tpot_target_s: the inter-token target (defaults to --tpot-budget): a client TPOT within it is a
+    risk (the front end has no headroom left), not felt latency
 
 Example:
 LD211 front-end-saturated: the API server used 0.97 cores over 28 s while the engine's
@@ -65,6 +67,7 @@ def front_end_saturated(
     *,
     min_cores: float = 0.8,
     min_ratio: float = 1.5,
+    tpot_target_s: float = 0.05,
 ) -> Result:
     engine = engine_of(log_facts, metrics_window)
     cpu = [(r.t, r.cpu_s) for r in readings(metrics.scrapes) if r.cpu_s is not None]
@@ -113,5 +116,6 @@ def front_end_saturated(
             where=where,
         ),
         severity=Severity.WARNING,
+        felt=client > tpot_target_s,
         evidence=values,
     )

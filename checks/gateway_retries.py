@@ -21,7 +21,9 @@ trailer), the time each failed gateway request took divided by the tries (the ga
 per try), and retry headers (`x-envoy-attempt-count`,
 LiteLLM's `x-litellm-attempted-retries` / `x-litellm-attempted-fallbacks`). The count is exact
 when the engine was idle as the probe began (no other client's request in flight); otherwise it
-is a share, and other clients' requests may be among the extra ones.
+is a share, and other clients' requests may be among the extra ones. The extra requests are load:
+users felt them when a gateway request failed after its tries, or when the gateway's TTFT p50 is
+above the direct path's beyond noise (stream_stats); otherwise the finding is a risk.
 
 Remediation:
 Stop retrying requests the engine already took, in the gateway's terms: nginx
@@ -44,9 +46,10 @@ from __future__ import annotations
 import statistics
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_intake, gateway_identity, header, probe_sent, rerun, retry_remediation
+from doctor.checklib import engine_intake, gateway_identity, header, measured_pair, probe_sent, rerun, retry_remediation
 from doctor.derive.gateway import GatewayView
 from doctor.derive.metrics_window import MetricsWindow
+from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import Bundle, ProbePath, RequestTrace
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
 from doctor.units import fmt_seconds
@@ -76,6 +79,7 @@ def time_per_try(requests: list[RequestTrace], tries: float) -> float | None:
 @check(code="LD310", name="gateway-retries", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_RETRIES)
 def gateway_retries(
     bundle: Bundle, metrics_window: MetricsWindow, gateway: GatewayView | None = None,
+    stream_stats: StreamStats | None = None,
     *,
     min_extra: float = 1.0,
     min_extra_share: float = 0.2,
@@ -128,6 +132,9 @@ def gateway_retries(
         evidence.append(EvidenceValue("time per try of failed gateway requests", round(per_try, 3), "s",
                                       "stream: send to the gateway's answer, median / tries"))
     corroborated = told > 1 or intake.aborted >= extra / 2
+    # the extra requests are load on the engine; users feel them when the tries failed their request or
+    # made it wait (the gateway's TTFT above the direct path's), else it is a risk
+    felt = per_try is not None or _gateway_adds_ttft(stream_stats)
     return Fire(
         title="The gateway sends requests to the engine again",
         summary=summary,
@@ -135,5 +142,20 @@ def gateway_retries(
                                       rerun(f"the engine takes in as many requests as the probe sends ({total})")),
         severity=(Severity.CRITICAL if exact and tries >= 1.5 else Severity.WARNING) if exact or corroborated
         else Severity.INFO,
+        felt=felt,
         evidence=evidence + gateway_identity(gateway),
     )
+
+
+#: The gateway's TTFT p50 above the direct one's, beyond noise, at which the tries count as felt.
+FELT_TTFT_S = 0.02
+
+
+def _gateway_adds_ttft(stream_stats: StreamStats | None) -> bool:
+    """Whether the gateway's first token came later than the engine's beyond noise (``PathPair``)."""
+    if stream_stats is None:
+        return False
+    try:
+        return measured_pair(stream_stats).gateway_adds_ttft(FELT_TTFT_S)
+    except NotApplicable:
+        return False

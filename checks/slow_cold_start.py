@@ -85,13 +85,13 @@ def slow_cold_start(
                     "behind other users (load, which the latency checks weigh), not a cold start")
     foreign = foreign_prompt_tokens(stream, metrics_window) if stream is not None else None
     if foreign and metrics_window is not None and metrics_window.window_s:
-        return Pass(f"{worst.path}: warm-up TTFT {fmt_seconds(slow)} is {ratio:.0f}x the steady median, but the engine "
+        return Pass(f"{worst.path}: {first} TTFT {fmt_seconds(slow)} is {ratio:.0f}x the steady median, but the engine "
                     f"prefilled {foreign:,.0f} prompt tokens of other requests in the window "
                     f"({foreign / metrics_window.window_s:,.0f} tokens/s): the warm-up waited behind other users' "
                     "prefills (LD202 weighs them), not a cold start")
     warm = _already_serving(worst.path, stream, metrics, warm_uptime_s)
     if warm:
-        return Pass(f"{worst.path}: warm-up TTFT {fmt_seconds(slow)} is {ratio:.0f}x the steady median, but {warm}: "
+        return Pass(f"{worst.path}: {first} TTFT {fmt_seconds(slow)} is {ratio:.0f}x the steady median, but {warm}: "
                     "the engine was warm, so something else held the first request (load, a long prefill)")
     return Fire(
         title="The first requests are much slower than the steady ones",
@@ -133,12 +133,14 @@ def _others_in_engine(path: str, stream: StreamEvidence | None, mw: MetricsWindo
 
 def _already_serving(path: str, stream: StreamEvidence | None, metrics: MetricsEvidence | None,
                      warm_uptime_s: float) -> str:
-    """What says the engine was serving before the probe's first warm-up on ``path`` was sent, from
-    the last usable scrape taken before it: requests it had finished, or how long its process had
-    been up; "" when no such scrape says so."""
+    """What says the engine was serving before the probe's first request on ``path`` was sent (its
+    first unconstrained twin, else its first warm-up), from the last usable scrape taken before it:
+    requests it had finished, or how long its process had been up; "" when no such scrape says so.
+    (The twins come before the warm-up: a scrape between them counts the probe's own twins.)"""
     if stream is None or metrics is None:
         return ""
-    sent = [r.t_sent for r in stream.requests if r.path == path and r.warmup and r.t_sent is not None]
+    sent = [r.t_sent for r in (*stream.controls, *stream.requests)
+            if r.path == path and (r.warmup or r in stream.controls) and r.t_sent is not None]
     if not sent:
         return ""
     for scrape in sorted((s for s in metrics.scrapes if s.t <= min(sent)), key=lambda s: -s.t):

@@ -87,7 +87,7 @@ COMPONENT_CAUSES: dict[str, tuple[Cause, ...]] = {
     "other": (Cause.WEDGE,),
     "preemption-stalls": (Cause.PREEMPTION,),
     "prefill-interference": (Cause.PREFILL_INTERFERENCE,),
-    "stalls": (Cause.PREEMPTION, Cause.PREFILL_INTERFERENCE, Cause.ENGINE_PAUSE),
+    "stalls": (Cause.PREEMPTION, Cause.PREFILL_INTERFERENCE, Cause.ENGINE_PAUSE, Cause.STRUCTURED_OUTPUT),
     "batch-depth": (Cause.BATCH_DEPTH,),
     "token-bundling": (Cause.TOKEN_BUNDLING,),
     "gpu-state": (Cause.GPU_STATE,),

@@ -310,6 +310,19 @@ def test_a_request_within_max_model_len_is_sent(tmp_path):
     assert (tmp_path / "r.json").exists()
 
 
+
+def test_another_models_max_model_len_never_refuses_the_named_one():
+    """A gateway listing several models (LiteLLM): the limit of the model asked for, or none; never the
+    first listed in its place, which once refused a run with exit 2."""
+    from doctor.evidence.endpoints import ModelInfo
+    from doctor.probes.plan import CollectConfig, over_context
+
+    models = [ModelInfo("small", max_model_len=2048), ModelInfo("large", max_model_len=131072)]
+    config = CollectConfig(engine=ENGINE, model="unlisted", prompt_tokens=4000, max_tokens=100)
+    assert over_context(config, models) is None
+    assert over_context(CollectConfig(engine=ENGINE, model="large", prompt_tokens=4000, max_tokens=100), models) is None
+    assert "2048" in (over_context(CollectConfig(engine=ENGINE, prompt_tokens=4000, max_tokens=100), models) or "")
+
 # --- small ones a reviewer notices first --------------------------------------------------
 
 @pytest.mark.parametrize("gateway", ["http://127.0.0.1:8000", "http://127.0.0.1:8000/", "HTTP://127.0.0.1:8000"])

@@ -361,6 +361,29 @@ RESPONSE_START: dict[str, Phrasing] = {
         why="{name} streams the response head at once unless a middleware holds the response (`buffering`, or "
         "`compress` in the releases that withheld event streams)."),
 }
+RESPONSE_START.update({
+    "f5-nginx-ingress": RESPONSE_START["nginx"],
+    "ingress-nginx": Phrasing(
+        "gateway_response_start",
+        '`use-gzip: "false"` (or `gzip-types` without text/event-stream), and `nginx.ingress.kubernetes.io/'
+        'proxy-buffering: "off"` on the Ingress',
+        where="{name}: the controller's ConfigMap and the Ingress of the streaming route",
+        why="{name} holds the response headers until the body starts when its gzip filter covers the event "
+        "stream (`use-gzip` with a `gzip-types` that lists it, or `*`) or the Ingress turns buffering on. Leave "
+        "`text/event-stream` out of `gzip-types` and keep `proxy-buffering` off for the streaming route."),
+    "envoy": Phrasing(
+        "gateway_response_start", "no compressor or body-buffering filter (ext_proc `BUFFERED`) on the streaming route",
+        where="{name}: the HTTP filters of the streaming route",
+        why="{name} sends the response head when its filters release it: a compressor that waits to fill its "
+        "window, or an ext_proc/buffer filter that takes the body `BUFFERED`, holds it until the body comes. "
+        "Leave `text/event-stream` out of the compressor and use ext_proc body mode `STREAMED` or `NONE`."),
+    "kong": Phrasing(
+        "gateway_response_start", "`response_buffering: false` on the streaming route",
+        where="{name}: the Route (or Service) of the streaming path",
+        why="{name} buffers the upstream's response by default (`response_buffering: true`), its head "
+        "included; turn it off on the streaming route."),
+})
+RESPONSE_START["envoy-ai-gateway"] = RESPONSE_START["envoy"]
 SUSPECTS_RESPONSE_START = (
     "a Starlette/FastAPI edge's GZipMiddleware or a handler that awaits the first token; nginx `gzip` or "
     "`proxy_buffering`; lighttpd `server.stream-response-body = 0` (its default); HAProxy without `option "

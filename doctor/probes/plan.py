@@ -43,7 +43,9 @@ def over_context(config: CollectConfig, models: list[ModelInfo]) -> str | None:
     """
     if config.payload is not None:
         return None
-    model = next((m for m in models if m.id == config.model), models[0] if models else None)
+    # the model asked for, or the one the probe will take when none is named (the first listed); a
+    # named model the list lacks (a gateway's own route) is none of the others: their limits say nothing
+    model = next((m for m in models if m.id == config.model), None) if config.model else (models[0] if models else None)
     if model is None or model.max_model_len is None:
         return None
     lengths = config.lengths

@@ -266,14 +266,14 @@ class _Probe:
         timed_out = False
         try:
             phases = self._phases(send, warm, measured)
-            await asyncio.wait_for(phases if self.watchdog is None else self.watchdog.guard(phases, self.traces),
+            await asyncio.wait_for(phases if self.watchdog is None else self.watchdog.guard(phases, lambda: [*self.controls, *self.traces]),
                                    timeout=self.deadline_s)
         except asyncio.TimeoutError:
             timed_out = True
         finally:
             await close()  # also on Ctrl-C: a sharded client's workers hand back what they measured
         if self.watchdog is not None and self.watchdog.stop is not None:
-            self.stopped = self.watchdog.censor(self.traces)
+            self.stopped = self.watchdog.censor([*self.controls, *self.traces])
             self.progress(self.stopped or "")
         elif timed_out:
             self._at_deadline((config.warmup + (config.requests or config.request_cap)) * len(self.urls))

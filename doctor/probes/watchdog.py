@@ -58,13 +58,15 @@ class Watchdog:
                          in_flight=len(waiting), sent=sum(1 for t in traces if t.t_sent is not None),
                          running=still.running, waiting=still.waiting)
 
-    async def guard(self, work: Awaitable[None], traces: list[RequestTrace]) -> None:
-        """Run ``work`` (the probe's phases) until it ends or the engine is seen wedged, then cancel it."""
+    async def guard(self, work: Awaitable[None], traces: Callable[[], Sequence[RequestTrace]]) -> None:
+        """Run ``work`` (the probe's phases) until it ends or the engine is seen wedged, then cancel it.
+        ``traces``: every request sent so far, read at each poll (the payload's unconstrained twins,
+        sent before the warm-up, included: a wedge may already hold the first of them)."""
         task = asyncio.ensure_future(work)
         try:
             while not task.done():
                 await asyncio.wait({task}, timeout=POLL_S)
-                if not task.done() and (stop := self.wedged(traces)) is not None:
+                if not task.done() and (stop := self.wedged(traces())) is not None:
                     self.stop = stop
                     task.cancel()
                     await asyncio.gather(task, return_exceptions=True)

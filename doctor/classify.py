@@ -66,6 +66,7 @@ from doctor.model import (
     Symptom,
     SymptomClass,
     Verdict,
+    risks_of,
 )
 from doctor.probes.sampling import within_so_far
 from doctor.units import fmt_pct, fmt_seconds
@@ -628,12 +629,6 @@ def _review(findings: list[Finding]) -> str:
         text += (f"; {len(risks)} risk{'s' if len(risks) > 1 else ''}{more}, not felt yet: "
                  f"{first.code} {first.name}: {first.summary}")
     return text
-
-
-def risks_of(findings: list[Finding]) -> list[Finding]:
-    """The risks worth a line under the headline: findings users did not feel, at warning or above,
-    most severe first."""
-    return sorted((f for f in findings if not f.felt and f.severity.rank >= Severity.WARNING.rank), key=_rank)
 
 
 def _also(symptom: Symptom, severe: list[Finding]) -> str:

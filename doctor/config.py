@@ -159,10 +159,7 @@ def _number(v: Any) -> bool:
 
 
 def _nonnegative(v: Any) -> bool:
-    try:
-        return _number(v) and math.isfinite(v) and v >= 0
-    except OverflowError:  # an integer too large for a float
-        return False
+    return _number(v) and v >= 0  # ``_number`` already holds it finite and within a float's range
 
 
 STRING = _Value("a string", lambda v: isinstance(v, str))

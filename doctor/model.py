@@ -161,6 +161,14 @@ class Finding:
     felt: bool = True
 
 
+def risks_of(findings: list[Finding]) -> list[Finding]:
+    """The risks worth a line under a healthy headline: findings users did not feel (``felt`` false)
+    at warning or above, most severe first. One rule for the classifier's headline and every
+    renderer, so the first risk named is the same everywhere."""
+    return sorted((f for f in findings if not f.felt and f.severity.rank >= Severity.WARNING.rank),
+                  key=lambda f: (-f.severity.rank, f.code))
+
+
 @dataclass
 class CheckResult:
     code: str

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from doctor.evidence.stream import FRAMINGS
-from doctor.model import RERUN_INSTRUCTION, Finding, Report, Severity, Symptom
+from doctor.model import RERUN_INSTRUCTION, Finding, Report, Symptom, risks_of
 from doctor.units import UNKNOWN, count_unit, fmt_pct, fmt_seconds, real
 
 #: One line a reader understands without knowing the symptom names.
@@ -39,9 +39,8 @@ def headline(report: Report) -> str:
 
 
 def risks(report: Report) -> list[Finding]:
-    """Findings users did not feel (``Finding.felt`` false) at warning or above, in report order:
-    what a healthy headline lists under it."""
-    return [f for f in report.findings if not f.felt and f.severity.rank >= Severity.WARNING.rank]
+    """What a healthy headline lists under it (``doctor.model.risks_of``: the classifier's order)."""
+    return risks_of(report.findings)
 
 
 #: Said at the top of every report of an interrupted collection (Ctrl-C, SIGTERM), beside the

@@ -1,7 +1,7 @@
 """A gateway's own connection cap and its retries, reproduced with the real HAProxy and nginx binaries.
 
 Each test runs its gateway as its own process with its own configuration and port
-(``tests/support/haproxy.py``, ``tests/support/nginx.py``) in front of the test SSE server, which
+(``tests/support/gateways_real.py``, ``tests/support/nginx.py``) in front of the test SSE server, which
 answers /metrics from its own accounting (``SseServer(metrics=True)``): the engine's waiting gauge,
 its running gauge and the requests it took in are known exactly. ``collect`` then ``analyze`` read
 the run as ``diagnose`` does. Assertions are the verdict's class, the check and the setting named,
@@ -18,7 +18,7 @@ from doctor.model import Budgets, Outcome, Report, Symptom
 from doctor.probes.plan import CollectConfig
 from doctor.runner import AnalyzeOptions, analyze
 from tests.support.bundles import request
-from tests.support.haproxy import NEEDS_HAPROXY, run_haproxy
+from tests.support.gateways_real import needs, run_gateway
 from tests.support.nginx import NEEDS_NGINX, run_nginx
 from tests.support.sse_server import SseServer
 
@@ -39,10 +39,10 @@ def result(report: Report, code: str):
     return next(r for r in report.results if r.code == code)
 
 
-@NEEDS_HAPROXY
+@needs("haproxy")
 def test_haproxy_maxconn_queues_streams_and_is_named():
     # `option http-no-delay`: HAProxy otherwise coalesces small writes, which LD301 reports on its own.
-    with SseServer(metrics=True) as server, run_haproxy("option http-no-delay\n  server engine {upstream} maxconn 1",
+    with SseServer(metrics=True) as server, run_gateway("haproxy", "option http-no-delay\n  server engine {upstream} maxconn 1",
                                                         server.port) as gateway:
         report = diagnose(server, gateway, SCHEDULE, gateway_kind="haproxy")
     assert report.verdict.symptom is Symptom.PROXY_ONLY, report.verdict.summary

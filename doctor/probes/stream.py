@@ -9,6 +9,13 @@ request records an ``outcome``, and each kind of failure on a path becomes one
 ``EvidenceError``. The probe never raises for a failure; it returns what it measured. Ctrl-C is
 the one exception it lets through, as ``StreamInterrupted``, which carries what was measured
 until then.
+
+Around the requests: every phase has its own deadline (``deadlines``: the head, the first token,
+each next token, the run's ``--deadline``), and a gateway request is held to the bound its direct
+path sets once that path answers within budget (``_within_direct_bound``); a constrained
+``--payload`` first sends its unconstrained twins (``_send_controls``, kept in
+``StreamEvidence.controls``); and the wedge watchdog (``watchdog``) stops the run when requests wait
+without a token while the engine's counters stand still.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ inside it), listens on a free port of 127.0.0.1, runs in the foreground and is s
 
 ``extra`` is the variant's own lines, put where that product reads them: inside Apache's
 ``<VirtualHost>`` beside ``ProxyPass``, at the end of lighttpd's configuration, in HAProxy's
-``backend``, inside Caddy's ``reverse_proxy { }`` block (or, starting with ``site:``, in the site
+``backend`` (a variant's own ``server`` line, e.g. ``server engine {upstream} maxconn 1``, takes
+the place of the default one), inside Caddy's ``reverse_proxy { }`` block (or, starting with ``site:``, in the site
 block before it), and appended to Varnish's VCL. The base configuration of each streams to
 ``127.0.0.1:upstream_port`` with the product's defaults.
 """
@@ -81,17 +82,22 @@ proxy.server = ("" => (("host" => "127.0.0.1", "port" => {upstream})))
 
 
 def _haproxy(work: Path, port: int, upstream: int, extra: str) -> list[str]:
+    # a variant may spell its own server line (with parameters such as maxconn); ``timeout queue``
+    # bounds how long a request waits for a maxconn slot
+    own_server = any(line.strip().startswith("server ") for line in extra.splitlines())
+    server = "" if own_server else "server engine {upstream}"
+    backend = f"{server}\n  {extra}".replace("{upstream}", f"127.0.0.1:{upstream}")
     (work / "haproxy.cfg").write_text(f"""defaults
   mode http
   timeout connect 5s
   timeout client 30s
   timeout server 30s
+  timeout queue 30s
 frontend llm
   bind 127.0.0.1:{port}
   default_backend engine
 backend engine
-  server engine 127.0.0.1:{upstream}
-  {extra}
+  {backend}
 """)
     return ["-f", str(work / "haproxy.cfg"), "-db"]
 

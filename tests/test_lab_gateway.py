@@ -97,7 +97,9 @@ def test_serialise_makes_ttft_grow_with_concurrency_through_the_gateway_only(eng
     # Through the gateway each request waits for the whole answer before it; directly none waits.
     assert all(b - a > 0.5 * answer_s for a, b in itertools.pairwise(relayed))
     assert relayed[-1] > 3 * relayed[0]
-    assert max(t.ttft for t in direct) < 0.5 * answer_s
+    # Directly the last first token still comes before the gateway's third: no request waited a whole answer.
+    # (A comparison with half an answer failed on a loaded CI machine: four direct streams' TTFT reached 126 ms.)
+    assert max(t.ttft for t in direct) < relayed[2]
 
 
 def test_overhead_adds_a_constant_delay(engine: LabEngine):

@@ -36,7 +36,7 @@ RECORD = EngineRecord(
     id="llama.cpp",
     display="llama.cpp",
     cli="llama-server",
-    cli_version="b7000 (main of 2026)",
+    cli_version="b7000 (2025-11)",
     metric_prefixes=("llamacpp:",),
     metrics={
         "prompt_tokens": ("llamacpp:prompt_tokens",),

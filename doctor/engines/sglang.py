@@ -38,7 +38,7 @@ RECORD = EngineRecord(
     id="sglang",
     display="SGLang",
     cli="python -m sglang.launch_server",
-    cli_version="0.5.x (main of 2026)",
+    cli_version="0.5.x (2025-26)",
     metric_prefixes=("sglang:",),
     metrics={
         # SGLang counts retracted requests (its preemption: KV pool full, requests sent back to the queue).

@@ -12,13 +12,13 @@ names and the Triton backend's ``nv_trt_llm_`` families; flags from
 
 from __future__ import annotations
 
-from doctor.engines.record import SERVING_FACTS, EngineRecord
+from doctor.engines.record import EngineRecord
 
 RECORD = EngineRecord(
     id="tensorrt-llm",
     display="TensorRT-LLM",
     cli="trtllm-serve",
-    cli_version="1.2 (main of 2026)",
+    cli_version="main at 00209af1",
     metric_prefixes=("trtllm_", "nv_trt_llm_"),
     metrics={
         "finished_by_reason": ("trtllm_request_success",),
@@ -68,7 +68,7 @@ RECORD = EngineRecord(
         "pipeline_parallel_size": "--pp_size",
         "tensor_parallel_size": "--tp_size",
     },
-    # the log's stats are read as points, yet the neutral serving names stay unclaimed there;
-    # paused requests are a gauge, not a count
-    not_exposed={"log": SERVING_FACTS, "metrics": frozenset({"preemptions"})},
+    # Its log states running, queued and KV blocks in the executor's iteration statistics (when
+    # they are printed), never a preemption count; paused requests are a gauge, not a count.
+    not_exposed={"log": frozenset({"preemptions"}), "metrics": frozenset({"preemptions"})},
 )

@@ -14,7 +14,7 @@ RECORD = EngineRecord(
     id="vllm",
     display="vLLM",
     cli="vllm serve",
-    cli_version="0.11.0",
+    cli_version="0.12.0",
     metric_prefixes=("vllm:",),
     metrics={
         "preemptions": ("vllm:num_preemptions",),

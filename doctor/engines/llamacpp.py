@@ -94,4 +94,5 @@ RECORD = EngineRecord(
         "log": SERVING_FACTS,
         "metrics": frozenset({"kv_usage", "kv_usage_max", "preemptions", "kv_cache_tokens"}),  # gone since #13660
     },
+    generating_check='POST /completion {"prompt": "ping", "n_predict": 1}',
 )

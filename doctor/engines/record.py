@@ -74,3 +74,10 @@ class EngineRecord:
     self_report: SelfReport | None = None
     flags: Mapping[str, str] = field(default_factory=dict)
     not_exposed: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # The levers of particular remediations, ``None`` where the engine has none (the check then
+    # says "not exposed by ENGINE"): the health check that generates one token (LD105), what
+    # freezes the heap after start-up (LD212: lever, where), the front end's process count
+    # (LD211: setting, suggested, where).
+    generating_check: str | None = None
+    gc_freeze: tuple[str, str] | None = None
+    front_end_lever: tuple[str, str, str] | None = None

@@ -101,4 +101,7 @@ RECORD = EngineRecord(
         "kv_cache_dtype": "--kv-cache-dtype",
         "stream_interval": "--stream-interval",
     },
+    generating_check="GET /health_generate (it runs one generation)",
+    gc_freeze=("SGLang's freeze_gc once the server is warm (sglang PR#9241)", "the SGLang server"),
+    front_end_lever=("tokenizer_worker_num", "2 (more tokenizer workers)", "SGLang flag --tokenizer-worker-num"),
 )

@@ -86,4 +86,5 @@ RECORD = EngineRecord(
         "kv_cache_dtype": "--kv-cache-dtype",
     },
     not_exposed={"log": SERVING_FACTS, "metrics": frozenset({"kv_usage", "kv_usage_max", "preemptions"})},
+    generating_check='POST /generate {"inputs": "ping", "parameters": {"max_new_tokens": 1}}',
 )

@@ -71,4 +71,5 @@ RECORD = EngineRecord(
     # Its log states running, queued and KV blocks in the executor's iteration statistics (when
     # they are printed), never a preemption count; paused requests are a gauge, not a count.
     not_exposed={"log": frozenset({"preemptions"}), "metrics": frozenset({"preemptions"})},
+    gc_freeze=("TRTLLM_SERVER_FREEZE_GC=1", "trtllm-serve's environment"),
 )

@@ -49,4 +49,8 @@ RECORD = EngineRecord(
     stats_marks=(b"throughput:",),
     preemption_marks=(b"preempted by",),
     model_owner="vllm",  # protocol.py ModelCard
+    gc_freeze=(("a vLLM release that freezes the heap after start-up (vllm PR#44363); VLLM_GC_DEBUG=1 meanwhile to "
+                "time each collection in the log"), "the vLLM version and its environment"),
+    front_end_lever=("api_server_count", "2 (more API server processes; one per 2-4 busy cores)",
+                     "vllm serve flag --api-server-count"),
 )

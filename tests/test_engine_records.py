@@ -70,8 +70,9 @@ def test_records_are_the_engines():
     assert len(prefixes) == len(set(prefixes))
     for record in RECORDS:
         assert callable(parser_of(record.id)), record.log_parser
-        assert all(name.startswith(record.metric_prefixes) or name in record.unprefixed_metrics
-                   for names in record.metrics.values() for name in names), record.id
+        own = [*(n for names in record.metrics.values() for n in names), *record.capacity_gauges,
+               *record.capacity_info, *(family for family, _label, _value in record.capacity_labelled)]
+        assert all(name.startswith(record.metric_prefixes) or name in record.unprefixed_metrics for name in own), record.id
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.id)

@@ -74,6 +74,12 @@ class EngineRecord:
     self_report: SelfReport | None = None
     flags: Mapping[str, str] = field(default_factory=dict)
     not_exposed: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # The settings the engine states in its /metrics (``doctor.engine_readers.capacity``): a gauge
+    # -> the fact it states, an info metric -> its (block size, block count) labels, a (family,
+    # label, value) -> the fact that series states.
+    capacity_gauges: Mapping[str, str] = field(default_factory=dict)
+    capacity_info: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    capacity_labelled: Mapping[tuple[str, str, str], str] = field(default_factory=dict)
     # The levers of particular remediations, ``None`` where the engine has none (the check then
     # says "not exposed by ENGINE"): the health check that generates one token (LD105), what
     # freezes the heap after start-up (LD212: lever, where), the front end's process count

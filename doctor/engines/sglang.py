@@ -55,6 +55,15 @@ RECORD = EngineRecord(
         "running": ("sglang:num_running_reqs", "sglang:num_requests_running"),
         "waiting": ("sglang:num_queue_reqs", "sglang:num_requests_waiting"),
     },
+    # its KV pool before v0.5.11 only as labels (``collector.py``), then as gauges (late 2024 builds
+    # add the limits)
+    capacity_gauges={
+        "sglang:max_total_num_tokens": "kv_cache_tokens",
+        "sglang:max_running_requests": "max_running_requests",
+        "sglang:context_len": "max_model_len",
+        "sglang:max_prefill_tokens": "max_prefill_tokens",
+    },
+    capacity_info={"sglang:cache_config_info": ("page_size", "num_pages")},
     log_parser="doctor.engine_readers.sglang:parse",
     log_markers=(
         "KV Cache is allocated.",

@@ -32,6 +32,13 @@ RECORD = EngineRecord(
         "waiting": ("trtllm_num_requests_waiting",),
     },
     unprefixed_metrics=("e2e_request_latency_seconds", "time_to_first_token_seconds", "request_queue_time_seconds"),
+    capacity_gauges={"trtllm_kv_cache_max_blocks": "num_blocks", "trtllm_kv_cache_tokens_per_block": "block_size"},
+    # Triton's backend: one gauge family per kind, the kind a label (``inflight_batcher_llm``, Triton 23.11+)
+    capacity_labelled={
+        ("nv_trt_llm_request_metrics", "request_type", "max"): "max_running_requests",
+        ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "max"): "num_blocks",
+        ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "tokens_per"): "block_size",
+    },
     log_parser="doctor.engine_readers.trtllm:parse",
     log_markers=(
         "[TensorRT-LLM]",

@@ -36,6 +36,7 @@ RECORD = EngineRecord(
         "spec_drafts": ("vllm:spec_decode_num_drafts",),
         "waiting": ("vllm:num_requests_waiting",),
     },
+    capacity_info={"vllm:cache_config_info": ("block_size", "num_gpu_blocks")},
     log_parser="doctor.vllm_log.parser:parse_lines",
     # What only vLLM prints (the phrases its parser opens on, ``doctor.vllm_log.patterns``), tried
     # after every other engine's markers, with vLLM's record header: a log none of these nor

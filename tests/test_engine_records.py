@@ -23,6 +23,7 @@ import pytest
 from doctor.commands.log import log_command_output
 from doctor.commands.metrics import metrics_command_output
 from doctor.engine_readers.logs import parser_of
+from doctor.engine_readers.normal import FROM_LOG_KEYS
 from doctor.engines import BY_ID, RECORDS
 from doctor.engines.names import VLLM
 from doctor.engines.record import LIMIT_FACTS, SERVING_FACTS, EngineRecord
@@ -65,6 +66,7 @@ def remediation_settings() -> set[str]:
 
 def test_records_are_the_engines():
     assert RECORDS[0].id == VLLM
+    assert set(FROM_LOG_KEYS) == LIMIT_FACTS  # the neutral limits the records' not_exposed speak of
     assert len(BY_ID) == len(RECORDS) == 5
     prefixes = [p for r in RECORDS for p in r.metric_prefixes]
     assert len(prefixes) == len(set(prefixes))

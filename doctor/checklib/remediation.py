@@ -16,10 +16,10 @@ from doctor.model import RERUN_INSTRUCTION, Remediation
 #: record's ``flags``: SGLang ``python -m sglang.launch_server``, llama.cpp ``llama-server``, TGI
 #: ``text-generation-launcher``, ``trtllm-serve``); a setting an engine lacks is absent and reads
 #: "not exposed by ENGINE".
-ENGINE_FLAGS: dict[str, dict[str, str]] = {}
-for _record in RECORDS:
-    for _setting, _flag in _record.flags.items():
-        ENGINE_FLAGS.setdefault(_setting, {})[_record.id] = _flag
+ENGINE_FLAGS: dict[str, dict[str, str]] = {
+    setting: {r.id: r.flags[setting] for r in RECORDS if setting in r.flags}
+    for setting in dict.fromkeys(s for r in RECORDS for s in r.flags)
+}
 
 
 def vllm_flag(*settings: str) -> str:

@@ -74,7 +74,7 @@ def engine_of_metrics(names: Iterable[str]) -> str | None:
 @dataclass(frozen=True)
 class LogIdentity:
     """Whose log it is and why: ``engine`` is ``None`` when only vLLM's parser can tell (no marker
-    of any engine: its facts decide), ``UNKNOWN`` never here (``doctor.engines.logs`` decides it)."""
+    of any engine: its facts decide), ``UNKNOWN`` never here (``doctor.engine_readers.logs`` decides it)."""
 
     engine: str | None
     why: str

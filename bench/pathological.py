@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from doctor.bundle import EMBED_ID, BundleError, load_path  # noqa: E402
 from doctor.derive.gateway import identify  # noqa: E402
-from doctor.engines.logs import parse_engine_log  # noqa: E402
+from doctor.engine_readers.logs import parse_engine_log  # noqa: E402
 from doctor.probes.logfile import read_log  # noqa: E402
 from doctor.redact import Redactor  # noqa: E402
 from doctor.vllm_log.parser import parse_lines  # noqa: E402

@@ -43,7 +43,8 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_of, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
-from doctor.engines.names import LLAMACPP, SGLANG, TGI, display
+from doctor.engines import RECORDS
+from doctor.engines.names import display
 from doctor.evidence import EndpointsEvidence, MetricsEvidence, StreamEvidence
 from doctor.evidence.stream import WEDGED
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -53,12 +54,9 @@ from doctor.vllm_metrics.standstill import standstill
 #: Outcomes of a request still waiting when the probe stopped waiting for it.
 WAITED = ("stall", "deadline", WEDGED)
 
-#: The health check that generates one token, per engine (vLLM's OpenAI route for the others).
-GENERATING_CHECK: dict[str, str] = {
-    SGLANG: "GET /health_generate (it runs one generation)",
-    LLAMACPP: 'POST /completion {"prompt": "ping", "n_predict": 1}',
-    TGI: 'POST /generate {"inputs": "ping", "parameters": {"max_new_tokens": 1}}',
-}
+#: The health check that generates one token, per engine (its record's ``generating_check``;
+#: vLLM's OpenAI route for the others).
+GENERATING_CHECK: dict[str, str] = {r.id: r.generating_check for r in RECORDS if r.generating_check}
 OPENAI_CHECK = 'POST /v1/completions {"model": MODEL, "prompt": "ping", "max_tokens": 1}'
 
 

@@ -53,7 +53,8 @@ from doctor.check import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_of, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
-from doctor.engines.names import SGLANG, TRTLLM, VLLM, display
+from doctor.engines import RECORDS
+from doctor.engines.names import VLLM, display
 from doctor.evidence import MetricsEvidence, RequestTrace, StreamEvidence
 from doctor.evidence.stream import frozen_overlap
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -63,13 +64,8 @@ from doctor.vllm_metrics.runtime import Reading, between, readings
 #: The last simultaneous freeze this many times the first (and a rising fit) grew within the run.
 GROWN = 1.25
 
-#: The lever per engine: what freezes the heap after start-up.
-FREEZE: dict[str, tuple[str, str]] = {
-    VLLM: (("a vLLM release that freezes the heap after start-up (vllm PR#44363); VLLM_GC_DEBUG=1 meanwhile to time "
-            "each collection in the log"), "the vLLM version and its environment"),
-    SGLANG: ("SGLang's freeze_gc once the server is warm (sglang PR#9241)", "the SGLang server"),
-    TRTLLM: ("TRTLLM_SERVER_FREEZE_GC=1", "trtllm-serve's environment"),
-}
+#: The lever per engine: what freezes the heap after start-up (its record's ``gc_freeze``).
+FREEZE: dict[str, tuple[str, str]] = {r.id: r.gc_freeze for r in RECORDS if r.gc_freeze}
 
 
 @dataclass(frozen=True)

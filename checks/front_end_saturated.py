@@ -44,17 +44,15 @@ from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
-from doctor.engines.names import SGLANG, VLLM, display
+from doctor.engines import RECORDS
+from doctor.engines.names import VLLM, display
 from doctor.evidence import MetricsEvidence, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
 from doctor.vllm_metrics.runtime import readings
 
-#: The front end's lever per engine: (setting, suggested, where).
-LEVERS: dict[str, tuple[str, str, str]] = {
-    VLLM: ("api_server_count", "2 (more API server processes; one per 2-4 busy cores)", "vllm serve flag --api-server-count"),
-    SGLANG: ("tokenizer_worker_num", "2 (more tokenizer workers)", "SGLang flag --tokenizer-worker-num"),
-}
+#: The front end's lever per engine: (setting, suggested, where), its record's ``front_end_lever``.
+LEVERS: dict[str, tuple[str, str, str]] = {r.id: r.front_end_lever for r in RECORDS if r.front_end_lever}
 
 
 @check(code="LD211", name="front-end-saturated", symptom=SymptomClass.INTER_TOKEN, cause=Cause.FRONTEND)

@@ -18,6 +18,7 @@ from doctor import __version__
 from doctor.commands.guard import run_guarded
 from doctor.commands.options import opt, quiet_switches, unwrapped_help, uses
 from doctor.config import load_config
+from doctor.engines.names import ENGINE_LIST
 from doctor.evidence.stream import FRAMINGS
 from doctor.probes.payload import ROUTES
 from doctor.settings import ANALYSIS, API_KEY_ENV, BUDGETS, FORMATS, PLAN, PRACTICAL, shown, shown_duration
@@ -311,37 +312,35 @@ def probe_cmd(
     run_guarded(lambda: run(opts, bundle, as_json))
 
 
-@app.command("log")
+#: The ``log`` and ``metrics`` commands' help, naming every engine the records list.
+LOG_HELP = (
+    f"Read an engine's log ({ENGINE_LIST}): version, engine config, KV capacity, startup errors, stats over time."
+    "\n\n[bold]Examples[/]\n\n  llm-doctor log vllm.log\n\n  kubectl logs deploy/vllm | llm-doctor log - --json"
+)
+METRICS_HELP = (
+    f"Read saved /metrics scrapes of {ENGINE_LIST}: running, waiting, KV usage, preemptions, latency histograms. "
+    "One file: totals since the engine started; two: the window between them."
+    "\n\n[bold]Examples[/]\n\n  llm-doctor metrics before.prom after.prom\n\n  llm-doctor metrics sglang.prom --json"
+)
+
+
+@app.command("log", help=LOG_HELP)
 def log_cmd(
-    source: Annotated[str, typer.Argument(help="Engine log file: vLLM, SGLang, llama-server, TGI or TensorRT-LLM ('-' = stdin, .gz accepted).")],
+    source: Annotated[str, typer.Argument(help=f"Engine log file: {ENGINE_LIST} ('-' = stdin, .gz accepted).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON to stdout (a switch, not a path).")] = False,
 ) -> None:
-    """Read an engine's log (vLLM, SGLang, llama-server, TGI, TensorRT-LLM): version, engine config, KV capacity, startup errors, stats over time.
-
-    [bold]Examples[/]
-
-      llm-doctor log vllm.log
-
-      kubectl logs deploy/vllm | llm-doctor log - --json
-    """
+    """Read an engine's log (``LOG_HELP``)."""
     from doctor.commands.log import run
 
     run_guarded(lambda: run(source, as_json))
 
 
-@app.command("metrics")
+@app.command("metrics", help=METRICS_HELP)
 def metrics_cmd(
     sources: Annotated[list[str], typer.Argument(help="Saved /metrics scrapes (curl http://engine/metrics > a.prom), in the order taken.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON to stdout (a switch, not a path).")] = False,
 ) -> None:
-    """Read saved /metrics scrapes of vLLM, SGLang, llama.cpp, TGI or trtllm-serve: running, waiting, KV usage, preemptions, latency histograms. One file: totals since the engine started; two: the window between them.
-
-    [bold]Examples[/]
-
-      llm-doctor metrics before.prom after.prom
-
-      llm-doctor metrics sglang.prom --json
-    """
+    """Read saved /metrics scrapes (``METRICS_HELP``)."""
     from doctor.commands.metrics import run
 
     run_guarded(lambda: run(sources, as_json))

@@ -26,8 +26,8 @@ from typing import Any
 from doctor.derive.log_facts import LogFacts, derive_log_facts
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import measured_prompt_tokens
+from doctor.engine_readers.normal import FROM_LOG_KEYS
 from doctor.engines import server_info
-from doctor.engines.normal import FROM_LOG_KEYS
 from doctor.evidence import Bundle, ModelInfo, RunRecord
 from doctor.probes.plan import CollectConfig
 

@@ -14,7 +14,7 @@ import json
 import textwrap
 from typing import Any
 
-from doctor.engines import normal
+from doctor.engine_readers import normal
 from doctor.engines.names import UNKNOWN, VLLM, display
 from doctor.evidence.errors import EvidenceError
 from doctor.evidence.log import LogEvidence
@@ -85,7 +85,7 @@ def _json(source: str, evidence: LogEvidence | None, facts: LogFacts | None, rea
 
 def facts_document(facts: LogFacts) -> dict[str, Any]:
     """The ``facts`` object: what the log states, under the neutral names every engine shares
-    (``doctor.engines.normal``) beside the parser's own keys; vLLM-only key names are left out of
+    (``doctor.engine_readers.normal``) beside the parser's own keys; vLLM-only key names are left out of
     another engine's (its neutral name says the same)."""
     document = {key: fact.value for key, fact in facts.facts.items()
                 if facts.engine == VLLM or key not in normal.VLLM_ONLY_KEYS}

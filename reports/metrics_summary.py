@@ -2,7 +2,7 @@
 
 Beside ``log_summary`` and for the same reason: it gets the window computed and the facts read,
 and only words them. The ``facts`` object uses the neutral names ``llm-doctor log --json`` uses
-(``doctor.engines.normal``), whichever engine was scraped; the redactor runs over the result.
+(``doctor.engine_readers.normal``), whichever engine was scraped; the redactor runs over the result.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 
 from doctor.checklib import engine_flag, engine_of
 from doctor.commands.log import log_command_output
-from doctor.engines.logs import parse_engine_log
+from doctor.engine_readers.logs import parse_engine_log
 from doctor.engines.names import UNKNOWN, identify_log
 from doctor.evidence.log import LogLine
 

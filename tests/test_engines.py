@@ -18,8 +18,8 @@ from doctor.bundle import from_dict
 from doctor.checklib import engine_flag, engine_of, metric_read
 from doctor.commands.log import log_command_output
 from doctor.commands.metrics import metrics_command_output
-from doctor.engines import normal
-from doctor.engines.logs import parse_engine_log
+from doctor.engine_readers import normal
+from doctor.engine_readers.logs import parse_engine_log
 from doctor.engines.names import engine_of_headers, engine_of_metrics
 from doctor.errors import UsageError
 from doctor.evidence import Bundle, Endpoint, EndpointsEvidence

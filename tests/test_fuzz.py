@@ -31,8 +31,9 @@ from doctor.commands.log import log_command_output
 from doctor.commands.metrics import metrics_command_output
 from doctor.config import FileConfig, load_config
 from doctor.derive.gateway import derive_gateway
-from doctor.engines import normal, server_info
-from doctor.engines.logs import parse_engine_log
+from doctor.engine_readers import normal
+from doctor.engine_readers.logs import parse_engine_log
+from doctor.engines import server_info
 from doctor.errors import BundleError, UsageError
 from doctor.evidence import PrometheusEvidence, PromQuery, RequestTrace, Scrape, TokenEvent
 from doctor.probes import endpoints, kubernetes

@@ -135,6 +135,9 @@ RULES = [
     ("doctor.checklib", ("doctor.probes", "doctor.collect", "doctor.lab", "doctor.runner", "doctor.commands", "doctor.cli"), set()),
     ("doctor.vllm_log", ("doctor.probes",), set()),
     ("doctor.vllm_metrics", ("doctor.probes",), set()),
+    # the engines' records sit below every parser package, which all read them
+    ("doctor.engines", ("doctor.vllm_log", "doctor.vllm_metrics", "doctor.engine_readers", "doctor.probes",
+                        "doctor.derive", "doctor.checklib"), set()),
     ("doctor.lab", ("doctor.cli", "doctor.commands", "reports"), set()),
 ]
 
@@ -152,6 +155,33 @@ def test_import_direction(package, forbidden, exempt):
             continue
         offenders += [f"{rel} imports {m}" for m in sorted(imported_modules(path)) if any(under(m, f) for f in forbidden)]
     assert not offenders, "\n".join(offenders)
+
+
+#: Folders whose modules may not need each other, through any chain: the engines' records and the
+#: two parser packages (issue 23: they imported each other, so no one of them could be read alone).
+ACYCLIC_FOLDERS = ("doctor.engines", "doctor.vllm_log", "doctor.vllm_metrics", "doctor.engine_readers")
+
+
+def folder_graph(edges: dict[str, set[str]], folders: tuple[str, ...]) -> dict[str, set[str]]:
+    """``edges`` collapsed onto ``folders``: a folder imports another when one of its modules does."""
+    def folder(name: str) -> str | None:
+        return next((f for f in folders if under(name, f)), None)
+
+    collapsed: dict[str, set[str]] = {f: set() for f in folders}
+    for name, targets in edges.items():
+        if (source := folder(name)) is not None:
+            collapsed[source] |= {t for m in targets if (t := folder(m)) is not None and t != source}
+    return collapsed
+
+
+def test_folder_graph_sees_a_folder_cycle():
+    edges = {"p.a": {"q.b"}, "q.b": set(), "q.c": {"p.d"}, "p.d": set()}
+    assert cycles(folder_graph(edges, ("p", "q"))) == [["p", "q"]]
+
+
+def test_engine_records_and_parser_packages_have_no_folder_cycle():
+    found = cycles(folder_graph(graph(), ACYCLIC_FOLDERS))
+    assert not found, "folder cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
 def test_only_the_demo_command_imports_the_lab():

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from doctor.derive.gateway import MAX_TELLS, identify
-from doctor.engines.capacity import capacity_from_exposition
-from doctor.engines.logs import parse_engine_log
+from doctor.engine_readers.capacity import capacity_from_exposition
+from doctor.engine_readers.logs import parse_engine_log
 from doctor.probes.logfile import read_log
 from doctor.redact import MASK, Redactor
 from doctor.vllm_log import patterns

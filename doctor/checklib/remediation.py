@@ -8,35 +8,17 @@ the built-in ones. Public through ``doctor.checklib``.
 
 from __future__ import annotations
 
-from doctor.engines.names import DISPLAY, LLAMACPP, SGLANG, TGI, TRTLLM, UNKNOWN, VLLM, display
+from doctor.engines import RECORDS
+from doctor.engines.names import DISPLAY, UNKNOWN, VLLM, display
 from doctor.model import RERUN_INSTRUCTION, Remediation
 
-#: vLLM setting -> the flag each other engine has for it, as its launcher spells it (SGLang
-#: ``python -m sglang.launch_server``, llama.cpp ``llama-server``, TGI ``text-generation-launcher``,
-#: ``trtllm-serve``); a setting an engine lacks is absent and reads "not exposed by ENGINE".
+#: vLLM setting -> the flag each other engine has for it, as its launcher spells it (each
+#: record's ``flags``: SGLang ``python -m sglang.launch_server``, llama.cpp ``llama-server``, TGI
+#: ``text-generation-launcher``, ``trtllm-serve``); a setting an engine lacks is absent and reads
+#: "not exposed by ENGINE".
 ENGINE_FLAGS: dict[str, dict[str, str]] = {
-    "max_num_seqs": {SGLANG: "--max-running-requests", LLAMACPP: "-np / --parallel",
-                     TGI: "--max-concurrent-requests", TRTLLM: "--max_batch_size"},
-    "max_num_batched_tokens": {SGLANG: "--chunked-prefill-size", LLAMACPP: "-b / --batch-size",
-                               TGI: "--max-batch-prefill-tokens", TRTLLM: "--max_num_tokens"},
-    "max_model_len": {SGLANG: "--context-length", LLAMACPP: "-c / --ctx-size (split between the slots)",
-                      TGI: "--max-total-tokens", TRTLLM: "--max_seq_len"},
-    "gpu_memory_utilization": {SGLANG: "--mem-fraction-static", TGI: "--cuda-memory-fraction",
-                               TRTLLM: "--kv_cache_free_gpu_memory_fraction"},
-    "enable_prefix_caching": {SGLANG: "--disable-radix-cache (remove it)", LLAMACPP: "--cache-reuse"},
-    "enable_chunked_prefill": {SGLANG: "--chunked-prefill-size", TRTLLM: "--enable_chunked_prefill"},
-    "enforce_eager": {SGLANG: "--disable-cuda-graph (remove it)"},
-    "max_cudagraph_capture_size": {SGLANG: "--cuda-graph-max-bs"},
-    "max_loras": {SGLANG: "--max-loras-per-batch"},
-    "structured_outputs_config": {SGLANG: "--grammar-backend"},
-    "tool_call_parser": {SGLANG: "--tool-call-parser"},
-    "pipeline_parallel_size": {SGLANG: "--pp-size", LLAMACPP: "--split-mode layer", TRTLLM: "--pp_size"},
-    "quantization": {SGLANG: "--quantization", TGI: "--quantize"},
-    "tensor_parallel_size": {SGLANG: "--tp-size", LLAMACPP: "--split-mode / --tensor-split", TGI: "--num-shard",
-                             TRTLLM: "--tp_size"},
-    "kv_cache_dtype": {SGLANG: "--kv-cache-dtype", LLAMACPP: "--cache-type-k / --cache-type-v",
-                       TGI: "--kv-cache-dtype"},
-    "stream_interval": {SGLANG: "--stream-interval"},
+    setting: {r.id: r.flags[setting] for r in RECORDS if setting in r.flags}
+    for setting in dict.fromkeys(s for r in RECORDS for s in r.flags)
 }
 
 
@@ -70,7 +52,7 @@ def engine_flag(engine: str | None, *settings: str) -> str:
 def _spellings(settings: tuple[str, ...]) -> str:
     """How each known engine spells ``settings``: ``vLLM --max-num-seqs, SGLang --max-running-requests, ...``."""
     spelled = [f"{DISPLAY[VLLM]} {' / '.join('--' + s.replace('_', '-') for s in settings)}"]
-    for engine in (SGLANG, LLAMACPP, TGI, TRTLLM):
+    for engine in (r.id for r in RECORDS if r.id != VLLM):
         flags = [ENGINE_FLAGS.get(s, {}).get(engine) for s in settings]
         if all(flags):
             spelled.append(f"{DISPLAY[engine]} {' / '.join(f for f in flags if f)}")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 
 from doctor.console import reader_may_leave
-from doctor.engines import normal
-from doctor.engines.capacity import capacity_from_exposition
+from doctor.engine_readers import normal
+from doctor.engine_readers.capacity import capacity_from_exposition
 from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
 from doctor.probes.scrapefile import read_scrapes

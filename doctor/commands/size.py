@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor.console import reader_may_leave, warn
-from doctor.engines.logs import parse_engine_log
+from doctor.engine_readers.logs import parse_engine_log
 from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
 from doctor.probes.logfile import read_log

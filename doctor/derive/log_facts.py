@@ -2,14 +2,14 @@
 
 The view re-parses the lines the log probe kept (``bundle.log.matched``) with the current
 parser of the engine that wrote them (vLLM, SGLang, llama.cpp, TGI, TensorRT-LLM:
-``doctor.engines.logs``), so an old bundle gains what a newer parser understands. The types are defined in
+``doctor.engine_readers.logs``), so an old bundle gains what a newer parser understands. The types are defined in
 ``doctor.vllm_log.model`` and re-exported here, where checks import them from.
 """
 
 from __future__ import annotations
 
 from doctor.derive.missing import Missing
-from doctor.engines.logs import parse_engine_log
+from doctor.engine_readers.logs import parse_engine_log
 from doctor.evidence import Bundle
 from doctor.vllm_log.model import Fact, LogFacts, Startup, StartupError, StatsPoint
 

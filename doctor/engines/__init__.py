@@ -1,20 +1,27 @@
-"""Engines other than vLLM, as adapters onto the views the checks already read.
+"""The engines llm-doctor reads, one record each, and the tables derived from the records.
 
-The checks read one vocabulary: the ``MetricsWindow`` fields (``running``, ``waiting``,
-``kv_usage``, ``preemptions``, the latency histograms) and the ``LogFacts`` keys vLLM's log
-gives (``kv_cache_tokens``, ``max_num_seqs``, ``max_model_len``, ``max_num_batched_tokens``).
-Each engine here maps its own evidence into that vocabulary, so no check is written twice:
+Each engine is one module holding one ``EngineRecord`` (``record``): ``vllm``, ``sglang``,
+``llamacpp``, ``tgi``, ``trtllm``. Everything that lists engines is derived from ``RECORDS``:
 
-- ``names``: which engines exist, how they are called in text, and how each is recognised
-  (metric prefixes, startup-log markers, response headers);
-- ``openings``: the phrases of their logs that the log scanner's gate must keep (pure bytes,
-  imported by ``doctor.vllm_log.patterns``);
-- ``sglang``, ``llamacpp``, ``tgi``, ``trtllm``: each engine's startup and stats lines, parsed
-  into ``LogFacts`` under the keys the checks read (over ``logbook``, the rules they share);
-- ``capacity``: the settings an engine states in its /metrics (KV pool size, limits);
-- ``logs``: which parser a log gets; ``normal``: the engine-neutral fact names that
-  ``llm-doctor log --json`` and ``llm-doctor metrics --json`` print for every engine.
+- ``names``: ids, display names, metric prefixes, log markers, ``owned_by`` and ``Server``
+  header words, and the identification that scores them ("unknown" over a guess);
+- ``openings``: the pieces of the log scanner's gate (``doctor.vllm_log.patterns``);
+- ``server_info``: the self-description routes and the fields kept from their answers;
+- the metric names of each quantity (``doctor.vllm_metrics.names``), the flags a remediation
+  names (``doctor.checklib.remediation``), what an engine never exposes
+  (``doctor.engine_readers.normal``), and which parser reads a log
+  (``doctor.engine_readers.logs``, by the record's ``log_parser`` reference).
 
-Metric names live with vLLM's in ``doctor.vllm_metrics.names`` (one table of names per
-quantity, every engine's beside vLLM's), so scrapes and Prometheus history read them alike.
+This package sits below the parser packages (``doctor.vllm_log``, ``doctor.vllm_metrics``,
+``doctor.engine_readers``) and imports none of them (``tests/test_layering.py``).
+Adding an engine: ``docs/engine-coverage.md``.
 """
+
+from __future__ import annotations
+
+from doctor.engines import llamacpp, sglang, tgi, trtllm, vllm
+from doctor.engines.record import EngineRecord
+
+#: Every engine, vLLM first; other engines' log markers are tried in this order.
+RECORDS: tuple[EngineRecord, ...] = (vllm.RECORD, sglang.RECORD, llamacpp.RECORD, tgi.RECORD, trtllm.RECORD)
+BY_ID: dict[str, EngineRecord] = {r.id: r for r in RECORDS}

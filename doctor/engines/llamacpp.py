@@ -1,123 +1,98 @@
-"""llama.cpp's ``llama-server`` log: build, context, slots and the KV cache it allocated.
+"""llama.cpp's ``llama-server`` (``ggml-org/llama.cpp``).
 
-Formats from ``ggml-org/llama.cpp`` (``src/llama-context.cpp``, ``src/llama-kv-cache.cpp``,
-``tools/server``), checked against logs pasted in public issues (``fixtures/engines/llamacpp/``).
-The server splits one context of ``n_ctx`` KV cells between ``n_slots`` slots (``-np``), so
-the concurrent-request limit is the slot count and the tokens per request ``n_ctx_slot``.
-Facts go under the keys the checks read (``max_num_seqs`` for the slots, ``max_model_len`` for
-the context per slot, ``kv_cache_tokens`` for the cells, ``max_num_batched_tokens`` for
-``n_batch``), each with a note naming llama.cpp's own setting. llama-server prints no periodic
-stats line; its queue and KV occupancy are in ``/metrics`` and ``/slots``.
+Log phrases from ``src/llama-context.cpp``, ``src/llama-kv-cache.cpp`` and ``tools/server``
+(older builds: ``llama_new_context_with_model``, the JSON lines of early 2024, the ``INFO [ ]``
+lines of mid-2024, the timing printouts before and after b3900); metric names from
+``tools/server`` ``all_metrics_def``; flags from ``common/arg.cpp``; ``/props`` from
+``tools/server`` ``get_props``. llama-server prints no periodic stats line, and its /metrics
+has no KV usage, no preemption count and, since #13660, no KV size.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+from typing import Any
 
-from doctor.engines.logbook import RESOLVED, STATED, Logbook
-from doctor.engines.names import LLAMACPP
-from doctor.evidence.log import LogLine
-from doctor.vllm_log.model import LogFacts
-from doctor.wire import number
+from doctor.engines.fields import count, text
+from doctor.engines.record import SERVING_FACTS, EngineRecord, SelfReport
 
-_BUILD = re.compile(r"(?:^|\s)(?:build|version): (?P<n>\d+) \((?P<commit>[0-9a-f]+)\)")
-# Searched from the first "build info |" only (``_build_info``): a lazy ``.*?`` from every
-# repetition of it on one line read the rest of the line once per repetition.
-_BUILD_INFO_START = re.compile(r"\bbuild info \|")
-_BUILD_INFO = re.compile(r"\bbuild=(?P<n>\d+)(?:.*?\bcommit=\"(?P<commit>[0-9a-f]+)\")?")
-_CONTEXT = re.compile(r"(?:llama_context|llama_new_context_with_model): (?P<key>n_\w+) *= (?P<n>\d+)\s*$")
-_KV = re.compile(
-    r"llama_kv_cache(?:_unified)?: size = +(?P<mib>\d+(?:\.\d+)?) MiB \( *(?P<cells>\d+) cells,"
-    r"(?:.*?K \((?P<dtype>\w+)\))?"
+
+def _self_report(doc: dict[str, Any]) -> dict[str, Any]:
+    """``/props``: ``total_slots`` (``-np``), ``default_generation_settings.n_ctx`` (one slot's
+    context, already divided), ``build_info`` (``b4351-0e70ba68``; ``b0-unknown`` when built outside
+    git), ``model_alias`` / ``model_path`` (the 2024 server: ``default_generation_settings.model``)."""
+    settings = doc.get("default_generation_settings")
+    settings = settings if isinstance(settings, dict) else {}
+    build = text(doc.get("build_info"))
+    model = text(doc.get("model_alias")) or text(doc.get("model_path")) or text(settings.get("model"))
+    return {
+        "version": build.split("-", 1)[0] if build and not build.startswith("b0-") else None,
+        "max_running_requests": count(doc.get("total_slots")),
+        "max_model_len": count(settings.get("n_ctx")),
+        "model": model,
+    }
+
+
+RECORD = EngineRecord(
+    id="llama.cpp",
+    display="llama.cpp",
+    cli="llama-server",
+    cli_version="b7000 (2025-11)",
+    metric_prefixes=("llamacpp:",),
+    metrics={
+        "prompt_tokens": ("llamacpp:prompt_tokens",),
+        "generation_tokens": ("llamacpp:tokens_predicted",),
+        "running": ("llamacpp:requests_processing",),
+        # llama.cpp defers a request when every slot is busy: its queue.
+        "waiting": ("llamacpp:requests_deferred",),
+    },
+    log_parser="doctor.engine_readers.llamacpp:parse",
+    log_markers=(
+        "llama_kv_cache",
+        "llama_context:",
+        "llama_new_context_with_model:",
+        "n_slots =",
+        "n_ctx_slot",
+        "| task -1 | new slot",
+        "main] build info |",  # the JSON-era server of 2024 (build 3579)
+        '"msg":"initializing slots"',  # the server's JSON log lines of early 2024
+        '"msg":"new slot"',
+        "] initializing slots |",  # ... and its INFO [ function] lines of mid-2024
+        "] new slot |",
+        "KV self size",  # llama_new_context_with_model's KV line before the llama_context rename
+        "llama_print_timings:",  # the timing printout of builds before b3900
+        "llama_perf_context_print:",  # ... and after it
+        "print_timing",  # tools/server's per-slot timings (``print_timings]``, ``slot print_timing:``)
+    ),
+    log_openings=(
+        rb"|llama_kv_cache|llama_context: n_|llama_new_context_with_model: n_|llama_memory_recurrent: size"
+        rb"|srv {1,12}init: initializing slots|load_model: initializing|slot {1,12}(?:init|load_model): id|build: \d"
+        rb"|main: server is listening|INFO \[ {0,20}main\] build info"
+        rb"|llama_print_timings:|llama_perf_context_print:|print_timing"  # timing printouts, old and new
+        rb"|\"msg\":\"initializing slots\"|\"msg\":\"new slot\"|\] initializing slots \||\] new slot \|"  # 2024's JSON / INFO [ ] logs
+        rb"|KV self size|llama_context: kv_unified"
+    ),
+    line_start_openings=(rb"version: \d{1,6} \(",),  # ``--version`` output
+    stats_marks=(b"print_timing", b"llama_perf_context_print"),
+    model_owner="llamacpp",
+    server_header="llama.cpp",  # its default ``Server`` header, every release since the server existed
+    self_report=SelfReport(
+        path="/props",
+        kept=frozenset({"total_slots", "default_generation_settings", "build_info", "model_alias", "model_path"}),
+        read=_self_report,
+        guess=0,
+    ),
+    flags={
+        "max_num_seqs": "-np / --parallel",
+        "max_num_batched_tokens": "-b / --batch-size",
+        "max_model_len": "-c / --ctx-size (split between the slots)",
+        "enable_prefix_caching": "--cache-reuse",
+        "pipeline_parallel_size": "--split-mode layer",
+        "tensor_parallel_size": "--split-mode / --tensor-split",
+        "kv_cache_dtype": "--cache-type-k / --cache-type-v",
+    },
+    not_exposed={
+        "log": SERVING_FACTS,
+        "metrics": frozenset({"kv_usage", "kv_usage_max", "preemptions", "kv_cache_tokens"}),  # gone since #13660
+    },
+    generating_check='POST /completion {"prompt": "ping", "n_predict": 1}',
 )
-_SLOTS = re.compile(r"initializing(?: slots)?, n_slots = (?P<n>\d+)(?:, n_ctx_slot = (?P<ctx>\d+))?")
-_SLOT = re.compile(r"new slot,? n_ctx(?:_slot)? = (?P<ctx>\d+)")
-# The server's structured logs of 2024: JSON lines (``"msg":"initializing slots","n_slots":1``, key
-# order by build) and ``INFO [ init] initializing slots | tid=... n_slots=1``; both print the slot
-# context as ``n_ctx_slot``.
-_SLOTS_KV = re.compile(r"\bn_slots\"?[=:] ?(?P<n>\d+)")  # on an "initializing slots" line
-_SLOT_KV = re.compile(r"\bn_ctx_slot\"?[=:] ?(?P<ctx>\d+)")  # on a "new slot" line
-# Builds before the llama_context rename print the KV cache's size here (``K (f16)``, MLA ``c^KV (q8_0)``).
-_KV_SELF = re.compile(r"KV self size *= *(?P<mib>\d+(?:\.\d+)?) MiB, (?:K|c\^KV) \((?P<dtype>\w+)\)")
-_UNIFIED = re.compile(r"llama_context: kv_unified *= *(?P<on>true|false)")
-_SEQ_WARNING = re.compile(r"llama_context: n_ctx_(?:seq|per_seq) \((?P<n>\d+)\) <")  # a per-sequence context shorter than training
-_READY = re.compile(r"main: server is listening on (?P<url>\S+)")
-
-#: ``llama_context: n_* = N`` -> check keys (``n_seq_max`` is the slots, ``n_ctx`` the cells).
-_CONTEXT_KEYS = {
-    "n_ctx": "n_ctx",
-    "n_ctx_per_seq": "max_model_len",
-    "n_ctx_seq": "max_model_len",  # its name since 2025
-    "n_batch": "max_num_batched_tokens",
-    "n_ubatch": "n_ubatch",
-    "n_seq_max": "max_num_seqs",
-}
-
-#: llama-server's flag for a check key, for the fact's note.
-OWN_NAMES = {
-    "max_num_seqs": "n_slots (-np / --parallel)",
-    "max_model_len": "n_ctx_slot (--ctx-size / slots)",
-    "kv_cache_tokens": "KV cells (--ctx-size)",
-    "max_num_batched_tokens": "n_batch (-b / --batch-size)",
-}
-
-
-def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
-    """The facts of the last llama-server startup in ``lines``."""
-    book = Logbook(LLAMACPP, source)
-    for line in lines:
-        _read(book, line, line.text.strip())
-    cells, slots = book.value("n_ctx"), book.value("max_num_seqs")
-    book.infer("kv_cache_tokens", cells, "n_ctx", "llama.cpp allocates n_ctx KV cells")
-    if cells and book.value("kv_unified"):  # one pool every slot may fill (-kvu, the default with -np auto)
-        book.infer("max_model_len", cells, "n_ctx", f"n_ctx {cells}, unified KV cache shared by the slots")
-    elif cells and slots:
-        book.infer("max_model_len", cells // slots, "n_ctx", f"n_ctx {cells} / {slots} slots")
-    return book.result()
-
-
-def _read(book: Logbook, line: LogLine, text: str) -> None:
-    if match := _BUILD.search(text) or _build_info(text):
-        book.fact(line, "version", f"b{match['n']}", STATED)
-        book.fact(line, "build_commit", match["commit"], STATED)
-    elif match := _KV.search(text):
-        _own(book, line, "kv_cache_tokens", number(match["cells"], int), RESOLVED)
-        if (mib := number(match["mib"])) is not None:
-            book.fact(line, "kv_cache_memory_gib", round(mib / 1024, 4))
-        book.fact(line, "kv_cache_dtype", match["dtype"])
-    elif match := _KV_SELF.search(text):
-        if (mib := number(match["mib"])) is not None:
-            book.fact(line, "kv_cache_memory_gib", round(mib / 1024, 4))
-        book.fact(line, "kv_cache_dtype", match["dtype"])
-    elif match := _UNIFIED.search(text):
-        book.fact(line, "kv_unified", match["on"] == "true")
-    elif match := _SEQ_WARNING.search(text):
-        _own(book, line, "max_model_len", number(match["n"], int), STATED)
-    elif match := _CONTEXT.search(text):
-        if key := _CONTEXT_KEYS.get(match["key"]):
-            _own(book, line, key, number(match["n"], int), STATED)
-    elif match := _SLOTS.search(text):
-        _own(book, line, "max_num_seqs", number(match["n"], int), RESOLVED)
-        if match["ctx"]:
-            _own(book, line, "max_model_len", number(match["ctx"], int), RESOLVED)
-    elif "initializing slots" in text and (match := _SLOTS_KV.search(text)):
-        _own(book, line, "max_num_seqs", number(match["n"], int), RESOLVED)
-    elif match := _SLOT.search(text) or (_SLOT_KV.search(text) if "new slot" in text else None):
-        _own(book, line, "max_model_len", number(match["ctx"], int), RESOLVED)
-    elif match := _READY.search(text):
-        book.fact(line, "listening", match["url"], STATED)
-        book.at(line).serving = True  # a build line after it is a restart
-    else:
-        book.error(line, text)
-
-
-def _build_info(text: str) -> re.Match[str] | None:
-    """The ``build=`` (and ``commit=``) of a ``build info |`` line, searched once from its start."""
-    start = _BUILD_INFO_START.search(text)
-    return _BUILD_INFO.search(text, start.end()) if start else None
-
-
-def _own(book: Logbook, line: LogLine, key: str, value: object, rank: int) -> None:
-    own = OWN_NAMES.get(key)
-    book.fact(line, key, value, rank, note=f"llama.cpp {own}" if own else None)

@@ -3,7 +3,8 @@ TGI ``/info``; the fields kept from each answer and the neutral facts they give.
 
 A startup log is often not at hand when the engine answers, and each of these engines states
 its limits in one cheap GET (vLLM has no such route: its ``/v1/models`` gives ``max_model_len``).
-Field names from the engines' source:
+The route, the fields kept and how they read are each engine's record's ``self_report``
+(``doctor.engines.sglang`` ...); field names from the engines' source:
 
 - llama.cpp ``tools/server`` ``get_props``: ``total_slots`` (``-np``), ``default_generation_settings``
   ``.n_ctx`` (the context of one slot, already divided), ``build_info`` (``b4351-0e70ba68``),
@@ -29,19 +30,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from doctor.engines.names import LLAMACPP, SGLANG, TGI
+from doctor.engines import BY_ID, RECORDS
+from doctor.engines.fields import count
+from doctor.engines.names import TGI
+
+_REPORTS = sorted(((r.id, r.self_report) for r in RECORDS if r.self_report is not None), key=lambda p: p[1].guess)
 
 #: The route each engine describes itself on, tried in this order when the engine is not known.
-PATHS: dict[str, str] = {LLAMACPP: "/props", SGLANG: "/get_server_info", TGI: "/info"}
+PATHS: dict[str, str] = {engine: report.path for engine, report in _REPORTS}
 
 #: Top-level fields kept from each engine's answer.
-KEPT: dict[str, frozenset[str]] = {
-    LLAMACPP: frozenset({"total_slots", "default_generation_settings", "build_info", "model_alias", "model_path"}),
-    SGLANG: frozenset({"version", "max_total_num_tokens", "max_running_requests", "chunked_prefill_size",
-                       "context_length", "model_path", "page_size", "internal_states"}),
-    TGI: frozenset({"version", "model_id", "max_concurrent_requests", "max_total_tokens", "max_input_tokens",
-                    "max_input_length", "max_batch_total_tokens", "max_batch_prefill_tokens", "router"}),
-}
+KEPT: dict[str, frozenset[str]] = {engine: report.kept for engine, report in _REPORTS}
 
 #: Fields kept from each of SGLang's ``internal_states`` (the rest repeats the server arguments).
 _SGLANG_STATE = frozenset({"max_running_requests", "memory_usage"})
@@ -65,59 +64,14 @@ def kept_fields(engine: str, doc: Any) -> dict[str, Any] | None:
 
 
 def facts(engine: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """The neutral facts (``doctor.engines.normal``'s names: ``kv_cache_tokens``,
+    """The neutral facts (``doctor.engine_readers.normal``'s names: ``kv_cache_tokens``,
     ``max_running_requests``, ``max_model_len``, ``max_batch_tokens``, ``version``, and ``model``)
-    that ``engine``'s kept answer states; a fact it does not state is absent."""
-    reader = {LLAMACPP: _llamacpp, SGLANG: _sglang, TGI: _tgi}[engine]
-    return {k: v for k, v in reader(fields).items() if v is not None}
-
-
-def _llamacpp(doc: dict[str, Any]) -> dict[str, Any]:
-    settings = doc.get("default_generation_settings")
-    settings = settings if isinstance(settings, dict) else {}
-    build = _text(doc.get("build_info"))  # "b4351-0e70ba68"; "b0-unknown" when built outside git
-    model = _text(doc.get("model_alias")) or _text(doc.get("model_path")) or _text(settings.get("model"))
-    return {
-        "version": build.split("-", 1)[0] if build and not build.startswith("b0-") else None,
-        "max_running_requests": _count(doc.get("total_slots")),
-        "max_model_len": _count(settings.get("n_ctx")),
-        "model": model,
-    }
-
-
-def _sglang(doc: dict[str, Any]) -> dict[str, Any]:
-    states = [s for s in doc.get("internal_states") or () if isinstance(s, dict)]
-    resolved = [n for s in states if (n := _count(s.get("max_running_requests"))) is not None]
-    capacity = [n for s in states if isinstance(s.get("memory_usage"), dict)
-                and (n := _count(s["memory_usage"].get("token_capacity"))) is not None]
-    return {
-        "version": _text(doc.get("version")),
-        "kv_cache_tokens": _count(doc.get("max_total_num_tokens")) or (capacity[0] if capacity else None),
-        "max_running_requests": resolved[0] if resolved else _count(doc.get("max_running_requests")),
-        "max_model_len": _count(doc.get("context_length")),
-        "max_batch_tokens": _count(doc.get("chunked_prefill_size")),  # -1: chunked prefill off
-        "model": _text(doc.get("model_path")),
-    }
-
-
-def _tgi(doc: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "version": _text(doc.get("version")),
-        "kv_cache_tokens": _count(doc.get("max_batch_total_tokens")),
-        "max_running_requests": _count(doc.get("max_concurrent_requests")),
-        "max_model_len": _count(doc.get("max_total_tokens")),
-        "max_batch_tokens": _count(doc.get("max_batch_prefill_tokens")),
-        "model": _text(doc.get("model_id")),
-    }
-
-
-def _count(value: Any) -> int | None:
-    """A positive integer setting; anything else (``null``: automatic, ``-1``: off) is not one."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+    that ``engine``'s kept answer states (its record's ``SelfReport.read``); a fact it does not
+    state is absent."""
+    report = BY_ID[engine].self_report
+    if report is None:
+        raise KeyError(engine)  # an engine that describes itself nowhere
+    return {k: v for k, v in report.read(fields).items() if v is not None}
 
 
 #: llama-server's ``/slots`` (``tools/server`` ``server_slot::to_json``): per slot its context
@@ -149,8 +103,8 @@ def slots_kv_usage(slots: list[dict[str, Any]]) -> float | None:
     """The share of llama-server's KV cells its busy slots hold (their ``n_prompt_tokens`` over
     every slot's ``n_ctx``), 0-1, what vLLM's ``kv_cache_usage_perc`` is; an idle slot's cached
     prompt is reusable, not in use. ``None`` when the slots state no context."""
-    cells = sum(n for s in slots if (n := _count(s.get("n_ctx"))) is not None)
+    cells = sum(n for s in slots if (n := count(s.get("n_ctx"))) is not None)
     if not cells:
         return None
-    used = sum(_count(s.get("n_prompt_tokens")) or 0 for s in slots if s.get("is_processing") is True)
+    used = sum(count(s.get("n_prompt_tokens")) or 0 for s in slots if s.get("is_processing") is True)
     return 1.0 if used >= cells else used / cells  # never a quotient of two huge counts

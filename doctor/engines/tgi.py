@@ -1,150 +1,92 @@
-"""TGI's log (text-generation-inference): the launcher's arguments and the router's warm-up.
+"""Hugging Face Text Generation Inference (``huggingface/text-generation-inference``):
+``text-generation-launcher``.
 
-Formats from ``huggingface/text-generation-inference`` (``launcher/src/main.rs`` prints its
-``Args { ... }`` as Rust's debug form; ``router/src/server.rs``, ``main.rs`` before 2.x, logs
-``Setting max batch total tokens to N`` after warming up), plain or as JSON lines, checked
-against logs pasted in public issues (``fixtures/engines/tgi/``). TGI holds at most
-``max_batch_total_tokens`` tokens in its KV cache, so that is its KV capacity; the router
-admits ``max_concurrent_requests``, its concurrency limit. TGI prints no periodic stats line.
-
-The ``Args`` dump comes in several shapes: one line (``{:?}``), pretty-printed over one line per
-field (``{:#?}``, 2.x and later, ``Some(`` with its value on the next line), or inside a JSON
-record (``--json-output``, its quotes escaped) that a terminal may have hard-wrapped; the lines
-after an open ``Args {`` are joined until the next record. What the arguments leave unset is
-resolved later, by the launcher (``Default `max_total_tokens` to N``, 2.x) or by the v3 router
-(``Maximum total tokens defaulted to N``, ``backends/v3/src/main.rs``), and the v3 shard states
-its KV blocks (``KV-cache blocks: N, size: B``, ``flash_causal_lm.py``).
+Log phrases from the launcher's and the router's Rust module paths (``launcher/src/main.rs``
+prints its ``Args`` and resolves unset limits; ``backends/v3/src/main.rs``, the v3 shard's
+``flash_causal_lm.py``); metric names from ``docs/source/reference/metrics.md``; flags from
+``launcher/src/main.rs``; ``/info`` from ``router/src/lib.rs`` ``Info``. TGI prints no periodic
+stats line, and its /metrics has no KV usage nor preemption count.
 """
 
 from __future__ import annotations
 
-import itertools
-import re
-from collections.abc import Iterable
+from typing import Any
 
-from doctor.engines.logbook import ARGUMENT, RESOLVED, STATED, Logbook
-from doctor.engines.names import TGI
-from doctor.evidence.log import LogLine
-from doctor.vllm_log.model import LogFacts
-from doctor.wire import number
+from doctor.engines.fields import count, text
+from doctor.engines.record import SERVING_FACTS, EngineRecord, SelfReport
 
-_ARGS = re.compile(r"(?:text_generation_launcher: |\"message\":\"|^\s*)Args \{(?P<body>.*)")
-# ``Some(x)`` on one line, or ``Some(`` with ``x,`` on the next line of a pretty print. The key starts
-# a word: from every position inside a long word the search re-read the word.
-_ITEM = re.compile(r"\b(?P<key>\w+): (?:Some\(\s*(?P<some>\"[^\"]*\"|[^(),\s]+),?\s*\)?|(?P<value>\"[^\"]*\"|(?!Some\()[^,{}\s]+))")
-#: A line that opens a new record (a timestamp, a JSON record, a wrapper's prefix), not a piece of ``Args``.
-_RECORD = re.compile(r"\s*(?:\{\"|\d{4}-\d\d-\d\dT|[A-Z]+:[\w-]+:|\[)")
-_ARGS_LINES = 400  # a pretty print has one line per field, some 60 in 3.x
-_DEFAULTED = re.compile(
-    r"Default `(?P<arg>max_\w+)` to (?P<n>\d+)|Maximum (?P<what>input|total) tokens defaulted to (?P<m>\d+)"
+
+def _self_report(doc: dict[str, Any]) -> dict[str, Any]:
+    """``/info``: ``max_concurrent_requests``, ``max_total_tokens``, ``version``, ``model_id``, and
+    up to 2.2.0 ``max_batch_total_tokens`` (the KV budget) and ``max_batch_prefill_tokens``."""
+    return {
+        "version": text(doc.get("version")),
+        "kv_cache_tokens": count(doc.get("max_batch_total_tokens")),
+        "max_running_requests": count(doc.get("max_concurrent_requests")),
+        "max_model_len": count(doc.get("max_total_tokens")),
+        "max_batch_tokens": count(doc.get("max_batch_prefill_tokens")),
+        "model": text(doc.get("model_id")),
+    }
+
+
+RECORD = EngineRecord(
+    id="tgi",
+    display="TGI",
+    cli="text-generation-launcher",
+    cli_version="3.3.6",
+    metric_prefixes=("tgi_",),
+    metrics={
+        # TGI's histograms are in seconds without a ``_seconds`` suffix.
+        "queue": ("tgi_request_queue_duration",),
+        "prefill_forward": ("tgi_batch_forward_duration",),
+        # each request's mean time per token, not every gap: a coarser inter-token figure
+        "itl": ("tgi_request_mean_time_per_token_duration",),
+        "e2e": ("tgi_request_duration",),
+        "running": ("tgi_batch_current_size",),
+        "waiting": ("tgi_queue_size",),
+    },
+    # its KV budget, the ``Setting max batch total tokens`` of its log (``backends/v3/src/lib.rs``, PR #2595)
+    capacity_gauges={"tgi_batch_max_total_tokens": "kv_cache_tokens"},
+    log_parser="doctor.engine_readers.tgi:parse",
+    log_markers=(
+        "text_generation_router",
+        "Setting max batch total tokens",
+        "text_generation_launcher",
+        "Args {",  # the launcher's Rust debug print of its arguments, with or without a log prefix
+        "max_batch_prefill_tokens",  # an argument only TGI has (launcher, /info)
+        "text-generation-router",  # /info's "router" field
+        "Default `max_",  # the launcher resolving an unset limit (launcher/src/main.rs)
+        "tokens defaulted to",  # ... and the v3 router (backends/v3/src/main.rs)
+        "KV-cache blocks:",  # the v3 shard's warm-up (flash_causal_lm.py)
+    ),
+    log_openings=(
+        rb"|Args \{|Setting max batch total tokens|Model does not support automatic max batch total tokens"
+        rb"|text_generation_router[\w:]{0,20}: [\w/.]{1,40}:\d{1,6}: Connected|\"message\":\"Connected\""
+        rb"|text-generation-router"  # /info's "router" field, pasted into a report
+        # ... its other fields, and those of an Args dump printed over many lines (pretty, or a
+        # hard-wrapped JSON record); what the launcher and the v3 router resolve
+        rb"|\"?(?:max_(?:concurrent_requests|total_tokens|input_length|input_tokens|batch_prefill_tokens"
+        rb"|batch_total_tokens|batch_size)|model_id|model_dtype|num_shard|quantize)\"?: |\"version\": ?\"\d"
+        rb"|Default `max_\w{1,40}` to \d|tokens defaulted to \d|KV-cache blocks: \d"
+    ),
+    # a pretty-printed Args's ``Some(`` value on its own line
+    line_start_openings=(rb" {8,12}(?:\d{1,12}|[A-Z]\w{1,20}),(?=\r?\n)",),
+    self_report=SelfReport(
+        path="/info",
+        kept=frozenset({"version", "model_id", "max_concurrent_requests", "max_total_tokens", "max_input_tokens",
+                        "max_input_length", "max_batch_total_tokens", "max_batch_prefill_tokens", "router"}),
+        read=_self_report,
+        guess=2,
+    ),
+    flags={
+        "max_num_seqs": "--max-concurrent-requests",
+        "max_num_batched_tokens": "--max-batch-prefill-tokens",
+        "max_model_len": "--max-total-tokens",
+        "gpu_memory_utilization": "--cuda-memory-fraction",
+        "quantization": "--quantize",
+        "tensor_parallel_size": "--num-shard",
+        "kv_cache_dtype": "--kv-cache-dtype",
+    },
+    not_exposed={"log": SERVING_FACTS, "metrics": frozenset({"kv_usage", "kv_usage_max", "preemptions"})},
+    generating_check='POST /generate {"inputs": "ping", "parameters": {"max_new_tokens": 1}}',
 )
-_BLOCKS = re.compile(r"KV-cache blocks: (?P<n>\d+), size: (?P<size>\d+)")
-# ``GET /info`` pasted into a report, pretty or on one line (``router/src/lib.rs`` ``Info``): what
-# the router resolved, so it states the limits as the warm-up line does.
-_INFO = re.compile(
-    r'"(?P<key>model_id|model_dtype|max_concurrent_requests|max_input_tokens|max_input_length|max_total_tokens'
-    r'|max_batch_total_tokens|max_batch_size|version)": ?(?P<value>"[^"]{0,300}"|\d{1,12})'
-)
-_INFO_KEYS = {"version": "version", "model_dtype": "dtype"}  # the others are the launcher's names
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_TOTAL = re.compile(r"Setting max batch total tokens to (?P<n>\d+)")
-_NO_AUTO = re.compile(r"Model does not support automatic max batch total tokens")
-_CONNECTED = re.compile(r"text_generation_router[\w:]*: [\w/.]+:\d+: Connected|\"message\":\"Connected\"")
-
-#: Launcher arguments -> check keys.
-_ARG_KEYS = {
-    "model_id": "model",
-    "num_shard": "tensor_parallel_size",
-    "max_concurrent_requests": "max_num_seqs",
-    "max_total_tokens": "max_model_len",
-    "max_input_length": "max_input_tokens",
-    "max_input_tokens": "max_input_tokens",
-    "max_batch_prefill_tokens": "max_num_batched_tokens",
-    "max_batch_total_tokens": "kv_cache_tokens",
-    "max_batch_size": "max_batch_size",
-    "quantize": "quantization",
-    "dtype": "dtype",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "cuda_memory_fraction": "cuda_memory_fraction",
-}
-
-#: TGI's flag for a check key, for the fact's note.
-OWN_NAMES = {
-    "max_num_seqs": "--max-concurrent-requests",
-    "max_model_len": "--max-total-tokens",
-    "max_num_batched_tokens": "--max-batch-prefill-tokens",
-    "kv_cache_tokens": "max batch total tokens",
-    "tensor_parallel_size": "--num-shard",
-    "max_input_tokens": "--max-input-tokens",
-    "block_size": "KV-cache block size",
-}
-
-
-def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
-    """The facts of the last TGI startup in ``lines``."""
-    book = Logbook(TGI, source)
-    args: list[LogLine] = []  # the lines of an ``Args {`` dump not yet read
-    for line in lines:
-        text = line.text
-        if args and len(args) < _ARGS_LINES and not _RECORD.match(text) and not _ARGS.search(text):
-            args.append(line)
-            continue
-        if args:
-            _args(book, args)
-            args = []
-        if _ARGS.search(text):
-            args = [line]
-        elif match := _DEFAULTED.search(text):
-            arg = match["arg"] or f"max_{match['what']}_tokens"
-            if key := _ARG_KEYS.get(arg):
-                _own(book, line, key, number(match["n"] or match["m"], int), RESOLVED)
-        elif match := _BLOCKS.search(text):
-            book.fact(line, "num_gpu_blocks", number(match["n"], int), STATED)
-            _own(book, line, "block_size", number(match["size"], int), STATED)
-        elif infos := list(_INFO.finditer(text)):
-            for info in infos:
-                key = _INFO_KEYS.get(info["key"]) or _ARG_KEYS[info["key"]]
-                _own(book, line, key, _value(info["value"]), RESOLVED)
-        elif match := _TOTAL.search(text):
-            _own(book, line, "kv_cache_tokens", number(match["n"], int), RESOLVED)
-        elif _NO_AUTO.search(text):
-            book.fact(line, "automatic_max_batch_total_tokens", False)
-        elif _CONNECTED.search(text):
-            book.at(line).serving = True  # an Args line after it is a restart
-        else:
-            book.error(line, text)
-    if args:
-        _args(book, args)
-    return book.result()
-
-
-def _args(book: Logbook, lines: list[LogLine]) -> None:
-    """Read an ``Args {`` dump and the lines it continues on: joined as they were printed when
-    they follow each other (a hard wrap cuts inside a name), else with a separator."""
-    text = lines[0].text
-    for before, line in itertools.pairwise(lines):
-        text += line.text if line.no == before.no + 1 else ", " + line.text
-    match = _ARGS.search(text.replace('\\"', '"'))  # a JSON record escapes the quotes
-    if match is None:
-        return
-    for item in _ITEM.finditer(match["body"]):
-        if key := _ARG_KEYS.get(item["key"]):
-            _own(book, lines[0], key, _value(item["some"] if item["some"] is not None else item["value"]), ARGUMENT)
-
-
-def _own(book: Logbook, line: LogLine, key: str, value: object, rank: int) -> None:
-    own = OWN_NAMES.get(key)
-    book.fact(line, key, value, rank, note=f"TGI {own}" if own else None)
-
-
-def _value(raw: str) -> object:
-    """A debug-printed Rust value: ``None``, a number, ``true``/``false``, a quoted string."""
-    raw = raw.strip()
-    if raw == "None":
-        return None
-    if raw in ("true", "false"):
-        return raw == "true"
-    if raw.startswith('"') and raw.endswith('"'):
-        return raw[1:-1]
-    whole = number(raw, int)
-    return whole if whole is not None else number(raw) if _NUMBER.fullmatch(raw) else raw

@@ -5,16 +5,13 @@ vLLM renamed its metrics several times (``gpu_cache_usage_perc`` -> ``kv_cache_u
 -> ``prefix_cache_*``) and exposed both names during each rename window. Each quantity the
 doctor reads is a ``Family`` listing its names newest first, then the names other engines give
 the same quantity (SGLang, llama.cpp's ``llama-server``, TGI, TensorRT-LLM's ``trtllm-serve``),
-so that every check reads one vocabulary whichever engine answered; the first name that has
-samples wins. Matching is done on *sample* names, not on ``# TYPE`` families, because the
+each engine's taken from its record (``doctor.engines``, ``EngineRecord.metrics``), so that every
+check reads one vocabulary whichever engine answered; the first name that has samples wins. Matching is done on *sample* names, not on ``# TYPE`` families, because the
 scrapes people paste (and some exporters) drop the ``# TYPE`` lines, and prometheus_client then
 turns every sample into an untyped family of its own.
 
-vLLM's names come from ``fixtures/vllm-formats/metrics-definitions-by-version.md`` (0.1.7 to
-0.33.0); the other engines' from their source (SGLang ``python/sglang/srt/metrics/collector.py``,
-llama.cpp ``tools/server`` ``all_metrics_def``, TGI ``docs/source/reference/metrics.md``, the
-Gateway API Inference Extension's model-server protocol for trtllm-serve). A quantity an engine
-does not expose is simply absent from its names, and the window says it is missing.
+Each record names the source of its engine's names. A quantity an engine does not expose is
+simply absent from its names, and the window says it is missing.
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ from dataclasses import dataclass
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from doctor.engines import RECORDS
 from doctor.engines.names import engine_of_metrics
 
 #: Labels that identify where a sample comes from; every other label is a sub-key or summed.
@@ -52,64 +50,39 @@ class Family:
     label: tuple[str, str] | None = None
 
 
-# SGLang's first collector (PR #1853, 2024-11: ``sglang:num_requests_running`` / ``_waiting``,
-# ``time_per_output_token_seconds``, ``waiting_request_latency_seconds``, ``request_success``)
-# was renamed within weeks; its names follow the newer ones in each family.
+def _names(key: str) -> tuple[str, ...]:
+    """Every engine's metric names for the quantity ``key``, vLLM's first (``EngineRecord.metrics``)."""
+    return tuple(name for record in RECORDS for name in record.metrics.get(key, ()))
+
+
 FAMILIES: tuple[Family, ...] = (
-    # SGLang counts retracted requests (its preemption: KV pool full, requests sent back to the
-    # queue); llama.cpp, TGI and trtllm-serve count none (trtllm has a paused-requests gauge).
-    Family("preemptions", "counter", ("vllm:num_preemptions", "sglang:num_retracted_requests")),
-    Family("finished_by_reason", "counter", ("vllm:request_success", "trtllm_request_success", "sglang:request_success"),
-           sub_label="finished_reason"),
-    Family("prompt_tokens", "counter",
-           ("vllm:prompt_tokens", "sglang:prompt_tokens", "llamacpp:prompt_tokens", "trtllm_prompt_tokens")),
-    Family("generation_tokens", "counter",
-           ("vllm:generation_tokens", "sglang:generation_tokens", "llamacpp:tokens_predicted",
-            "trtllm_generation_tokens")),
-    Family("prefix_cache_hits", "counter", ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits")),
-    Family("prefix_cache_queries", "counter", ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries")),
-    # trtllm-serve's own /prometheus/metrics has no prefix (doctor.engines.names.UNPREFIXED);
-    # the trtllm_ names are those the Gateway API Inference Extension lists.
-    Family("ttft", "histogram",
-           ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds",
-            "trtllm_time_to_first_token_seconds", "time_to_first_token_seconds")),
-    # TGI's histograms are in seconds without a ``_seconds`` suffix.
-    Family("queue", "histogram",
-           ("vllm:request_queue_time_seconds", "vllm:time_in_queue_requests", "sglang:queue_time_seconds",
-            "tgi_request_queue_duration", "trtllm_request_queue_time_seconds", "request_queue_time_seconds",
-            "sglang:waiting_request_latency_seconds")),
-    Family("prefill", "histogram", ("vllm:request_prefill_time_seconds",)),
+    # SGLang counts retracted requests; llama.cpp, TGI and trtllm-serve count none (trtllm has a
+    # paused-requests gauge).
+    Family("preemptions", "counter", _names("preemptions")),
+    Family("finished_by_reason", "counter", _names("finished_by_reason"), sub_label="finished_reason"),
+    Family("prompt_tokens", "counter", _names("prompt_tokens")),
+    Family("generation_tokens", "counter", _names("generation_tokens")),
+    Family("prefix_cache_hits", "counter", _names("prefix_cache_hits")),
+    Family("prefix_cache_queries", "counter", _names("prefix_cache_queries")),
+    Family("ttft", "histogram", _names("ttft")),
+    Family("queue", "histogram", _names("queue")),
+    Family("prefill", "histogram", _names("prefill")),
     # TGI's prefill steps, one observation per batch (router/src/infer/v3: ``tgi_batch_forward_duration``
     # by ``method``): with its queue time, what TGI's missing TTFT histogram is derived from
     # (``doctor.vllm_metrics.derived``). No other engine has it, so its absence is not listed.
-    Family("prefill_forward", "histogram", ("tgi_batch_forward_duration",), only_with="TGI",
-           label=("method", "prefill")),
-    Family("decode", "histogram", ("vllm:request_decode_time_seconds",)),
-    # TGI's is each request's mean time per token, not every gap: a coarser inter-token figure.
-    Family("itl", "histogram",
-           ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
-            "sglang:inter_token_latency_seconds", "tgi_request_mean_time_per_token_duration",
-            "sglang:time_per_output_token_seconds")),
-    Family("e2e", "histogram",
-           ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds", "tgi_request_duration",
-            "trtllm_e2e_request_latency_seconds", "e2e_request_latency_seconds")),
+    Family("prefill_forward", "histogram", _names("prefill_forward"), only_with="TGI", label=("method", "prefill")),
+    Family("decode", "histogram", _names("decode")),
+    Family("itl", "histogram", _names("itl")),
+    Family("e2e", "histogram", _names("e2e")),
     # KV usage is a fraction per engine: the window's total is the fullest engine, not a sum.
-    # SGLang's token_usage is the fullest pool of a hybrid model; llama.cpp and TGI expose none.
-    Family("kv_usage", "gauge",
-           ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
-            "trtllm_kv_cache_utilization"), aggregate="max"),
-    Family("running", "gauge",
-           ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing",
-            "tgi_batch_current_size", "trtllm_num_requests_running", "sglang:num_requests_running")),
+    Family("kv_usage", "gauge", _names("kv_usage"), aggregate="max"),
+    Family("running", "gauge", _names("running")),
     # Speculative decoding (V0 0.5.4-0.9 spec_decode/metrics.py; V1 v1/spec_decode/metrics.py, engine-labelled
     # since 0.10.2): both expose ``_total``. V1 counts a draft per request per step; V0 had no drafts counter.
-    Family("spec_draft_tokens", "counter", ("vllm:spec_decode_num_draft_tokens",), only_with="speculative decoding"),
-    Family("spec_accepted_tokens", "counter", ("vllm:spec_decode_num_accepted_tokens",), only_with="speculative decoding"),
-    Family("spec_drafts", "counter", ("vllm:spec_decode_num_drafts",), only_with="speculative decoding"),
-    # llama.cpp defers a request when every slot is busy: its queue.
-    Family("waiting", "gauge",
-           ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred", "tgi_queue_size",
-            "trtllm_num_requests_waiting", "sglang:num_requests_waiting")),
+    Family("spec_draft_tokens", "counter", _names("spec_draft_tokens"), only_with="speculative decoding"),
+    Family("spec_accepted_tokens", "counter", _names("spec_accepted_tokens"), only_with="speculative decoding"),
+    Family("spec_drafts", "counter", _names("spec_drafts"), only_with="speculative decoding"),
+    Family("waiting", "gauge", _names("waiting")),
 )
 
 FAMILY_BY_KEY: dict[str, Family] = {f.key: f for f in FAMILIES}

@@ -1,15 +1,10 @@
 """The configuration an engine states in its /metrics, beside the readings: KV capacity, limits.
 
 Engines publish a few settings as gauges or info labels, so a saved scrape can give what a log
-would: vLLM ``vllm:cache_config_info{block_size, num_gpu_blocks}``, SGLang
-``sglang:cache_config_info{page_size, num_pages}`` or
-``sglang:max_total_num_tokens`` (and, in builds of late 2024, ``sglang:max_running_requests`` and
-``sglang:context_len``), trtllm-serve ``trtllm_kv_cache_max_blocks`` x
-``trtllm_kv_cache_tokens_per_block``, TGI ``tgi_batch_max_total_tokens`` (its KV budget, the
-``Setting max batch total tokens`` of its log; ``backends/v3/src/lib.rs``, TGI PR #2595, 2024-10),
-and Triton's TensorRT-LLM backend one gauge family per kind with the kind as a label
-(``nv_trt_llm_request_metrics{request_type="max"}``, ``nv_trt_llm_kv_cache_block_metrics
-{kv_cache_block_type="max"|"tokens_per"}``, ``inflight_batcher_llm`` backend since Triton 23.11).
+would: vLLM ``vllm:cache_config_info{block_size, num_gpu_blocks}``, SGLang ``sglang:max_total_num_tokens``,
+Triton's TensorRT-LLM backend one gauge family per kind with the kind as a label
+(``nv_trt_llm_request_metrics{request_type="max"}``). Each engine's record names its own
+(``capacity_gauges``, ``capacity_info``, ``capacity_labelled``, ``doctor.engines``) and their source.
 Read with prometheus_client's parser, as every scrape is (``metric_families``: its lines bounded
 first), each number bounded (``doctor.wire.number``).
 """
@@ -18,33 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor.engines import RECORDS
 from doctor.vllm_metrics.names import metric_families
 from doctor.wire import number
 
-_GAUGES = {
-    "sglang:max_total_num_tokens": "kv_cache_tokens",
-    "sglang:max_running_requests": "max_running_requests",
-    "sglang:context_len": "max_model_len",
-    "sglang:max_prefill_tokens": "max_prefill_tokens",
-    "tgi_batch_max_total_tokens": "kv_cache_tokens",
-    "trtllm_kv_cache_max_blocks": "num_blocks",
-    "trtllm_kv_cache_tokens_per_block": "block_size",
-}
-
-#: Info metrics that carry the KV pool as labels: (block size label, block count label). SGLang
-#: before v0.5.11 states its pool only so (``sglang:cache_config_info{page_size, num_pages}``,
-#: ``srt/metrics/collector.py``; the gauges of ``max_total_num_tokens`` came later).
-_INFO_LABELS = {
-    "vllm:cache_config_info": ("block_size", "num_gpu_blocks"),
-    "sglang:cache_config_info": ("page_size", "num_pages"),
-}
-
-#: Settings carried as a label value of one family: (family, label, value) -> neutral fact.
-_LABELLED = {
-    ("nv_trt_llm_request_metrics", "request_type", "max"): "max_running_requests",
-    ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "max"): "num_blocks",
-    ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "tokens_per"): "block_size",
-}
+#: Each engine's settings in its /metrics (``EngineRecord.capacity_*``): gauge -> fact; info metric
+#: -> its (block size, block count) labels; (family, label, value) -> fact.
+_GAUGES = {name: fact for r in RECORDS for name, fact in r.capacity_gauges.items()}
+_INFO_LABELS = {name: labels for r in RECORDS for name, labels in r.capacity_info.items()}
+_LABELLED = {key: fact for r in RECORDS for key, fact in r.capacity_labelled.items()}
 _LABELS = {(family, label) for family, label, _value in _LABELLED}
 
 

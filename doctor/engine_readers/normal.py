@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from doctor.engines.names import LLAMACPP, SGLANG, TGI, TRTLLM, UNKNOWN, display
+from doctor.engines import RECORDS
+from doctor.engines.names import SGLANG, UNKNOWN, display
 from doctor.vllm_log.model import LogFacts
 from doctor.vllm_metrics.views import MetricsWindow
 
@@ -28,17 +29,10 @@ FROM_LOG_KEYS = {
 #: Keys of vLLM's vocabulary that the neutral names replace in another engine's output.
 VLLM_ONLY_KEYS = frozenset({"max_num_seqs", "max_num_batched_tokens", "vllm_version"})
 
-_SERVING = frozenset({"running", "waiting", "kv_usage", "kv_usage_max", "preemptions"})
-
 #: What an engine never states, in its log (no periodic stats line) or in its /metrics:
-#: "not exposed by ENGINE".
+#: "not exposed by ENGINE" (``EngineRecord.not_exposed``).
 NOT_EXPOSED: dict[str, dict[str, frozenset[str]]] = {
-    "log": {LLAMACPP: _SERVING, TGI: _SERVING, TRTLLM: _SERVING},
-    "metrics": {
-        LLAMACPP: frozenset({"kv_usage", "kv_usage_max", "preemptions", "kv_cache_tokens"}),  # gone since #13660
-        TGI: frozenset({"kv_usage", "kv_usage_max", "preemptions"}),
-        TRTLLM: frozenset({"preemptions"}),  # paused requests are a gauge, not a count
-    },
+    source: {r.id: r.not_exposed[source] for r in RECORDS if source in r.not_exposed} for source in ("log", "metrics")
 }
 
 

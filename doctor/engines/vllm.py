@@ -1,0 +1,57 @@
+"""vLLM: the engine llm-doctor was written against; its log has a parser of its own
+(``doctor.vllm_log``), tuned to every release from 0.1.7, and its metric names are listed across
+their renames (``fixtures/vllm-formats/metrics-definitions-by-version.md``, 0.1.7 to 0.33.0).
+
+Its flags are its settings' names (``max_num_seqs`` -> ``--max-num-seqs``, ``vllm serve``'s
+``EngineArgs`` fields), so ``flags`` is empty and ``checklib.vllm_flag`` spells them.
+"""
+
+from __future__ import annotations
+
+from doctor.engines.record import EngineRecord
+
+RECORD = EngineRecord(
+    id="vllm",
+    display="vLLM",
+    cli="vllm serve",
+    cli_version="0.12.0",
+    metric_prefixes=("vllm:",),
+    metrics={
+        "preemptions": ("vllm:num_preemptions",),
+        "finished_by_reason": ("vllm:request_success",),
+        "prompt_tokens": ("vllm:prompt_tokens",),
+        "generation_tokens": ("vllm:generation_tokens",),
+        "prefix_cache_hits": ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"),
+        "prefix_cache_queries": ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"),
+        "ttft": ("vllm:time_to_first_token_seconds",),
+        "queue": ("vllm:request_queue_time_seconds", "vllm:time_in_queue_requests"),
+        "prefill": ("vllm:request_prefill_time_seconds",),
+        "decode": ("vllm:request_decode_time_seconds",),
+        "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        "e2e": ("vllm:e2e_request_latency_seconds",),
+        "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        "running": ("vllm:num_requests_running",),
+        "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens",),
+        "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens",),
+        "spec_drafts": ("vllm:spec_decode_num_drafts",),
+        "waiting": ("vllm:num_requests_waiting",),
+    },
+    capacity_info={"vllm:cache_config_info": ("block_size", "num_gpu_blocks")},
+    log_parser="doctor.vllm_log.parser:parse_lines",
+    # What only vLLM prints (the phrases its parser opens on, ``doctor.vllm_log.patterns``), tried
+    # after every other engine's markers, with vLLM's record header: a log none of these nor
+    # another engine's marker claims is an unidentified engine's, not vLLM's. vLLM's own gate
+    # openings live with its patterns.
+    log_markers=(
+        "vLLM API server version", "args: Namespace(", "non-default args", "Maximum concurrency for",
+        "KV cache size:", "# GPU blocks:", "GPU blocks: ", "# CUDA blocks:", "Avg prompt throughput:",
+        "Using max model len", "vllm cache_config_info", "the current vLLM instance",
+    ),
+    stats_marks=(b"throughput:",),
+    preemption_marks=(b"preempted by",),
+    model_owner="vllm",  # protocol.py ModelCard
+    gc_freeze=(("a vLLM release that freezes the heap after start-up (vllm PR#44363); VLLM_GC_DEBUG=1 meanwhile to "
+                "time each collection in the log"), "the vLLM version and its environment"),
+    front_end_lever=("api_server_count", "2 (more API server processes; one per 2-4 busy cores)",
+                     "vllm serve flag --api-server-count"),
+)

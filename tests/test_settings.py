@@ -25,14 +25,13 @@ def _flag_reads(tree: ast.AST) -> list[int]:
     def is_flags(node: ast.expr) -> bool:
         return (isinstance(node, ast.Name) and node.id in FLAG_NAMES) or (isinstance(node, ast.Attribute) and node.attr in FLAG_NAMES)
 
-    lines = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and is_flags(node.value) and isinstance(node.slice, ast.Constant):
-            lines.append(node.lineno)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-              and is_flags(node.func.value) and node.args and isinstance(node.args[0], ast.Constant)):
-            lines.append(node.lineno)
-    return lines
+    def reads_by_name(node: ast.AST) -> bool:
+        if isinstance(node, ast.Subscript):
+            return is_flags(node.value) and isinstance(node.slice, ast.Constant)
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                and is_flags(node.func.value) and bool(node.args) and isinstance(node.args[0], ast.Constant))
+
+    return sorted(node.lineno for node in ast.walk(tree) if reads_by_name(node))
 
 
 def test_the_scan_sees_a_flag_read_by_name() -> None:

@@ -120,12 +120,15 @@ def resolve(command: str, flags: Flags, file: FileConfig | None = None) -> RunSe
 
 
 def _resolve(command: str, flags: Flags, cfg: FileConfig, *, probe: bool) -> RunSettings:
+    """The steps in their one order (the module's docstring); a command skips those it has no flags
+    for. ``probe``: resolve the probe plan and the analysis (``demo`` only once its lab runs)."""
     run = RunSettings(command=command, file=cfg, flags=flags, bundle=_path(flags.get("bundle")),
                       bundle_dir=_path(flags.get("bundle_dir")), region=flags.get("region") if command == "analyze" else None)
     if command == "watch":
         run = replace(run, watch=build_watch_plan(
             flags.get("every") or "5m", flags.get("count"), flags.get("listen"), _path(flags.get("history")),
-            100 if flags.get("keep") is None else flags["keep"], retries=3 if flags.get("retries") is None else flags["retries"],
+            WatchPlan.keep if flags.get("keep") is None else flags["keep"],
+            retries=WatchPlan.retries if flags.get("retries") is None else flags["retries"],
             canary_engine=flags.get("canary_engine"), canary_gateway=flags.get("canary_gateway")))
     elif command in ("diagnose", "demo"):
         run = replace(run, watch=ONE_ROUND)

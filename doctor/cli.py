@@ -2,9 +2,9 @@
 
 Option groups shared by several commands are declared once (``TARGET_OPTIONS`` ...) and
 attached with ``uses(...)`` (``doctor.commands.options``). Defaults quoted in the help text are
-read from the dataclasses through ``doctor.settings``, which also resolves flags over the config
-file over those defaults. Each command's body is a ``run`` in ``doctor.commands``, imported when
-that command runs; ``diagnose`` goes through ``doctor.pipeline`` (collect -> bundle file ->
+read from the dataclasses through ``doctor.settings``, whose ``resolve`` turns each command's flags
+(over the config file over those defaults) into the one ``RunSettings`` the command runs with.
+Each command's body is a ``run`` in ``doctor.commands``, imported when that command runs; ``diagnose`` goes through ``doctor.pipeline`` (collect -> bundle file ->
 analyze), so every live run also exercises the offline path.
 """
 
@@ -17,11 +17,11 @@ import typer
 from doctor import __version__
 from doctor.commands.guard import run_guarded
 from doctor.commands.options import opt, quiet_switches, unwrapped_help, uses
-from doctor.config import load_config
+from doctor.config import FileConfig
 from doctor.engines.names import ENGINE_LIST
 from doctor.evidence.stream import FRAMINGS
 from doctor.probes.payload import ROUTES
-from doctor.settings import ANALYSIS, API_KEY_ENV, BUDGETS, FORMATS, PLAN, PRACTICAL, shown, shown_duration
+from doctor.settings import ANALYSIS, API_KEY_ENV, BUDGETS, FORMATS, PLAN, PRACTICAL, resolve, shown, shown_duration
 from doctor.signals import terminate_like_interrupt
 
 app = typer.Typer(
@@ -138,9 +138,7 @@ def diagnose(
     """
     from doctor.commands.diagnose import run
 
-    if not any(opts.get(k) for k in ("json", "html", "md")):
-        opts["html"] = Path("llm-doctor-report.html")
-    run_guarded(lambda: run(opts, load_config(opts.get("config")), bundle))
+    run_guarded(lambda: run(resolve("diagnose", {**opts, "bundle": bundle})))
 
 
 @app.command()
@@ -167,10 +165,10 @@ def watch(
       llm-doctor watch --engine http://vllm:8000 --canary-engine http://vllm-canary:8000 --every 5m --baseline /var/lib/llm-doctor/baselines
     """
     from doctor.commands.watch import run
-    from doctor.settings import build_watch_plan
 
-    run_guarded(lambda: run(opts, load_config(opts.get("config")), build_watch_plan(
-        every, count, listen, history, keep, retries=retries, canary_engine=canary_engine, canary_gateway=canary_gateway)))
+    repeat = {"every": every, "count": count, "listen": listen, "history": history, "keep": keep, "retries": retries,
+              "canary_engine": canary_engine, "canary_gateway": canary_gateway}
+    run_guarded(lambda: run(resolve("watch", {**opts, **repeat})))
 
 
 @app.command("load")
@@ -196,8 +194,7 @@ def load_cmd(
     """
     from doctor.commands.load import run
 
-    opts["scenario"] = scenario
-    run_guarded(lambda: run(opts, load_config(opts.get("config")), bundle))
+    run_guarded(lambda: run(resolve("load", {**opts, "scenario": scenario, "bundle": bundle})))
 
 
 @app.command("sweep")
@@ -223,7 +220,7 @@ def sweep_cmd(
     """
     from doctor.commands.sweep import run
 
-    run_guarded(lambda: run(opts, load_config(opts.get("config")), by=by, max_rate=max_rate, start=start, bundle_dir=bundle_dir))
+    run_guarded(lambda: run(resolve("sweep", {**opts, "by": by, "max_rate": max_rate, "start": start, "bundle_dir": bundle_dir})))
 
 
 @app.command("collect")
@@ -240,7 +237,7 @@ def collect_cmd(
     """
     from doctor.commands.collect import run
 
-    run_guarded(lambda: run(opts, bundle))
+    run_guarded(lambda: run(resolve("collect", {**opts, "bundle": bundle})))
 
 
 @app.command("analyze")
@@ -262,7 +259,7 @@ def analyze_cmd(
     """
     from doctor.commands.analyze import run
 
-    run_guarded(lambda: run(opts, source, region))
+    run_guarded(lambda: run(resolve("analyze", {**opts, "region": region}), source))
 
 
 @app.command("compare")
@@ -290,8 +287,8 @@ def compare_cmd(
     """
     from doctor.commands.compare import run
 
-    thresholds = {"min_change": min_change, "min_ttft_change": min_ttft_change, "min_tpot_change": min_tpot_change}
-    run_guarded(lambda: run(base, current, allow_unlike=allow_unlike, config=config, as_json=as_json, thresholds=thresholds))
+    flags = {"config": config, "min_change": min_change, "min_ttft_change": min_ttft_change, "min_tpot_change": min_tpot_change}
+    run_guarded(lambda: run(resolve("compare", flags), base, current, allow_unlike=allow_unlike, as_json=as_json))
 
 
 @app.command("probe")
@@ -309,7 +306,7 @@ def probe_cmd(
     """
     from doctor.commands.probe import run
 
-    run_guarded(lambda: run(opts, bundle, as_json))
+    run_guarded(lambda: run(resolve("probe", {**opts, "bundle": bundle}), as_json))
 
 
 #: The ``log`` and ``metrics`` commands' help, naming every engine the records list.
@@ -431,7 +428,8 @@ def demo_cmd(
     """
     from doctor.commands.demo import run  # the one way into the lab (tests/test_layering.py)
 
-    run_guarded(lambda: run(scenario, out_dir, opts, list_only=list_scenarios))
+    # the lab is the demo's whole world: no config file changes it (an empty one, not ./llm-doctor.toml)
+    run_guarded(lambda: run(resolve("demo", opts, FileConfig()), scenario, out_dir, list_only=list_scenarios))
 
 
 def _version(value: bool) -> None:

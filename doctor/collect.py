@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext, suppress
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -144,7 +145,9 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             bundle.ingress = keep(_guard(bundle, "ingress", gateway, "list ingresses",
                                          lambda: ingress.collect_ingress(gateway)))
         if config.model is None and bundle.endpoints is not None:
-            config.model = next((m.id for e in bundle.endpoints.endpoints for m in e.models), None)
+            # the probes after this one ask for the model /v1/models listed first: a copy of the
+            # plan names it, and the bundle records it (its stream shape, its run record)
+            config = replace(config, model=next((m.id for e in bundle.endpoints.endpoints for m in e.models), None))
         if bundle.endpoints is not None and (why := over_context(config, [m for e in bundle.endpoints.endpoints for m in e.models])):
             raise UsageError(why)  # before the first request: each would only be refused
         metrics_url = config.resolved_metrics_url() if config.metrics else None

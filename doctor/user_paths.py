@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from doctor.errors import UsageError
 
@@ -42,11 +42,12 @@ def is_stdout(path: Path | str | None) -> bool:
 PIPEABLE = ("json", "md", "html")
 
 
-def piped_output(opts: dict[str, Any]) -> str | None:
-    """Which of ``PIPEABLE`` was given ``-`` (stdout), if any; at most one may be, and not beside
-    ``--format json`` (which prints the JSON report there): one stream holds one document."""
-    piped = [key for key in PIPEABLE if is_stdout(opts.get(key))]
-    if opts.get("format") == "json":
+def piped_output(paths: Mapping[str, Path | str | None], fmt: str | None) -> str | None:
+    """Which of ``PIPEABLE`` (``paths``, by option name) was given ``-`` (stdout), if any; at most
+    one may be, and not beside ``--format json`` (which prints the JSON report there): one stream
+    holds one document."""
+    piped = [key for key in PIPEABLE if is_stdout(paths.get(key))]
+    if fmt == "json":
         piped.append("format json")
     if len(piped) > 1:
         raise UsageError(f"only one output can go to stdout: {' and '.join('--' + k for k in piped)} were both asked to")

@@ -25,12 +25,12 @@ from doctor.bundle import (
     save,
 )
 from doctor.commands.emit import emit
-from doctor.config import FileConfig
 from doctor.errors import BundleError, BundleVersionError, UsageError
 from doctor.evidence import SCHEMA_VERSION, Bundle, EvidenceError
 from doctor.registry import load_registry
 from doctor.runner import analyze
 from doctor.serial import to_jsonable
+from doctor.settings import Outputs
 from reports import render_html, render_json, render_markdown
 from tests.support import bundles
 
@@ -198,7 +198,7 @@ def test_an_unwritable_report_path_is_a_usage_error(tmp_path):
     for path in unwritable(tmp_path):
         for flag in ("json", "html", "md"):
             with pytest.raises(UsageError, match=f"cannot write {re.escape(str(path))}: "):
-                emit(report, {flag: path}, FileConfig())
+                emit(report, Outputs(**{flag: path}))
 
 
 # --- fuzz: a bundle whose leaves have the wrong types loads cleanly or is a BundleError -------------

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from doctor.bundle import load_path
 from doctor.cli import app
-from doctor.lab.demo import with_default_outputs
 from doctor.lab.scenarios import SCENARIOS
 from doctor.runner import analyze
 from doctor.serial import to_jsonable
+from doctor.settings.run import with_default_outputs
 
 runner = CliRunner()
 

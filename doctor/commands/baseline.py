@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 from doctor.bundle import write_file
 from doctor.commands.analyze import reanalyse
 from doctor.compare import Comparison, baseline_key, compare_reports, decision_code
-from doctor.config import FileConfig
 from doctor.console import err, note, warn
 from doctor.errors import DoctorError
 from doctor.exit_codes import ExitCode, worst_code
 from doctor.model import Report
-from doctor.settings import build_practical
+from doctor.settings import RunSettings
 from reports.comparison import print_comparison, print_unlike
 from reports.json_doc import render_json
 from reports.terminal import stdout_console
@@ -40,7 +38,7 @@ def baseline_path(folder: Path, report: Report) -> Path:
     return folder / f"{baseline_key(report.bundle.run)}.json"
 
 
-def against_baseline(report: Report, code: ExitCode, folder: Path, opts: dict[str, Any], cfg: FileConfig) -> ExitCode:
+def against_baseline(report: Report, code: ExitCode, folder: Path, settings: RunSettings) -> ExitCode:
     """Compare ``report`` with its baseline (printed on stderr, laid out as stdout would be), keep
     it as the new one when it is healthy and the comparison decided no regression, and return the
     exit code: the worse of ``code`` and the comparison's."""
@@ -48,11 +46,11 @@ def against_baseline(report: Report, code: ExitCode, folder: Path, opts: dict[st
     comparison: Comparison | None = None
     if path.exists():
         try:
-            base, _ = reanalyse(path, {"config": opts.get("config")}, cfg, report.bundle.run.region)
+            base, _ = reanalyse(path, settings, report.bundle.run.region, flags=False)
         except DoctorError as exc:  # a damaged baseline costs the comparison, not the run
             warn(f"baseline {path} unreadable ({exc}); the next healthy run replaces it")
         else:
-            comparison = compare_reports(base, report, build_practical(opts, cfg))
+            comparison = compare_reports(base, report, settings.practical)
             err.print(f"against the baseline {path}:")
             console = stdout_console(sys.stderr)
             if comparison.unlike:

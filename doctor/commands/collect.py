@@ -3,26 +3,22 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Any
 
 from doctor.bundle import dumps, save
 from doctor.collect import collect
-from doctor.config import load_config
 from doctor.console import err, progress, reader_may_leave
 from doctor.exit_codes import ExitCode, usable_evidence
-from doctor.settings import build_collect_config, check_output_paths, require_evidence_source
+from doctor.settings import RunSettings, lookup_targets
 from doctor.user_paths import is_stdout
 
 
-def run(opts: dict[str, Any], bundle: Path) -> ExitCode:
+def run(settings: RunSettings) -> ExitCode:
     """0 with usable evidence; 2 without (the bundle is still written: its errors say why).
     ``-o -`` writes the bundle's JSON to stdout."""
-    cfg = load_config(opts.get("config"))
-    config = build_collect_config(opts, cfg, "collect")
-    require_evidence_source(config, "collect")
-    check_output_paths(bundle)
-    result = collect(config, progress)
+    settings = lookup_targets(settings)
+    bundle = settings.bundle
+    assert settings.collect is not None and bundle is not None
+    result = collect(settings.collect, progress)
     if is_stdout(bundle):  # ``-o -``: the bundle's JSON is the only thing on stdout
         with reader_may_leave():
             sys.stdout.write(dumps(result) + "\n")

@@ -10,27 +10,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 from doctor.commands.analyze import reanalyse
 from doctor.compare import Comparison, compare_reports, decision_code
-from doctor.config import load_config
 from doctor.console import reader_may_leave
 from doctor.exit_codes import ExitCode
-from doctor.settings import build_practical
+from doctor.settings import RunSettings
 from reports.comparison import comparison_json, print_comparison, print_unlike
 from reports.terminal import stdout_console
 
 
-def run(base: Path, current: Path, *, allow_unlike: bool, config: Path | None = None, as_json: bool = False,
-        thresholds: dict[str, Any] | None = None) -> ExitCode:
-    """The thresholds are checked and both sides read before anything is printed: a bad value or
-    an unreadable side is one error line."""
-    cfg = load_config(config)
-    practical = build_practical(thresholds or {}, cfg)
-    opts = {"config": config}
-    base_report, _ = reanalyse(base, opts, cfg, None)
-    current_report, _ = reanalyse(current, opts, cfg, None)
+def run(settings: RunSettings, base: Path, current: Path, *, allow_unlike: bool, as_json: bool = False) -> ExitCode:
+    """The thresholds were checked (``doctor.settings.resolve``) and both sides are read before
+    anything is printed: a bad value or an unreadable side is one error line."""
+    base_report, _ = reanalyse(base, settings, None)
+    current_report, _ = reanalyse(current, settings, None)
+    practical = settings.practical
     comparison = compare_reports(base_report, current_report, practical)
     refused = bool(comparison.unlike) and not allow_unlike
     with reader_may_leave():

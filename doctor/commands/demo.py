@@ -1,28 +1,28 @@
 """``llm-doctor demo``: a lab scenario, diagnosed exactly as ``llm-doctor diagnose`` would.
 
 The one module outside ``doctor.lab`` that imports the lab (``tests/test_layering.py``): the
-lab hands over flags (``lab_overrides``) and the ``diagnose`` command body does the rest.
+lab hands over flags (``lab_overrides``), resolved as ``diagnose``'s (``doctor.settings.with_lab``), and
+the ``diagnose`` command body does the rest.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 from doctor.commands import diagnose
-from doctor.config import FileConfig
 from doctor.console import progress, reader_may_leave
 from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
-from doctor.lab.demo import lab_overrides, list_scenarios, scenario_named, with_default_outputs
+from doctor.lab.demo import lab_overrides, list_scenarios, scenario_named
 from doctor.lab.scenarios import DEFAULT_SCENARIO
-from doctor.settings import check_output_options
+from doctor.settings import RunSettings, with_lab
 
 
-def run(scenario: str | None, out_dir: Path, opts: dict[str, Any], *, list_only: bool) -> ExitCode:
-    """Start the scenario's lab, diagnose it, write report.html and report.json under ``out_dir``."""
-    check_output_options(opts, FileConfig())  # before the lab starts
+def run(settings: RunSettings, scenario: str | None, out_dir: Path, *, list_only: bool) -> ExitCode:
+    """Start the scenario's lab, diagnose it, write report.html and report.json under ``out_dir``.
+    The outputs were checked before the lab starts (``doctor.settings.resolve``); the lab's targets
+    join them once it runs (``doctor.settings.with_lab``)."""
     if list_only:
         with reader_may_leave():
             sys.stdout.write(list_scenarios())
@@ -32,7 +32,6 @@ def run(scenario: str | None, out_dir: Path, opts: dict[str, Any], *, list_only:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a file of that name, a read-only place: before the lab starts
         raise UsageError(f"--out-dir {out_dir}: cannot be used as a folder ({exc.strerror or exc})") from None
-    opts = with_default_outputs(opts, out_dir)
     progress(f"scenario {spec.name}: {spec.description}")
     with lab_overrides(spec) as overrides:
-        return diagnose.run({**opts, **overrides}, FileConfig(), bundle_path=None, command="demo")
+        return diagnose.run(with_lab(settings, overrides, out_dir))

@@ -1,6 +1,6 @@
 """``llm-doctor load --scenario single|server|offline``: a load test in MLPerf's terms, diagnosed.
 
-The run is a ``diagnose`` of one path under the scenario's load (``doctor.load_settings``):
+The run is a ``diagnose`` of one path under the scenario's load (``doctor.settings.load_plan``):
 collected into a bundle, read back and analysed by every check through ``doctor.pipeline``, with
 the engine's /metrics scraped over it. The scenario's own numbers (``doctor.derive.load_summary``)
 go beside the report: in the terminal, as the JSON's ``summary``, as a section of the HTML and as
@@ -12,58 +12,41 @@ Ctrl-C or SIGTERM stops sending at once (``doctor.signals``) and the partial rep
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from doctor import pipeline
-from doctor.commands.emit import deliver, footer_pointer
+from doctor.commands.emit import deliver
 from doctor.commands.export import export_metrics
-from doctor.config import FileConfig
 from doctor.console import err, progress
 from doctor.derive.load_summary import LoadSummary, Price, load_summary
 from doctor.derive.missing import Missing
 from doctor.exit_codes import ExitCode, exit_code_for
-from doctor.load_settings import build_load_config, build_price
-from doctor.model import FailOn, Report
+from doctor.model import Report
 from doctor.runner import recorded_budgets
-from doctor.settings import (
-    ExportTargets,
-    build_analyze_options,
-    check_bundle_path,
-    check_export_options,
-    check_output_options,
-    check_output_paths,
-    checked_registry,
-)
+from doctor.settings import ExportTargets, Outputs, RunSettings, lookup_targets
 from reports.html_page import render_html
 from reports.load_report import load_dict, load_rows, print_load
 from reports.markdown import render_markdown
 from reports.terminal import print_report
 
 
-def run(opts: dict[str, Any], cfg: FileConfig, bundle_path: Path | None = None) -> ExitCode:
-    """The report's exit code (130 when interrupted); every flag checked before anything is sent."""
-    config = build_load_config(opts, cfg, "load")
-    fail_on = check_output_options(opts, cfg)
-    check_bundle_path(bundle_path)
-    check_output_paths(opts.get("json"), opts.get("html"))
-    exports = check_export_options(opts)
-    price = build_price(opts)
-    analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
-    config.budgets = analyze_opts.budgets
-    registry = checked_registry(analyze_opts)
-    report = pipeline.diagnose(config, analyze_opts, registry, bundle_path=bundle_path, progress=progress)
-    if bundle_path:
-        err.print(f"wrote {bundle_path}")
-    return emit_load(report, opts, fail_on, exports, price=price, interrupted=report.bundle.interrupted)
+def run(settings: RunSettings) -> ExitCode:
+    """The report's exit code (130 when interrupted); every flag was checked before anything is sent."""
+    settings = lookup_targets(settings)
+    config, analysis, registry = settings.collect, settings.analysis, settings.registry
+    assert config is not None and analysis is not None and registry is not None
+    report = pipeline.diagnose(config, analysis, registry, bundle_path=settings.bundle, progress=progress)
+    if settings.bundle:
+        err.print(f"wrote {settings.bundle}")
+    return emit_load(report, settings.outputs, settings.exports, price=settings.price, interrupted=report.bundle.interrupted)
 
 
-def emit_load(report: Report, opts: dict[str, Any], fail_on: FailOn, exports: ExportTargets, *,
+def emit_load(report: Report, outputs: Outputs, exports: ExportTargets, *,
               price: Price | None = None, interrupted: bool = False) -> ExitCode:
     """A load report's way out: the JSON with its ``summary``, the HTML with its load section, the
-    scenario's table and the report's summary on stdout, the metrics; then the exit code.
+    scenario's table and the report's summary on stdout, the metrics; then the exit code
+    (``outputs.fail_on``).
 
     The summary is judged by the budgets the report was analysed with (its run record), so a
     re-analysed level or load bundle reads as it did live. ``interrupted``: this process was
@@ -81,15 +64,15 @@ def emit_load(report: Report, opts: dict[str, Any], fail_on: FailOn, exports: Ex
     renders = {
         "json": lambda: document,
         "html": lambda: render_html(report, (title, load_rows(summary) if summary else [("summary", missing or "")])),
-        "md": lambda: render_markdown(report, footer_pointer(opts)),  # analyze's --md; load itself has none
+        "md": lambda: render_markdown(report, outputs.footer_pointer()),  # analyze's --md; load itself has none
     }
 
     def show(console: Console) -> None:
         print_load(summary, missing, console)
-        print_report(report, console, verbose=bool(opts.get("verbose")))
+        print_report(report, console, verbose=outputs.verbose)
 
-    deliver(opts, show, renders)
+    deliver(outputs, show, renders)
     export_metrics(report, exports, load=summary)
     if interrupted:
         return ExitCode.INTERRUPTED
-    return exit_code_for(report, fail_on)
+    return exit_code_for(report, outputs.fail_on)

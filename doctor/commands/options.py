@@ -2,7 +2,8 @@
 ``--help`` shows them.
 
 typer reads a command's signature, so ``uses(...)`` extends the signature with the group's
-keyword-only parameters and hands their values to the command as one ``opts`` dict.
+keyword-only parameters and hands their values to the command as one ``opts`` dict, which the
+command passes to ``doctor.settings.resolve`` unread (flags are read by name only there).
 
 typer 0.29's rich help prints ``<bool>`` after every switch (``--insecure <bool>``, ``--help
 <bool>``), which reads as if it took a value; ``quiet_switches`` drops the type of a switch, and

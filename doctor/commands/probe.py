@@ -4,33 +4,27 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
-from typing import Any
 
 from rich.markup import escape
 
 from doctor.bundle import save
 from doctor.collect import collect
-from doctor.config import load_config
 from doctor.console import err, progress, reader_may_leave
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import derive_stream_stats
-from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
-from doctor.settings import build_collect_config
+from doctor.settings import RunSettings, lookup_targets
 from reports.stream_summary import print_stream_summary, stream_summary_json
 from reports.terminal import stdout_console
 
 
-def run(opts: dict[str, Any], bundle: Path | None, as_json: bool) -> ExitCode:
-    """0 when a request succeeded on some path; 2 when none did (the errors are printed)."""
-    cfg = load_config(opts.get("config"))
-    config = build_collect_config(opts, cfg, "probe")
-    if not config.targets():
-        raise UsageError("give --engine and/or --gateway")
-    config.log = config.prometheus = None
-    config.gpu = config.host = config.metrics = False
-    result = collect(config, progress)
+def run(settings: RunSettings, as_json: bool) -> ExitCode:
+    """0 when a request succeeded on some path; 2 when none did (the errors are printed). The plan
+    has no log, Prometheus, host, GPU or /metrics step (``doctor.settings.resolve``)."""
+    settings = lookup_targets(settings)
+    assert settings.collect is not None
+    bundle = settings.bundle
+    result = collect(settings.collect, progress)
     if bundle:
         save(result, bundle)
         err.print(f"wrote {bundle}")

@@ -1,7 +1,7 @@
 """``llm-doctor sweep``: levels of load until the SLO knee is found, each diagnosed like ``load``.
 
 Each level is one ``doctor.pipeline`` run (collect -> bundle -> analyze, /metrics scraped over
-it) of the level's probe plan (``doctor.load_settings.level_config``); ``doctor.sweep`` decides
+it) of the level's probe plan (``doctor.settings.load_plan.level_config``); ``doctor.sweep`` decides
 the next level, finds the knee and words the recommendation. Ctrl-C or SIGTERM ends the level
 in flight at once, and the sweep is reported with the levels it measured (exit 130).
 
@@ -21,22 +21,13 @@ from typing import Any
 from doctor import pipeline
 from doctor.commands.emit import deliver
 from doctor.commands.export import SWEEP_JOB, export_registry
-from doctor.config import FileConfig
 from doctor.console import err, progress, warn
 from doctor.derive.load_summary import load_summary
 from doctor.derive.missing import Missing
 from doctor.exit_codes import ExitCode
-from doctor.load_settings import MAX_CONCURRENCY, build_load_config, build_price, build_sweep_plan, level_config
 from doctor.serial import to_jsonable
-from doctor.settings import (
-    build_analyze_options,
-    check_export_options,
-    check_output_options,
-    check_output_paths,
-    checked_registry,
-)
+from doctor.settings import RunSettings, level_config, lookup_targets
 from doctor.sweep import Ladder, Level, client_bottleneck, conclude, engine_facts, sweep_dict
-from doctor.user_paths import check_output_folder
 from reports.prometheus_export import sweep_registry
 from reports.sweep_report import print_sweep, render_sweep_html
 
@@ -46,20 +37,12 @@ def level_bundle(folder: Path, value: float) -> Path:
     return folder / f"level-{value:g}.json.gz"
 
 
-def run(opts: dict[str, Any], cfg: FileConfig, *, by: str, max_rate: float | None, start: float | None,
-        bundle_dir: Path | None = None) -> ExitCode:
+def run(settings: RunSettings) -> ExitCode:
     """0 with a knee, 1 when even the first level is over budget, 2 when nothing was measured, 130 interrupted."""
-    plan = build_sweep_plan(opts, by, max_rate if by == "rate" else opts.get("max_concurrency"), start)
-    base = build_load_config({**opts, "max_concurrency": opts.get("max_concurrency") if by == "rate" else None}, cfg, "sweep")
-    check_output_options(opts, cfg)
-    check_output_paths(opts.get("json"), opts.get("html"))
-    check_output_folder(bundle_dir, "--bundle-dir")
-    exports = check_export_options(opts)
-    price = build_price(opts)
-    analyze_opts = build_analyze_options(opts, cfg, base.run_fields.get("region"))
-    base.budgets = analyze_opts.budgets
-    registry = checked_registry(analyze_opts)
-    cap = int(opts.get("max_concurrency") or MAX_CONCURRENCY)
+    settings = lookup_targets(settings)
+    base, analyze_opts, registry, plan = settings.collect, settings.analysis, settings.registry, settings.sweep
+    assert base is not None and analyze_opts is not None and registry is not None and plan is not None
+    bundle_dir, price, exports, cap = settings.bundle_dir, settings.price, settings.exports, settings.max_in_flight
     unit = "stream(s)" if plan.by == "concurrency" else "request(s)/s"
     ladder = Ladder(plan.by, plan.start, plan.maximum)
     first_run: dict[str, Any] = {}
@@ -105,7 +88,7 @@ def run(opts: dict[str, Any], cfg: FileConfig, *, by: str, max_rate: float | Non
         return ExitCode.INTERRUPTED if interrupted else ExitCode.NO_DIAGNOSIS
     result = conclude(levels, analyze_opts.budgets, plan.by, plan.maximum, first_run, interrupted)
     document = json.dumps(sweep_dict(result), indent=1, ensure_ascii=False) + "\n"
-    deliver(opts, lambda console: print_sweep(result, console), {"json": lambda: document, "html": lambda: render_sweep_html(result)})
+    deliver(settings.outputs, lambda console: print_sweep(result, console), {"json": lambda: document, "html": lambda: render_sweep_html(result)})
     if bundle_dir:
         err.print(f"kept each level's bundle in {bundle_dir}")
     if exports.asked:

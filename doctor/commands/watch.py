@@ -18,28 +18,17 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from doctor.commands.watch_round import RoundSettings, exported, round_targets, run_round
-from doctor.config import FileConfig
+from doctor.commands.watch_round import exported, round_targets, run_round
 from doctor.console import err, progress
 from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
 from doctor.model import Report
-from doctor.settings import (
-    WatchPlan,
-    build_analyze_options,
-    build_collect_config,
-    check_baseline_folder,
-    check_export_options,
-    check_output_options,
-    checked_registry,
-    require_evidence_source,
-)
+from doctor.settings import RunSettings, lookup_targets
 from reports.prometheus_export import metrics_registry
 
 
@@ -55,15 +44,12 @@ class LatestRound(Collector):
             yield from metrics_registry(exported(reports)).collect()
 
 
-def run(opts: dict[str, Any], cfg: FileConfig, plan: WatchPlan) -> ExitCode:
+def run(settings: RunSettings) -> ExitCode:
     """Rounds until ``--count`` or SIGTERM; the exit code is the last complete round's."""
-    config = build_collect_config(opts, cfg, "watch")
-    require_evidence_source(config, "watch")
-    check_output_options(opts, cfg)
-    targets = round_targets(config, plan)
-    analyze_opts = build_analyze_options(opts, cfg, config.run_fields.get("region"))
-    settings = RoundSettings(opts, cfg, analyze_opts, checked_registry(analyze_opts), plan,
-                             check_export_options(opts), check_baseline_folder(opts))
+    settings = lookup_targets(settings)
+    plan = settings.watch
+    assert settings.collect is not None and plan is not None
+    targets = round_targets(settings.collect, plan)
     latest = LatestRound()
     server = None
     if plan.listen is not None:

@@ -16,10 +16,9 @@ import re
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -29,7 +28,6 @@ from doctor.commands.baseline import against_baseline
 from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
 from doctor.compare import Practical, compare_reports, decision_code
-from doctor.config import FileConfig
 from doctor.console import err, progress, warn
 from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode, worst_code
@@ -39,8 +37,7 @@ from doctor.outage import retry_delay, unreachable_paths
 from doctor.probes.plan import CollectConfig
 from doctor.registry import Registry
 from doctor.runner import AnalyzeOptions
-from doctor.settings import ExportTargets, WatchPlan, build_practical
-from doctor.user_paths import is_stdout
+from doctor.settings import Outputs, RunSettings, WatchPlan
 from reports.comparison import print_comparison, print_unlike
 from reports.fleet import print_fleet
 from reports.json_doc import render_json
@@ -135,13 +132,10 @@ def _file_part(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
-def target_outputs(opts: dict[str, Any], name: str) -> dict[str, Any]:
-    """The flags for one target's report: ``--json r.json`` becomes ``r.canary.json`` for a named target;
+def target_outputs(outputs: Outputs, name: str) -> Outputs:
+    """The outputs of one target's report: ``--json r.json`` becomes ``r.canary.json`` for a named target;
     ``-`` stays stdout, where each target's document follows the last (``jq`` reads the stream)."""
-    if not name:
-        return opts
-    return {**opts, **{key: Path(opts[key]).with_suffix(f".{_file_part(name)}{Path(opts[key]).suffix}")
-                       for key in ("json", "html", "md") if opts.get(key) and not is_stdout(opts[key])}}
+    return outputs.for_target(_file_part(name)) if name else outputs
 
 
 #: ``round-<UTC stamp>.json``, or ``round-<stamp>--<target>.json`` for a named target.
@@ -165,39 +159,28 @@ def keep_round(reports: dict[str, Report], history: Path, keep: int) -> list[Pat
     return written
 
 
-@dataclass(frozen=True)
-class RoundSettings:
-    """What every round of one command shares: the flags, the analysis, the outputs."""
-
-    opts: dict[str, Any]
-    cfg: FileConfig
-    analyze_opts: AnalyzeOptions
-    registry: Registry
-    plan: WatchPlan
-    exports: ExportTargets
-    baseline: Path | None = None
-
-
-def run_round(targets: dict[str, CollectConfig], rs: RoundSettings, started: float, stop: threading.Event) -> tuple[dict[str, Report], ExitCode]:
+def run_round(targets: dict[str, CollectConfig], settings: RunSettings, started: float, stop: threading.Event) -> tuple[dict[str, Report], ExitCode]:
     """Diagnose every target, keep and emit each report, export the round, show a fleet side by
     side, and decide the round's code: the worst of the targets' (each against its baseline) and
-    the canary's comparison with its stable."""
+    the canary's comparison with its stable. ``settings.watch`` says how the round retries and keeps."""
+    plan, analysis, registry = settings.watch, settings.analysis, settings.registry
+    assert plan is not None and analysis is not None and registry is not None
     reports: dict[str, Report] = {}
     for name, target in targets.items():
-        reports[name] = diagnose_with_retries(name, target, rs.analyze_opts, rs.registry, rs.plan, started, stop)
+        reports[name] = diagnose_with_retries(name, target, analysis, registry, plan, started, stop)
         if reports[name].bundle.interrupted:  # Ctrl-C: what was gathered is reported, the rest is not probed
             break
-    if rs.plan.history is not None:
-        for path in keep_round(reports, rs.plan.history, rs.plan.keep):
+    if plan.history is not None:
+        for path in keep_round(reports, plan.history, plan.keep):
             err.print(f"kept {path}")
     codes = []
     for name, report in reports.items():
-        codes.append(emit(report, target_outputs(rs.opts, name), rs.cfg, interrupted=report.bundle.interrupted))
-        if rs.baseline is not None and name != CANARY:  # a canary is judged against its stable, not the baseline
-            codes[-1] = against_baseline(report, codes[-1], rs.baseline, rs.opts, rs.cfg)
-    export_metrics(exported(reports), rs.exports)
+        codes.append(emit(report, target_outputs(settings.outputs, name), interrupted=report.bundle.interrupted))
+        if settings.baseline is not None and name != CANARY:  # a canary is judged against its stable, not the baseline
+            codes[-1] = against_baseline(report, codes[-1], settings.baseline, settings)
+    export_metrics(exported(reports), settings.exports)
     show_fleet(reports)
-    return reports, canary_code(reports, worst_code(codes), build_practical(rs.opts, rs.cfg))
+    return reports, canary_code(reports, worst_code(codes), settings.practical)
 
 
 def exported(reports: dict[str, Report]) -> Report | dict[str, Report]:

@@ -35,19 +35,6 @@ def scenario_named(name: str) -> Scenario:
         raise UsageError(str(exc.args[0])) from None
 
 
-#: The files a demo always writes, under ``--out-dir`` unless a flag names the file elsewhere.
-DEFAULT_OUTPUTS = {"html": "report.html", "json": "report.json"}
-
-
-def with_default_outputs(opts: dict[str, Any], out_dir: Path) -> dict[str, Any]:
-    """``opts`` with each default report that no flag placed filled in under ``out_dir``.
-
-    Each output on its own: ``--html x.html`` moves the page, and the JSON still goes to
-    ``out_dir``, so ``--out-dir`` is never silently ignored.
-    """
-    return {**opts, **{key: out_dir / name for key, name in DEFAULT_OUTPUTS.items() if not opts.get(key)}}
-
-
 @contextmanager
 def lab_overrides(spec: Scenario) -> Iterator[dict[str, Any]]:
     """Run ``spec``'s engine and gateway while the block runs; yields the ``diagnose`` flags for them."""

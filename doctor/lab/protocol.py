@@ -41,10 +41,10 @@ class StreamOptions:
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> StreamOptions:
-        opts = body.get("stream_options") or {}
-        if not isinstance(opts, dict):
-            opts = {}
-        return cls(bool(opts.get("include_usage")), bool(opts.get("continuous_usage_stats")))
+        asked = body.get("stream_options") or {}
+        if not isinstance(asked, dict):
+            asked = {}
+        return cls(bool(asked.get("include_usage")), bool(asked.get("continuous_usage_stats")))
 
 
 @dataclass

@@ -61,9 +61,13 @@ def over_context(config: CollectConfig, models: list[ModelInfo]) -> str | None:
             f"the {model.max_model_len} tokens (max_model_len) that {model.id} accepts: every request would be refused")
 
 
-@dataclass
+@dataclass(frozen=True)
 class CollectConfig:
-    """Everything ``collect`` / ``diagnose`` / ``probe`` were asked to do (flags over config file)."""
+    """Everything ``collect`` / ``diagnose`` / ``probe`` were asked to do (flags over config file).
+
+    Frozen, as the ``RunSettings`` it is part of (``doctor.settings``): a derived plan (a sweep's
+    level, a round's target, the model the collector found) is a ``dataclasses.replace``.
+    """
 
     command: str = "collect"
     engine: str | None = None  # vLLM directly

@@ -1,4 +1,4 @@
-"""Settings of ``llm-doctor load`` and ``llm-doctor sweep``: the scenario over the probe plan.
+"""The plans of ``llm-doctor load`` and ``llm-doctor sweep``: the scenario over the probe plan.
 
 A scenario is a probe shape in MLPerf's terms (``doctor.probes.plan.CollectConfig``):
 
@@ -27,7 +27,8 @@ from doctor.errors import UsageError
 from doctor.evidence import ProbePath
 from doctor.probes.lengths import Lengths, parse_range, read_shapes
 from doctor.probes.plan import MAX_RATE, MAX_REQUESTS, MAX_STREAMS, CollectConfig
-from doctor.settings import PLAN, bounded, build_collect_config
+from doctor.settings.probe_plan import build_collect_config
+from doctor.settings.values import PLAN, Flags, bounded
 
 SCENARIOS = ("single", "server", "offline")
 SWEEP_BY = ("concurrency", "rate")
@@ -55,7 +56,7 @@ MAX_WORKERS = 256
 MAX_GPUS = 100_000
 
 
-def _given(opts: dict[str, Any], key: str, default: Any) -> Any:
+def _given(opts: Flags, key: str, default: Any) -> Any:
     """The flag when given, else ``default``: an explicit 0 is checked, never replaced."""
     return default if opts.get(key) is None else opts[key]
 
@@ -70,7 +71,7 @@ class SweepPlan:
     requests: int = LEVEL_REQUESTS  # per level (at least 4 per stream at high concurrency)
 
 
-def _lengths(opts: dict[str, Any]) -> tuple[Lengths | None, dict[str, Any]]:
+def _lengths(opts: Flags) -> tuple[Lengths | None, dict[str, Any]]:
     """The per-request lengths and ``opts`` with plain integer lengths for ``build_collect_config``."""
     out = dict(opts)
     try:
@@ -92,16 +93,19 @@ def _lengths(opts: dict[str, Any]) -> tuple[Lengths | None, dict[str, Any]]:
     return lengths, out
 
 
-def build_load_config(opts: dict[str, Any], cfg: FileConfig, command: str) -> CollectConfig:
-    """The probe plan of a load run (``--scenario``) or of a sweep's levels (their base), checked."""
+def build_load_config(opts: Flags, cfg: FileConfig, command: str, in_flight: int | None, *, pending: bool = False) -> CollectConfig:
+    """The probe plan of a load run (``--scenario``) or of a sweep's levels (their base), checked;
+    ``in_flight`` is the ``--max-concurrency`` that caps the streams in flight (None: the default).
+    A concurrency sweep gives None: its ``--max-concurrency`` is its highest level (``build_sweep_plan``).
+    ``pending``: a ``k8s://`` engine is given, looked up later (``doctor.settings.lookup_targets``)."""
     lengths, plain = _lengths(opts)
     scenario = opts.get("scenario") or "single"
     if scenario not in SCENARIOS:
         raise UsageError(f"--scenario must be one of {', '.join(SCENARIOS)}, got {scenario!r}")
     config = build_collect_config(plain, cfg, command)
-    if not config.targets():
+    if not config.targets() and not pending:
         raise UsageError(f"{command} needs a target: give --engine or --gateway")
-    cap = int(bounded(_given(opts, "max_concurrency", MAX_CONCURRENCY), "--max-concurrency", minimum=1, inclusive=True, maximum=MAX_STREAMS))
+    cap = int(bounded(MAX_CONCURRENCY if in_flight is None else in_flight, "--max-concurrency", minimum=1, inclusive=True, maximum=MAX_STREAMS))
     workers = opts.get("client_workers")
     config = dataclasses.replace(config, scenario=scenario, lengths=lengths, adaptive=False,
                                  only_path=ProbePath.GATEWAY if config.gateway else ProbePath.DIRECT,
@@ -119,7 +123,7 @@ def build_load_config(opts: dict[str, Any], cfg: FileConfig, command: str) -> Co
     return dataclasses.replace(config, concurrency=cap, request_cap=config.requests or planned)
 
 
-def build_sweep_plan(opts: dict[str, Any], by: str, maximum: float | None, start: float | None) -> SweepPlan:
+def build_sweep_plan(opts: Flags, by: str, maximum: float | None, start: float | None) -> SweepPlan:
     """``--by``, ``--max-concurrency`` / ``--max-rate``, ``--start`` and per-level ``--requests``, checked."""
     if by not in SWEEP_BY:
         raise UsageError(f"--by must be one of {', '.join(SWEEP_BY)}, got {by!r}")
@@ -144,7 +148,7 @@ def level_config(base: CollectConfig, plan: SweepPlan, value: float, cap: int) -
     return dataclasses.replace(base, scenario="sweep-rate", concurrency=cap, rate=value, requests=plan.requests)
 
 
-def build_price(opts: dict[str, Any]) -> Price | None:
+def build_price(opts: Flags) -> Price | None:
     """``--gpu-hour-price`` (and ``--gpus``): what one hour of the serving GPUs costs."""
     if opts.get("gpu_hour_price") is None:
         if opts.get("gpus") is not None:

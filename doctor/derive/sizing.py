@@ -6,7 +6,6 @@ when the log states a budget, the KV cache that budget gives next to the one the
 
 from __future__ import annotations
 
-
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle
 from doctor.sizing.against_log import sizing_from_log

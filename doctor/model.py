@@ -261,5 +261,7 @@ class Report:
     findings: list[Finding]
     results: list[CheckResult]
     bundle: Bundle
-    views: dict[str, Any] = field(default_factory=dict)  # derived evidence (stream stats, metric deltas, log facts), as JSON
+    # derived evidence (stream stats, metric deltas, log facts), as JSON; renderers read each as its
+    # ``doctor.derive.view_json`` type through ``reports.summary.view``
+    views: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # e.g. a third-party check that failed to load

@@ -16,6 +16,10 @@ from doctor.strenum import StrEnum
 
 
 class Severity(str, Enum):
+    """How much a finding matters, ``info`` < ``warning`` < ``critical`` (``rank``): findings are listed
+    most severe first, risks are named under a healthy headline from ``warning`` up (``risks_of``),
+    and a strict ``--fail-on`` level gates on it (``FailOn``)."""
+
     INFO = "info"
     WARNING = "warning"
     CRITICAL = "critical"
@@ -109,6 +113,9 @@ class Symptom(str, Enum):
 
 
 class Outcome(str, Enum):
+    """What one check concluded: a finding, a pass, not applicable to this setup, evidence it needs
+    missing from the bundle, or an error of the check itself (isolated, so the run goes on)."""
+
     PASS = "pass"
     FINDING = "finding"
     NOT_APPLICABLE = "not-applicable"
@@ -145,6 +152,10 @@ class Remediation:
 
 @dataclass
 class Finding:
+    """A check that fired: what it found (``summary``, with the numbers), how severe, which part of
+    the latency it explains (``cause``) and whether users felt it, the one change to make and the
+    evidence it rests on. What the verdict picks its remediation from and every renderer lists."""
+
     code: str
     name: str
     title: str
@@ -171,6 +182,9 @@ def risks_of(findings: list[Finding]) -> list[Finding]:
 
 @dataclass
 class CheckResult:
+    """Every selected check's outcome, findings included, and why (``message``): the report keeps
+    them all so a reader sees what was checked and passed, not only what fired."""
+
     code: str
     name: str
     outcome: Outcome
@@ -218,6 +232,10 @@ class Budgets:
 
 @dataclass
 class Verdict:
+    """The classifier's answer: where most of the latency users feel is created (``symptom``), one
+    sentence with numbers, the reasoning in order, the one change to make first, the decomposition
+    of the time above budget, and what evidence would have made it conclusive."""
+
     symptom: Symptom
     summary: str  # one sentence with numbers
     reasoning: list[str] = field(default_factory=list)  # the evidence chain, in order
@@ -243,5 +261,7 @@ class Report:
     findings: list[Finding]
     results: list[CheckResult]
     bundle: Bundle
-    views: dict[str, Any] = field(default_factory=dict)  # derived evidence (stream stats, metric deltas, log facts), as JSON
+    # derived evidence (stream stats, metric deltas, log facts), as JSON; renderers read each as its
+    # ``doctor.derive.view_json`` type through ``reports.summary.view``
+    views: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # e.g. a third-party check that failed to load

@@ -21,6 +21,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup, escape
 
 from doctor.bundle import EMBED_ID, EMBED_TYPE, embed_text
+from doctor.derive.view_json import GaugeKey, MetricsWindowJson, StreamStatsJson
 from doctor.evidence import GpuEvidence, RequestTrace
 from doctor.evidence.machine import XID_NOTE_PREFIX
 from doctor.model import Component, Finding, Outcome, Report, Severity
@@ -140,12 +141,12 @@ def arrivals_chart(report: Report) -> Markup | None:
     return charts.token_arrivals(curves) if curves else None
 
 
-def gaps_chart(stream_stats: dict[str, Any] | None) -> Markup | None:
+def gaps_chart(stream_stats: StreamStatsJson | None) -> Markup | None:
     if not stream_stats:
         return None
     gaps = {
-        name: [g for rs in ps.get("requests", []) if not rs["warmup"] and rs["outcome"] == "ok" for g in rs["gaps"]]
-        for name, ps in stream_stats.get("paths", {}).items()
+        name: [g for rs in ps["requests"] if not rs["warmup"] and rs["outcome"] == "ok" for g in rs["gaps"]]
+        for name, ps in stream_stats["paths"].items()
     }
     gaps = {k: v for k, v in gaps.items() if v}
     return charts.gap_histogram(gaps) if gaps else None
@@ -159,16 +160,16 @@ def decomposition_chart(components: list[Component], total: float | None, budget
     return charts.stacked_bar(segments, total=total, budget=budget, label=label, total_name=total_name)
 
 
-def gauge_charts(metrics_window: dict[str, Any] | None, report: Report) -> list[Markup]:
+def gauge_charts(metrics_window: MetricsWindowJson | None, report: Report) -> list[Markup]:
     """KV usage, and running / waiting requests, over the scrape window when scraped."""
     if not metrics_window:
         return []
     stream = report.bundle.stream
     window = (0.0, stream.duration_s) if stream is not None and stream.duration_s else None
 
-    def samples(key: str) -> list[list[float]]:
-        gauge = metrics_window.get(key) or {}
-        return [p for p in gauge.get("samples") or [] if len(p) == 2 and _finite(*p)]
+    def samples(key: GaugeKey) -> list[list[float]]:
+        gauge = metrics_window[key]
+        return [p for p in (gauge["samples"] if gauge else None) or [] if len(p) == 2 and _finite(*p)]
 
     out: list[Markup] = []
     kv = samples("kv_usage")
@@ -183,9 +184,9 @@ def gauge_charts(metrics_window: dict[str, Any] | None, report: Report) -> list[
     return out
 
 
-def colored_key_numbers(stream_stats: dict[str, Any]) -> list[tuple[str, list[tuple[str, int, str]]]]:
+def colored_key_numbers(stream_stats: StreamStatsJson) -> list[tuple[str, list[tuple[str, int, str]]]]:
     """Key numbers with each path's chart colour, for the strip under the verdict."""
-    colour = charts.series_index(stream_stats.get("paths", {}))
+    colour = charts.series_index(stream_stats["paths"])
     return [(label, [(name, colour[name], text) for name, text in values.items()])
             for label, values in key_numbers(stream_stats)]
 

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from doctor.derive.load_summary import LoadSummary
+from doctor.derive.view_json import DistKey, Quantile
 from doctor.model import Report, Severity, Symptom
 from doctor.outage import unreachable_paths
 from doctor.sweep import SweepResult
+from reports.summary import view
 
 #: The families and their help text, in the order the file lists them.
 FAMILIES: dict[str, str] = {
@@ -76,7 +77,7 @@ SWEEP_FAMILIES: dict[str, str] = {
 BINDINGS = ("ttft", "tpot", "client", "interrupted")
 
 #: family -> (the stream_stats path field, the statistic) for the per-path latency families.
-_PATH_STATS = {
+_PATH_STATS: dict[str, tuple[DistKey, Quantile]] = {
     "llm_doctor_ttft_p90_seconds": ("ttft_felt", "p90"),
     "llm_doctor_ttft_p95_seconds": ("ttft_felt", "p95"),
     "llm_doctor_tpot_p90_seconds": ("tpot", "p90"),
@@ -172,23 +173,25 @@ def sweep_registry(result: SweepResult) -> CollectorRegistry:
 
 def _add(report: Report, gauge: _Families, run: dict[str, str]) -> None:
     """One report's samples, labelled ``run`` (region, and target when there are several)."""
-    paths: dict[str, Any] = (report.views.get("stream_stats") or {}).get("paths") or {}
+    stream_stats, metrics_window = view(report, "stream_stats")[0], view(report, "metrics_window")[0]
+    paths = stream_stats["paths"] if stream_stats else {}
     for name, (field_name, stat) in _PATH_STATS.items():
         family = gauge(name, "path")
         for path, stats in paths.items():
-            value = (stats.get(field_name) or {}).get(stat)
+            value = stats[field_name][stat]
             if value is not None:
                 family.labels(**run, path=path).set(value)
     failed = gauge("llm_doctor_requests_failed_ratio", "path")
     for path, stats in paths.items():
-        measured = stats.get("n_ok", 0) + stats.get("n_failed", 0)
+        measured = stats["n_ok"] + stats["n_failed"]
         if measured:
-            failed.labels(**run, path=path).set(stats.get("n_failed", 0) / measured)
+            failed.labels(**run, path=path).set(stats["n_failed"] / measured)
     up_paths = gauge("llm_doctor_target_up", "path")
     down = unreachable_paths(report.bundle)
     for path in sorted({r.path for r in report.bundle.stream.requests} if report.bundle.stream else ()):
         up_paths.labels(**run, path=path).set(0 if path in down else 1)
-    waiting = ((report.views.get("metrics_window") or {}).get("waiting") or {}).get("max")
+    waiting_gauge = metrics_window["waiting"] if metrics_window else None
+    waiting = waiting_gauge["max"] if waiting_gauge else None
     if waiting is not None:
         gauge("llm_doctor_requests_waiting_max").labels(**run).set(waiting)
     verdict = gauge("llm_doctor_verdict", "symptom")

@@ -6,10 +6,9 @@ size", "Maximum concurrency ... x"), so a reader can hold the table next to the 
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 
+from doctor.sizing.summary import SizingSummary
 from reports.terminal import fitted, grid, printer
 
 GIB = 1 << 30
@@ -28,7 +27,7 @@ def _tokens(bounds: list[int]) -> str:
     return f"{low:,}" if low == high else f"{low:,}-{high:,}"
 
 
-def sizing_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
+def sizing_rows(doc: SizingSummary) -> list[tuple[str, str]]:
     """Label and value rows: model, weights, KV per token, then capacity and the log when known."""
     fmt = doc["weights_format"]
     rows = [
@@ -50,9 +49,9 @@ def sizing_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
         if seqs := doc.get("max_num_seqs_at_avg"):
             rows.append((f"max_num_seqs at {seqs['avg_tokens']:,} tokens", f"{seqs['max_num_seqs']:,} (every sequence holds its blocks at once)"))
     if fp8 := doc.get("with_fp8"):
-        seqs = f", max_num_seqs {fp8['max_num_seqs_at_avg']:,}" if fp8["max_num_seqs_at_avg"] is not None else ""
+        fp8_seqs = f", max_num_seqs {fp8['max_num_seqs_at_avg']:,}" if fp8["max_num_seqs_at_avg"] is not None else ""
         weights = f"weights {_gib(fp8['weights_bytes_per_rank'])} per rank; needs an evaluation gate"
-        rows.append(("with fp8 weights + KV", f"{fp8['kv_cache_tokens']:,} tokens, {fp8['max_concurrency']:.2f}x{seqs} ({weights})"))
+        rows.append(("with fp8 weights + KV", f"{fp8['kv_cache_tokens']:,} tokens, {fp8['max_concurrency']:.2f}x{fp8_seqs} ({weights})"))
     if log := doc.get("log"):
         verdict = "agrees" if log["agrees"] else "DISAGREES"
         computed = f"{_tokens(log['expected_kv_cache_tokens'])} computed from {log['budget']}"
@@ -61,7 +60,7 @@ def sizing_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def print_sizing(doc: dict[str, Any], console: Console) -> None:
+def print_sizing(doc: SizingSummary, console: Console) -> None:
     out = printer(console)
     table = grid(("", ""), sizing_rows(doc), wrap=(1,))
     table.show_header = False

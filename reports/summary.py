@@ -11,8 +11,23 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
+from doctor.derive.view_json import (
+    CounterKey,
+    DistKey,
+    EstimateJson,
+    GaugeKey,
+    HistogramKey,
+    LogFactsJson,
+    MetricsWindowJson,
+    PathStatsJson,
+    Quantile,
+    SizingSummary,
+    StreamStatsJson,
+    UserFeltJson,
+    ViewName,
+)
 from doctor.evidence.stream import FRAMINGS
 from doctor.model import RERUN_INSTRUCTION, Finding, Report, Symptom, risks_of
 from doctor.units import UNKNOWN, count_unit, fmt_pct, fmt_seconds, real
@@ -107,8 +122,18 @@ def fmt_evidence(value: Any, unit: str) -> str:
     return f"{fmt_value(value)} {count_unit(value, unit)}".strip()
 
 
-def view(report: Report, name: str) -> tuple[dict[str, Any] | None, str | None]:
-    """A derived view and, when it is absent, the reason."""
+@overload
+def view(report: Report, name: Literal["stream_stats"]) -> tuple[StreamStatsJson | None, str | None]: ...
+@overload
+def view(report: Report, name: Literal["metrics_window"]) -> tuple[MetricsWindowJson | None, str | None]: ...
+@overload
+def view(report: Report, name: Literal["log_facts"]) -> tuple[LogFactsJson | None, str | None]: ...
+@overload
+def view(report: Report, name: Literal["user_felt"]) -> tuple[UserFeltJson | None, str | None]: ...
+@overload
+def view(report: Report, name: Literal["sizing"]) -> tuple[SizingSummary | None, str | None]: ...
+def view(report: Report, name: ViewName) -> tuple[Any, str | None]:
+    """A derived view, typed as its JSON (``doctor.derive.view_json``), and, when it is absent, the reason."""
     data = report.views.get(name)
     if not isinstance(data, dict):
         return None, f"{name} was not computed"
@@ -118,7 +143,7 @@ def view(report: Report, name: str) -> tuple[dict[str, Any] | None, str | None]:
 
 
 #: The numbers a reader compares first, path against path: (label, stats key, quantile, format).
-KEY_NUMBERS: list[tuple[str, str, str, Callable[[Any], str]]] = [
+KEY_NUMBERS: list[tuple[str, DistKey, Quantile, Callable[[Any], str]]] = [
     ("TTFT p90", "ttft", "p90", fmt_seconds),
     ("TPOT p90", "tpot", "p90", fmt_seconds),
     ("longest gap p90", "max_gap", "p90", fmt_seconds),
@@ -127,62 +152,62 @@ KEY_NUMBERS: list[tuple[str, str, str, Callable[[Any], str]]] = [
 
 
 #: Stats keys whose values divide by a token count, which a stream without per-token framing estimates.
-PER_TOKEN_KEYS = ("tpot",)
+PER_TOKEN_KEYS: tuple[DistKey, ...] = ("tpot",)
 
 
-def _estimated(ps: dict[str, Any], key: str, text: str) -> str:
+def _estimated(ps: PathStatsJson, key: DistKey, text: str) -> str:
     """``text``, labelled "estimated" when it divides by token counts estimated from text length."""
-    return f"{text} (estimated)" if key in PER_TOKEN_KEYS and ps.get("tokens_estimated") and text != "—" else text
+    return f"{text} (estimated)" if key in PER_TOKEN_KEYS and ps["tokens_estimated"] and text != "—" else text
 
 
-def framing_cell(ps: dict[str, Any], _key: str = "framing") -> str:
+def framing_cell(ps: PathStatsJson) -> str:
     """How a path's stream was framed (``PathStats.framing``), and whether its token counts are estimated."""
-    framing = ps.get("framing")
+    framing = ps["framing"]
     if not framing:
         return "—"
     text = FRAMINGS.get(framing, str(framing))
-    return f"{text}; token counts estimated" if ps.get("tokens_estimated") else text
+    return f"{text}; token counts estimated" if ps["tokens_estimated"] else text
 
 
-def key_numbers(stream_stats: dict[str, Any] | None) -> list[tuple[str, dict[str, str]]]:
+def key_numbers(stream_stats: StreamStatsJson | None) -> list[tuple[str, dict[str, str]]]:
     """``[(label, {path: value})]`` from the ``stream_stats`` view; the framing row when a path is not OpenAI SSE."""
-    paths = (stream_stats or {}).get("paths", {})
-    rows = [(label, {name: _estimated(ps, key, fmt((ps.get(key) or {}).get(q))) for name, ps in paths.items()})
+    paths = stream_stats["paths"] if stream_stats else {}
+    rows = [(label, {name: _estimated(ps, key, fmt(ps[key][q])) for name, ps in paths.items()})
             for label, key, q, fmt in KEY_NUMBERS]
-    if any(ps.get("framing") not in (None, "openai-sse") for ps in paths.values()):
+    if any(ps["framing"] not in (None, "openai-sse") for ps in paths.values()):
         rows.append(("stream framing", {name: framing_cell(ps) for name, ps in paths.items()}))
     return rows
 
 
-def _dist(q: str, fmt: Callable[[Any], str] = fmt_seconds) -> Callable[[dict[str, Any], str], str]:
-    """A cell showing quantile ``q`` of a ``Dist`` in the stream-stats view."""
-    return lambda ps, key: _estimated(ps, key, fmt((ps.get(key) or {}).get(q)))
+def _dist(key: DistKey, q: Quantile, fmt: Callable[[Any], str] = fmt_seconds) -> Callable[[PathStatsJson], str]:
+    """A cell showing quantile ``q`` of the ``Dist`` under ``key`` in the stream-stats view."""
+    return lambda ps: _estimated(ps, key, fmt(ps[key][q]))
 
 
-#: The per-path comparison, one row per quantity: (label, stats key, how to show it).
-PATH_ROWS: list[tuple[str, str, Callable[[dict[str, Any], str], str]]] = [
-    ("URL", "url", lambda ps, k: fmt_value(ps.get(k))),
-    ("stream framing", "framing", framing_cell),
-    ("measured ok / failed / warm-up", "n_ok", lambda ps, k: f"{ps['n_ok']} / {ps['n_failed']} / {ps['n_warmup']}"),
-    ("TTFT p50", "ttft", _dist("p50")),
-    ("TTFT p90", "ttft", _dist("p90")),
-    ("TTFT max", "ttft", _dist("max")),
-    ("TPOT p50", "tpot", _dist("p50")),
-    ("TPOT p90", "tpot", _dist("p90")),
-    ("ITL p50 (every gap)", "itl", _dist("p50")),
-    ("ITL p90", "itl", _dist("p90")),
-    ("ITL max", "itl", _dist("max")),
-    ("longest gap per request, p90", "max_gap", _dist("p90")),
-    ("E2E p90", "e2e", _dist("p90")),
-    ("headers → first token p50", "headers_to_first_token", _dist("p50")),
-    ("first → last token p50", "first_to_last_token", _dist("p50")),
-    ("events per read p50 / max", "events_per_read",
-     lambda ps, k: f"{_dist('p50', fmt_value)(ps, k)} / {_dist('max', fmt_value)(ps, k)}"),
-    ("bytes per read p50", "bytes_per_read", _dist("p50", fmt_bytes)),
-    ("stalls (gap > 5 × typical gap)", "stalls", lambda ps, k: fmt_value(ps.get(k))),
-    ("warm-up TTFT max", "warmup_ttft", _dist("max")),
-    ("client queue p90 (scheduled → sent)", "client_queue", _dist("p90")),
-    ("failures", "failures", lambda ps, k: ", ".join(f"{o} {n}" for o, n in (ps.get(k) or {}).items()) or "—"),
+#: The per-path comparison, one row per quantity: (label, how to show it from a path's stats).
+PATH_ROWS: list[tuple[str, Callable[[PathStatsJson], str]]] = [
+    ("URL", lambda ps: fmt_value(ps["url"])),
+    ("stream framing", framing_cell),
+    ("measured ok / failed / warm-up", lambda ps: f"{ps['n_ok']} / {ps['n_failed']} / {ps['n_warmup']}"),
+    ("TTFT p50", _dist("ttft", "p50")),
+    ("TTFT p90", _dist("ttft", "p90")),
+    ("TTFT max", _dist("ttft", "max")),
+    ("TPOT p50", _dist("tpot", "p50")),
+    ("TPOT p90", _dist("tpot", "p90")),
+    ("ITL p50 (every gap)", _dist("itl", "p50")),
+    ("ITL p90", _dist("itl", "p90")),
+    ("ITL max", _dist("itl", "max")),
+    ("longest gap per request, p90", _dist("max_gap", "p90")),
+    ("E2E p90", _dist("e2e", "p90")),
+    ("headers → first token p50", _dist("headers_to_first_token", "p50")),
+    ("first → last token p50", _dist("first_to_last_token", "p50")),
+    ("events per read p50 / max",
+     lambda ps: f"{_dist('events_per_read', 'p50', fmt_value)(ps)} / {_dist('events_per_read', 'max', fmt_value)(ps)}"),
+    ("bytes per read p50", _dist("bytes_per_read", "p50", fmt_bytes)),
+    ("stalls (gap > 5 × typical gap)", lambda ps: fmt_value(ps["stalls"])),
+    ("warm-up TTFT max", _dist("warmup_ttft", "max")),
+    ("client queue p90 (scheduled → sent)", _dist("client_queue", "p90")),
+    ("failures", lambda ps: ", ".join(f"{o} {n}" for o, n in ps["failures"].items()) or "—"),
 ]
 
 
@@ -190,64 +215,71 @@ PATH_ROWS: list[tuple[str, str, Callable[[dict[str, Any], str], str]]] = [
 WITNESS_HEADERS = ("witness", "n", "TTFT p90", "TTFT mean", "TPOT / inter-token p90", "censored")
 
 
-def _estimate_p90(e: dict[str, Any] | None) -> str:
+def _estimate_p90(e: EstimateJson | None) -> str:
     """A p90 as the witness knows it: exact for the probe, a bucket interval for a histogram."""
     if not e:
         return UNKNOWN
-    low, high = e.get("p90_low"), e.get("p90_high")
-    if e.get("mean_only"):
-        return f"(mean {fmt_seconds(e.get('mean'))})"
+    low, high = e["p90_low"], e["p90_high"]
+    if e["mean_only"]:
+        return f"(mean {fmt_seconds(e['mean'])})"
     if high is None:
         return f"> {fmt_seconds(low)}"
     if low == high:
-        return (">= " if e.get("censored") else "") + fmt_seconds(low)
+        return (">= " if e["censored"] else "") + fmt_seconds(low)
     return f"{fmt_seconds(low)}–{fmt_seconds(high)}" if low else f"<= {fmt_seconds(high)}"
 
 
-def witness_rows(user_felt: dict[str, Any] | None) -> list[list[str]]:
+def witness_rows(user_felt: UserFeltJson | None) -> list[list[str]]:
     """One row per witness of the ``user_felt`` view, in ``WITNESS_HEADERS`` order."""
     rows = []
-    for w in (user_felt or {}).get("witnesses", []):
-        ttft, tpot = w.get("ttft") or {}, w.get("tpot") or {}
-        rows.append([strip_controls(str(w.get("label", ""))), str(ttft.get("n") or tpot.get("n") or UNKNOWN),
-                     _estimate_p90(ttft), fmt_seconds(ttft.get("mean")), _estimate_p90(tpot),
-                     str(ttft.get("censored") or 0) if w.get("source") == "probe" else UNKNOWN])
+    for w in user_felt["witnesses"] if user_felt else []:
+        ttft, tpot = w["ttft"], w["tpot"]
+        rows.append([strip_controls(str(w["label"])), str((ttft and ttft["n"]) or (tpot and tpot["n"]) or UNKNOWN),
+                     _estimate_p90(ttft), fmt_seconds(ttft["mean"] if ttft else None), _estimate_p90(tpot),
+                     str((ttft["censored"] if ttft else 0) or 0) if w["source"] == "probe" else UNKNOWN])
     return rows
 
 
-def path_table(stream_stats: dict[str, Any]) -> list[tuple[str, list[str]]]:
+def path_table(stream_stats: StreamStatsJson) -> list[tuple[str, list[str]]]:
     """``PATH_ROWS`` filled in: one row per quantity, one cell per path."""
-    paths = list(stream_stats.get("paths", {}).values())
-    return [(label, [show(ps, key) for ps in paths]) for label, key, show in PATH_ROWS]
+    paths = list(stream_stats["paths"].values())
+    return [(label, [show(ps) for ps in paths]) for label, show in PATH_ROWS]
 
 
-def metric_rows(mw: dict[str, Any]) -> list[tuple[str, str, str]]:
+#: The rows of the metrics-delta table, in order: counters, then server histograms, then gauges.
+METRIC_COUNTERS: tuple[CounterKey, ...] = ("preemptions", "prompt_tokens", "generation_tokens", "prefix_cache_hits",
+                                           "prefix_cache_queries")
+METRIC_HISTOGRAMS: tuple[HistogramKey, ...] = ("ttft", "queue", "prefill", "decode", "itl", "e2e")
+METRIC_GAUGES: tuple[GaugeKey, ...] = ("kv_usage", "running", "waiting")
+
+
+def metric_rows(mw: MetricsWindowJson) -> list[tuple[str, str, str]]:
     """The metrics-delta table: (quantity, value over the window, vLLM metric it came from)."""
-    names: dict[str, str] = mw.get("metric_names") or {}
+    names = mw["metric_names"] or {}
     rows: list[tuple[str, str, str]] = [
-        ("source", fmt_value(mw.get("source")), ""),
-        ("window", fmt_seconds(mw.get("window_s")), ""),
-        ("scrapes used", fmt_value(mw.get("scrapes_used")), ""),
+        ("source", fmt_value(mw["source"]), ""),
+        ("window", fmt_seconds(mw["window_s"]), ""),
+        ("scrapes used", fmt_value(mw["scrapes_used"]), ""),
     ]
-    for key in ("preemptions", "prompt_tokens", "generation_tokens", "prefix_cache_hits", "prefix_cache_queries"):
-        value = mw.get(key)
+    for key in METRIC_COUNTERS:
+        value = mw[key]
         rows.append((key.replace("_", " "), "not exposed" if value is None else fmt_value(value), names.get(key, "")))
-    for reason, count in (mw.get("finished_by_reason") or {}).items():
+    for reason, count in (mw["finished_by_reason"] or {}).items():
         rows.append((f"finished: {reason}", fmt_value(count), names.get("finished_by_reason", "")))
-    for key in ("ttft", "queue", "prefill", "decode", "itl", "e2e"):
-        h = mw.get(key)
+    for hkey in METRIC_HISTOGRAMS:
+        h = mw[hkey]
         if not h:
             continue
-        text = (f"n={fmt_value(h.get('count'))}, mean {fmt_seconds(h.get('mean'))}, p50 ≤ {fmt_seconds(h.get('p50_le'))}, "
-                f"p90 ≤ {fmt_seconds(h.get('p90_le'))}, p99 ≤ {fmt_seconds(h.get('p99_le'))}")
-        rows.append((f"{key} (server histogram)", text, h.get("metric") or names.get(key, "")))
-    for key in ("kv_usage", "running", "waiting"):
-        g = mw.get(key)
+        text = (f"n={fmt_value(h['count'])}, mean {fmt_seconds(h['mean'])}, p50 ≤ {fmt_seconds(h['p50_le'])}, "
+                f"p90 ≤ {fmt_seconds(h['p90_le'])}, p99 ≤ {fmt_seconds(h['p99_le'])}")
+        rows.append((f"{hkey} (server histogram)", text, h["metric"] or names.get(hkey, "")))
+    for gkey in METRIC_GAUGES:
+        g = mw[gkey]
         if not g:
             continue
-        f: Callable[[Any], str] = fmt_pct if key == "kv_usage" else fmt_value
-        rows.append((f"{key.replace('_', ' ')} (gauge)", f"min {f(g.get('min'))}, max {f(g.get('max'))}, last {f(g.get('last'))}",
-                     names.get(key, "")))
+        f: Callable[[Any], str] = fmt_pct if gkey == "kv_usage" else fmt_value
+        rows.append((f"{gkey.replace('_', ' ')} (gauge)", f"min {f(g['min'])}, max {f(g['max'])}, last {f(g['last'])}",
+                     names.get(gkey, "")))
     return rows
 
 
@@ -261,11 +293,10 @@ class LogFactRow(NamedTuple):
     raw: str  # the log line itself
 
 
-def log_fact_rows(log_facts: dict[str, Any]) -> list[LogFactRow]:
+def log_fact_rows(log_facts: LogFactsJson) -> list[LogFactRow]:
     """The startup-log facts table, from the ``log_facts`` view, in the view's order."""
-    return [LogFactRow(key, fmt_value(f.get("value")), f.get("note") or None, fmt_value(f.get("line")),
-                       fmt_value(f.get("raw")))
-            for key, f in (log_facts.get("facts") or {}).items()]
+    return [LogFactRow(key, fmt_value(f["value"]), f["note"] or None, fmt_value(f["line"]), fmt_value(f["raw"]))
+            for key, f in (log_facts["facts"] or {}).items()]
 
 
 def passed_count(report: Report) -> int:

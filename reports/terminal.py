@@ -195,9 +195,9 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         say(f"[bold]Verify:[/] {clean(verify_text(report, r.verify))}")
     if v.missing:
         say("[yellow]Missing evidence:[/] " + clean("; ".join(v.missing)))
-    stats = view(report, "stream_stats")[0] or {}
-    paths = list(stats.get("paths", {}))
-    if paths and verbose:  # every row of the HTML page's per-path comparison
+    stats = view(report, "stream_stats")[0]
+    paths = list(stats["paths"]) if stats else []
+    if stats and paths and verbose:  # every row of the HTML page's per-path comparison
         say("\n[bold]Per path, as the client felt it[/]")
         say(fitted(grid(("", *paths), ((label, *cells) for label, cells in path_table(stats)),
                            wrap=range(1, len(paths) + 1)), console))
@@ -249,13 +249,13 @@ def print_log_facts(report: Report, console: Console) -> None:
     """The startup-log facts, each with the line it was read from, and the startup errors."""
     say = printer(console)
     facts, missing = view(report, "log_facts")
-    say("\n[bold]Startup-log facts[/]" + (f" from {clean(facts.get('source'))}" if facts else ""))
+    say("\n[bold]Startup-log facts[/]" + (f" from {clean(facts['source'])}" if facts else ""))
     if facts is None:
         say(f"none: {clean(missing)}")
         return
-    for e in facts.get("errors") or []:
-        line = f", line {e['line']}" if e.get("line") else ""
-        say(f"[red]startup error[/] ({clean(e.get('kind'))}{line}): {clean(e.get('message'))}")
+    for e in facts["errors"] or []:
+        line = f", line {e['line']}" if e["line"] else ""
+        say(f"[red]startup error[/] ({clean(e['kind'])}{line}): {clean(e['message'])}")
     rows = [(f.fact, f"{f.value} ({f.note})" if f.note else f.value, f.line) for f in log_fact_rows(facts)]
     say(fitted(grid(("fact", "value", "log line"), rows, wrap=(1,)), console))
 
@@ -270,7 +270,7 @@ def print_metrics_delta(report: Report, console: Console) -> None:
         return
     # metric names are identifiers, but long ones: on a narrow terminal they fold rather than lose their end
     say(fitted(grid(("quantity", "over the window", "vLLM metric"), metric_rows(window), wrap=(1, 2)), console))
-    if window.get("missing"):
+    if window["missing"]:
         say("not exposed by this vLLM: " + clean(", ".join(window["missing"])))
-    for note in window.get("notes") or []:
+    for note in window["notes"] or []:
         say(f"note: {clean(note)}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from doctor.console import reader_may_leave, warn
 from doctor.engine_readers.logs import parse_engine_log
@@ -23,7 +22,7 @@ from doctor.sizing.architecture import Architecture, ConfigError, load_config_te
 from doctor.sizing.budget import DEFAULT_GPU_MEMORY_UTILIZATION, Budget, budget_from_card, gpu_memory, parse_bytes
 from doctor.sizing.kv import DEFAULT_BLOCK_SIZE, kv_element_bytes
 from doctor.sizing.plan import Setup, size_model
-from doctor.sizing.summary import summary
+from doctor.sizing.summary import SizingSummary, summary
 from doctor.sizing.weights import model_dtype
 from reports.sizing import print_sizing
 from reports.terminal import stdout_console
@@ -82,7 +81,7 @@ def _budget(req: SizeRequest, arch: Architecture) -> Budget | None:
     return budget_from_card(card, utilization, size_model(arch, req.setup).weights_bytes_per_rank)
 
 
-def size_document(req: SizeRequest) -> tuple[dict[str, Any], int]:
+def size_document(req: SizeRequest) -> tuple[SizingSummary, int]:
     """The summary ``size`` prints and its exit code (1 when a log disagrees with the config)."""
     arch = _architecture(req.model)
     longest, asked = arch.max_position_embeddings, req.setup.max_model_len

@@ -6,18 +6,16 @@ when the log states a budget, the KV cache that budget gives next to the one the
 
 from __future__ import annotations
 
-from typing import Any
-
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle
 from doctor.sizing.against_log import sizing_from_log
 from doctor.sizing.architecture import ConfigError, parse_architecture
 from doctor.sizing.plan import Setup, size_model
-from doctor.sizing.summary import summary
+from doctor.sizing.summary import SizingSummary, summary
 from doctor.vllm_log.model import LogFacts
 
 
-def derive_sizing(bundle: Bundle, log_facts: LogFacts | Missing) -> dict[str, Any]:
+def derive_sizing(bundle: Bundle, log_facts: LogFacts | Missing) -> SizingSummary:
     if bundle.model_config is None:
         raise Missing("no model config (pass --model-dir DIR)")
     try:

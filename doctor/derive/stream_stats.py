@@ -125,6 +125,10 @@ def dist(values: list[float]) -> Dist:
 
 @dataclass
 class RequestStats:
+    """One probe request's timings as the client felt them (the client's own freezes taken out):
+    TTFT from the scheduled send, per-token TPOT, every gap between token-bearing events and the
+    stalls among them, and how the stream was read. The gap chart and the per-request checks read it."""
+
     index: int
     path: ProbePath
     warmup: bool
@@ -152,6 +156,11 @@ class RequestStats:
 
 @dataclass
 class PathStats:
+    """What the client felt on one path (direct to the engine, or through the gateway): counts of
+    measured, failed and warm-up requests, a ``Dist`` per latency, how the stream was framed and
+    read, and every request's ``RequestStats``. Comparing two of them is how a gateway's share of
+    the latency is told from the engine's."""
+
     path: ProbePath
     url: str | None = None
     n_ok: int = 0
@@ -185,6 +194,10 @@ class PathStats:
 
 @dataclass
 class StreamStats:
+    """The ``stream_stats`` view: per path, what the client felt (see the module docstring for what
+    counts where), with the route, the concurrency it was measured at, and what the user said of the
+    gateway. What most latency checks and the per-path table read."""
+
     route: str | None = None
     concurrency: int = 1
     paths: dict[ProbePath, PathStats] = field(default_factory=dict)

@@ -99,6 +99,10 @@ class Witness:
 
 @dataclass
 class UserFelt:
+    """The ``user_felt`` view: every witness of what users felt (the probe, each path; the server's
+    histograms, scraped or from Prometheus), and why a source gave none. The classifier judges the
+    budget by the witnesses, never by one source alone."""
+
     witnesses: list[Witness] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # why a source gave no witness
 

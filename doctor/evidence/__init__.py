@@ -60,6 +60,17 @@ RAW_KINDS: tuple[str, ...] = (
 
 @dataclass
 class Bundle:
+    """Everything one run collected, raw, and the one input of analysis: what a check, a view and a
+    report are computed from, and what ``llm-doctor analyze`` re-reads from a file or a report.
+
+    Each evidence kind is ``None`` when it was not collected (not asked for, or its probe failed:
+    ``errors`` says why, per ``source``), so a check tells "no scrape" from "nothing happened".
+    Kinds stay raw (log lines, /metrics text, request traces) and are parsed at analysis time, so a
+    newer llm-doctor re-reads an old bundle with what it knows then. ``run`` records how the run was
+    made and analysed, ``redactions`` how many values of each rule were masked before anything was
+    stored, and ``interrupted`` that the collection was cut short (Ctrl-C, SIGTERM), so a report
+    never passes a partial run off as a finished one. ``schema_version`` gates reading old files."""
+
     schema_version: int = SCHEMA_VERSION
     tool_version: str = ""
     created_at: str = ""

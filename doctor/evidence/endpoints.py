@@ -8,6 +8,9 @@ from typing import Any
 
 @dataclass
 class ModelInfo:
+    """One model a server lists at ``/v1/models``: its id, the checkpoint it was loaded from
+    (``root``), the context length it serves and who owns it (which engine answered)."""
+
     id: str
     root: str | None = None
     max_model_len: int | None = None
@@ -26,6 +29,10 @@ class EngineInfo:
 
 @dataclass
 class Endpoint:
+    """What one server (the engine or the gateway in front of it) said about itself: its
+    ``/version``, ``/v1/models`` and ``/health`` answers, its HTTP version and the headers that decide
+    how a stream is relayed, which gateway checks read to tell a buffering proxy from a streaming one."""
+
     role: str  # "engine" | "gateway"
     url: str
     version: str | None = None
@@ -45,4 +52,7 @@ class Endpoint:
 
 @dataclass
 class EndpointsEvidence:
+    """The ``endpoints`` kind: one ``Endpoint`` per URL probed, engine first; what identifies
+    the engine, the model and the gateway family before any stream is read."""
+
     endpoints: list[Endpoint] = field(default_factory=list)

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 @dataclass
 class IngressInfo:
+    """The Ingress found for the gateway's host: where it lives, its class and controller (which
+    nginx this is) and the annotations that change how a stream is relayed."""
+
     namespace: str
     name: str
     ingress_class: str | None = None  # spec.ingressClassName (else the legacy kubernetes.io/ingress.class)
@@ -24,6 +27,9 @@ class IngressInfo:
 
 @dataclass
 class IngressEvidence:
+    """The ``ingress`` kind: the lookup of the Ingress in front of ``--gateway`` (see the module
+    docstring), with ``note`` saying why there is no answer when there is none."""
+
     host: str  # the --gateway URL's host, matched against the rules' hosts
     namespaces: list[str] = field(default_factory=list)  # the namespaces listed
     ingress: IngressInfo | None = None  # None: none found, or the lookup could not be made

@@ -20,6 +20,10 @@ class LogLine:
 
 @dataclass
 class LogEvidence:
+    """The ``log`` kind: the engine's startup log as the lines a pattern matched, with its size, so
+    ``log_facts`` can re-parse them at analysis time. ``truncated`` says that some matched lines
+    (old stats lines) were dropped to bound memory."""
+
     source: str  # path, "-" for stdin
     lines_total: int = 0
     bytes_total: int = 0

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 @dataclass
 class GpuProcess:
+    """A process NVML saw on a GPU and the device memory it held: tells the engine from a stray job
+    sharing the card."""
+
     pid: int
     name: str | None = None
     used_memory_bytes: int | None = None
@@ -14,6 +17,11 @@ class GpuProcess:
 
 @dataclass
 class GpuDevice:
+    """One GPU as NVML read it during the run: memory, utilisation, clocks against their maximum and
+    the throttle reasons (a throttled card is slow for reasons no engine flag fixes), temperature,
+    power, uncorrected ECC errors and its processes. A field NVML could not read is ``None`` and
+    named in ``errors``."""
+
     index: int
     name: str | None = None
     uuid_hash: str | None = None  # UUIDs are hashed, never stored raw
@@ -37,6 +45,9 @@ class GpuDevice:
 
 @dataclass
 class NvLink:
+    """One NVLink of one GPU: whether it is up, and the GPU at its other end (tensor parallelism over a
+    link that is down falls back to PCIe)."""
+
     gpu: int
     link: int
     active: bool
@@ -80,6 +91,10 @@ class XidWatch:
 
 @dataclass
 class GpuEvidence:
+    """The ``gpu`` kind: the driver, every device, their NVLinks and topology, and the XID watch
+    around the stream probe. ``available`` false with a ``reason`` (no NVML, no driver) is a normal
+    outcome on a host without GPUs or without access to them, not an error."""
+
     available: bool = False
     reason: str | None = None  # why not available: no module, no driver, NVML error
     driver_version: str | None = None
@@ -94,6 +109,9 @@ class GpuEvidence:
 
 @dataclass
 class ProcessInfo:
+    """The engine's process on this host (found by its port or its name): CPU, memory and threads,
+    with its command line redacted, so a starved serving process is seen beside the GPU."""
+
     pid: int
     name: str | None = None
     cmdline: str | None = None  # redacted
@@ -105,6 +123,10 @@ class ProcessInfo:
 
 @dataclass
 class HostEvidence:
+    """The ``host`` kind: the machine the doctor ran on (and the engine, when local) as psutil saw
+    it: CPUs and their load, memory and swap, and the engine's process. What says whether the host,
+    not the GPU or the gateway, can be what slows the answers."""
+
     hostname: str | None = None
     os: str | None = None
     python: str | None = None

@@ -24,6 +24,9 @@ class Scrape:
 
 @dataclass
 class MetricsEvidence:
+    """The ``metrics`` kind: every scrape of the engine's ``/metrics`` around the stream probe, raw,
+    so ``metrics_window`` computes the deltas at analysis time with the parser of the day."""
+
     url: str
     scrapes: list[Scrape] = field(default_factory=list)
     interval_s: float | None = None
@@ -42,6 +45,10 @@ class PromQuery:
 
 @dataclass
 class PrometheusEvidence:
+    """The ``prometheus`` kind: the queries asked of a Prometheus server for the ``since_s`` seconds
+    up to ``end_wall`` (the engine's history when it was not scraped during the run), each with its
+    raw answer; ``selector`` is the label matcher that picked the engine's series."""
+
     url: str
     since_s: float
     selector: str = ""

@@ -11,5 +11,8 @@ from dataclasses import dataclass
 
 @dataclass
 class ModelConfigEvidence:
+    """The ``model_config`` kind: the served model's ``config.json`` as text, which the ``sizing``
+    view turns into parameters, weights and KV bytes per token."""
+
     source: str  # the config.json path as given
     text: str  # its content, unparsed

@@ -8,18 +8,111 @@ dataclasses, so a saved report shows what the run computed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from doctor.sizing.against_log import LogComparison
 from doctor.sizing.budget import LEFT_OUT
 from doctor.sizing.plan import Sizing, in_fp8
 
 
-def summary(sizing: Sizing, comparison: LogComparison | None = None) -> dict[str, Any]:
+class WeightsFormat(TypedDict):
+    """How the weights are stored: the checkpoint's dtype, its quantization method ("none" when
+    unquantized), bytes per linear parameter, and the modules a quantized checkpoint keeps in 16 bits."""
+
+    model_dtype: str
+    method: str
+    linear_bytes_per_param: float
+    kept_16bit: list[str]
+
+
+class SeqsAtAverage(TypedDict):
+    """How many sequences of ``--avg-tokens`` tokens the KV cache holds at once."""
+
+    avg_tokens: int
+    max_num_seqs: int | None
+
+
+class WithFp8(TypedDict):
+    """The same setup with fp8 weights and KV cache: what the switch would give, and its caveat."""
+
+    weights_bytes_per_rank: int
+    kv_bytes_per_token_per_rank: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    max_num_seqs_at_avg: int | None
+    caveat: str
+
+
+class AlternativeJson(TypedDict):
+    """A one-setting change under which the computed KV cache equals the log's (``against_log.Alternative``)."""
+
+    setting: str
+    value: str
+    current: str
+
+
+class LogAgreement(TypedDict):
+    """The computed KV cache next to the one the engine logged, and whether they agree."""
+
+    agrees: bool
+    reported_kv_cache_tokens: int
+    expected_kv_cache_tokens: list[int]
+    budget: str
+    reported_max_concurrency: float | None
+    expected_max_concurrency: float | None
+    implied_kv_bytes_per_token: int | None
+    alternatives: list[AlternativeJson]
+
+
+class SizedModel(TypedDict):
+    """What every sizing states: the model, its parameters and weights, and its KV bytes per token."""
+
+    model_type: str
+    layers: int
+    kv_heads: int
+    head_dim: int
+    params: int
+    params_active: int
+    params_by_component: dict[str, int]
+    params_per_rank: int
+    weights_bytes: int
+    weights_bytes_per_rank: int
+    weights_format: WeightsFormat
+    kv_bytes_per_token: int
+    kv_bytes_per_token_per_rank: int
+    kv_cache_dtype: str
+    kv_layers: dict[str, int]
+    sliding_window: int | None
+    tp: int
+    block_size: int
+    max_model_len: int | None
+    notes: list[str]
+
+
+class SizingSummary(SizedModel, total=False):
+    """The ``sizing`` view and ``size --json``: ``SizedModel`` always; the KV cache a budget gives
+    (``kv_cache_memory_bytes`` ... ``longest_request_tokens``) only when a budget, a card or a block
+    override is known; ``log`` only when a startup log states a KV cache to compare with."""
+
+    kv_cache_memory_bytes: int | None
+    kv_cache_memory_source: str
+    kv_cache_memory_upper_bound: bool
+    num_blocks: int
+    kv_cache_groups: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    longest_request_tokens: int
+    left_out: str
+    max_num_seqs_at_avg: SeqsAtAverage
+    with_fp8: WithFp8
+    log: LogAgreement
+
+
+def summary(sizing: Sizing, comparison: LogComparison | None = None) -> SizingSummary:
     """The JSON document of one sizing (and of its comparison with a log): what `size --json` prints,
     the ``sizing`` view holds and the renderers show."""
     s, arch = sizing.setup, sizing.arch
-    doc: dict[str, Any] = {
+    doc: SizingSummary = {
         "model_type": arch.model_type,
         "layers": arch.layers,
         "kv_heads": arch.kv_heads,

@@ -23,6 +23,9 @@ class Fact:
 
 @dataclass
 class StartupError:
+    """An error the engine logged while starting (no memory for the KV cache, a max length the cache
+    cannot hold, OOM), with the line it was read from: why a server never came up or came up small."""
+
     kind: str  # no-cache-memory | max-len-exceeds-kv | memory-below-utilisation | oom | other
     message: str
     line: int | None = None
@@ -51,6 +54,9 @@ class StatsPoint:
 
 @dataclass
 class Startup:
+    """One start of the engine found in the log, its lines, version and model: a log holding several
+    restarts is read as its last one, and the restarts themselves are evidence."""
+
     first_line: int
     last_line: int | None = None
     version: str | None = None
@@ -61,6 +67,10 @@ class Startup:
 
 @dataclass
 class LogFacts:
+    """The ``log_facts`` view: what the engine's startup log says: its configuration as facts with
+    the line each was read from, startup errors, the periodic stats lines, preemption warnings and
+    every startup. Facts use vLLM's keys whatever the engine, so a check reads ``max_num_seqs`` once."""
+
     source: str = ""
     engine: str = "vllm"  # whose log it is (``doctor.engines.names``); the facts use vLLM's keys
     identified_by: str = ""  # why ``engine`` (``names.identify_log``): the markers counted, or none

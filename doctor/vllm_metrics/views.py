@@ -64,6 +64,12 @@ class EngineWindow:
 
 @dataclass
 class MetricsWindow:
+    """The ``metrics_window`` view: what the engine's ``/metrics`` (or Prometheus history) says
+    happened over the probe window: counter deltas, server latency histograms, KV and queue gauges,
+    per engine when several were scraped. A quantity whose family was absent is ``None`` and named
+    in ``missing``, never 0 (see the module docstring); ``metric_names`` says which metric each
+    quantity was read from."""
+
     source: str = "scrape"  # "scrape" | "prometheus"
     # The engine whose metrics these are ("vllm", "sglang", ... as ``doctor.engines.names``);
     # None when the source does not say (Prometheus history is asked by name, not by engine).

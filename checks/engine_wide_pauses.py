@@ -50,7 +50,7 @@ import statistics
 from dataclasses import dataclass
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, rerun
+from doctor.checklib import engine_of, prompt_tokens_around, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import SGLANG, TRTLLM, VLLM, display
@@ -58,7 +58,7 @@ from doctor.evidence import MetricsEvidence, RequestTrace, StreamEvidence
 from doctor.evidence.stream import frozen_overlap
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
-from doctor.vllm_metrics.runtime import Reading, between, readings
+from doctor.vllm_metrics.runtime import Reading, readings
 
 #: The last simultaneous freeze this many times the first (and a rising fit) grew within the run.
 GROWN = 1.25
@@ -175,17 +175,13 @@ def _simultaneous(traces: list[RequestTrace], stream: StreamEvidence, series: li
 
 def _prompt(stream: StreamEvidence, series: list[Reading], start: float, end: float) -> str | None:
     """Why a prompt may have arrived during ``[start, end]``; None when none did (the probe sent
-    nothing, and the engine's prompt-token counter did not move beyond the probe's own)."""
+    nothing, and the engine's prompt-token counter did not move beyond the probe's own) or no two
+    scrapes bracket it (a freeze is held quiet without the counter)."""
     sent = [r for r in stream.requests if r.t_sent is not None and start - (end - start) <= r.t_sent <= end]
     if sent:
         return f"the probe sent a request at t={sent[0].t_sent:.2f} s"
-    grew = between(series, start, end, lambda r: r.prompt_tokens)
-    if grew is None:
-        return None
-    bracket = [r for r in series if r.t <= start][-1].t, next(r for r in series if r.t >= end).t
-    own = sum(r.prompt_tokens or 0 for r in stream.requests
-              if r.t_first_token is not None and bracket[0] <= r.t_first_token <= bracket[1])
-    return f"{grew - own:.0f} prompt tokens prefilled around it" if grew - own > 0 else None
+    foreign = prompt_tokens_around(series, stream, start, end)
+    return f"{foreign:.0f} prompt tokens prefilled around it" if foreign else None
 
 
 def _runtime(series: list[Reading], pauses: list[Pause], values: list[EvidenceValue], engine: str | None) -> str:

@@ -7,6 +7,8 @@ its remediation mean the same thing as every other check's:
   then the run record, then a stable vLLM default, as a ``Setting`` that knows its source;
   ``max_num_seqs_in_use`` adds vLLM's V1 default and what the gauges imply
   (``inferred_max_num_seqs``); ``model_len`` adds /v1/models; ``is_off`` reads a flag.
+  ``foreign_prompt_tokens`` (other users' prompts over the window) and ``prompt_tokens_around``
+  (did a prompt arrive during one freeze) read the engine's prompt-token counter against the probe's own.
 - **sizes** (``sizing``): ``tokens_per_request``, ``sequences_that_fit`` (the one formula for
   "how many sequences fit in the KV cache") and ``capped_utilization`` (the one ceiling for a
   suggested ``gpu_memory_utilization``).
@@ -53,6 +55,7 @@ from doctor.checklib.engine import (
     max_num_seqs_in_use,
     metric_read,
     model_len,
+    prompt_tokens_around,
 )
 from doctor.checklib.gateway import (
     COMPRESSED,
@@ -131,6 +134,7 @@ __all__ = [
     "model_len",
     "per_token",
     "probe_sent",
+    "prompt_tokens_around",
     "request_ttft",
     "rerun",
     "response_start_remediation",

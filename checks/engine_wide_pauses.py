@@ -50,10 +50,10 @@ import statistics
 from dataclasses import dataclass
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, prompt_tokens_around, rerun
+from doctor.checklib import engine_of, prompt_tokens_around, rerun, unidentified_setting
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
-from doctor.engines.names import SGLANG, TRTLLM, VLLM, display
+from doctor.engines.names import SGLANG, TRTLLM, UNKNOWN, VLLM, display
 from doctor.evidence import MetricsEvidence, RequestTrace, StreamEvidence
 from doctor.evidence.stream import frozen_overlap
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -126,8 +126,7 @@ def engine_wide_pauses(
         summary += f"; they grew from {fmt_seconds(lengths[0])} to {fmt_seconds(lengths[-1])} over the run"
     engine = engine_of(log_facts, metrics_window)
     summary += _runtime(series, quiet, values, engine)
-    lever, where = FREEZE.get(engine or VLLM, ((f"not exposed by {display(engine)}: no setting freezes its heap; "
-                                                "report it upstream with the freeze times"), f"the {display(engine)} server"))
+    lever, where = _lever(engine)
     return Fire(
         title="Every running stream freezes at once, with no prompt arriving: an engine-wide pause (GC)",
         summary=summary,
@@ -199,6 +198,17 @@ def _runtime(series: list[Reading], pauses: list[Pause], values: list[EvidenceVa
         values.append(EvidenceValue("uptime", round(uptime), "s", "metrics: scrape time - process_start_time_seconds"))
         text += f", uptime {fmt_seconds(uptime)} (pauses grow with the heap)"
     return text
+
+
+def _lever(engine: str | None) -> tuple[str, str]:
+    """What freezes the heap on ``engine``, and where: its own lever, the neutral wording with every
+    known engine's on an unidentified one, else "not exposed"."""
+    if engine == UNKNOWN:
+        return ("freeze the long-lived heap after start-up so a full collection no longer walks it",
+                unidentified_setting("freezing the heap after start-up",
+                                     (f"{display(e)}: {lever}" for e, (lever, _) in FREEZE.items())))
+    return FREEZE.get(engine or VLLM, ((f"not exposed by {display(engine)}: no setting freezes its heap; "
+                                        "report it upstream with the freeze times"), f"the {display(engine)} server"))
 
 
 def _overlapping(stream: StreamEvidence) -> bool:

@@ -39,12 +39,12 @@ inter-token mean was 21 ms and the client's TPOT p50 64 ms (3.0x) -> --api-serve
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, engine_path, rerun
+from doctor.checklib import engine_of, engine_path, rerun, unidentified_setting
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
-from doctor.engines.names import SGLANG, VLLM, display
+from doctor.engines.names import SGLANG, UNKNOWN, VLLM, display
 from doctor.evidence import MetricsEvidence, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
@@ -99,10 +99,7 @@ def front_end_saturated(
         summary += f"; {chunks[0]:.1f} tokens per chunk (the API server merges what it fell behind on)"
         values.append(EvidenceValue("tokens per chunk", round(chunks[0], 1), "tokens",
                                     f"stream: {chunks[1]} tokens in {chunks[2]} events"))
-    setting, suggested, where = LEVERS.get(engine or VLLM, (
-        "front_end_processes",
-        f"not exposed by {display(engine)}: no setting adds front-end processes; fewer concurrent streams per replica",
-        f"the {display(engine)} deployment"))
+    setting, suggested, where = _lever(engine)
     return Fire(
         title="The API server is saturated: the engine is faster than the stream users get",
         summary=summary,
@@ -119,3 +116,15 @@ def front_end_saturated(
         felt=client > tpot_target_s,
         evidence=values,
     )
+
+
+def _lever(engine: str | None) -> tuple[str, str, str]:
+    """The front end's lever on ``engine`` (setting, suggested, where): its own, the neutral wording with
+    every known engine's on an unidentified one, else "not exposed"."""
+    if engine == UNKNOWN:
+        return ("front_end_processes", "2 (more front-end processes), or fewer concurrent streams per replica",
+                unidentified_setting("front-end processes", (where for _, _, where in LEVERS.values())))
+    return LEVERS.get(engine or VLLM, (
+        "front_end_processes",
+        f"not exposed by {display(engine)}: no setting adds front-end processes; fewer concurrent streams per replica",
+        f"the {display(engine)} deployment"))

@@ -31,7 +31,9 @@ its remediation mean the same thing as every other check's:
   ``generated_within`` (what the engine's generation counter did during a stream's silence).
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
   ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
-  (the same setting under the serving engine's own flag, ``engine_of`` telling which engine);
+  (the same setting under the serving engine's own flag, ``engine_of`` telling which engine;
+  on an unidentified one, ``unidentified_setting``'s neutral wording, which checks whose lever is
+  no flag use too);
   ``metric_read`` names the metric a window field came from, in the engine's own names, and
   ``engine_metric`` the engine's own metric for a field (``None`` where it has none).
 
@@ -78,7 +80,7 @@ from doctor.checklib.gateway_advice import (
 )
 from doctor.checklib.gateway_limits import engine_intake, gateway_refusal, gateway_wait, probe_sent
 from doctor.checklib.paths import PathPair, engine_path, measured_pair, ttft_wait
-from doctor.checklib.remediation import ENGINE_FLAGS, add_capacity, engine_flag, rerun, vllm_flag
+from doctor.checklib.remediation import ENGINE_FLAGS, add_capacity, engine_flag, rerun, unidentified_setting, vllm_flag
 from doctor.checklib.sizing import (
     KV_FILL_TARGET,
     MAX_GPU_MEMORY_UTILIZATION,
@@ -143,6 +145,7 @@ __all__ = [
     "stream_encoding",
     "tokens_per_request",
     "ttft_wait",
+    "unidentified_setting",
     "vllm_flag",
     "who_answered",
 ]

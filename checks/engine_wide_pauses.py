@@ -206,7 +206,7 @@ def _lever(engine: str | None) -> tuple[str, str]:
     if engine == UNKNOWN:
         return ("freeze the long-lived heap after start-up so a full collection no longer walks it",
                 unidentified_setting("freezing the heap after start-up",
-                                     (f"{display(e)}: {lever}" for e, (lever, _) in FREEZE.items())))
+                                     (f"{display(e)}: {lever.split(';')[0]}" for e, (lever, _) in FREEZE.items())))
     return FREEZE.get(engine or VLLM, ((f"not exposed by {display(engine)}: no setting freezes its heap; "
                                         "report it upstream with the freeze times"), f"the {display(engine)} server"))
 

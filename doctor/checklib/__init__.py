@@ -8,7 +8,9 @@ its remediation mean the same thing as every other check's:
   ``max_num_seqs_in_use`` adds vLLM's V1 default and what the gauges imply
   (``inferred_max_num_seqs``); ``model_len`` adds /v1/models; ``is_off`` reads a flag.
   ``foreign_prompt_tokens`` (other users' prompts over the window) and ``prompt_tokens_around``
-  (did a prompt arrive during one freeze) read the engine's prompt-token counter against the probe's own.
+  (did a prompt arrive during one freeze) read the engine's prompt-token counter against the probe's own;
+  ``process_cores`` is the serving process's CPU over the window (a saturated front end, LD211; a
+  freeze that coincides with CPU starvation, LD210).
 - **sizes** (``sizing``): ``tokens_per_request``, ``sequences_that_fit`` (the one formula for
   "how many sequences fit in the KV cache") and ``capped_utilization`` (the one ceiling for a
   suggested ``gpu_memory_utilization``).
@@ -57,6 +59,7 @@ from doctor.checklib.engine import (
     max_num_seqs_in_use,
     metric_read,
     model_len,
+    process_cores,
     prompt_tokens_around,
 )
 from doctor.checklib.gateway import (
@@ -136,6 +139,7 @@ __all__ = [
     "model_len",
     "per_token",
     "probe_sent",
+    "process_cores",
     "prompt_tokens_around",
     "request_ttft",
     "rerun",

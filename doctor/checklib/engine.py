@@ -197,6 +197,17 @@ def foreign_prompt_tokens(stream: StreamEvidence, mw: MetricsWindow | None) -> f
     return foreign if foreign > sum(own) else None
 
 
+def process_cores(series: Sequence[Reading]) -> tuple[float, float] | None:
+    """The serving process's CPU over the window, as (cores, seconds): ``process_cpu_seconds_total``
+    from its first to its last reading (vLLM exports its API server's). None with fewer than two
+    readings of it: the engine's /metrics does not expose it."""
+    cpu = [(r.t, r.cpu_s) for r in series if r.cpu_s is not None]
+    if len(cpu) < 2 or cpu[-1][0] <= cpu[0][0]:
+        return None
+    (t0, c0), (t1, c1) = cpu[0], cpu[-1]
+    return max(c1 - c0, 0.0) / (t1 - t0), t1 - t0
+
+
 def prompt_tokens_around(series: Sequence[Reading], stream: StreamEvidence, start: float, end: float) -> float | None:
     """Did a prompt arrive during ``[start, end]``: the prompt tokens the engine prefilled between the
     scrapes that bracket it, beyond the probe's own (its requests whose first token came inside that

@@ -744,6 +744,13 @@ def cases_batch_too_deep() -> None:
                    "above (eager); --max-cudagraph-capture-size 2 under max_num_seqs 16: the capture size is the "
                    "lever, not max_num_seqs",
                expect={"setting": "max_cudagraph_capture_size", "summary_contains": ["largest captured graph is 2"]})
+    sglang = log([("[2026-03-03 23:21:38] INFO engine.py:158: server_args=ServerArgs(model_path='/srv/models/llama', "
+                   "max_running_requests=16, cuda_graph_max_bs=2, disable_cuda_graph=False)"),
+                  "[2026-03-03 23:21:39] Capture cuda graph bs [1, 2]"], source="sglang.log")
+    write_case(name, "fires-sglang-batch-above-captured-graphs", bundle(stream=stream(uncaptured, concurrency=4), log=sglang),
+               why="the same toy engine behind SGLang: lines in SGLang's format (engine.py's server_args, "
+                   "cuda_graph_runner.py's capture sizes) with --cuda-graph-max-bs 2 under --max-running-requests 16",
+               expect={"setting": "max_cudagraph_capture_size", "summary_contains": ["largest captured graph is 2"]})
     busy = load_scrapes({}, {"vllm:num_requests_running": 420, "vllm:num_preemptions_total": 0},
                         {"vllm:num_preemptions_total": 0})
     write_case(name, "fires-real-capped-capture-sizes",

@@ -19,8 +19,9 @@ metrics (the raw scrapes): ``vllm:lora_requests_info``, the latest series of eac
 and waiting is already loaded and does not count. metrics_window: the waiting peak and the
 engine's TTFT histogram; stream_stats: the client's TTFT p90, which decides whether users felt
 the wait (over ``ttft_target_s``) or it is a risk (requests waited for a slot, TTFT within budget).
-Not exposed by SGLang in this form (its ``sglang:lora_pool_*`` metrics are not read), nor by
-llama.cpp.
+Not exposed by SGLang in this form (its ``sglang:lora_pool_*`` metrics count the pool, not which
+adapters wait): on SGLang the check names the pool size its startup log gives
+(``max_loras_per_batch``) and says so; nor by llama.cpp.
 
 Remediation:
 Raise ``--max-loras`` to the number of adapters in use at once (each slot costs GPU memory:
@@ -41,10 +42,11 @@ code-lora; 3 adapters in use -> --max-loras 3.
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_path, rerun
+from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
+from doctor.engines.names import SGLANG
 from doctor.evidence import MetricsEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_seconds
@@ -63,6 +65,11 @@ def lora_slots_full(
 ) -> Result:
     states = lora_slots(metrics.scrapes)
     if not states:
+        pool = engine_setting("max_loras", log_facts)
+        if engine_of(log_facts, metrics_window) == SGLANG and pool is not None:
+            return NotApplicable(f"SGLang's LoRA pool holds {pool.value} adapters per batch (max_loras_per_batch, "
+                                 f"{pool.source}); which adapters wait for a slot is not exposed by SGLang "
+                                 "(its sglang:lora_pool_slots_used / _total count the pool, not the waiting adapters)")
         return NotApplicable(f"no {FAMILY} in the scrapes: LoRA is off, or the engine does not expose it "
                              "(SGLang's lora_pool metrics are not read)")
     shut = [s for s in states if s.shut_out]

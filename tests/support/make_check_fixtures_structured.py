@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from doctor.evidence import MetricsEvidence, RequestTrace, Scrape, StreamEvidence
-from tests.support.bundles import bundle, exposition, log, metrics, request, stream
+from tests.support.bundles import bundle, exposition, log, metrics, real_log, request, stream
 from tests.support.write_fixture import write_all, write_case
 
 SCHEMA_BODY: dict[str, Any] = {
@@ -199,6 +199,13 @@ def cases_lora_slots_full() -> None:
         scrapes=[Scrape(phase="during", t=0.0, wall=1_700_000_000.0, status=200, content_type="text/plain",
                         text=exposition({"vllm:num_requests_running": 2, "vllm:num_requests_waiting": 3}))])),
                why="Synthetic: no vllm:lora_requests_info (served without --enable-lora).")
+    write_case(name, "na-sglang-pool-from-its-log", bundle(
+        metrics=MetricsEvidence(url="http://127.0.0.1:30000/metrics", interval_s=1.0, scrapes=[
+            Scrape(phase="during", t=0.0, wall=1_700_000_000.0, status=200, content_type="text/plain",
+                   text="# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=\"m\"} 4.0\n")]),
+        log=real_log("sglang/2026-03-docs-offline-engine-server-args-capturing-cut.log", "engines")),
+               why="SGLang: the real server_args line of its docs notebook (max_loras_per_batch=8) and a scrape in "
+                   "SGLang's names: the pool size is named, which adapters wait is not exposed.")
 
 
 def main() -> None:

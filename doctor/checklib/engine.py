@@ -7,8 +7,8 @@ what the gauges imply. Public through ``doctor.checklib``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from doctor.derive.log_facts import LogFacts

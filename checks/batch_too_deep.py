@@ -23,7 +23,9 @@ median gaps. metrics_window: preemptions (must be none), running peak, and the e
 inter-token histogram: when its mean stays at the shallowest gap while the client's gaps grow,
 the engine's steps did not slow (a saturated front end, LD211), and it passes. Startup log / run
 record: ``max_num_seqs``, and the CUDA-graph capture sizes (the engine config's
-``compilation_config``, or vLLM's "Capping cudagraph capture sizes" warning).
+``compilation_config``, or vLLM's "Capping cudagraph capture sizes" warning; SGLang's
+``cuda_graph_max_bs`` argument, overruled by the sizes it captured: "Capture cuda graph bs [...]",
+tqdm's "Capturing batches (bs=N").
 
 Remediation:
 Lower ``max_num_seqs`` to the depth at which the fitted line meets ``tpot_target_s`` (by
@@ -54,9 +56,16 @@ from doctor.checklib import Setting, engine_flag, engine_of, engine_path, engine
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.engines.names import SGLANG, VLLM
 from doctor.evidence import RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_seconds
+
+#: Where each engine lists its captured batch sizes one by one, beside the largest (the lever).
+SIZE_LISTS: dict[str, str] = {
+    VLLM: "; or list the sizes in --compilation-config '{\"cudagraph_capture_sizes\": [...]}'",
+    SGLANG: "; or list the sizes in --cuda-graph-bs",
+}
 
 
 @check(code="LD203", name="batch-too-deep", symptom=SymptomClass.INTER_TOKEN, cause=Cause.BATCH_DEPTH)
@@ -154,8 +163,7 @@ def _above_captured(trend: str, by_depth: dict[int, list[float]], depths: list[i
         summary=trend + f"{step}; the batch reached {deepest}, the largest captured graph is {limit}",
         remediation=Remediation(
             setting="max_cudagraph_capture_size",
-            suggested=(f"{target}, so every decode batch replays a captured graph; or list the sizes "
-                       "in --compilation-config '{\"cudagraph_capture_sizes\": [...]}'"),
+            suggested=f"{target}, so every decode batch replays a captured graph{SIZE_LISTS.get(engine or VLLM, '')}",
             why=(f"decode batches above {limit} sequences run without a captured CUDA graph, so the step cost jumps "
                  "where the batch crosses it; lowering max_num_seqs would queue users to hide it"),
             verify=rerun("the gaps at the deepest batch near those below the old capture size; the startup log's "

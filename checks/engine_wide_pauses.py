@@ -22,6 +22,12 @@ that grows with the heap grows with uptime, and within the run (said when three 
 the last is a quarter longer than the first).
 metrics_window: preemptions over the window. Under vLLM v1 the GC counters are the API server's:
 the engine core's collections are not exposed by vLLM (`VLLM_GC_DEBUG=1` logs them).
+CPU starvation stops every stream at once too, collection or not, so the check weighs what shows
+it. Over the window, `process_cpu_seconds_total` of the serving process: at ``starved_cores`` or
+more the freezes coincide with a process at its last core and the check passes, saying so (a
+saturated front end is LD211's), rather than claim an engine-wide pause. host (psutil) is a
+snapshot taken before the probe, not over the window: a host at ``host_percent`` CPU or more then
+is a caveat in the finding (the freezes may be starvation), not a reason to withdraw it.
 
 Remediation:
 Freeze the long-lived heap after start-up so a full collection no longer walks it: a vLLM release
@@ -36,6 +42,9 @@ min_pauses: simultaneous freezes with no prompt arriving that fire
 min_streams: streams that must freeze together
 ttft_target_s: the first-token target (defaults to --ttft-budget), which a freeze inside an answer is
     held to: shorter pauses are a risk, not felt latency
+starved_cores: the serving process's CPU over the window, in cores, with which the freezes count as
+    CPU starvation, not an engine-wide pause (LD211's ``min_cores``)
+host_percent: the host's CPU percent, before the probe, at which the finding warns of starvation
 
 Example:
 LD210 engine-wide-pauses: direct: 4 times all 4 running streams froze at once (median 300 ms,
@@ -50,16 +59,16 @@ import statistics
 from dataclasses import dataclass
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, rerun
+from doctor.checklib import engine_of, process_cores, prompt_tokens_around, rerun, unidentified_setting
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines import RECORDS
-from doctor.engines.names import VLLM, display
-from doctor.evidence import MetricsEvidence, RequestTrace, StreamEvidence
+from doctor.engines.names import UNKNOWN, VLLM, display
+from doctor.evidence import HostEvidence, MetricsEvidence, RequestTrace, StreamEvidence
 from doctor.evidence.stream import frozen_overlap
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
-from doctor.vllm_metrics.runtime import Reading, between, readings
+from doctor.vllm_metrics.runtime import Reading, readings
 
 #: The last simultaneous freeze this many times the first (and a rising fit) grew within the run.
 GROWN = 1.25
@@ -82,12 +91,15 @@ def engine_wide_pauses(
     metrics: MetricsEvidence | None = None,
     metrics_window: MetricsWindow | None = None,
     log_facts: LogFacts | None = None,
+    host: HostEvidence | None = None,
     *,
     gap_factor: float = 3.0,
     min_pause_s: float = 0.1,
     min_pauses: int = 2,
     min_streams: int = 2,
     ttft_target_s: float = 0.5,
+    starved_cores: float = 0.8,
+    host_percent: float = 90.0,
 ) -> Result:
     series = readings(metrics.scrapes) if metrics is not None else []
     pauses: list[Pause] = []
@@ -107,6 +119,12 @@ def engine_wide_pauses(
         why = next((p.prompt for p in pauses if p.prompt is not None), "")
         return Pass(f"{len(pauses)} simultaneous freeze(s), {len(quiet)} with no prompt arriving ({why}): prefill "
                     "interference is LD202's")
+    cpu = process_cores(series)
+    if cpu is not None and cpu[0] >= starved_cores:
+        return Pass(f"{len(quiet)} simultaneous freeze(s) with no prompt arriving, but they coincide with CPU starvation: "
+                    f"the serving process used {cpu[0]:.2f} cores over {fmt_seconds(cpu[1])} "
+                    "(process_cpu_seconds_total); a process at its last core stops every stream at once, collection "
+                    "or not, so no engine-wide pause is claimed (a saturated front end is LD211's)")
     lengths = [p.end - p.start for p in quiet]
     starts = [p.start for p in quiet]
     period = statistics.median(b - a for a, b in itertools.pairwise(starts)) if len(starts) > 1 else None
@@ -121,9 +139,8 @@ def engine_wide_pauses(
     if len(quiet) >= 3 and statistics.linear_regression(starts, lengths).slope > 0 and lengths[-1] >= GROWN * lengths[0]:
         summary += f"; they grew from {fmt_seconds(lengths[0])} to {fmt_seconds(lengths[-1])} over the run"
     engine = engine_of(log_facts, metrics_window)
-    summary += _runtime(series, quiet, values, engine)
-    lever, where = FREEZE.get(engine or VLLM, ((f"not exposed by {display(engine)}: no setting freezes its heap; "
-                                                "report it upstream with the freeze times"), f"the {display(engine)} server"))
+    summary += _runtime(series, quiet, values, engine) + _busy_host(host, host_percent, values)
+    lever, where = _lever(engine)
     return Fire(
         title="Every running stream freezes at once, with no prompt arriving: an engine-wide pause (GC)",
         summary=summary,
@@ -171,17 +188,13 @@ def _simultaneous(traces: list[RequestTrace], stream: StreamEvidence, series: li
 
 def _prompt(stream: StreamEvidence, series: list[Reading], start: float, end: float) -> str | None:
     """Why a prompt may have arrived during ``[start, end]``; None when none did (the probe sent
-    nothing, and the engine's prompt-token counter did not move beyond the probe's own)."""
+    nothing, and the engine's prompt-token counter did not move beyond the probe's own) or no two
+    scrapes bracket it (a freeze is held quiet without the counter)."""
     sent = [r for r in stream.requests if r.t_sent is not None and start - (end - start) <= r.t_sent <= end]
     if sent:
         return f"the probe sent a request at t={sent[0].t_sent:.2f} s"
-    grew = between(series, start, end, lambda r: r.prompt_tokens)
-    if grew is None:
-        return None
-    bracket = [r for r in series if r.t <= start][-1].t, next(r for r in series if r.t >= end).t
-    own = sum(r.prompt_tokens or 0 for r in stream.requests
-              if r.t_first_token is not None and bracket[0] <= r.t_first_token <= bracket[1])
-    return f"{grew - own:.0f} prompt tokens prefilled around it" if grew - own > 0 else None
+    foreign = prompt_tokens_around(series, stream, start, end)
+    return f"{foreign:.0f} prompt tokens prefilled around it" if foreign else None
 
 
 def _runtime(series: list[Reading], pauses: list[Pause], values: list[EvidenceValue], engine: str | None) -> str:
@@ -199,6 +212,28 @@ def _runtime(series: list[Reading], pauses: list[Pause], values: list[EvidenceVa
         values.append(EvidenceValue("uptime", round(uptime), "s", "metrics: scrape time - process_start_time_seconds"))
         text += f", uptime {fmt_seconds(uptime)} (pauses grow with the heap)"
     return text
+
+
+def _lever(engine: str | None) -> tuple[str, str]:
+    """What freezes the heap on ``engine``, and where: its own lever, the neutral wording with every
+    known engine's on an unidentified one, else "not exposed"."""
+    if engine == UNKNOWN:
+        return ("freeze the long-lived heap after start-up so a full collection no longer walks it",
+                unidentified_setting("freezing the heap after start-up",
+                                     (f"{display(e)}: {lever.split(';')[0]}" for e, (lever, _) in FREEZE.items())))
+    return FREEZE.get(engine or VLLM, ((f"not exposed by {display(engine)}: no setting freezes its heap; "
+                                        "report it upstream with the freeze times"), f"the {display(engine)} server"))
+
+
+def _busy_host(host: HostEvidence | None, host_percent: float, values: list[EvidenceValue]) -> str:
+    """The host's CPU when the run began, as a caveat when it was saturated: psutil's snapshot is taken
+    before the probe, so it cannot say the freezes coincide with starvation, only that they may."""
+    if host is None or host.cpu_percent is None or host.cpu_percent < host_percent:
+        return ""
+    values.append(EvidenceValue("host CPU at the start", host.cpu_percent, "%", "host: psutil.cpu_percent, before the probe"))
+    load = f", load {host.load_avg[0]:g} on {host.cpu_count_logical} CPUs" if host.load_avg and host.cpu_count_logical else ""
+    return (f"; the host was CPU-saturated when the run began ({host.cpu_percent:.0f} % CPU{load}, psutil, before the "
+            "probe): CPU starvation also stops every stream at once, so these may be that rather than a collection")
 
 
 def _overlapping(stream: StreamEvidence) -> bool:

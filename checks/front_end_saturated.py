@@ -39,13 +39,13 @@ inter-token mean was 21 ms and the client's TPOT p50 64 ms (3.0x) -> --api-serve
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, engine_path, rerun
+from doctor.checklib import engine_of, engine_path, process_cores, rerun, unidentified_setting
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.engines import RECORDS
-from doctor.engines.names import VLLM, display
+from doctor.engines.names import UNKNOWN, VLLM, display
 from doctor.evidence import MetricsEvidence, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.units import fmt_seconds
@@ -68,12 +68,11 @@ def front_end_saturated(
     tpot_target_s: float = 0.05,
 ) -> Result:
     engine = engine_of(log_facts, metrics_window)
-    cpu = [(r.t, r.cpu_s) for r in readings(metrics.scrapes) if r.cpu_s is not None]
-    if len(cpu) < 2 or cpu[-1][0] <= cpu[0][0]:
+    cpu = process_cores(readings(metrics.scrapes))
+    if cpu is None:
         raise NotApplicable(f"not exposed by {display(engine)}: its /metrics has no process_cpu_seconds_total "
                             "for its serving process")
-    (t0, c0), (t1, c1) = cpu[0], cpu[-1]
-    cores = max(c1 - c0, 0.0) / (t1 - t0)
+    cores, window_s = cpu
     itl = metrics_window.itl
     path = engine_path(stream_stats)
     if itl is None or itl.mean is None or not itl.count or path is None or path.tpot.p50 is None:
@@ -81,11 +80,11 @@ def front_end_saturated(
     client, server = path.tpot.p50, itl.mean
     ratio = client / server if server > 0 else 0.0
     if cores < min_cores:
-        return Pass(f"the API server used {cores:.2f} cores over {fmt_seconds(t1 - t0)}: not saturated")
+        return Pass(f"the API server used {cores:.2f} cores over {fmt_seconds(window_s)}: not saturated")
     if ratio < min_ratio:
         return Pass(f"the API server used {cores:.2f} cores, but the client's TPOT p50 {fmt_seconds(client)} keeps up "
                     f"with the engine's inter-token mean {fmt_seconds(server)} ({ratio:.1f}x)")
-    summary = (f"the API server used {cores:.2f} cores over {fmt_seconds(t1 - t0)} while the engine's inter-token mean "
+    summary = (f"the API server used {cores:.2f} cores over {fmt_seconds(window_s)} while the engine's inter-token mean "
                f"was {fmt_seconds(server)} and {path.path}'s TPOT p50 {fmt_seconds(client)} ({ratio:.1f}x)")
     values = [
         EvidenceValue("API-server CPU", round(cores, 2), "cores", "metrics: process_cpu_seconds_total delta / window"),
@@ -97,10 +96,7 @@ def front_end_saturated(
         summary += f"; {chunks[0]:.1f} tokens per chunk (the API server merges what it fell behind on)"
         values.append(EvidenceValue("tokens per chunk", round(chunks[0], 1), "tokens",
                                     f"stream: {chunks[1]} tokens in {chunks[2]} events"))
-    setting, suggested, where = LEVERS.get(engine or VLLM, (
-        "front_end_processes",
-        f"not exposed by {display(engine)}: no setting adds front-end processes; fewer concurrent streams per replica",
-        f"the {display(engine)} deployment"))
+    setting, suggested, where = _lever(engine)
     return Fire(
         title="The API server is saturated: the engine is faster than the stream users get",
         summary=summary,
@@ -117,3 +113,15 @@ def front_end_saturated(
         felt=client > tpot_target_s,
         evidence=values,
     )
+
+
+def _lever(engine: str | None) -> tuple[str, str, str]:
+    """The front end's lever on ``engine`` (setting, suggested, where): its own, the neutral wording with
+    every known engine's on an unidentified one, else "not exposed"."""
+    if engine == UNKNOWN:
+        return ("front_end_processes", "2 (more front-end processes), or fewer concurrent streams per replica",
+                unidentified_setting("front-end processes", (where for _, _, where in LEVERS.values())))
+    return LEVERS.get(engine or VLLM, (
+        "front_end_processes",
+        f"not exposed by {display(engine)}: no setting adds front-end processes; fewer concurrent streams per replica",
+        f"the {display(engine)} deployment"))

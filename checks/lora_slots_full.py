@@ -16,8 +16,12 @@ PR#13349: median TTFT 40 ms with 8 adapters on 8 slots, 6.3 s with 16), while th
 Evidence:
 metrics (the raw scrapes): ``vllm:lora_requests_info``, the latest series of each scrape
 (``max_lora``, ``running_lora_adapters``, ``waiting_lora_adapters``); an adapter both running
-and waiting is already loaded and does not count. metrics_window: the waiting peak. Not exposed
-by SGLang in this form (its ``sglang:lora_pool_*`` metrics are not read), nor by llama.cpp.
+and waiting is already loaded and does not count. metrics_window: the waiting peak and the
+engine's TTFT histogram; stream_stats: the client's TTFT p90, which decides whether users felt
+the wait (over ``ttft_target_s``) or it is a risk (requests waited for a slot, TTFT within budget).
+Not exposed by SGLang in this form (its ``sglang:lora_pool_*`` metrics count the pool, not which
+adapters wait): on SGLang the check names the pool size its startup log gives
+(``max_loras_per_batch``) and says so; nor by llama.cpp.
 
 Remediation:
 Raise ``--max-loras`` to the number of adapters in use at once (each slot costs GPU memory:
@@ -27,6 +31,8 @@ replica's adapters fit its slots.
 
 Options:
 min_scrapes: scrapes with an adapter shut out of the slots at which it fires
+ttft_target_s: the first-token target (defaults to --ttft-budget): a slot wait that keeps TTFT within
+    it is a risk, not felt latency
 
 Example:
 3 of 5 scrapes: requests for adapter sql-lora waited while the 2 slots held chat-lora and
@@ -36,11 +42,14 @@ code-lora; 3 adapters in use -> --max-loras 3.
 from __future__ import annotations
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, rerun
+from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
+from doctor.derive.stream_stats import StreamStats
+from doctor.engines.names import SGLANG
 from doctor.evidence import MetricsEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
+from doctor.units import fmt_seconds
 from doctor.vllm_metrics.lora import FAMILY, lora_slots
 
 
@@ -49,11 +58,18 @@ def lora_slots_full(
     metrics: MetricsEvidence,
     metrics_window: MetricsWindow | None = None,
     log_facts: LogFacts | None = None,
+    stream_stats: StreamStats | None = None,
     *,
     min_scrapes: int = 2,
+    ttft_target_s: float = 0.5,
 ) -> Result:
     states = lora_slots(metrics.scrapes)
     if not states:
+        pool = engine_setting("max_loras", log_facts)
+        if engine_of(log_facts, metrics_window) == SGLANG and pool is not None:
+            return NotApplicable(f"SGLang's LoRA pool holds {pool.value} adapters per batch (max_loras_per_batch, "
+                                 f"{pool.source}); which adapters wait for a slot is not exposed by SGLang "
+                                 "(its sglang:lora_pool_slots_used / _total count the pool, not the waiting adapters)")
         return NotApplicable(f"no {FAMILY} in the scrapes: LoRA is off, or the engine does not expose it "
                              "(SGLang's lora_pool metrics are not read)")
     shut = [s for s in states if s.shut_out]
@@ -71,10 +87,15 @@ def lora_slots_full(
     if metrics_window is not None and metrics_window.waiting is not None:
         evidence.append(EvidenceValue("waiting max", metrics_window.waiting.max, "requests",
                                       "metrics: vllm:num_requests_waiting"))
+    summary = (f"{len(shut)} of {len(states)} scrapes: requests for {', '.join(worst.shut_out)} waited while the "
+               f"{slots} slot(s) held {', '.join(worst.running)}; {len(in_use)} adapters in use")
+    ttft = _ttft(stream_stats, metrics_window)
+    if ttft is not None:
+        evidence.append(ttft[1])
+        summary += f"; {ttft[1].name} {fmt_seconds(ttft[0])} against the {fmt_seconds(ttft_target_s)} budget"
     return Fire(
         title="Requests wait for a LoRA adapter slot",
-        summary=(f"{len(shut)} of {len(states)} scrapes: requests for {', '.join(worst.shut_out)} waited while the "
-                 f"{slots} slot(s) held {', '.join(worst.running)}; {len(in_use)} adapters in use"),
+        summary=summary,
         remediation=Remediation(
             setting="max_loras",
             suggested=(f"{len(in_use)} (the adapters in use at once here), with --max-cpu-loras at least as many so "
@@ -86,5 +107,19 @@ def lora_slots_full(
             current=str(slots) if slots is not None else None,
             where=engine_flag(engine_of(log_facts, metrics_window), "max_loras"),
         ),
+        # a slot wait is felt only past the first-token budget (docs/verdict.md); unmeasured, a risk
+        felt=ttft is not None and ttft[0] > ttft_target_s,
         evidence=evidence,
     )
+
+
+def _ttft(stream_stats: StreamStats | None, metrics_window: MetricsWindow | None) -> tuple[float, EvidenceValue] | None:
+    """The TTFT users got over the window, with its evidence: the client's p90, else the engine's
+    TTFT histogram mean; ``None`` when neither was measured."""
+    path = engine_path(stream_stats) if stream_stats is not None else None
+    if path is not None and path.ttft.p90 is not None:
+        return path.ttft.p90, EvidenceValue("TTFT p90", path.ttft.p90, "s", f"stream: {path.path}, n={path.ttft.n}")
+    hist = metrics_window.ttft if metrics_window is not None else None
+    if hist is not None and hist.mean is not None and hist.count:
+        return hist.mean, EvidenceValue("engine TTFT mean", hist.mean, "s", f"metrics: {hist.metric} mean, n={hist.count:.0f}")
+    return None

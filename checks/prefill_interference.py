@@ -54,14 +54,23 @@ from __future__ import annotations
 import statistics
 
 from doctor.check import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, foreign_prompt_tokens, metric_read, rerun
+from doctor.checklib import (
+    engine_flag,
+    engine_of,
+    engine_path,
+    engine_setting,
+    foreign_prompt_tokens,
+    metric_read,
+    prompt_tokens_around,
+    rerun,
+)
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import MetricsEvidence, RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.units import fmt_pct, fmt_seconds
-from doctor.vllm_metrics.runtime import Reading, between, readings
+from doctor.vllm_metrics.runtime import Reading, readings
 
 #: The step budget suggested when the current one is larger (vLLM's default for most GPUs).
 TARGET_BATCHED_TOKENS = 2048
@@ -267,18 +276,13 @@ def _large_gaps(
             gap = end - start
             large.append(gap)
             own_prefill = any(start < f <= end + (rs.median_gap or 0.0) for f in others)
+            # a prompt arrived, or no two scrapes bracket the freeze (None: unknown, counted)
             shared = min_streams is not None and sum(
                 1 for i, spans in freezes.items()
                 if i != rs.index and any(s < end and start < e for s, e in spans)
-            ) >= min_streams and _prompted(series, start, end)
+            ) >= min_streams and prompt_tokens_around(series, stream, start, end) != 0
             if own_prefill or shared:
                 coinciding.append(gap)
                 excess += gap - (rs.median_gap or 0.0)
     return (large, coinciding, excess, decode) if overlapped else None
 
-
-def _prompted(series: list[Reading], start: float, end: float) -> bool:
-    """A prompt may have been prefilled during ``[start, end]``: the prompt-token counter moved between
-    the scrapes that bracket it, or no two scrapes bracket it (unknown: as before, counted)."""
-    grew = between(series, start, end, lambda r: r.prompt_tokens)
-    return grew is None or grew > 0

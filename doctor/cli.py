@@ -249,7 +249,7 @@ def analyze_cmd(
 ) -> None:
     """Re-analyse saved evidence. Never touches the network.
 
-    A report (or a bundle kept by diagnose) re-analyses with the budgets, thresholds, selection and --fail-on it was made with; flags and an explicit --config change them.
+    A report (or a bundle kept by diagnose) re-analyses with the budgets, thresholds and selection it was made with; flags and an explicit --config change them. Its exit code follows --fail-on (default felt), not the one it was made with.
 
     [bold]Examples[/]
 

@@ -90,7 +90,6 @@ class FileConfig:
 
 #: The sections that decide an analysis (as opposed to what to probe and how).
 ANALYSIS_SECTIONS = ("budgets", "checks", "analysis")
-FAIL_ON = ("felt", "info", "warning", "critical")
 
 
 def with_recorded_analysis(cfg: FileConfig, record: AnalysisRecord | None, *, explicit: bool) -> FileConfig:
@@ -100,7 +99,8 @@ def with_recorded_analysis(cfg: FileConfig, record: AnalysisRecord | None, *, ex
     A report must re-analyse to its own verdict wherever it is opened, so an
     ``llm-doctor.toml`` that merely sits in the working directory does not change it; a file
     the user names on purpose does, key by key (its region budgets included), and flags win
-    over both later, as everywhere.
+    over both later, as everywhere. The recorded ``fail_on`` is not taken: what fails the exit
+    code is the caller's choice (``--fail-on``, an explicit config), else today's default.
     """
     if record is None:
         return cfg
@@ -127,12 +127,9 @@ def _recorded_sections(record: AnalysisRecord) -> dict[str, dict[str, Any]]:
         if not math.isfinite(value) or value <= 0:
             raise BundleError(f"the bundle's recorded analysis: {name}_budget_s must be a number > 0, got {value!r}")
         budgets[name] = value
+    # not the recorded fail_on: the exit gate is the caller's, not the evidence's (it changes no verdict), and
+    # bundles made before felt became the default recorded warning without anyone choosing it
     analysis: dict[str, Any] = {"select": list(record.select), "ignore": list(record.ignore)}
-    if record.fail_on is not None:
-        if record.fail_on not in FAIL_ON:
-            raise BundleError(f"the bundle's recorded analysis: fail_on must be one of {', '.join(FAIL_ON)}, "
-                              f"got {record.fail_on!r}")
-        analysis["fail_on"] = record.fail_on
     return {"budgets": budgets, "checks": record.settings, "analysis": analysis}
 
 

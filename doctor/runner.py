@@ -39,7 +39,7 @@ class AnalyzeOptions:
     ignore: list[str] = field(default_factory=list)
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # check code/name/alias -> option -> value
     budgets: Budgets = field(default_factory=Budgets)
-    fail_on: FailOn = FailOn.FELT  # not used by the analysis; recorded for re-analysis
+    fail_on: FailOn = FailOn.FELT  # not used by the analysis; recorded as provenance (analyze takes the caller's)
 
 
 def known_kinds() -> set[str]:

@@ -19,9 +19,10 @@ EXPORTS = {
     "COMPRESSED", "KNOWN_PROXIES", "KV_FILL_TARGET", "MAX_GPU_MEMORY_UTILIZATION", "MIN_FLAT_SAMPLES",
     "STABLE_DEFAULTS", "V1_SERVE_MAX_NUM_SEQS", "PathPair", "Setting", "add_capacity", "capped_utilization",
     "default_max_num_seqs", "detect_proxy", "ENGINE_FLAGS", "IDLE_TIMEOUTS", "buffering_remediation",
-    "compression_remediation", "idle_timeout_for", "idle_timeout_remediation", "engine_flag", "engine_of", "engine_path", "engine_setting", "foreign_prompt_tokens", "gateway_headers", "gateway_identity",
+    "compression_remediation", "idle_timeout_for", "idle_timeout_remediation", "engine_flag", "engine_of", "engine_path", "engine_setting", "foreign_prompt_tokens",
+    "prompt_tokens_around", "process_cores", "gateway_headers", "gateway_identity",
     "header", "inferred_max_num_seqs", "is_off", "max_num_seqs_in_use", "measured_pair", "engine_metric", "metric_read", "model_len", "rerun", "response_start_remediation",
-    "sequences_that_fit", "stream_encoding", "tokens_per_request", "ttft_wait", "vllm_flag", "who_answered",
+    "sequences_that_fit", "stream_encoding", "tokens_per_request", "ttft_wait", "unidentified_setting", "vllm_flag", "who_answered",
     # gateway limits and retries (LD309, LD310, LD501)
     "QUEUEING_CAPS", "cap_remediation", "retry_remediation", "engine_intake", "gateway_refusal", "gateway_wait", "probe_sent",
     # structured output (LD108, LD212)
@@ -69,3 +70,23 @@ def test_utilization_is_capped() -> None:
 def test_measured_pair_raises_not_applicable_without_both_paths() -> None:
     with pytest.raises(NotApplicable, match="needs both the direct"):
         checklib.measured_pair(StreamStats())
+
+
+def test_prompt_tokens_around_a_freeze_are_the_counter_beyond_the_probes_own() -> None:
+    """The one "did a prompt arrive" helper LD202 and LD210 share: the prompt-token counter between
+    the scrapes around a freeze, less the probe's own prompts whose first token came in that bracket."""
+    from doctor.evidence import Scrape
+    from doctor.vllm_metrics.runtime import readings
+    from tests.support.bundles import exposition, request, stream
+
+    def scrape(t: float, prompts: int) -> Scrape:
+        return Scrape(phase="during", t=t, wall=1_700_000_000.0 + t, status=200,
+                      text=exposition({"vllm:prompt_tokens_total": prompts}))
+
+    series = readings([scrape(0.0, 100), scrape(1.0, 100), scrape(2.0, 400), scrape(3.0, 400)])
+    own = request("direct", 0, ttft=1.5, gaps=[0.1], start=0.0)
+    own.prompt_tokens = 100
+    probe = stream([own])
+    assert checklib.prompt_tokens_around(series, probe, 0.2, 0.8) == 0  # the counter stood still
+    assert checklib.prompt_tokens_around(series, probe, 1.2, 1.8) == 200  # 300 prefilled, 100 the probe's
+    assert checklib.prompt_tokens_around(series, probe, 2.5, 3.5) is None  # no scrape after it: unknown

@@ -11,6 +11,7 @@ from doctor.config import FileConfig, load_config, parse_set, with_recorded_anal
 from doctor.errors import BundleError, UsageError
 from doctor.evidence.run import AnalysisRecord
 from doctor.model import Severity
+from doctor.runner import AnalyzeOptions
 from doctor.settings import build_analyze_options, build_collect_config
 
 CONFIG = """
@@ -138,7 +139,8 @@ def test_recorded_analysis_replaces_an_implicit_config(cfg):
     options = build_analyze_options({}, with_recorded_analysis(cfg, RECORDED, explicit=False), "eu-west-1")
     assert (options.budgets.ttft_s, options.budgets.tpot_s) == (0.2, 0.3)
     assert options.settings == {"LD101": {"queue_share": "0.9"}}
-    assert (options.select, options.ignore, options.fail_on) == (["LD1"], [], Severity.CRITICAL)
+    # the recorded fail_on is not taken: the exit gate is the caller's, today's default without one
+    assert (options.select, options.ignore, options.fail_on) == (["LD1"], [], AnalyzeOptions().fail_on)
 
 
 def test_an_explicit_config_wins_key_by_key_over_the_record(cfg):
@@ -146,8 +148,16 @@ def test_an_explicit_config_wins_key_by_key_over_the_record(cfg):
     options = build_analyze_options({}, merged, "eu-west-1")
     assert (options.budgets.ttft_s, options.budgets.tpot_s) == (1.2, 0.04)  # the region's, then the file's
     assert options.settings["LD101"] == {"queue_share": 0.6}
-    assert (options.select, options.ignore, options.fail_on) == (["LD1"], ["LD5"], Severity.CRITICAL)
+    assert (options.select, options.ignore) == (["LD1"], ["LD5"])
+    assert options.fail_on is AnalyzeOptions().fail_on  # the file names none, and the record's is not taken
     assert merged.targets == cfg.targets  # what to probe is untouched
+
+
+def test_an_explicit_configs_fail_on_gates_a_reanalysis(tmp_path):
+    path = tmp_path / "gate.toml"
+    path.write_text('[analysis]\nfail_on = "critical"\n')
+    merged = with_recorded_analysis(load_config(path), AnalysisRecord(fail_on="warning"), explicit=True)
+    assert build_analyze_options({}, merged, None).fail_on == Severity.CRITICAL
 
 
 def test_flags_win_over_the_record():
@@ -166,7 +176,6 @@ def test_no_record_leaves_the_config_as_it_is(cfg):
 @pytest.mark.parametrize("record, message", [
     (AnalysisRecord(ttft_budget_s=-1.0), "ttft_budget_s must be a number > 0"),
     (AnalysisRecord(tpot_budget_s=float("nan")), "tpot_budget_s must be a number > 0"),
-    (AnalysisRecord(fail_on="sometimes"), "fail_on must be one of felt, info, warning, critical"),
 ])
 def test_a_damaged_record_is_a_bundle_error(record, message):
     with pytest.raises(BundleError, match=f"recorded analysis: {message}"):

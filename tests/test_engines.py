@@ -42,6 +42,11 @@ LOG_FACTS = {
     "sglang/v0.5.4.post3-issue12726-startup-kv-graph-limits.log": {
         "engine": "sglang", "kv_cache_tokens": 421472, "max_running_requests": 48, "max_model_len": 40960,
         "max_batch_tokens": 8192, "cuda_graph_memory_gib": 0.61, "kv_cache_memory_gib": 57.88,
+        "max_cudagraph_capture_size": 48,  # the largest of "Capture cuda graph bs [1, ..., 48]"
+    },
+    # server_args asked cuda_graph_max_bs=4; the capture's progress began at bs=128, which is what ran
+    "sglang/2026-03-docs-offline-engine-server-args-capturing-cut.log": {
+        "engine": "sglang", "max_cudagraph_capture_size": 128, "max_loras": 8, "max_running_requests": 128,
     },
     "sglang/2025-12-pr14071-mla-kv-allocated-per-tp-rank.log": {
         "engine": "sglang", "kv_cache_tokens": 60000, "block_size": 1, "kv_cache_memory_gib": 0.13,

@@ -2,7 +2,7 @@
 
 Each test runs its gateway as its own process with its own configuration and port
 (``tests/support/gateways_real.py``, ``tests/support/nginx.py``) in front of the test SSE server, which
-answers /metrics from its own accounting (``SseServer(metrics=True)``): the engine's waiting gauge,
+answers /metrics from its own accounting (``Counts``): the engine's waiting gauge,
 its running gauge and the requests it took in are known exactly. ``collect`` then ``analyze`` read
 the run as ``diagnose`` does. Assertions are the verdict's class, the check and the setting named,
 never times. docs/gateways.md records what each verdict said.
@@ -42,7 +42,7 @@ def result(report: Report, code: str):
 @needs("haproxy")
 def test_haproxy_maxconn_queues_streams_and_is_named():
     # `option http-no-delay`: HAProxy otherwise coalesces small writes, which LD301 reports on its own.
-    with SseServer(metrics=True) as server, run_gateway("haproxy", "option http-no-delay\n  server engine {upstream} maxconn 1",
+    with SseServer() as server, run_gateway("haproxy", "option http-no-delay\n  server engine {upstream} maxconn 1",
                                                         server.port) as gateway:
         report = diagnose(server, gateway, SCHEDULE, gateway_kind="haproxy")
     assert report.verdict.symptom is Symptom.PROXY_ONLY, report.verdict.summary
@@ -69,7 +69,7 @@ NGINX_LOCATION = 'location / { proxy_pass http://engine; proxy_buffering off; pr
      "server { listen 127.0.0.1:{port}; limit_conn per_client 1; " + NGINX_LOCATION + " }", 503, "limit_conn"),
 ], ids=["max_conns", "limit_conn"])
 def test_nginx_limits_refuse_streams_themselves_and_are_named(conf, status, setting):
-    with SseServer(metrics=True) as server, run_nginx(conf, server.port) as gateway:
+    with SseServer() as server, run_nginx(conf, server.port) as gateway:
         report = diagnose(server, gateway, SCHEDULE)
         received = server.received
     assert report.verdict.symptom is Symptom.PROXY_ONLY, report.verdict.summary
@@ -91,7 +91,7 @@ def test_nginx_retrying_on_timeout_multiplies_the_engines_requests():
             "server { listen 127.0.0.1:{port}; location / { proxy_pass http://engine; proxy_read_timeout 250ms; "
             "proxy_next_upstream error timeout non_idempotent; proxy_buffering off; } }")
     slow = {"head": 0.6, "ttft": 0.05, "itl": 0.01, "n": 16}
-    with SseServer(metrics=True) as server, run_nginx(conf, server.port) as gateway:
+    with SseServer() as server, run_nginx(conf, server.port) as gateway:
         report = diagnose(server, gateway, slow, requests=3, concurrency=1, warmup=0)
         received = server.received
     retries = result(report, "LD310").finding

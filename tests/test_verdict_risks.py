@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from doctor.bundle import from_dict, save
 from doctor.cli import app
 from doctor.evidence import Bundle
+from doctor.evidence.run import AnalysisRecord
 from doctor.exit_codes import ExitCode
 from doctor.model import Symptom
 from doctor.registry import load_registry
@@ -88,3 +89,18 @@ def test_a_run_that_ran_out_before_29_fast_answers_is_healthy_so_far(tmp_path: P
 def test_29_fast_answers_are_a_conclusive_healthy() -> None:
     v = analyze(short_run(29), AnalyzeOptions(), registry=REGISTRY).verdict
     assert v.symptom is Symptom.HEALTHY and v.conclusive and v.summary.startswith("Healthy:"), v.summary
+
+
+@pytest.mark.parametrize(("flags", "expected"), [([], ExitCode.HEALTHY), (["--fail-on", "warning"], ExitCode.SYMPTOM)])
+def test_an_old_bundles_recorded_fail_on_does_not_gate_its_reanalysis(tmp_path: Path, flags: list[str],
+                                                                     expected: ExitCode) -> None:
+    """Bundles made before ``felt`` became the default recorded ``fail_on: warning`` without anyone
+    choosing it. The exit gate is the caller's: ``analyze`` applies the current default (a risk
+    alone exits 0) unless ``--fail-on`` (or an explicit config) says otherwise."""
+    old = stock_nginx()
+    old.run.analysis = AnalysisRecord(fail_on="warning")
+    saved = tmp_path / "old.json"
+    save(old, saved)
+    result = runner.invoke(app, ["analyze", str(saved), *flags])
+    assert result.exit_code == expected, result.output
+    assert "risk LD307 headers-held" in result.output, result.output

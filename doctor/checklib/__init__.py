@@ -7,6 +7,10 @@ its remediation mean the same thing as every other check's:
   then the run record, then a stable vLLM default, as a ``Setting`` that knows its source;
   ``max_num_seqs_in_use`` adds vLLM's V1 default and what the gauges imply
   (``inferred_max_num_seqs``); ``model_len`` adds /v1/models; ``is_off`` reads a flag.
+  ``foreign_prompt_tokens`` (other users' prompts over the window) and ``prompt_tokens_around``
+  (did a prompt arrive during one freeze) read the engine's prompt-token counter against the probe's own;
+  ``process_cores`` is the serving process's CPU over the window (a saturated front end, LD211; a
+  freeze that coincides with CPU starvation, LD210).
 - **sizes** (``sizing``): ``tokens_per_request``, ``sequences_that_fit`` (the one formula for
   "how many sequences fit in the KV cache") and ``capped_utilization`` (the one ceiling for a
   suggested ``gpu_memory_utilization``).
@@ -29,7 +33,9 @@ its remediation mean the same thing as every other check's:
   ``generated_within`` (what the engine's generation counter did during a stream's silence).
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
   ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
-  (the same setting under the serving engine's own flag, ``engine_of`` telling which engine);
+  (the same setting under the serving engine's own flag, ``engine_of`` telling which engine;
+  on an unidentified one, ``unidentified_setting``'s neutral wording, which checks whose lever is
+  no flag use too);
   ``metric_read`` names the metric a window field came from, in the engine's own names, and
   ``engine_metric`` the engine's own metric for a field (``None`` where it has none).
 
@@ -53,6 +59,8 @@ from doctor.checklib.engine import (
     max_num_seqs_in_use,
     metric_read,
     model_len,
+    process_cores,
+    prompt_tokens_around,
 )
 from doctor.checklib.gateway import (
     COMPRESSED,
@@ -75,7 +83,7 @@ from doctor.checklib.gateway_advice import (
 )
 from doctor.checklib.gateway_limits import engine_intake, gateway_refusal, gateway_wait, probe_sent
 from doctor.checklib.paths import PathPair, engine_path, measured_pair, ttft_wait
-from doctor.checklib.remediation import ENGINE_FLAGS, add_capacity, engine_flag, rerun, vllm_flag
+from doctor.checklib.remediation import ENGINE_FLAGS, add_capacity, engine_flag, rerun, unidentified_setting, vllm_flag
 from doctor.checklib.sizing import (
     KV_FILL_TARGET,
     MAX_GPU_MEMORY_UTILIZATION,
@@ -131,6 +139,8 @@ __all__ = [
     "model_len",
     "per_token",
     "probe_sent",
+    "process_cores",
+    "prompt_tokens_around",
     "request_ttft",
     "rerun",
     "response_start_remediation",
@@ -139,6 +149,7 @@ __all__ = [
     "stream_encoding",
     "tokens_per_request",
     "ttft_wait",
+    "unidentified_setting",
     "vllm_flag",
     "who_answered",
 ]

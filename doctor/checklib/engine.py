@@ -7,6 +7,7 @@ what the gauges imply. Public through ``doctor.checklib``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from doctor.engines.names import UNKNOWN, VLLM, engine_of_headers, engine_of_met
 from doctor.evidence import EndpointsEvidence, RunRecord, StreamEvidence
 from doctor.model import EvidenceValue
 from doctor.vllm_metrics.names import FAMILY_BY_KEY
+from doctor.vllm_metrics.runtime import Reading, between
 
 
 @dataclass
@@ -193,3 +195,28 @@ def foreign_prompt_tokens(stream: StreamEvidence, mw: MetricsWindow | None) -> f
         return None
     foreign = mw.prompt_tokens - sum(own)
     return foreign if foreign > sum(own) else None
+
+
+def process_cores(series: Sequence[Reading]) -> tuple[float, float] | None:
+    """The serving process's CPU over the window, as (cores, seconds): ``process_cpu_seconds_total``
+    from its first to its last reading (vLLM exports its API server's). None with fewer than two
+    readings of it: the engine's /metrics does not expose it."""
+    cpu = [(r.t, r.cpu_s) for r in series if r.cpu_s is not None]
+    if len(cpu) < 2 or cpu[-1][0] <= cpu[0][0]:
+        return None
+    (t0, c0), (t1, c1) = cpu[0], cpu[-1]
+    return max(c1 - c0, 0.0) / (t1 - t0), t1 - t0
+
+
+def prompt_tokens_around(series: Sequence[Reading], stream: StreamEvidence, start: float, end: float) -> float | None:
+    """Did a prompt arrive during ``[start, end]``: the prompt tokens the engine prefilled between the
+    scrapes that bracket it, beyond the probe's own (its requests whose first token came inside that
+    bracket, from their usage trailers); 0 when none did. None when no two scrapes bracket it: the
+    caller weighs the unknown (LD202 counts such a freeze as prompted, LD210 as quiet)."""
+    grew = between(series, start, end, lambda r: r.prompt_tokens)
+    if grew is None:
+        return None
+    first = [r.t for r in series if r.t <= start][-1], next(r.t for r in series if r.t >= end)
+    own = sum(r.prompt_tokens or 0 for r in stream.requests
+              if r.t_first_token is not None and first[0] <= r.t_first_token <= first[1])
+    return max(grew - own, 0.0)

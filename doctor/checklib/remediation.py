@@ -8,6 +8,8 @@ the built-in ones. Public through ``doctor.checklib``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from doctor.engines import RECORDS
 from doctor.engines.names import DISPLAY, UNKNOWN, VLLM, display
 from doctor.model import RERUN_INSTRUCTION, Remediation
@@ -41,7 +43,7 @@ def engine_flag(engine: str | None, *settings: str) -> str:
     if engine in (None, VLLM):
         return vllm_flag(*settings)
     if engine == UNKNOWN:
-        return f"the engine's own setting for {' / '.join(settings)} (unidentified engine; {_spellings(settings)})"
+        return unidentified_setting(" / ".join(settings), _spellings(settings))
     flags = [ENGINE_FLAGS.get(s, {}).get(engine) for s in settings]
     if all(flags):
         return f"{display(engine)} flag{'s' if len(flags) > 1 else ''} {' / '.join(f for f in flags if f)}"
@@ -49,14 +51,21 @@ def engine_flag(engine: str | None, *settings: str) -> str:
     return f"not exposed by {display(engine)} ({', '.join(lacking)}: {vllm_flag(*settings)} on vLLM)"
 
 
-def _spellings(settings: tuple[str, ...]) -> str:
-    """How each known engine spells ``settings``: ``vLLM --max-num-seqs, SGLang --max-running-requests, ...``."""
+def unidentified_setting(what: str, spellings: Iterable[str]) -> str:
+    """Where a remediation is applied on an unidentified engine (``UNKNOWN``), in the one neutral
+    wording every check shares: the limit, and how each known engine spells it as possibilities,
+    never one engine's flag as if it were that engine's nor "not exposed" (nothing says it is not)."""
+    return f"the engine's own setting for {what} (unidentified engine; {', '.join(spellings)})"
+
+
+def _spellings(settings: tuple[str, ...]) -> list[str]:
+    """How each known engine spells ``settings``: ``vLLM --max-num-seqs``, ``SGLang --max-running-requests``, ..."""
     spelled = [f"{DISPLAY[VLLM]} {' / '.join('--' + s.replace('_', '-') for s in settings)}"]
     for engine in (r.id for r in RECORDS if r.id != VLLM):
         flags = [ENGINE_FLAGS.get(s, {}).get(engine) for s in settings]
         if all(flags):
             spelled.append(f"{DISPLAY[engine]} {' / '.join(f for f in flags if f)}")
-    return ", ".join(spelled)
+    return spelled
 
 
 def rerun(expect: str) -> str:

@@ -38,6 +38,10 @@ _CAPPED = re.compile(r"^max_running_requests is capped to (?P<n>\d+)")
 _WEIGHTS = re.compile(r"^Load weight end\..*?\bmem usage=(?P<gib>\d+(?:\.\d+)?) GB")
 _GRAPH = re.compile(r"^Capture cuda graph end\..*?\bmem usage=(?P<gib>\d+(?:\.\d+)?) GB")
 _SERVER_ARGS = re.compile(r"server_args=ServerArgs\((?P<body>.*)")
+# cuda_graph_runner.py: ``Capture cuda graph bs [1, 2, 4, ...]``, the sizes captured (the argument
+# ``cuda_graph_max_bs`` is what was asked for); then tqdm's ``Capturing batches (bs=N ...`` from the largest down.
+_CAPTURE_BS = re.compile(r"^Capture cuda graph bs \[(?P<sizes>\d+(?:, \d+)*)\]")
+_CAPTURING = re.compile(r"Capturing batches \(bs=(?P<bs>\d+) ")
 _BATCH = re.compile(r"^(?P<kind>Prefill|Decode) batch[.,] ")
 _FIELD = re.compile(r"(?P<name>#?[a-z][\w -]{0,40}?(?: \(token/s\))?): (?P<value>-?\d+(?:\.\d+)?|True|False)")
 _RETRACT = re.compile(r"^(?:KV cache pool is full\. Retract requests\.|Decode out of memory happened\.) #retracted_reqs: (?P<n>\d+)")
@@ -69,6 +73,8 @@ _ARG_KEYS = {
     "stream_interval": "stream_interval",
     "disable_radix_cache": "disable_radix_cache",
     "disable_cuda_graph": "disable_cuda_graph",
+    "cuda_graph_max_bs": "max_cudagraph_capture_size",
+    "max_loras_per_batch": "max_loras",
 }
 
 #: SGLang's name for a check key, for the fact's note.
@@ -78,6 +84,8 @@ OWN_NAMES = {
     "max_num_batched_tokens": "chunked_prefill_size",
     "max_model_len": "context_len",
     "block_size": "page_size",
+    "max_cudagraph_capture_size": "cuda_graph_max_bs",
+    "max_loras": "max_loras_per_batch",
 }
 
 
@@ -131,6 +139,10 @@ def _read(book: Logbook, line: LogLine, message: str, when: str | None, ranks: l
         book.fact(line, "cuda_graph_memory_gib", number(match["gib"]))
     elif match := _SERVER_ARGS.search(message):
         _server_args(book, line, match["body"])
+    elif match := _CAPTURE_BS.match(message):
+        _own(book, line, "max_cudagraph_capture_size", max(int(n) for n in match["sizes"].split(", ")), RESOLVED)
+    elif captured := [int(m["bs"]) for m in _CAPTURING.finditer(message)]:
+        _own(book, line, "max_cudagraph_capture_size", max(captured), RESOLVED)
     else:
         book.error(line, message)
 

@@ -422,8 +422,10 @@ def paused(index: int, pauses: tuple[tuple[float, float], ...], *, start: float 
     return req
 
 
-def runtime_scrapes(gc: list[int], prompts: list[int], *, preempted: int = 0, every: float = 0.5) -> MetricsEvidence:
-    """vLLM counters plus the serving process's GC and start time, one scrape every ``every`` s from t=0."""
+def runtime_scrapes(gc: list[int], prompts: list[int], *, preempted: int = 0, every: float = 0.5,
+                    cores: float | None = None) -> MetricsEvidence:
+    """vLLM counters plus the serving process's GC and start time, one scrape every ``every`` s from t=0;
+    with ``cores``, its CPU seconds growing at that rate."""
     scrapes = []
     for k, (collections, prompt) in enumerate(zip(gc, prompts, strict=True)):
         text = exposition({"vllm:prompt_tokens_total": prompt, "vllm:num_preemptions_total": preempted if k else 0,
@@ -432,6 +434,8 @@ def runtime_scrapes(gc: list[int], prompts: list[int], *, preempted: int = 0, ev
                  f'python_gc_collections_total{{generation="0"}} {40 * collections}.0\n'
                  f'python_gc_collections_total{{generation="2"}} {collections}.0\n'
                  "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 1699996400.0\n")
+        if cores is not None:
+            text += f"# TYPE process_cpu_seconds counter\nprocess_cpu_seconds_total {8.0 + cores * k * every:.3f}\n"
         scrapes.append(Scrape(phase="during", t=k * every, wall=1_700_000_000.0 + k * every, status=200,
                               content_type="text/plain; version=0.0.4", text=text))
     return MetricsEvidence(url="http://127.0.0.1:8000/metrics", scrapes=scrapes, interval_s=every)
@@ -463,6 +467,19 @@ def cases_engine_wide_pauses() -> None:
     alone = stream([paused(0, PAUSES), *(paused(i, ()) for i in range(1, 4))], concurrency=4)
     write_case(name, "quiet-one-stream-freezes", bundle(stream=alone, metrics=runtime_scrapes(gc, flat)),
                why="one stream freezes three times, the three others run on: not the whole engine")
+    write_case(name, "quiet-serving-process-at-its-last-core",
+               bundle(stream=together, metrics=runtime_scrapes(gc, flat, cores=0.96)),
+               why="the same freezes while the serving process's CPU grew 0.96 s per second over the window: a process "
+                   "at its last core stops every stream at once, collection or not; CPU starvation, not claimed as "
+                   "an engine-wide pause")
+    write_case(name, "fires-idle-serving-process", bundle(stream=together, metrics=runtime_scrapes(gc, flat, cores=0.2)),
+               why="the same freezes, the serving process at 0.2 cores: no starvation over the window",
+               expect={"setting": "gc_freeze", "summary_contains": ["3 times"]})
+    busy = HostEvidence(cpu_percent=98.0, cpu_count_logical=8, load_avg=[11.5, 9.0, 6.0])
+    write_case(name, "fires-host-busy-at-the-start", bundle(stream=together, metrics=runtime_scrapes(gc, flat), host=busy),
+               why="the same freezes; psutil saw the host at 98 % CPU (load 11.5 on 8 CPUs) before the probe: a "
+                   "snapshot, not the window, so the finding stands with the caveat that it may be starvation",
+               expect={"setting": "gc_freeze", "summary_contains": ["CPU-saturated when the run began"]})
     sequential = stream([paused(i, PAUSES, start=6.0 * i) for i in range(3)])
     write_case(name, "na-one-stream-at-a-time", bundle(stream=sequential),
                why="concurrency 1: no two streams to freeze together")
@@ -726,6 +743,13 @@ def cases_batch_too_deep() -> None:
                why="toy engine: a step costs 20 ms while 2 sequences or fewer decode (a captured graph), 80 ms "
                    "above (eager); --max-cudagraph-capture-size 2 under max_num_seqs 16: the capture size is the "
                    "lever, not max_num_seqs",
+               expect={"setting": "max_cudagraph_capture_size", "summary_contains": ["largest captured graph is 2"]})
+    sglang = log([("[2026-03-03 23:21:38] INFO engine.py:158: server_args=ServerArgs(model_path='/srv/models/llama', "
+                   "max_running_requests=16, cuda_graph_max_bs=2, disable_cuda_graph=False)"),
+                  "[2026-03-03 23:21:39] Capture cuda graph bs [1, 2]"], source="sglang.log")
+    write_case(name, "fires-sglang-batch-above-captured-graphs", bundle(stream=stream(uncaptured, concurrency=4), log=sglang),
+               why="the same toy engine behind SGLang: lines in SGLang's format (engine.py's server_args, "
+                   "cuda_graph_runner.py's capture sizes) with --cuda-graph-max-bs 2 under --max-running-requests 16",
                expect={"setting": "max_cudagraph_capture_size", "summary_contains": ["largest captured graph is 2"]})
     busy = load_scrapes({}, {"vllm:num_requests_running": 420, "vllm:num_preemptions_total": 0},
                         {"vllm:num_preemptions_total": 0})

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from doctor.evidence import MetricsEvidence, RequestTrace, Scrape, StreamEvidence
-from tests.support.bundles import bundle, exposition, log, metrics, request, stream
+from tests.support.bundles import bundle, exposition, log, metrics, real_log, request, stream
 from tests.support.write_fixture import write_all, write_case
 
 SCHEMA_BODY: dict[str, Any] = {
@@ -154,18 +154,20 @@ def cases_constrained_decoding() -> None:
 LoraState = tuple[str, str, int]
 
 
-def lora_scrapes(max_lora: int, states: list[LoraState]) -> MetricsEvidence:
+def lora_scrapes(max_lora: int, states: list[LoraState], ttft_s: float | None = None) -> MetricsEvidence:
     """Scrapes 1 s apart, each with every label set reported so far (vLLM keeps old series until a
-    restart), the current one set last; and the running / waiting gauges."""
+    restart), the current one set last; and the running / waiting gauges. With ``ttft_s``, the TTFT
+    histogram observes one first token of that length per scrape."""
     scrapes, seen = [], {}
     for k, (running, waiting, queued) in enumerate(states):
+        ttft = {} if ttft_s is None else {"vllm:time_to_first_token_seconds": {"sum": round(ttft_s * k, 6), "count": k}}
         seen[(running, waiting)] = 1_700_000_000.0 + k
         lines = ["# HELP vllm:lora_requests_info Running stats on lora requests.",
                  "# TYPE vllm:lora_requests_info gauge"]
         lines += [f'vllm:lora_requests_info{{max_lora="{max_lora}",running_lora_adapters="{r}",'
                   f'waiting_lora_adapters="{w}"}} {t!r}' for (r, w), t in seen.items()]
         text = exposition({"vllm:num_requests_running": len(running.split(",")) * 2,
-                           "vllm:num_requests_waiting": queued}) + "\n".join(lines) + "\n"
+                           "vllm:num_requests_waiting": queued, **ttft}) + "\n".join(lines) + "\n"
         scrapes.append(Scrape(phase="during", t=float(k), wall=1_700_000_000.0 + k, status=200,
                               content_type="text/plain; version=0.0.4", text=text))
     return MetricsEvidence(url="http://127.0.0.1:8000/metrics", interval_s=1.0, scrapes=scrapes)
@@ -177,8 +179,17 @@ def cases_lora_slots_full() -> None:
              ("chat-lora,code-lora", "", 0), ("code-lora,sql-lora", "chat-lora", 4)]
     write_case(name, "fires-three-adapters-two-slots", bundle(metrics=lora_scrapes(2, churn)),
                why="Synthetic scrapes in vLLM 0.32's format (v1/metrics/loggers.py): three adapters in use on "
-                   "--max-loras 2; in 3 of 4 scrapes a request waits for the adapter the full slots do not hold.",
-               expect={"severity": "warning", "setting": "max_loras", "summary_contains": ["sql-lora", "3 adapters"]})
+                   "--max-loras 2; in 3 of 4 scrapes a request waits for the adapter the full slots do not hold. "
+                   "No TTFT was measured: a risk, not felt latency.",
+               expect={"severity": "warning", "felt": False, "setting": "max_loras",
+                       "summary_contains": ["sql-lora", "3 adapters"]})
+    write_case(name, "fires-felt-ttft-over-budget", bundle(metrics=lora_scrapes(2, churn, ttft_s=2.4)),
+               why="The same churn, with the engine's TTFT histogram observing 2.4 s first tokens: over the 500 ms "
+                   "budget, so users felt the slot wait.",
+               expect={"severity": "warning", "felt": True, "setting": "max_loras"})
+    write_case(name, "fires-risk-ttft-within-budget", bundle(metrics=lora_scrapes(2, churn, ttft_s=0.2)),
+               why="The same churn, with 200 ms first tokens: requests waited for a slot, TTFT within budget: a risk.",
+               expect={"severity": "warning", "felt": False, "setting": "max_loras"})
     fits = [("adapter_ko", "adapter_ko", 3), ("adapter_json", "adapter_json", 2), ("", "", 0)]
     write_case(name, "quiet-waiting-for-a-loaded-adapter", bundle(metrics=lora_scrapes(2, fits)),
                why="Synthetic, the shape of a public --max-loras 2 run with two adapters mixed: the waiting "
@@ -188,6 +199,13 @@ def cases_lora_slots_full() -> None:
         scrapes=[Scrape(phase="during", t=0.0, wall=1_700_000_000.0, status=200, content_type="text/plain",
                         text=exposition({"vllm:num_requests_running": 2, "vllm:num_requests_waiting": 3}))])),
                why="Synthetic: no vllm:lora_requests_info (served without --enable-lora).")
+    write_case(name, "na-sglang-pool-from-its-log", bundle(
+        metrics=MetricsEvidence(url="http://127.0.0.1:30000/metrics", interval_s=1.0, scrapes=[
+            Scrape(phase="during", t=0.0, wall=1_700_000_000.0, status=200, content_type="text/plain",
+                   text="# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=\"m\"} 4.0\n")]),
+        log=real_log("sglang/2026-03-docs-offline-engine-server-args-capturing-cut.log", "engines")),
+               why="SGLang: the real server_args line of its docs notebook (max_loras_per_batch=8) and a scrape in "
+                   "SGLang's names: the pool size is named, which adapters wait is not exposed.")
 
 
 def main() -> None:

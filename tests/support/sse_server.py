@@ -31,10 +31,15 @@ for), ``error`` (an error object after 2 tokens), ``cut`` (close after 2 tokens,
 ``utf8`` (invalid UTF-8 after 2 tokens), ``usage`` (a usage trailer and no token), ``hang``
 (headers, then silence).
 
-Engine faces: ``GET /health`` answers 200 and ``GET /metrics`` a vLLM-shaped exposition of what
-the server really did (prompt and generated tokens, finished requests, the TTFT, queue-time and
-inter-token histograms (this observing ``itl``, the step the server keeps), the running gauge), followed by prometheus_client's default registry (the server process's real
-``python_gc_collections_total`` and ``process_*``). With ``fail=hang`` the counters stand still
+Engine faces: ``GET /health`` answers 200 and ``GET /metrics`` one vLLM-shaped exposition of what
+the server really did (``Counts``): prompt tokens (38 per request, as in the usage trailer, counted
+when its first token is sent: vLLM counts a prompt once prefilled), generated tokens, finished
+requests by reason (``length`` when an answer completes, ``abort`` when its client went away
+mid-answer; a ``fail=`` answer is neither), the TTFT, queue-time and inter-token histograms (this
+observing ``itl``, the step the server keeps), and the ``running`` / ``waiting`` gauges (streams
+answering, streams waiting for a ``slots`` slot), followed by prometheus_client's default registry
+(the server process's real ``python_gc_collections_total`` and ``process_*``). A test then knows
+exactly what the engine saw against what the probe sent (``received``: the streamed requests read). With ``fail=hang`` the counters stand still
 while requests are in flight: a wedged engine behind a green /health (vllm#39863). ``pause=P:S``
 freezes every stream of the server at once for S seconds every P seconds (on the server's clock,
 whatever the request), each freeze starting with a real full ``gc.collect()``: an engine-wide
@@ -53,12 +58,6 @@ adds S seconds to the first token of the first request per distinct schema (the 
 after), ``masked=F`` multiplies every constrained request's gaps by F (the per-step mask), and
 ``held=K:N`` holds tokens K+1..K+N-1 of a constrained request back and sends them with token K+N
 in one event (a tool-call parser waiting for a whole argument; one token per chunk only).
-
-With ``SseServer(metrics=True)`` the server also answers ``GET /metrics`` as vLLM does, from its
-own accounting: requests received (``vllm:prompt_tokens_total``, 38 per request as in the usage
-trailer), finished by reason (``length`` when an answer completes, ``abort`` when its client went
-away mid-answer), and the ``running`` / ``waiting`` gauges (streams answering, streams waiting for a
-``slots`` slot). A test then knows exactly what the engine saw against what the probe sent.
 
 Every chunk's send time (``time.perf_counter_ns`` right after the socket write) is logged per
 ``x-request-id`` in ``ServerLog``, the ground truth of the probe benchmark.
@@ -97,24 +96,24 @@ class ServerLog:
 
 @dataclass
 class Counts:
-    """What the server did, exposed at /metrics as vLLM names it."""
+    """What the server did, exposed at /metrics as vLLM names it: the one exposition of this server."""
 
     prompt_tokens: int = 0
     generation_tokens: int = 0
-    finished: int = 0
+    finished: dict[str, int] = field(default_factory=lambda: {"length": 0, "abort": 0})
     ttft: list[float] = field(default_factory=list)
     itl: list[float] = field(default_factory=list)  # the engine's steps, not the gaps the client sees
 
-    def exposition(self, running: int) -> bytes:
+    def exposition(self, running: int, waiting: int) -> bytes:
         model = f'model_name="{MODEL}"'
         lines = [
             "# TYPE vllm:prompt_tokens_total counter", f"vllm:prompt_tokens_total{{{model}}} {self.prompt_tokens}.0",
             "# TYPE vllm:generation_tokens_total counter",
             f"vllm:generation_tokens_total{{{model}}} {self.generation_tokens}.0",
             "# TYPE vllm:request_success_total counter",
-            f'vllm:request_success_total{{finished_reason="length",{model}}} {self.finished}.0',
+            *(f'vllm:request_success_total{{finished_reason="{r}",{model}}} {n}.0' for r, n in self.finished.items()),
             "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{model}}} {running}.0",
-            "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{{{model}}} 0.0",
+            "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{{{model}}} {waiting}.0",
             "# TYPE vllm:time_to_first_token_seconds histogram",
         ]
         for le in (0.1, 1.0, 10.0):
@@ -129,7 +128,7 @@ class Counts:
                   f'vllm:inter_token_latency_seconds_bucket{{le="+Inf",{model}}} {len(self.itl)}.0',
                   f"vllm:inter_token_latency_seconds_count{{{model}}} {len(self.itl)}.0",
                   f"vllm:inter_token_latency_seconds_sum{{{model}}} {sum(self.itl)!r}",
-                  # admitted at once (no slots option): every request's queue time is 0
+                  # the queue-time histogram observes no wait (a ``slots`` wait shows in the waiting gauge)
                   "# TYPE vllm:request_queue_time_seconds histogram",
                   f'vllm:request_queue_time_seconds_bucket{{le="+Inf",{model}}} {len(self.ttft)}.0',
                   f"vllm:request_queue_time_seconds_count{{{model}}} {len(self.ttft)}.0",
@@ -170,11 +169,9 @@ def parse_options(path: str) -> tuple[dict[str, str], str]:
 class SseServer:
     """Serves on 127.0.0.1 from a private event loop thread; ``url`` once started."""
 
-    def __init__(self, port: int = 0, *, metrics: bool = False) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.port = port
-        self.metrics = metrics
-        self.received = 0  # streamed requests read (each counted as prefilled: vllm:prompt_tokens_total)
-        self.finished: dict[str, int] = {"length": 0, "abort": 0}
+        self.received = 0  # streamed requests read
         self.waiting = 0  # streams waiting for a ``slots`` slot
         self.log = ServerLog()
         self.loop = asyncio.new_event_loop()
@@ -256,12 +253,6 @@ class SseServer:
         """Answer one request; True when the connection stays open for the next one."""
         opts, path = parse_options(target.split("?", 1)[0])
         keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
-        if path == "/metrics" and self.metrics:
-            text = self.exposition().encode()
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4; charset=utf-8\r\n"
-                         b"content-length: %d\r\nconnection: %s\r\n\r\n%s" % (len(text), b"keep-alive" if keep else b"close", text))
-            await writer.drain()
-            return keep
         if path == "/v1/models":
             announced = {"max_model_len": int(opts["max_model_len"])} if "max_model_len" in opts else {}
             await _send_json(writer, 200, {"object": "list", "data": [{"id": MODEL, "object": "model", **announced}]}, keep)
@@ -270,7 +261,7 @@ class SseServer:
             await _send_json(writer, 200, {}, keep)
             return keep
         if path == "/metrics" and method == "GET":
-            body = self.counts.exposition(self.running)
+            body = self.counts.exposition(self.running, self.waiting)
             writer.write(f"HTTP/1.1 200 OK\r\nserver: uvicorn\r\ncontent-type: text/plain; version=0.0.4; charset=utf-8\r\n"
                          f"content-length: {len(body)}\r\nconnection: {'keep-alive' if keep else 'close'}\r\n\r\n".encode() + body)
             await writer.drain()
@@ -308,29 +299,18 @@ class SseServer:
                 semaphore.release()
         return await self._stream_answer(writer, opts, route, request, stream_options, keep, sent, t_request)
 
-    def exposition(self) -> str:
-        """vLLM's names for what this server saw so far (``metrics=True``)."""
-        label = f'model_name="{MODEL}"'
-        lines = ["# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{label}}} {self.running}.0",
-                 "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{{{label}}} {self.waiting}.0",
-                 "# TYPE vllm:prompt_tokens_total counter", f"vllm:prompt_tokens_total{{{label}}} {38 * self.received}.0",
-                 "# TYPE vllm:request_success_total counter"]
-        lines += [f'vllm:request_success_total{{finished_reason="{r}",{label}}} {n}.0' for r, n in self.finished.items()]
-        return "\n".join(lines) + "\n"
-
     async def _stream_answer(self, writer: asyncio.StreamWriter, opts: dict[str, str], route: str, request: dict[str, Any],
                              stream_options: dict[str, Any], keep: bool, sent: Sent, t_admitted: int) -> bool:
         """Stream one answer, its first token ``ttft`` after ``t_admitted``; counted in ``running`` meanwhile."""
         self.running += 1
-        reason = "abort"
         try:
-            kept = await self._answer(writer, opts, route, request, stream_options, keep, sent, t_admitted)
-            reason = "length"
-            return kept
+            return await self._answer(writer, opts, route, request, stream_options, keep, sent, t_admitted)
+        except ConnectionError:  # its client went away mid-answer
+            if opts.get("fail") is None:
+                self.counts.finished["abort"] += 1
+            raise
         finally:
             self.running -= 1
-            if opts.get("fail") is None:
-                self.finished[reason] += 1
 
     async def _answer(self, writer: asyncio.StreamWriter, opts: dict[str, str], route: str, request: dict[str, Any],
                       stream_options: dict[str, Any], keep: bool, sent: Sent, t_request: int) -> bool:
@@ -389,11 +369,15 @@ class SseServer:
         await asyncio.sleep(float(opts.get("tail", 0)))
         for payload in events.after():
             await stream.send(payload)
-        self.counts.finished += 1
-        await asyncio.sleep(float(opts.get("hold", 0)))
-        if opts.get("unended") == "1":
-            return False  # the connection closes with the body unended: no last chunk
-        await stream.end()
+        if fail is None:
+            self.counts.finished["length"] += 1  # finished as the engine counts it: with its last event
+        try:
+            await asyncio.sleep(float(opts.get("hold", 0)))
+            if opts.get("unended") == "1":
+                return False  # the connection closes with the body unended: no last chunk
+            await stream.end()
+        except ConnectionError:
+            return False  # the client left after the whole answer: finished, not aborted
         return keep and chunked
 
 

@@ -140,7 +140,7 @@ def ttft_split(stats: StreamStats | None, probe_paths: set[str], mw: MetricsWind
     return split
 
 
-def _causes(findings: list[Finding]) -> set[Cause]:
+def _causes(findings: list[Finding]) -> set[Cause | None]:
     return {f.cause for f in findings if f.severity.rank >= Severity.WARNING.rank}
 
 

@@ -53,10 +53,10 @@ Modules, numbers first and words last (each imports only those above it):
   complete it, the phrases and reasoning lines, and the one summary sentence.
 - ``decide``: ``classify`` and the symptom (steps 3 and 4), which builds no sentence.
 
-Where this departs from the anchors (``docs`` of the design, §9.6 "pick the dominant symptom"):
-the anchors score symptoms by summing the severity weights of failing findings. Here the
-witnesses' latency against the budget decides, and findings decide only within budget (step 4),
-because a finding's severity says how sure a check is, not how much latency users felt. And the
+Where this departs from the design anchors' classifier (§9.6, one module that picks the dominant
+symptom): the anchors score symptoms by summing the severity weights of failing findings. Here the
+witnesses' latency against the budget decides, and findings decide only within budget (step 4):
+the budget is what users feel, which no sum of severity weights measures. And the
 anchors keep the classifier in one module; it is a package here because its wording outgrew its
 decision, which ruff keeps apart (a rule's logic, its ``Violation::message()``), so that a change of
 a sentence never means reading the decision, and the reverse.

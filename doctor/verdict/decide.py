@@ -197,7 +197,7 @@ def _no_witness(run: _Run) -> Verdict:
             return run.verdict(symptom=symptom, summary=headline.finding_unmeasured(symptom, top),
                                reasoning=run.reasoning + wording.primary_line(top),
                                primary_remediation=top.remediation, primary_code=top.code)
-        return run.verdict(symptom=Symptom.INCONCLUSIVE, summary=headline.NO_WITNESS, reasoning=run.reasoning,
+        return run.verdict(symptom=Symptom.INCONCLUSIVE, summary=headline.NOTHING_MEASURED, reasoning=run.reasoning,
                            missing=[hint.NO_WITNESS])
     paths = run.stats.paths.values()
     failing = run.tally.failing

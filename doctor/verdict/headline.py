@@ -34,7 +34,7 @@ from doctor.verdict.wording import (
 #: First-token components measured inside the server, whose shares the checks quote of the server's TTFT.
 SERVER_PARTS = ("queue", "prefill")
 
-NO_WITNESS = ("Inconclusive: no streamed request was measured and no server histogram saw enough requests, "
+NOTHING_MEASURED = ("Inconclusive: no streamed request was measured and no server histogram saw enough requests, "
               "so what users feel is unknown.")
 
 

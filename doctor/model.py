@@ -61,7 +61,7 @@ class SymptomClass(str, Enum):
 class Cause(StrEnum):
     """The decomposition component a check's finding explains: what the classifier matches on.
 
-    A check declares one (``@check(..., cause=Cause.QUEUE)``); ``doctor.classify`` maps the
+    A check declares one (``@check(..., cause=Cause.QUEUE)``); ``doctor.verdict.remedy`` maps the
     components of the latency decomposition to the causes that explain them, so a new cause
     means a new entry there too. Grouped by the symptom class its checks usually speak to.
     """

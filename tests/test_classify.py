@@ -15,7 +15,6 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor.bundle import from_dict, load_path
-from doctor.classify import classify
 from doctor.derive import Evidence
 from doctor.evidence import Bundle, RequestTrace
 from doctor.model import (
@@ -31,6 +30,7 @@ from doctor.model import (
 )
 from doctor.registry import load_registry
 from doctor.runner import AnalyzeOptions, analyze
+from doctor.verdict import classify
 from tests.support import nginx_traces
 from tests.support.bundles import bundle, request, stream
 from tests.support.make_check_fixtures_engine import (

@@ -6,7 +6,8 @@ hides a cycle from Python, not from a reader: both modules still need each other
 checks -> doctor.{check, evidence, derive, model}; reports -> doctor.model; doctor never
 imports a check; renderers never import a probe or a check; checks never import a probe.
 Inside ``doctor``: probes never import derived views or the collector; the check toolkit
-(``doctor.checklib``) is as pure as the checks; the parser packages never
+(``doctor.checklib``) and the verdict (``doctor.verdict``) are as pure as the checks, and the
+verdict's wording never reads its decision nor the reverse; the parser packages never
 import a probe; the lab never calls back into the CLI or the renderers, and only the ``demo``
 command reaches into the lab. And no module, through any chain, imports itself.
 """
@@ -119,9 +120,9 @@ def test_no_import_cycle():
 
 
 def test_graph_sees_lazy_and_type_checking_imports():
-    # runner imports the classifier at top level; the CLI imports the demo command inside demo_cmd
+    # runner imports the verdict at top level; the CLI imports the demo command inside demo_cmd
     edges = graph()
-    assert "doctor.classify" in edges["doctor.runner"]
+    assert "doctor.verdict" in edges["doctor.runner"]
     assert "doctor.commands.demo" in edges["doctor.cli"]
 
 
@@ -133,6 +134,8 @@ RULES = [
     ("doctor.probes", ("doctor.derive", "doctor.collect"), set()),
     # the check toolkit is as pure as the checks that use it
     ("doctor.checklib", ("doctor.probes", "doctor.collect", "doctor.lab", "doctor.runner", "doctor.commands", "doctor.cli"), set()),
+    # the verdict is as pure as the checks whose results it reads
+    ("doctor.verdict", ("doctor.collect", "doctor.lab", "doctor.runner", "doctor.commands", "doctor.cli"), set()),
     ("doctor.vllm_log", ("doctor.probes",), set()),
     ("doctor.vllm_metrics", ("doctor.probes",), set()),
     # the engines' records sit below every parser package, which all read them
@@ -182,6 +185,22 @@ def test_folder_graph_sees_a_folder_cycle():
 def test_engine_records_and_parser_packages_have_no_folder_cycle():
     found = cycles(folder_graph(graph(), ACYCLIC_FOLDERS))
     assert not found, "folder cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+#: The verdict's modules, numbers first and words last: the wording never reads the decision, and
+#: what the decision weighs (witnesses, decompositions, remedies) never reads the wording.
+VERDICT_NUMBERS = ("felt", "failures", "split", "cases", "remedy", "missing")
+VERDICT_WORDS = ("wording", "headline")
+
+
+def test_the_verdict_keeps_its_wording_apart_from_its_decision():
+    imports = {name: imported_modules(path) for name, path in modules().items() if under(name, "doctor.verdict")}
+    words = {f"doctor.verdict.{m}" for m in VERDICT_WORDS}
+    assert {f"doctor.verdict.{m}" for m in (*VERDICT_NUMBERS, *VERDICT_WORDS, "decide")} <= imports.keys()
+    offenders = [f"{name} imports {m}" for name in (f"doctor.verdict.{n}" for n in VERDICT_NUMBERS)
+                 for m in imports[name] if m in words or m == "doctor.verdict.decide"]
+    offenders += [f"{name} imports doctor.verdict.decide" for name in words if "doctor.verdict.decide" in imports[name]]
+    assert not offenders, "\n".join(offenders)
 
 
 def test_only_the_demo_command_imports_the_lab():

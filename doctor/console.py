@@ -15,7 +15,6 @@ from rich.console import Console
 from rich.markup import escape
 
 
-
 class _StderrConsole(Console):
     """A console whose reader may leave too: under ``2>&1 | head -2`` the "wrote PATH" line hits the
     closed pipe. rich's default answer is ``SystemExit(1)``, which turned a healthy run's exit code

@@ -103,12 +103,15 @@ def test_a_client_that_cannot_keep_up_reports_late_arrivals_and_counts_from_the_
 
 
 def test_single_stream_is_one_at_a_time_and_offline_all_at_once(tmp_path: Path) -> None:
+    """The server's answer (a 0.25 s first token) outlasts what the client spends on a request even
+    on a loaded machine, so "all at once" is a throughput the client's own time cannot hide, and the
+    first offline answer cannot end before the last offline request is sent."""
     with SseServer() as srv:
-        single, _ = load(srv.base(ttft=0.02, itl=0.005, n=4), tmp_path, "--scenario", "single", "--requests", "8",
+        single, _ = load(srv.base(ttft=0.25, itl=0.005, n=4), tmp_path, "--scenario", "single", "--requests", "8",
                          "--max-tokens", "4")
         one_at_a_time = most_in_flight(measured(srv))
     with SseServer() as srv:
-        offline, output = load(srv.base(ttft=0.02, itl=0.005, n=4), tmp_path, "--scenario", "offline",
+        offline, output = load(srv.base(ttft=0.25, itl=0.005, n=4), tmp_path, "--scenario", "offline",
                                "--requests", "12", "--max-tokens", "4")
         together = most_in_flight(measured(srv))
     assert one_at_a_time == 1 and single["bundle"]["run"]["concurrency"] == 1

@@ -89,7 +89,9 @@ def test_a_long_prompt_freezes_running_streams_during_its_prefill():
             result: dict[str, float] = {}
 
             def long_prompt() -> None:
-                time.sleep(0.25)  # the streams are decoding by then
+                deadline = time.monotonic() + 30  # the three streams are decoding (polled: a loaded machine is late)
+                while metric(engine, "vllm:generation_tokens_total") < 3 * 5 and time.monotonic() < deadline:
+                    time.sleep(0.01)
                 t0 = time.perf_counter()
                 body = {"prompt": " ".join(["policy"] * 6000), "max_tokens": 1, "stream": False}
                 httpx.post(engine.url + "/v1/completions", json=body, timeout=30)

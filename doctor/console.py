@@ -14,7 +14,20 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.markup import escape
 
-err = Console(stderr=True, soft_wrap=True)
+
+class _StderrConsole(Console):
+    """A console whose reader may leave too: under ``2>&1 | head -2`` the "wrote PATH" line hits the
+    closed pipe. rich's default answer is ``SystemExit(1)``, which turned a healthy run's exit code
+    into the "users felt a problem" one; here the messages just stop, as stdout's do."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self.file.fileno())
+        os.close(devnull)
+
+
+err = _StderrConsole(stderr=True, soft_wrap=True)
 
 
 def progress(message: str) -> None:

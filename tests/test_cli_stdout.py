@@ -76,6 +76,21 @@ def test_a_reader_that_leaves_early_costs_neither_the_exit_code_nor_the_files(tm
     assert f"wrote {html}" in err and html.exists()
 
 
+def test_a_reader_of_both_streams_that_leaves_early_costs_nothing_either(tmp_path: Path) -> None:
+    """``2>&1 | head -2``: the "wrote ..." line on stderr hits the closed pipe too, where rich's own
+    broken-pipe answer (exit 1) once turned a healthy run into an incident for a cron job."""
+    html = tmp_path / "r.html"
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader left before anything was written, on both streams
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "doctor", "analyze", BUNDLE, "--html", str(html)], cwd=ROOT,
+                                stdout=write_end, stderr=write_end, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        os.close(write_end)
+    assert proc.wait(timeout=120) == ExitCode.HEALTHY
+    assert html.exists()
+
+
 @pytest.mark.parametrize("command", [["checks"], ["checks", "--json"], ["explain", "LD101"], ["log", LOG]])
 def test_other_commands_keep_their_exit_code_when_the_reader_leaves(command: list[str]) -> None:
     code, _, err = doctor(*command, reader_leaves=True)

@@ -104,8 +104,9 @@ def test_config_number_out_of_range_names_the_file_and_key(tmp_path):
         build_collect_config({"engine": ENGINE}, load_config(path), "diagnose")
 
 
-@pytest.mark.parametrize("since", ["-5m", "0", "inf", "nanm", "5x"])
-def test_since_must_be_a_positive_finite_duration(since):
+@pytest.mark.parametrize("since", ["-5m", "0", "inf", "nanm", "5x", "91d", "1e300"])
+def test_since_must_be_a_positive_finite_duration_of_sane_length(since):
+    """``1e300`` once passed as a window, to start a query long before the epoch."""
     with pytest.raises(UsageError, match="--since"):
         build_collect_config({"prometheus": "http://127.0.0.1:9090", "since": since}, FileConfig(), "diagnose")
 

@@ -330,7 +330,9 @@ KV_LINE = re.compile(
 def test_log_lines_have_vllm_032_format(engine: LabEngine):
     import time
 
-    time.sleep(0.25)  # at least one periodic stats line
+    deadline = time.monotonic() + 30  # at least one periodic stats line: polled, a loaded machine is late
+    while "Avg prompt throughput: " not in engine.log.path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
     lines = engine.log.path.read_text().splitlines()
     assert lines and all(VLLM_PREFIX.match(line) for line in lines)
     real = (FIXTURES / "logs" / "startup-0.32.0-cpu-default.log").read_text().splitlines()

@@ -103,13 +103,18 @@ def test_serialise_makes_ttft_grow_with_concurrency_through_the_gateway_only(eng
 
 
 def test_overhead_adds_a_constant_delay(engine: LabEngine):
-    gw = gateway(engine, mode="pass", overhead_ms=150)
+    overhead_s = 0.15
+    gw = gateway(engine, mode="pass", overhead_ms=int(overhead_s * 1000))
     try:
         relayed = [one_stream(gw.url, 5) for _ in range(2)]
     finally:
         gw.stop()
     direct = [one_stream(engine.url, 5) for _ in range(2)]
-    assert min(t.ttft for t in relayed) >= 0.15 > statistics.median(t.ttft for t in direct)
+    assert min(t.ttft for t in relayed) >= overhead_s
+    # The delay is added to what the engine takes, whatever that is on a loaded machine (where the
+    # direct TTFT alone can pass 150 ms): the medians differ by about the overhead.
+    added = statistics.median(t.ttft for t in relayed) - statistics.median(t.ttft for t in direct)
+    assert 0.5 * overhead_s < added
     assert max(t.events_per_read for t in relayed) < 1.5
 
 

@@ -42,7 +42,9 @@ def test_queueing_first_tokens_arrive_in_groups_of_max_num_seqs():
     firsts = sorted(t.tokens[0] for t in traces)
     within = [firsts[1] - firsts[0], firsts[3] - firsts[2], firsts[5] - firsts[4]]
     between = [firsts[2] - firsts[1], firsts[4] - firsts[3]]
-    assert min(between) > 5 * max(within)  # pairs, each waiting a whole answer for a slot
+    # Pairs, each waiting a whole answer (12 steps) for a slot; within a pair the first tokens share
+    # one step, apart only by when the client read them (tens of ms on a loaded machine).
+    assert min(between) > 2 * max(within)
     # Once admitted, every stream decodes at the same pace: the wait is before the first token.
     assert max(t.median_gap for t in traces) < 2 * min(t.median_gap for t in traces)
     assert queued > 0
@@ -87,7 +89,9 @@ def test_a_long_prompt_freezes_running_streams_during_its_prefill():
             result: dict[str, float] = {}
 
             def long_prompt() -> None:
-                time.sleep(0.25)  # the streams are decoding by then
+                deadline = time.monotonic() + 30  # the three streams are decoding (polled: a loaded machine is late)
+                while metric(engine, "vllm:generation_tokens_total") < 3 * 5 and time.monotonic() < deadline:
+                    time.sleep(0.01)
                 t0 = time.perf_counter()
                 body = {"prompt": " ".join(["policy"] * 6000), "max_tokens": 1, "stream": False}
                 httpx.post(engine.url + "/v1/completions", json=body, timeout=30)

@@ -196,6 +196,27 @@ def test_a_bad_config_is_a_fatal_evidence_error_with_the_reason(tmp_path: Path, 
             parse_architecture(content)
 
 
+@pytest.mark.parametrize(("name", "key", "value", "message"), [
+    ("llama-3-8b", "num_hidden_layers", "1000000", "num_hidden_layers"),  # one entry per layer, once built unbounded
+    ("llama-3-8b", "head_dim", "9" * 4400, "too large"),  # beyond Python's digit limit: int() raised ValueError
+    ("llama-3-8b", "num_key_value_heads", "1e400", "out of range"),  # inf: int() raised OverflowError
+    ("llama-3-8b", "num_key_value_heads", "1e30", "num_key_value_heads"),
+    ("llama-3-8b", "intermediate_size", '"wide"', "intermediate_size"),
+    ("mixtral-8x7b-v0.1", "num_local_experts", "-8", "num_local_experts"),
+    ("deepseek-v3", "first_k_dense_replace", '"three"', "first_k_dense_replace"),
+    ("deepseek-v3", "kv_lora_rank", "1e300", "kv_lora_rank"),
+    ("qwen3-14b", "max_position_embeddings", str(2**70), "max_position_embeddings"),
+])  # fmt: skip
+def test_every_number_of_a_config_is_bounded_before_it_is_used(name: str, key: str, value: str, message: str) -> None:
+    """Numbers read from a config.json are outside input like a log's or a scrape's: one bounded
+    ``ConfigError`` naming the key (or the number the JSON reader refused), never a traceback or a
+    machine spent on layers."""
+    raw = json.loads((CONFIGS / name / "config.json").read_text())
+    text = json.dumps({**raw, key: "@"}).replace('"@"', value)
+    with pytest.raises(ConfigError, match=message):
+        parse_architecture(text, name)
+
+
 #: The shared logs' own tiny-llama (not the stage's model; its config is not kept): 2,048 KV bytes per
 #: token, as its override log shows (6.33 GiB made 25,930 blocks of 128 tokens, 262,144 bytes each).
 SHARED_TINY = {"model_type": "llama", "vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,

@@ -48,7 +48,8 @@ def test_a_down_target_is_an_inconclusive_round_not_the_end(tmp_path) -> None:
     assert "Traceback" not in result.output
 
 
-@pytest.mark.parametrize("args, message", [(["--every", "0"], "--every"), (["--count", "0"], "--count"),
+@pytest.mark.parametrize("args, message", [(["--every", "0"], "--every"), (["--every", "2d"], "at most 1d"),
+                                           (["--every", "1e300"], "--every"), (["--count", "0"], "--count"),
                                            (["--listen", "nowhere"], "--listen"), (["--keep", "0"], "--keep")])
 def test_bad_watch_flags_fail_before_any_round(args, message) -> None:
     result = CliRunner().invoke(app, ["watch", "--engine", "http://127.0.0.1:9", *args])

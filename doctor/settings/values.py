@@ -63,20 +63,30 @@ def split(values: list[str] | None) -> list[str]:
     return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
 
 
+#: The longest ``--since``: a quarter of history is more than Prometheus keeps by default (15 days);
+#: a longer window only makes a query no server answers in time (or a start before the epoch).
+MAX_SINCE_S = 90 * 86400.0
+#: The longest ``--every``: a round less often than daily is a job for cron, not a watcher that
+#: holds a port and a process for it; beyond it, ``1e300`` overflowed the wait.
+MAX_EVERY_S = 86400.0
+
+
 def since(value: Any) -> float:
     """``--since`` (or ``since`` of the config file) in seconds; the plan's default when unset."""
-    return PLAN.since_s if not value else seconds(str(value))
+    return PLAN.since_s if not value else seconds(str(value), "--since", MAX_SINCE_S)
 
 
-def seconds(text: str, flag: str = "--since") -> float:
-    """``15m`` / ``2h`` / ``900`` -> seconds; a window or period must be finite and positive."""
+def seconds(text: str, flag: str, maximum: float) -> float:
+    """``15m`` / ``2h`` / ``900`` -> seconds; a window or period must be finite, positive and at
+    most ``maximum``."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     try:
         value = float(text[:-1]) * units[text[-1]] if text[-1:] in units else float(text)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{flag} expects a positive duration like 15m, 2h or 900, got {text!r}")
+    if not math.isfinite(value) or value <= 0 or value > maximum:
+        raise UsageError(f"{flag} expects a positive duration of at most {shown_duration(maximum)} like 15m, 2h or 900, "
+                         f"got {text!r}")
     return value
 
 

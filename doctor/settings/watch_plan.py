@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.errors import UsageError
-from doctor.settings.values import checked_url, seconds
+from doctor.settings.values import MAX_EVERY_S, checked_url, seconds
 from doctor.user_paths import check_output_folder
 
 
@@ -47,6 +47,6 @@ def build_watch_plan(every: str, count: int | None, listen: str | None, history:
             raise UsageError(f"--listen expects HOST:PORT with a port in 1-65535, got {listen!r}")
         address = (host.strip("[]"), int(port))
     check_output_folder(history, "--history")
-    return WatchPlan(every_s=seconds(every, "--every"), count=count, listen=address, history=history, keep=keep,
+    return WatchPlan(every_s=seconds(every, "--every", MAX_EVERY_S), count=count, listen=address, history=history, keep=keep,
                      retries=retries, canary_engine=checked_url(canary_engine, "--canary-engine"),
                      canary_gateway=checked_url(canary_gateway, "--canary-gateway"))

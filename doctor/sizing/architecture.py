@@ -9,12 +9,19 @@ Only the language model is sized: a vision tower is named in ``notes`` and left 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from doctor.wire import WireError, loads, number
+
 FULL, SLIDING = "full", "sliding"
+#: The most layers a config is believed to have: sizing builds one entry per layer (the largest
+#: checkpoints have ~130), and a config claiming 10^11 layers once ate the machine building them.
+MAX_LAYERS = 10_000
+#: The largest width, head count, vocabulary, expert count or context believed (2^31: far above any
+#: real checkpoint, far below what makes the byte arithmetic meaningless).
+MAX_DIMENSION = 2**31
 
 
 class ConfigError(ValueError):
@@ -93,9 +100,9 @@ def load_config_text(model: str | Path) -> tuple[Path, str]:
 def parse_architecture(text: str, source: str = "config.json") -> Architecture:
     """The sizing view of a config's JSON text."""
     try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{source} is not JSON: {exc}") from None
+        raw = loads(text, finite=True)
+    except WireError as exc:
+        raise ConfigError(f"{source} is not usable JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{source} is not a JSON object")
     return architecture(raw, source)
@@ -109,21 +116,22 @@ def architecture(raw: dict[str, Any], source: str = "config.json") -> Architectu
         notes.append("multimodal checkpoint: only the language model (text_config) is sized")
     model_type = str(raw.get("model_type") or top.get("model_type") or "unknown")
 
-    def need(*names: str) -> int:
+    def need(*names: str, maximum: int = MAX_DIMENSION) -> int:
         for name in names:
             value = raw.get(name)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= maximum:
                 return value
-        raise ConfigError(f"{source} has no usable {' / '.join(names)}")
+        raise ConfigError(f"{source} has no usable {' / '.join(names)} (a whole number from 1 to {maximum:,})")
 
     hidden = need("hidden_size", "n_embd", "d_model")
-    layers = need("num_hidden_layers", "n_layer", "num_layers")
+    layers = need("num_hidden_layers", "n_layer", "num_layers", maximum=MAX_LAYERS)
     heads = need("num_attention_heads", "n_head")
-    kv_heads = raw.get("num_key_value_heads") or heads
-    head_dim = raw.get("head_dim") or hidden // heads
-    mla = _mla(raw)
-    moe = _moe(raw, layers)
-    intermediate = raw.get("intermediate_size") or (moe.intermediate if moe else 4 * hidden)
+    kv_heads = _size(raw, source, "num_key_value_heads") or heads
+    head_dim = _size(raw, source, "head_dim") or hidden // heads
+    mla = _mla(raw, source)
+    moe = _moe(raw, source, layers)
+    intermediate = _size(raw, source, "intermediate_size") or (moe.intermediate if moe else 4 * hidden)
+    context = _size(raw, source, "max_position_embeddings") or None
     kinds, window = _layer_kinds(raw, model_type, layers)
     gemma = model_type.startswith("gemma")
     return Architecture(
@@ -132,9 +140,9 @@ def architecture(raw: dict[str, Any], source: str = "config.json") -> Architectu
         hidden=hidden,
         layers=layers,
         heads=heads,
-        kv_heads=int(kv_heads),
-        head_dim=int(head_dim),
-        intermediate=int(intermediate),
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate=intermediate,
         # Gemma ties its embeddings whatever the flag; transformers' default is True elsewhere too.
         tied_embeddings=bool(raw.get("tie_word_embeddings", top.get("tie_word_embeddings", True))) or gemma,
         dtype=str(raw.get("torch_dtype") or raw.get("dtype") or top.get("torch_dtype") or "bfloat16"),
@@ -147,36 +155,60 @@ def architecture(raw: dict[str, Any], source: str = "config.json") -> Architectu
         moe=moe,
         mla=mla,
         quantization=raw.get("quantization_config") if isinstance(raw.get("quantization_config"), dict) else None,
-        max_position_embeddings=raw.get("max_position_embeddings"),
+        max_position_embeddings=context,
         notes=tuple(notes),
     )
 
 
-def _mla(raw: dict[str, Any]) -> Mla | None:
-    if not raw.get("kv_lora_rank"):
+def _size(raw: dict[str, Any], source: str, *names: str, default: int = 0, maximum: int = MAX_DIMENSION) -> int:
+    """The first of ``names`` that ``raw`` gives (``0``, ``null`` or absent: the next one, then
+    ``default``), as a whole number from 0 to ``maximum``; anything else is a ``ConfigError``.
+
+    Bounded with ``doctor.wire.number`` as every other parser of outside input is: a config's
+    ``"head_dim": 1e400`` or ``"first_k_dense_replace": 99999999999`` was a traceback or a machine
+    spent building a set of layers.
+    """
+    for name in names:
+        value = raw.get(name)
+        if not value:
+            continue
+        size = number(value, int)
+        if size is None or not 0 <= size <= maximum:
+            raise ConfigError(f"{source}: {name} is not a whole number from 0 to {maximum:,}: {str(value)[:40]!r}")
+        return size
+    return default
+
+
+def _mla(raw: dict[str, Any], source: str) -> Mla | None:
+    kv_lora_rank = _size(raw, source, "kv_lora_rank")
+    if not kv_lora_rank:
         return None
     return Mla(
-        q_lora_rank=raw.get("q_lora_rank") or None,
-        kv_lora_rank=int(raw["kv_lora_rank"]),
-        qk_nope_head_dim=int(raw.get("qk_nope_head_dim", 128)),
-        qk_rope_head_dim=int(raw.get("qk_rope_head_dim", 64)),
-        v_head_dim=int(raw.get("v_head_dim", 128)),
+        q_lora_rank=_size(raw, source, "q_lora_rank") or None,
+        kv_lora_rank=kv_lora_rank,
+        qk_nope_head_dim=_size(raw, source, "qk_nope_head_dim", default=128),
+        qk_rope_head_dim=_size(raw, source, "qk_rope_head_dim", default=64),
+        v_head_dim=_size(raw, source, "v_head_dim", default=128),
     )
 
 
-def _moe(raw: dict[str, Any], layers: int) -> Moe | None:
-    experts = raw.get("n_routed_experts") or raw.get("num_local_experts") or raw.get("num_experts")
+def _moe(raw: dict[str, Any], source: str, layers: int) -> Moe | None:
+    experts = _size(raw, source, "n_routed_experts", "num_local_experts", "num_experts")
     if not experts:
         return None
-    dense: set[int] = set(range(int(raw.get("first_k_dense_replace") or 0)))
-    dense |= {int(i) for i in raw.get("mlp_only_layers") or []}
-    step = int(raw.get("moe_layer_freq") or raw.get("decoder_sparse_step") or 1)
+    dense: set[int] = set(range(min(_size(raw, source, "first_k_dense_replace"), layers)))
+    only = raw.get("mlp_only_layers") or []
+    if not isinstance(only, list):
+        raise ConfigError(f"{source}: mlp_only_layers is not a list of layer numbers")
+    dense |= {_size({"mlp_only_layers": i}, source, "mlp_only_layers", maximum=MAX_LAYERS) for i in only}
+    step = _size(raw, source, "moe_layer_freq", "decoder_sparse_step", default=1)
     dense |= {i for i in range(layers) if step > 1 and (i + 1) % step != 0}
-    width = int(raw.get("moe_intermediate_size") or raw.get("intermediate_size") or 0)
-    shared = int(raw.get("shared_expert_intermediate_size") or 0) or int(raw.get("n_shared_experts") or 0) * width
+    width = _size(raw, source, "moe_intermediate_size", "intermediate_size")
+    shared = (_size(raw, source, "shared_expert_intermediate_size")
+              or _size(raw, source, "n_shared_experts", maximum=MAX_LAYERS) * width)
     return Moe(
-        experts=int(experts),
-        active=int(raw.get("num_experts_per_tok") or raw.get("num_experts_per_token") or 1),
+        experts=experts,
+        active=_size(raw, source, "num_experts_per_tok", "num_experts_per_token", default=1),
         intermediate=width,
         shared_intermediate=shared,
         shared_gate=bool(raw.get("shared_expert_intermediate_size")),
@@ -188,7 +220,7 @@ def _moe(raw: dict[str, Any], layers: int) -> Moe | None:
 def _layer_kinds(raw: dict[str, Any], model_type: str, layers: int) -> tuple[tuple[str, ...], int | None]:
     """Which layers attend within a sliding window, as the model's own code decides it."""
     window = raw.get("sliding_window")
-    if not isinstance(window, int) or window <= 0 or raw.get("use_sliding_window") is False:
+    if not isinstance(window, int) or not 0 < window <= MAX_DIMENSION or raw.get("use_sliding_window") is False:
         return (FULL,) * layers, None
     if isinstance(raw.get("layer_types"), list) and len(raw["layer_types"]) == layers:
         return tuple(SLIDING if "sliding" in str(t) else FULL for t in raw["layer_types"]), window

@@ -137,11 +137,17 @@ class Counts:
 
 
 class Pauses:
-    """Engine-wide freezes on the server's clock: ``hold`` moves a due time past the freeze it falls in."""
+    """Engine-wide freezes on the server's clock: ``hold`` moves a due time past the freeze it falls in.
+
+    A freeze lasts its length from whichever is later, its start or the end of its ``gc.collect()``:
+    the collection runs in the probe's own process and stops the client too (the GIL), so on a
+    loaded machine, where it takes a good part of the length, a freeze counted from its start was
+    seen by the client as much shorter than it was.
+    """
 
     def __init__(self) -> None:
         self.epoch = time.perf_counter()
-        self.collected: set[int] = set()  # the freezes whose gc.collect() ran
+        self.ends: dict[int, float] = {}  # freeze -> when it ends, once its gc.collect() ran
 
     def hold(self, due: float, spec: str | None) -> float:
         if not spec:
@@ -149,11 +155,11 @@ class Pauses:
         every, length = (float(x) for x in spec.split(":"))
         k = int((due - self.epoch) // every)
         start = self.epoch + k * every
-        if k > 0 and start <= due < start + length:
-            if k not in self.collected:
-                self.collected.add(k)
+        if k > 0 and start <= due < self.ends.get(k, start + length):
+            if k not in self.ends:
                 gc.collect()
-            return start + length
+                self.ends[k] = max(start, time.perf_counter()) + length
+            return self.ends[k]
         return due
 
 

@@ -186,11 +186,15 @@ class Run:
     async def _phases(self, send: Send, warm: list[Job], measured: Iterable[Job]) -> None:
         if self.discover_model and self.requests.model is None and not (self.config.payload or {}).get("model"):
             self.requests.model = await self._discover_model()
-        await self._send_controls()
+        # each phase is a measured window: the collector runs between phases, never inside one
+        with self.check.measuring():
+            await self._send_controls()
         if warm:
             self.progress(f"warm-up: {len(warm)} request(s)")
-            await dispatch(warm, self.config.concurrency, send, self.clock)
-        await dispatch(measured, self.config.concurrency, send, self.clock, stop=self._enough)
+            with self.check.measuring():
+                await dispatch(warm, self.config.concurrency, send, self.clock)
+        with self.check.measuring():
+            await dispatch(measured, self.config.concurrency, send, self.clock, stop=self._enough)
     def _enough(self) -> bool:
         """Stop sending when a path fails fast (``sampling.failing_fast``); without ``--requests``,
         also once every path is decided or the duration ran out. ``stopped`` says which."""

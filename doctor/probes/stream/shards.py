@@ -77,13 +77,14 @@ async def _serve(requests: Requester, sock: socket.socket, shard: int, workers: 
 
     link.send(("ready",))
     try:
-        while (message := await link.receive()) is not None and message[0] == "job":
-            _, job, scheduled, slot, requests.model, requests.drop_extensions = message
-            trace = RequestTrace(index=job.index, path=job.path, warmup=job.warmup, t_scheduled=scheduled, shard=shard)
-            mine.append(trace)
-            task = asyncio.ensure_future(one(job, slot, trace))
-            running[task] = trace
-            task.add_done_callback(forget)
+        with requests.check.measuring():  # a worker's whole life is one measured window: its collector stays off
+            while (message := await link.receive()) is not None and message[0] == "job":
+                _, job, scheduled, slot, requests.model, requests.drop_extensions = message
+                trace = RequestTrace(index=job.index, path=job.path, warmup=job.warmup, t_scheduled=scheduled, shard=shard)
+                mine.append(trace)
+                task = asyncio.ensure_future(one(job, slot, trace))
+                running[task] = trace
+                task.add_done_callback(forget)
     finally:
         unfinished = {job_task: trace for job_task, trace in running.items() if not job_task.done()}  # done ones said so
         for job_task in unfinished:

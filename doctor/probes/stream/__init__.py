@@ -20,7 +20,7 @@ without a token while the engine's counters stand still.
 The package, by what each module holds:
 
 - ``run``: the run loop: phases, the deadline, the adaptive stop, the evidence it returns;
-- ``shards``: the same run over client worker processes (a load run at high concurrency);
+- ``shards``: how many client worker processes read a run's streams, and a worker's side of it;
 - ``request``: one request: its body, its send, the reading of its events;
 - ``failures``: an exception as an outcome and a sentence, and a run's failures per path;
 - ``client``: the event loop and TLS context every reading process starts from.

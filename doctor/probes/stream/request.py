@@ -89,6 +89,7 @@ class Requester:
         self.schemes: dict[ProbePath, str | None] = {}
 
     def client(self) -> httpx.AsyncClient:
+        """A client of one connection, for one slot (a pool scans all its connections per request)."""
         return make_client(self.context, self.config.http.timeout_s, self.config.stall_timeout_s)
 
     def learn(self, trace: RequestTrace) -> None:
@@ -103,6 +104,7 @@ class Requester:
     # -- the body --------------------------------------------------------------------------
 
     def body(self, job: Job) -> dict[str, Any]:
+        """The JSON body of ``job``: the application's ``--payload`` (or its unconstrained twin), else ours."""
         config = self.config
         if config.payload is not None:
             body = payloads.user_body(config.payload, config.route, self.model)

@@ -77,7 +77,7 @@ class Run:
         # is not counted in the first request's latency
         await anyio.sleep(0)
         warm, measured = plan(list(self.urls), config.requests or config.request_cap, config.warmup, config.rate)
-        send, close = await (self._sharded() if self.workers > 1 else self.local())
+        send, close = await (self._sharded() if self.workers > 1 else self._local())
         self.start = clock.now()
         timed_out = False
         try:
@@ -95,7 +95,7 @@ class Run:
             self._at_deadline((config.warmup + (config.requests or config.request_cap)) * len(self.urls))
         return self.finish()
 
-    async def local(self) -> tuple[Send, Callable[[], Awaitable[None]]]:
+    async def _local(self) -> tuple[Send, Callable[[], Awaitable[None]]]:
         """(send, close) of the streams read in this process, with its self-check sampling."""
         sampler = asyncio.ensure_future(self.check.sample())
         # one single-connection pool per slot: httpcore's pool scans all its connections on every
@@ -103,11 +103,11 @@ class Run:
         clients = {path: [self.requests.client() for _ in range(self.config.concurrency)] for path in self.urls}
 
         async def send(job: Job, scheduled: float, slot: int) -> None:
-            if not self.given_up(job):
+            if not self._given_up(job):
                 trace = RequestTrace(index=job.index, path=job.path, warmup=job.warmup, t_scheduled=scheduled)
                 self.traces.append(trace)
                 await self.requests.measure(clients[job.path][slot], job, trace)
-                self.record(trace)
+                self._record(trace)
 
         async def close() -> None:
             sampler.cancel()
@@ -127,7 +127,7 @@ class Run:
             kept[trace.shard] = worker_kept
             requests.kept = sum(kept.values())
             self.traces.append(trace)
-            self.record(trace)
+            self._record(trace)
 
         pool = ShardPool(self.workers, serve_shard, (config, self.clock.t0_ns, self.clock.t0_wall), take)
         try:
@@ -136,11 +136,11 @@ class Run:
             self.errors.append(EvidenceError("stream", ", ".join(self.urls.values()), "start the client workers", "client",
                                             f"{exc}: the streams were read by one process", fatal=False))
             self.workers = 1
-            return await self.local()
+            return await self._local()
         self.pool = pool
 
         async def send(job: Job, scheduled: float, slot: int) -> None:
-            if self.given_up(job):
+            if self._given_up(job):
                 return
             try:
                 await pool.run(slot, (job.path, job.index, job.warmup),
@@ -149,7 +149,7 @@ class Run:
                 trace = RequestTrace(index=job.index, path=job.path, warmup=job.warmup, t_scheduled=scheduled,
                                      outcome=CANCELLED, error=str(exc), shard=slot % self.workers)
                 self.traces.append(trace)
-                self.record(trace)
+                self._record(trace)
 
         async def close() -> None:
             finals = await pool.stop()
@@ -293,7 +293,7 @@ class Run:
             framing=config.framing, text_field=config.text_field, gateway_kind=config.gateway_kind,
         )
 
-    def given_up(self, job: Job) -> bool:
+    def _given_up(self, job: Job) -> bool:
         """Whether ``job`` is not sent because its path is failing fast (``sampling.failing_fast``): the
         second request of a pair must not wait out a hung gateway again once the first said it."""
         return not job.warmup and failing_fast(self.traces, job.path) is not None
@@ -312,7 +312,7 @@ class Run:
         elif self.stopped is None:
             self.stopped = f"the {self.config.deadline_s:g} s deadline"
 
-    def record(self, trace: RequestTrace) -> None:
+    def _record(self, trace: RequestTrace) -> None:
         """A finished request, in the process that schedules: what later requests change, and progress."""
         self.requests.learn(trace)
         self._progress_line(trace)

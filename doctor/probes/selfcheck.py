@@ -16,10 +16,10 @@ from a server that went silent.
 The garbage collector is kept out of the measured window (``measuring``): a generation-2
 collection walks every object alive, and the probe keeps every event and read of the run as
 objects, so at 64 streams and more one collection stopped every stream at once for tens of ms
-(docs/benchmarks.md, issue 25). It collects before each phase, when no stream is in flight,
-freezes what survives (never scanned again) and stays off while the phase runs; the cyclic
-garbage a phase leaves (a failed request's traceback) waits for the next collection, and is
-bounded by the probe's caps on requests and events. Any collection that still runs inside the
+(docs/benchmarks.md, issue 25). It collects the young generation before each phase, when no
+stream is in flight, freezes what survives (never scanned again) and stays off while the phase
+runs; the cyclic garbage a phase leaves (a failed request's traceback) waits for a later
+collection, and is bounded by the probe's caps on requests and events. Any collection that still runs inside the
 window (someone calls ``gc.collect``) is recorded, and one over ``GC_PAUSE_LIMIT_MS`` is a reason.
 
 A probe sharded over worker processes (``doctor.probes.shard``) runs one ``SelfCheck`` per
@@ -79,7 +79,9 @@ class SelfCheck:
         """A measured window (a phase of the probe, a client worker's life): collect now, freeze what
         survives, keep the collector off until the window closes, then give back what was frozen."""
         if self._windows == 0:
-            gc.collect()
+            # the young generation only (what the last phase left): a full collection of a large
+            # process (diagnose holds its whole run) costs 100 ms or more of the run's --deadline
+            gc.collect(0)
             gc.freeze()
         enabled = gc.isenabled()
         gc.disable()

@@ -253,9 +253,9 @@ def test_a_client_frozen_mid_stream_is_not_blamed_on_the_server(server, monkeypa
     The gap the freeze sits in is counted without it (a lower bound)."""
     from doctor.derive.stream_stats import derive_stream_stats
     from doctor.evidence import Bundle
-    from doctor.probes import stream as stream_module
+    from doctor.probes.framing import StreamDecoder
 
-    real_feed = stream_module.StreamDecoder.feed
+    real_feed = StreamDecoder.feed
     decoders: list[object] = []
 
     def feed(self, data, t):
@@ -265,7 +265,7 @@ def test_a_client_frozen_mid_stream_is_not_blamed_on_the_server(server, monkeypa
                 time.sleep(0.8)
         return real_feed(self, data, t)
 
-    monkeypatch.setattr(stream_module.StreamDecoder, "feed", feed)
+    monkeypatch.setattr(StreamDecoder, "feed", feed)
     traces, (evidence, errors) = run(engine=server.base(ttft=0.02, itl=1.5, n=2), route="completions",
                                      requests=2, concurrency=2, stall_timeout_s=1.0)
     assert sorted(t.outcome for t in traces) == ["client-stall", "ok"], [(t.outcome, t.error) for t in traces]

@@ -19,6 +19,7 @@ from doctor.probes.framing import StreamDecoder, detect, estimate_tokens
 from doctor.probes.gateway_route import parse_route
 from doctor.probes.plan import CollectConfig
 from doctor.probes.sse import SseParser, TooLong
+from doctor.probes.stream import request as stream_request
 
 
 def decode(content_type: str, reads: list[bytes], **kw) -> tuple[str | None, list[tuple[float, str, str]]]:
@@ -176,7 +177,7 @@ def probe(url: str) -> tuple[list, list]:
 
 
 def test_an_event_flood_is_cut_at_the_cap_and_says_so(monkeypatch):
-    monkeypatch.setattr(stream_probe, "MAX_EVENTS", 2000)
+    monkeypatch.setattr(stream_request, "MAX_EVENTS", 2000)
     event = b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
     with _Hostile([event * 64], repeat=200) as url:  # 12,800 events
         (trace,), errors = probe(url)
@@ -188,8 +189,8 @@ def test_an_event_flood_is_cut_at_the_cap_and_says_so(monkeypatch):
 def test_a_flood_over_many_concurrent_requests_ends_at_the_probe_wide_cap(monkeypatch):
     """Each request stays under its own cap, yet together they would keep 20 x 2,000 events: the
     probe stops reading and sending at its own cap, and says so."""
-    monkeypatch.setattr(stream_probe, "MAX_EVENTS", 2000)
-    monkeypatch.setattr(stream_probe, "MAX_PROBE_EVENTS", 5000)
+    monkeypatch.setattr(stream_request, "MAX_EVENTS", 2000)
+    monkeypatch.setattr(stream_request, "MAX_PROBE_EVENTS", 5000)
     event = b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
     with _Hostile([event * 64], repeat=200) as url:  # 12,800 events per request
         config = CollectConfig(engine=url, model="m", requests=20, warmup=0, concurrency=4, deadline_s=60)

@@ -13,6 +13,15 @@ overlaps (``doctor.derive.stream_stats``), and the probe can tell a read timeout
 caused (it froze past ``--stall-timeout``; seen on a 2-core host beside a busy CPU engine: 34 s)
 from a server that went silent.
 
+The garbage collector is kept out of the measured window (``measuring``): a generation-2
+collection walks every object alive, and the probe keeps every event and read of the run as
+objects, so at 64 streams and more one collection stopped every stream at once for tens of ms
+(docs/benchmarks.md, issue 25). It collects the young generation before each phase, when no
+stream is in flight, freezes what survives (never scanned again) and stays off while the phase
+runs; the cyclic garbage a phase leaves (a failed request's traceback) waits for a later
+collection, and is bounded by the probe's caps on requests and events. Any collection that still runs inside the
+window (someone calls ``gc.collect``) is recorded, and one over ``GC_PAUSE_LIMIT_MS`` is a reason.
+
 A probe sharded over worker processes (``doctor.probes.shard``) runs one ``SelfCheck`` per
 worker, each on its own loop and CPU; ``merge`` keeps every worker's health and marks the whole
 client suspect when any one of them was: one saturated worker delays the stamps of its streams.
@@ -21,8 +30,10 @@ client suspect when any one of them was: one saturated worker delays the stamps 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
 import psutil
@@ -41,6 +52,8 @@ SEND_P99_LIMIT_MS = 10.0  # writing a request on an open connection takes well u
 CPU_LIMIT_PERCENT = 90.0  # of one core: a single event loop cannot use more than one
 #: A wake-up this late is a freeze of the client, kept as an interval (``ClientHealth.freezes``).
 FREEZE_MS = LAG_MAX_LIMIT_MS
+#: A collection inside a measured window longer than this is a pause of the client (``measuring``).
+GC_PAUSE_LIMIT_MS = 10.0
 #: At most this many freezes are kept (the longest): enough to correct every gap that matters.
 MAX_FREEZES = 1000
 
@@ -57,6 +70,39 @@ class SelfCheck:
         self._process = psutil.Process()
         self._process.cpu_percent(None)  # primes the counter: the first reading is always 0
         self._cpu_read_at = time.perf_counter()
+        self.gc_pauses_ms: list[float] = []  # collections inside a measured window (``measuring``)
+        self._windows = 0  # measured windows open: the collector is off while one is
+        self._gc_started = 0.0
+
+    @contextlib.contextmanager
+    def measuring(self) -> Iterator[None]:
+        """A measured window (a phase of the probe, a client worker's life): collect now, freeze what
+        survives, keep the collector off until the window closes, then give back what was frozen."""
+        if self._windows == 0:
+            # the young generation only (what the last phase left): a full collection of a large
+            # process (diagnose holds its whole run) costs 100 ms or more of the run's --deadline
+            gc.collect(0)
+            gc.freeze()
+        enabled = gc.isenabled()
+        gc.disable()
+        self._windows += 1
+        try:
+            yield
+        finally:
+            self._windows -= 1
+            if enabled:
+                gc.enable()
+            if self._windows == 0:
+                gc.unfreeze()
+
+    def _on_gc(self, phase: str, _info: dict[str, int]) -> None:
+        """``gc.callbacks``: the length of each collection that runs inside a measured window."""
+        if not self._windows:
+            return
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self.gc_pauses_ms.append((time.perf_counter() - self._gc_started) * 1000)
 
     def _read_cpu(self, now: float) -> None:
         """Record CPU % since the previous reading; a window much shorter than the interval is noise
@@ -68,18 +114,22 @@ class SelfCheck:
     async def sample(self) -> None:
         """Measure event-loop lag and this process's CPU until cancelled (it never returns by itself)."""
         next_cpu = time.perf_counter() + CPU_INTERVAL_S
-        while True:
-            before = time.perf_counter()
-            await asyncio.sleep(SAMPLE_INTERVAL_S)
-            now = time.perf_counter()
-            lag_ms = max(0.0, (now - before - SAMPLE_INTERVAL_S) * 1000)
-            self.lags_ms.append(lag_ms)
-            self._awake_at = self.clock.now()
-            if lag_ms > FREEZE_MS:
-                self.freezes.append((self._awake_at - lag_ms / 1000, self._awake_at))
-            if now >= next_cpu:
-                self._read_cpu(now)
-                next_cpu = now + CPU_INTERVAL_S
+        gc.callbacks.append(self._on_gc)
+        try:
+            while True:
+                before = time.perf_counter()
+                await asyncio.sleep(SAMPLE_INTERVAL_S)
+                now = time.perf_counter()
+                lag_ms = max(0.0, (now - before - SAMPLE_INTERVAL_S) * 1000)
+                self.lags_ms.append(lag_ms)
+                self._awake_at = self.clock.now()
+                if lag_ms > FREEZE_MS:
+                    self.freezes.append((self._awake_at - lag_ms / 1000, self._awake_at))
+                if now >= next_cpu:
+                    self._read_cpu(now)
+                    next_cpu = now + CPU_INTERVAL_S
+        finally:
+            gc.callbacks.remove(self._on_gc)
 
     def frozen_within(self, start: float, end: float) -> float:
         """Seconds of ``[start, end]`` (the run's clock) the client spent frozen.
@@ -116,6 +166,10 @@ class SelfCheck:
             if out.send_p99_ms > SEND_P99_LIMIT_MS:
                 out.reasons.append(f"writing a request took {out.send_p99_ms:.1f} ms at p99 > {SEND_P99_LIMIT_MS:g} ms: "
                                    "TTFT includes the client's own send time")
+        long_gc = [ms for ms in self.gc_pauses_ms if ms > GC_PAUSE_LIMIT_MS]
+        if long_gc:
+            out.reasons.append(f"garbage collection paused the client {len(long_gc)} time(s) while it measured, "
+                               f"the longest {max(long_gc):.0f} ms > {GC_PAUSE_LIMIT_MS:g} ms")
         out.cpu_percent_max = round(max(self.cpu), 1) if self.cpu else None
         if out.cpu_percent_max is not None and out.cpu_percent_max >= CPU_LIMIT_PERCENT:
             out.reasons.append(f"client CPU reached {out.cpu_percent_max:.0f} % of a core: the client was saturated")

@@ -159,11 +159,21 @@ async def _wait(fut: asyncio.Future[None], timeout: float | None, error: type[Ex
     if timeout is None:
         await fut
         return
-    def expire() -> None:
-        if not fut.done():
-            fut.set_exception(error(f"no progress for {timeout:g} s"))
+    loop = asyncio.get_running_loop()
+    deadline = time.perf_counter() + timeout
+    handle: asyncio.TimerHandle
 
-    handle = asyncio.get_running_loop().call_later(timeout, expire)
+    def expire() -> None:
+        nonlocal handle
+        if fut.done():
+            return
+        left = deadline - time.perf_counter()
+        if left > 0:  # uvloop counts a timer from the start of its loop iteration: it can fire early
+            handle = loop.call_later(left, expire)
+            return
+        fut.set_exception(error(f"no progress for {timeout:g} s"))
+
+    handle = loop.call_later(timeout, expire)
     try:
         await fut
     finally:
@@ -245,6 +255,8 @@ class _Stream(httpcore.AsyncNetworkStream):
 class _StampingBackend(httpcore.AsyncNetworkBackend):
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None, socket_options: Any = None) -> httpcore.AsyncNetworkStream:
+        if not 0 <= port <= 65535:  # httpx's URL parser lets it through; uvloop would wrap it round to another port
+            raise httpcore.ConnectError("OverflowError: connect(): port must be 0-65535.")  # asyncio's own words
         loop = asyncio.get_running_loop()
         local = (local_address, 0) if local_address else None
         try:
@@ -252,9 +264,8 @@ class _StampingBackend(httpcore.AsyncNetworkBackend):
                 loop.create_connection(_Protocol, host, port, local_addr=local), timeout)
         except asyncio.TimeoutError:
             raise httpcore.ConnectTimeout(f"no connection within {timeout:g} s") from None
-        except (OSError, OverflowError) as exc:  # socket.gaierror (DNS) is an OSError: kept as the cause
-            # OverflowError: a port past 65535, which httpx's URL parser lets through
-            raise httpcore.ConnectError(f"{type(exc).__name__}: {exc}" if isinstance(exc, OverflowError) else str(exc)) from exc
+        except OSError as exc:  # socket.gaierror (DNS) is an OSError: kept as the cause
+            raise httpcore.ConnectError(str(exc)) from exc
         sock = transport.get_extra_info("socket")
         for option in socket_options or ():
             sock.setsockopt(*option)

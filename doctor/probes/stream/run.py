@@ -133,7 +133,8 @@ class Run:
             kept[trace.shard] = worker_kept
             requests.kept = sum(kept.values())
             self.shard_freezes.setdefault(trace.shard, []).extend(freezes)
-            self.in_flight.get(trace.shard or 0, {}).pop(key_of(trace), None)
+            if trace.shard is not None:  # answered: no longer in flight, whatever its worker's last pulse said
+                self.in_flight.get(trace.shard, {}).pop(key_of(trace), None)
             self.traces.append(trace)
             self._record(trace)
             if paired and trace.path == ProbePath.DIRECT and trace.ok:  # the gateway's bound moved: every worker hears it

@@ -10,11 +10,13 @@ the report with the requests in flight kept as cancelled.
 from __future__ import annotations
 
 import json
+import multiprocessing.spawn
 import os
 import signal
 import subprocess
 import sys
 import time
+from multiprocessing import resource_tracker
 from pathlib import Path
 
 import psutil
@@ -23,10 +25,13 @@ from typer.testing import CliRunner
 
 from doctor.bundle import load_path
 from doctor.cli import app
+from doctor.clock import Clock
 from doctor.evidence import Bundle, ProbePath
 from doctor.evidence.stream import WEDGED
 from doctor.exit_codes import ExitCode
 from doctor.probes import deadlines
+from doctor.probes.plan import CollectConfig
+from doctor.probes.stream import run_stream_probe
 from tests.support.sse_server import SseServer
 from tests.test_collect import HANG_GUARD_S, ROOT
 from tests.test_load import measured, most_in_flight
@@ -106,6 +111,20 @@ def test_a_wedged_engine_is_named_by_the_parents_watchdog_across_workers(tmp_pat
     assert stream.wedge.sent == len(stream.requests) == stream.wedge.in_flight  # what the workers said was in flight
     assert all(r.outcome == WEDGED and not r.tokens for r in stream.requests)
     assert {t.shard for t in stream.requests} == {0, 1}
+
+
+def test_workers_that_cannot_start_leave_the_diagnosis_to_one_process_and_say_so(monkeypatch) -> None:
+    resource_tracker.ensure_running()  # started first, by the real interpreter: only the workers fail
+    monkeypatch.setattr(multiprocessing.spawn, "_python_exe", b"/bin/false")  # every worker ends as it starts
+    with SseServer() as engine, SseServer() as gateway:
+        config = CollectConfig(engine=engine.base(ttft=0.01, itl=0.002, n=4), gateway=gateway.base(ttft=0.01, itl=0.002, n=4),
+                               route="chat", requests=4, warmup=0, concurrency=2, client_workers=2)
+        evidence, errors = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
+        sent = len(measured(engine)) + len(measured(gateway))
+    assert evidence is not None and len(evidence.requests) == sent == 8 and all(t.ok for t in evidence.requests)
+    assert {t.shard for t in evidence.requests} == {None} and evidence.client.shards == []
+    (error,) = errors
+    assert error.action == "start the client workers" and not error.fatal and "read by one process" in error.message
 
 
 @pytest.mark.parametrize("command", ["diagnose", "collect"])

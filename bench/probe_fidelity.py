@@ -19,6 +19,8 @@ Sharded (``--workers N``, N > 1): the probe reads its streams in N worker proces
 (``doctor.probes.shard``), which inherit this process's CPU affinity: ``--client-cores 0 1``
 lets them use both cores of a 2-core machine (beside the server), the default keeps them all on
 ``--client-core``. ``--per-stream K`` requests per stream (default 4) keeps long rows short.
+``--diagnosis`` runs the probe as ``diagnose`` and ``collect`` do (the adaptive probe's run, its
+``--requests`` given so the count compares), not as a load run.
 
 Usage: ``python bench/probe_fidelity.py [--concurrency 1 16 64 256] [--workers 2] [--json out.json]``.
 uvloop is used when it is installed (the probe's own choice); ``--no-uvloop`` hides it.
@@ -115,7 +117,8 @@ class _CpuTrace(threading.Thread):
         return total - at[1] - (self.samples[-1][2] - at[2])
 
 
-def run_one(concurrency: int, server_core: int, tmp: Path, workers: int = 1, per_stream: int = 4) -> dict[str, object]:
+def run_one(concurrency: int, server_core: int, tmp: Path, workers: int = 1, per_stream: int = 4,
+            diagnosis: bool = False) -> dict[str, object]:
     ready: mp.Queue = mp.Queue()
     stop = mp.Event()
     log_path = tmp / f"server-{concurrency}.json"
@@ -126,7 +129,7 @@ def run_one(concurrency: int, server_core: int, tmp: Path, workers: int = 1, per
     config = CollectConfig(
         engine=f"http://127.0.0.1:{port}/o/ttft={TTFT_S},itl={ITL_S},n={TOKENS}", route="chat", model="bench",
         requests=requests, warmup=0, concurrency=concurrency, max_tokens=TOKENS, stall_timeout_s=30, deadline_s=600,
-        adaptive=False, only_path=ProbePath.DIRECT, client_workers=workers,
+        adaptive=diagnosis, only_path=None if diagnosis else ProbePath.DIRECT, client_workers=workers,
     )
     clock = Clock()
     cpu = _CpuTrace(clock, proc.pid, workers)
@@ -181,6 +184,7 @@ def main() -> None:
     parser.add_argument("--client-cores", type=int, nargs="+", help="Cores the client and its workers may use (default: --client-core).")
     parser.add_argument("--workers", type=int, default=1, help="Client worker processes (doctor.probes.shard); 1: one process.")
     parser.add_argument("--per-stream", type=int, default=4, help="Requests per stream (at least 15 in all).")
+    parser.add_argument("--diagnosis", action="store_true", help="Probe as diagnose does, not as a load run.")
     parser.add_argument("--no-uvloop", action="store_true", help="Run the probe on asyncio's own loop.")
     parser.add_argument("--json", type=Path, help="Also write the rows as JSON here.")
     args = parser.parse_args()
@@ -196,7 +200,7 @@ def main() -> None:
           "TTFT inflation p50 / p99 / max (ms) | CPU µs/chunk | chunks/s (ideal) | suspect |")
     print("|---|---:|---:|---:|---|---|---|---:|---:|---|")
     for c in args.concurrency:
-        row = run_one(c, args.server_core, tmp, args.workers, args.per_stream)
+        row = run_one(c, args.server_core, tmp, args.workers, args.per_stream, args.diagnosis)
         row["client_sched"] = client_mode
         rows.append(row)
         print(f"| {row['client']} | {row['workers']} | {c} | {row['ok']} / {row['sent']} | {row['ttft_err_ms']} | {row['itl_err_ms']} | "

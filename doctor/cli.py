@@ -103,6 +103,10 @@ EXPORT_OPTIONS = [
 BASELINE_OPTION = [
     opt(Path | None, None, "--baseline", help="Keep the latest healthy run per region, provider, client location and request shape in this folder, and compare each run with its own, as compare does (exit 1 for a regression, 2 when too few requests to tell; thresholds from \\[compare] of the config file).", rich_help_panel=A),
 ]
+#: ``diagnose`` and ``collect`` read their streams in one process unless told otherwise.
+CLIENT_WORKERS_OPTION = [
+    opt(int | None, None, "--client-workers", help="Processes that read the streams, one event loop each, for hundreds of streams at once (default 1: one process; at most one per CPU helps).", rich_help_panel=P),
+]
 CONFIG_OPTION = [opt(Path | None, None, "--config", help="TOML config (default ./llm-doctor.toml when present).")]
 L = "Load"
 #: ``load`` and ``sweep`` take the probe's targets with lengths that may be ranges, and set the
@@ -121,7 +125,7 @@ LOAD_ANALYSIS_OPTIONS = [o for o in ANALYSIS_OPTIONS if o.name != "md"]
 
 
 @app.command()
-@uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, ANALYSIS_OPTIONS, EXPORT_OPTIONS, BASELINE_OPTION, CONFIG_OPTION)
+@uses(TARGET_OPTIONS, CLIENT_WORKERS_OPTION, ENGINE_OPTIONS, RUN_OPTIONS, ANALYSIS_OPTIONS, EXPORT_OPTIONS, BASELINE_OPTION, CONFIG_OPTION)
 def diagnose(
     bundle: Annotated[Path | None, typer.Option("--bundle", help="Also keep the evidence bundle here (.json or .json.gz).")] = None,
     opts: dict[str, Any] = {},  # noqa: B006 - filled by uses()
@@ -224,7 +228,7 @@ def sweep_cmd(
 
 
 @app.command("collect")
-@uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, CONFIG_OPTION)
+@uses(TARGET_OPTIONS, CLIENT_WORKERS_OPTION, ENGINE_OPTIONS, RUN_OPTIONS, CONFIG_OPTION)
 def collect_cmd(
     bundle: Annotated[Path, typer.Option("--bundle", "-o", help="Where to write the evidence bundle (.json or .json.gz).")] = Path("llm-doctor-bundle.json.gz"),
     opts: dict[str, Any] = {},  # noqa: B006

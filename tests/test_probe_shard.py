@@ -47,11 +47,12 @@ def test_the_worker_count_follows_the_streams_and_the_cpus_unless_given() -> Non
     assert [choose_workers(n, cpus=16) for n in (1, 64, 65, 128, 256, 1024)] == [1, 1, 2, 2, 4, 16]
     assert choose_workers(1024, cpus=2) == 2 and choose_workers(256, cpus=1) == 1
     assert choose_workers(256, requested=1) == 1 and choose_workers(3, requested=8) == 3  # at least a slot each
-    # a diagnosis's paired paths and its adaptive stop stay in one process, whatever the streams
     many: dict[str, Any] = {"concurrency": 512, "requests": 2048, "client_workers": 4}
     assert shard_workers(_load_config("http://127.0.0.1:9", **many)) == 4
-    assert shard_workers(CollectConfig(engine="http://127.0.0.1:9", gateway="http://127.0.0.1:8", **many)) == 1
-    assert shard_workers(CollectConfig(engine="http://127.0.0.1:9", **many)) == 1
+    # a diagnosis shards only when --client-workers asks, paired paths too, never past its slots
+    assert shard_workers(CollectConfig(engine="http://127.0.0.1:9", gateway="http://127.0.0.1:8", **many)) == 4
+    assert shard_workers(CollectConfig(engine="http://127.0.0.1:9", concurrency=512, requests=2048)) == 1
+    assert shard_workers(CollectConfig(engine="http://127.0.0.1:9", concurrency=3, client_workers=4)) == 3
 
 
 def test_poisson_arrivals_are_sharded_by_the_streams_their_budgets_allow_not_by_the_safety_cap() -> None:

@@ -122,8 +122,8 @@ class CollectConfig:
     only_path: ProbePath | None = None
     adaptive: bool = True
     request_cap: int = MAX_ADAPTIVE_REQUESTS
-    # --client-workers: processes that read a load run's streams (``doctor.probes.shard``); 1 is
-    # one process, None chooses by the streams in flight and the CPUs
+    # --client-workers: processes that read the streams (``doctor.probes.shard``); 1 is one process,
+    # None chooses: for a load run by the streams in flight and the CPUs, for a diagnosis one process
     client_workers: int | None = None
 
     def targets(self) -> dict[ProbePath, str]:

@@ -23,7 +23,7 @@ decides only when to stop sending.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from doctor.evidence import ProbePath, RequestTrace
 from doctor.evidence.stream import HEAD_TIMEOUT, NOT_THE_TARGETS, awake_span
@@ -81,15 +81,16 @@ def decided(over: int, n: int, alpha: float = ALPHA, q: float = 1 - PERCENTILE) 
     return None
 
 
+#: The client's freezes: of its one process, or by client worker (``RequestTrace.shard``) when it was sharded.
+Freezes = Sequence[Sequence[float]] | Mapping[int | None, Sequence[Sequence[float]]]
+
+
 def _exceedances(traces: Iterable[RequestTrace], ttft_s: float, tpot_s: float,
-                 freezes: Sequence[Sequence[float]]) -> tuple[int, int, int, int]:
+                 freezes: Freezes) -> tuple[int, int, int, int]:
     """(n, TTFT over, n with a TPOT, TPOT over) over finished, measured requests, less the
-    client's own ``freezes`` (as ``doctor.derive.stream_stats`` counts them)."""
+    client's own ``freezes`` (as ``doctor.derive.stream_stats`` counts them): a worker's freezes
+    out of its own requests only."""
     n = ttft_over = n_tpot = tpot_over = 0
-
-    def span(start: float, end: float) -> float:
-        return awake_span(freezes, start, end)
-
     for t in traces:
         if t.warmup or t.outcome in NOT_THE_TARGETS or t.t_end is None:  # in flight: not finished yet
             continue
@@ -101,16 +102,17 @@ def _exceedances(traces: Iterable[RequestTrace], ttft_s: float, tpot_s: float,
         if not t.ok:
             continue
         n += 1
-        ttft_over += span(t.t_scheduled, first) > ttft_s
+        own = freezes.get(t.shard, ()) if isinstance(freezes, Mapping) else freezes
+        ttft_over += awake_span(own, t.t_scheduled, first) > ttft_s
         tokens = max(t.completion_tokens or len(t.tokens), len(t.tokens))
         if tokens > 1:
             n_tpot += 1
-            tpot_over += span(first, t.tokens[-1].t) / (tokens - 1) > tpot_s
+            tpot_over += awake_span(own, first, t.tokens[-1].t) / (tokens - 1) > tpot_s
     return n, ttft_over, n_tpot, tpot_over
 
 
 def conclusive(traces: list[RequestTrace], paths: Iterable[ProbePath], ttft_s: float, tpot_s: float,
-               min_requests: int = MIN_REQUESTS, freezes: Sequence[Sequence[float]] = ()) -> bool:
+               min_requests: int = MIN_REQUESTS, freezes: Freezes = ()) -> bool:
     """Whether every path is decided: clearly over one budget, or clearly within every budget it
     has (TPOT only once enough answers had more than one token). See the module docstring."""
     for path in paths:
@@ -132,7 +134,7 @@ def within_needed(over: int, alpha: float = ALPHA, q: float = 1 - PERCENTILE) ->
 
 
 def within_so_far(traces: list[RequestTrace], paths: Iterable[ProbePath], ttft_s: float, tpot_s: float,
-                  freezes: Sequence[Sequence[float]] = ()) -> tuple[ProbePath, int, int] | None:
+                  freezes: Freezes = ()) -> tuple[ProbePath, int, int] | None:
     """The first path neither clearly over a budget nor yet clearly within every budget it has,
     with its fast answers so far and the fast answers "clearly within" needs; None when every path
     is decided. What a healthy verdict says when the run ended first ("23 of the 29 needed")."""

@@ -121,7 +121,8 @@ def worker_signals() -> None:
 
 #: A worker's entry point: ``target(sock, shard, workers, *args)``, a module-level function
 #: (``spawn`` imports it by name). It answers ``("ready",)``, then ``("done", key, payload)`` per
-#: job, and ``("final", payload)`` once told ``("stop",)`` or when the parent's end closes.
+#: job (and any notes of its own), and ``("final", payload)`` once told ``("stop",)`` or when the
+#: parent's end closes.
 Target = Callable[..., None]
 
 
@@ -129,11 +130,14 @@ class ShardPool:
     """The parent's side: start the workers, send each job to its slot's worker, stop them all.
 
     ``on_done(payload)`` receives every finished job's payload on the parent's loop, also of a
-    job whose ``run`` was cancelled meanwhile (the deadline), so nothing measured is lost.
+    job whose ``run`` was cancelled meanwhile (the deadline), so nothing measured is lost;
+    ``on_note(shard, message)`` every other message a worker sends while it runs (a diagnosis's
+    workers say what they have in flight, for the parent's watchdog).
     """
 
-    def __init__(self, workers: int, target: Target, args: tuple[Any, ...], on_done: Callable[[Any], None]) -> None:
-        self.workers, self._target, self._args, self._on_done = workers, target, args, on_done
+    def __init__(self, workers: int, target: Target, args: tuple[Any, ...], on_done: Callable[[Any], None],
+                 on_note: Callable[[int, Any], None] | None = None) -> None:
+        self.workers, self._target, self._args, self._on_done, self._on_note = workers, target, args, on_done, on_note
         self._procs: list[BaseProcess] = []
         self._links: list[Link] = []
         self._readers: list[asyncio.Task[None]] = []
@@ -192,6 +196,11 @@ class ShardPool:
         finally:
             self._pending.pop(key, None)
 
+    def broadcast(self, message: Any) -> None:
+        """Send ``message`` to every worker (what the parent decided that each must know, e.g. a bound)."""
+        for link in self._links:
+            link.send(message)
+
     async def _read(self, shard: int, link: Link) -> None:
         """Deliver one worker's messages until its end closes; then fail what it left unanswered."""
         try:
@@ -203,6 +212,8 @@ class ShardPool:
                         entry[1].set_result(None)
                 elif message[0] == "final":
                     self.finals[shard] = message[1]
+                elif self._on_note is not None:
+                    self._on_note(shard, message)
         finally:
             if self.finals[shard] is None and self.lost is None:
                 code = self._procs[shard].exitcode

@@ -11,8 +11,9 @@ the client, it stops sending, cancels the requests in flight (outcome ``wedged``
 wait a lower bound of TTFT) and records why (``StreamEvidence.wedge``).
 
 Kept apart from the probe's run loop so that loop carries only a hook (``guard`` around its
-phases, ``censor`` after). It sees the requests of this process only: a load run sharded over
-worker processes (``doctor.probes.shard``) is not watched.
+phases, ``censor`` after). It runs in the process that schedules: when client worker processes
+read the streams (``doctor.probes.shard``), each says every ``POLL_S`` what it has in flight
+(``doctor.probes.stream.shards``), and the stop cancels their requests through the parent.
 """
 
 from __future__ import annotations

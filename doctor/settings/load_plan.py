@@ -49,9 +49,6 @@ ARRIVAL_MARGIN = 4.0
 CLOSED_LOOP_CAP = 100_000
 
 
-#: Worker processes a load run may read its streams with (``--client-workers``): far more than
-#: the CPUs of any one client machine.
-MAX_WORKERS = 256
 #: GPUs one run's price is for (``--gpus``).
 MAX_GPUS = 100_000
 
@@ -106,10 +103,8 @@ def build_load_config(opts: Flags, cfg: FileConfig, command: str, in_flight: int
     if not config.targets() and not pending:
         raise UsageError(f"{command} needs a target: give --engine or --gateway")
     cap = int(bounded(MAX_CONCURRENCY if in_flight is None else in_flight, "--max-concurrency", minimum=1, inclusive=True, maximum=MAX_STREAMS))
-    workers = opts.get("client_workers")
     config = dataclasses.replace(config, scenario=scenario, lengths=lengths, adaptive=False,
-                                 only_path=ProbePath.GATEWAY if config.gateway else ProbePath.DIRECT,
-                                 client_workers=None if workers is None else int(bounded(workers, "--client-workers", minimum=1, inclusive=True, maximum=MAX_WORKERS)))
+                                 only_path=ProbePath.GATEWAY if config.gateway else ProbePath.DIRECT)
     if command == "sweep":
         return config
     if scenario == "single":

@@ -157,6 +157,7 @@ def build_collect_config(opts: Flags, cfg: FileConfig, command: str) -> CollectC
         # the budgets the adaptive probe samples against: the analysis's own, flags over the file
         budgets=Budgets(ttft_s=budget(opts, cfg, "ttft", run_fields.get("region"), BUDGETS.ttft_s),
                         tpot_s=budget(opts, cfg, "tpot", run_fields.get("region"), BUDGETS.tpot_s)),
+        client_workers=client_workers(opts),
     )
     if not pending:
         warn_same_place(config)
@@ -167,6 +168,12 @@ def build_collect_config(opts: Flags, cfg: FileConfig, command: str) -> CollectC
     return config
 
 
+def client_workers(opts: Flags) -> int | None:
+    """``--client-workers``, checked; None when not given (``doctor.probes.stream.shard_workers`` chooses)."""
+    workers = opts.get("client_workers")
+    return None if workers is None else int(bounded(workers, "--client-workers", minimum=1, inclusive=True, maximum=MAX_WORKERS))
+
+
 def warn_same_place(config: CollectConfig) -> None:
     """Say when the gateway is the engine itself: the two paths would measure the same thing."""
     if config.engine and config.gateway and same_place(config.engine, config.gateway):
@@ -174,6 +181,9 @@ def warn_same_place(config: CollectConfig) -> None:
              "thing and no gateway latency can show; give the URL the application calls")
 
 
+#: Worker processes a run may read its streams with (``--client-workers``): far more than
+#: the CPUs of any one client machine.
+MAX_WORKERS = 256
 #: The commands that probe several ``--engine`` replicas in one run (a fleet).
 FLEET_COMMANDS = ("diagnose", "watch")
 #: Inputs that belong to one engine, so a fleet of several cannot say which replica they describe.

@@ -92,7 +92,7 @@ def run_stream_probe(
                                     f"cannot use --ca-cert {config.http.verify}: {exc}", fatal=True)]
     skip_missing_sniffio_imports()
     probe = Run(config, clock, progress, context, discover_model, deadline_s)
-    if scrapes is not None and config.wedge_bound_s > 0 and probe.workers == 1:
+    if scrapes is not None and config.wedge_bound_s > 0:
         probe.watchdog = Watchdog(scrapes, clock, config.wedge_bound_s)
     try:
         evidence = run_loop(probe.run())

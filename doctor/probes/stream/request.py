@@ -85,6 +85,10 @@ class Requester:
         #: set, then replaced, each time a direct request answers: a gateway request waiting for its
         #: head re-reads the bound its direct path sets (``_within_direct_bound``)
         self.direct_news = asyncio.Event()
+        #: in a client worker: the bound the parent computed over every worker's direct answers
+        #: (``told``), which this process alone does not see; None there until told
+        self.parent_bound: HeadBound | None = None
+        self.bound_from_parent = False
         #: path -> the scheme its port really speaks when the URL's was wrong, once asked (``failures.check_scheme``)
         self.schemes: dict[ProbePath, str | None] = {}
 
@@ -100,6 +104,19 @@ class Requester:
         if trace.path == ProbePath.DIRECT and trace.ok:
             self.direct_news.set()
             self.direct_news = asyncio.Event()
+
+    def told(self, bound: HeadBound | None) -> None:
+        """In a client worker: the parent's bound over every worker's direct answers so far; a gateway
+        request waiting for its head re-reads it at once, as it does a direct answer in one process."""
+        self.bound_from_parent, self.parent_bound = True, bound
+        self.direct_news.set()
+        self.direct_news = asyncio.Event()
+
+    def head_bound(self) -> HeadBound | None:
+        """The bound a gateway request's head and first token are held to now (``gateway_head_bound``)."""
+        if self.bound_from_parent:
+            return self.parent_bound
+        return gateway_head_bound(self.traces, self.config.budgets.ttft_s)
 
     # -- the body --------------------------------------------------------------------------
 
@@ -318,7 +335,7 @@ class Requester:
         async def watch() -> None:
             while not released.is_set():
                 news = self.direct_news
-                bound = gateway_head_bound(self.traces, self.config.budgets.ttft_s)
+                bound = self.head_bound()
                 start = trace.t_sent if trace.t_sent is not None else sent
                 left = None if bound is None else start + bound.seconds - self.clock.now()
                 if bound is not None and left is not None and left <= 0:

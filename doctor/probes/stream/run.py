@@ -24,6 +24,7 @@ from doctor.clock import Clock
 from doctor.evidence import ClientHealth, EvidenceError, ProbePath, ProbeShape, RequestTrace, StreamEvidence
 from doctor.evidence.stream import CANCELLED, DEADLINE
 from doctor.probes import payload as payloads
+from doctor.probes.deadlines import gateway_head_bound
 from doctor.probes.http import join_url
 from doctor.probes.plan import CollectConfig
 from doctor.probes.sampling import FAIL_FAST, conclusive, decisive, failing_fast
@@ -33,7 +34,7 @@ from doctor.probes.shard import ShardError, ShardLost, ShardPool
 from doctor.probes.stream.client import transport_name
 from doctor.probes.stream.failures import summarise
 from doctor.probes.stream.request import Requester
-from doctor.probes.stream.shards import serve_shard, shard_workers
+from doctor.probes.stream.shards import JobKey, key_of, serve_shard, shard_workers, stand_in
 from doctor.probes.transport import make_client
 from doctor.probes.watchdog import Watchdog
 from doctor.units import fmt_seconds
@@ -68,6 +69,10 @@ class Run:
         self.workers = shard_workers(config)
         self.pool: ShardPool | None = None
         self.shard_health: list[ClientHealth | None] = []  # each worker's self-check, once they stopped
+        #: each worker's freezes so far, sent with its answers: the adaptive stop takes each out of its requests only
+        self.shard_freezes: dict[int | None, list[tuple[float, float]]] = {}
+        #: each worker's requests in flight at its last pulse, for the watchdog (``shards.stand_in``)
+        self.in_flight: dict[int, dict[JobKey, RequestTrace]] = {}
         self.watchdog: Watchdog | None = None  # stops the run when the engine stands still
 
     async def run(self) -> StreamEvidence:
@@ -82,7 +87,7 @@ class Run:
         timed_out = False
         try:
             phases = self._phases(send, warm, measured)
-            await asyncio.wait_for(phases if self.watchdog is None else self.watchdog.guard(phases, lambda: [*self.controls, *self.traces]),
+            await asyncio.wait_for(phases if self.watchdog is None else self.watchdog.guard(phases, self._sent),
                                    timeout=self.deadline_s)
         except asyncio.TimeoutError:
             timed_out = True
@@ -121,15 +126,26 @@ class Run:
         ``shards.serve_shard``), or of this process alone when they cannot start (said in the evidence errors)."""
         config, requests = self.config, self.requests
         kept: dict[int | None, int] = {}
+        paired = ProbePath.DIRECT in self.urls and ProbePath.GATEWAY in self.urls
 
-        def take(payload: tuple[RequestTrace, int]) -> None:
-            trace, worker_kept = payload
+        def take(payload: tuple[RequestTrace, int, list[tuple[float, float]]]) -> None:
+            trace, worker_kept, freezes = payload
             kept[trace.shard] = worker_kept
             requests.kept = sum(kept.values())
+            self.shard_freezes.setdefault(trace.shard, []).extend(freezes)
+            if trace.shard is not None:  # answered: no longer in flight, whatever its worker's last pulse said
+                self.in_flight.get(trace.shard, {}).pop(key_of(trace), None)
             self.traces.append(trace)
             self._record(trace)
+            if paired and trace.path == ProbePath.DIRECT and trace.ok:  # the gateway's bound moved: every worker hears it
+                pool.broadcast(("bound", gateway_head_bound(self.traces, config.budgets.ttft_s)))
 
-        pool = ShardPool(self.workers, serve_shard, (config, self.clock.t0_ns, self.clock.t0_wall), take)
+        def note(shard: int, message: tuple[str, list[tuple[JobKey, float, float, float | None]]]) -> None:
+            if message[0] == "pulse":
+                self.in_flight[shard] = {key: stand_in(key, scheduled, sent, last) for key, scheduled, sent, last in message[1]}
+
+        pool = ShardPool(self.workers, serve_shard, (config, self.clock.t0_ns, self.clock.t0_wall, self.watchdog is not None),
+                         take, note)
         try:
             await pool.start()
         except ShardError as exc:
@@ -152,6 +168,7 @@ class Run:
                 self._record(trace)
 
         async def close() -> None:
+            self.in_flight.clear()
             finals = await pool.stop()
             self.shard_health = [final[0] if final is not None else None for final in finals]
             for shard, final in enumerate(finals):
@@ -165,6 +182,11 @@ class Run:
                                                 f"{pool.lost}: its requests in flight were not measured", fatal=False))
 
         return send, close
+
+    def _sent(self) -> list[RequestTrace]:
+        """Every request sent so far, as the watchdog reads them: the payload's twins, the finished ones,
+        and those in flight (in a worker: as its last pulse said)."""
+        return [*self.controls, *self.traces, *(t for shard in self.in_flight.values() for t in shard.values())]
 
     def finish(self) -> StreamEvidence:
         """The evidence of the requests so far, and their errors (once: a second call returns the same)."""
@@ -220,7 +242,8 @@ class Run:
         if measured and self.clock.now() - min(t.t_scheduled for t in measured) >= config.duration_s:
             self.stopped = f"the {config.duration_s:g} s duration ran out"
             return True
-        if config.adaptive and conclusive(self.traces, self.urls, config.budgets.ttft_s, config.budgets.tpot_s, freezes=self.check.freezes):
+        if config.adaptive and conclusive(self.traces, self.urls, config.budgets.ttft_s, config.budgets.tpot_s,
+                                         freezes=self.check.freezes if self.pool is None else self.shard_freezes):
             done = min(sum(1 for t in measured if t.path == p) for p in self.urls)
             self.stopped = f"conclusive after {done} request(s) per path (doctor.probes.sampling)"
             return True

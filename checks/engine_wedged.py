@@ -47,8 +47,8 @@ from doctor.engines import RECORDS
 from doctor.engines.names import display
 from doctor.evidence import EndpointsEvidence, MetricsEvidence, StreamEvidence
 from doctor.evidence.stream import WEDGED
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_seconds
 from doctor.vllm_metrics.standstill import standstill
 
 #: Outcomes of a request still waiting when the probe stopped waiting for it.

@@ -47,8 +47,8 @@ from doctor.derive.stream_stats import StreamStats
 from doctor.engines import RECORDS
 from doctor.engines.names import UNKNOWN, VLLM, display
 from doctor.evidence import MetricsEvidence, StreamEvidence
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_seconds
 from doctor.vllm_metrics.runtime import readings
 
 #: The front end's lever per engine: (setting, suggested, where), its record's ``front_end_lever``.

@@ -63,8 +63,8 @@ from doctor.derive.gateway import GatewayView
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import Bundle, ProbePath, RequestTrace
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
-from doctor.units import fmt_seconds
 
 
 def open_at(requests: list[RequestTrace], t: float) -> int:

@@ -40,8 +40,8 @@ from doctor.check import Fire, Pass, Result, check
 from doctor.checklib import measured_pair, rerun, who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import StreamStats
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_seconds
 
 #: nginx's switch for a per-request upstream connection.
 NGINX_KEEPALIVE = ('`keepalive 16;` in the `upstream` block (with `proxy_http_version 1.1;` and '

@@ -35,8 +35,8 @@ from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import display
 from doctor.evidence import GpuDevice, GpuEvidence
+from doctor.foundation.units import fmt_pct
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_pct
 
 #: Clock-event reasons that slow a GPU under load (names as ``doctor.probes.gpu`` stores them).
 THERMAL = ("sw_thermal_slowdown", "hw_thermal_slowdown")

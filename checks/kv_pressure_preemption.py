@@ -71,8 +71,8 @@ from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.engines.names import VLLM, display
 from doctor.evidence import GpuEvidence, RunRecord, StreamEvidence
+from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_pct, fmt_seconds
 
 #: Free memory left unclaimed when suggesting a higher utilisation.
 UTILISATION_MARGIN = 0.05

@@ -41,8 +41,8 @@ from doctor.checklib import gateway_identity, rerun
 from doctor.derive.gateway import LITELLM_CALLBACK, LITELLM_OVERHEAD, GatewayView
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import ProbePath
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_seconds
 
 
 @check(code="LD308", name="litellm-overhead", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_OVERHEAD)

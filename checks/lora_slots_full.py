@@ -48,8 +48,8 @@ from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.engines.names import SGLANG
 from doctor.evidence import MetricsEvidence
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-from doctor.units import fmt_seconds
 from doctor.vllm_metrics.lora import FAMILY, lora_slots
 
 

@@ -49,8 +49,8 @@ from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import measured_prompt_tokens
 from doctor.engines.names import VLLM
 from doctor.evidence import RunRecord, StreamEvidence
+from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-from doctor.units import fmt_pct, fmt_seconds
 
 #: The largest step budget this check suggests (vLLM's default for big GPUs is 8192).
 MAX_SUGGESTED_BATCHED_TOKENS = 16384

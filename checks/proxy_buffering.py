@@ -57,8 +57,8 @@ from doctor.checklib import buffering_remediation, gateway_headers, gateway_iden
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import EndpointsEvidence
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
-from doctor.units import fmt_seconds
 
 
 @check(code="LD301", name="proxy-buffering", symptom=SymptomClass.PROXY_ONLY, cause=Cause.BUFFERING)

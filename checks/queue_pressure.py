@@ -35,8 +35,8 @@ from doctor.checklib import add_capacity, engine_setting, metric_read
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import RunRecord
+from doctor.foundation.units import fmt_pct
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
-from doctor.units import fmt_pct
 
 
 @check(code="LD504", name="queue-pressure", symptom=SymptomClass.GENERAL, cause=Cause.QUEUE_LOAD)

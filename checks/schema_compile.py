@@ -45,8 +45,8 @@ from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import VLLM
 from doctor.evidence import StreamEvidence
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-from doctor.units import fmt_seconds
 
 
 @check(code="LD108", name="schema-compile", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.STRUCTURED_OUTPUT)

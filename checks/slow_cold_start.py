@@ -49,8 +49,8 @@ from doctor.checklib import foreign_prompt_tokens, rerun
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import MetricsEvidence, StreamEvidence
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_seconds
 from doctor.vllm_metrics.window import parse_scrape
 
 

@@ -20,9 +20,9 @@ from doctor.commands.options import opt, quiet_switches, unwrapped_help, uses
 from doctor.config import FileConfig
 from doctor.engines.names import ENGINE_LIST
 from doctor.evidence.stream import FRAMINGS
+from doctor.foundation.signals import terminate_like_interrupt
 from doctor.probes.payload import ROUTES
 from doctor.settings import ANALYSIS, API_KEY_ENV, BUDGETS, FORMATS, PLAN, PRACTICAL, resolve, shown, shown_duration
-from doctor.signals import terminate_like_interrupt
 
 app = typer.Typer(
     name="llm-doctor",

@@ -38,9 +38,9 @@ from typing import Any
 
 from doctor.evidence import RunRecord
 from doctor.exit_codes import ExitCode
+from doctor.foundation.stats import quantile
+from doctor.foundation.strenum import StrEnum
 from doctor.model import Report
-from doctor.stats import quantile
-from doctor.strenum import StrEnum
 
 #: Two-sided significance per metric. 5 %, as benchstat uses: the practical threshold, not a
 #: stricter level, is what keeps noise from paging anyone (a deterministic server's 0.25 ms is

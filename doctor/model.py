@@ -1,7 +1,7 @@
 """The result model: what checks return, what the classifier decides, what renderers show.
 
 Renderers in ``reports/`` see only ``Report``; checks build ``Finding`` objects. Everything
-here serialises through ``doctor.serial`` and its JSON shape is a published contract
+here serialises through ``doctor.foundation.serial`` and its JSON shape is a published contract
 (``reports/schema/report.schema.json``): keep field names stable.
 """
 
@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any
 
 from doctor.evidence import Bundle
-from doctor.strenum import StrEnum
+from doctor.foundation.strenum import StrEnum
 
 
 class Severity(str, Enum):

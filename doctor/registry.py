@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 
 from doctor.check import CheckSpec
-from doctor.errors import UsageError
+from doctor.foundation.errors import UsageError
 
 ENTRY_POINT_GROUP = "llm_doctor.checks"
 CATALOGUE_HINT = "`llm-doctor checks` lists them"

@@ -17,12 +17,12 @@ from typing import Any
 from doctor import __version__
 from doctor.check import CheckSpec, Fire, NotApplicable, Pass
 from doctor.derive import DERIVED, Evidence, Missing
-from doctor.errors import UsageError
 from doctor.evidence import RAW_KINDS, Bundle
 from doctor.evidence.run import AnalysisRecord
+from doctor.foundation.errors import UsageError
+from doctor.foundation.serial import to_jsonable
 from doctor.model import Budgets, CheckResult, FailOn, Finding, Outcome, Report
 from doctor.registry import Registry, load_registry
-from doctor.serial import to_jsonable
 from doctor.verdict import classify
 
 REPORT_VERSION = 1

@@ -35,9 +35,9 @@ from doctor.checklib.engine import max_num_seqs_in_use
 from doctor.derive import Evidence
 from doctor.derive.load_summary import LoadSummary
 from doctor.evidence import Bundle, ClientHealth
+from doctor.foundation.serial import to_jsonable
 from doctor.model import Budgets
 from doctor.probes.selfcheck import CPU_LIMIT_PERCENT
-from doctor.serial import to_jsonable
 
 #: A rate bisection stops when the first rate over is within this fraction of the last one within.
 RATE_TOLERANCE = 0.1

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from doctor.compare import ALPHA, EXACT_UP_TO, PER_TOKEN, SMALLEST_TESTABLE, Comparison, Decision, FieldDiff, Practical, Row
-from doctor.units import UNKNOWN, fmt_seconds
+from doctor.foundation.units import UNKNOWN, fmt_seconds
 from reports.terminal import clean, fitted, grid, printer
 
 #: The space ``reports.terminal.grid`` keeps after each column.

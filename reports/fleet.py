@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from doctor.fleet import ALPHA, FleetView
-from doctor.units import UNKNOWN, fmt_seconds
+from doctor.foundation.units import UNKNOWN, fmt_seconds
 from reports.terminal import clean, fitted, grid, printer
 
 

@@ -24,9 +24,9 @@ from doctor.bundle import EMBED_ID, EMBED_TYPE, embed_text
 from doctor.derive.view_json import GaugeKey, MetricsWindowJson, StreamStatsJson
 from doctor.evidence import GpuEvidence, RequestTrace
 from doctor.evidence.machine import XID_NOTE_PREFIX
+from doctor.foundation.serial import to_jsonable
+from doctor.foundation.units import counted, fmt_pct, fmt_seconds
 from doctor.model import Component, Finding, Outcome, Report, Severity
-from doctor.serial import to_jsonable
-from doctor.units import counted, fmt_pct, fmt_seconds
 from reports import charts
 from reports.sizing import sizing_rows
 from reports.summary import (

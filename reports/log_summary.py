@@ -18,8 +18,8 @@ from doctor.engine_readers import normal
 from doctor.engines.names import UNKNOWN, VLLM, display
 from doctor.evidence.errors import EvidenceError
 from doctor.evidence.log import LogEvidence
-from doctor.redact import Redactor
-from doctor.serial import to_jsonable
+from doctor.foundation.redact import Redactor
+from doctor.foundation.serial import to_jsonable
 from doctor.vllm_log.model import LogFacts, StatsPoint
 
 _VALUE_WIDTH = 60  # a fact's value longer than this is shortened in the text output (never in JSON)

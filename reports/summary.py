@@ -29,8 +29,8 @@ from doctor.derive.view_json import (
     ViewName,
 )
 from doctor.evidence.stream import FRAMINGS
+from doctor.foundation.units import UNKNOWN, count_unit, fmt_pct, fmt_seconds, real
 from doctor.model import RERUN_INSTRUCTION, Finding, Report, Symptom, risks_of
-from doctor.units import UNKNOWN, count_unit, fmt_pct, fmt_seconds, real
 
 #: One line a reader understands without knowing the symptom names.
 HEADLINES: dict[Symptom, str] = {

@@ -29,8 +29,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from doctor.foundation.units import counted
 from doctor.model import Outcome, Report, Severity, Symptom
-from doctor.units import counted
 from reports.summary import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
@@ -84,7 +84,7 @@ class _NoTrailingSpaces(io.TextIOBase):
 class _StdoutConsole(Console):
     """A console whose reader may leave early (``| head -1``): rich would ``SystemExit(1)``, ending
     a healthy run with the code of an incident before its files are written; the caller decides
-    instead (``doctor.console.reader_may_leave``)."""
+    instead (``doctor.foundation.console.reader_may_leave``)."""
 
     def on_broken_pipe(self) -> None:
         self.quiet = True

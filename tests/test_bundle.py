@@ -25,11 +25,11 @@ from doctor.bundle import (
     save,
 )
 from doctor.commands.emit import emit
-from doctor.errors import BundleError, BundleVersionError, UsageError
 from doctor.evidence import SCHEMA_VERSION, Bundle, EvidenceError
+from doctor.foundation.errors import BundleError, BundleVersionError, UsageError
+from doctor.foundation.serial import to_jsonable
 from doctor.registry import load_registry
 from doctor.runner import analyze
-from doctor.serial import to_jsonable
 from doctor.settings import Outputs
 from reports import render_html, render_json, render_markdown
 from tests.support import bundles

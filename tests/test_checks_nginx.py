@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.clock import Clock
 from doctor.collect import CollectConfig
 from doctor.derive import Evidence
+from doctor.foundation.clock import Clock
 from doctor.model import Outcome
 from doctor.probes.stream import run_stream_probe
 from doctor.registry import load_registry

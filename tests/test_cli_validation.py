@@ -18,8 +18,8 @@ import doctor.pipeline
 from doctor.bundle import save
 from doctor.cli import app
 from doctor.config import FileConfig, load_config
-from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
+from doctor.foundation.errors import UsageError
 from doctor.model import Symptom
 from doctor.settings import build_analyze_options, build_collect_config
 from tests.support import bundles

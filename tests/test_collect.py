@@ -23,9 +23,9 @@ import pytest
 
 import doctor.probes.host as host_probe
 from doctor.bundle import load_path
-from doctor.clock import Clock
 from doctor.collect import CollectConfig, collect
 from doctor.exit_codes import ExitCode
+from doctor.foundation.clock import Clock
 from doctor.probes.http import HttpOptions
 from doctor.probes.stream import run_stream_probe
 from tests.support.sse_server import SseServer

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from doctor.config import FileConfig, load_config, parse_set, with_recorded_analysis
-from doctor.errors import BundleError, UsageError
 from doctor.evidence.run import AnalysisRecord
+from doctor.foundation.errors import BundleError, UsageError
 from doctor.model import Severity
 from doctor.runner import AnalyzeOptions
 from doctor.settings import build_analyze_options, build_collect_config

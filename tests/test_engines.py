@@ -21,10 +21,10 @@ from doctor.commands.metrics import metrics_command_output
 from doctor.engine_readers import normal
 from doctor.engine_readers.logs import parse_engine_log
 from doctor.engines.names import engine_of_headers, engine_of_metrics
-from doctor.errors import UsageError
 from doctor.evidence import Bundle, Endpoint, EndpointsEvidence
 from doctor.evidence.log import LogLine
-from doctor.serial import to_jsonable
+from doctor.foundation.errors import UsageError
+from doctor.foundation.serial import to_jsonable
 from doctor.vllm_log.model import LogFacts
 from doctor.vllm_metrics.views import GaugeWindow, MetricsWindow
 
@@ -488,7 +488,7 @@ HUGE_NUMBER_LOGS = {
 @pytest.mark.parametrize("engine", sorted(HUGE_NUMBER_LOGS))
 def test_a_number_past_the_digit_limit_is_no_fact_and_no_traceback(tmp_path: Path, engine: str) -> None:
     """`llama_context: n_ctx = ` then 4,400 nines made `llm-doctor log` exit 1 with a traceback
-    (int()'s limit); every number from a log is bounded first (``doctor.wire.number``)."""
+    (int()'s limit); every number from a log is bounded first (``doctor.foundation.wire.number``)."""
     lines, kept = HUGE_NUMBER_LOGS[engine]
     path = tmp_path / "engine.log"
     path.write_text("\n".join(lines) + "\n")

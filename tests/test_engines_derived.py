@@ -13,12 +13,12 @@ import json
 import pytest
 
 from doctor.bundle import dumps
-from doctor.clock import Clock
 from doctor.derive.user_felt import server_witness
 from doctor.engine_readers import normal
 from doctor.engine_readers.capacity import capacity_from_exposition
 from doctor.engines import server_info
 from doctor.evidence import Bundle, Scrape
+from doctor.foundation.clock import Clock
 from doctor.probes.metrics import Scraper
 from doctor.probes.prometheus import family_queries
 from doctor.runner import analyze

@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor.cli import app
-from doctor.clock import Clock
 from doctor.collect import collect
 from doctor.derive.stream_stats import path_stats
+from doctor.foundation.clock import Clock
 from doctor.model import Budgets, Symptom
 from doctor.probes.gateway_route import parse_route
 from doctor.probes.plan import CollectConfig

@@ -34,12 +34,12 @@ from doctor.derive.gateway import derive_gateway
 from doctor.engine_readers import normal
 from doctor.engine_readers.logs import parse_engine_log
 from doctor.engines import server_info
-from doctor.errors import BundleError, UsageError
 from doctor.evidence import PrometheusEvidence, PromQuery, RequestTrace, Scrape, TokenEvent
+from doctor.foundation.errors import BundleError, UsageError
+from doctor.foundation.serial import to_jsonable
 from doctor.probes import endpoints, kubernetes
 from doctor.probes.logfile import read_log
 from doctor.probes.sse import InvalidUtf8, SseParser, classify
-from doctor.serial import to_jsonable
 from doctor.settings import build_collect_config
 from doctor.vllm_log.parser import parse_lines
 from doctor.vllm_metrics.history import PRESENCE_PART, query_name, window_from_history

@@ -20,14 +20,14 @@ import doctor.probes.gpu as gpu_probe
 import doctor.probes.stream as stream_probe
 from checks.gpu_xid_errors import gpu_xid_errors
 from doctor.check import Fire, NotApplicable
-from doctor.clock import Clock
 from doctor.collect import CollectConfig, collect
 from doctor.evidence import Bundle, GpuEvidence
 from doctor.evidence.stream import StreamEvidence
+from doctor.foundation.clock import Clock
+from doctor.foundation.serial import load, to_jsonable
 from doctor.model import Severity
 from doctor.probes.gpu import XidWatcher, collect_gpu
 from doctor.probes.http import HttpOptions
-from doctor.serial import load, to_jsonable
 from tests.support.sse_server import SseServer
 
 BUS = ("00000000:18:00.0", "00000000:2A:00.0")

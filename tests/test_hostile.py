@@ -22,10 +22,10 @@ from typer.testing import CliRunner
 import doctor.bundle as bundle_module
 from doctor.bundle import dumps, load_path, save
 from doctor.cli import app
-from doctor.clock import Clock
-from doctor.errors import BundleError
 from doctor.evidence import TokenEvent
 from doctor.exit_codes import ExitCode
+from doctor.foundation.clock import Clock
+from doctor.foundation.errors import BundleError
 from doctor.probes.deadlines import RunDeadline
 from doctor.probes.endpoints import collect_endpoints
 from doctor.probes.http import DeadlineExceeded, HttpOptions, bounded_get, http_client

@@ -5,7 +5,7 @@ hides a cycle from Python, not from a reader: both modules still need each other
 
 checks -> doctor.{check, evidence, derive, model}; reports -> doctor.model; doctor never
 imports a check; renderers never import a probe or a check; checks never import a probe.
-Inside ``doctor``: probes never import derived views or the collector; the check toolkit
+Inside ``doctor``: the shared foundations import no stage; probes never import derived views or the collector; the check toolkit
 (``doctor.checklib``) and the verdict (``doctor.verdict``) are as pure as the checks, and the
 verdict's wording never reads its decision nor the reverse; the parser packages never
 import a probe; the lab never calls back into the CLI or the renderers, and only the ``demo``
@@ -200,6 +200,13 @@ def test_the_verdict_keeps_its_wording_apart_from_its_decision():
     offenders = [f"{name} imports {m}" for name in (f"doctor.verdict.{n}" for n in VERDICT_NUMBERS)
                  for m in imports[name] if m in words or m == "doctor.verdict.decide"]
     offenders += [f"{name} imports doctor.verdict.decide" for name in words if "doctor.verdict.decide" in imports[name]]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_foundations_are_leaves():
+    """``doctor.foundation`` holds what every stage uses, so it may use nothing of a stage."""
+    offenders = [f"{name} imports {m}" for name, path in modules().items() if under(name, "doctor.foundation")
+                 for m in sorted(imported_modules(path)) if under(m, "doctor") and not under(m, "doctor.foundation")]
     assert not offenders, "\n".join(offenders)
 
 

@@ -18,8 +18,8 @@ from doctor.derive import Evidence
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, MetricsEvidence, PrometheusEvidence, Scrape
+from doctor.foundation.serial import load
 from doctor.probes.prometheus import query_history
-from doctor.serial import load
 from tests.support.nginx import free_port
 from tests.support.prometheus import run_prometheus, scrapes, wait_for
 from tests.support.vllm_exporter import TICK, Exporter

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.clock import Clock
 from doctor.derive import Evidence
 from doctor.evidence import Bundle
+from doctor.foundation.clock import Clock
 from doctor.probes.metrics import Scraper
 from tests.support.vllm_exporter import Exporter
 

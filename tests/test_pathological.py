@@ -18,8 +18,8 @@ import pytest
 from doctor.derive.gateway import MAX_TELLS, identify
 from doctor.engine_readers.capacity import capacity_from_exposition
 from doctor.engine_readers.logs import parse_engine_log
+from doctor.foundation.redact import MASK, Redactor
 from doctor.probes.logfile import read_log
-from doctor.redact import MASK, Redactor
 from doctor.vllm_log import patterns
 from doctor.vllm_log.parser import parse_lines
 from doctor.vllm_metrics.names import ExpositionError, parse_exposition

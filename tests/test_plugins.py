@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor.cli import app
-from doctor.errors import UsageError
+from doctor.foundation.errors import UsageError
 from doctor.registry import load_registry
 
 PLUGIN = '''

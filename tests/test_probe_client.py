@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from doctor.clock import Clock
 from doctor.collect import CollectConfig
+from doctor.foundation.clock import Clock
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.stream import loop_name, run_stream_probe
 from tests.support.sse_server import SseServer

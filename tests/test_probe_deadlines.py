@@ -23,10 +23,10 @@ from typer.testing import CliRunner
 
 from doctor.bundle import load_path
 from doctor.cli import app
-from doctor.clock import Clock
 from doctor.collect import collect
 from doctor.evidence import ProbePath, RequestTrace
 from doctor.exit_codes import ExitCode
+from doctor.foundation.clock import Clock
 from doctor.outage import unreachable_paths
 from doctor.probes import deadlines
 from doctor.probes.deadlines import (

@@ -109,8 +109,8 @@ def test_an_unreadable_ca_bundle_is_a_tls_evidence_error(tmp_path):
 
 def test_a_port_out_of_range_is_a_connect_failure_that_names_its_cause():
     """httpx lets ``:99999`` through; the socket layer's OverflowError must surface, per request."""
-    from doctor.clock import Clock
     from doctor.collect import CollectConfig
+    from doctor.foundation.clock import Clock
     from doctor.probes.stream import run_stream_probe
 
     config = CollectConfig(engine="http://127.0.0.1:99999", requests=1, warmup=0)

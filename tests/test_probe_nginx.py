@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.clock import Clock
 from doctor.collect import CollectConfig
 from doctor.derive.stream_stats import PathStats, path_stats
+from doctor.foundation.clock import Clock
 from doctor.probes.stream import run_stream_probe
 from tests.support import system
 from tests.support.nginx import NEEDS_NGINX, run_nginx

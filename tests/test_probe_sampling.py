@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from doctor.clock import Clock
 from doctor.evidence import StreamEvidence
+from doctor.foundation.clock import Clock
 from doctor.model import Budgets
 from doctor.probes.plan import CollectConfig
 from doctor.probes.sampling import FAIL_FAST, binomial_cdf, conclusive, decided

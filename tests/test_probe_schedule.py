@@ -13,9 +13,9 @@ import asyncio
 
 import pytest
 
-from doctor.clock import Clock
 from doctor.collect import CollectConfig
 from doctor.derive.stream_stats import request_stats
+from doctor.foundation.clock import Clock
 from doctor.probes.schedule import Job, _Slots, dispatch
 from doctor.probes.stream import run_stream_probe
 from tests.support.sse_server import SseServer

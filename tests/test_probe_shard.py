@@ -20,14 +20,14 @@ from typing import Any
 import psutil
 import pytest
 
-from doctor.clock import Clock
 from doctor.collect import CollectConfig
 from doctor.derive.stream_stats import derive_stream_stats
 from doctor.evidence import Bundle, ClientHealth, ProbePath, RequestTrace, StreamEvidence, TokenEvent
 from doctor.exit_codes import ExitCode
+from doctor.foundation.clock import Clock
+from doctor.foundation.serial import from_jsonable, to_jsonable
 from doctor.probes.shard import choose_workers
 from doctor.probes.stream import poisson_streams, request_id, run_stream_probe, shard_workers
-from doctor.serial import from_jsonable, to_jsonable
 from tests.support.sse_server import SseServer
 from tests.test_collect import HANG_GUARD_S, ROOT
 from tests.test_load import COMMON, measured, most_in_flight

@@ -14,10 +14,10 @@ import time
 
 import pytest
 
-from doctor.clock import Clock
 from doctor.collect import CollectConfig
 from doctor.derive.stream_stats import request_stats
 from doctor.evidence import RequestTrace, TokenEvent
+from doctor.foundation.clock import Clock
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.stream import run_stream_probe
 from tests.support.sse_server import MODEL, SseServer

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from doctor.evidence import Bundle
+from doctor.foundation.redact import MASK, Redactor, redact_bundle
 from doctor.probes.http import HttpOptions
-from doctor.redact import MASK, Redactor, redact_bundle
 from tests.support import bundles
 
 

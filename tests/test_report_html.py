@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from doctor.bundle import from_dict, load_path, save, write_file
 from doctor.cli import app
 from doctor.evidence import RunRecord
+from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.runner import analyze
-from doctor.units import fmt_pct, fmt_seconds
 from reports import charts, render_html
 from reports.summary import fmt_bytes
 from tests.support import bundles
@@ -343,7 +343,7 @@ def test_a_findings_summary_and_why_start_their_sentences_in_capitals(html: str)
 def test_a_server_claiming_ten_to_the_400_tokens_still_gets_its_report(tmp_path: Path) -> None:
     """Issue 22 item 11: a token event (and a usage trailer) of 10**400 tokens, which a bundle can
     hold and no float can: the arrivals chart raised OverflowError and `diagnose` wrote no report;
-    the stream view failed on the per-token time. Both bound the count (``doctor.wire.number``)."""
+    the stream view failed on the per-token time. Both bound the count (``doctor.foundation.wire.number``)."""
     reqs = [bundles.request("direct", i, ttft=0.1, gaps=[0.01] * 5, start=float(i)) for i in range(3)]
     reqs[0].tokens[1].tokens = 10**400
     reqs[1].completion_tokens = 10**400

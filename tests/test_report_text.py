@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 
 from doctor.bundle import save
 from doctor.cli import app
+from doctor.foundation.units import fmt_seconds
 from doctor.model import RERUN_INSTRUCTION, CheckResult, Outcome, Report, SymptomClass
 from doctor.registry import load_registry
 from doctor.runner import analyze
-from doctor.units import fmt_seconds
 from reports import render_html, render_markdown
 from reports.markdown import md
 from reports.summary import fmt_evidence

@@ -33,6 +33,7 @@ from doctor.evidence import (
     XidEvent,
     XidWatch,
 )
+from doctor.foundation.serial import to_jsonable
 from doctor.model import (
     CheckResult,
     Component,
@@ -45,7 +46,6 @@ from doctor.model import (
     SymptomClass,
 )
 from doctor.runner import analyze
-from doctor.serial import to_jsonable
 from reports import render_html, render_json, render_markdown
 from reports.terminal import print_report
 from tests.support import bundles

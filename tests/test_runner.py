@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.errors import UsageError
+from doctor.foundation.errors import UsageError
 from doctor.model import Budgets, Outcome
 from doctor.registry import load_registry
 from doctor.runner import AnalyzeOptions, analyze, resolve_options

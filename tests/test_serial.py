@@ -7,8 +7,8 @@ import math
 import pytest
 
 from doctor.evidence import Bundle
+from doctor.foundation.serial import from_jsonable, load, to_jsonable
 from doctor.model import Severity
-from doctor.serial import from_jsonable, load, to_jsonable
 from tests.support import bundles
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from doctor.config import FileConfig
-from doctor.errors import UsageError
+from doctor.foundation.errors import UsageError
 from doctor.settings import RunSettings, for_saved, lookup_targets, resolve
 
 ROOT = Path(__file__).parent.parent

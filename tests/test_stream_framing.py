@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from doctor.clock import Clock
+from doctor.foundation.clock import Clock
 from doctor.probes import stream as stream_probe
 from doctor.probes.framing import StreamDecoder, detect, estimate_tokens
 from doctor.probes.gateway_route import parse_route

@@ -17,8 +17,8 @@ from doctor.commands.log import log_command_output
 from doctor.derive import Missing
 from doctor.derive.log_facts import LogFacts, derive_log_facts
 from doctor.evidence import Bundle
+from doctor.foundation.serial import load, to_jsonable
 from doctor.probes.logfile import read_log
-from doctor.serial import load, to_jsonable
 from doctor.vllm_log.prefixes import strip_ansi
 from tests.support.log_coverage import same_value
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from doctor.bundle import load_path
-from doctor.clock import Clock
 from doctor.evidence import RequestTrace, Scrape, TokenEvent
+from doctor.foundation.clock import Clock
 from doctor.probes.watchdog import Watchdog
 from doctor.vllm_metrics.runtime import readings
 from doctor.vllm_metrics.standstill import standstill

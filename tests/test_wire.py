@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from doctor import wire
+from doctor.foundation import wire
 
 
 @pytest.mark.parametrize("padding", ["", ", ".join(['"[[[["'] * 30)])  # brackets inside strings: the walk runs

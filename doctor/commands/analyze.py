@@ -13,8 +13,8 @@ from doctor.bundle import load_path
 from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
 from doctor.commands.load import emit_load
-from doctor.console import warn
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import warn
 from doctor.model import Report
 from doctor.registry import load_registry
 from doctor.runner import analyze, known_analysis

@@ -23,9 +23,9 @@ from pathlib import Path
 from doctor.bundle import write_file
 from doctor.commands.analyze import reanalyse
 from doctor.compare import Comparison, baseline_key, compare_reports, decision_code
-from doctor.console import err, note, warn
-from doctor.errors import DoctorError
 from doctor.exit_codes import ExitCode, worst_code
+from doctor.foundation.console import err, note, warn
+from doctor.foundation.errors import DoctorError
 from doctor.model import Report
 from doctor.settings import RunSettings
 from reports.comparison import print_comparison, print_unlike

@@ -8,9 +8,9 @@ import sys
 from rich.table import Table
 
 from doctor.check import DOC_HEADINGS
-from doctor.console import reader_may_leave, warn
-from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import reader_may_leave, warn
+from doctor.foundation.errors import UsageError
 from doctor.registry import CATALOGUE_HINT, load_registry
 from reports.terminal import fitted, stdout_console
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from doctor.commands.analyze import reanalyse
 from doctor.compare import Comparison, compare_reports, decision_code
-from doctor.console import reader_may_leave
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import reader_may_leave
 from doctor.settings import RunSettings
 from reports.comparison import comparison_json, print_comparison, print_unlike
 from reports.terminal import stdout_console

@@ -10,9 +10,9 @@ from doctor.commands.baseline import against_baseline
 from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
 from doctor.commands.watch_round import round_targets, run_round
-from doctor.console import err, progress
-from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import err, progress
+from doctor.foundation.errors import UsageError
 from doctor.settings import RunSettings, lookup_targets
 
 

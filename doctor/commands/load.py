@@ -6,7 +6,7 @@ the engine's /metrics scraped over it. The scenario's own numbers (``doctor.deri
 go beside the report: in the terminal, as the JSON's ``summary``, as a section of the HTML and as
 the ``llm_doctor_load_*`` metric families. ``emit_load`` is that way out, shared with ``analyze``
 of a bundle a load run or a sweep level kept, so the offline reading is the live one.
-Ctrl-C or SIGTERM stops sending at once (``doctor.signals``) and the partial report is still written.
+Ctrl-C or SIGTERM stops sending at once (``doctor.foundation.signals``) and the partial report is still written.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from rich.console import Console
 from doctor import pipeline
 from doctor.commands.emit import deliver
 from doctor.commands.export import export_metrics
-from doctor.console import err, progress
 from doctor.derive.load_summary import LoadSummary, Price, load_summary
 from doctor.derive.missing import Missing
 from doctor.exit_codes import ExitCode, exit_code_for
+from doctor.foundation.console import err, progress
 from doctor.model import Report
 from doctor.runner import recorded_budgets
 from doctor.settings import ExportTargets, Outputs, RunSettings, lookup_targets

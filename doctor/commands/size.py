@@ -12,10 +12,10 @@ import json
 import sys
 from dataclasses import dataclass
 
-from doctor.console import reader_may_leave, warn
 from doctor.engine_readers.logs import parse_engine_log
-from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import reader_may_leave, warn
+from doctor.foundation.errors import UsageError
 from doctor.probes.logfile import read_log
 from doctor.sizing.against_log import sizing_from_log
 from doctor.sizing.architecture import Architecture, ConfigError, load_config_text, parse_architecture

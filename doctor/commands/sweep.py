@@ -21,11 +21,11 @@ from typing import Any
 from doctor import pipeline
 from doctor.commands.emit import deliver
 from doctor.commands.export import SWEEP_JOB, export_registry
-from doctor.console import err, progress, warn
 from doctor.derive.load_summary import load_summary
 from doctor.derive.missing import Missing
 from doctor.exit_codes import ExitCode
-from doctor.serial import to_jsonable
+from doctor.foundation.console import err, progress, warn
+from doctor.foundation.serial import to_jsonable
 from doctor.settings import RunSettings, level_config, lookup_targets
 from doctor.sweep import Ladder, Level, client_bottleneck, conclude, engine_facts, sweep_dict
 from reports.prometheus_export import sweep_registry

@@ -8,7 +8,7 @@ down does not end the watch: the round retries it with backoff while that fits i
 ``llm_doctor_target_up`` 0), and the next round tries again. With a canary, each round probes
 the stable and the canary and compares them (``doctor.commands.watch_round``). SIGTERM (a Kubernetes pod stopping) lets the round in progress finish,
 so the last round kept in ``--history`` and served on ``/metrics`` is always a complete one:
-unlike ``diagnose``, which treats SIGTERM as Ctrl-C (``doctor.signals``), ``watch`` installs its own
+unlike ``diagnose``, which treats SIGTERM as Ctrl-C (``doctor.foundation.signals``), ``watch`` installs its own
 handler for its rounds. Ctrl-C still cuts the round short, reports it as partial and exits 130.
 """
 
@@ -24,9 +24,9 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from doctor.commands.watch_round import exported, round_targets, run_round
-from doctor.console import err, progress
-from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import err, progress
+from doctor.foundation.errors import UsageError
 from doctor.model import Report
 from doctor.settings import RunSettings, lookup_targets
 from reports.prometheus_export import metrics_registry

@@ -28,10 +28,10 @@ from doctor.commands.baseline import against_baseline
 from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
 from doctor.compare import Practical, compare_reports, decision_code
-from doctor.console import err, progress, warn
-from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode, worst_code
 from doctor.fleet import fleet_view
+from doctor.foundation.console import err, progress, warn
+from doctor.foundation.errors import UsageError
 from doctor.model import Report
 from doctor.outage import retry_delay, unreachable_paths
 from doctor.probes.plan import CollectConfig

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 
 import httpx
 
-from doctor import wire
 from doctor.evidence import EvidenceError, PrometheusEvidence, PromQuery
+from doctor.foundation import wire
 from doctor.probes.deadlines import RunDeadline
 from doctor.probes.http import (
     BodyTooLarge,

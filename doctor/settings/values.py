@@ -24,12 +24,12 @@ import httpx
 
 from doctor.compare import Practical
 from doctor.config import FileConfig
-from doctor.console import warn
-from doctor.errors import UsageError
+from doctor.foundation.console import warn
+from doctor.foundation.errors import UsageError
+from doctor.foundation.redact import Redactor
 from doctor.model import Budgets
 from doctor.probes.http import credential_header
 from doctor.probes.plan import CollectConfig
-from doctor.redact import Redactor
 from doctor.runner import AnalyzeOptions
 
 #: The flags of one command as typer hands them over, by option name (``--max-tokens`` is

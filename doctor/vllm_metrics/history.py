@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from doctor import wire
 from doctor.evidence import PrometheusEvidence, PromQuery
+from doctor.foundation import wire
 from doctor.vllm_metrics.derived import derive_missing
 from doctor.vllm_metrics.names import ENGINE_LABEL, FAMILIES, MODEL_LABEL, Family
 from doctor.vllm_metrics.readings import (

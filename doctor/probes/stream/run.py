@@ -19,10 +19,11 @@ from collections.abc import Awaitable, Callable, Iterable
 import anyio
 import httpx
 
-from doctor import wire
-from doctor.clock import Clock
 from doctor.evidence import ClientHealth, EvidenceError, ProbePath, ProbeShape, RequestTrace, StreamEvidence
 from doctor.evidence.stream import CANCELLED, DEADLINE
+from doctor.foundation import wire
+from doctor.foundation.clock import Clock
+from doctor.foundation.units import fmt_seconds
 from doctor.probes import payload as payloads
 from doctor.probes.http import join_url
 from doctor.probes.plan import CollectConfig
@@ -36,7 +37,6 @@ from doctor.probes.stream.request import Requester
 from doctor.probes.stream.shards import serve_shard, shard_workers
 from doctor.probes.transport import make_client
 from doctor.probes.watchdog import Watchdog
-from doctor.units import fmt_seconds
 
 #: Unconstrained twins of a constrained ``--payload`` sent before the warm-up
 #: (``StreamEvidence.controls``): the first warms the prompt's prefix, the second is the control.

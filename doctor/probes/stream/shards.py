@@ -15,8 +15,8 @@ import socket
 
 import anyio
 
-from doctor.clock import Clock
 from doctor.evidence import RequestTrace
+from doctor.foundation.clock import Clock
 from doctor.probes.plan import CollectConfig
 from doctor.probes.schedule import Job
 from doctor.probes.selfcheck import SelfCheck

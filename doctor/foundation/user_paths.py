@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from doctor.errors import UsageError
+from doctor.foundation.errors import UsageError
 
 #: The path that means standard output.
 STDOUT = "-"

@@ -18,7 +18,7 @@ import typing
 from functools import cache
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from doctor.wire import clean
+from doctor.foundation.wire import clean
 
 T = TypeVar("T")
 

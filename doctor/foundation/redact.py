@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from doctor.wire import clean
+from doctor.foundation.wire import clean
 
 MASK = "[REDACTED]"
 

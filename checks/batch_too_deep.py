@@ -51,7 +51,7 @@ import math
 import statistics
 from collections import defaultdict
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import Setting, engine_flag, engine_of, engine_path, engine_setting, metric_read, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow

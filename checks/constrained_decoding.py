@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import statistics
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import ConstrainedRun, constrained_run, engine_flag, engine_of, generated_within, per_token, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow

@@ -39,7 +39,7 @@ counters moved over 17 scrapes (running 1, /health 200) -> restart the engine; h
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_of, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow

@@ -58,7 +58,7 @@ import itertools
 import statistics
 from dataclasses import dataclass
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_of, process_cores, prompt_tokens_around, rerun, unidentified_setting
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow

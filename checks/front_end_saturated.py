@@ -38,7 +38,7 @@ inter-token mean was 21 ms and the client's TPOT p50 64 ms (3.0x) -> --api-serve
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_of, engine_path, process_cores, rerun, unidentified_setting
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.log_facts import LogFacts

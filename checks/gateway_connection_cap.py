@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     QUEUEING_CAPS,
     cap_remediation,

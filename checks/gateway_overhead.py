@@ -36,7 +36,7 @@ gateway's 281 ms; 1.0 events per read on both paths -> keep upstream connections
 
 from __future__ import annotations
 
-from doctor.check import Fire, Pass, Result, check
+from doctor.checking.contract import Fire, Pass, Result, check
 from doctor.checklib import measured_pair, rerun, who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import StreamStats

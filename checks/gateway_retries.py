@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import statistics
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_intake, gateway_identity, header, measured_pair, probe_sent, rerun, retry_remediation
 from doctor.derive.gateway import GatewayView
 from doctor.derive.metrics_window import MetricsWindow

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import itertools
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import QUEUEING_CAPS, gateway_wait, measured_pair, rerun, who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import PathStats, StreamStats

@@ -29,7 +29,7 @@ GPU 0: SM clock 1,290 of 1,980 MHz (65 %), reasons sw_thermal_slowdown, 87 C -> 
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_of, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_of, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow

@@ -42,7 +42,7 @@ in GZipMiddleware.
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import gateway_identity, measured_pair, rerun, response_start_remediation, who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import PathStats, StreamStats

@@ -51,7 +51,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     MAX_GPU_MEMORY_UTILIZATION,
     Setting,

@@ -41,7 +41,7 @@ code-lora; 3 adapters in use -> --max-loras 3.
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow

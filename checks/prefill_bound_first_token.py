@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import statistics
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import Setting, engine_flag, engine_metric, engine_of, engine_setting, is_off, metric_read, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import statistics
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     engine_flag,
     engine_of,

@@ -31,7 +31,7 @@ keep the shared prompt prefix byte-identical.
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_setting, is_off, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow

@@ -46,7 +46,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import gateway_identity, idle_timeout_for, idle_timeout_remediation, rerun
 from doctor.derive.gateway import GatewayView
 from doctor.evidence import ProbePath, RequestTrace, StreamEvidence

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     KV_FILL_TARGET,
     Setting,

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import statistics
 
-from doctor.check import Fire, Pass, Result, check
+from doctor.checking.contract import Fire, Pass, Result, check
 from doctor.checklib import constrained_run, engine_flag, engine_of, engine_setting, request_ttft, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow

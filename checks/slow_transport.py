@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import statistics
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import metric_read, rerun
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_setting, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow

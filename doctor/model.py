@@ -167,7 +167,7 @@ class Finding:
     # The decomposition component it explains: the check's declared cause (the runner always sets
     # it; None only for a Finding built by hand, as a test may).
     cause: Cause | None = None
-    # Whether it measured latency users felt, or is a risk (``doctor.check.Fire.felt``): risks
+    # Whether it measured latency users felt, or is a risk (``doctor.checking.contract.Fire.felt``): risks
     # never make the verdict's class, and exit 1 only under a strict ``--fail-on``.
     felt: bool = True
 

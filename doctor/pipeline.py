@@ -11,11 +11,11 @@ import tempfile
 from pathlib import Path
 
 from doctor.bundle import load_path, save
+from doctor.checking.registry import Registry
+from doctor.checking.runner import AnalyzeOptions, analyze, with_analysis
 from doctor.collect import Progress, collect
 from doctor.model import Report
 from doctor.probes.plan import CollectConfig
-from doctor.registry import Registry
-from doctor.runner import AnalyzeOptions, analyze, with_analysis
 
 
 def diagnose(

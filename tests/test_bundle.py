@@ -24,12 +24,12 @@ from doctor.bundle import (
     load_path,
     save,
 )
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import analyze
 from doctor.commands.emit import emit
 from doctor.evidence import SCHEMA_VERSION, Bundle, EvidenceError
 from doctor.foundation.errors import BundleError, BundleVersionError, UsageError
 from doctor.foundation.serial import to_jsonable
-from doctor.registry import load_registry
-from doctor.runner import analyze
 from doctor.settings import Outputs
 from reports import render_html, render_json, render_markdown
 from tests.support import bundles
@@ -268,7 +268,7 @@ def test_null_times_in_a_hand_edited_bundle_still_analyse_and_render():
     """null is how NaN is written; a token or scrape time edited to null must not crash a chart."""
     from pathlib import Path
 
-    from doctor.runner import analyze
+    from doctor.checking.runner import analyze
     from reports import render_html, render_json, render_markdown
 
     fixture = Path(__file__).resolve().parent.parent / "fixtures" / "bundles" / "realvllm-kv-pressure.json.gz"

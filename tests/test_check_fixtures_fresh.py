@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from doctor.registry import load_registry
+from doctor.checking.registry import load_registry
 from tests.support.write_fixture import FIXTURES, GENERATORS, case_functions, writing_into
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import doctor.checklib as checklib
-from doctor.check import NotApplicable
+from doctor.checking.contract import NotApplicable
 from doctor.derive.stream_stats import StreamStats
 
 ROOT = Path(__file__).resolve().parent.parent

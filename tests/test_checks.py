@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from doctor.bundle import from_dict
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import run_check
 from doctor.derive import Evidence
 from doctor.foundation.serial import to_jsonable
 from doctor.model import CheckResult, Outcome
-from doctor.registry import load_registry
-from doctor.runner import run_check
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "checks"
 CASES = sorted(FIXTURES.glob("*/*.json"))

@@ -8,7 +8,7 @@ from checks.gpu_memory_headroom import gpu_memory_headroom
 from checks.kv_capacity_short import kv_capacity_short
 from checks.startup_error import startup_error
 from checks.tp_without_nvlink import devices_in_use, tp_without_nvlink
-from doctor.check import Fire, NotApplicable, Pass
+from doctor.checking.contract import Fire, NotApplicable, Pass
 from doctor.derive import Evidence
 from doctor.derive.log_facts import Fact, LogFacts, Startup, StartupError
 from doctor.evidence import Endpoint, EndpointsEvidence, ModelInfo, RunRecord

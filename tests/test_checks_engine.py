@@ -18,7 +18,9 @@ from checks.prefill_bound_first_token import prefill_bound_first_token
 from checks.requests_queued_before_prefill import requests_queued_before_prefill
 from checks.speculative_decoding_loss import _per_position_acceptance, speculative_decoding_loss
 from doctor.bundle import from_dict, load_path
-from doctor.check import Fire, NotApplicable, Pass
+from doctor.checking.contract import Fire, NotApplicable, Pass
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import run_check
 from doctor.derive import Evidence
 from doctor.derive.log_facts import Fact, LogFacts
 from doctor.derive.metrics_window import GaugeWindow, HistogramWindow, MetricsWindow
@@ -26,8 +28,6 @@ from doctor.derive.stream_stats import derive_stream_stats
 from doctor.derive.user_felt import UserFelt
 from doctor.evidence import Bundle, GpuDevice, GpuEvidence
 from doctor.model import Finding, Outcome
-from doctor.registry import load_registry
-from doctor.runner import run_check
 from tests.support.bundles import bundle, metrics, request, stream
 from tests.support.make_check_fixtures_engine import steady
 from tests.support.make_check_fixtures_general import probe

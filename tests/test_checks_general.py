@@ -8,7 +8,7 @@ from checks.low_throughput import low_throughput
 from checks.prefix_cache_efficiency import prefix_cache_efficiency
 from checks.queue_latency import queue_latency
 from checks.replica_imbalance import imbalance_signals, replica_imbalance
-from doctor.check import Fire, NotApplicable, Pass
+from doctor.checking.contract import Fire, NotApplicable, Pass
 from doctor.derive.log_facts import Fact, LogFacts
 from doctor.derive.metrics_window import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
 from doctor.evidence import ClientHealth

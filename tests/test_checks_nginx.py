@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pytest
 
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import run_check
 from doctor.collect import CollectConfig
 from doctor.derive import Evidence
 from doctor.foundation.clock import Clock
 from doctor.model import Outcome
 from doctor.probes.stream import run_stream_probe
-from doctor.registry import load_registry
-from doctor.runner import run_check
 from tests.support.bundles import bundle
 from tests.support.nginx import NEEDS_NGINX, run_nginx
 from tests.support.sse_server import SseServer

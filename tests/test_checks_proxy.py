@@ -11,13 +11,13 @@ from checks.gateway_serialisation import gateway_serialisation
 from checks.proxy_buffering import proxy_buffering
 from checks.proxy_read_timeout import idle_before_cut, proxy_read_timeout
 from checks.stream_compression import stream_compression
-from doctor.check import Fire, NotApplicable, Pass
+from doctor.checking.contract import Fire, NotApplicable, Pass
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import run_check
 from doctor.derive import Evidence
 from doctor.derive.stream_stats import derive_stream_stats
 from doctor.evidence import Endpoint, EndpointsEvidence
 from doctor.model import Outcome
-from doctor.registry import load_registry
-from doctor.runner import run_check
 from tests.support import nginx_traces
 from tests.support.bundles import bundle, request, stream
 from tests.support.make_check_fixtures_proxy import SSE, cut_after, paths

@@ -15,6 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor.bundle import from_dict, load_path
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.derive import Evidence
 from doctor.evidence import Bundle, RequestTrace
 from doctor.model import (
@@ -28,8 +30,6 @@ from doctor.model import (
     Symptom,
     SymptomClass,
 )
-from doctor.registry import load_registry
-from doctor.runner import AnalyzeOptions, analyze
 from doctor.verdict import classify
 from tests.support import nginx_traces
 from tests.support.bundles import bundle, request, stream

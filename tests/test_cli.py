@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor import __version__
+from doctor.checking.runner import AnalyzeOptions
 from doctor.cli import app
 from doctor.exit_codes import ExitCode, exit_code_for
 from doctor.model import (
@@ -22,7 +23,6 @@ from doctor.model import (
     SymptomClass,
     Verdict,
 )
-from doctor.runner import AnalyzeOptions
 from tests.support import bundles
 
 runner = CliRunner()
@@ -176,9 +176,9 @@ def test_every_set_in_the_help_examples_is_a_real_option():
     """``analyze --help`` once showed ``--set LD201.stall_factor=8``, which fails."""
     import re
 
+    from doctor.checking.registry import load_registry
+    from doctor.checking.runner import validate_settings
     from doctor.config import parse_set
-    from doctor.registry import load_registry
-    from doctor.runner import validate_settings
 
     examples = [m for cmd in app.registered_commands for m in re.findall(r"--set (\S+)", cmd.callback.__doc__ or "")]
     assert examples  # the analyze example, at least

@@ -16,9 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor.bundle import save
+from doctor.checking.runner import analyze
 from doctor.cli import app
 from doctor.exit_codes import ExitCode
-from doctor.runner import analyze
 from reports.markdown import render_markdown
 from tests.support import bundles
 

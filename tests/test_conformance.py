@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from doctor.check import CODE_RE, DOC_HEADINGS, NAME_RE, OPTIONS_HEADING, CheckSpec, Pass, check
+from doctor.checking.contract import CODE_RE, DOC_HEADINGS, NAME_RE, OPTIONS_HEADING, CheckSpec, Pass, check
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import known_kinds
 from doctor.model import Cause, SymptomClass
-from doctor.registry import load_registry
-from doctor.runner import known_kinds
 
 REGISTRY = load_registry(plugins=False)
 SPECS = REGISTRY.checks

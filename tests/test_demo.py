@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor.bundle import load_path
+from doctor.checking.runner import analyze
 from doctor.cli import app
 from doctor.foundation.serial import to_jsonable
 from doctor.lab.scenarios import SCENARIOS
-from doctor.runner import analyze
 from doctor.settings.run import with_default_outputs
 
 runner = CliRunner()

@@ -20,9 +20,9 @@ import typer.main
 import yaml
 
 from doctor.bundle import load_path
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.cli import app
-from doctor.registry import load_registry
-from doctor.runner import AnalyzeOptions, analyze
 from doctor.settings import API_KEY_ENV, BUDGETS
 from doctor.vllm_metrics.names import FAMILIES as VLLM_FAMILIES
 from reports.prometheus_export import FAMILIES, render_metrics

@@ -17,9 +17,9 @@ import doctor.derive.stream_stats
 import doctor.vllm_metrics.history
 import doctor.vllm_metrics.window
 from doctor.bundle import load_path
+from doctor.checking.runner import views_of
 from doctor.derive import DERIVED, INTERMEDIATE, VIEWS, Evidence, Missing, view_inputs
 from doctor.evidence import Bundle, ModelConfigEvidence
-from doctor.runner import views_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

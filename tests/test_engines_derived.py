@@ -13,6 +13,7 @@ import json
 import pytest
 
 from doctor.bundle import dumps
+from doctor.checking.runner import analyze
 from doctor.derive.user_felt import server_witness
 from doctor.engine_readers import normal
 from doctor.engine_readers.capacity import capacity_from_exposition
@@ -21,7 +22,6 @@ from doctor.evidence import Bundle, Scrape
 from doctor.foundation.clock import Clock
 from doctor.probes.metrics import Scraper
 from doctor.probes.prometheus import family_queries
-from doctor.runner import analyze
 from doctor.vllm_metrics.derived import SLOTS_KV_USAGE, TGI_TTFT
 from doctor.vllm_metrics.names import FAMILY_BY_KEY
 from doctor.vllm_metrics.window import window_from_scrapes

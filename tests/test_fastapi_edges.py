@@ -13,6 +13,7 @@ import statistics
 import pytest
 from typer.testing import CliRunner
 
+from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.cli import app
 from doctor.collect import collect
 from doctor.derive.stream_stats import path_stats
@@ -21,7 +22,6 @@ from doctor.model import Budgets, Symptom
 from doctor.probes.gateway_route import parse_route
 from doctor.probes.plan import CollectConfig
 from doctor.probes.stream import run_stream_probe
-from doctor.runner import AnalyzeOptions, analyze
 from tests.support.edges import run_edge
 from tests.support.nginx import NEEDS_NGINX, run_nginx
 from tests.support.sse_server import SseServer

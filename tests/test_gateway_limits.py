@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 
 from checks.error_rate import failure_key
+from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.collect import collect
 from doctor.model import Budgets, Outcome, Report, Symptom
 from doctor.probes.plan import CollectConfig
-from doctor.runner import AnalyzeOptions, analyze
 from tests.support.bundles import request
 from tests.support.gateways_real import needs, run_gateway
 from tests.support.nginx import NEEDS_NGINX, run_nginx

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.checklib import (
     buffering_remediation,
     compression_remediation,
@@ -23,7 +24,6 @@ from doctor.derive import Evidence
 from doctor.derive.gateway import identify
 from doctor.model import Budgets, Symptom
 from doctor.probes.plan import CollectConfig
-from doctor.runner import AnalyzeOptions, analyze
 from tests.support.bundles import FIXTURES, bundle, request, stream
 from tests.support.gateway_personas import GatewayPersona
 from tests.support.nginx import NEEDS_NGINX, run_nginx

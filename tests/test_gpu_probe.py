@@ -19,7 +19,7 @@ import pytest
 import doctor.probes.gpu as gpu_probe
 import doctor.probes.stream as stream_probe
 from checks.gpu_xid_errors import gpu_xid_errors
-from doctor.check import Fire, NotApplicable
+from doctor.checking.contract import Fire, NotApplicable
 from doctor.collect import CollectConfig, collect
 from doctor.evidence import Bundle, GpuEvidence
 from doctor.evidence.stream import StreamEvidence

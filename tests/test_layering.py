@@ -3,7 +3,7 @@
 Every import counts: top-level, inside a function, and under ``TYPE_CHECKING``. A lazy import
 hides a cycle from Python, not from a reader: both modules still need each other.
 
-checks -> doctor.{check, evidence, derive, model}; reports -> doctor.model; doctor never
+checks -> doctor.{checking.contract, evidence, derive, model}; reports -> doctor.model; doctor never
 imports a check; renderers never import a probe or a check; checks never import a probe.
 Inside ``doctor``: the shared foundations import no stage; probes never import derived views or the collector; the check toolkit
 (``doctor.checklib``) and the verdict (``doctor.verdict``) are as pure as the checks, and the
@@ -122,7 +122,7 @@ def test_no_import_cycle():
 def test_graph_sees_lazy_and_type_checking_imports():
     # runner imports the verdict at top level; the CLI imports the demo command inside demo_cmd
     edges = graph()
-    assert "doctor.verdict" in edges["doctor.runner"]
+    assert "doctor.verdict" in edges["doctor.checking.runner"]
     assert "doctor.commands.demo" in edges["doctor.cli"]
 
 
@@ -133,9 +133,9 @@ RULES = [
     ("checks", ("doctor.probes", "doctor.collect", "doctor.lab", "reports"), set()),
     ("doctor.probes", ("doctor.derive", "doctor.collect"), set()),
     # the check toolkit is as pure as the checks that use it
-    ("doctor.checklib", ("doctor.probes", "doctor.collect", "doctor.lab", "doctor.runner", "doctor.commands", "doctor.cli"), set()),
+    ("doctor.checklib", ("doctor.probes", "doctor.collect", "doctor.lab", "doctor.checking.runner", "doctor.commands", "doctor.cli"), set()),
     # the verdict is as pure as the checks whose results it reads
-    ("doctor.verdict", ("doctor.collect", "doctor.lab", "doctor.runner", "doctor.commands", "doctor.cli"), set()),
+    ("doctor.verdict", ("doctor.collect", "doctor.lab", "doctor.checking.runner", "doctor.commands", "doctor.cli"), set()),
     ("doctor.vllm_log", ("doctor.probes",), set()),
     ("doctor.vllm_metrics", ("doctor.probes",), set()),
     # the engines' records sit below every parser package, which all read them

@@ -17,10 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from doctor.bundle import load_path
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.cli import app
 from doctor.model import Severity, Symptom
-from doctor.registry import load_registry
-from doctor.runner import AnalyzeOptions, analyze
 from doctor.sweep import EngineFacts, conclude
 from reports.prometheus_export import BINDINGS, FAMILIES, sweep_registry
 from tests.support import system

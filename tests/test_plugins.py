@@ -9,9 +9,9 @@ import textwrap
 import pytest
 from typer.testing import CliRunner
 
+from doctor.checking.registry import load_registry
 from doctor.cli import app
 from doctor.foundation.errors import UsageError
-from doctor.registry import load_registry
 
 PLUGIN = '''
 """
@@ -26,7 +26,7 @@ Remediation:
 Example:
     Always passes.
 """
-from doctor.check import Pass, check
+from doctor.checking.contract import Pass, check
 from doctor.model import SymptomClass
 
 

@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor.bundle import from_dict, load_path, save, write_file
+from doctor.checking.runner import analyze
 from doctor.cli import app
 from doctor.evidence import RunRecord
 from doctor.foundation.units import fmt_pct, fmt_seconds
-from doctor.runner import analyze
 from reports import charts, render_html
 from reports.summary import fmt_bytes
 from tests.support import bundles

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from doctor.bundle import load_path, write_file
-from doctor.runner import analyze
+from doctor.checking.runner import analyze
 from reports.json_doc import SCHEMA_ID, render_json, report_schema
 from tests.support import bundles
 from tests.support.report_cases import real_buffering_report

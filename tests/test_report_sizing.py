@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from doctor.bundle import load_path
+from doctor.checking.runner import analyze
 from doctor.evidence import ModelConfigEvidence
-from doctor.runner import analyze
 from reports.html_page import render_html
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,11 +17,11 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from doctor.bundle import save
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import analyze
 from doctor.cli import app
 from doctor.foundation.units import fmt_seconds
 from doctor.model import RERUN_INSTRUCTION, CheckResult, Outcome, Report, SymptomClass
-from doctor.registry import load_registry
-from doctor.runner import analyze
 from reports import render_html, render_markdown
 from reports.markdown import md
 from reports.summary import fmt_evidence

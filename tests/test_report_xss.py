@@ -20,6 +20,7 @@ from markdown_it import MarkdownIt
 from rich.console import Console
 
 from doctor.bundle import EMBED_ID, EMBED_TYPE, load_path
+from doctor.checking.runner import analyze
 from doctor.evidence import (
     Endpoint,
     EndpointsEvidence,
@@ -45,7 +46,6 @@ from doctor.model import (
     Severity,
     SymptomClass,
 )
-from doctor.runner import analyze
 from reports import render_html, render_json, render_markdown
 from reports.terminal import print_report
 from tests.support import bundles

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import AnalyzeOptions, analyze, resolve_options
 from doctor.foundation.errors import UsageError
 from doctor.model import Budgets, Outcome
-from doctor.registry import load_registry
-from doctor.runner import AnalyzeOptions, analyze, resolve_options
 from tests.support import bundles
 
 
@@ -117,9 +117,9 @@ def test_the_report_records_the_analysis_by_code_and_leaves_the_input_alone(samp
 
 
 def test_an_alias_clashing_with_a_taken_key_is_refused():
-    from doctor.check import Pass, check
+    from doctor.checking.contract import Pass, check
+    from doctor.checking.registry import _claims
     from doctor.model import SymptomClass
-    from doctor.registry import _claims
 
     @check(code="TS901", name="queue-twin", symptom=SymptomClass.GENERAL, cause="queue", aliases=("queueing",))
     def twin() -> Pass:
@@ -130,11 +130,11 @@ def test_an_alias_clashing_with_a_taken_key_is_refused():
 
 
 def test_a_raised_not_applicable_is_the_same_result_as_a_returned_one():
-    from doctor.check import NotApplicable, check
+    from doctor.checking.contract import NotApplicable, check
+    from doctor.checking.runner import run_check
     from doctor.checklib import measured_pair
     from doctor.derive import Evidence
     from doctor.model import SymptomClass
-    from doctor.runner import run_check
 
     @check(code="TS900", name="sample-compares-paths", symptom=SymptomClass.PROXY_ONLY, cause="gateway-overhead")
     def compares(stream_stats):

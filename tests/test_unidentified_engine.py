@@ -14,7 +14,7 @@ import pytest
 from checks.engine_wide_pauses import engine_wide_pauses
 from checks.front_end_saturated import front_end_saturated
 from doctor.bundle import from_dict
-from doctor.check import Fire
+from doctor.checking.contract import Fire
 from doctor.checklib import engine_flag
 from doctor.derive import Evidence
 from doctor.derive.log_facts import LogFacts

@@ -17,13 +17,13 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor.bundle import from_dict, save
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.cli import app
 from doctor.evidence import Bundle
 from doctor.evidence.run import AnalysisRecord
 from doctor.exit_codes import ExitCode
 from doctor.model import Symptom
-from doctor.registry import load_registry
-from doctor.runner import AnalyzeOptions, analyze
 from tests.support.bundles import bundle, request, stream
 
 ROOT = Path(__file__).resolve().parent.parent

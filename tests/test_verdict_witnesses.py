@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from doctor.bundle import from_dict, load_path
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.evidence import Bundle, RequestTrace
 from doctor.model import Budgets, Severity, Symptom
-from doctor.registry import load_registry
-from doctor.runner import AnalyzeOptions, analyze
 from tests.support.bundles import ITL_BOUNDS, TTFT_BOUNDS, bundle, histogram, request, stream
 from tests.support.make_check_fixtures_engine import window
 

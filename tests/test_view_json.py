@@ -30,12 +30,12 @@ import pytest
 from jinja2 import nodes
 
 from doctor.bundle import load_path
+from doctor.checking.runner import analyze
 from doctor.derive import view_json
 from doctor.derive.stream_stats import Dist, PathStats, RequestStats, StreamStats
 from doctor.derive.user_felt import Estimate, UserFelt, Witness
 from doctor.evidence import ModelConfigEvidence
 from doctor.model import Report
-from doctor.runner import analyze
 from doctor.vllm_log.model import Fact, LogFacts, Startup, StartupError, StatsPoint
 from doctor.vllm_metrics.views import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
 from reports.html_page import environment

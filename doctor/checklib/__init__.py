@@ -1,6 +1,6 @@
 """The check toolkit: what every check, built-in or third-party, uses to read evidence alike.
 
-A check (``doctor.check``) is a pure function of evidence; these helpers make its numbers and
+A check (``doctor.checking.contract``) is a pure function of evidence; these helpers make its numbers and
 its remediation mean the same thing as every other check's:
 
 - **settings in use** (``engine``): ``engine_setting`` reads a setting from the startup log,

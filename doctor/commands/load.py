@@ -16,6 +16,7 @@ import json
 from rich.console import Console
 
 from doctor import pipeline
+from doctor.checking.runner import recorded_budgets
 from doctor.commands.emit import deliver
 from doctor.commands.export import export_metrics
 from doctor.derive.load_summary import LoadSummary, Price, load_summary
@@ -23,7 +24,6 @@ from doctor.derive.missing import Missing
 from doctor.exit_codes import ExitCode, exit_code_for
 from doctor.foundation.console import err, progress
 from doctor.model import Report
-from doctor.runner import recorded_budgets
 from doctor.settings import ExportTargets, Outputs, RunSettings, lookup_targets
 from reports.html_page import render_html
 from reports.load_report import load_dict, load_rows, print_load

@@ -24,6 +24,8 @@ import httpx
 
 from doctor import pipeline
 from doctor.bundle import write_file
+from doctor.checking.registry import Registry
+from doctor.checking.runner import AnalyzeOptions
 from doctor.commands.baseline import against_baseline
 from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
@@ -35,8 +37,6 @@ from doctor.foundation.errors import UsageError
 from doctor.model import Report
 from doctor.outage import retry_delay, unreachable_paths
 from doctor.probes.plan import CollectConfig
-from doctor.registry import Registry
-from doctor.runner import AnalyzeOptions
 from doctor.settings import Outputs, RunSettings, WatchPlan
 from reports.comparison import print_comparison, print_unlike
 from reports.fleet import print_fleet

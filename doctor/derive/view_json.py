@@ -1,6 +1,6 @@
 """The JSON of each view a renderer reads, as ``TypedDict``s: what ``Report.views`` holds.
 
-``doctor.runner.views_of`` turns each view's dataclass into JSON (``serial.to_jsonable``), so a
+``doctor.checking.runner.views_of`` turns each view's dataclass into JSON (``serial.to_jsonable``), so a
 renderer reads field names as strings. Typed this way, mypy sees a renderer reading a key no
 view has: a field renamed in ``stream_stats.py`` fails the type check instead of showing as "—"
 in every report. Each class mirrors one dataclass field for field (enums become their string

@@ -8,7 +8,7 @@
          └─ BundleVersionError  written by a newer llm-doctor
 
 A third-party check that fails to load, or that reuses a taken code or name, is not an error:
-``doctor.registry`` turns it into a warning listed in the report.
+``doctor.checking.registry`` turns it into a warning listed in the report.
 
 Probe failures never raise past the collector: they become ``doctor.evidence.EvidenceError``
 entries in the bundle, and the checks that needed that evidence report ``missing-evidence``.

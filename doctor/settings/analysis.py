@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from doctor.checking.registry import Registry, load_registry
+from doctor.checking.runner import AnalyzeOptions, validate_settings
 from doctor.compare import Practical
 from doctor.config import FileConfig, parse_set
 from doctor.foundation.errors import UsageError
 from doctor.foundation.user_paths import PIPEABLE, check_output_file, check_output_folder, is_stdout, piped_output
 from doctor.model import Budgets, FailOn
-from doctor.registry import Registry, load_registry
-from doctor.runner import AnalyzeOptions, validate_settings
 from doctor.settings.probe_plan import budget
 from doctor.settings.values import ANALYSIS, BUDGETS, Flags, bounded, checked_url, split
 

@@ -26,14 +26,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
+from doctor.checking.registry import Registry
+from doctor.checking.runner import AnalyzeOptions
 from doctor.compare import Practical
 from doctor.config import AnalysisRecord, FileConfig, load_config, with_recorded_analysis
 from doctor.derive.load_summary import Price
 from doctor.foundation.errors import UsageError
 from doctor.foundation.user_paths import check_output_folder
 from doctor.probes.plan import CollectConfig
-from doctor.registry import Registry
-from doctor.runner import AnalyzeOptions
 from doctor.settings.analysis import (
     ExportTargets,
     Outputs,

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from doctor.checking.runner import AnalyzeOptions
 from doctor.compare import Practical
 from doctor.config import FileConfig
 from doctor.foundation.console import warn
@@ -30,7 +31,6 @@ from doctor.foundation.redact import Redactor
 from doctor.model import Budgets
 from doctor.probes.http import credential_header
 from doctor.probes.plan import CollectConfig
-from doctor.runner import AnalyzeOptions
 
 #: The flags of one command as typer hands them over, by option name (``--max-tokens`` is
 #: ``max_tokens``); read by name only inside ``doctor.settings``.

@@ -15,14 +15,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 from doctor import __version__
-from doctor.check import CheckSpec, Fire, NotApplicable, Pass
+from doctor.checking.contract import CheckSpec, Fire, NotApplicable, Pass
+from doctor.checking.registry import Registry, load_registry
 from doctor.derive import DERIVED, Evidence, Missing
 from doctor.evidence import RAW_KINDS, Bundle
 from doctor.evidence.run import AnalysisRecord
 from doctor.foundation.errors import UsageError
 from doctor.foundation.serial import to_jsonable
 from doctor.model import Budgets, CheckResult, FailOn, Finding, Outcome, Report
-from doctor.registry import Registry, load_registry
 from doctor.verdict import classify
 
 REPORT_VERSION = 1

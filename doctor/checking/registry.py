@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from types import ModuleType
 
-from doctor.check import CheckSpec
+from doctor.checking.contract import CheckSpec
 from doctor.foundation.errors import UsageError
 
 ENTRY_POINT_GROUP = "llm_doctor.checks"

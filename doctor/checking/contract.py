@@ -14,7 +14,7 @@ A check declares what it needs through its signature::
 - positional parameters defaulting to ``None`` are OPTIONAL evidence kinds;
 - keyword-only parameters are thresholds/options; users override them with
   ``--set CODE.option=value`` or ``--set name.option=value``. An option named in
-  ``doctor.runner.BUDGET_OPTIONS`` (``tpot_target_s``, ``ttft_target_s``) defaults to the run's
+  ``doctor.checking.runner.BUDGET_OPTIONS`` (``tpot_target_s``, ``ttft_target_s``) defaults to the run's
   latency budget rather than to its declared default, so a check and the verdict agree.
 
 ``aliases`` are other names a check answers to (``explain``, ``--select``, ``--set``): the words

@@ -4,7 +4,7 @@ Option groups shared by several commands are declared once (``TARGET_OPTIONS`` .
 attached with ``uses(...)`` (``doctor.commands.options``). Defaults quoted in the help text are
 read from the dataclasses through ``doctor.settings``, whose ``resolve`` turns each command's flags
 (over the config file over those defaults) into the one ``RunSettings`` the command runs with.
-Each command's body is a ``run`` in ``doctor.commands``, imported when that command runs; ``diagnose`` goes through ``doctor.pipeline`` (collect -> bundle file ->
+Each command's body is a ``run`` in ``doctor.commands``, imported when that command runs; ``diagnose`` goes through ``doctor.runs.pipeline`` (collect -> bundle file ->
 analyze), so every live run also exercises the offline path.
 """
 

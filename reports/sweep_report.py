@@ -12,7 +12,7 @@ from rich.console import Console
 
 from doctor import __version__
 from doctor.foundation.units import UNKNOWN, fmt_pct, fmt_seconds
-from doctor.sweep import Level, SweepResult
+from doctor.runs.sweep_knee import Level, SweepResult
 from reports.charts import level_panel
 from reports.html_page import environment
 from reports.terminal import fitted, grid, printer

@@ -166,7 +166,7 @@ def test_diagnose_writes_the_html_report_by_default(monkeypatch, tmp_path, saved
     from doctor.bundle import load_path
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("doctor.pipeline.collect", lambda config, progress: load_path(saved_bundle))
+    monkeypatch.setattr("doctor.runs.pipeline.collect", lambda config, progress: load_path(saved_bundle))
     result = runner.invoke(app, ["diagnose", "--engine", "http://127.0.0.1:8000"])
     assert result.exit_code in (ExitCode.HEALTHY, ExitCode.SYMPTOM), result.output
     assert (tmp_path / "llm-doctor-report.html").stat().st_size > 0
@@ -267,7 +267,7 @@ def test_diagnose_keeps_a_bundle_that_reanalyses_alike(monkeypatch, tmp_path):
 
     scenario = SCENARIOS["proxy-buffering"]
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("doctor.pipeline.collect", lambda config, progress: load_path(scenario.recorded))
+    monkeypatch.setattr("doctor.runs.pipeline.collect", lambda config, progress: load_path(scenario.recorded))
     live = runner.invoke(app, ["diagnose", "--engine", "http://127.0.0.1:8000", *scenario.budget_args(),
                                "--bundle", "kept.json.gz", "--md", "r.md"])
     assert "PROXY-ONLY" in live.output, live.output

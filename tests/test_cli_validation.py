@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 import doctor.commands.catalogue
-import doctor.pipeline
+import doctor.runs.pipeline
 from doctor.bundle import save
 from doctor.cli import app
 from doctor.config import FileConfig, load_config
@@ -40,7 +40,7 @@ def collect_forbidden(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("diagnose probed before validating its options")
 
-    monkeypatch.setattr(doctor.pipeline, "collect", refuse)
+    monkeypatch.setattr(doctor.runs.pipeline, "collect", refuse)
 
 
 # --- URLs ---------------------------------------------------------------------------------
@@ -119,7 +119,7 @@ def test_config_since_and_api_key_env_are_not_masked_by_flag_defaults(tmp_path, 
         seen["config"] = config
         raise UsageError("captured")
 
-    monkeypatch.setattr(doctor.pipeline, "collect", capture)
+    monkeypatch.setattr(doctor.runs.pipeline, "collect", capture)
     monkeypatch.setenv("ACME_KEY", "sk-from-acme-key")
     path = tmp_path / "c.toml"
     path.write_text('[targets]\nprometheus = "http://127.0.0.1:9090"\nsince = "2h"\n[probe]\napi_key_env = "ACME_KEY"\n')

@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor.cli import app
-from doctor.compare import (
+from doctor.evidence import RunRecord
+from doctor.runs.compare_runs import (
     ALPHA,
     SMALLEST_TESTABLE,
     Decision,
@@ -29,7 +30,6 @@ from doctor.compare import (
     needed_requests,
     run_differences,
 )
-from doctor.evidence import RunRecord
 from tests.support.sse_server import SseServer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bundles"

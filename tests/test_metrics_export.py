@@ -21,7 +21,7 @@ from doctor.checking.registry import load_registry
 from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.cli import app
 from doctor.model import Severity, Symptom
-from doctor.sweep import EngineFacts, conclude
+from doctor.runs.sweep_knee import EngineFacts, conclude
 from reports.prometheus_export import BINDINGS, FAMILIES, sweep_registry
 from tests.support import system
 from tests.support.sse_server import SseServer

@@ -27,7 +27,6 @@ from doctor.collect import collect
 from doctor.evidence import ProbePath, RequestTrace
 from doctor.exit_codes import ExitCode
 from doctor.foundation.clock import Clock
-from doctor.outage import unreachable_paths
 from doctor.probes import deadlines
 from doctor.probes.deadlines import (
     HUNG_E2E_FACTOR,
@@ -42,6 +41,7 @@ from doctor.probes.http import HttpOptions
 from doctor.probes.plan import CollectConfig
 from doctor.probes.sampling import failing_fast
 from doctor.probes.stream import run_stream_probe
+from doctor.runs.outage import unreachable_paths
 from tests.support import hostile_server, system
 from tests.support.hostile_server import HostileServer
 from tests.support.sse_server import SseServer

@@ -21,7 +21,7 @@ import pytest
 from doctor.exit_codes import ExitCode
 from doctor.lab.engine import LabEngine
 from doctor.lab.scheduler import EngineConfig
-from doctor.sweep import RATE_TOLERANCE
+from doctor.runs.sweep_knee import RATE_TOLERANCE
 from tests.support.sse_server import SseServer
 from tests.test_collect import _stop_mid_stream
 from tests.test_metrics_export import samples, value

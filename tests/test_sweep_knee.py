@@ -1,4 +1,4 @@
-"""The knee logic of ``doctor.sweep`` on its own: the ladder's order, the knee and the budget that
+"""The knee logic of ``doctor.runs.sweep_knee`` on its own: the ladder's order, the knee and the budget that
 binds, a suspect client never the knee, and the recommendation the engine's evidence supports."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from doctor.derive.load_summary import LoadSummary
 from doctor.evidence import ClientHealth
 from doctor.model import Budgets
 from doctor.probes.selfcheck import merge
-from doctor.sweep import (
+from doctor.runs.sweep_knee import (
     EngineFacts,
     Knee,
     Ladder,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from doctor.cli import app
-from doctor.outage import retry_delay
+from doctor.runs.outage import retry_delay
 from tests.support.sse_server import SseServer
 from tests.test_metrics_export import samples, value
 from tests.test_metrics_prometheus import free_port

@@ -1,7 +1,7 @@
 """``llm-doctor load --scenario single|server|offline``: a load test in MLPerf's terms, diagnosed.
 
 The run is a ``diagnose`` of one path under the scenario's load (``doctor.settings.load_plan``):
-collected into a bundle, read back and analysed by every check through ``doctor.pipeline``, with
+collected into a bundle, read back and analysed by every check through ``doctor.runs.pipeline``, with
 the engine's /metrics scraped over it. The scenario's own numbers (``doctor.derive.load_summary``)
 go beside the report: in the terminal, as the JSON's ``summary``, as a section of the HTML and as
 the ``llm_doctor_load_*`` metric families. ``emit_load`` is that way out, shared with ``analyze``
@@ -15,7 +15,6 @@ import json
 
 from rich.console import Console
 
-from doctor import pipeline
 from doctor.checking.runner import recorded_budgets
 from doctor.commands.emit import deliver
 from doctor.commands.export import export_metrics
@@ -24,6 +23,7 @@ from doctor.derive.missing import Missing
 from doctor.exit_codes import ExitCode, exit_code_for
 from doctor.foundation.console import err, progress
 from doctor.model import Report
+from doctor.runs import pipeline
 from doctor.settings import ExportTargets, Outputs, RunSettings, lookup_targets
 from reports.html_page import render_html
 from reports.load_report import load_dict, load_rows, print_load

@@ -28,12 +28,12 @@ from types import MappingProxyType
 
 from doctor.checking.registry import Registry
 from doctor.checking.runner import AnalyzeOptions
-from doctor.compare import Practical
 from doctor.config import AnalysisRecord, FileConfig, load_config, with_recorded_analysis
 from doctor.derive.load_summary import Price
 from doctor.foundation.errors import UsageError
 from doctor.foundation.user_paths import check_output_folder
 from doctor.probes.plan import CollectConfig
+from doctor.runs.compare_runs import Practical
 from doctor.settings.analysis import (
     ExportTargets,
     Outputs,

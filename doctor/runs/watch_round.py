@@ -1,8 +1,9 @@
 """One round of ``watch`` (and a fleet ``diagnose``): its targets, each diagnosed with retries
-while it is down, the canary compared with its stable, the fleet's replicas side by side, and the
-round kept in ``--history``.
+while it is down, and the round kept in ``--history``. What the round prints and emits (each
+target's report, the canary against its stable, the fleet side by side) is the command layer's:
+``doctor.commands.round_outputs``.
 
-A round diagnoses each of its named targets in turn through ``doctor.pipeline`` (one at a time:
+A round diagnoses each of its named targets in turn through ``doctor.runs.pipeline`` (one at a time:
 two probes at once would each load the other's numbers). The targets are the watched one
 (named ``""``); or ``stable`` and ``canary`` when ``--canary-engine``/``--canary-gateway`` are
 given (the canary gets the same request shape, budgets and run record, and its own engine's
@@ -13,7 +14,6 @@ given (the canary gets the same request shape, budgets and run record, and its o
 from __future__ import annotations
 
 import re
-import sys
 import threading
 import time
 from dataclasses import replace
@@ -22,26 +22,16 @@ from pathlib import Path
 
 import httpx
 
-from doctor import pipeline
 from doctor.bundle import write_file
 from doctor.checking.registry import Registry
 from doctor.checking.runner import AnalyzeOptions
-from doctor.commands.baseline import against_baseline
-from doctor.commands.emit import emit
-from doctor.commands.export import export_metrics
-from doctor.compare import Practical, compare_reports, decision_code
-from doctor.exit_codes import ExitCode, worst_code
-from doctor.fleet import fleet_view
-from doctor.foundation.console import err, progress, warn
+from doctor.foundation.console import progress, warn
 from doctor.foundation.errors import UsageError
 from doctor.model import Report
-from doctor.outage import retry_delay, unreachable_paths
 from doctor.probes.plan import CollectConfig
-from doctor.settings import Outputs, RunSettings, WatchPlan
-from reports.comparison import print_comparison, print_unlike
-from reports.fleet import print_fleet
-from reports.json_doc import render_json
-from reports.terminal import stdout_console
+from doctor.runs import pipeline
+from doctor.runs.outage import retry_delay, unreachable_paths
+from doctor.settings import WatchPlan
 
 STABLE, CANARY, GATEWAY = "stable", "canary", "gateway"
 
@@ -81,7 +71,7 @@ def replica_names(engines: list[str]) -> dict[str, str]:
 
 def diagnose_with_retries(name: str, config: CollectConfig, analyze_opts: AnalyzeOptions, registry: Registry,
                           plan: WatchPlan, started: float, stop: threading.Event) -> Report:
-    """Diagnose ``config``; while a probed path is down, wait (``doctor.outage.retry_delay``) and
+    """Diagnose ``config``; while a probed path is down, wait (``doctor.runs.outage.retry_delay``) and
     diagnose again. What is left down after the retries is reported as an outage: the round's
     result, with its exit code and metrics, never the end of the watch."""
     who = f"{name}: " if name else ""
@@ -105,51 +95,22 @@ def _paths(down: dict[str, str]) -> str:
     return ", ".join(f"{path} ({kinds})" for path, kinds in sorted(down.items()))
 
 
-def canary_code(reports: dict[str, Report], code: ExitCode, practical: Practical) -> ExitCode:
-    """Print the canary against its stable (on stderr: stdout holds the reports) and return the
-    worse of ``code`` and the comparison's (``compare``'s rule). The canary runs another build or
-    config by design, so what its run record changes is shown, never a reason to refuse."""
-    if CANARY not in reports:
-        return code
-    comparison = compare_reports(reports[STABLE], reports[CANARY], practical)
-    err.print("canary against stable:")
-    console = stdout_console(sys.stderr)
-    if comparison.unlike:
-        print_unlike(comparison, console, refused=False, head="The canary differs from the stable")
-    print_comparison(comparison, console)
-    return worst_code([code, decision_code(comparison)])
-
-
-def show_fleet(reports: dict[str, Report]) -> None:
-    """The replicas side by side (on stderr) when the round probed a fleet. It adds no exit code:
-    the fleet's is the worst replica's, already counted."""
-    replicas = {name: report for name, report in reports.items() if name not in ("", STABLE, CANARY, GATEWAY)}
-    if len(replicas) > 1:
-        print_fleet(fleet_view(replicas), err)
-
-
-def _file_part(name: str) -> str:
+def file_part(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-
-
-def target_outputs(outputs: Outputs, name: str) -> Outputs:
-    """The outputs of one target's report: ``--json r.json`` becomes ``r.canary.json`` for a named target;
-    ``-`` stays stdout, where each target's document follows the last (``jq`` reads the stream)."""
-    return outputs.for_target(_file_part(name)) if name else outputs
 
 
 #: ``round-<UTC stamp>.json``, or ``round-<stamp>--<target>.json`` for a named target.
 _ROUND = re.compile(r"round-(?P<stamp>[0-9T.]+Z)(?:--[A-Za-z0-9_.-]+)?\.json")
 
 
-def keep_round(reports: dict[str, Report], history: Path, keep: int) -> list[Path]:
-    """Write the round's JSON reports (they embed the bundles) and drop the files of the rounds
-    older than the newest ``keep``; other files in the folder are left alone."""
+def keep_round(documents: dict[str, bytes], history: Path, keep: int) -> list[Path]:
+    """Write the round's JSON reports (``{target: document}``; they embed the bundles) and drop the
+    files of the rounds older than the newest ``keep``; other files in the folder are left alone."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     written = []
-    for name, report in reports.items():
-        path = history / (f"round-{stamp}--{_file_part(name)}.json" if name else f"round-{stamp}.json")
-        write_file(path, render_json(report).encode("utf-8"))
+    for name, document in documents.items():
+        path = history / (f"round-{stamp}--{file_part(name)}.json" if name else f"round-{stamp}.json")
+        write_file(path, document)
         written.append(path)
     rounds = [(m.group("stamp"), path) for path in history.iterdir() if (m := _ROUND.fullmatch(path.name))]
     newest = set(sorted({stamp for stamp, _ in rounds})[-keep:])
@@ -159,30 +120,13 @@ def keep_round(reports: dict[str, Report], history: Path, keep: int) -> list[Pat
     return written
 
 
-def run_round(targets: dict[str, CollectConfig], settings: RunSettings, started: float, stop: threading.Event) -> tuple[dict[str, Report], ExitCode]:
-    """Diagnose every target, keep and emit each report, export the round, show a fleet side by
-    side, and decide the round's code: the worst of the targets' (each against its baseline) and
-    the canary's comparison with its stable. ``settings.watch`` says how the round retries and keeps."""
-    plan, analysis, registry = settings.watch, settings.analysis, settings.registry
-    assert plan is not None and analysis is not None and registry is not None
+def diagnose_round(targets: dict[str, CollectConfig], analysis: AnalyzeOptions, registry: Registry, plan: WatchPlan,
+                   started: float, stop: threading.Event) -> dict[str, Report]:
+    """``{name: report}`` of every target, diagnosed in turn with ``diagnose_with_retries``; after a
+    Ctrl-C what was gathered is reported and the remaining targets are not probed."""
     reports: dict[str, Report] = {}
     for name, target in targets.items():
         reports[name] = diagnose_with_retries(name, target, analysis, registry, plan, started, stop)
-        if reports[name].bundle.interrupted:  # Ctrl-C: what was gathered is reported, the rest is not probed
+        if reports[name].bundle.interrupted:
             break
-    if plan.history is not None:
-        for path in keep_round(reports, plan.history, plan.keep):
-            err.print(f"kept {path}")
-    codes = []
-    for name, report in reports.items():
-        codes.append(emit(report, target_outputs(settings.outputs, name), interrupted=report.bundle.interrupted))
-        if settings.baseline is not None and name != CANARY:  # a canary is judged against its stable, not the baseline
-            codes[-1] = against_baseline(report, codes[-1], settings.baseline, settings)
-    export_metrics(exported(reports), settings.exports)
-    show_fleet(reports)
-    return reports, canary_code(reports, worst_code(codes), settings.practical)
-
-
-def exported(reports: dict[str, Report]) -> Report | dict[str, Report]:
-    """What the families are built from: the one report, or every target's (labelled ``target``)."""
-    return reports[""] if list(reports) == [""] else reports
+    return reports

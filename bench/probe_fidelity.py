@@ -42,7 +42,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from doctor.collect import CollectConfig  # noqa: E402
+from doctor.collection.collector import CollectConfig  # noqa: E402
 from doctor.evidence import ProbePath  # noqa: E402
 from doctor.foundation.clock import Clock  # noqa: E402
 from doctor.foundation.stats import quantile  # noqa: E402

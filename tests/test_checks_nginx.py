@@ -13,7 +13,7 @@ import pytest
 
 from doctor.checking.registry import load_registry
 from doctor.checking.runner import run_check
-from doctor.collect import CollectConfig
+from doctor.collection.collector import CollectConfig
 from doctor.derive import Evidence
 from doctor.foundation.clock import Clock
 from doctor.model import Outcome

@@ -23,7 +23,7 @@ import pytest
 
 import doctor.probes.host as host_probe
 from doctor.bundle import load_path
-from doctor.collect import CollectConfig, collect
+from doctor.collection.collector import CollectConfig, collect
 from doctor.exit_codes import ExitCode
 from doctor.foundation.clock import Clock
 from doctor.probes.http import HttpOptions

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from doctor.checklib import engine_of, engine_setting
-from doctor.collect import CollectConfig
+from doctor.collection.collector import CollectConfig
+from doctor.collection.run_record import complete_run_record
 from doctor.engines import server_info
 from doctor.evidence import Endpoint, EndpointsEvidence, EngineInfo, ModelInfo
-from doctor.run_record import complete_run_record
 from tests.support.bundles import bundle, log
 
 SERVER_INFO = Path(__file__).resolve().parent.parent / "fixtures" / "engines" / "server-info"

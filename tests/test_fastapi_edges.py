@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.cli import app
-from doctor.collect import collect
+from doctor.collection.collector import collect
 from doctor.derive.stream_stats import path_stats
 from doctor.foundation.clock import Clock
 from doctor.model import Budgets, Symptom

@@ -14,7 +14,7 @@ import pytest
 
 from checks.error_rate import failure_key
 from doctor.checking.runner import AnalyzeOptions, analyze
-from doctor.collect import collect
+from doctor.collection.collector import collect
 from doctor.model import Budgets, Outcome, Report, Symptom
 from doctor.probes.plan import CollectConfig
 from tests.support.bundles import request

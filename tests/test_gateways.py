@@ -19,7 +19,7 @@ from doctor.checklib import (
     response_start_remediation,
 )
 from doctor.checklib.gateway_advice import BUFFERING, COMPRESSION, IDLE_TIMEOUTS, RESPONSE_START
-from doctor.collect import collect
+from doctor.collection.collector import collect
 from doctor.derive import Evidence
 from doctor.derive.gateway import identify
 from doctor.model import Budgets, Symptom

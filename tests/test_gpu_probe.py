@@ -20,7 +20,7 @@ import doctor.probes.gpu as gpu_probe
 import doctor.probes.stream as stream_probe
 from checks.gpu_xid_errors import gpu_xid_errors
 from doctor.checking.contract import Fire, NotApplicable
-from doctor.collect import CollectConfig, collect
+from doctor.collection.collector import CollectConfig, collect
 from doctor.evidence import Bundle, GpuEvidence
 from doctor.evidence.stream import StreamEvidence
 from doctor.foundation.clock import Clock

@@ -129,13 +129,13 @@ def test_graph_sees_lazy_and_type_checking_imports():
 #: (modules under this prefix, may not import these prefixes, except the modules under these)
 RULES = [
     ("doctor", ("checks", "reports"), {"doctor.commands"}),
-    ("reports", ("checks", "doctor.probes", "doctor.collect", "doctor.lab"), set()),
-    ("checks", ("doctor.probes", "doctor.collect", "doctor.lab", "reports"), set()),
-    ("doctor.probes", ("doctor.derive", "doctor.collect"), set()),
+    ("reports", ("checks", "doctor.probes", "doctor.collection", "doctor.lab"), set()),
+    ("checks", ("doctor.probes", "doctor.collection", "doctor.lab", "reports"), set()),
+    ("doctor.probes", ("doctor.derive", "doctor.collection"), set()),
     # the check toolkit is as pure as the checks that use it
-    ("doctor.checklib", ("doctor.probes", "doctor.collect", "doctor.lab", "doctor.checking.runner", "doctor.commands", "doctor.cli"), set()),
+    ("doctor.checklib", ("doctor.probes", "doctor.collection", "doctor.lab", "doctor.checking.runner", "doctor.commands", "doctor.cli"), set()),
     # the verdict is as pure as the checks whose results it reads
-    ("doctor.verdict", ("doctor.collect", "doctor.lab", "doctor.checking.runner", "doctor.commands", "doctor.cli"), set()),
+    ("doctor.verdict", ("doctor.collection", "doctor.lab", "doctor.checking.runner", "doctor.commands", "doctor.cli"), set()),
     ("doctor.vllm_log", ("doctor.probes",), set()),
     ("doctor.vllm_metrics", ("doctor.probes",), set()),
     # the engines' records sit below every parser package, which all read them

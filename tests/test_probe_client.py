@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from doctor.collect import CollectConfig
+from doctor.collection.collector import CollectConfig
 from doctor.foundation.clock import Clock
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.stream import loop_name, run_stream_probe

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from doctor.bundle import load_path
 from doctor.cli import app
-from doctor.collect import collect
+from doctor.collection.collector import collect
 from doctor.evidence import ProbePath, RequestTrace
 from doctor.exit_codes import ExitCode
 from doctor.foundation.clock import Clock

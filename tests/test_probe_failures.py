@@ -109,7 +109,7 @@ def test_an_unreadable_ca_bundle_is_a_tls_evidence_error(tmp_path):
 
 def test_a_port_out_of_range_is_a_connect_failure_that_names_its_cause():
     """httpx lets ``:99999`` through; the socket layer's OverflowError must surface, per request."""
-    from doctor.collect import CollectConfig
+    from doctor.collection.collector import CollectConfig
     from doctor.foundation.clock import Clock
     from doctor.probes.stream import run_stream_probe
 

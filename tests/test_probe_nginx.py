@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.collect import CollectConfig
+from doctor.collection.collector import CollectConfig
 from doctor.derive.stream_stats import PathStats, path_stats
 from doctor.foundation.clock import Clock
 from doctor.probes.stream import run_stream_probe

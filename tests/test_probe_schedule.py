@@ -13,7 +13,7 @@ import asyncio
 
 import pytest
 
-from doctor.collect import CollectConfig
+from doctor.collection.collector import CollectConfig
 from doctor.derive.stream_stats import request_stats
 from doctor.foundation.clock import Clock
 from doctor.probes.schedule import Job, _Slots, dispatch

@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
-from doctor.collect import CollectConfig
+from doctor.collection.collector import CollectConfig
 from doctor.derive.stream_stats import derive_stream_stats
 from doctor.evidence import Bundle, ClientHealth, ProbePath, RequestTrace, StreamEvidence, TokenEvent
 from doctor.exit_codes import ExitCode

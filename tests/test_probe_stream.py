@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from doctor.collect import CollectConfig
+from doctor.collection.collector import CollectConfig
 from doctor.derive.stream_stats import request_stats
 from doctor.evidence import RequestTrace, TokenEvent
 from doctor.foundation.clock import Clock

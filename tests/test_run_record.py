@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from doctor.collect import CollectConfig
+from doctor.collection.collector import CollectConfig
+from doctor.collection.run_record import complete_run_record
 from doctor.derive.log_facts import derive_log_facts
 from doctor.evidence import (
     Endpoint,
@@ -17,7 +18,6 @@ from doctor.evidence import (
     ModelInfo,
     NvLink,
 )
-from doctor.run_record import complete_run_record
 from tests.support.bundles import bundle, log, request, stream
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "run_record"

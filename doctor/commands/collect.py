@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from doctor.bundle import dumps, save
-from doctor.collect import collect
+from doctor.collection.collector import collect
 from doctor.exit_codes import ExitCode, usable_evidence
 from doctor.foundation.console import err, progress, reader_may_leave
 from doctor.foundation.user_paths import is_stdout

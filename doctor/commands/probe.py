@@ -8,7 +8,7 @@ import sys
 from rich.markup import escape
 
 from doctor.bundle import save
-from doctor.collect import collect
+from doctor.collection.collector import collect
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import derive_stream_stats
 from doctor.exit_codes import ExitCode

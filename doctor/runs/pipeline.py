@@ -13,7 +13,7 @@ from pathlib import Path
 from doctor.bundle import load_path, save
 from doctor.checking.registry import Registry
 from doctor.checking.runner import AnalyzeOptions, analyze, with_analysis
-from doctor.collect import Progress, collect
+from doctor.collection.collector import Progress, collect
 from doctor.model import Report
 from doctor.probes.plan import CollectConfig
 

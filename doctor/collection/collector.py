@@ -27,13 +27,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from doctor import __version__
+from doctor.collection.run_record import complete_run_record
 from doctor.evidence import Bundle, EvidenceError
 from doctor.foundation.clock import Clock
 from doctor.foundation.errors import UsageError
 from doctor.foundation.redact import Redactor, redact_bundle
 from doctor.probes.deadlines import RunDeadline
 from doctor.probes.plan import CollectConfig, over_context
-from doctor.run_record import complete_run_record
 
 Progress = Callable[[str], None]
 

@@ -15,6 +15,17 @@ them before the probes run); the rest comes from the evidence, the most direct s
 
 Scheduled runs are compared only when these agree, so a field nobody learned stays ``None``
 rather than taking a default that would make unlike runs look alike.
+
+Why at collection time, when parsing otherwise waits for analysis (``doctor.derive``): the
+record is not a view of the bundle but part of it. It reads what the bundle holds nowhere else:
+the collector's request (route, concurrency, requests, warm-up, rate, scenario, ``max_tokens``
+and ``--payload``'s, the prompt length asked for, the model wanted, the metrics URL), which
+stands in for the stream's shape when no request was sent. And it is what ``compare``,
+``--baseline`` and ``watch --history`` match a saved run by (``doctor.runs.compare_runs``), so
+it must travel in the file: a bundle read back, or written by an older version, carries the
+identity it was measured under. The price, accepted knowingly: the startup log is parsed here
+and again by the ``log_facts`` view at analysis, and a parser fixed later leaves the records of
+bundles already written as they were, while their checks see the fix.
 """
 
 from __future__ import annotations

@@ -262,6 +262,6 @@ class Report:
     results: list[CheckResult]
     bundle: Bundle
     # derived evidence (stream stats, metric deltas, log facts), as JSON; renderers read each as its
-    # ``doctor.derive.view_json`` type through ``reports.summary.view``
+    # ``doctor.derive.view_json`` type through ``reports.shared_parts.view``
     views: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # e.g. a third-party check that failed to load

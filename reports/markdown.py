@@ -15,7 +15,7 @@ import re
 
 from doctor.foundation.units import counted
 from doctor.model import Report
-from reports.summary import PARTIAL_NOTE, fmt_evidence, headline, key_numbers, passed_count, strip_controls, verify_text, view
+from reports.shared_parts import PARTIAL_NOTE, fmt_evidence, headline, key_numbers, passed_count, strip_controls, verify_text, view
 
 _SPECIAL = str.maketrans({"|": "\\|", "[": "\\[", "]": "\\]", "\\": "\\\\", "\n": " ", "\r": " "})
 #: ``<`` before a letter, ``/``, ``!`` or ``?`` may open an HTML tag, a comment or an autolink;

@@ -28,7 +28,7 @@ from doctor.derive.view_json import DistKey, Quantile
 from doctor.model import Report, Severity, Symptom
 from doctor.runs.outage import unreachable_paths
 from doctor.runs.sweep_knee import SweepResult
-from reports.summary import view
+from reports.shared_parts import view
 
 #: The families and their help text, in the order the file lists them.
 FAMILIES: dict[str, str] = {

@@ -5,7 +5,7 @@ and CI logs stay readable. Piped output (a cron mail, a CI log, ``| less``) is l
 ``PIPE_WIDTH`` columns (or ``COLUMNS``) with no trailing spaces (``stdout_console``): sentences wrap between
 words and table values fold, but table columns holding identifiers (check codes and names,
 fact names, row labels) never wrap or shorten, so ``| grep LD301`` finds the check's row. ``verbose`` adds the evidence values, every check's
-outcome and the tables of the HTML page, row for row (``reports.summary``): the per-path
+outcome and the tables of the HTML page, row for row (``reports.shared_parts``): the per-path
 comparison, the startup-log facts with their line numbers and the metrics delta. Text from
 the target (log lines, header values, model output) is stripped of control characters before
 printing: rich escapes its own markup but passes terminal escape sequences through, and a
@@ -31,7 +31,7 @@ from rich.text import Text
 
 from doctor.foundation.units import counted
 from doctor.model import Outcome, Report, Severity, Symptom
-from reports.summary import (
+from reports.shared_parts import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
     fmt_evidence,

@@ -25,7 +25,7 @@ from doctor.evidence import Bundle, Endpoint, EndpointsEvidence
 from doctor.evidence.log import LogLine
 from doctor.foundation.errors import UsageError
 from doctor.foundation.serial import to_jsonable
-from doctor.vllm_log.model import LogFacts
+from doctor.vllm_log.parsed import LogFacts
 from doctor.vllm_metrics.views import GaugeWindow, MetricsWindow
 
 ROOT = Path(__file__).resolve().parent.parent

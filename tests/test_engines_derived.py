@@ -23,7 +23,7 @@ from doctor.foundation.clock import Clock
 from doctor.probes.metrics import Scraper
 from doctor.probes.prometheus import family_queries
 from doctor.vllm_metrics.derived import SLOTS_KV_USAGE, TGI_TTFT
-from doctor.vllm_metrics.names import FAMILY_BY_KEY
+from doctor.vllm_metrics.metric_names import FAMILY_BY_KEY
 from doctor.vllm_metrics.window import window_from_scrapes
 from tests.support.bundles import bundle, real_log, stream
 from tests.support.make_check_fixtures_engine import GIB, gpu, h100, hist, load_scrapes, long_context, stalled, steady

@@ -44,7 +44,7 @@ from doctor.settings import build_collect_config
 from doctor.vllm_log.parser import parse_lines
 from doctor.vllm_metrics.history import PRESENCE_PART, query_name, window_from_history
 from doctor.vllm_metrics.lora import lora_slots
-from doctor.vllm_metrics.names import FAMILIES, ExpositionError, parse_exposition
+from doctor.vllm_metrics.metric_names import FAMILIES, ExpositionError, parse_exposition
 from doctor.vllm_metrics.readings import NoWindow
 from tests.support import bundles
 

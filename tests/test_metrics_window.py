@@ -10,7 +10,7 @@ import pytest
 from doctor.derive import Evidence
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, MetricsEvidence, Scrape
-from doctor.vllm_metrics.names import ExpositionError, parse_exposition
+from doctor.vllm_metrics.metric_names import ExpositionError, parse_exposition
 from doctor.vllm_metrics.readings import quantile_bounds, quantile_le
 from tests.support.bundles import exposition
 

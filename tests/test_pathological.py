@@ -22,7 +22,7 @@ from doctor.foundation.redact import MASK, Redactor
 from doctor.probes.logfile import read_log
 from doctor.vllm_log import patterns
 from doctor.vllm_log.parser import parse_lines
-from doctor.vllm_metrics.names import ExpositionError, parse_exposition
+from doctor.vllm_metrics.metric_names import ExpositionError, parse_exposition
 
 #: Only a guard against a hung test, never an assertion about speed.
 HANG_GUARD_S = 60

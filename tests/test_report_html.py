@@ -19,7 +19,7 @@ from doctor.cli import app
 from doctor.evidence import RunRecord
 from doctor.foundation.units import fmt_pct, fmt_seconds
 from reports import charts, render_html
-from reports.summary import fmt_bytes
+from reports.shared_parts import fmt_bytes
 from tests.support import bundles
 from tests.support.html_dom import inventory
 from tests.support.report_cases import real_buffering_bundle, real_buffering_report
@@ -326,7 +326,7 @@ def test_a_report_naming_a_check_this_install_lacks_still_reanalyses(tmp_path) -
 def test_a_findings_summary_and_why_start_their_sentences_in_capitals(html: str) -> None:
     """A check's summary starts in lower case to follow "LD301 proxy-buffering: "; on the page it is
     a paragraph of its own, and its why follows a full stop."""
-    from reports.summary import sentence
+    from reports.shared_parts import sentence
 
     findings = re.findall(r'<div class="finding [^"]*" id="finding-[^"]*">(.*?)</div>', html, re.S)
     assert findings

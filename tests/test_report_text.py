@@ -24,7 +24,7 @@ from doctor.foundation.units import fmt_seconds
 from doctor.model import RERUN_INSTRUCTION, CheckResult, Outcome, Report, SymptomClass
 from reports import render_html, render_markdown
 from reports.markdown import md
-from reports.summary import fmt_evidence
+from reports.shared_parts import fmt_evidence
 from reports.terminal import PIPE_WIDTH, print_report, stdout_console
 from tests.support import bundles
 from tests.support.html_dom import inventory

@@ -20,8 +20,8 @@ from doctor.sizing.against_log import NotComparable, compare_with_log
 from doctor.sizing.architecture import ConfigError, parse_architecture
 from doctor.sizing.budget import Budget, GiB, budget_from_card, gpu_memory, parse_bytes
 from doctor.sizing.kv import kv_layout
-from doctor.sizing.plan import Setup, size_model
-from doctor.sizing.summary import summary
+from doctor.sizing.model_fit import Setup, size_model
+from doctor.sizing.sizing_json import summary
 from doctor.vllm_log.parser import parse_lines
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -36,7 +36,7 @@ from doctor.derive.stream_stats import Dist, PathStats, RequestStats, StreamStat
 from doctor.derive.user_felt import Estimate, UserFelt, Witness
 from doctor.evidence import ModelConfigEvidence
 from doctor.model import Report
-from doctor.vllm_log.model import Fact, LogFacts, Startup, StartupError, StatsPoint
+from doctor.vllm_log.parsed import Fact, LogFacts, Startup, StartupError, StatsPoint
 from doctor.vllm_metrics.views import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
 from reports.html_page import environment
 from reports.json_doc import render_json, report_schema

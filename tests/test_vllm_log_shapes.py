@@ -16,7 +16,7 @@ import pytest
 
 from doctor.evidence.log import LogLine
 from doctor.probes.logfile import read_log
-from doctor.vllm_log.model import LogFacts
+from doctor.vllm_log.parsed import LogFacts
 from doctor.vllm_log.parser import parse_lines
 from doctor.vllm_log.scanner import Scanner
 

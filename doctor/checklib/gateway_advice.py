@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.checklib.gateway import who_answered
+from doctor.checklib.gateway_responses import who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.evidence import IngressInfo
 from doctor.foundation.units import fmt_seconds

@@ -21,7 +21,7 @@ from doctor.probes.scrapefile import read_scrapes
 from doctor.vllm_metrics.readings import NoWindow
 from doctor.vllm_metrics.window import window_from_scrapes
 from reports.metrics_summary import render_metrics_summary
-from reports.summary import strip_controls
+from reports.shared_parts import strip_controls
 
 
 def metrics_command_output(sources: list[str], as_json: bool) -> tuple[str, int]:

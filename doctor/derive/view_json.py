@@ -9,14 +9,14 @@ together, and ``reports/schema/report.schema.json`` names the same keys. Like Li
 ``types/lhr``, these are the contract of the report's ``views``; the dataclasses stay the types
 checks receive. A view that could not be computed is ``MissingJson`` instead.
 
-The ``sizing`` view is a JSON document from the start (``doctor.sizing.summary.SizingSummary``).
+The ``sizing`` view is a JSON document from the start (``doctor.sizing.sizing_json.SizingSummary``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-from doctor.sizing.summary import SizingSummary
+from doctor.sizing.sizing_json import SizingSummary
 
 
 class MissingJson(TypedDict):

@@ -31,7 +31,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.checklib.engine import max_num_seqs_in_use
+from doctor.checklib.engine_settings import max_num_seqs_in_use
 from doctor.derive import Evidence
 from doctor.derive.load_summary import LoadSummary
 from doctor.evidence import Bundle, ClientHealth

@@ -21,7 +21,7 @@ from typing import Any
 from doctor.evidence.log import LogLine
 from doctor.foundation.wire import number
 from doctor.vllm_log import patterns as P  # noqa: N812 - P.NAME reads as "the pattern NAME"
-from doctor.vllm_log.model import Fact, LogFacts, Startup, StartupError, StatsPoint
+from doctor.vllm_log.parsed import Fact, LogFacts, Startup, StartupError, StatsPoint
 from doctor.vllm_log.prefixes import Record, iter_records
 
 # How directly a line states a fact; a higher rank replaces a lower one within a startup.

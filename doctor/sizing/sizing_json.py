@@ -2,7 +2,7 @@
 
 The names are the contract (``params``, ``weights_bytes``, ``kv_bytes_per_token``,
 ``kv_cache_tokens``, ``max_concurrency``; the last two only when a budget, a card or a block
-override is given). Renderers (``reports.sizing``, the HTML report) read this, never the
+override is given). Renderers (``reports.sizing_report``, the HTML report) read this, never the
 dataclasses, so a saved report shows what the run computed.
 """
 
@@ -12,7 +12,7 @@ from typing import TypedDict
 
 from doctor.sizing.against_log import LogComparison
 from doctor.sizing.budget import LEFT_OUT
-from doctor.sizing.plan import Sizing, in_fp8
+from doctor.sizing.model_fit import Sizing, in_fp8
 
 
 class WeightsFormat(TypedDict):

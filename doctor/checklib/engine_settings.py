@@ -16,7 +16,7 @@ from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import UNKNOWN, VLLM, engine_of_headers, engine_of_metric
 from doctor.evidence import EndpointsEvidence, RunRecord, StreamEvidence
 from doctor.model import EvidenceValue
-from doctor.vllm_metrics.names import FAMILY_BY_KEY
+from doctor.vllm_metrics.metric_names import FAMILY_BY_KEY
 from doctor.vllm_metrics.runtime import Reading, between
 
 

@@ -1,4 +1,4 @@
-"""``llm-doctor size``: the sizing summary (``doctor.sizing.summary``) as a terminal table.
+"""``llm-doctor size``: the sizing summary (``doctor.sizing.sizing_json``) as a terminal table.
 
 The same numbers as the JSON, in GiB, with vLLM's own wording for the two KV lines ("KV cache
 size", "Maximum concurrency ... x"), so a reader can hold the table next to the startup log.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from doctor.sizing.summary import SizingSummary
+from doctor.sizing.sizing_json import SizingSummary
 from reports.terminal import fitted, grid, printer
 
 GIB = 1 << 30

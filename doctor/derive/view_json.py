@@ -209,7 +209,7 @@ class MetricsWindowJson(TypedDict):
 
 
 class FactJson(TypedDict):
-    """``vllm_log.model.Fact``: one startup-log fact and the line it was read from."""
+    """``vllm_log.parsed.Fact``: one startup-log fact and the line it was read from."""
 
     value: Any
     line: int | None
@@ -218,7 +218,7 @@ class FactJson(TypedDict):
 
 
 class StartupErrorJson(TypedDict):
-    """``vllm_log.model.StartupError``: an error the engine logged while starting."""
+    """``vllm_log.parsed.StartupError``: an error the engine logged while starting."""
 
     kind: str
     message: str
@@ -227,7 +227,7 @@ class StartupErrorJson(TypedDict):
 
 
 class StatsPointJson(TypedDict):
-    """``vllm_log.model.StatsPoint``: one periodic stats line of the log."""
+    """``vllm_log.parsed.StatsPoint``: one periodic stats line of the log."""
 
     line: int
     timestamp: str | None
@@ -246,7 +246,7 @@ class StatsPointJson(TypedDict):
 
 
 class StartupJson(TypedDict):
-    """``vllm_log.model.Startup``: one engine start found in the log."""
+    """``vllm_log.parsed.Startup``: one engine start found in the log."""
 
     first_line: int
     last_line: int | None
@@ -257,7 +257,7 @@ class StartupJson(TypedDict):
 
 
 class LogFactsJson(TypedDict):
-    """The ``log_facts`` view (``vllm_log.model.LogFacts``): what the startup log says."""
+    """The ``log_facts`` view (``vllm_log.parsed.LogFacts``): what the startup log says."""
 
     source: str
     engine: str

@@ -426,7 +426,7 @@ def demo_cmd(
 
       llm-doctor demo --scenario queueing --out-dir /tmp/demo
     """
-    from doctor.commands.demo import run  # the one way into the lab (tests/test_layering.py)
+    from doctor.commands.demo import run  # the one way into the lab (tests/project/test_layering.py)
 
     # the lab is the demo's whole world: no config file changes it (an empty one, not ./llm-doctor.toml)
     run_guarded(lambda: run(resolve("demo", opts, FileConfig()), scenario, out_dir, list_only=list_scenarios))

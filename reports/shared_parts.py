@@ -304,7 +304,7 @@ def passed_count(report: Report) -> int:
 
 
 #: How ``doctor.checklib.rerun`` opens every verify text. Renderers do not import checks, so the
-#: wording is repeated here; ``tests/test_report_text.py`` pins the two together.
+#: wording is repeated here; ``tests/reports/test_report_text.py`` pins the two together.
 DEMO_RERUN_INSTRUCTION = ("this demo's lab cannot be reconfigured; `llm-doctor demo --scenario healthy` "
                           "shows the state after the change")
 

@@ -40,7 +40,7 @@ its remediation mean the same thing as every other check's:
   ``engine_metric`` the engine's own metric for a field (``None`` where it has none).
 
 ``from doctor.checklib import engine_setting, rerun, vllm_flag``: the names below are the
-public API (``tests/test_checklib.py`` pins them); the submodules are its layout, not its
+public API (``tests/checks/test_checklib.py`` pins them); the submodules are its layout, not its
 contract.
 """
 

@@ -6,7 +6,7 @@
   request and what the probes learned (its docstring says why this happens here, not at analysis).
 
 The probes themselves are ``doctor.probes`` (the only code with side effects); this folder is the
-one that calls them, and nothing downstream of a bundle imports it (``tests/test_layering.py``).
+one that calls them, and nothing downstream of a bundle imports it (``tests/project/test_layering.py``).
 The anchors have ``collect`` as a command over the probes; the folder holds the collector and the
 one step that belongs to it, so ``doctor/`` shows collection as a stage beside ``checking``.
 """

@@ -1,6 +1,6 @@
 """``llm-doctor demo``: a lab scenario, diagnosed exactly as ``llm-doctor diagnose`` would.
 
-The one module outside ``doctor.lab`` that imports the lab (``tests/test_layering.py``): the
+The one module outside ``doctor.lab`` that imports the lab (``tests/project/test_layering.py``): the
 lab hands over flags (``lab_overrides``), resolved as ``diagnose``'s (``doctor.settings.with_lab``), and
 the ``diagnose`` command body does the rest.
 """

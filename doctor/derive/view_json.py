@@ -4,7 +4,7 @@
 renderer reads field names as strings. Typed this way, mypy sees a renderer reading a key no
 view has: a field renamed in ``stream_stats.py`` fails the type check instead of showing as "—"
 in every report. Each class mirrors one dataclass field for field (enums become their string
-value, nested dataclasses their own ``...Json``); ``tests/test_view_json.py`` holds the two
+value, nested dataclasses their own ``...Json``); ``tests/derive/test_view_json.py`` holds the two
 together, and ``reports/schema/report.schema.json`` names the same keys. Like Lighthouse's
 ``types/lhr``, these are the contract of the report's ``views``; the dataclasses stay the types
 checks receive. A view that could not be computed is ``MissingJson`` instead.

@@ -13,7 +13,7 @@ Each engine is one module holding one ``EngineRecord`` (``record``): ``vllm``, `
   (``doctor.engine_readers.logs``, by the record's ``log_parser`` reference).
 
 This package sits below the parser packages (``doctor.vllm_log``, ``doctor.vllm_metrics``,
-``doctor.engine_readers``) and imports none of them (``tests/test_layering.py``).
+``doctor.engine_readers``) and imports none of them (``tests/project/test_layering.py``).
 Adding an engine: ``docs/engine-coverage.md``.
 """
 

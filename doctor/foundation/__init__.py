@@ -13,7 +13,7 @@
 - ``wire``: sanitising strings and JSON that come from outside.
 
 They sit together so that the top level of ``doctor/`` shows the stages, not the leaves; and
-because none of them imports anything above it (``tests/test_layering.py`` holds that), any stage
+because none of them imports anything above it (``tests/project/test_layering.py`` holds that), any stage
 may use any of them. The anchors' layout keeps ``errors.py`` and ``redact.py`` at the top level:
 here they join the leaves they are, while ``exit_codes.py`` stays at the top level beside
 ``model.py``, because it reads the result model (a report's severities) and is no leaf.

@@ -18,7 +18,7 @@ string in place of another), so it stays a bundle to analyse.
 
 Every finding is saved under ``--out`` (the input, and the traceback or the two times); the
 script exits 1 when it found any. Not a test: the tests hold the bounded, deterministic part of
-the campaign (``tests/test_fuzz.py``, the ``ci`` profile). Results: docs/benchmarks.md.
+the campaign (``tests/parsers/test_fuzz.py``, the ``ci`` profile). Results: docs/benchmarks.md.
 
     .venv/bin/python bench/fuzz.py --seconds 300             # every target, 300 s each
     .venv/bin/python bench/fuzz.py --only log --seed 7 --seconds 60

@@ -44,11 +44,11 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from doctor.clock import Clock  # noqa: E402
-from doctor.collect import CollectConfig  # noqa: E402
+from doctor.collection.collector import CollectConfig  # noqa: E402
 from doctor.evidence import ProbePath  # noqa: E402
+from doctor.foundation.clock import Clock  # noqa: E402
+from doctor.foundation.stats import quantile  # noqa: E402
 from doctor.probes import stream  # noqa: E402
-from doctor.stats import quantile  # noqa: E402
 
 TTFT_S, ITL_S, TOKENS = 0.05, 0.02, 100
 

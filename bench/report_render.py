@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from doctor.bundle import embed_text, load_path  # noqa: E402
-from doctor.runner import analyze  # noqa: E402
+from doctor.checking.runner import analyze  # noqa: E402
 from reports import render_html, render_json, render_markdown  # noqa: E402
 from tests.support import bundles  # noqa: E402
 

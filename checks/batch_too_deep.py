@@ -51,15 +51,15 @@ import math
 import statistics
 from collections import defaultdict
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import Setting, engine_flag, engine_of, engine_path, engine_setting, metric_read, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.engines.names import SGLANG, VLLM
 from doctor.evidence import RunRecord, StreamEvidence
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-from doctor.units import fmt_seconds
 
 #: Where each engine lists its captured batch sizes one by one, beside the largest (the lever).
 SIZE_LISTS: dict[str, str] = {

@@ -29,7 +29,7 @@ cores -> run from a less loaded host or with --concurrency 4.
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun
 from doctor.evidence import StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass

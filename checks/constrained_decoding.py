@@ -46,14 +46,14 @@ from __future__ import annotations
 
 import statistics
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import ConstrainedRun, constrained_run, engine_flag, engine_of, generated_within, per_token, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import VLLM
 from doctor.evidence import MetricsEvidence, RequestTrace, StreamEvidence
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-from doctor.units import fmt_seconds
 
 
 @check(code="LD212", name="constrained-decoding", symptom=SymptomClass.INTER_TOKEN, cause=Cause.STRUCTURED_OUTPUT)

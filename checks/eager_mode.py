@@ -24,7 +24,7 @@ enforce_eager = True (log line 12) -> remove --enforce-eager; expect lower TPOT 
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import RunRecord

@@ -39,7 +39,7 @@ counters moved over 17 scrapes (running 1, /health 200) -> restart the engine; h
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_of, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
@@ -47,8 +47,8 @@ from doctor.engines import RECORDS
 from doctor.engines.names import display
 from doctor.evidence import EndpointsEvidence, MetricsEvidence, StreamEvidence
 from doctor.evidence.stream import WEDGED
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_seconds
 from doctor.vllm_metrics.standstill import standstill
 
 #: Outcomes of a request still waiting when the probe stopped waiting for it.

@@ -58,7 +58,7 @@ import itertools
 import statistics
 from dataclasses import dataclass
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_of, process_cores, prompt_tokens_around, rerun, unidentified_setting
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
@@ -66,8 +66,8 @@ from doctor.engines import RECORDS
 from doctor.engines.names import UNKNOWN, VLLM, display
 from doctor.evidence import HostEvidence, MetricsEvidence, RequestTrace, StreamEvidence
 from doctor.evidence.stream import frozen_overlap
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_seconds
 from doctor.vllm_metrics.runtime import Reading, readings
 
 #: The last simultaneous freeze this many times the first (and a rising fit) grew within the run.

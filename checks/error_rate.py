@@ -47,15 +47,15 @@ from __future__ import annotations
 
 from collections import Counter
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_flag, engine_of, gateway_refusal, metric_read, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import display
 from doctor.evidence import Bundle, ProbePath, RequestTrace
 from doctor.evidence.stream import CANCELLED, CLIENT_STALL, DEADLINE, DIRECT_BASIS, HEAD_TIMEOUT, NOT_THE_TARGETS
+from doctor.foundation.units import fmt_pct
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_pct
 
 #: (setting, suggested, where, why) per failure key: an outcome, or "http-<status>" / "http-4xx" / "http-5xx".
 #: ``{engine}`` is the serving engine's name and ``{max_model_len}`` its flag for it (``_spelled``).

@@ -36,14 +36,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import GpuEvidence, RunRecord
+from doctor.foundation.units import fmt_pct
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.sizing.budget import DEFAULT_GPU_MEMORY_UTILIZATION, GiB, smallest_card
-from doctor.units import fmt_pct
 
 
 @check(code="LD407", name="fp8-lever", symptom=SymptomClass.CAPACITY_CONFIG, cause="capacity")

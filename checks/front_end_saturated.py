@@ -38,7 +38,7 @@ inter-token mean was 21 ms and the client's TPOT p50 64 ms (3.0x) -> --api-serve
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_of, engine_path, process_cores, rerun, unidentified_setting
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.log_facts import LogFacts
@@ -47,8 +47,8 @@ from doctor.derive.stream_stats import StreamStats
 from doctor.engines import RECORDS
 from doctor.engines.names import UNKNOWN, VLLM, display
 from doctor.evidence import MetricsEvidence, StreamEvidence
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_seconds
 from doctor.vllm_metrics.runtime import readings
 
 #: The front end's lever per engine: (setting, suggested, where), its record's ``front_end_lever``.

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     QUEUEING_CAPS,
     cap_remediation,
@@ -63,8 +63,8 @@ from doctor.derive.gateway import GatewayView
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import Bundle, ProbePath, RequestTrace
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
-from doctor.units import fmt_seconds
 
 
 def open_at(requests: list[RequestTrace], t: float) -> int:

@@ -36,12 +36,12 @@ gateway's 281 ms; 1.0 events per read on both paths -> keep upstream connections
 
 from __future__ import annotations
 
-from doctor.check import Fire, Pass, Result, check
+from doctor.checking.contract import Fire, Pass, Result, check
 from doctor.checklib import measured_pair, rerun, who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import StreamStats
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_seconds
 
 #: nginx's switch for a per-request upstream connection.
 NGINX_KEEPALIVE = ('`keepalive 16;` in the `upstream` block (with `proxy_http_version 1.1;` and '

@@ -45,14 +45,14 @@ from __future__ import annotations
 
 import statistics
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_intake, gateway_identity, header, measured_pair, probe_sent, rerun, retry_remediation
 from doctor.derive.gateway import GatewayView
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import Bundle, ProbePath, RequestTrace
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
-from doctor.units import fmt_seconds
 
 #: Response headers that count a request's tries: Envoy's attempts, LiteLLM's retries and fallbacks (tries - 1).
 ATTEMPT_HEADERS = (("x-envoy-attempt-count", 0), ("x-litellm-attempted-retries", 1), ("x-litellm-attempted-fallbacks", 1))

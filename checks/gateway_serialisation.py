@@ -42,12 +42,12 @@ from __future__ import annotations
 
 import itertools
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import QUEUEING_CAPS, gateway_wait, measured_pair, rerun, who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_seconds
 
 
 def staircase_steps(ps: PathStats, step_s: float) -> list[float]:

@@ -33,12 +33,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import GpuEvidence, RunRecord
+from doctor.foundation.units import fmt_pct
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_pct
 
 GIB = 1024**3
 

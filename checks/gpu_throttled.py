@@ -29,14 +29,14 @@ GPU 0: SM clock 1,290 of 1,980 MHz (65 %), reasons sw_thermal_slowdown, 87 C -> 
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_of, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import display
 from doctor.evidence import GpuDevice, GpuEvidence
+from doctor.foundation.units import fmt_pct
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_pct
 
 #: Clock-event reasons that slow a GPU under load (names as ``doctor.probes.gpu`` stores them).
 THERMAL = ("sw_thermal_slowdown", "hw_thermal_slowdown")

@@ -42,14 +42,14 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_of, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import display
 from doctor.evidence import GpuEvidence, XidWatch
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_seconds
 
 XID_CATALOGUE = "https://docs.nvidia.com/deploy/xid-errors/"
 KERNEL_LOG = "the driver's `NVRM: Xid` kernel log lines (`dmesg` / `journalctl -k`)"

@@ -32,7 +32,7 @@ token) -> matches kv_cache_dtype fp8 (log: auto) or tensor_parallel_size 2 (log:
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import ModelConfigEvidence

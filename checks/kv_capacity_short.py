@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     engine_flag,
     engine_metric,

@@ -51,7 +51,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     MAX_GPU_MEMORY_UTILIZATION,
     Setting,
@@ -71,8 +71,8 @@ from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.engines.names import VLLM, display
 from doctor.evidence import GpuEvidence, RunRecord, StreamEvidence
+from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_pct, fmt_seconds
 
 #: Free memory left unclaimed when suggesting a higher utilisation.
 UTILISATION_MARGIN = 0.05

@@ -36,13 +36,13 @@ p50, n=4), 61 % of the gateway's TTFT p50 344 ms; the upstream's share 134 ms ->
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import gateway_identity, rerun
 from doctor.derive.gateway import LITELLM_CALLBACK, LITELLM_OVERHEAD, GatewayView
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import ProbePath
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_seconds
 
 
 @check(code="LD308", name="litellm-overhead", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_OVERHEAD)

@@ -41,15 +41,15 @@ code-lora; 3 adapters in use -> --max-loras 3.
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.engines.names import SGLANG
 from doctor.evidence import MetricsEvidence
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-from doctor.units import fmt_seconds
 from doctor.vllm_metrics.lora import FAMILY, lora_slots
 
 

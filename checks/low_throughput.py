@@ -34,7 +34,7 @@ fewer replicas, more concurrency per replica.
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import metric_read, rerun
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import StreamEvidence

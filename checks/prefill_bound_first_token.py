@@ -42,15 +42,15 @@ from __future__ import annotations
 
 import statistics
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import Setting, engine_flag, engine_metric, engine_of, engine_setting, is_off, metric_read, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import measured_prompt_tokens
 from doctor.engines.names import VLLM
 from doctor.evidence import RunRecord, StreamEvidence
+from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-from doctor.units import fmt_pct, fmt_seconds
 
 #: The largest step budget this check suggests (vLLM's default for big GPUs is 8192).
 MAX_SUGGESTED_BATCHED_TOKENS = 16384

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import statistics
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     engine_flag,
     engine_of,
@@ -68,8 +68,8 @@ from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import MetricsEvidence, RunRecord, StreamEvidence
+from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-from doctor.units import fmt_pct, fmt_seconds
 from doctor.vllm_metrics.runtime import Reading, readings
 
 #: The step budget suggested when the current one is larger (vLLM's default for most GPUs).

@@ -31,13 +31,13 @@ keep the shared prompt prefix byte-identical.
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_setting, is_off, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import RunRecord
+from doctor.foundation.units import fmt_pct
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_pct
 
 
 @check(code="LD503", name="prefix-cache-efficiency", symptom=SymptomClass.GENERAL, cause=Cause.CACHE)

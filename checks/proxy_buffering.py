@@ -52,13 +52,13 @@ LD301 proxy-buffering: gateway delivers 16.0 events per read (4104 B) vs 1.0 dir
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import buffering_remediation, gateway_headers, gateway_identity, measured_pair, rerun, stream_encoding
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import EndpointsEvidence
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
-from doctor.units import fmt_seconds
 
 
 @check(code="LD301", name="proxy-buffering", symptom=SymptomClass.PROXY_ONLY, cause=Cause.BUFFERING)

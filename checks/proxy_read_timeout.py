@@ -46,12 +46,12 @@ from __future__ import annotations
 import itertools
 import math
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import gateway_identity, idle_timeout_for, idle_timeout_remediation, rerun
 from doctor.derive.gateway import GatewayView
 from doctor.evidence import ProbePath, RequestTrace, StreamEvidence
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
-from doctor.units import fmt_seconds
 
 CUT_OUTCOMES = ("cut", "stream-error")
 

@@ -27,11 +27,11 @@ replicas: add capacity.
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import add_capacity, metric_read
 from doctor.derive.metrics_window import MetricsWindow
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
-from doctor.units import fmt_seconds
 
 
 @check(code="LD505", name="queue-latency", symptom=SymptomClass.GENERAL, cause=Cause.QUEUE_LOAD)

@@ -30,13 +30,13 @@ LD504 queue-pressure: up to 12 requests waiting while 8 ran (= max_num_seqs 8), 
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import add_capacity, engine_setting, metric_read
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import RunRecord
+from doctor.foundation.units import fmt_pct
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
-from doctor.units import fmt_pct
 
 
 @check(code="LD504", name="queue-pressure", symptom=SymptomClass.GENERAL, cause=Cause.QUEUE_LOAD)

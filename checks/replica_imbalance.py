@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import metric_read, rerun
 from doctor.derive.metrics_window import EngineWindow, MetricsWindow
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass

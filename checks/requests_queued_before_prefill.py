@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     KV_FILL_TARGET,
     Setting,
@@ -68,8 +68,8 @@ from doctor.derive.metrics_window import GaugeWindow, MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.engines.names import VLLM, display
 from doctor.evidence import RunRecord, StreamEvidence
+from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_pct, fmt_seconds
 
 
 @check(code="LD101", name="requests-queued-before-prefill", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.QUEUE,

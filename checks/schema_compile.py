@@ -39,14 +39,14 @@ from __future__ import annotations
 
 import statistics
 
-from doctor.check import Fire, Pass, Result, check
+from doctor.checking.contract import Fire, Pass, Result, check
 from doctor.checklib import constrained_run, engine_flag, engine_of, engine_setting, request_ttft, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import VLLM
 from doctor.evidence import StreamEvidence
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-from doctor.units import fmt_seconds
 
 
 @check(code="LD108", name="schema-compile", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.STRUCTURED_OUTPUT)

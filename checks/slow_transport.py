@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import statistics
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import metric_read, rerun
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import ProbePath, StreamEvidence
+from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-from doctor.units import fmt_pct, fmt_seconds
 
 
 @check(code="LD104", name="slow-transport", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.TRANSPORT,

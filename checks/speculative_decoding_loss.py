@@ -42,14 +42,14 @@ from __future__ import annotations
 
 import math
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_setting, rerun, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.user_felt import UserFelt, Witness
 from doctor.evidence import RunRecord
+from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.units import fmt_pct, fmt_seconds
 
 #: Startup-log facts any one of which says speculative decoding was configured.
 _SPEC_FACTS = ("speculative_config", "speculative_model", "num_speculative_tokens")

@@ -38,7 +38,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from doctor.check import Fire, Pass, Result, check
+from doctor.checking.contract import Fire, Pass, Result, check
 from doctor.checklib import capped_utilization, engine_flag, engine_of, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts, StartupError
 from doctor.engines.names import VLLM, display

@@ -46,7 +46,7 @@ nginx/1.22.1); 178.5 events per read (n=2 reads), the stream is held back -> ngi
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     compression_remediation,
     detect_proxy,

@@ -31,7 +31,7 @@ direct: 4.0 tokens per chunk (800 tokens in 200 chunks, n=8); stream_interval = 
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.log_facts import LogFacts

@@ -27,7 +27,7 @@ active NVLink -> pipeline_parallel_size 2 with tensor_parallel_size 1.
 
 from __future__ import annotations
 
-from doctor.check import Fire, NotApplicable, Pass, Result, check
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import GpuEvidence, RunRecord

@@ -4,8 +4,8 @@ The flow is gather -> evidence -> checks -> diagnosis -> render:
 
 - ``doctor.probes`` gather (the only code with side effects) into a typed ``doctor.evidence.Bundle``;
 - ``doctor.derive`` computes pure views of the evidence (stream statistics, metric deltas, log facts);
-- ``checks/`` holds one pure check per file, registered by ``doctor.check.check``;
-- ``doctor.runner`` runs the checks and ``doctor.verdict`` picks the dominant symptom;
+- ``checks/`` holds one pure check per file, registered by ``doctor.checking.contract.check``;
+- ``doctor.checking.runner`` runs the checks and ``doctor.verdict`` picks the dominant symptom;
 - ``reports/`` renders the resulting ``doctor.model.Report``.
 """
 

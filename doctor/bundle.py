@@ -12,10 +12,10 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from doctor.errors import BundleError, BundleVersionError, UsageError
 from doctor.evidence import SCHEMA_VERSION, Bundle
-from doctor.serial import load, to_jsonable
-from doctor.wire import WireError, loads
+from doctor.foundation.errors import BundleError, BundleVersionError, UsageError
+from doctor.foundation.serial import load, to_jsonable
+from doctor.foundation.wire import WireError, loads
 
 #: The HTML report embeds the bundle as xz-compressed JSON in base64: ``<script type=EMBED_TYPE
 #: id=EMBED_ID>``. Compressed because raw /metrics text and per-read logs make a typical bundle

@@ -4,7 +4,7 @@ Option groups shared by several commands are declared once (``TARGET_OPTIONS`` .
 attached with ``uses(...)`` (``doctor.commands.options``). Defaults quoted in the help text are
 read from the dataclasses through ``doctor.settings``, whose ``resolve`` turns each command's flags
 (over the config file over those defaults) into the one ``RunSettings`` the command runs with.
-Each command's body is a ``run`` in ``doctor.commands``, imported when that command runs; ``diagnose`` goes through ``doctor.pipeline`` (collect -> bundle file ->
+Each command's body is a ``run`` in ``doctor.commands``, imported when that command runs; ``diagnose`` goes through ``doctor.runs.pipeline`` (collect -> bundle file ->
 analyze), so every live run also exercises the offline path.
 """
 
@@ -20,9 +20,9 @@ from doctor.commands.options import opt, quiet_switches, unwrapped_help, uses
 from doctor.config import FileConfig
 from doctor.engines.names import ENGINE_LIST
 from doctor.evidence.stream import FRAMINGS
+from doctor.foundation.signals import terminate_like_interrupt
 from doctor.probes.payload import ROUTES
 from doctor.settings import ANALYSIS, API_KEY_ENV, BUDGETS, FORMATS, PLAN, PRACTICAL, resolve, shown, shown_duration
-from doctor.signals import terminate_like_interrupt
 
 app = typer.Typer(
     name="llm-doctor",
@@ -430,7 +430,7 @@ def demo_cmd(
 
       llm-doctor demo --scenario queueing --out-dir /tmp/demo
     """
-    from doctor.commands.demo import run  # the one way into the lab (tests/test_layering.py)
+    from doctor.commands.demo import run  # the one way into the lab (tests/project/test_layering.py)
 
     # the lab is the demo's whole world: no config file changes it (an empty one, not ./llm-doctor.toml)
     run_guarded(lambda: run(resolve("demo", opts, FileConfig()), scenario, out_dir, list_only=list_scenarios))

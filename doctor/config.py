@@ -57,10 +57,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from doctor.console import note
-from doctor.errors import BundleError, UsageError
 from doctor.evidence.run import AnalysisRecord
-from doctor.wire import number
+from doctor.foundation.console import note
+from doctor.foundation.errors import BundleError, UsageError
+from doctor.foundation.wire import number
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -150,7 +150,7 @@ class _Table:
 
 
 def _number(v: Any) -> bool:
-    """A finite number within ``doctor.wire.number``'s bound (``1`` then 400 zeros is none: no
+    """A finite number within ``doctor.foundation.wire.number``'s bound (``1`` then 400 zeros is none: no
     float holds it); TOML booleans are ints to Python, and are not numbers here."""
     return isinstance(v, (int, float)) and number(v) is not None
 

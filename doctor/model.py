@@ -1,7 +1,7 @@
 """The result model: what checks return, what the classifier decides, what renderers show.
 
 Renderers in ``reports/`` see only ``Report``; checks build ``Finding`` objects. Everything
-here serialises through ``doctor.serial`` and its JSON shape is a published contract
+here serialises through ``doctor.foundation.serial`` and its JSON shape is a published contract
 (``reports/schema/report.schema.json``): keep field names stable.
 """
 
@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any
 
 from doctor.evidence import Bundle
-from doctor.strenum import StrEnum
+from doctor.foundation.strenum import StrEnum
 
 
 class Severity(str, Enum):
@@ -167,7 +167,7 @@ class Finding:
     # The decomposition component it explains: the check's declared cause (the runner always sets
     # it; None only for a Finding built by hand, as a test may).
     cause: Cause | None = None
-    # Whether it measured latency users felt, or is a risk (``doctor.check.Fire.felt``): risks
+    # Whether it measured latency users felt, or is a risk (``doctor.checking.contract.Fire.felt``): risks
     # never make the verdict's class, and exit 1 only under a strict ``--fail-on``.
     felt: bool = True
 
@@ -262,6 +262,6 @@ class Report:
     results: list[CheckResult]
     bundle: Bundle
     # derived evidence (stream stats, metric deltas, log facts), as JSON; renderers read each as its
-    # ``doctor.derive.view_json`` type through ``reports.summary.view``
+    # ``doctor.derive.view_json`` type through ``reports.shared_parts.view``
     views: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # e.g. a third-party check that failed to load

@@ -8,7 +8,7 @@
 - ``stream_summary`` and ``log_summary`` what ``llm-doctor probe`` and ``llm-doctor log`` print
   (they get the evidence and its derived view, not a report).
 - ``prometheus_export`` the report as the ``llm_doctor_*`` metric families (textfile, Pushgateway);
-  ``comparison`` what ``llm-doctor compare`` prints (it gets a ``doctor.compare.Comparison``).
+  ``comparison`` what ``llm-doctor compare`` prints (it gets a ``doctor.runs.compare_runs.Comparison``).
 """
 
 from __future__ import annotations

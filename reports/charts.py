@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup, escape
 
-from doctor.units import fmt_seconds
-from doctor.wire import MAX_NUMBER
-from reports.summary import strip_controls
+from doctor.foundation.units import fmt_seconds
+from doctor.foundation.wire import MAX_NUMBER
+from reports.shared_parts import strip_controls
 
 WIDTH = 960  # viewBox width; the page scales the SVG to its container
 LEFT = 120  # room for row labels

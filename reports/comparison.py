@@ -1,6 +1,6 @@
 """What ``llm-doctor compare`` prints: why two runs are unlike, and the side-by-side table.
 
-Sees only a ``doctor.compare.Comparison``. Run-record values come from bundles, which may
+Sees only a ``doctor.runs.compare_runs.Comparison``. Run-record values come from bundles, which may
 come from anyone: every cell goes through ``reports.terminal.clean``.
 
 The table is laid out to the console's width (``reports.terminal``): headers are one word a
@@ -17,8 +17,8 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
-from doctor.compare import ALPHA, EXACT_UP_TO, PER_TOKEN, SMALLEST_TESTABLE, Comparison, Decision, FieldDiff, Practical, Row
-from doctor.units import UNKNOWN, fmt_seconds
+from doctor.foundation.units import UNKNOWN, fmt_seconds
+from doctor.runs.compare_runs import ALPHA, EXACT_UP_TO, PER_TOKEN, SMALLEST_TESTABLE, Comparison, Decision, FieldDiff, Practical, Row
 from reports.terminal import clean, fitted, grid, printer
 
 #: The space ``reports.terminal.grid`` keeps after each column.

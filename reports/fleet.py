@@ -1,6 +1,6 @@
 """What a fleet run prints after its replicas' reports: a row per replica, the imbalance, the verdict.
 
-Sees only a ``doctor.fleet.FleetView``. Replica names come from the URLs the user gave, and
+Sees only a ``doctor.runs.fleet_view.FleetView``. Replica names come from the URLs the user gave, and
 summaries from reports: every cell goes through ``reports.terminal.clean``.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from doctor.fleet import ALPHA, FleetView
-from doctor.units import UNKNOWN, fmt_seconds
+from doctor.foundation.units import UNKNOWN, fmt_seconds
+from doctor.runs.fleet_view import ALPHA, FleetView
 from reports.terminal import clean, fitted, grid, printer
 
 

@@ -1,7 +1,7 @@
 """The self-contained HTML report: jinja2 with autoescape, no network request, bundle embedded.
 
 This module turns a ``Report`` into what the template shows (chart SVGs; the table rows come
-from ``reports.summary``, which ``--verbose`` prints too); the template decides the order and
+from ``reports.shared_parts``, which ``--verbose`` prints too); the template decides the order and
 the words. Everything that came from the target (model output,
 header values, log lines, label values) reaches the page only through autoescaped template
 expressions or ``reports.charts``, which escapes every attribute and text node; control
@@ -24,12 +24,11 @@ from doctor.bundle import EMBED_ID, EMBED_TYPE, embed_text
 from doctor.derive.view_json import GaugeKey, MetricsWindowJson, StreamStatsJson
 from doctor.evidence import GpuEvidence, RequestTrace
 from doctor.evidence.machine import XID_NOTE_PREFIX
+from doctor.foundation.serial import to_jsonable
+from doctor.foundation.units import counted, fmt_pct, fmt_seconds
 from doctor.model import Component, Finding, Outcome, Report, Severity
-from doctor.serial import to_jsonable
-from doctor.units import counted, fmt_pct, fmt_seconds
 from reports import charts
-from reports.sizing import sizing_rows
-from reports.summary import (
+from reports.shared_parts import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
     fmt_bytes,
@@ -47,6 +46,7 @@ from reports.summary import (
     view,
     witness_rows,
 )
+from reports.sizing_report import sizing_rows
 
 #: Requests drawn per path in the timeline and the arrival plot: enough to see the pattern,
 #: few enough that a 500-request run still gives a report of a few hundred KB.

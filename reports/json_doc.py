@@ -13,8 +13,8 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
+from doctor.foundation.serial import to_jsonable
 from doctor.model import Report
-from doctor.serial import to_jsonable
 
 SCHEMA_ID = "https://llm-doctor.dev/schema/report-1.json"
 

@@ -14,9 +14,9 @@ from typing import Any
 from rich.console import Console
 
 from doctor.derive.load_summary import LATE_AFTER_S, LoadSummary
+from doctor.foundation.serial import to_jsonable
+from doctor.foundation.units import UNKNOWN, fmt_pct, fmt_seconds
 from doctor.model import Report
-from doctor.serial import to_jsonable
-from doctor.units import UNKNOWN, fmt_pct, fmt_seconds
 from reports.json_doc import report_dict
 from reports.terminal import fitted, grid, printer
 

@@ -18,9 +18,9 @@ from doctor.engine_readers import normal
 from doctor.engines.names import UNKNOWN, VLLM, display
 from doctor.evidence.errors import EvidenceError
 from doctor.evidence.log import LogEvidence
-from doctor.redact import Redactor
-from doctor.serial import to_jsonable
-from doctor.vllm_log.model import LogFacts, StatsPoint
+from doctor.foundation.redact import Redactor
+from doctor.foundation.serial import to_jsonable
+from doctor.vllm_log.parsed import LogFacts, StatsPoint
 
 _VALUE_WIDTH = 60  # a fact's value longer than this is shortened in the text output (never in JSON)
 _WIDTH = 100  # startup errors are wrapped to this many columns: cron mail and terminals alike

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 
+from doctor.foundation.units import counted
 from doctor.model import Report
-from doctor.units import counted
-from reports.summary import PARTIAL_NOTE, fmt_evidence, headline, key_numbers, passed_count, strip_controls, verify_text, view
+from reports.shared_parts import PARTIAL_NOTE, fmt_evidence, headline, key_numbers, passed_count, strip_controls, verify_text, view
 
 _SPECIAL = str.maketrans({"|": "\\|", "[": "\\[", "]": "\\]", "\\": "\\\\", "\n": " ", "\r": " "})
 #: ``<`` before a letter, ``/``, ``!`` or ``?`` may open an HTML tag, a comment or an autolink;

@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from doctor.engines.names import display
-from doctor.redact import Redactor
-from doctor.serial import to_jsonable
+from doctor.foundation.redact import Redactor
+from doctor.foundation.serial import to_jsonable
 from doctor.vllm_metrics.views import MetricsWindow
 
 

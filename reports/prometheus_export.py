@@ -26,9 +26,9 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from doctor.derive.load_summary import LoadSummary
 from doctor.derive.view_json import DistKey, Quantile
 from doctor.model import Report, Severity, Symptom
-from doctor.outage import unreachable_paths
-from doctor.sweep import SweepResult
-from reports.summary import view
+from doctor.runs.outage import unreachable_paths
+from doctor.runs.sweep_knee import SweepResult
+from reports.shared_parts import view
 
 #: The families and their help text, in the order the file lists them.
 FAMILIES: dict[str, str] = {
@@ -73,7 +73,7 @@ SWEEP_FAMILIES: dict[str, str] = {
     "llm_doctor_sweep_levels": "Levels of load the sweep measured.",
 }
 
-#: What ``llm_doctor_sweep_binding`` has a sample for (``doctor.sweep.Knee.binding``).
+#: What ``llm_doctor_sweep_binding`` has a sample for (``doctor.runs.sweep_knee.Knee.binding``).
 BINDINGS = ("ttft", "tpot", "client", "interrupted")
 
 #: family -> (the stream_stats path field, the statistic) for the per-path latency families.

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from doctor.derive.stream_stats import Dist, PathStats, StreamStats
 from doctor.evidence import Bundle
-from doctor.serial import to_jsonable
+from doctor.foundation.serial import to_jsonable
 
 
 def _ms(value: float | None) -> str:

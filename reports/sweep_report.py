@@ -11,8 +11,8 @@ from markupsafe import Markup
 from rich.console import Console
 
 from doctor import __version__
-from doctor.sweep import Level, SweepResult
-from doctor.units import UNKNOWN, fmt_pct, fmt_seconds
+from doctor.foundation.units import UNKNOWN, fmt_pct, fmt_seconds
+from doctor.runs.sweep_knee import Level, SweepResult
 from reports.charts import level_panel
 from reports.html_page import environment
 from reports.terminal import fitted, grid, printer

@@ -5,7 +5,7 @@ and CI logs stay readable. Piped output (a cron mail, a CI log, ``| less``) is l
 ``PIPE_WIDTH`` columns (or ``COLUMNS``) with no trailing spaces (``stdout_console``): sentences wrap between
 words and table values fold, but table columns holding identifiers (check codes and names,
 fact names, row labels) never wrap or shorten, so ``| grep LD301`` finds the check's row. ``verbose`` adds the evidence values, every check's
-outcome and the tables of the HTML page, row for row (``reports.summary``): the per-path
+outcome and the tables of the HTML page, row for row (``reports.shared_parts``): the per-path
 comparison, the startup-log facts with their line numbers and the metrics delta. Text from
 the target (log lines, header values, model output) is stripped of control characters before
 printing: rich escapes its own markup but passes terminal escape sequences through, and a
@@ -29,9 +29,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from doctor.foundation.units import counted
 from doctor.model import Outcome, Report, Severity, Symptom
-from doctor.units import counted
-from reports.summary import (
+from reports.shared_parts import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
     fmt_evidence,
@@ -84,7 +84,7 @@ class _NoTrailingSpaces(io.TextIOBase):
 class _StdoutConsole(Console):
     """A console whose reader may leave early (``| head -1``): rich would ``SystemExit(1)``, ending
     a healthy run with the code of an incident before its files are written; the caller decides
-    instead (``doctor.console.reader_may_leave``)."""
+    instead (``doctor.foundation.console.reader_may_leave``)."""
 
     def on_broken_pipe(self) -> None:
         self.quiet = True

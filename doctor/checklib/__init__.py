@@ -1,6 +1,6 @@
 """The check toolkit: what every check, built-in or third-party, uses to read evidence alike.
 
-A check (``doctor.check``) is a pure function of evidence; these helpers make its numbers and
+A check (``doctor.checking.contract``) is a pure function of evidence; these helpers make its numbers and
 its remediation mean the same thing as every other check's:
 
 - **settings in use** (``engine``): ``engine_setting`` reads a setting from the startup log,
@@ -40,11 +40,11 @@ its remediation mean the same thing as every other check's:
   ``engine_metric`` the engine's own metric for a field (``None`` where it has none).
 
 ``from doctor.checklib import engine_setting, rerun, vllm_flag``: the names below are the
-public API (``tests/test_checklib.py`` pins them); the submodules are its layout, not its
+public API (``tests/checks/test_checklib.py`` pins them); the submodules are its layout, not its
 contract.
 """
 
-from doctor.checklib.engine import (
+from doctor.checklib.engine_settings import (
     MIN_FLAT_SAMPLES,
     STABLE_DEFAULTS,
     V1_SERVE_MAX_NUM_SEQS,
@@ -62,14 +62,6 @@ from doctor.checklib.engine import (
     process_cores,
     prompt_tokens_around,
 )
-from doctor.checklib.gateway import (
-    COMPRESSED,
-    detect_proxy,
-    gateway_headers,
-    gateway_identity,
-    stream_encoding,
-    who_answered,
-)
 from doctor.checklib.gateway_advice import (
     IDLE_TIMEOUTS,
     QUEUEING_CAPS,
@@ -82,15 +74,23 @@ from doctor.checklib.gateway_advice import (
     retry_remediation,
 )
 from doctor.checklib.gateway_limits import engine_intake, gateway_refusal, gateway_wait, probe_sent
-from doctor.checklib.paths import PathPair, engine_path, measured_pair, ttft_wait
-from doctor.checklib.remediation import ENGINE_FLAGS, add_capacity, engine_flag, rerun, unidentified_setting, vllm_flag
-from doctor.checklib.sizing import (
+from doctor.checklib.gateway_responses import (
+    COMPRESSED,
+    detect_proxy,
+    gateway_headers,
+    gateway_identity,
+    stream_encoding,
+    who_answered,
+)
+from doctor.checklib.kv_arithmetic import (
     KV_FILL_TARGET,
     MAX_GPU_MEMORY_UTILIZATION,
     capped_utilization,
     sequences_that_fit,
     tokens_per_request,
 )
+from doctor.checklib.paths import PathPair, engine_path, measured_pair, ttft_wait
+from doctor.checklib.remediation import ENGINE_FLAGS, add_capacity, engine_flag, rerun, unidentified_setting, vllm_flag
 from doctor.checklib.structured import ConstrainedRun, constrained_run, generated_within, per_token, request_ttft
 from doctor.derive.gateway import KNOWN_PROXIES, header
 

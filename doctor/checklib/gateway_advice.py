@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.checklib.gateway import who_answered
+from doctor.checklib.gateway_responses import who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.evidence import IngressInfo
+from doctor.foundation.units import fmt_seconds
 from doctor.model import Remediation
-from doctor.units import fmt_seconds
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.check import NotApplicable
+from doctor.checking.contract import NotApplicable
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import ProbePath
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.check import NotApplicable
+from doctor.checking.contract import NotApplicable
 from doctor.evidence import MetricsEvidence, ProbePath, RequestTrace, StreamEvidence
 from doctor.vllm_metrics.window import parse_scrape
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from doctor.bundle import load_path
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import analyze, known_analysis
 from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
 from doctor.commands.load import emit_load
-from doctor.console import warn
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import warn
 from doctor.model import Report
-from doctor.registry import load_registry
-from doctor.runner import analyze, known_analysis
 from doctor.settings import RunSettings, for_saved
 
 

@@ -2,7 +2,7 @@
 
 "Within budget" is a local number: London's latency says nothing about Mumbai's, and a run
 from another client location or at another concurrency moves every percentile. So the folder
-keeps one baseline per ``doctor.compare.PLACE_AND_SHAPE`` (provider, region, client location,
+keeps one baseline per ``doctor.runs.compare_runs.PLACE_AND_SHAPE`` (provider, region, client location,
 route, request shape, concurrency, scenario), named by ``baseline_key``, and a run is compared
 only with its own. The baseline is the latest run that was healthy (exit 0) and not itself a
 regression against the one before, so a slow drift cannot ratchet it; after a change that is
@@ -10,7 +10,7 @@ accepted, delete the file and the next healthy run becomes the baseline. What di
 the place and the shape (model, revision, engine version, config) is printed, not refused: that
 is the change a baseline is there to watch.
 
-The comparison is ``compare``'s, rule and exit code alike (``doctor.compare.decision_code``,
+The comparison is ``compare``'s, rule and exit code alike (``doctor.runs.compare_runs.decision_code``,
 thresholds from ``[compare]`` of the config file): a run too small to tell a large shift from
 noise is not kept as the baseline and exits 2, never passes as "no regression".
 """
@@ -22,11 +22,11 @@ from pathlib import Path
 
 from doctor.bundle import write_file
 from doctor.commands.analyze import reanalyse
-from doctor.compare import Comparison, baseline_key, compare_reports, decision_code
-from doctor.console import err, note, warn
-from doctor.errors import DoctorError
 from doctor.exit_codes import ExitCode, worst_code
+from doctor.foundation.console import err, note, warn
+from doctor.foundation.errors import DoctorError
 from doctor.model import Report
+from doctor.runs.compare_runs import Comparison, baseline_key, compare_reports, decision_code
 from doctor.settings import RunSettings
 from reports.comparison import print_comparison, print_unlike
 from reports.json_doc import render_json

@@ -7,11 +7,11 @@ import sys
 
 from rich.table import Table
 
-from doctor.check import DOC_HEADINGS
-from doctor.console import reader_may_leave, warn
-from doctor.errors import UsageError
+from doctor.checking.contract import DOC_HEADINGS
+from doctor.checking.registry import CATALOGUE_HINT, load_registry
 from doctor.exit_codes import ExitCode
-from doctor.registry import CATALOGUE_HINT, load_registry
+from doctor.foundation.console import reader_may_leave, warn
+from doctor.foundation.errors import UsageError
 from reports.terminal import fitted, stdout_console
 
 #: The narrowest the "needs" and "options" columns of ``llm-doctor checks`` fold to: the longest

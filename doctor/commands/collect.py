@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 
 from doctor.bundle import dumps, save
-from doctor.collect import collect
-from doctor.console import err, progress, reader_may_leave
+from doctor.collection.collector import collect
 from doctor.exit_codes import ExitCode, usable_evidence
+from doctor.foundation.console import err, progress, reader_may_leave
+from doctor.foundation.user_paths import is_stdout
 from doctor.settings import RunSettings, lookup_targets
-from doctor.user_paths import is_stdout
 
 
 def run(settings: RunSettings) -> ExitCode:

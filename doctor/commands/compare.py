@@ -2,7 +2,7 @@
 
 Each side is read as ``analyze`` reads it (a bundle, or a JSON or HTML report embedding one,
 re-analysed with its recorded settings), so both are judged by this version's checks.
-Exit 2 for unlike runs (unless ``--allow-unlike``), else ``doctor.compare.decision_code``: 1
+Exit 2 for unlike runs (unless ``--allow-unlike``), else ``doctor.runs.compare_runs.decision_code``: 1
 for a regression, 2 when the runs are too small to tell a large shift from noise, else 0.
 """
 
@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 from doctor.commands.analyze import reanalyse
-from doctor.compare import Comparison, compare_reports, decision_code
-from doctor.console import reader_may_leave
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import reader_may_leave
+from doctor.runs.compare_runs import Comparison, compare_reports, decision_code
 from doctor.settings import RunSettings
 from reports.comparison import comparison_json, print_comparison, print_unlike
 from reports.terminal import stdout_console

@@ -1,6 +1,6 @@
 """``llm-doctor demo``: a lab scenario, diagnosed exactly as ``llm-doctor diagnose`` would.
 
-The one module outside ``doctor.lab`` that imports the lab (``tests/test_layering.py``): the
+The one module outside ``doctor.lab`` that imports the lab (``tests/project/test_layering.py``): the
 lab hands over flags (``lab_overrides``), resolved as ``diagnose``'s (``doctor.settings.with_lab``), and
 the ``diagnose`` command body does the rest.
 """
@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from doctor.commands import diagnose
-from doctor.console import progress, reader_may_leave
-from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import progress, reader_may_leave
+from doctor.foundation.errors import UsageError
 from doctor.lab.demo import lab_overrides, list_scenarios, scenario_named
 from doctor.lab.scenarios import DEFAULT_SCENARIO
 from doctor.settings import RunSettings, with_lab

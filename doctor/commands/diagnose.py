@@ -5,14 +5,15 @@ from __future__ import annotations
 import threading
 import time
 
-from doctor import pipeline
 from doctor.commands.baseline import against_baseline
 from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
-from doctor.commands.watch_round import round_targets, run_round
-from doctor.console import err, progress
-from doctor.errors import UsageError
+from doctor.commands.round_outputs import run_round
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import err, progress
+from doctor.foundation.errors import UsageError
+from doctor.runs import pipeline
+from doctor.runs.watch_round import round_targets
 from doctor.settings import RunSettings, lookup_targets
 
 
@@ -24,7 +25,7 @@ def run(settings: RunSettings) -> ExitCode:
     settings = lookup_targets(settings)
     config, analysis, registry = settings.collect, settings.analysis, settings.registry
     assert config is not None and analysis is not None and registry is not None and settings.watch is not None
-    if config.fleet:  # one diagnosis per replica, side by side (``doctor.commands.watch_round``)
+    if config.fleet:  # one diagnosis per replica, side by side (``doctor.runs.watch_round``)
         if settings.bundle:
             raise UsageError("--bundle keeps one run's bundle; with several --engine, each replica's --json report embeds its own")
         return run_round(round_targets(config, settings.watch), settings, time.monotonic(), threading.Event())[1]

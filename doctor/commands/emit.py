@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from rich.console import Console
 
 from doctor.bundle import write_file
-from doctor.console import err, reader_may_leave
 from doctor.exit_codes import ExitCode, exit_code_for
+from doctor.foundation.console import err, reader_may_leave
 from doctor.model import Report
 from doctor.settings import Outputs
 from reports.html_page import render_html

@@ -18,11 +18,11 @@ from urllib.error import URLError
 
 from prometheus_client import CollectorRegistry, push_to_gateway, write_to_textfile
 
-from doctor.console import err, warn
 from doctor.derive.load_summary import LoadSummary
-from doctor.errors import UsageError
+from doctor.foundation.console import err, warn
+from doctor.foundation.errors import UsageError
+from doctor.foundation.redact import Redactor
 from doctor.model import Report
-from doctor.redact import Redactor
 from doctor.settings import ExportTargets
 from reports.prometheus_export import metrics_registry
 

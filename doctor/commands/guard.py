@@ -7,9 +7,9 @@ from collections.abc import Callable
 import typer
 from rich.markup import escape
 
-from doctor.console import err
-from doctor.errors import DoctorError
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import err
+from doctor.foundation.errors import DoctorError
 
 
 def run_guarded(fn: Callable[[], ExitCode | int]) -> None:

@@ -1,12 +1,12 @@
 """``llm-doctor load --scenario single|server|offline``: a load test in MLPerf's terms, diagnosed.
 
 The run is a ``diagnose`` of one path under the scenario's load (``doctor.settings.load_plan``):
-collected into a bundle, read back and analysed by every check through ``doctor.pipeline``, with
+collected into a bundle, read back and analysed by every check through ``doctor.runs.pipeline``, with
 the engine's /metrics scraped over it. The scenario's own numbers (``doctor.derive.load_summary``)
 go beside the report: in the terminal, as the JSON's ``summary``, as a section of the HTML and as
 the ``llm_doctor_load_*`` metric families. ``emit_load`` is that way out, shared with ``analyze``
 of a bundle a load run or a sweep level kept, so the offline reading is the live one.
-Ctrl-C or SIGTERM stops sending at once (``doctor.signals``) and the partial report is still written.
+Ctrl-C or SIGTERM stops sending at once (``doctor.foundation.signals``) and the partial report is still written.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ import json
 
 from rich.console import Console
 
-from doctor import pipeline
+from doctor.checking.runner import recorded_budgets
 from doctor.commands.emit import deliver
 from doctor.commands.export import export_metrics
-from doctor.console import err, progress
 from doctor.derive.load_summary import LoadSummary, Price, load_summary
 from doctor.derive.missing import Missing
 from doctor.exit_codes import ExitCode, exit_code_for
+from doctor.foundation.console import err, progress
 from doctor.model import Report
-from doctor.runner import recorded_budgets
+from doctor.runs import pipeline
 from doctor.settings import ExportTargets, Outputs, RunSettings, lookup_targets
 from reports.html_page import render_html
 from reports.load_report import load_dict, load_rows, print_load

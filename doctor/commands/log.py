@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from rich.markup import escape
 
-from doctor.console import err, reader_may_leave
 from doctor.engine_readers.logs import parse_engine_log
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import err, reader_may_leave
 from doctor.probes.logfile import read_log
 from reports.log_summary import log_problems, render_log_summary
 

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import sys
 
-from doctor.console import reader_may_leave
 from doctor.engine_readers import normal
 from doctor.engine_readers.capacity import capacity_from_exposition
-from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import reader_may_leave
+from doctor.foundation.errors import UsageError
 from doctor.probes.scrapefile import read_scrapes
 from doctor.vllm_metrics.readings import NoWindow
 from doctor.vllm_metrics.window import window_from_scrapes
 from reports.metrics_summary import render_metrics_summary
-from reports.summary import strip_controls
+from reports.shared_parts import strip_controls
 
 
 def metrics_command_output(sources: list[str], as_json: bool) -> tuple[str, int]:

@@ -8,11 +8,11 @@ import sys
 from rich.markup import escape
 
 from doctor.bundle import save
-from doctor.collect import collect
-from doctor.console import err, progress, reader_may_leave
+from doctor.collection.collector import collect
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import derive_stream_stats
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import err, progress, reader_may_leave
 from doctor.settings import RunSettings, lookup_targets
 from reports.stream_summary import print_stream_summary, stream_summary_json
 from reports.terminal import stdout_console

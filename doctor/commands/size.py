@@ -12,19 +12,19 @@ import json
 import sys
 from dataclasses import dataclass
 
-from doctor.console import reader_may_leave, warn
 from doctor.engine_readers.logs import parse_engine_log
-from doctor.errors import UsageError
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import reader_may_leave, warn
+from doctor.foundation.errors import UsageError
 from doctor.probes.logfile import read_log
 from doctor.sizing.against_log import sizing_from_log
 from doctor.sizing.architecture import Architecture, ConfigError, load_config_text, parse_architecture
 from doctor.sizing.budget import DEFAULT_GPU_MEMORY_UTILIZATION, Budget, budget_from_card, gpu_memory, parse_bytes
 from doctor.sizing.kv import DEFAULT_BLOCK_SIZE, kv_element_bytes
-from doctor.sizing.plan import Setup, size_model
-from doctor.sizing.summary import SizingSummary, summary
+from doctor.sizing.model_fit import Setup, size_model
+from doctor.sizing.sizing_json import SizingSummary, summary
 from doctor.sizing.weights import model_dtype
-from reports.sizing import print_sizing
+from reports.sizing_report import print_sizing
 from reports.terminal import stdout_console
 
 

@@ -1,7 +1,7 @@
 """``llm-doctor sweep``: levels of load until the SLO knee is found, each diagnosed like ``load``.
 
-Each level is one ``doctor.pipeline`` run (collect -> bundle -> analyze, /metrics scraped over
-it) of the level's probe plan (``doctor.settings.load_plan.level_config``); ``doctor.sweep`` decides
+Each level is one ``doctor.runs.pipeline`` run (collect -> bundle -> analyze, /metrics scraped over
+it) of the level's probe plan (``doctor.settings.load_plan.level_config``); ``doctor.runs.sweep_knee`` decides
 the next level, finds the knee and words the recommendation. Ctrl-C or SIGTERM ends the level
 in flight at once, and the sweep is reported with the levels it measured (exit 130).
 
@@ -18,16 +18,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from doctor import pipeline
 from doctor.commands.emit import deliver
 from doctor.commands.export import SWEEP_JOB, export_registry
-from doctor.console import err, progress, warn
 from doctor.derive.load_summary import load_summary
 from doctor.derive.missing import Missing
 from doctor.exit_codes import ExitCode
-from doctor.serial import to_jsonable
+from doctor.foundation.console import err, progress, warn
+from doctor.foundation.serial import to_jsonable
+from doctor.runs import pipeline
+from doctor.runs.sweep_knee import Ladder, Level, client_bottleneck, conclude, engine_facts, sweep_dict
 from doctor.settings import RunSettings, level_config, lookup_targets
-from doctor.sweep import Ladder, Level, client_bottleneck, conclude, engine_facts, sweep_dict
 from reports.prometheus_export import sweep_registry
 from reports.sweep_report import print_sweep, render_sweep_html
 

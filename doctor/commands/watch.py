@@ -1,14 +1,14 @@
 """``llm-doctor watch``: ``diagnose`` every ``--every``, the latest round served on ``/metrics``.
 
-Each round is a whole ``diagnose`` through ``doctor.pipeline`` (its own warm-up, so every round
+Each round is a whole ``diagnose`` through ``doctor.runs.pipeline`` (its own warm-up, so every round
 measures from the same warm floor), and rounds never overlap: the next starts one period after
 the previous one started, or at once when a round ran longer than the period. A target that is
 down does not end the watch: the round retries it with backoff while that fits in the period
-(``doctor.outage``), then reports the outage as the round's result (exit 1, ``llm_doctor_up`` 0,
+(``doctor.runs.outage``), then reports the outage as the round's result (exit 1, ``llm_doctor_up`` 0,
 ``llm_doctor_target_up`` 0), and the next round tries again. With a canary, each round probes
-the stable and the canary and compares them (``doctor.commands.watch_round``). SIGTERM (a Kubernetes pod stopping) lets the round in progress finish,
+the stable and the canary and compares them (``doctor.runs.watch_round``). SIGTERM (a Kubernetes pod stopping) lets the round in progress finish,
 so the last round kept in ``--history`` and served on ``/metrics`` is always a complete one:
-unlike ``diagnose``, which treats SIGTERM as Ctrl-C (``doctor.signals``), ``watch`` installs its own
+unlike ``diagnose``, which treats SIGTERM as Ctrl-C (``doctor.foundation.signals``), ``watch`` installs its own
 handler for its rounds. Ctrl-C still cuts the round short, reports it as partial and exits 130.
 """
 
@@ -23,11 +23,12 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from doctor.commands.watch_round import exported, round_targets, run_round
-from doctor.console import err, progress
-from doctor.errors import UsageError
+from doctor.commands.round_outputs import exported, run_round
 from doctor.exit_codes import ExitCode
+from doctor.foundation.console import err, progress
+from doctor.foundation.errors import UsageError
 from doctor.model import Report
+from doctor.runs.watch_round import round_targets
 from doctor.settings import RunSettings, lookup_targets
 from reports.prometheus_export import metrics_registry
 

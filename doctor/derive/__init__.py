@@ -29,7 +29,7 @@ from doctor.derive.stream_stats import derive_stream_stats
 from doctor.derive.user_felt import derive_user_felt
 from doctor.evidence import RAW_KINDS, Bundle
 
-#: The views a check may name; the report carries each of them (``doctor.runner.views_of``).
+#: The views a check may name; the report carries each of them (``doctor.checking.runner.views_of``).
 DERIVED: dict[str, Callable[..., Any]] = {
     "stream_stats": derive_stream_stats,
     "metrics_window": derive_metrics_window,

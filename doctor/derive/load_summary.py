@@ -92,7 +92,7 @@ class LoadSummary:
     def over(self, budgets: Budgets) -> dict[str, float]:
         """Budget name -> judged p90 / budget, for each budget the run exceeds (no answer: TTFT over).
 
-        The one rule of "within budget": a sweep level's (``doctor.sweep.Level``), a load run's
+        The one rule of "within budget": a sweep level's (``doctor.runs.sweep_knee.Level``), a load run's
         JSON ``summary.over``, and so an ``analyze`` of a level's kept bundle, all read it."""
         ttft, tpot = self.ttft_judged_s, self.tpot_judged_s
         out: dict[str, float] = {}

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, ProbePath, RequestTrace, StreamEvidence
 from doctor.evidence.stream import NOT_THE_TARGETS, WEDGED, awake_span, frozen_overlap
-from doctor.stats import quantile
-from doctor.wire import MAX_NUMBER, number
+from doctor.foundation.stats import quantile
+from doctor.foundation.wire import MAX_NUMBER, number
 
 #: A gap larger than this multiple of its request's median gap is a stall.
 STALL_FACTOR = 5.0

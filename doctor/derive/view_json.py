@@ -1,22 +1,22 @@
 """The JSON of each view a renderer reads, as ``TypedDict``s: what ``Report.views`` holds.
 
-``doctor.runner.views_of`` turns each view's dataclass into JSON (``serial.to_jsonable``), so a
+``doctor.checking.runner.views_of`` turns each view's dataclass into JSON (``serial.to_jsonable``), so a
 renderer reads field names as strings. Typed this way, mypy sees a renderer reading a key no
 view has: a field renamed in ``stream_stats.py`` fails the type check instead of showing as "—"
 in every report. Each class mirrors one dataclass field for field (enums become their string
-value, nested dataclasses their own ``...Json``); ``tests/test_view_json.py`` holds the two
+value, nested dataclasses their own ``...Json``); ``tests/derive/test_view_json.py`` holds the two
 together, and ``reports/schema/report.schema.json`` names the same keys. Like Lighthouse's
 ``types/lhr``, these are the contract of the report's ``views``; the dataclasses stay the types
 checks receive. A view that could not be computed is ``MissingJson`` instead.
 
-The ``sizing`` view is a JSON document from the start (``doctor.sizing.summary.SizingSummary``).
+The ``sizing`` view is a JSON document from the start (``doctor.sizing.sizing_json.SizingSummary``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-from doctor.sizing.summary import SizingSummary
+from doctor.sizing.sizing_json import SizingSummary
 
 
 class MissingJson(TypedDict):
@@ -209,7 +209,7 @@ class MetricsWindowJson(TypedDict):
 
 
 class FactJson(TypedDict):
-    """``vllm_log.model.Fact``: one startup-log fact and the line it was read from."""
+    """``vllm_log.parsed.Fact``: one startup-log fact and the line it was read from."""
 
     value: Any
     line: int | None
@@ -218,7 +218,7 @@ class FactJson(TypedDict):
 
 
 class StartupErrorJson(TypedDict):
-    """``vllm_log.model.StartupError``: an error the engine logged while starting."""
+    """``vllm_log.parsed.StartupError``: an error the engine logged while starting."""
 
     kind: str
     message: str
@@ -227,7 +227,7 @@ class StartupErrorJson(TypedDict):
 
 
 class StatsPointJson(TypedDict):
-    """``vllm_log.model.StatsPoint``: one periodic stats line of the log."""
+    """``vllm_log.parsed.StatsPoint``: one periodic stats line of the log."""
 
     line: int
     timestamp: str | None
@@ -246,7 +246,7 @@ class StatsPointJson(TypedDict):
 
 
 class StartupJson(TypedDict):
-    """``vllm_log.model.Startup``: one engine start found in the log."""
+    """``vllm_log.parsed.Startup``: one engine start found in the log."""
 
     first_line: int
     last_line: int | None
@@ -257,7 +257,7 @@ class StartupJson(TypedDict):
 
 
 class LogFactsJson(TypedDict):
-    """The ``log_facts`` view (``vllm_log.model.LogFacts``): what the startup log says."""
+    """The ``log_facts`` view (``vllm_log.parsed.LogFacts``): what the startup log says."""
 
     source: str
     engine: str

@@ -6,7 +6,7 @@ Triton's TensorRT-LLM backend one gauge family per kind with the kind as a label
 (``nv_trt_llm_request_metrics{request_type="max"}``). Each engine's record names its own
 (``capacity_gauges``, ``capacity_info``, ``capacity_labelled``, ``doctor.engines``) and their source.
 Read with prometheus_client's parser, as every scrape is (``metric_families``: its lines bounded
-first), each number bounded (``doctor.wire.number``).
+first), each number bounded (``doctor.foundation.wire.number``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from doctor.engines import RECORDS
-from doctor.vllm_metrics.names import metric_families
-from doctor.wire import number
+from doctor.foundation.wire import number
+from doctor.vllm_metrics.metric_names import metric_families
 
 #: Each engine's settings in its /metrics (``EngineRecord.capacity_*``): gauge -> fact; info metric
 #: -> its (block size, block count) labels; (family, label, value) -> fact.

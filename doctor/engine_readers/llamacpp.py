@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from doctor.engine_readers.logbook import RESOLVED, STATED, Logbook
 from doctor.engines.names import LLAMACPP
 from doctor.evidence.log import LogLine
-from doctor.vllm_log.model import LogFacts
-from doctor.wire import number
+from doctor.foundation.wire import number
+from doctor.vllm_log.parsed import LogFacts
 
 _BUILD = re.compile(r"(?:^|\s)(?:build|version): (?P<n>\d+) \((?P<commit>[0-9a-f]+)\)")
 # Searched from the first "build info |" only (``_build_info``): a lazy ``.*?`` from every

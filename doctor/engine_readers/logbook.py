@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.evidence.log import LogLine
+from doctor.foundation.wire import number
 from doctor.vllm_log import patterns as P  # noqa: N812 - P.NAME reads as "the pattern NAME"
-from doctor.vllm_log.model import Fact, LogFacts, Startup, StartupError, StatsPoint
-from doctor.wire import number
+from doctor.vllm_log.parsed import Fact, LogFacts, Startup, StartupError, StatsPoint
 
 # How directly a line states a fact; a higher rank replaces a lower one within a startup.
 ARGUMENT, STATED, RESOLVED = 1, 2, 3
@@ -57,7 +57,7 @@ class Logbook:
         """``key`` = ``value`` as ``line`` states it; kept unless a more direct statement is held.
 
         A number (an argument read as a literal) is bounded like every number from outside
-        (``doctor.wire.number``): one beyond any real setting is not a fact.
+        (``doctor.foundation.wire.number``): one beyond any real setting is not a fact.
         """
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = number(value, int) if isinstance(value, int) else number(value)

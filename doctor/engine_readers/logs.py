@@ -17,7 +17,7 @@ from functools import cache
 from doctor.engines import BY_ID
 from doctor.engines.names import UNKNOWN, VLLM, identify_log
 from doctor.evidence.log import LogLine
-from doctor.vllm_log.model import LogFacts
+from doctor.vllm_log.parsed import LogFacts
 from doctor.vllm_log.parser import parse_lines
 
 LogParser = Callable[[Iterable[LogLine], str], LogFacts]

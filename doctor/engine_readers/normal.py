@@ -15,7 +15,7 @@ from typing import Any
 
 from doctor.engines import RECORDS
 from doctor.engines.names import SGLANG, UNKNOWN, display
-from doctor.vllm_log.model import LogFacts
+from doctor.vllm_log.parsed import LogFacts
 from doctor.vllm_metrics.views import MetricsWindow
 
 #: Neutral name -> the LogFacts key it is read from.

@@ -49,7 +49,7 @@ class EngineRecord:
     ``checklib.vllm_flag``). ``cli_version`` is the release whose command line
     ``fixtures/engine-cli/<id>.txt`` records, the one the flags are checked against.
 
-    ``metrics``: ``doctor.vllm_metrics.names`` family key -> this engine's metric names for that
+    ``metrics``: ``doctor.vllm_metrics.metric_names`` family key -> this engine's metric names for that
     quantity, newest first; ``log_openings`` the alternatives this engine adds to the log
     scanner's gate (bytes, bounded repeats only), ``line_start_openings`` those tried only at
     a line's start; ``not_exposed``: per source ("log", "metrics"), the neutral facts the engine

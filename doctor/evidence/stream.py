@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.strenum import StrEnum
+from doctor.foundation.strenum import StrEnum
 
 
 class ProbePath(StrEnum):

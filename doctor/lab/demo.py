@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from doctor.errors import UsageError
+from doctor.foundation.errors import UsageError
 from doctor.lab.scenarios import SCENARIOS, Scenario, get_scenario, start_lab
 
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 from doctor.evidence import ProbePath, RequestTrace
 from doctor.evidence.stream import DIRECT_BASIS, STALL_BASIS
-from doctor.units import fmt_seconds
+from doctor.foundation.units import fmt_seconds
 
 #: The gateway's head bound is never under this many seconds.
 HUNG_FLOOR_S = 5.0

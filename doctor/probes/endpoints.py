@@ -39,12 +39,12 @@ from typing import Any
 
 import httpx
 
-from doctor import wire
 from doctor.engines import server_info
 from doctor.engines.names import VLLM, display, engine_of_headers, engine_of_owner
 from doctor.evidence import Endpoint, EndpointsEvidence, EngineInfo, EvidenceError, ModelInfo, ProbePath
 from doctor.evidence.errors import UNREACHABLE_KINDS
 from doctor.evidence.stream import DIRECT_BASIS, RUN_BASIS, TIMEOUT_BASIS
+from doctor.foundation import wire
 from doctor.probes.deadlines import HeadBound, RunDeadline, direct_bound
 from doctor.probes.http import (
     BodyTooLarge,

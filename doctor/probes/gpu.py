@@ -30,9 +30,9 @@ from functools import partial
 from types import ModuleType
 from typing import Any, TypeVar
 
-from doctor.clock import Clock
 from doctor.evidence import EvidenceError, GpuDevice, GpuEvidence, GpuProcess, NvLink
 from doctor.evidence.machine import XID_NOTE_PREFIX, XidEvent, XidWatch
+from doctor.foundation.clock import Clock
 
 SOURCE = "gpu"
 T = TypeVar("T")

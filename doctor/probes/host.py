@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import psutil
 
 from doctor.evidence import EvidenceError, HostEvidence, ProcessInfo
-from doctor.redact import Redactor
+from doctor.foundation.redact import Redactor
 
 SOURCE = "host"
 CPU_SAMPLE_S = 0.2

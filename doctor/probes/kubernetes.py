@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
-from doctor import wire
+from doctor.foundation import wire
 from doctor.probes.http import bounded_get, http_client
 
 SCHEME = "k8s://"

@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from doctor import wire
+from doctor.foundation import wire
 
 #: Shapes read from a file at most: a replay of this many distinct requests is plenty for a load
 #: test, and a huge file must not be held in memory whole.

@@ -22,8 +22,8 @@ from typing import BinaryIO
 
 from doctor.evidence.errors import EvidenceError
 from doctor.evidence.log import LogEvidence, LogLine
+from doctor.foundation.redact import Redactor
 from doctor.probes.cpus import usable_cpus
-from doctor.redact import Redactor
 from doctor.vllm_log.scanner import Scanner, probe
 
 CHUNK = 8 << 20  # large enough to amortise the per-chunk gate passes, small next to the RSS goal

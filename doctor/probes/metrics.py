@@ -26,11 +26,11 @@ from typing import Any
 
 import httpx
 
-from doctor import wire
-from doctor.clock import Clock
 from doctor.engines import server_info
 from doctor.engines.names import LLAMACPP
 from doctor.evidence import EvidenceError, MetricsEvidence, Scrape
+from doctor.foundation import wire
+from doctor.foundation.clock import Clock
 from doctor.probes.deadlines import RunDeadline
 from doctor.probes.http import (
     BodyTooLarge,

@@ -72,7 +72,7 @@ class CollectConfig:
     command: str = "collect"
     engine: str | None = None  # vLLM directly
     # Every replica of a fleet run (several --engine, or a k8s:// Service), ``engine`` the first;
-    # empty for one engine. ``doctor.commands.watch_round`` diagnoses each as its own target.
+    # empty for one engine. ``doctor.runs.watch_round`` diagnoses each as its own target.
     fleet: list[str] = field(default_factory=list)
     gateway: str | None = None  # what the application calls
     route: str = ProbeShape.route

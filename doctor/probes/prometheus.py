@@ -17,8 +17,8 @@ from collections.abc import Mapping
 
 import httpx
 
-from doctor import wire
 from doctor.evidence import EvidenceError, PrometheusEvidence, PromQuery
+from doctor.foundation import wire
 from doctor.probes.deadlines import RunDeadline
 from doctor.probes.http import (
     BodyTooLarge,
@@ -29,7 +29,7 @@ from doctor.probes.http import (
     without_credentials,
 )
 from doctor.vllm_metrics.history import PRESENCE_PART, query_name
-from doctor.vllm_metrics.names import FAMILIES, Family
+from doctor.vllm_metrics.metric_names import FAMILIES, Family
 
 BY_ENGINE = "engine, model_name"
 #: Range-query resolution (charts only): about this many points over the window, never finer than 1 s.

@@ -32,8 +32,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from doctor.clock import Clock
 from doctor.evidence import ProbePath
+from doctor.foundation.clock import Clock
 
 
 @dataclass(frozen=True)

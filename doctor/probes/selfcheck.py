@@ -38,10 +38,10 @@ from typing import TypeVar
 
 import psutil
 
-from doctor.clock import Clock
 from doctor.evidence import ClientHealth, RequestTrace
 from doctor.evidence.stream import frozen_overlap
-from doctor.stats import quantile
+from doctor.foundation.clock import Clock
+from doctor.foundation.stats import quantile
 
 SAMPLE_INTERVAL_S = 0.01
 CPU_INTERVAL_S = 0.25

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.wire import WireError, loads, number
+from doctor.foundation.wire import WireError, loads, number
 
 
 class InvalidUtf8(ValueError):

@@ -37,8 +37,8 @@ from typing import Any
 import httpcore
 import httpx
 
-from doctor.clock import Clock
 from doctor.evidence import ReadRecord
+from doctor.foundation.clock import Clock
 
 #: Stop reading the socket when this much is buffered and unread (httpcore reads as it parses).
 _HIGH_WATER = 1 << 20

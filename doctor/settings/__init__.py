@@ -3,7 +3,7 @@
 ``resolve(command, flags, file)`` (``doctor.settings.run``) is where every command starts: one
 frozen ``RunSettings`` per run, built in one order for every command, with the named steps that
 derive a copy of it (``lookup_targets``, ``for_saved``, ``with_lab``). The flags are read by name
-in this package only (``tests/test_settings.py`` holds that). Its modules:
+in this package only (``tests/cli/test_settings.py`` holds that). Its modules:
 
 - ``values``: the defaults the help text quotes, and the checks one value passes;
 - ``probe_plan``: the collector's plan (``CollectConfig``), its targets and a fleet;

@@ -9,15 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from doctor.compare import Practical
+from doctor.checking.registry import Registry, load_registry
+from doctor.checking.runner import AnalyzeOptions, validate_settings
 from doctor.config import FileConfig, parse_set
-from doctor.errors import UsageError
+from doctor.foundation.errors import UsageError
+from doctor.foundation.user_paths import PIPEABLE, check_output_file, check_output_folder, is_stdout, piped_output
 from doctor.model import Budgets, FailOn
-from doctor.registry import Registry, load_registry
-from doctor.runner import AnalyzeOptions, validate_settings
+from doctor.runs.compare_runs import Practical
 from doctor.settings.probe_plan import budget
 from doctor.settings.values import ANALYSIS, BUDGETS, Flags, bounded, checked_url, split
-from doctor.user_paths import PIPEABLE, check_output_file, check_output_folder, is_stdout, piped_output
 
 
 def build_analyze_options(opts: Flags, cfg: FileConfig, region: str | None) -> AnalyzeOptions:
@@ -89,7 +89,7 @@ class Outputs:
         return {"json": self.json, "html": self.html, "md": self.md}
 
     def piped(self) -> str | None:
-        """The one output ``-`` sends to stdout, if any (``doctor.user_paths.piped_output``)."""
+        """The one output ``-`` sends to stdout, if any (``doctor.foundation.user_paths.piped_output``)."""
         return piped_output(self.paths(), self.format)
 
     def file(self, key: str) -> Path | None:

@@ -23,8 +23,8 @@ from typing import Any
 
 from doctor.config import FileConfig
 from doctor.derive.load_summary import Price
-from doctor.errors import UsageError
 from doctor.evidence import ProbePath
+from doctor.foundation.errors import UsageError
 from doctor.probes.lengths import Lengths, parse_range, read_shapes
 from doctor.probes.plan import MAX_RATE, MAX_REQUESTS, MAX_STREAMS, CollectConfig
 from doctor.settings.probe_plan import build_collect_config

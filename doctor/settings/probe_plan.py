@@ -11,11 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from doctor import wire
 from doctor.config import FileConfig
-from doctor.console import warn
-from doctor.errors import UsageError
 from doctor.evidence.stream import FRAMINGS
+from doctor.foundation import wire
+from doctor.foundation.console import warn
+from doctor.foundation.errors import UsageError
+from doctor.foundation.user_paths import check_output_file, is_stdout
 from doctor.model import Budgets
 from doctor.probes import kubernetes, logfile
 from doctor.probes.gateway_route import edge_settings, impossible_without_engine
@@ -38,11 +39,10 @@ from doctor.settings.values import (
     since,
 )
 from doctor.sizing.architecture import ConfigError, load_config_text
-from doctor.user_paths import check_output_file, is_stdout
 
 
 def check_output_paths(*paths: Path | None) -> None:
-    """Refuse a file output that cannot be written, before the probe (``doctor.user_paths``):
+    """Refuse a file output that cannot be written, before the probe (``doctor.foundation.user_paths``):
     found only afterwards, an unwritable ``--html`` or ``-o`` cost the whole probe."""
     for path in paths:
         check_output_file(path)

@@ -26,13 +26,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
-from doctor.compare import Practical
+from doctor.checking.registry import Registry
+from doctor.checking.runner import AnalyzeOptions
 from doctor.config import AnalysisRecord, FileConfig, load_config, with_recorded_analysis
 from doctor.derive.load_summary import Price
-from doctor.errors import UsageError
+from doctor.foundation.errors import UsageError
+from doctor.foundation.user_paths import check_output_folder
 from doctor.probes.plan import CollectConfig
-from doctor.registry import Registry
-from doctor.runner import AnalyzeOptions
+from doctor.runs.compare_runs import Practical
 from doctor.settings.analysis import (
     ExportTargets,
     Outputs,
@@ -56,7 +57,6 @@ from doctor.settings.probe_plan import (
 )
 from doctor.settings.values import PRACTICAL, Flags
 from doctor.settings.watch_plan import WatchPlan, build_watch_plan
-from doctor.user_paths import check_output_folder
 
 #: The commands that probe a target, and the verb their "nothing to ..." error uses.
 PROBING = {"diagnose": "diagnose", "demo": "diagnose", "watch": "watch", "collect": "collect", "probe": "probe",

@@ -5,7 +5,7 @@ Every default lives on a dataclass, once: the probe plan's on ``CollectConfig``
 (``doctor.probes.plan``; its route and load shape are ``ProbeShape``'s, which an older bundle
 loads with), the budgets on ``Budgets`` and ``--fail-on`` on ``AnalyzeOptions``. Resolution
 reads them from ``PLAN``, ``BUDGETS``, ``ANALYSIS`` and ``PRACTICAL`` (what a comparison calls a
-regression, ``doctor.compare.Practical``), and the CLI's help text quotes them with
+regression, ``doctor.runs.compare_runs.Practical``), and the CLI's help text quotes them with
 ``shown``, so a default changed there changes the behaviour and the help together.
 
 Values are checked while they are resolved, before anything is sent: a bad URL, a zero
@@ -22,15 +22,15 @@ from typing import Any
 
 import httpx
 
-from doctor.compare import Practical
+from doctor.checking.runner import AnalyzeOptions
 from doctor.config import FileConfig
-from doctor.console import warn
-from doctor.errors import UsageError
+from doctor.foundation.console import warn
+from doctor.foundation.errors import UsageError
+from doctor.foundation.redact import Redactor
 from doctor.model import Budgets
 from doctor.probes.http import credential_header
 from doctor.probes.plan import CollectConfig
-from doctor.redact import Redactor
-from doctor.runner import AnalyzeOptions
+from doctor.runs.compare_runs import Practical
 
 #: The flags of one command as typer hands them over, by option name (``--max-tokens`` is
 #: ``max_tokens``); read by name only inside ``doctor.settings``.

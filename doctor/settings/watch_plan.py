@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctor.errors import UsageError
+from doctor.foundation.errors import UsageError
+from doctor.foundation.user_paths import check_output_folder
 from doctor.settings.values import MAX_EVERY_S, checked_url, seconds
-from doctor.user_paths import check_output_folder
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from doctor.wire import WireError, loads, number
+from doctor.foundation.wire import WireError, loads, number
 
 FULL, SLIDING = "full", "sliding"
 #: The most layers a config is believed to have: sizing builds one entry per layer (the largest
@@ -164,7 +164,7 @@ def _size(raw: dict[str, Any], source: str, *names: str, default: int = 0, maxim
     """The first of ``names`` that ``raw`` gives (``0``, ``null`` or absent: the next one, then
     ``default``), as a whole number from 0 to ``maximum``; anything else is a ``ConfigError``.
 
-    Bounded with ``doctor.wire.number`` as every other parser of outside input is: a config's
+    Bounded with ``doctor.foundation.wire.number`` as every other parser of outside input is: a config's
     ``"head_dim": 1e400`` or ``"first_k_dense_replace": 99999999999`` was a traceback or a machine
     spent building a set of layers.
     """

@@ -9,8 +9,8 @@ own notes (``wording.failed_note``, ``wording.suspect_note``), appended where th
 from __future__ import annotations
 
 from doctor.evidence.stream import ProbePath
+from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Budgets, Component, Finding, Symptom
-from doctor.units import fmt_pct, fmt_seconds
 from doctor.verdict.cases import NoLatency, Trade
 from doctor.verdict.failures import Failing
 from doctor.verdict.felt import Bursts, Felt, SoFar

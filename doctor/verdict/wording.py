@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence.stream import CANCELLED, CLIENT_STALL, ProbePath
+from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Budgets, Finding, Severity, Symptom, risks_of
-from doctor.units import fmt_pct, fmt_seconds
 from doctor.verdict.cases import Decision, Trade, TradeKind, Why
 from doctor.verdict.failures import Failing, failures_of
 from doctor.verdict.felt import Bursts, Felt, SoFar

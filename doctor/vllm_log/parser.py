@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.evidence.log import LogLine
+from doctor.foundation.wire import number
 from doctor.vllm_log import patterns as P  # noqa: N812 - P.NAME reads as "the pattern NAME"
-from doctor.vllm_log.model import Fact, LogFacts, Startup, StartupError, StatsPoint
+from doctor.vllm_log.parsed import Fact, LogFacts, Startup, StartupError, StatsPoint
 from doctor.vllm_log.prefixes import Record, iter_records
-from doctor.wire import number
 
 # How directly a line states a fact; a higher rank replaces a lower one within a startup.
 INFERRED, ARGUMENT, CONFIG, STATED = 0, 1, 2, 3
@@ -578,7 +578,7 @@ def literal_value(raw: str) -> Any:
 
 
 def _int(text: str) -> int | None:
-    """A count as the log prints it (``1,024``), bounded (``doctor.wire.number``): ``None`` when
+    """A count as the log prints it (``1,024``), bounded (``doctor.foundation.wire.number``): ``None`` when
     beyond any real count, and the fact is then not kept."""
     return number(text.replace(",", ""), int)
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from doctor import wire
 from doctor.evidence import PrometheusEvidence, PromQuery
+from doctor.foundation import wire
 from doctor.vllm_metrics.derived import derive_missing
-from doctor.vllm_metrics.names import ENGINE_LABEL, FAMILIES, MODEL_LABEL, Family
+from doctor.vllm_metrics.metric_names import ENGINE_LABEL, FAMILIES, MODEL_LABEL, Family
 from doctor.vllm_metrics.readings import (
     EngineKey,
     GaugeSeries,

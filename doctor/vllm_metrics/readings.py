@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from doctor.vllm_metrics.names import FAMILIES
+from doctor.vllm_metrics.metric_names import FAMILIES
 from doctor.vllm_metrics.views import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
 
 #: (engine label, model_name label); "" where the label is absent.

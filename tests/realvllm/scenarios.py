@@ -1,7 +1,7 @@
 """The real-vLLM scenarios: how each server is started, how it is probed, what the verdict must be.
 
 One table serves the live stage (``tests/realvllm/test_*.py``, marker ``realvllm``) and the
-offline replay of the bundles it recorded (``tests/test_scenarios_recorded.py``), so the replay
+offline replay of the bundles it recorded (``tests/verdict/test_scenarios_recorded.py``), so the replay
 analyses each bundle with the budgets the live run used and expects the same answer.
 
 Budgets are set here for CPU speed (this ~72 M-parameter random Llama decoded at ~16 ms per

@@ -14,7 +14,7 @@ import pytest
 
 from doctor.commands.size import SizeRequest, size_document
 from doctor.probes.logfile import read_log
-from doctor.sizing.plan import Setup
+from doctor.sizing.model_fit import Setup
 from doctor.vllm_log.parser import parse_lines
 from tests.realvllm.server import serve_vllm
 

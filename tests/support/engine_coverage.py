@@ -6,7 +6,7 @@ and their facts written into ``EXPECTED.json`` before the parsers were run on th
 the way ``llm-doctor log FILE --json`` and ``llm-doctor metrics FILE --json`` read it, and its
 neutral facts (``engine`` among them: a wrong engine is a miss) are compared with what the
 artifact states. ``python -m tests.support.engine_coverage`` prints the score per engine and
-every miss; ``docs/engine-coverage.md`` records it, and ``tests/test_log_coverage.py`` keeps it.
+every miss; ``docs/engine-coverage.md`` records it, and ``tests/parsers/test_log_coverage.py`` keeps it.
 """
 
 from __future__ import annotations

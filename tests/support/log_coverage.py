@@ -5,7 +5,7 @@ against: ``EXPECTED.json`` names each one's source and the key facts a person re
 last startup's; ``errors``: the kinds of its startup errors, one fact). Each log is read the way
 a run reads it (the scanner's gate, then the parser), so a line the gate misses costs its facts
 as surely as a misread one. ``python -m tests.support.log_coverage`` prints the score and every
-miss; ``docs/log-coverage.md`` records it, and ``tests/test_log_coverage.py`` keeps it.
+miss; ``docs/log-coverage.md`` records it, and ``tests/parsers/test_log_coverage.py`` keeps it.
 """
 
 from __future__ import annotations

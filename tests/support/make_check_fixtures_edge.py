@@ -1,7 +1,7 @@
 """Write the fixture bundles of the application-edge checks (LD306 stream-reframed, LD307 headers-held).
 
 Run ``.venv/bin/python -m tests.support.make_check_fixtures_edge``. Synthetic, shaped on what the
-real FastAPI edges of ``tests/test_fastapi_edges.py`` measure: the playbook's edge answers in raw
+real FastAPI edges of ``tests/probes/test_fastapi_edges.py`` measure: the playbook's edge answers in raw
 text chunks, and a Starlette ``GZipMiddleware`` sends its headers with the first body.
 """
 

@@ -34,7 +34,7 @@ from doctor.evidence import (
 )
 from doctor.evidence.stream import WEDGED
 from doctor.probes.logfile import read_log
-from doctor.vllm_metrics.names import FAMILIES
+from doctor.vllm_metrics.metric_names import FAMILIES
 from tests.support import nginx_traces
 from tests.support.bundles import ITL_BOUNDS, bundle, exposition, histogram, log, metrics, real_log, request, stream
 from tests.support.write_fixture import write_all, write_case

@@ -1,7 +1,7 @@
 """Write the fixture bundles of the gateway's own limits and retries (LD309, LD310).
 
 Run ``.venv/bin/python -m tests.support.make_check_fixtures_gateway_limits``. Synthetic, shaped as
-the real HAProxy and nginx reproductions of ``tests/test_gateway_limits.py`` recorded them: the
+the real HAProxy and nginx reproductions of ``tests/checks/test_gateway_limits.py`` recorded them: the
 refusal pages are nginx 1.22's and HAProxy 2.6's own, the headers Envoy's.
 """
 

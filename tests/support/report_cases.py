@@ -3,14 +3,14 @@
 The stream evidence is real (``fixtures/real-vllm/nginx``: vLLM 0.32 straight and behind an
 nginx relay that buffers, see ``tests.support.nginx_traces``); the /metrics scrapes and log
 lines around it are built with ``tests.support.bundles`` so every section of the report has
-something to show. Reports are produced by the real ``doctor.runner.analyze``.
+something to show. Reports are produced by the real ``doctor.checking.runner.analyze``.
 """
 
 from __future__ import annotations
 
+from doctor.checking.runner import analyze
 from doctor.evidence import Bundle, Endpoint, EndpointsEvidence, HostEvidence, ModelInfo
 from doctor.model import Report
-from doctor.runner import analyze
 from tests.support import bundles, nginx_traces
 
 #: Startup-log lines as vLLM 0.32 prints them (from fixtures/real-vllm/logs).

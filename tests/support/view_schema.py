@@ -1,7 +1,7 @@
 """The JSON Schema of the views, generated from their ``TypedDict``s (``doctor.derive.view_json``).
 
 ``reports/schema/report.schema.json`` carries these definitions under ``$defs`` (``view_*``)
-and names them from ``views``; ``tests/test_view_json.py`` compares the file with what this
+and names them from ``views``; ``tests/derive/test_view_json.py`` compares the file with what this
 module generates, so the published schema, the types renderers read through and the view
 dataclasses say the same keys. After changing a view's type, ``python -m tests.support.view_schema``
 prints the definitions to paste.

@@ -23,7 +23,7 @@ from typing import Any
 
 from doctor.bundle import from_dict
 from doctor.evidence import Bundle
-from doctor.serial import to_jsonable
+from doctor.foundation.serial import to_jsonable
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "checks"
 GENERATORS = (

@@ -38,8 +38,8 @@ import asyncio
 import ssl
 from collections.abc import Callable, Sequence
 
-from doctor.clock import Clock
 from doctor.evidence import EvidenceError, Scrape, StreamEvidence
+from doctor.foundation.clock import Clock
 from doctor.probes.plan import CollectConfig
 from doctor.probes.stream.client import loop_name, run_loop, tls_context
 from doctor.probes.stream.request import request_id

@@ -17,13 +17,13 @@ import httpx
 
 from doctor.evidence import EvidenceError, ProbePath, RequestTrace
 from doctor.evidence.stream import CLIENT_STALL, DEADLINE, HEAD_TIMEOUT, NOT_THE_TARGETS, WEDGED
+from doctor.foundation.units import fmt_seconds
 from doctor.probes import payload as payloads
 from doctor.probes.deadlines import HeadBound, stall_head_bound
 from doctor.probes.plan import CollectConfig
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.sse import InvalidUtf8, TooLong
 from doctor.probes.transport import ReadLog, speaks_plain_http, speaks_tls
-from doctor.units import fmt_seconds
 
 #: RequestTrace.outcome -> EvidenceError.kind
 _ERROR_KIND = {

@@ -22,9 +22,9 @@ from typing import Any
 import anyio
 import httpx
 
-from doctor.clock import Clock
 from doctor.evidence import ProbePath, RequestTrace, TokenEvent
 from doctor.evidence.stream import CANCELLED
+from doctor.foundation.clock import Clock
 from doctor.probes import payload as payloads
 from doctor.probes.deadlines import HeadBound, gateway_head_bound
 from doctor.probes.framing import StreamDecoder

@@ -19,10 +19,11 @@ from collections.abc import Awaitable, Callable, Iterable
 import anyio
 import httpx
 
-from doctor import wire
-from doctor.clock import Clock
 from doctor.evidence import ClientHealth, EvidenceError, ProbePath, ProbeShape, RequestTrace, StreamEvidence
 from doctor.evidence.stream import CANCELLED, DEADLINE
+from doctor.foundation import wire
+from doctor.foundation.clock import Clock
+from doctor.foundation.units import fmt_seconds
 from doctor.probes import payload as payloads
 from doctor.probes.deadlines import gateway_head_bound
 from doctor.probes.http import join_url
@@ -37,7 +38,6 @@ from doctor.probes.stream.request import Requester
 from doctor.probes.stream.shards import JobKey, key_of, serve_shard, shard_workers, stand_in
 from doctor.probes.transport import make_client
 from doctor.probes.watchdog import Watchdog
-from doctor.units import fmt_seconds
 
 #: Unconstrained twins of a constrained ``--payload`` sent before the warm-up
 #: (``StreamEvidence.controls``): the first warms the prompt's prefix, the second is the control.

@@ -26,9 +26,9 @@ import socket
 
 import anyio
 
-from doctor.clock import Clock
 from doctor.evidence import ProbePath, RequestTrace
 from doctor.evidence.stream import TokenEvent
+from doctor.foundation.clock import Clock
 from doctor.probes.plan import CollectConfig
 from doctor.probes.schedule import Job
 from doctor.probes.selfcheck import SelfCheck

@@ -13,7 +13,7 @@ Example:
 
 from __future__ import annotations
 
-from doctor.check import Result, check
+from doctor.checking.contract import Result, check
 from doctor.derive.stream_stats import StreamStats
 from doctor.model import SymptomClass
 

@@ -13,7 +13,7 @@ Example:
 
 from __future__ import annotations
 
-from doctor.check import Fire, Pass, Result, check
+from doctor.checking.contract import Fire, Pass, Result, check
 from doctor.derive.stream_stats import StreamStats
 from doctor.model import Remediation, SymptomClass
 

@@ -13,7 +13,7 @@ Example:
 
 from __future__ import annotations
 
-from doctor.check import Pass, Result, check
+from doctor.checking.contract import Pass, Result, check
 from doctor.evidence import GpuEvidence
 from doctor.model import SymptomClass
 

@@ -1,0 +1,225 @@
+"""The collector: run the probes the request needs and assemble one redacted ``Bundle``.
+
+Order matters for what it measures: machine and endpoint facts first (they name the model and
+the engine process), a /metrics scrape right before the stream probe, background scrapes during
+it and a watch for GPU XID errors over it, one scrape right after it, then the log and
+Prometheus history (which read the past and add no load). A probe that fails leaves an
+``EvidenceError``; a probe that crashes is recorded as an ``internal`` error too, so ``collect``
+always returns a bundle, unless the engine's own /v1/models says it would refuse every request
+asked for (longer than its ``max_model_len``): that is the user's setting, a ``UsageError``
+raised before the first request. Ctrl-C keeps what was gathered: the stream probe's requests so far, the
+scrapes and XID errors so far, and the startup log (a local read that sends nothing); the bundle
+is marked ``interrupted``.
+
+The whole run ends by ``--deadline`` (``doctor.probes.deadlines.RunDeadline``): each network step
+is given ``min(its own timeout, what is left)`` (recorded in ``RunRecord.steps``), and one with
+nothing left is not started but recorded as an ``EvidenceError`` of kind ``deadline``, the
+partial bundle still written. What follows the deadline is local: the startup log, the model
+config, and the report (docs/probe.md measures that grace).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import nullcontext, suppress
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
+
+from doctor import __version__
+from doctor.collection.run_record import complete_run_record
+from doctor.evidence import Bundle, EvidenceError
+from doctor.foundation.clock import Clock
+from doctor.foundation.errors import UsageError
+from doctor.foundation.redact import Redactor, redact_bundle
+from doctor.probes.deadlines import RunDeadline
+from doctor.probes.plan import CollectConfig, over_context
+
+Progress = Callable[[str], None]
+
+def _guard(bundle: Bundle, source: str, target: str, action: str, fn: Callable[[], Any]) -> Any:
+    """Run one probe step; an unexpected exception becomes an ``internal`` evidence error."""
+    try:
+        return fn()
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a probe bug must cost its evidence, not the run
+        bundle.errors.append(EvidenceError(source, target, action, "internal", _describe(exc), fatal=True))
+        return None
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message`` of the exceptions that caused ``exc``, inside any exception groups.
+
+    An ``ExceptionGroup`` (anyio's task groups raise them) says only "unhandled errors in a
+    TaskGroup"; the user needs the cause it wraps, e.g. ``OverflowError: port must be 0-65535``.
+    Duck-typed on ``.exceptions`` so the ``exceptiongroup`` backport on Python 3.10 unwraps too.
+    """
+    inner = getattr(exc, "exceptions", None)
+    if isinstance(inner, (list, tuple)) and inner:
+        return "; ".join(_describe(e) for e in inner)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _redacting(progress: Progress, secrets: list[str]) -> Progress:
+    """Progress lines name URLs and paths the user gave, which may carry credentials."""
+    redactor = Redactor(secrets)
+    return lambda message: progress(redactor.text(message))
+
+
+def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bundle:
+    """Run the probes and return the redacted bundle (partial, with ``interrupted``, on Ctrl-C)."""
+    from doctor.probes import endpoints, gpu, host, ingress, logfile, metrics, model_config, prometheus, stream
+
+    say = _redacting(progress, config.http.secrets())
+    clock = Clock()
+    run = RunDeadline(config.deadline_s)
+    bundle = Bundle(tool_version=__version__, created_at=_now_iso())
+    bundle.run.tool_version = __version__
+    bundle.run.command = config.command
+    bundle.run.started_at = bundle.created_at
+    bundle.run.engine_url = config.engine
+    bundle.run.gateway_url = config.gateway
+    bundle.run.log_source = config.log
+    bundle.run.deadline_s = config.deadline_s
+    for key, value in config.run_fields.items():
+        if key == "labels":
+            bundle.run.labels.update(value)
+        else:
+            setattr(bundle.run, key, value)
+
+    def keep(result: tuple[Any, list[EvidenceError]] | None) -> Any:
+        if result is None:
+            return None
+        evidence, errors = result
+        bundle.errors.extend(errors)
+        return evidence
+
+    def give(step: str, own_s: float) -> float:
+        """What ``step`` may take: min(``own_s``, what is left of the run), recorded in the run record."""
+        given = run.grant(own_s)
+        bundle.run.steps[step] = max(0.0, given)
+        return given
+
+    def granted(step: str, own_s: float, source: str, target: str, action: str) -> float | None:
+        """``give``; None, and an evidence error saying so, when the run's time ran out before ``step``."""
+        given = give(step, own_s)
+        if given > 0:
+            return given
+        bundle.errors.append(EvidenceError(source, target, action, "deadline", run.spent(action), fatal=True))
+        return None
+
+    timeout = config.http.timeout_s
+    log_started = False
+
+    def read_log(log: str) -> None:
+        nonlocal log_started
+        log_started = True
+        say(f"startup log {log}")
+        bundle.log = keep(_guard(bundle, "log", log, "read", lambda: logfile.read_log(log)))
+
+    scraper = None
+    xids = None
+    try:
+        if config.host:
+            say("host facts (psutil)")
+            bundle.host = keep(_guard(bundle, "host", "localhost", "psutil", lambda: host.collect_host(config.engine)))
+        if config.gpu:
+            say("GPU facts (NVML)")
+            bundle.gpu = keep(_guard(bundle, "gpu", "nvml", "nvmlInit", gpu.collect_gpu))
+        targets = ",".join(config.targets().values())
+        if config.targets() and granted("endpoints", timeout, "endpoints", targets,
+                                        "GET /version /v1/models /health") is not None:
+            say("engine and gateway endpoints")
+            bundle.endpoints = keep(
+                _guard(bundle, "endpoints", targets, "GET /version /v1/models /health",
+                       lambda: endpoints.collect_endpoints(config.targets(), config.http, run=run,
+                                                           ttft_budget_s=config.budgets.ttft_s)),
+            )
+        if config.gateway and granted("ingress", timeout, "ingress", config.gateway, "list ingresses") is not None:
+            gateway = config.gateway
+            bundle.ingress = keep(_guard(bundle, "ingress", gateway, "list ingresses",
+                                         lambda: ingress.collect_ingress(gateway)))
+        if config.model is None and bundle.endpoints is not None:
+            # the probes after this one ask for the model /v1/models listed first: a copy of the
+            # plan names it, and the bundle records it (its stream shape, its run record)
+            config = replace(config, model=next((m.id for e in bundle.endpoints.endpoints for m in e.models), None))
+        if bundle.endpoints is not None and (why := over_context(config, [m for e in bundle.endpoints.endpoints for m in e.models])):
+            raise UsageError(why)  # before the first request: each would only be refused
+        metrics_url = config.resolved_metrics_url() if config.metrics else None
+        if metrics_url:
+            scraper = metrics.Scraper(
+                metrics_url, clock, interval_s=config.scrape_interval_s,
+                headers=config.http.request_headers(), verify=config.http.verify, timeout_s=timeout, run=run,
+            )
+            say(f"/metrics before the probe ({metrics_url})")
+            give("metrics before", timeout)  # a scrape with no time left records it itself
+            _guard(bundle, "metrics", metrics_url, "scrape before", lambda: scraper.scrape("before"))
+        stream_given = granted("stream", config.deadline_s, "stream", targets, "stream") if config.targets() else None
+        if stream_given is not None:
+            count = (f"{config.requests} request(s) per path" if config.requests is not None else
+                     f"requests until every path is clearly within or over budget (at most {config.duration_s:g} s)"
+                     if config.adaptive else f"requests for {config.duration_s:g} s")
+            if config.rate:
+                count += f", Poisson arrivals at {config.rate:g}/s"
+            say(f"streaming probe: {count}, {'at most ' if config.rate else ''}concurrency {config.concurrency}")
+            # the endpoints probe already asked /v1/models: a second ask would only cost a silent
+            # target's timeout again (it runs unless it crashed)
+            discover = bundle.endpoints is None
+            if bundle.gpu is not None and bundle.gpu.available:
+                say("watching the GPUs for XID errors (NVML events)")
+                xids = gpu.XidWatcher(bundle.gpu, clock)
+                _guard(bundle, "gpu", "nvml", "watch XID events", xids.start)
+            with scraper.during() if scraper is not None else nullcontext():
+                try:
+                    bundle.stream = keep(_guard(
+                        bundle, "stream", targets, "stream",
+                        lambda: stream.run_stream_probe(config, clock, say, discover_model=discover,
+                                                        scrapes=scraper.so_far if scraper is not None else None,
+                                                        deadline_s=stream_given)))
+                except stream.StreamInterrupted as interrupt:
+                    bundle.stream = keep(interrupt.result)
+                    raise
+            if xids is not None:
+                _guard(bundle, "gpu", "nvml", "read XID events", xids.stop)
+        if scraper is not None:
+            say("/metrics after the probe")
+            give("metrics after", timeout)
+            _guard(bundle, "metrics", metrics_url or "", "scrape after", lambda: scraper.scrape("after"))
+        if config.log:
+            read_log(config.log)
+        if config.model_dir:
+            model_dir = config.model_dir
+            say(f"model config {model_dir}")
+            bundle.model_config = keep(_guard(bundle, "model_config", model_dir, "read",
+                                              lambda: model_config.read_model_config(model_dir)))
+        if config.prometheus and granted("prometheus", timeout, "prometheus", config.prometheus, "query") is not None:
+            prometheus_url = config.prometheus
+            say(f"Prometheus history ({prometheus_url}, last {config.since_s:.0f} s)")
+            bundle.prometheus = keep(
+                _guard(bundle, "prometheus", prometheus_url, "query",
+                       lambda: prometheus.query_history(
+                           prometheus_url, since_s=config.since_s, selector=config.selector,
+                           headers=config.http.request_headers(), verify=config.http.verify,
+                           timeout_s=timeout, run=run)),
+            )
+    except KeyboardInterrupt:
+        bundle.interrupted = True
+        say("interrupted: writing what was gathered")
+        if config.log and not log_started:
+            # the startup log explains the engine and is a local read that adds no load: still
+            # worth the moment it takes; a second Ctrl-C skips it
+            with suppress(KeyboardInterrupt):
+                read_log(config.log)
+    finally:
+        if xids is not None:
+            bundle.errors.extend(_guard(bundle, "gpu", "nvml", "record XID events", xids.result) or [])
+        if scraper is not None:
+            bundle.metrics = keep(_guard(bundle, "metrics", scraper.url, "collect scrapes", scraper.result))
+    bundle.run.ended_at = _now_iso()
+    _guard(bundle, "run", "bundle", "complete run record", lambda: complete_run_record(bundle, config))
+    return redact_bundle(bundle, config.http.secrets())

@@ -1,0 +1,426 @@
+"""Two runs side by side: whether they may be compared at all, and what changed enough to matter.
+
+Runs compare only when their run records agree on what shapes latency besides the change
+under test (``LIKE_FIELDS``): a different region, request shape or concurrency moves every
+percentile, and reading that as a model or engine improvement is the mistake scheduled checks
+exist to avoid. Engine settings are compared key by key, because "change one setting at a time"
+is what makes a difference attributable to a setting.
+
+A difference of one metric on one path is a regression only when it is both (``judge``):
+
+- **beyond noise**: a two-sided Mann-Whitney U test over the per-request samples both reports
+  carry (their ``stream_stats`` view) at ``ALPHA``. It assumes no distribution shape, which
+  latency never has, and it compares whole distributions rather than one percentile that a
+  single slow request can move. Exact for small runs (``mann_whitney``), where the normal
+  approximation errs towards "within noise", so that 4 requests a side which all moved
+  several-fold are a regression, not untested;
+- **practical**: the typical request moved by more than ``Practical``'s thresholds, relative
+  *and* absolute. A deterministic server makes a 0.25 ms change "significant" at a dozen
+  requests, and nobody should be paged for it; the shift is the Hodges-Lehmann estimate, the median of every
+  current-minus-base difference, which is the shift the U test is about.
+
+A shift large enough to matter that the test cannot tell from noise (or samples too few to
+test at all) is *undecided*, never a silent "no regression": ``Row.needed`` says about how many
+requests per run would settle it, and ``decision_code`` exits 2 ("could not decide").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from bisect import bisect_left
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+from doctor.evidence import RunRecord
+from doctor.exit_codes import ExitCode
+from doctor.foundation.stats import quantile
+from doctor.foundation.strenum import StrEnum
+from doctor.model import Report
+
+#: Two-sided significance per metric. 5 %, as benchstat uses: the practical threshold, not a
+#: stricter level, is what keeps noise from paging anyone (a deterministic server's 0.25 ms is
+#: "significant" at any level), and a stricter level would make the smallest run that can show a
+#: regression larger: at 4 requests a side, all separated, the exact p is 2/70 = 0.029.
+ALPHA = 0.05
+#: Up to this many samples in both runs together the test's p-value is exact (the permutation
+#: distribution of the rank sum, ``_exact_p``); above it the normal approximation is within a
+#: few percent of it and the exact count would cost more than the rest of the comparison.
+EXACT_UP_TO = 40
+#: The power ``needed_requests`` sizes a run for: four times in five, a shift as large as the one
+#: seen is found beyond noise.
+POWER = 0.8
+
+
+@dataclass(frozen=True)
+class Practical:
+    """The smallest shift of the typical request worth calling a regression: more than
+    ``relative`` of the base run's median, and more than the metric's absolute floor.
+
+    Both, because either alone misleads: 10 % of a 1 ms ITL is a tenth of a millisecond no one
+    feels, and 10 ms of a 20 s answer is noise. 10 % is the smallest change worth a page (a
+    budget is set with more headroom than that, and a 10 % TPOT change is a 10 % change in each
+    stream's throughput). 10 ms for TTFT and E2E is a round trip within a region and a tenth of
+    the delay a person notices; 1 ms for TPOT and ITL is what a loaded client's event loop and
+    scheduler add to one gap, and a per-token change reaches users through E2E, which has its
+    own threshold.
+    """
+
+    relative: float = 0.10
+    ttft_s: float = 0.010  # TTFT and E2E
+    tpot_s: float = 0.001  # TPOT and ITL
+
+    def floor(self, metric: str, base_median: float) -> float:
+        """The shift ``metric`` must exceed: the larger of the relative and the absolute threshold."""
+        absolute = self.tpot_s if metric in PER_TOKEN else self.ttft_s
+        return max(self.relative * abs(base_median), absolute)
+
+
+#: Run-record fields that must agree, as the report names them.
+LIKE_FIELDS: dict[str, Callable[[RunRecord], Any]] = {
+    "model": lambda r: r.model,
+    "revision": lambda r: r.model_revision,
+    "engine version": lambda r: r.vllm_version,
+    "route": lambda r: r.route,
+    "request shape": lambda r: {"prompt_tokens": r.prompt_tokens, "max_tokens": r.max_tokens, "streaming": r.streaming,
+                                "lengths": r.lengths},
+    "concurrency": lambda r: r.concurrency,
+    "scenario": lambda r: r.arrival if r.scenario is None else f"{r.scenario}, {r.arrival}",
+    "provider": lambda r: r.provider,
+    "region": lambda r: r.region,
+    "client location": lambda r: r.client_location,
+}
+
+#: The ``LIKE_FIELDS`` that say where and how a run measured rather than what it measured: a
+#: baseline is kept per value of these (``baseline_key``), so a run is only ever judged against
+#: its own region's, provider's and client location's latency at its own request shape. What is
+#: left (model, revision, engine version and config) is what a baseline exists to watch change.
+PLACE_AND_SHAPE = ("provider", "region", "client location", "route", "request shape", "concurrency", "scenario")
+
+#: Engine-config facts that change on every launch without being a setting.
+VOLATILE_ENGINE_KEYS = frozenset({"host", "port", "init_engine_s", "model_tag"})
+
+#: metric -> what one request contributes to its noise test (see ``_request_samples``).
+METRICS = ("TTFT", "TPOT", "ITL", "E2E")
+#: The metrics of one token's time, held to ``Practical.tpot_s``; the others to ``ttft_s``.
+PER_TOKEN = ("TPOT", "ITL")
+
+
+class Decision(StrEnum):
+    """What one row's difference is, by ``judge``."""
+
+    REGRESSION = "regression"  # slower beyond noise, by more than the practical threshold
+    IMPROVEMENT = "improvement"  # faster beyond noise, by more than the practical threshold
+    UNDER_THRESHOLD = "under threshold"  # beyond noise, but smaller than anyone should act on
+    NOISE = "within noise"  # no shift the test can see, and none seen large enough to matter
+    UNDECIDED = "undecided"  # a slowdown large enough to matter that the samples cannot confirm, or too few to test
+    UNMEASURED = "not measured"  # neither run has a value (TPOT of one-token answers)
+
+
+@dataclass
+class FieldDiff:
+    field: str
+    base: Any
+    current: Any
+
+
+@dataclass
+class Row:
+    """One metric of one path: percentiles side by side, the test's answer and the decision."""
+
+    path: str
+    metric: str
+    base_p50: float | None
+    base_p90: float | None
+    current_p50: float | None
+    current_p90: float | None
+    n_base: int
+    n_current: int
+    p_value: float | None = None  # None: too few samples to test
+    slower: float | None = None  # P(a current request is slower than a base one); 0.5 = no shift
+    exact: bool = False  # p_value from the exact distribution, not the normal approximation
+    shift: float | None = None  # Hodges-Lehmann: the median current-minus-base difference, seconds
+    shift_relative: float | None = None  # ``shift`` over the base run's median
+    threshold: float | None = None  # the shift that counts (``Practical.floor``), seconds
+    decision: Decision = Decision.UNMEASURED
+    needed: int | None = None  # UNDECIDED: about how many requests per run would decide it
+
+    @property
+    def change(self) -> float | None:
+        """Relative change of the p90 (current / base - 1)."""
+        if self.base_p90 is None or self.current_p90 is None or self.base_p90 == 0:
+            return None
+        return self.current_p90 / self.base_p90 - 1
+
+    @property
+    def beyond_noise(self) -> bool:
+        return self.p_value is not None and self.p_value < ALPHA
+
+    @property
+    def regression(self) -> bool:
+        return self.decision is Decision.REGRESSION
+
+    @property
+    def label(self) -> str:
+        """How a sentence names the row: ``TTFT (direct)``."""
+        return f"{self.metric} ({self.path})"
+
+
+@dataclass
+class Comparison:
+    unlike: list[FieldDiff] = field(default_factory=list)
+    engine_changes: list[FieldDiff] = field(default_factory=list)  # one per engine setting that differs
+    rows: list[Row] = field(default_factory=list)
+    practical: Practical = field(default_factory=Practical)
+
+    @property
+    def attributable(self) -> bool:
+        """At most one engine setting changed: a difference can be pinned on it."""
+        return len(self.engine_changes) <= 1
+
+    @property
+    def regressions(self) -> list[Row]:
+        return [r for r in self.rows if r.decision is Decision.REGRESSION]
+
+    @property
+    def undecided(self) -> list[Row]:
+        return [r for r in self.rows if r.decision is Decision.UNDECIDED]
+
+
+def decision_code(comparison: Comparison) -> ExitCode:
+    """The one exit rule of a comparison (``compare``, ``--baseline``, a canary): 1 for a
+    regression, else 2 when a row is undecided, else 0."""
+    if comparison.regressions:
+        return ExitCode.SYMPTOM
+    return ExitCode.NO_DIAGNOSIS if comparison.undecided else ExitCode.HEALTHY
+
+
+def engine_setting_changes(base: RunRecord, current: RunRecord) -> list[FieldDiff]:
+    """Each engine setting that differs, once: the engine version, then the config's keys.
+
+    ``non_default_args`` repeats most parsed keys as the flags were typed; its entries count
+    only where no parsed key carries them, so one changed flag is one change, not two.
+    """
+    changes = []
+    if base.vllm_version != current.vllm_version:
+        changes.append(FieldDiff("engine version", base.vllm_version, current.vllm_version))
+    b, c = _engine_settings(base.engine_config), _engine_settings(current.engine_config)
+    changes += [FieldDiff(key, b.get(key), c.get(key)) for key in sorted(b.keys() | c.keys()) if b.get(key) != c.get(key)]
+    return changes
+
+
+def _engine_settings(config: dict[str, Any]) -> dict[str, Any]:
+    flags = config.get("non_default_args")
+    settings = {k: v for k, v in (flags.items() if isinstance(flags, dict) else ()) if k not in config}
+    settings.update({k: v for k, v in config.items() if k != "non_default_args"})
+    return {k: v for k, v in settings.items() if k not in VOLATILE_ENGINE_KEYS}
+
+
+def run_differences(base: RunRecord, current: RunRecord) -> list[FieldDiff]:
+    """Every ``LIKE_FIELDS`` entry that differs, plus "engine config" when any setting does."""
+    diffs = [FieldDiff(name, get(base), get(current)) for name, get in LIKE_FIELDS.items() if get(base) != get(current)]
+    config = [d for d in engine_setting_changes(base, current) if d.field != "engine version"]
+    if config:
+        diffs.append(FieldDiff("engine config", {d.field: d.base for d in config}, {d.field: d.current for d in config}))
+    return diffs
+
+
+def baseline_key(run: RunRecord) -> str:
+    """A file-name-safe key of the run's ``PLACE_AND_SHAPE``: the region (readable), then a digest of all."""
+    values = json.dumps({name: LIKE_FIELDS[name](run) for name in PLACE_AND_SHAPE}, sort_keys=True, default=str)
+    region = re.sub(r"[^A-Za-z0-9_.-]+", "_", run.region or "no-region")[:64]
+    return f"{region}-{hashlib.sha256(values.encode('utf-8')).hexdigest()[:16]}"
+
+
+def mann_whitney(base: list[float], current: list[float]) -> tuple[float, float]:
+    """Two-sided p-value and P(current > base) of the Mann-Whitney U test.
+
+    Hand-written rather than taking scipy for two functions (scipy is no dependency, and its
+    wheels outweigh this package many times). Ranks are averaged over ties. Up to
+    ``EXACT_UP_TO`` samples together the p-value is exact (``_exact_p``): the normal
+    approximation errs towards "within noise" at small n, and it is the small runs where a
+    several-fold shift must still be seen (2 against 8 fully separated: 0.050 approximated,
+    0.044 exact). Above, the approximation with tie-corrected variance and continuity correction.
+    """
+    n1, n2 = len(base), len(current)
+    pooled = sorted([(v, 0) for v in base] + [(v, 1) for v in current])
+    doubled = [0] * len(pooled)  # twice the average rank, so that tied ranks stay integers
+    ties = 0
+    i = 0
+    while i < len(pooled):
+        j = i
+        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        for k in range(i, j + 1):
+            doubled[k] = i + j + 2
+        ties += (j - i + 1) ** 3 - (j - i + 1)
+        i = j + 1
+    is_current = [side == 1 for _, side in pooled]
+    u_current = sum(r for r, side in zip(doubled, is_current, strict=True) if side) / 2 - n2 * (n2 + 1) / 2
+    n = n1 + n2
+    variance = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
+    if variance <= 0:  # every value equal: no evidence of any shift
+        return 1.0, 0.5
+    if exact_test(n1, n2):
+        return _exact_p(doubled, is_current), u_current / (n1 * n2)
+    z = max(abs(u_current - n1 * n2 / 2) - 0.5, 0.0) / math.sqrt(variance)
+    return math.erfc(z / math.sqrt(2)), u_current / (n1 * n2)
+
+
+def exact_test(n_base: int, n_current: int) -> bool:
+    """Whether ``mann_whitney`` counts its p-value exactly for runs of these sizes."""
+    return n_base + n_current <= EXACT_UP_TO
+
+
+def _exact_p(doubled: list[int], is_current: list[bool]) -> float:
+    """The share of all ways to call k of the pooled samples "current" whose rank sum lies at
+    least as far from its mean as the one observed: the exact two-sided p-value.
+
+    Ties keep their average ranks (the distribution given the ties, as an exact test must), so
+    ranks are doubled to stay integers. Counting by sum is a knapsack: ``ways[j][s]`` is how many
+    sets of j of the samples seen so far sum to s; N x k x sum additions, a few hundred thousand
+    at ``EXACT_UP_TO``, where listing the C(N, k) sets would be 10^11.
+    """
+    k, n = sum(is_current), len(doubled)
+    top = sum(sorted(doubled)[n - k:])
+    ways = [[1] + [0] * top] + [[0] * (top + 1) for _ in range(k)]
+    for r in doubled:
+        for j in range(k, 0, -1):
+            ways[j][r:] = [a + b for a, b in zip(ways[j][r:], ways[j - 1], strict=False)]
+    observed = sum(r for r, side in zip(doubled, is_current, strict=True) if side)
+    mean = k * (n + 1)  # k doubled ranks of (n + 1) / 2 on average
+    extreme = sum(count for s, count in enumerate(ways[k]) if abs(s - mean) >= abs(observed - mean))
+    return min(extreme / math.comb(n, k), 1.0)
+
+
+def testable(n_base: int, n_current: int) -> bool:
+    """Whether runs of these sizes can show anything beyond noise at all: even fully separated,
+    3 requests against 3 give p = 2/20, which is no evidence at ``ALPHA``."""
+    return n_base > 0 and n_current > 0 and 2 / math.comb(n_base + n_current, n_base) < ALPHA
+
+
+#: The fewest requests per run (both alike) that ``testable`` accepts: 4 at ``ALPHA`` 0.05.
+SMALLEST_TESTABLE = next(n for n in range(1, 1000) if testable(n, n))
+
+
+def needed_requests(slower: float) -> int | None:
+    """About how many requests per run would find a shift like the one seen beyond noise,
+    ``POWER`` of the time: Noether's sample size for the U test with runs alike,
+    ``(z(1 - ALPHA/2) + z(POWER))^2 / (6 (P(slower) - 1/2)^2)``, and never fewer than
+    ``SMALLEST_TESTABLE``. None when the samples show no slowdown to size for."""
+    if slower <= 0.5:
+        return None
+    z = NormalDist().inv_cdf
+    return max(math.ceil((z(1 - ALPHA / 2) + z(POWER)) ** 2 / (6 * (slower - 0.5) ** 2)), SMALLEST_TESTABLE)
+
+
+def hodges_lehmann(base: list[float], current: list[float]) -> float:
+    """The median of every current-minus-base difference: how much slower a current request
+    typically is than a base one (the shift the U test is about, robust to a few outliers).
+
+    Two load runs hold millions of such differences, so they are never listed: the k-th
+    smallest is found by bisecting on its value, counting the differences at or below a value
+    with one binary search per current sample, to a nanosecond.
+    """
+    b, c = sorted(base), sorted(current)
+    total = len(b) * len(c)
+
+    def kth(k: int) -> float:  # the k-th smallest difference, 1-based
+        lo, hi = c[0] - b[-1], c[-1] - b[0]
+        while hi - lo > 1e-9:
+            mid = (lo + hi) / 2
+            if mid in (lo, hi):  # float resolution reached
+                break
+            if sum(len(b) - bisect_left(b, x - mid) for x in c) >= k:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    return kth((total + 1) // 2) if total % 2 else (kth(total // 2) + kth(total // 2 + 1)) / 2
+
+
+def judge(row: Row, base: list[float], current: list[float], practical: Practical) -> None:
+    """Fill ``row``'s test, shift and ``decision`` from the two runs' per-request samples: the
+    one rule of ``compare``, ``--baseline`` and a canary (see the module's docstring)."""
+    if not base and not current:
+        row.decision = Decision.UNMEASURED
+        return
+    if not base or not current:  # one run has values the other lacks: nothing to test them against
+        row.decision, row.needed = Decision.UNDECIDED, SMALLEST_TESTABLE
+        return
+    median = quantile(sorted(base), 0.5)
+    row.shift = hodges_lehmann(base, current)
+    row.shift_relative = row.shift / median if median else None
+    row.threshold = practical.floor(row.metric, median)
+    p_value, row.slower = mann_whitney(base, current)
+    if not testable(len(base), len(current)):  # sized for the shift seen when it matters, else to test at all
+        row.decision = Decision.UNDECIDED
+        sized = needed_requests(row.slower) if row.shift > row.threshold else None
+        row.needed = max(sized or 0, SMALLEST_TESTABLE)
+        return
+    row.p_value, row.exact = p_value, exact_test(len(base), len(current))
+    if row.beyond_noise:
+        if row.slower > 0.5 and row.shift > row.threshold:
+            row.decision = Decision.REGRESSION
+        elif row.slower < 0.5 and -row.shift > row.threshold:
+            row.decision = Decision.IMPROVEMENT
+        else:
+            row.decision = Decision.UNDER_THRESHOLD
+    elif row.shift > row.threshold:
+        row.decision, row.needed = Decision.UNDECIDED, needed_requests(row.slower)
+    else:
+        row.decision = Decision.NOISE
+
+
+def _measured(report: Report, path: str) -> tuple[list[dict[str, Any]], list[float]]:
+    """A path's measured, answered requests and its pooled gaps (as ``stream_stats`` counts them)."""
+    stats = ((report.views.get("stream_stats") or {}).get("paths") or {}).get(path) or {}
+    reqs = [r for r in stats.get("requests") or [] if not r.get("warmup") and r.get("outcome") == "ok"]
+    return reqs, [g for r in reqs for g in r.get("gaps") or []]
+
+
+def _request_samples(reqs: list[dict[str, Any]], metric: str) -> list[float]:
+    """One value per request: the unit the test needs to be independent.
+
+    ITL uses each request's median gap: the gaps of one request share its batch and its
+    scheduler, so pooling them would count one slow request's hundred gaps as a hundred
+    independent witnesses. The ITL percentiles shown are still the pooled gaps'.
+    """
+    key = {"TTFT": "ttft", "TPOT": "tpot", "ITL": "median_gap", "E2E": "e2e"}[metric]
+    return [r[key] for r in reqs if r.get(key) is not None]
+
+
+def request_samples(report: Report, path: str, metric: str) -> list[float]:
+    """One value of ``metric`` (``METRICS``) per measured, answered request of ``path``: what the noise test takes."""
+    return _request_samples(_measured(report, path)[0], metric)
+
+
+def _p50_p90(values: list[float]) -> tuple[float | None, float | None]:
+    vals = sorted(values)
+    return (quantile(vals, 0.5), quantile(vals, 0.9)) if vals else (None, None)
+
+
+def compare_reports(base: Report, current: Report, practical: Practical | None = None) -> Comparison:
+    """The comparison of two analysed runs, over the paths both probed, each row ``judge``d
+    against ``practical`` (the defaults unless the flags or the config file set them)."""
+    comparison = Comparison(
+        unlike=run_differences(base.bundle.run, current.bundle.run),
+        engine_changes=engine_setting_changes(base.bundle.run, current.bundle.run),
+        practical=practical or Practical(),
+    )
+    base_paths = (base.views.get("stream_stats") or {}).get("paths") or {}
+    current_paths = (current.views.get("stream_stats") or {}).get("paths") or {}
+    for path in [p for p in base_paths if p in current_paths]:
+        (b_reqs, b_gaps), (c_reqs, c_gaps) = _measured(base, path), _measured(current, path)
+        for metric in METRICS:
+            b_tested, c_tested = _request_samples(b_reqs, metric), _request_samples(c_reqs, metric)
+            b_shown, c_shown = (b_gaps, c_gaps) if metric == "ITL" else (b_tested, c_tested)
+            row = Row(path, metric, *_p50_p90(b_shown), *_p50_p90(c_shown), n_base=len(b_tested), n_current=len(c_tested))
+            judge(row, b_tested, c_tested, comparison.practical)
+            comparison.rows.append(row)
+    return comparison

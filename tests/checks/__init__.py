@@ -1,0 +1,1 @@
+"""The checks (``checks/``), their fixtures, the contract, the registry and the runner."""

@@ -1,0 +1,92 @@
+"""The check toolkit's public names are a contract with third-party checks: pinned here.
+
+Adding a name is a reviewed change to this list; removing or renaming one breaks plugins.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import doctor.checklib as checklib
+from doctor.checking.contract import NotApplicable
+from doctor.derive.stream_stats import StreamStats
+
+ROOT = Path(__file__).resolve().parents[2]
+
+EXPORTS = {
+    "COMPRESSED", "KNOWN_PROXIES", "KV_FILL_TARGET", "MAX_GPU_MEMORY_UTILIZATION", "MIN_FLAT_SAMPLES",
+    "STABLE_DEFAULTS", "V1_SERVE_MAX_NUM_SEQS", "PathPair", "Setting", "add_capacity", "capped_utilization",
+    "default_max_num_seqs", "detect_proxy", "ENGINE_FLAGS", "IDLE_TIMEOUTS", "buffering_remediation",
+    "compression_remediation", "idle_timeout_for", "idle_timeout_remediation", "engine_flag", "engine_of", "engine_path", "engine_setting", "foreign_prompt_tokens",
+    "prompt_tokens_around", "process_cores", "gateway_headers", "gateway_identity",
+    "header", "inferred_max_num_seqs", "is_off", "max_num_seqs_in_use", "measured_pair", "engine_metric", "metric_read", "model_len", "rerun", "response_start_remediation",
+    "sequences_that_fit", "stream_encoding", "tokens_per_request", "ttft_wait", "unidentified_setting", "vllm_flag", "who_answered",
+    # gateway limits and retries (LD309, LD310, LD501)
+    "QUEUEING_CAPS", "cap_remediation", "retry_remediation", "engine_intake", "gateway_refusal", "gateway_wait", "probe_sent",
+    # structured output (LD108, LD212)
+    "ConstrainedRun", "constrained_run", "generated_within", "per_token", "request_ttft",
+}
+
+
+def test_exports_are_pinned() -> None:
+    assert set(checklib.__all__) == EXPORTS
+    assert len(checklib.__all__) == len(EXPORTS), "a name is listed twice in __all__"
+    for name in EXPORTS:
+        assert getattr(checklib, name) is not None, name
+        assert name in checklib.__doc__ or name.isupper() or getattr(checklib, name).__doc__, f"{name} is undocumented"
+
+
+def test_checks_have_no_private_helper_modules() -> None:
+    """The helpers live in the toolkit, where plugins can import them too."""
+    private = [p.name for p in (ROOT / "checks").glob("_*.py") if p.name != "__init__.py"]
+    assert private == []
+
+
+def test_every_check_takes_its_helpers_from_the_toolkit() -> None:
+    for path in sorted((ROOT / "checks").glob("*.py")):
+        text = path.read_text()
+        assert "from checks." not in text and "import checks." not in text, f"{path.name} imports another check module"
+
+
+def test_vllm_flag_spells_the_command_line() -> None:
+    assert checklib.vllm_flag("max_num_seqs") == "vllm serve flag --max-num-seqs"
+    assert (checklib.vllm_flag("pipeline_parallel_size", "tensor_parallel_size")
+            == "vllm serve flags --pipeline-parallel-size / --tensor-parallel-size")
+
+
+def test_sequences_that_fit_leaves_the_target_share_free() -> None:
+    assert checklib.sequences_that_fit(10_000, 1_000) == 9  # 0.9 of the cache by default
+    assert checklib.sequences_that_fit(10_000, 1_000, target=1.0) == 10
+    assert checklib.sequences_that_fit(999, 1_000, target=1.0) == 0
+
+
+def test_utilization_is_capped() -> None:
+    assert checklib.capped_utilization(0.97) == checklib.MAX_GPU_MEMORY_UTILIZATION
+    assert checklib.capped_utilization(0.85) == 0.85
+
+
+def test_measured_pair_raises_not_applicable_without_both_paths() -> None:
+    with pytest.raises(NotApplicable, match="needs both the direct"):
+        checklib.measured_pair(StreamStats())
+
+
+def test_prompt_tokens_around_a_freeze_are_the_counter_beyond_the_probes_own() -> None:
+    """The one "did a prompt arrive" helper LD202 and LD210 share: the prompt-token counter between
+    the scrapes around a freeze, less the probe's own prompts whose first token came in that bracket."""
+    from doctor.evidence import Scrape
+    from doctor.vllm_metrics.runtime import readings
+    from tests.support.bundles import exposition, request, stream
+
+    def scrape(t: float, prompts: int) -> Scrape:
+        return Scrape(phase="during", t=t, wall=1_700_000_000.0 + t, status=200,
+                      text=exposition({"vllm:prompt_tokens_total": prompts}))
+
+    series = readings([scrape(0.0, 100), scrape(1.0, 100), scrape(2.0, 400), scrape(3.0, 400)])
+    own = request("direct", 0, ttft=1.5, gaps=[0.1], start=0.0)
+    own.prompt_tokens = 100
+    probe = stream([own])
+    assert checklib.prompt_tokens_around(series, probe, 0.2, 0.8) == 0  # the counter stood still
+    assert checklib.prompt_tokens_around(series, probe, 1.2, 1.8) == 200  # 300 prefilled, 100 the probe's
+    assert checklib.prompt_tokens_around(series, probe, 2.5, 3.5) is None  # no scrape after it: unknown

@@ -1,0 +1,1 @@
+"""The lab (``doctor.lab``), the simulator behind ``llm-doctor demo``."""

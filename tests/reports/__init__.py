@@ -1,0 +1,1 @@
+"""The renderers (``reports/``): HTML, JSON, Markdown, terminal, exported metrics."""

@@ -1,0 +1,1 @@
+"""Repeated and comparative runs (``doctor.runs``): compare, baselines, fleets, load, sweeps, watch."""

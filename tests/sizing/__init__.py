@@ -1,0 +1,1 @@
+"""Model-config sizing (``doctor.sizing``)."""

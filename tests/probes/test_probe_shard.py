@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,28 @@ def test_a_workers_freezes_are_taken_out_of_its_own_requests_only() -> None:
     assert client.freezes_of(7) == freeze
 
 
+def sigterm_once_streaming(argv: list[str], srv: SseServer, streaming: int,
+                           inherited: Callable[[], None] | None = None) -> tuple[int, str, list[psutil.Process]]:
+    """Run ``argv`` from the repository root until ``streaming`` of ``srv``'s requests have five tokens
+    each, then SIGTERM the parent only, as timeout(1) or Kubernetes do: its exit code, its output and
+    the worker processes it had then. ``inherited`` runs in the child first (a signal disposition)."""
+    proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=inherited)
+    try:
+        end = time.monotonic() + HANG_GUARD_S
+        while sum(1 for s in list(srv.log.requests.values()) if len(s.tokens) >= 5) < streaming:
+            assert proc.poll() is None, proc.communicate()[0].decode()
+            assert time.monotonic() < end, "the probe never started streaming"
+            time.sleep(0.02)
+        workers = psutil.Process(proc.pid).children()
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=HANG_GUARD_S), proc.communicate()[0].decode(), workers
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def ignore_sigint() -> None:
     """In the child before it runs: SIGINT ignored, as a job started with ``&`` by a script inherits it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -142,21 +165,7 @@ def test_sigterm_to_the_parent_stops_every_worker_and_still_writes_the_report(tm
         command = [sys.executable, "-m", "doctor", "load", "--engine", srv.base(itl="0.05", n="100000"), *COMMON,
                    "--scenario", "server", "--rate", "20", "--duration", "60", "--max-concurrency", "8",
                    "--client-workers", "2", "--json", str(out)]
-        proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=inherited)
-        try:
-            end = time.monotonic() + HANG_GUARD_S
-            while sum(1 for s in list(srv.log.requests.values()) if len(s.tokens) >= 5) < 2:
-                assert proc.poll() is None, proc.communicate()[0].decode()
-                assert time.monotonic() < end, "the probe never started streaming"
-                time.sleep(0.02)
-            workers = psutil.Process(proc.pid).children()
-            proc.send_signal(signal.SIGTERM)  # the parent only, as timeout(1) or Kubernetes do
-            code, output = proc.wait(timeout=HANG_GUARD_S), proc.communicate()[0].decode()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        code, output, workers = sigterm_once_streaming(command, srv, 2, inherited)
         sent = len(srv.log.requests)
     assert code == ExitCode.INTERRUPTED and "Traceback" not in output, output
     assert len(workers) >= 2

@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing.spawn
-import os
-import signal
-import subprocess
 import sys
-import time
 from multiprocessing import resource_tracker
 from pathlib import Path
 
@@ -32,8 +28,8 @@ from doctor.foundation.clock import Clock
 from doctor.probes import deadlines
 from doctor.probes.plan import CollectConfig
 from doctor.probes.stream import run_stream_probe
-from tests.collection.test_collect import HANG_GUARD_S, ROOT
 from tests.probes.test_probe_deadlines import silent_port
+from tests.probes.test_probe_shard import sigterm_once_streaming
 from tests.runs.test_load import measured, most_in_flight
 from tests.support.sse_server import SseServer
 
@@ -134,21 +130,7 @@ def test_sigterm_stops_a_sharded_diagnosis_and_keeps_its_requests_in_flight_as_c
         argv = [sys.executable, "-m", "doctor", command, "--engine", srv.base(itl="0.05", n="100000"), *QUIET,
                 "--warmup", "0", "--concurrency", "4", "--requests", "8", "--client-workers", "2",
                 *(["--json", str(out)] if command == "diagnose" else ["-o", str(out)])]
-        proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        try:
-            end = time.monotonic() + HANG_GUARD_S
-            while sum(1 for s in list(srv.log.requests.values()) if len(s.tokens) >= 5) < 4:
-                assert proc.poll() is None, proc.communicate()[0].decode()
-                assert time.monotonic() < end, "the probe never started streaming"
-                time.sleep(0.02)
-            workers = psutil.Process(proc.pid).children()
-            proc.send_signal(signal.SIGTERM)
-            code, output = proc.wait(timeout=HANG_GUARD_S), proc.communicate()[0].decode()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        code, output, workers = sigterm_once_streaming(argv, srv, 4)
         sent = len(srv.log.requests)
     assert code == ExitCode.INTERRUPTED and "Traceback" not in output, output
     _, alive = psutil.wait_procs(workers, timeout=10)

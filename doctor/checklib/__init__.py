@@ -19,11 +19,12 @@ its remediation mean the same thing as every other check's:
 - **the gateway** (``gateway``): ``detect_proxy`` (which proxy answered one response) and
   ``gateway_identity`` (the evidence lines naming it), response headers and stream compression; the ``gateway``
   view (``doctor.derive.gateway``) identifies it from every response for the built-in checks.
-- **gateway settings** (``gateway_advice``): ``buffering_remediation``,
-  ``compression_remediation``, ``response_start_remediation``, ``idle_timeout_for`` /
-  ``idle_timeout_remediation`` (with ``IDLE_TIMEOUTS``), ``cap_remediation`` (with
-  ``QUEUEING_CAPS``) and ``retry_remediation``: the setting each gateway family spells for the
-  same behaviour.
+- **gateway settings** (one module per behaviour, ``gateway_phrasing`` for what they share):
+  ``buffering_remediation`` (``buffering_advice``), ``compression_remediation``
+  (``compression_advice``), ``response_start_remediation`` (``response_start_advice``),
+  ``idle_timeout_for`` / ``idle_timeout_remediation`` (with ``IDLE_TIMEOUTS``, ``idle_timeout_advice``),
+  ``cap_remediation`` (with ``QUEUEING_CAPS``) and ``retry_remediation`` (``upstream_advice``): the
+  setting each gateway family spells for the same behaviour.
 - **gateway limits** (``gateway_limits``): ``gateway_refusal`` (a failed request the gateway
   answered itself), ``engine_intake`` (requests the engine took in over the window) against
   ``probe_sent``, and ``gateway_wait`` (the staircase of an edge that lets fewer streams through).
@@ -44,6 +45,8 @@ public API (``tests/checks/test_checklib.py`` pins them); the submodules are its
 contract.
 """
 
+from doctor.checklib.buffering_advice import buffering_remediation
+from doctor.checklib.compression_advice import compression_remediation
 from doctor.checklib.engine_settings import (
     MIN_FLAT_SAMPLES,
     STABLE_DEFAULTS,
@@ -62,17 +65,6 @@ from doctor.checklib.engine_settings import (
     process_cores,
     prompt_tokens_around,
 )
-from doctor.checklib.gateway_advice import (
-    IDLE_TIMEOUTS,
-    QUEUEING_CAPS,
-    buffering_remediation,
-    cap_remediation,
-    compression_remediation,
-    idle_timeout_for,
-    idle_timeout_remediation,
-    response_start_remediation,
-    retry_remediation,
-)
 from doctor.checklib.gateway_limits import engine_intake, gateway_refusal, gateway_wait, probe_sent
 from doctor.checklib.gateway_responses import (
     COMPRESSED,
@@ -82,6 +74,7 @@ from doctor.checklib.gateway_responses import (
     stream_encoding,
     who_answered,
 )
+from doctor.checklib.idle_timeout_advice import IDLE_TIMEOUTS, idle_timeout_for, idle_timeout_remediation
 from doctor.checklib.kv_arithmetic import (
     KV_FILL_TARGET,
     MAX_GPU_MEMORY_UTILIZATION,
@@ -91,7 +84,9 @@ from doctor.checklib.kv_arithmetic import (
 )
 from doctor.checklib.paths import PathPair, engine_path, measured_pair, ttft_wait
 from doctor.checklib.remediation import ENGINE_FLAGS, add_capacity, engine_flag, rerun, unidentified_setting, vllm_flag
+from doctor.checklib.response_start_advice import response_start_remediation
 from doctor.checklib.structured import ConstrainedRun, constrained_run, generated_within, per_token, request_ttft
+from doctor.checklib.upstream_advice import QUEUEING_CAPS, cap_remediation, retry_remediation
 from doctor.derive.gateway import KNOWN_PROXIES, header
 
 __all__ = [

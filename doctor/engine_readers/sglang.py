@@ -19,7 +19,7 @@ from doctor.engines.names import SGLANG
 from doctor.evidence.log import LogLine
 from doctor.foundation.wire import number
 from doctor.vllm_log.parsed import LogFacts, StatsPoint
-from doctor.vllm_log.parser import literal_value, split_items
+from doctor.vllm_log.printed_values import literal_value, split_items
 
 # The opening bracket may be cut by an excerpt; SGLang 0.5.7+ puts "INFO file.py:N: " after it;
 # some builds and wrappers print the time alone (``[23:43:42]``).

@@ -18,7 +18,10 @@ from doctor.checklib import (
     idle_timeout_remediation,
     response_start_remediation,
 )
-from doctor.checklib.gateway_advice import BUFFERING, COMPRESSION, IDLE_TIMEOUTS, RESPONSE_START
+from doctor.checklib.buffering_advice import BUFFERING
+from doctor.checklib.compression_advice import COMPRESSION
+from doctor.checklib.idle_timeout_advice import IDLE_TIMEOUTS
+from doctor.checklib.response_start_advice import RESPONSE_START
 from doctor.collection.collector import collect
 from doctor.derive import Evidence
 from doctor.derive.gateway import identify

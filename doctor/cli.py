@@ -1,7 +1,8 @@
-"""The ``llm-doctor`` command line (typer): option groups and the commands that take them.
+"""The ``llm-doctor`` command line (typer): the table of commands and the options each takes.
 
-Option groups shared by several commands are declared once (``TARGET_OPTIONS`` ...) and
-attached with ``uses(...)`` (``doctor.commands.options``). Defaults quoted in the help text are
+Option groups shared by several commands are declared once (``doctor.commands.option_groups``)
+and attached with ``uses(...)`` (``doctor.commands.options``); the ``log`` and ``metrics`` help
+is built in ``doctor.commands.reader_help``. Defaults quoted in the help text are
 read from the dataclasses through ``doctor.settings``, whose ``resolve`` turns each command's flags
 (over the config file over those defaults) into the one ``RunSettings`` the command runs with.
 Each command's body is a ``run`` in ``doctor.commands``, imported when that command runs; ``diagnose`` goes through ``doctor.runs.pipeline`` (collect -> bundle file ->
@@ -16,13 +17,25 @@ import typer
 
 from doctor import __version__
 from doctor.commands.guard import run_guarded
-from doctor.commands.options import opt, quiet_switches, unwrapped_help, uses
+from doctor.commands.option_groups import (
+    ANALYSIS_OPTIONS,
+    BASELINE_OPTION,
+    CLIENT_WORKERS_OPTION,
+    CONFIG_OPTION,
+    ENGINE_OPTIONS,
+    EXPORT_OPTIONS,
+    LOAD_ANALYSIS_OPTIONS,
+    LOAD_TARGET_OPTIONS,
+    RUN_OPTIONS,
+    TARGET_OPTIONS,
+    TARGET_PANEL,
+)
+from doctor.commands.options import quiet_switches, unwrapped_help, uses
+from doctor.commands.reader_help import LOG_HELP, METRICS_HELP
 from doctor.config import FileConfig
 from doctor.engines.names import ENGINE_LIST
-from doctor.evidence.stream import FRAMINGS
 from doctor.foundation.signals import terminate_like_interrupt
-from doctor.probes.payload import ROUTES
-from doctor.settings import ANALYSIS, API_KEY_ENV, BUDGETS, FORMATS, PLAN, PRACTICAL, resolve, shown, shown_duration
+from doctor.settings import PRACTICAL, resolve, shown
 
 app = typer.Typer(
     name="llm-doctor",
@@ -33,95 +46,6 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
-
-
-P = "Targets and probe"
-E = "Engine evidence"
-R = "Run record"
-A = "Analysis and output"
-
-TARGET_OPTIONS = [
-    opt(list[str] | None, None, "--engine", help="vLLM base URL, probed directly (e.g. http://10.0.0.5:8000); repeat it for a fleet of replicas (diagnose, watch).", rich_help_panel=P),
-    opt(str | None, None, "--gateway", help="What the application calls (nginx, FastAPI edge...).", rich_help_panel=P),
-    opt(str | None, None, "--route", help=f"{' | '.join(ROUTES)} (default {PLAN.route}).", rich_help_panel=P),
-    opt(Path | None, None, "--payload", help="The application's own JSON request body; stream is forced on.", rich_help_panel=P),
-    opt(str | None, None, "--gateway-route", help="The application's own route on the gateway path, e.g. 'POST /chat?prompt={prompt}' ({prompt}, {max_tokens} filled in).", rich_help_panel=P),
-    opt(Path | None, None, "--gateway-payload", help="Body template for --gateway-route (JSON or raw text, same placeholders).", rich_help_panel=P),
-    opt(str | None, None, "--framing", help=f"Force the stream framing: {' | '.join(FRAMINGS)} (default: detected).", rich_help_panel=P),
-    opt(str | None, None, "--text-field", help="Where NDJSON / named-event JSON keeps its text, a dotted path (default: found).", rich_help_panel=P),
-    opt(str | None, None, "--gateway-kind", help="What the gateway is (nginx, ingress-nginx, f5-nginx-ingress, envoy, envoy-ai-gateway, kong, traefik, litellm, cloudflare, aws-alb, fastapi...), for remediations when its headers do not say.", rich_help_panel=P),
-    opt(str | None, None, "--model", help="Model id (default: the first id of /v1/models).", rich_help_panel=P),
-    opt(int | None, None, "--prompt-tokens", help="Default prompt length in tokens (about).", rich_help_panel=P),
-    opt(int | None, None, "--max-tokens", help="Output tokens asked for (a fixed length where the server honours it).", rich_help_panel=P),
-    opt(int | None, None, "--concurrency", help=f"Streams in flight per path (default {shown(PLAN.concurrency)}).", rich_help_panel=P),
-    opt(int | None, None, "--requests", help="Measured requests per path (default: until every path is clearly within or over budget, or --duration runs out).", rich_help_panel=P),
-    opt(float | None, None, "--duration", help=f"Time budget in seconds of the measured phase when --requests is not given (default {shown(PLAN.duration_s)}).", rich_help_panel=P),
-    opt(int | None, None, "--warmup", help=f"Warm-up requests per path, excluded from statistics (default {shown(PLAN.warmup)}).", rich_help_panel=P),
-    opt(float | None, None, "--rate", help="Poisson arrivals per second instead of a closed loop.", rich_help_panel=P),
-    opt(float | None, None, "--stall-timeout", help=f"Fail a request after this many seconds without a byte, or without its response head or next token while bytes trickle (default {shown(PLAN.stall_timeout_s)}).", rich_help_panel=P),
-    opt(float | None, None, "--deadline", help=f"Overall probe deadline in seconds (default {shown(PLAN.deadline_s)}).", rich_help_panel=P),
-    opt(str | None, None, "--api-key-env", help=f"Environment variable holding the API key (default {API_KEY_ENV}).", rich_help_panel=P),
-    opt(Path | None, None, "--api-key-file", help="File holding the API key.", rich_help_panel=P),
-    opt(Path | None, None, "--ca-cert", help="CA bundle for TLS verification.", rich_help_panel=P),
-    opt(bool, False, "--insecure", help="Do not verify TLS certificates.", rich_help_panel=P),
-    opt(list[str] | None, None, "--header", help="Extra request header 'Name: value', or 'Name: @env:VAR' to read the value from the environment (repeatable; redacted in output).", rich_help_panel=P),
-]
-ENGINE_OPTIONS = [
-    opt(str | None, None, "--log", help="vLLM log file ('-' = stdin, .gz accepted).", rich_help_panel=E),
-    opt(str | None, None, "--model-dir", help="The served model's directory (or its config.json): size its KV cache against the log's.", rich_help_panel=E),
-    opt(str | None, None, "--metrics-url", help="/metrics URL (default: engine URL + /metrics).", rich_help_panel=E),
-    opt(bool, False, "--no-metrics", help="Do not scrape /metrics.", rich_help_panel=E),
-    opt(float | None, None, "--scrape-interval", help=f"Seconds between /metrics scrapes during the probe (default {shown(PLAN.scrape_interval_s)}).", rich_help_panel=E),
-    opt(str | None, None, "--prometheus", help="Prometheus URL: read the incident window's history.", rich_help_panel=E),
-    opt(str | None, None, "--since", help=f"History window for --prometheus (e.g. 15m, 2h; default {shown_duration(PLAN.since_s)}).", rich_help_panel=E),
-    opt(str, "", "--selector", help="Label selector for --prometheus, e.g. '{job=\"vllm\"}'.", rich_help_panel=E),
-    opt(bool, False, "--no-gpu", help="Skip NVML.", rich_help_panel=E),
-    opt(bool, False, "--no-host", help="Skip host facts (psutil).", rich_help_panel=E),
-]
-RUN_OPTIONS = [
-    opt(str | None, None, "--provider", help="Cloud or datacenter, for the run record.", rich_help_panel=R),
-    opt(str | None, None, "--region", help="Region (also selects per-region budgets).", rich_help_panel=R),
-    opt(str | None, None, "--client-location", help="Where the probe ran from.", rich_help_panel=R),
-]
-ANALYSIS_OPTIONS = [
-    opt(list[str] | None, None, "--select", help="Only these checks: codes, code prefixes or names (repeatable, or comma-separated).", rich_help_panel=A),
-    opt(list[str] | None, None, "--ignore", help="Skip these checks (as --select).", rich_help_panel=A),
-    opt(list[str] | None, None, "--set", help="Override a threshold: CHECK.OPTION=VALUE (repeatable).", rich_help_panel=A),
-    opt(str | None, None, "--fail-on", help=f"Exit 1 for: felt (latency users felt; risks alone exit 0) | info | warning | critical (any finding at or above it, risks included) (default {ANALYSIS.fail_on.value}).", rich_help_panel=A),
-    opt(float | None, None, "--ttft-budget", help=f"Time-to-first-token budget in seconds (default {shown(BUDGETS.ttft_s)}).", rich_help_panel=A),
-    opt(float | None, None, "--tpot-budget", help=f"Time-per-output-token budget in seconds (default {shown(BUDGETS.tpot_s)}).", rich_help_panel=A),
-    opt(Path | None, None, "--json", help="Write the JSON report to PATH (--format json prints it to stdout instead).", rich_help_panel=A),
-    opt(Path | None, None, "--html", help="Write the self-contained HTML report here.", rich_help_panel=A),
-    opt(Path | None, None, "--md", help="Write a short Markdown summary here.", rich_help_panel=A),
-    opt(str, FORMATS[0], "--format", help=f"What to print to stdout: {' | '.join(FORMATS)} (the whole JSON report).", rich_help_panel=A),
-    opt(bool, False, "--verbose", "-v", help="Also show the evidence values, every check's outcome, and the per-path, startup-log and metrics tables.", rich_help_panel=A),
-]
-EXPORT_OPTIONS = [
-    opt(Path | None, None, "--metrics-textfile", help="Also write the run's metrics (llm_doctor_*) here, atomically, for node_exporter's textfile collector (name it *.prom).", rich_help_panel=A),
-    opt(str | None, None, "--pushgateway", help="Also push the run's metrics to this Prometheus Pushgateway URL (job llm-doctor; llm-doctor-load for load, llm-doctor-sweep for sweep; grouped by region).", rich_help_panel=A),
-]
-BASELINE_OPTION = [
-    opt(Path | None, None, "--baseline", help="Keep the latest healthy run per region, provider, client location and request shape in this folder, and compare each run with its own, as compare does (exit 1 for a regression, 2 when too few requests to tell; thresholds from \\[compare] of the config file).", rich_help_panel=A),
-]
-#: ``diagnose`` and ``collect`` read their streams in one process unless told otherwise.
-CLIENT_WORKERS_OPTION = [
-    opt(int | None, None, "--client-workers", help="Processes that read the streams, one event loop each, for hundreds of streams at once (default 1: one process; at most one per CPU helps).", rich_help_panel=P),
-]
-CONFIG_OPTION = [opt(Path | None, None, "--config", help="TOML config (default ./llm-doctor.toml when present).")]
-L = "Load"
-#: ``load`` and ``sweep`` take the probe's targets with lengths that may be ranges, and set the
-#: concurrency themselves (the scenario, or each level of the sweep).
-LOAD_TARGET_OPTIONS = [o for o in TARGET_OPTIONS if o.name not in ("prompt_tokens", "max_tokens", "concurrency")] + [
-    opt(str | None, None, "--prompt-tokens", help="Prompt length in tokens (about): N, or LOW:HIGH drawn uniformly per request.", rich_help_panel=L),
-    opt(str | None, None, "--max-tokens", help="Output tokens per request: N, or LOW:HIGH drawn uniformly per request.", rich_help_panel=L),
-    opt(Path | None, None, "--shapes", help='Replay real request lengths: JSON Lines of {"prompt_tokens": N, "max_tokens": M}.', rich_help_panel=L),
-    opt(int | None, None, "--max-concurrency", help="Never more streams than this in flight (default 256; a sweep's highest concurrency, default 64).", rich_help_panel=L),
-    opt(int | None, None, "--client-workers", help="Processes that read the streams, one event loop each (default: one per 64 streams in flight, at most one per CPU; 1 = one process).", rich_help_panel=L),
-    opt(float | None, None, "--gpu-hour-price", help="What one GPU hour costs: adds the cost per million output tokens.", rich_help_panel=L),
-    opt(int | None, None, "--gpus", help="GPUs serving the target, for --gpu-hour-price (default 1).", rich_help_panel=L),
-]
-LOAD_ANALYSIS_OPTIONS = [o for o in ANALYSIS_OPTIONS if o.name != "md"]
-
 
 
 @app.command()
@@ -154,8 +78,8 @@ def watch(
     history: Annotated[Path | None, typer.Option("--history", help="Keep each round's JSON report (it embeds the bundle) in this folder.")] = None,
     keep: Annotated[int, typer.Option("--keep", help="Rounds kept in --history; older ones are deleted.")] = 100,
     retries: Annotated[int, typer.Option("--retries", help="Retries of a round whose target is down (1 s, then doubling, never past the next round's start) before it is reported as an outage.")] = 3,
-    canary_engine: Annotated[str | None, typer.Option("--canary-engine", help="A canary vLLM probed in the same round as --engine and compared with it.", rich_help_panel=P)] = None,
-    canary_gateway: Annotated[str | None, typer.Option("--canary-gateway", help="A canary gateway probed in the same round as --gateway and compared with it.", rich_help_panel=P)] = None,
+    canary_engine: Annotated[str | None, typer.Option("--canary-engine", help="A canary vLLM probed in the same round as --engine and compared with it.", rich_help_panel=TARGET_PANEL)] = None,
+    canary_gateway: Annotated[str | None, typer.Option("--canary-gateway", help="A canary gateway probed in the same round as --gateway and compared with it.", rich_help_panel=TARGET_PANEL)] = None,
     opts: dict[str, Any] = {},  # noqa: B006
 ) -> None:
     """Diagnose every --every, serve the latest round on /metrics, keep a history; SIGTERM ends after the round.
@@ -311,18 +235,6 @@ def probe_cmd(
     from doctor.commands.probe import run
 
     run_guarded(lambda: run(resolve("probe", {**opts, "bundle": bundle}), as_json))
-
-
-#: The ``log`` and ``metrics`` commands' help, naming every engine the records list.
-LOG_HELP = (
-    f"Read an engine's log ({ENGINE_LIST}): version, engine config, KV capacity, startup errors, stats over time."
-    "\n\n[bold]Examples[/]\n\n  llm-doctor log vllm.log\n\n  kubectl logs deploy/vllm | llm-doctor log - --json"
-)
-METRICS_HELP = (
-    f"Read saved /metrics scrapes of {ENGINE_LIST}: running, waiting, KV usage, preemptions, latency histograms. "
-    "One file: totals since the engine started; two: the window between them."
-    "\n\n[bold]Examples[/]\n\n  llm-doctor metrics before.prom after.prom\n\n  llm-doctor metrics sglang.prom --json"
-)
 
 
 @app.command("log", help=LOG_HELP)

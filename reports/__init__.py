@@ -4,7 +4,8 @@
 - ``html_page`` one self-contained HTML file, the bundle embedded for ``analyze report.html``;
 - ``markdown``  a short summary to paste into a ticket or chat;
 - ``terminal``  the rich summary printed by the CLI;
-- ``charts``    the inline SVG charts of the HTML page; ``summary`` what all of them word alike.
+- ``charts``    the per-request SVG charts of the HTML page (``line_charts`` the lines over time or
+  sweep levels, ``svg_parts`` what they all draw with); ``summary`` what all of them word alike.
 - ``stream_summary`` and ``log_summary`` what ``llm-doctor probe`` and ``llm-doctor log`` print
   (they get the evidence and its derived view, not a report).
 - ``prometheus_export`` the report as the ``llm_doctor_*`` metric families (textfile, Pushgateway);

@@ -12,119 +12,22 @@ give hover tooltips without JavaScript.
 Colours are CSS classes (``s0``, ``s1`` ... per series) styled by the page, so a dark theme or
 print stylesheet restyles the charts too. Every function returns ``Markup``; callers never
 concatenate raw strings into SVG.
+
+This module holds the per-request charts (timeline, token arrivals, gap histogram) and the
+latency breakdown bar; the building blocks are ``reports.svg_parts`` and the line charts over
+time or sweep levels ``reports.line_charts``.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from doctor.foundation.units import fmt_seconds
 from doctor.foundation.wire import MAX_NUMBER
-from reports.shared_parts import strip_controls
-
-WIDTH = 960  # viewBox width; the page scales the SVG to its container
-LEFT = 120  # room for row labels
-RIGHT = 24
-
-Attrs = Mapping[str, object]
-
-
-def _num(value: float) -> str:
-    """Coordinates with one decimal: enough on a 960-unit canvas, and small files."""
-    text = f"{value:.1f}"
-    return text[:-2] if text.endswith(".0") else text
-
-
-def _attr(value: object) -> str:
-    return _num(value) if isinstance(value, float) else strip_controls(str(value))
-
-
-def el(tag: str, attrs: Attrs | None = None, *children: object) -> Markup:
-    """One SVG element; attribute values and text children are escaped, ``Markup`` children kept."""
-    head = tag + "".join(f' {k.rstrip("_").replace("_", "-")}="{escape(_attr(v))}"'
-                         for k, v in (attrs or {}).items() if v is not None)
-    if not children:
-        return Markup(f"<{head}/>")
-    body = "".join(str(c) if isinstance(c, Markup) else str(escape(strip_controls(str(c)))) for c in children)
-    return Markup(f"<{head}>{body}</{tag}>")
-
-
-def svg(height: float, *children: object, label: str) -> Markup:
-    return el("svg", {"viewBox": f"0 0 {WIDTH} {_num(height)}", "role": "img", "aria-label": label,
-                      "class": "chart", "xmlns": "http://www.w3.org/2000/svg"}, el("title", None, label), *children)
-
-
-def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    """Round tick values covering [lo, hi] (1, 2, 5 x 10^k steps)."""
-    if hi <= lo:
-        hi = lo + 1.0
-    raw = (hi - lo) / max(count, 1)
-    if not (math.isfinite(raw) and raw > 0):  # an axis past a float's range (or a span lost to rounding): no ticks
-        return []
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    start = math.floor(lo / step) * step
-    ticks = []
-    t = start
-    while t <= hi + step * 1e-9:
-        if t >= lo - step * 1e-9:
-            ticks.append(round(t, 10))
-        t += step
-    return ticks
-
-
-@dataclass
-class Scale:
-    """Linear map from data units to canvas units."""
-
-    lo: float
-    hi: float
-    a: float
-    b: float
-
-    def __call__(self, v: float) -> float:
-        span = self.hi - self.lo or 1.0
-        return self.a + (v - self.lo) / span * (self.b - self.a)
-
-
-def _x_axis(scale: Scale, y: float, ticks: Iterable[float], label: str,
-            fmt: Callable[[float], str] = fmt_seconds, top: float | None = None) -> list[Markup]:
-    out = [el("line", {"x1": scale.a, "x2": scale.b, "y1": y, "y2": y, "class": "axis"})]
-    for t in ticks:
-        x = scale(t)
-        if top is not None:
-            out.append(el("line", {"x1": x, "x2": x, "y1": top, "y2": y, "class": "grid"}))
-        out.append(el("text", {"x": x, "y": y + 16, "class": "tick", "text-anchor": "middle"}, fmt(t)))
-    out.append(el("text", {"x": scale.b, "y": y + 32, "class": "axis-label", "text-anchor": "end"}, label))
-    return out
-
-
-def _legend(names: Sequence[str], series: Mapping[str, int], x: float, y: float) -> list[Markup]:
-    out = []
-    for name in names:
-        out.append(el("rect", {"x": x, "y": y - 9, "width": 12, "height": 12, "class": f"fill s{series[name]}"}))
-        out.append(el("text", {"x": x + 17, "y": y + 1, "class": "legend"}, name))
-        x += 30 + 8 * len(name)
-    return out
-
-
-def series_index(names: Iterable[str]) -> dict[str, int]:
-    """Stable colour per path: ``direct`` is always s0 and ``gateway`` s1, others follow (s5, grey,
-    for every path past the palette)."""
-    fixed = {"direct": 0, "gateway": 1}
-    out: dict[str, int] = {}
-    spare = 2
-    for n in dict.fromkeys(names):
-        if n in fixed:
-            out[n] = fixed[n]
-        else:
-            out[n] = min(spare, 5)
-            spare += 1
-    return out
+from reports.svg_parts import LEFT, RIGHT, WIDTH, Scale, el, legend_keys, nice_ticks, num, series_index, svg, x_axis
 
 
 @dataclass
@@ -172,7 +75,7 @@ def request_timeline(rows: Sequence[TimelineRow]) -> Markup:
     xmax = max([r.end or 0 for r in rows] + [t for r in rows for t in r.tokens[-1:]] + [0.001])
     x = Scale(0, xmax, LEFT, WIDTH - RIGHT)
     series = series_index(r.path for r in rows)
-    parts: list[Markup] = _legend(list(series), series, LEFT, 16)
+    parts: list[Markup] = legend_keys(list(series), series, LEFT, 16)
     parts.append(el("text", {"x": WIDTH - RIGHT, "y": 16, "class": "legend", "text-anchor": "end"},
                     "black bar: headers · dot: first token · ticks: tokens (×n: n tokens in one read)"))
     ticks = nice_ticks(0, xmax, 8)
@@ -190,21 +93,21 @@ def request_timeline(rows: Sequence[TimelineRow]) -> Markup:
                                      "class": f"span s{s}"}, el("title", None, tip)))
         singles, bursts = _clumps(r.tokens)
         if singles:
-            d = "".join(f"M{px} {_num(y - 7)}v14" for px in dict.fromkeys(str(round(x(t))) for t in singles))
+            d = "".join(f"M{px} {num(y - 7)}v14" for px in dict.fromkeys(str(round(x(t))) for t in singles))
             parts.append(el("path", {"d": d, "class": f"tok s{s}"}, el("title", None, tip)))
         for t, n in bursts:
             parts.append(el("rect", {"x": x(t) - 2, "y": y - 9, "width": 4, "height": 18, "class": f"fill s{s}"},
                             el("title", None, f"{n} tokens arrived together at {fmt_seconds(t)}")))
             parts.append(el("text", {"x": x(t), "y": y - 11, "class": "burst", "text-anchor": "middle"}, f"×{n}"))
         if r.headers is not None:
-            parts.append(el("path", {"d": f"M{_num(x(r.headers))} {_num(y - 10)}v20", "class": "hdr"}))
+            parts.append(el("path", {"d": f"M{num(x(r.headers))} {num(y - 10)}v20", "class": "hdr"}))
         if r.first_token is not None:
             parts.append(el("circle", {"cx": x(r.first_token), "cy": y, "r": 4.5, "class": f"fill s{s} ring"}))
         if end is not None:
-            parts.append(el("path", {"d": f"M{_num(x(end))} {_num(y - 9)}v18", "class": "end"}))
+            parts.append(el("path", {"d": f"M{num(x(end))} {num(y - 9)}v18", "class": "end"}))
         if r.outcome != "ok":
             parts.append(el("text", {"x": x(end or 0) + 8, "y": y + 4, "class": "bad"}, r.outcome))
-    parts += _x_axis(x, top + row_h * len(rows) + 6, ticks, "seconds since the request was sent", top=top - 6)
+    parts += x_axis(x, top + row_h * len(rows) + 6, ticks, "seconds since the request was sent", top=top - 6)
     return svg(height, *parts, label="Per-request timeline, direct vs gateway")
 
 
@@ -227,12 +130,12 @@ def token_arrivals(curves: Mapping[str, Sequence[Sequence[tuple[float, int]]]]) 
     x = Scale(0, xmax, LEFT, WIDTH - RIGHT)
     y = Scale(0, ymax, top + plot_h, top)
     series = series_index(curves)
-    parts: list[Markup] = _legend(list(series), series, LEFT, 16)
+    parts: list[Markup] = legend_keys(list(series), series, LEFT, 16)
     for v in nice_ticks(0, ymax, 5):
         parts.append(el("line", {"x1": x.a, "x2": x.b, "y1": y(v), "y2": y(v), "class": "grid"}))
         parts.append(el("text", {"x": LEFT - 8, "y": y(v) + 4, "class": "tick", "text-anchor": "end"}, f"{v:g}"))
     parts.append(el("text", {"x": 14, "y": top + plot_h / 2, "class": "axis-label",
-                             "transform": f"rotate(-90 14 {_num(top + plot_h / 2)})", "text-anchor": "middle"},
+                             "transform": f"rotate(-90 14 {num(top + plot_h / 2)})", "text-anchor": "middle"},
                     "tokens received"))
     for name, reqs in curves.items():
         for i, events in enumerate(reqs):
@@ -245,15 +148,15 @@ def token_arrivals(curves: Mapping[str, Sequence[Sequence[tuple[float, int]]]]) 
             for t, n in events:
                 count += n
                 steps[str(round(x(t)))] = count
-            pts = [f"{_num(x(0))},{_num(y(0))}"]
+            pts = [f"{num(x(0))},{num(y(0))}"]
             before = 0
             for px, count in steps.items():
-                pts += [f"{px},{_num(y(before))}", f"{px},{_num(y(count))}"]
+                pts += [f"{px},{num(y(before))}", f"{px},{num(y(count))}"]
                 before = count
             parts.append(el("polyline", {"points": " ".join(pts), "class": f"curve s{series[name]}"},
                             el("title", None, f"{name} request {i + 1}: {count} tokens, "
                                               f"first after {fmt_seconds(events[0][0])}, last after {fmt_seconds(events[-1][0])}")))
-    parts += _x_axis(x, top + plot_h, nice_ticks(0, xmax, 8), "seconds since the request was sent")
+    parts += x_axis(x, top + plot_h, nice_ticks(0, xmax, 8), "seconds since the request was sent")
     return svg(height, *parts, label="Token arrivals: cumulative tokens received per request")
 
 
@@ -375,11 +278,11 @@ def stacked_bar(segments: Sequence[Segment], *, total: float | None, budget: flo
                                      "text-anchor": "middle"}, f"{s.name} {fmt_seconds(s.seconds)}"))
         pos += s.seconds
     if budget is not None:
-        parts.append(el("path", {"d": f"M{_num(x(budget))} {top - 8}v{bar_h + 16}", "class": "budget"}))
+        parts.append(el("path", {"d": f"M{num(x(budget))} {top - 8}v{bar_h + 16}", "class": "budget"}))
         parts.append(el("text", {"x": x(budget), "y": top + bar_h + 22, "class": "budget-label",
                                  "text-anchor": "middle"}, f"budget {fmt_seconds(budget)}"))
     if total is not None:
-        parts.append(el("path", {"d": f"M{_num(x(total))} {top - 8}v{bar_h + 16}", "class": "total"}))
+        parts.append(el("path", {"d": f"M{num(x(total))} {top - 8}v{bar_h + 16}", "class": "total"}))
         parts.append(el("text", {"x": x(total), "y": top - 10, "class": "legend", "text-anchor": "middle"},
                         f"measured {fmt_seconds(total)}"))
     legend_y = top + bar_h + 50
@@ -389,109 +292,4 @@ def stacked_bar(segments: Sequence[Segment], *, total: float | None, budget: flo
         text = f"{s.name} {fmt_seconds(s.seconds)}"
         parts.append(el("text", {"x": lx + 17, "y": legend_y + 1, "class": "legend"}, text))
         lx += 40 + 7 * len(text)
-    return svg(height, *parts, label=label)
-
-
-@dataclass
-class Series:
-    name: str
-    samples: list[list[float]]  # [t, value]
-    cls: str  # CSS class for the line colour
-
-
-#: Up to this many samples each gets a dot with a tooltip; beyond, the line alone.
-MARKED_SAMPLES = 120
-
-
-def _per_column(samples: Sequence[Sequence[float]], x: Scale) -> list[tuple[int, float]]:
-    """At most first, min, max and last sample per canvas column, so a spike survives and an hour
-    of scrapes costs no more than a minute's."""
-    columns: dict[int, list[float]] = {}
-    for t, v in samples:
-        columns.setdefault(round(x(t)), []).append(v)
-    out: list[tuple[int, float]] = []
-    for px, vs in columns.items():
-        keep = [vs[0], min(vs), max(vs), vs[-1]] if len(vs) > 4 else vs
-        out += [(px, v) for v in keep]
-    return out
-
-
-def line_panel(series: Sequence[Series], *, label: str, y_label: str, y_max: float | None = None,
-               y_fmt: Callable[[float], str] = "{:g}".format, window: tuple[float, float] | None = None) -> Markup:
-    """Gauges over time (KV usage, running / waiting), with the probe window shaded."""
-    top, plot_h = 28, 150
-    height = top + plot_h + 46
-    ts = [p[0] for s in series for p in s.samples]
-    vs = [p[1] for s in series for p in s.samples]
-    tmin = min(ts + ([window[0]] if window else []))
-    tmax = max(ts + ([window[1]] if window else []))
-    if tmax <= tmin:
-        tmax = tmin + 1
-    top_v = y_max if y_max is not None else max([*vs, 1.0]) * 1.1
-    x = Scale(tmin, tmax, LEFT, WIDTH - RIGHT)
-    y = Scale(0, top_v, top + plot_h, top)
-    parts: list[Markup] = []
-    if window:
-        parts.append(el("rect", {"x": x(window[0]), "y": top, "width": max(x(window[1]) - x(window[0]), 1.0),
-                                 "height": plot_h, "class": "window"}, el("title", None, "probe window")))
-    for v in nice_ticks(0, top_v, 4):
-        if v > top_v:
-            continue
-        parts.append(el("line", {"x1": x.a, "x2": x.b, "y1": y(v), "y2": y(v), "class": "grid"}))
-        parts.append(el("text", {"x": LEFT - 8, "y": y(v) + 4, "class": "tick", "text-anchor": "end"}, y_fmt(v)))
-    parts.append(el("text", {"x": 14, "y": top + plot_h / 2, "class": "axis-label",
-                             "transform": f"rotate(-90 14 {_num(top + plot_h / 2)})", "text-anchor": "middle"}, y_label))
-    lx = float(LEFT)
-    for s in series:
-        pts = " ".join(f"{px},{_num(y(v))}" for px, v in _per_column(s.samples, x))
-        parts.append(el("polyline", {"points": pts, "class": f"curve thick {s.cls}"}))
-        if len(s.samples) <= MARKED_SAMPLES:
-            for t, v in s.samples:
-                parts.append(el("circle", {"cx": x(t), "cy": y(v), "r": 2.5, "class": f"fill {s.cls}"},
-                                el("title", None, f"{s.name} {y_fmt(v)} at t={fmt_seconds(t)}")))
-        parts.append(el("rect", {"x": lx, "y": 7, "width": 12, "height": 12, "class": f"fill {s.cls}"}))
-        parts.append(el("text", {"x": lx + 17, "y": 17, "class": "legend"}, s.name))
-        lx += 40 + 8 * len(s.name)
-    parts += _x_axis(x, top + plot_h, nice_ticks(tmin, tmax, 8),
-                     "seconds relative to the first probe request (shaded: probe window)")
-    return svg(height, *parts, label=label)
-
-
-def level_panel(xs: Sequence[float], series: Mapping[str, Sequence[float | None]], *, label: str, y_label: str,
-                x_label: str, budget: float | None = None, knee: float | None = None,
-                y_fmt: Callable[[float], str] = fmt_seconds) -> Markup:
-    """A sweep's curve: each series against the level (concurrency or rate), the budget as a dashed
-    line and the knee as a vertical marker. Points without a value are left out of their line."""
-    top, plot_h = 28, 170
-    height = top + plot_h + 46
-    values = [v for vs in series.values() for v in vs if v is not None and math.isfinite(v)]
-    top_v = max([*values, budget or 0.0, 1e-9]) * 1.15
-    x = Scale(min(xs, default=0.0), max(xs, default=1.0), LEFT, WIDTH - RIGHT)
-    y = Scale(0, top_v, top + plot_h, top)
-    parts: list[Markup] = []
-    for v in nice_ticks(0, top_v, 4):
-        if v <= top_v:
-            parts.append(el("line", {"x1": x.a, "x2": x.b, "y1": y(v), "y2": y(v), "class": "grid"}))
-            parts.append(el("text", {"x": LEFT - 8, "y": y(v) + 4, "class": "tick", "text-anchor": "end"}, y_fmt(v)))
-    parts.append(el("text", {"x": 14, "y": top + plot_h / 2, "class": "axis-label",
-                             "transform": f"rotate(-90 14 {_num(top + plot_h / 2)})", "text-anchor": "middle"}, y_label))
-    if budget is not None:
-        parts.append(el("line", {"x1": x.a, "x2": x.b, "y1": y(budget), "y2": y(budget), "class": "budget"}))
-        parts.append(el("text", {"x": x.b, "y": y(budget) - 5, "class": "budget-label", "text-anchor": "end"},
-                        f"budget {y_fmt(budget)}"))
-    if knee is not None:
-        parts.append(el("line", {"x1": x(knee), "x2": x(knee), "y1": top, "y2": top + plot_h, "class": "total"},
-                        el("title", None, f"knee at {knee:g}")))
-        parts.append(el("text", {"x": x(knee) + 4, "y": top + 12, "class": "legend"}, f"knee {knee:g}"))
-    legend = series_index(series)
-    for name, vs in series.items():
-        cls = f"s{legend[name]}"
-        points = [(px, v) for px, v in zip(xs, vs, strict=True) if v is not None and math.isfinite(v)]
-        parts.append(el("polyline", {"points": " ".join(f"{_num(x(px))},{_num(y(v))}" for px, v in points),
-                                     "class": f"curve thick {cls}"}))
-        for px, v in points:
-            parts.append(el("circle", {"cx": x(px), "cy": y(v), "r": 3.0, "class": f"fill {cls}"},
-                            el("title", None, f"{name} {y_fmt(v)} at {px:g}")))
-    parts += _legend(list(series), legend, float(LEFT), 14.0)
-    parts += _x_axis(x, top + plot_h, sorted(set(xs)), x_label, fmt="{:g}".format)
     return svg(height, *parts, label=label)

@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from doctor.foundation.units import UNKNOWN, fmt_seconds
-from doctor.runs.compare_runs import ALPHA, EXACT_UP_TO, PER_TOKEN, SMALLEST_TESTABLE, Comparison, Decision, FieldDiff, Practical, Row
+from doctor.runs.compare_runs import PER_TOKEN, Comparison, Decision, FieldDiff, Practical, Row
+from doctor.runs.rank_tests import ALPHA, EXACT_UP_TO, SMALLEST_TESTABLE
 from reports.terminal import clean, fitted, grid, printer
 
 #: The space ``reports.terminal.grid`` keeps after each column.

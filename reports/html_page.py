@@ -27,7 +27,7 @@ from doctor.evidence.machine import XID_NOTE_PREFIX
 from doctor.foundation.serial import to_jsonable
 from doctor.foundation.units import counted, fmt_pct, fmt_seconds
 from doctor.model import Component, Finding, Outcome, Report, Severity
-from reports import charts
+from reports import charts, line_charts, svg_parts
 from reports.shared_parts import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
@@ -107,7 +107,7 @@ def _measured(requests: list[RequestTrace], per_path: int, ok_only: bool) -> lis
             continue
         seen[req.path] = seen.get(req.path, 0) + 1
         out.append(req)
-    order = charts.series_index(seen)
+    order = svg_parts.series_index(seen)
     return sorted(out, key=lambda r: (order[r.path], r.index))
 
 
@@ -174,19 +174,19 @@ def gauge_charts(metrics_window: MetricsWindowJson | None, report: Report) -> li
     out: list[Markup] = []
     kv = samples("kv_usage")
     if kv:
-        out.append(charts.line_panel([charts.Series("KV cache usage", kv, "c3")], label="KV cache usage over the window",
+        out.append(line_charts.line_panel([line_charts.Series("KV cache usage", kv, "c3")], label="KV cache usage over the window",
                                      y_label="KV usage", y_max=1.0, y_fmt=lambda v: f"{v:.0%}", window=window))
-    queue = [charts.Series(name, pts, cls) for name, pts, cls in
+    queue = [line_charts.Series(name, pts, cls) for name, pts, cls in
              (("running", samples("running"), "s0"), ("waiting", samples("waiting"), "c1")) if pts]
     if queue:
-        out.append(charts.line_panel(queue, label="Running and waiting requests over the window",
+        out.append(line_charts.line_panel(queue, label="Running and waiting requests over the window",
                                      y_label="requests", window=window))
     return out
 
 
 def colored_key_numbers(stream_stats: StreamStatsJson) -> list[tuple[str, list[tuple[str, int, str]]]]:
     """Key numbers with each path's chart colour, for the strip under the verdict."""
-    colour = charts.series_index(stream_stats["paths"])
+    colour = svg_parts.series_index(stream_stats["paths"])
     return [(label, [(name, colour[name], text) for name, text in values.items()])
             for label, values in key_numbers(stream_stats)]
 

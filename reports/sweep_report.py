@@ -13,8 +13,8 @@ from rich.console import Console
 from doctor import __version__
 from doctor.foundation.units import UNKNOWN, fmt_pct, fmt_seconds
 from doctor.runs.sweep_knee import Level, SweepResult
-from reports.charts import level_panel
 from reports.html_page import environment
+from reports.line_charts import level_panel
 from reports.terminal import fitted, grid, printer
 
 #: How the knee line says what stopped the sweep, when it was not a budget.

@@ -73,7 +73,7 @@ def _redacting(progress: Progress, secrets: list[str]) -> Progress:
 
 def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bundle:
     """Run the probes and return the redacted bundle (partial, with ``interrupted``, on Ctrl-C)."""
-    from doctor.probes import endpoints, gpu, host, ingress, logfile, metrics, model_config, prometheus, stream
+    from doctor.probes import endpoints, gpu, gpu_xid, host, ingress, logfile, metrics, model_config, prometheus, stream
 
     say = _redacting(progress, config.http.secrets())
     clock = Clock()
@@ -172,7 +172,7 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             discover = bundle.endpoints is None
             if bundle.gpu is not None and bundle.gpu.available:
                 say("watching the GPUs for XID errors (NVML events)")
-                xids = gpu.XidWatcher(bundle.gpu, clock)
+                xids = gpu_xid.XidWatcher(bundle.gpu, clock)
                 _guard(bundle, "gpu", "nvml", "watch XID events", xids.start)
             with scraper.during() if scraper is not None else nullcontext():
                 try:

@@ -10,11 +10,9 @@ engine's. Without the module, the library or the driver, the evidence says ``ava
 and why. A field one device does not support (ECC on a GeForce card, power on some boards)
 is listed in that device's ``errors`` and the rest is kept.
 
-XID errors (the driver's numbered reports of GPU faults: 79 "fallen off the bus", 48 double-bit
-ECC...) exist in NVML only as events delivered to a listener registered before they happen, never
-as a count of past ones. ``XidWatcher`` is that listener: the collector starts it right before the
-stream probe and stops it right after, so the evidence says which XIDs the GPUs reported while
-they served the probe, and which devices were watched (``GpuEvidence.xid``).
+XID errors cannot be read from a snapshot: the listener that catches them while the probe runs
+is ``doctor.probes.gpu_xid``. Starting NVML and mapping its errors, which both share, is
+``doctor.probes.nvml``.
 
 UUIDs identify hardware across runs without naming it, so they are stored hashed.
 """
@@ -31,10 +29,8 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from doctor.evidence import EvidenceError, GpuDevice, GpuEvidence, GpuProcess, NvLink
-from doctor.evidence.machine import XID_NOTE_PREFIX, XidEvent, XidWatch
-from doctor.foundation.clock import Clock
+from doctor.probes.nvml import FIELD_ERRORS, SOURCE, optional, start_nvml, text
 
-SOURCE = "gpu"
 T = TypeVar("T")
 
 #: Clock-event ("throttle") reason bits, by the suffix of their pynvml constant, and the name stored.
@@ -63,15 +59,6 @@ TOPOLOGY_LEVELS = (
 )
 NVLINK = "NVLINK"
 
-#: How many XID events one watch reads: an XID storm (one XID 13 per faulting kernel launch)
-#: must not keep the collector reading; the first ones name the fault.
-MAX_XID_EVENTS = 1000
-
-#: Errors that mean "this device cannot answer this question"; any other NVML error means NVML
-#: itself is unusable (GPU lost, driver gone) and the evidence is marked not available.
-_FIELD_ERRORS = ("NVMLError_NotSupported", "NVMLError_NoPermission", "NVMLError_FunctionNotFound", "NVMLError_NotFound")
-#: Init errors that only say "no NVIDIA GPU here": no need to bother the user with an error.
-_ABSENT = ("NVMLError_LibraryNotFound", "NVMLError_DriverNotLoaded")
 #: A GPU or MIG UUID as NVML prints it and CUDA_VISIBLE_DEVICES may list it: hashed like device UUIDs.
 _UUID = re.compile(r"\b(?:GPU|MIG)-[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}\b")
 
@@ -85,7 +72,7 @@ def collect_gpu(nvml: ModuleType | Any | None = None) -> tuple[GpuEvidence, list
     """
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     evidence = GpuEvidence(cuda_visible_devices=_UUID.sub(lambda m: _uuid_hash(m.group()), visible) if visible else visible)
-    nvml, evidence.reason, errors = _start_nvml(nvml)
+    nvml, evidence.reason, errors = start_nvml(nvml)
     if nvml is None:
         return evidence, errors
     try:
@@ -100,139 +87,10 @@ def collect_gpu(nvml: ModuleType | Any | None = None) -> tuple[GpuEvidence, list
             nvml.nvmlShutdown()
 
 
-def _start_nvml(nvml: ModuleType | Any | None) -> tuple[Any | None, str | None, list[EvidenceError]]:
-    """Import pynvml (unless given) and ``nvmlInit``: ``(module, None, [])``, or ``(None, reason, errors)``.
-
-    No bindings, no library or no driver only say "no NVIDIA GPU here": a reason, no error.
-    """
-    if nvml is None:
-        try:
-            import pynvml
-        except ImportError:
-            return None, "the NVML bindings (nvidia-ml-py, module pynvml) are not installed", []
-        nvml = pynvml
-    try:
-        nvml.nvmlInit()
-    except nvml.NVMLError as exc:
-        reason = f"NVML did not start: {exc}"
-        errors = [] if type(exc).__name__ in _ABSENT else [EvidenceError(SOURCE, "nvml", "nvmlInit", "unavailable", reason)]
-        return None, reason, errors
-    return nvml, None, []
-
-
-class XidWatcher:
-    """Listens for critical XID events on every GPU while the stream probe runs.
-
-    NVML queues an event in each event set registered for it until the set is read, so
-    ``start()`` registers every device and ``stop()`` reads the queue without waiting: no thread
-    runs in between, and Ctrl-C needs nothing but ``result()`` (which stops a watch still
-    running). The price is the time: an event carries none, so each is stamped when read; all
-    that is known is that it happened inside the window. Nothing here raises: NVML missing or
-    failing becomes ``XidWatch.reason`` and, when it is a failure, an ``EvidenceError``.
-    """
-
-    def __init__(self, gpu: GpuEvidence, clock: Clock, nvml: ModuleType | Any | None = None) -> None:
-        self.gpu = gpu  # the snapshot's evidence, which ``result()`` completes
-        self.clock = clock
-        self._nvml_given = nvml
-        self._nvml: Any = None  # the started module while the watch holds NVML
-        self._set: Any = None
-        self._watch = XidWatch()
-        self._notes: dict[int, str] = {}  # device index -> why it cannot be watched
-        self._errors: list[EvidenceError] = []
-        self._stopped = False
-
-    def start(self) -> None:
-        """Start NVML and register every device for critical XID events."""
-        self._watch.start_t, self._watch.start_wall = self._stamp()
-        self._nvml, self._watch.reason, self._errors = _start_nvml(self._nvml_given)
-        nvml = self._nvml
-        if nvml is None:
-            return
-        try:
-            self._set = nvml.nvmlEventSetCreate()
-            for index in range(nvml.nvmlDeviceGetCount()):
-                handle = nvml.nvmlDeviceGetHandleByIndex(index)
-                try:
-                    nvml.nvmlDeviceRegisterEvents(handle, nvml.nvmlEventTypeXidCriticalError, self._set)
-                except nvml.NVMLError as exc:
-                    if type(exc).__name__ not in _FIELD_ERRORS:
-                        raise
-                    self._notes[index] = f"{XID_NOTE_PREFIX}{exc}"
-                else:
-                    self._watch.watched.append(index)
-        except nvml.NVMLError as exc:  # NVML itself is unusable (GPU lost, driver gone): no watch at all
-            self._watch.watched = []
-            self._fail("watch XID events", f"NVML could not watch for XID events: {exc}")
-        if not self._watch.watched:
-            self._watch.reason = self._watch.reason or "no GPU supports XID events"
-            self._release()
-
-    def stop(self) -> None:
-        """Read the events queued since ``start()`` and release NVML; a second call does nothing."""
-        if self._stopped:
-            return
-        self._stopped = True
-        self._watch.end_t, self._watch.end_wall = self._stamp()
-        try:
-            if self._set is not None:
-                self._drain(self._nvml)
-        finally:
-            self._release()
-
-    def result(self) -> list[EvidenceError]:
-        """Stop the watch if it still runs, record it in ``gpu.xid`` and its device notes; the errors."""
-        self.stop()
-        self.gpu.xid = self._watch
-        for device in self.gpu.devices:
-            if device.index in self._notes:
-                device.errors.append(self._notes[device.index])
-        return self._errors
-
-    def _drain(self, nvml: Any) -> None:
-        """Read queued events until NVML answers Timeout (the queue is empty)."""
-        # nvmlEventSetWait_v2 is the name since NVML 10; older bindings have only the first one.
-        wait = getattr(nvml, "nvmlEventSetWait_v2", None) or nvml.nvmlEventSetWait
-        while True:
-            try:
-                data = wait(self._set, 0)  # 0 ms: only what is already queued
-            except nvml.NVMLError as exc:
-                if type(exc).__name__ != "NVMLError_Timeout":
-                    self._watch.read_error = f"NVML failed while reading XID events: {exc}"
-                    self._watch.gpu_lost = type(exc).__name__ == "NVMLError_GpuIsLost"
-                    self._fail("read XID events", self._watch.read_error)
-                return
-            if len(self._watch.events) == MAX_XID_EVENTS:
-                self._watch.truncated = True
-                return
-            seen_t, seen_wall = self._stamp()
-            gpu = _optional(nvml, partial(_device_index, nvml, data.device))
-            self._watch.events.append(XidEvent(gpu=gpu, xid=int(data.eventData), seen_t=seen_t, seen_wall=seen_wall))
-
-    def _release(self) -> None:
-        nvml, self._nvml = self._nvml, None
-        if nvml is None:
-            return
-        if self._set is not None:
-            with contextlib.suppress(nvml.NVMLError):
-                nvml.nvmlEventSetFree(self._set)
-            self._set = None
-        with contextlib.suppress(nvml.NVMLError):
-            nvml.nvmlShutdown()
-
-    def _fail(self, action: str, message: str) -> None:
-        self._watch.reason = message
-        self._errors.append(EvidenceError(SOURCE, "nvml", action, "unavailable", message))
-
-    def _stamp(self) -> tuple[float, float]:
-        t = self.clock.now()
-        return t, self.clock.t0_wall + t
-
-
 def _snapshot(nvml: Any, evidence: GpuEvidence) -> None:
-    evidence.driver_version = _optional(nvml, lambda: _text(nvml.nvmlSystemGetDriverVersion()))
-    evidence.nvml_version = _optional(nvml, lambda: _text(nvml.nvmlSystemGetNVMLVersion()))
-    cuda = _optional(nvml, nvml.nvmlSystemGetCudaDriverVersion)
+    evidence.driver_version = optional(nvml, lambda: text(nvml.nvmlSystemGetDriverVersion()))
+    evidence.nvml_version = optional(nvml, lambda: text(nvml.nvmlSystemGetNVMLVersion()))
+    cuda = optional(nvml, nvml.nvmlSystemGetCudaDriverVersion)
     if cuda:
         evidence.cuda_driver_version = f"{cuda // 1000}.{cuda % 1000 // 10}"
     handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
@@ -253,8 +111,8 @@ def _device(nvml: Any, index: int, h: Any) -> GpuDevice:
     def field(label: str, fn: Callable[[], T]) -> T | None:
         return _field(nvml, d, label, fn)
 
-    d.name = field("name", lambda: _text(nvml.nvmlDeviceGetName(h)))
-    uuid = field("uuid", lambda: _text(nvml.nvmlDeviceGetUUID(h)))
+    d.name = field("name", lambda: text(nvml.nvmlDeviceGetName(h)))
+    uuid = field("uuid", lambda: text(nvml.nvmlDeviceGetUUID(h)))
     d.uuid_hash = _uuid_hash(uuid) if uuid else None
     memory = field("memory", lambda: nvml.nvmlDeviceGetMemoryInfo(h))
     if memory is not None:
@@ -307,7 +165,7 @@ def _processes(nvml: Any, d: GpuDevice, h: Any) -> list[GpuProcess]:
         for proc in _field(nvml, d, label, partial(getter, h)) or []:
             known = found.get(proc.pid)
             if known is None:
-                name = _optional(nvml, partial(_process_name, nvml, proc.pid))
+                name = optional(nvml, partial(_process_name, nvml, proc.pid))
                 found[proc.pid] = GpuProcess(pid=proc.pid, name=name or None, used_memory_bytes=proc.usedGpuMemory)
             elif known.used_memory_bytes is None:
                 known.used_memory_bytes = proc.usedGpuMemory
@@ -327,7 +185,7 @@ def _nvlinks(nvml: Any, d: GpuDevice, h: Any, bus_to_index: dict[tuple[str, ...]
         except nvml.NVMLError as exc:
             if type(exc).__name__ in ("NVMLError_NotSupported", "NVMLError_InvalidArgument"):
                 continue  # no such link on this device
-            if type(exc).__name__ not in _FIELD_ERRORS:
+            if type(exc).__name__ not in FIELD_ERRORS:
                 raise
             d.errors.append(f"nvlink: {exc}")
             break
@@ -363,20 +221,16 @@ def _topology(nvml: Any, evidence: GpuEvidence, handles: list[Any]) -> dict[str,
 
 
 # Queries made inside loops, bound with functools.partial (a lambda would capture the loop variable).
-def _device_index(nvml: Any, handle: Any) -> int:
-    return int(nvml.nvmlDeviceGetIndex(handle))
-
-
 def _pci_bus_id(nvml: Any, handle: Any) -> str:
-    return _text(nvml.nvmlDeviceGetPciInfo(handle).busId)
+    return text(nvml.nvmlDeviceGetPciInfo(handle).busId)
 
 
 def _process_name(nvml: Any, pid: int) -> str:
-    return _text(nvml.nvmlSystemGetProcessName(pid))
+    return text(nvml.nvmlSystemGetProcessName(pid))
 
 
 def _nvlink_remote_bus_id(nvml: Any, handle: Any, link: int) -> str:
-    return _text(nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
+    return text(nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
 
 
 def _field(nvml: Any, device: GpuDevice, label: str, fn: Callable[[], T]) -> T | None:
@@ -384,26 +238,14 @@ def _field(nvml: Any, device: GpuDevice, label: str, fn: Callable[[], T]) -> T |
     try:
         return fn()
     except nvml.NVMLError as exc:
-        if type(exc).__name__ not in _FIELD_ERRORS:
+        if type(exc).__name__ not in FIELD_ERRORS:
             raise
         device.errors.append(f"{label}: {exc}")
         return None
 
 
-def _optional(nvml: Any, fn: Callable[[], T]) -> T | None:
-    """A query whose failure is not worth a note (version strings, other containers' process names)."""
-    try:
-        return fn()
-    except nvml.NVMLError:
-        return None
-
-
 def _uuid_hash(uuid: str) -> str:
     return hashlib.sha256(uuid.encode()).hexdigest()[:12]
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _bus_key(bus_id: str) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ from several of them (repeated, compared, side by side, swept).
   target is down, the round kept in ``--history``;
 - ``outage``: what a down target looks like in a bundle, and when to try it again;
 - ``compare_runs``: two analysed runs, whether they may be compared and what changed enough to matter;
+- ``rank_tests``: the two-sample statistics ``compare_runs`` and ``fleet_view`` judge with (U test, shift, sizes);
 - ``fleet_view``: a fleet's replicas side by side, their imbalance and the fleet's verdict;
 - ``sweep_knee``: the SLO knee of a load sweep, why it is there, and the setting that follows.
 

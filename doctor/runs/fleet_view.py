@@ -3,7 +3,7 @@
 Pure: it reads the replicas' analysed reports (``{name: Report}``, one ``diagnose`` each) and
 nothing else. Imbalance is judged the way ``compare`` judges a regression, from distributions
 and not from a fixed ratio: the slowest replica's per-request TTFTs against the fastest's, with
-the same Mann-Whitney U test as ``compare`` (``doctor.runs.compare_runs.mann_whitney``), held to a
+the same Mann-Whitney U test as ``compare`` (``doctor.runs.rank_tests.mann_whitney``), held to a
 stricter ``ALPHA``. A balancer that sends one replica more
 than its share (or a replica on a sick GPU) shows as a shift beyond noise; two replicas 10 %
 apart on six requests each do not.
@@ -22,7 +22,8 @@ from typing import Any
 
 from doctor.evidence import ProbePath
 from doctor.model import Report, Symptom
-from doctor.runs.compare_runs import mann_whitney, request_samples
+from doctor.runs.compare_runs import request_samples
+from doctor.runs.rank_tests import mann_whitney
 
 #: Two-sided significance of the imbalance: stricter than ``compare``'s, which has a practical
 #: threshold besides, because the slowest of several replicas against the fastest is the most

@@ -16,7 +16,7 @@ from typing import Any
 import pynvml
 import pytest
 
-import doctor.probes.gpu as gpu_probe
+import doctor.probes.gpu_xid as gpu_xid_probe
 import doctor.probes.stream as stream_probe
 from checks.gpu_xid_errors import gpu_xid_errors
 from doctor.checking.contract import Fire, NotApplicable
@@ -26,7 +26,8 @@ from doctor.evidence.stream import StreamEvidence
 from doctor.foundation.clock import Clock
 from doctor.foundation.serial import load, to_jsonable
 from doctor.model import Severity
-from doctor.probes.gpu import XidWatcher, collect_gpu
+from doctor.probes.gpu import collect_gpu
+from doctor.probes.gpu_xid import XidWatcher
 from doctor.probes.http import HttpOptions
 from tests.support.sse_server import SseServer
 
@@ -398,7 +399,7 @@ def test_the_drain_reads_until_nvml_says_timeout() -> None:
 
 
 def test_an_xid_storm_is_cut_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gpu_probe, "MAX_XID_EVENTS", 2)
+    monkeypatch.setattr(gpu_xid_probe, "MAX_XID_EVENTS", 2)
     nvml = FakeNvml([FakeGpu()])
     evidence, errors = watch(nvml, lambda: [nvml.raise_xid(0, 13) for _ in range(5)])
     assert errors == [] and len(evidence.xid.events) == 2 and evidence.xid.truncated

@@ -18,7 +18,7 @@ from doctor.checking.runner import analyze
 from doctor.cli import app
 from doctor.evidence import RunRecord
 from doctor.foundation.units import fmt_pct, fmt_seconds
-from reports import charts, render_html
+from reports import charts, line_charts, render_html, svg_parts
 from reports.shared_parts import fmt_bytes
 from tests.support import bundles
 from tests.support.html_dom import inventory
@@ -74,7 +74,7 @@ def row_labels(html: str) -> list[str]:
 
 
 def test_a_long_row_label_breaks_between_words_to_fit_the_margin() -> None:
-    label = str(charts.row_label("server inter-token latency mean", charts.LEFT - 8, 37))
+    label = str(charts.row_label("server inter-token latency mean", svg_parts.LEFT - 8, 37))
     lines = re.findall(r"<tspan[^>]*>([^<]*)</tspan>", label)
     assert " ".join(lines) == "server inter-token latency mean"
     assert len(lines) > 1 and all(len(line) <= charts.ROW_LABEL_CHARS for line in lines)
@@ -248,14 +248,14 @@ def test_real_lab_run_renders_and_reanalyses(tmp_path) -> None:
 
 
 def test_chart_builder_escapes_text_and_attributes() -> None:
-    svg = charts.el("text", {"class": '"><script>'}, "<b>&", charts.el("title", None, "</text>"))
+    svg = svg_parts.el("text", {"class": '"><script>'}, "<b>&", svg_parts.el("title", None, "</text>"))
     assert str(svg) == '<text class="&#34;&gt;&lt;script&gt;">&lt;b&gt;&amp;<title>&lt;/text&gt;</title></text>'
 
 
 def test_nice_ticks_cover_the_range_with_round_steps() -> None:
-    assert charts.nice_ticks(0, 7.9, 8) == [0, 1, 2, 3, 4, 5, 6, 7]
-    assert charts.nice_ticks(0, 0.35, 5) == [0, 0.1, 0.2, 0.3]
-    assert charts.nice_ticks(0, 0, 4) == [0, 0.5, 1.0]  # an empty range still gets an axis
+    assert svg_parts.nice_ticks(0, 7.9, 8) == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert svg_parts.nice_ticks(0, 0.35, 5) == [0, 0.1, 0.2, 0.3]
+    assert svg_parts.nice_ticks(0, 0, 4) == [0, 0.5, 1.0]  # an empty range still gets an axis
 
 
 def test_arrival_plot_stays_small_for_long_answers() -> None:
@@ -271,11 +271,11 @@ def test_gauge_panel_keeps_spikes_and_a_bounded_size() -> None:
     hour = [[float(t), 0.2] for t in range(3600)]
     hour[1800][1] = 0.97
     minute = [[float(t), 0.2] for t in range(60)]
-    big = charts.line_panel([charts.Series("KV", hour, "c3")], label="kv", y_label="kv", y_max=1.0)
-    small = charts.line_panel([charts.Series("KV", minute, "c3")], label="kv", y_label="kv", y_max=1.0)
+    big = line_charts.line_panel([line_charts.Series("KV", hour, "c3")], label="kv", y_label="kv", y_max=1.0)
+    small = line_charts.line_panel([line_charts.Series("KV", minute, "c3")], label="kv", y_label="kv", y_max=1.0)
     assert len(big) < 40_000
-    spike_y = charts.Scale(0, 1.0, 28 + 150, 28)(0.97)
-    assert f",{charts._num(spike_y)}" in big
+    spike_y = svg_parts.Scale(0, 1.0, 28 + 150, 28)(0.97)
+    assert f",{svg_parts.num(spike_y)}" in big
     assert "<circle" in small and "<circle" not in big  # tooltips only where they stay readable
 
 
@@ -363,4 +363,4 @@ def test_a_server_claiming_ten_to_the_400_tokens_still_gets_its_report(tmp_path:
 def test_numbers_past_a_floats_range_are_shown_not_raised() -> None:
     """What ``bench/fuzz.py`` found in bundles of hostile numbers: each formatter and an axis."""
     assert (fmt_bytes(10**400), fmt_seconds(-(10**400)), fmt_pct(10**400)) == ("inf GiB", "-inf s", "inf %")
-    assert charts.nice_ticks(0, math.inf) == [] and charts.nice_ticks(0, 1e308 * 10) == []
+    assert svg_parts.nice_ticks(0, math.inf) == [] and svg_parts.nice_ticks(0, 1e308 * 10) == []

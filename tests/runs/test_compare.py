@@ -17,19 +17,8 @@ from typer.testing import CliRunner
 
 from doctor.cli import app
 from doctor.evidence import RunRecord
-from doctor.runs.compare_runs import (
-    ALPHA,
-    SMALLEST_TESTABLE,
-    Decision,
-    Practical,
-    Row,
-    engine_setting_changes,
-    hodges_lehmann,
-    judge,
-    mann_whitney,
-    needed_requests,
-    run_differences,
-)
+from doctor.runs.compare_runs import Decision, Practical, Row, engine_setting_changes, judge, run_differences
+from doctor.runs.rank_tests import ALPHA, SMALLEST_TESTABLE, hodges_lehmann, mann_whitney, needed_requests
 from tests.support.sse_server import SseServer
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"

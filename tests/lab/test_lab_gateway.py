@@ -89,17 +89,16 @@ def test_serialise_makes_ttft_grow_with_concurrency_through_the_gateway_only(eng
     gw = gateway(engine, mode="serialise")
     bodies = [chat_body(max_tokens=30) for _ in range(4)]
     try:
-        relayed = sorted(t.ttft for t in run_streams(gw.url, bodies, concurrency=4))
+        relayed = sorted(run_streams(gw.url, bodies, concurrency=4), key=lambda t: t.tokens[0])
     finally:
         gw.stop()
-    direct = run_streams(engine.url, bodies, concurrency=4)
-    answer_s = statistics.median(t.tokens[-1] - t.tokens[0] for t in direct)
-    # Through the gateway each request waits for the whole answer before it; directly none waits.
-    assert all(b - a > 0.5 * answer_s for a, b in itertools.pairwise(relayed))
-    assert relayed[-1] > 3 * relayed[0]
-    # Directly the last first token still comes before the gateway's third: no request waited a whole answer.
-    # (A comparison with half an answer failed on a loaded CI machine: four direct streams' TTFT reached 126 ms.)
-    assert max(t.ttft for t in direct) < relayed[2]
+    direct = sorted(run_streams(engine.url, bodies, concurrency=4), key=lambda t: t.tokens[0])
+    # Through the gateway each answer starts only once the one before it has ended, so TTFT grows by
+    # a whole answer per request ahead; directly the answers overlap. Orders of the client's own
+    # stamps, not durations: loaded CI machines broke every comparison with a fraction of an answer
+    # (four direct first tokens took 126 ms against half an answer's 108 ms).
+    assert all(b.tokens[0] > a.tokens[-1] for a, b in itertools.pairwise(relayed))
+    assert any(b.tokens[0] < a.tokens[-1] for a, b in itertools.pairwise(direct))
 
 
 def test_overhead_adds_a_constant_delay(engine: LabEngine):

@@ -15,10 +15,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 import pytest
 
 import doctor.probes.host as host_probe
@@ -153,23 +154,8 @@ def test_ctrl_c_mid_stream_keeps_the_requests_scrapes_and_log(tmp_path: Path, si
         command = [sys.executable, "-m", "doctor", "collect", "--engine", engine, "--requests", "2", "--warmup", "0",
                    "--no-gpu", "--no-host", "--metrics-url", server.url + "/metrics", "--log", str(STARTUP_LOG),
                    "-o", str(out)]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                preexec_fn=inherited)
-        try:
-            # interrupt once the server has streamed a few tokens of the first request
-            end = time.monotonic() + HANG_GUARD_S
-            while not any(len(sent.tokens) >= 5 for sent in list(server.log.requests.values())):
-                assert proc.poll() is None, proc.communicate()[0].decode()
-                assert time.monotonic() < end, "the probe never started streaming"
-                time.sleep(0.02)
-            proc.send_signal(sig)
-            output = proc.communicate(timeout=HANG_GUARD_S)[0].decode()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert proc.returncode == ExitCode.INTERRUPTED, output
+        code, output, _ = stop_mid_stream(command, server, sig, inherited=inherited)
+    assert code == ExitCode.INTERRUPTED, output
     bundle = load_path(out)
     assert bundle.interrupted
     assert bundle.stream is not None, output
@@ -183,18 +169,23 @@ def test_ctrl_c_mid_stream_keeps_the_requests_scrapes_and_log(tmp_path: Path, si
     assert not re.search(r"Traceback", output)
 
 
-def _stop_mid_stream(command: list[str], server: SseServer, sig: signal.Signals) -> tuple[int, str]:
-    """Run ``command``, send ``sig`` once the server has streamed a few tokens; (exit code, output)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def stop_mid_stream(command: list[str], server: SseServer, sig: signal.Signals, *, streaming: int = 1,
+                    inherited: Callable[[], None] | None = None) -> tuple[int, str, list[psutil.Process]]:
+    """Run ``command`` from the repository root until ``streaming`` of ``server``'s requests have five
+    tokens each, then send ``sig`` to the parent only, as timeout(1), systemd or Kubernetes do: its
+    exit code, its output and the worker processes it had then. ``inherited`` runs in the child
+    first (a signal disposition a script's ``&`` would leave it)."""
+    proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=inherited)
     try:
         end = time.monotonic() + HANG_GUARD_S
-        while not any(len(sent.tokens) >= 5 for sent in list(server.log.requests.values())):
+        while sum(1 for sent in list(server.log.requests.values()) if len(sent.tokens) >= 5) < streaming:
             assert proc.poll() is None, proc.communicate()[0].decode()
             assert time.monotonic() < end, "the probe never started streaming"
             time.sleep(0.02)
+        workers = psutil.Process(proc.pid).children()
         proc.send_signal(sig)
-        return proc.wait(timeout=HANG_GUARD_S), proc.communicate()[0].decode()
+        return proc.wait(timeout=HANG_GUARD_S), proc.communicate()[0].decode(), workers
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -209,7 +200,7 @@ def test_sigterm_during_diagnose_writes_a_report_marked_partial(tmp_path: Path) 
         command = [sys.executable, "-m", "doctor", "diagnose", "--engine", server.base(itl="0.05", n="100000"),
                    "--requests", "2", "--warmup", "0", "--no-gpu", "--no-host", "--no-metrics",
                    "--html", str(html), "--md", str(md)]
-        code, output = _stop_mid_stream(command, server, signal.SIGTERM)
+        code, output, _ = stop_mid_stream(command, server, signal.SIGTERM)
     assert code == ExitCode.INTERRUPTED, output
     assert "Partial report" in output and "Traceback" not in output
     banner = html.read_text().split('id="verdict"', 1)[1].split("</section>", 1)[0]

@@ -9,12 +9,8 @@ self-check, and still stop at once and write the report when the parent gets SIG
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +25,7 @@ from doctor.foundation.clock import Clock
 from doctor.foundation.serial import from_jsonable, to_jsonable
 from doctor.probes.shard import choose_workers
 from doctor.probes.stream import poisson_streams, request_id, run_stream_probe, shard_workers
-from tests.collection.test_collect import HANG_GUARD_S, ROOT
+from tests.collection.test_collect import stop_mid_stream
 from tests.runs.test_load import COMMON, measured, most_in_flight
 from tests.support.sse_server import SseServer
 
@@ -129,28 +125,6 @@ def test_a_workers_freezes_are_taken_out_of_its_own_requests_only() -> None:
     assert client.freezes_of(7) == freeze
 
 
-def sigterm_once_streaming(argv: list[str], srv: SseServer, streaming: int,
-                           inherited: Callable[[], None] | None = None) -> tuple[int, str, list[psutil.Process]]:
-    """Run ``argv`` from the repository root until ``streaming`` of ``srv``'s requests have five tokens
-    each, then SIGTERM the parent only, as timeout(1) or Kubernetes do: its exit code, its output and
-    the worker processes it had then. ``inherited`` runs in the child first (a signal disposition)."""
-    proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=inherited)
-    try:
-        end = time.monotonic() + HANG_GUARD_S
-        while sum(1 for s in list(srv.log.requests.values()) if len(s.tokens) >= 5) < streaming:
-            assert proc.poll() is None, proc.communicate()[0].decode()
-            assert time.monotonic() < end, "the probe never started streaming"
-            time.sleep(0.02)
-        workers = psutil.Process(proc.pid).children()
-        proc.send_signal(signal.SIGTERM)
-        return proc.wait(timeout=HANG_GUARD_S), proc.communicate()[0].decode(), workers
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
 def ignore_sigint() -> None:
     """In the child before it runs: SIGINT ignored, as a job started with ``&`` by a script inherits it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -165,7 +139,7 @@ def test_sigterm_to_the_parent_stops_every_worker_and_still_writes_the_report(tm
         command = [sys.executable, "-m", "doctor", "load", "--engine", srv.base(itl="0.05", n="100000"), *COMMON,
                    "--scenario", "server", "--rate", "20", "--duration", "60", "--max-concurrency", "8",
                    "--client-workers", "2", "--json", str(out)]
-        code, output, workers = sigterm_once_streaming(command, srv, 2, inherited)
+        code, output, workers = stop_mid_stream(command, srv, signal.SIGTERM, streaming=2, inherited=inherited)
         sent = len(srv.log.requests)
     assert code == ExitCode.INTERRUPTED and "Traceback" not in output, output
     assert len(workers) >= 2

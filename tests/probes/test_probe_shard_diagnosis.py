@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing.spawn
+import signal
 import sys
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -28,8 +29,8 @@ from doctor.foundation.clock import Clock
 from doctor.probes import deadlines
 from doctor.probes.plan import CollectConfig
 from doctor.probes.stream import run_stream_probe
+from tests.collection.test_collect import stop_mid_stream
 from tests.probes.test_probe_deadlines import silent_port
-from tests.probes.test_probe_shard import sigterm_once_streaming
 from tests.runs.test_load import measured, most_in_flight
 from tests.support.sse_server import SseServer
 
@@ -130,7 +131,7 @@ def test_sigterm_stops_a_sharded_diagnosis_and_keeps_its_requests_in_flight_as_c
         argv = [sys.executable, "-m", "doctor", command, "--engine", srv.base(itl="0.05", n="100000"), *QUIET,
                 "--warmup", "0", "--concurrency", "4", "--requests", "8", "--client-workers", "2",
                 *(["--json", str(out)] if command == "diagnose" else ["-o", str(out)])]
-        code, output, workers = sigterm_once_streaming(argv, srv, 4)
+        code, output, workers = stop_mid_stream(argv, srv, signal.SIGTERM, streaming=4)
         sent = len(srv.log.requests)
     assert code == ExitCode.INTERRUPTED and "Traceback" not in output, output
     _, alive = psutil.wait_procs(workers, timeout=10)

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from doctor.cli import app
 from doctor.exit_codes import ExitCode
-from tests.collection.test_collect import ROOT, _stop_mid_stream
+from tests.collection.test_collect import ROOT, stop_mid_stream
 from tests.reports.test_metrics_export import samples, value
 from tests.support.sse_server import Sent, SseServer
 
@@ -154,7 +154,7 @@ def test_sigterm_stops_sending_at_once_and_still_writes_the_report(tmp_path: Pat
     with SseServer() as srv:
         command = [sys.executable, "-m", "doctor", "load", "--engine", srv.base(itl="0.05", n="100000"), *COMMON,
                    "--scenario", "server", "--rate", "2", "--duration", "60", "--json", str(out)]
-        code, output = _stop_mid_stream(command, srv, signal.SIGTERM)
+        code, output, _ = stop_mid_stream(command, srv, signal.SIGTERM)
         sent_after = len(srv.log.requests)
     assert code == ExitCode.INTERRUPTED and "Traceback" not in output, output
     doc = json.loads(out.read_text())

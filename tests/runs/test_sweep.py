@@ -22,7 +22,7 @@ from doctor.exit_codes import ExitCode
 from doctor.lab.engine import LabEngine
 from doctor.lab.scheduler import EngineConfig
 from doctor.runs.sweep_knee import RATE_TOLERANCE
-from tests.collection.test_collect import _stop_mid_stream
+from tests.collection.test_collect import stop_mid_stream
 from tests.reports.test_metrics_export import samples, value
 from tests.support.sse_server import SseServer
 
@@ -99,7 +99,7 @@ def test_sigterm_ends_the_level_in_flight_and_reports_the_levels_so_far(tmp_path
     with SseServer() as srv:
         command = [sys.executable, "-m", "doctor", "sweep", "--engine", srv.base(itl="0.05", n="100000"), *COMMON,
                    "--no-metrics", "--requests", "2", "--json", str(out)]
-        code, output = _stop_mid_stream(command, srv, signal.SIGTERM)
+        code, output, _ = stop_mid_stream(command, srv, signal.SIGTERM)
     assert code == ExitCode.INTERRUPTED and "Traceback" not in output, output
     doc = json.loads(out.read_text())
     assert doc["interrupted"] and [lv["interrupted"] for lv in doc["levels"]] == [True]

@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from doctor.evidence.metrics import Scrape
+from doctor.vllm_metrics.metric_names import metric_families
 
 FAMILY = "vllm:lora_requests_info"
 
@@ -58,7 +57,7 @@ def _latest(text: str) -> dict[str, str] | None:
     """The labels of the family's series with the latest value (the time it was set)."""
     best: tuple[float, dict[str, str]] | None = None
     try:
-        for family in text_string_to_metric_families(text):
+        for family in metric_families(text):
             if family.name != FAMILY:
                 continue
             for sample in family.samples:

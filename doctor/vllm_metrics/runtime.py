@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from doctor.evidence import Scrape
+from doctor.vllm_metrics.metric_names import metric_families
 from doctor.vllm_metrics.window import parse_scrape
 
 GC_COLLECTIONS = "python_gc_collections_total"
@@ -45,7 +44,7 @@ def readings(scrapes: Sequence[Scrape]) -> list[Reading]:
             continue
         runtime: dict[str, float] = {}
         try:
-            for family in text_string_to_metric_families(scrape.text):
+            for family in metric_families(scrape.text):
                 for s in family.samples:
                     if s.name == GC_COLLECTIONS and s.labels.get("generation") == "2":
                         runtime[GC_COLLECTIONS] = runtime.get(GC_COLLECTIONS, 0.0) + float(s.value)

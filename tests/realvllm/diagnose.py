@@ -20,11 +20,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from tests.realvllm.scenarios import Scenario
+from tests.support.served import stop_group
 
 DIAGNOSE_TIMEOUT_S = 600.0
 MAX_RECORDED_BYTES = 1 << 20
@@ -69,13 +72,44 @@ def _diagnose(scenario: Scenario, out: Path, *, engine: str | None, log: Path | 
     cmd = [sys.executable, "-m", "doctor", "diagnose", *targets, *scenario.probe_args, *scenario.budget_args(),
            "--json", str(report), "--html", str(out / "report.html"), "--bundle", str(bundle)]
     (out / "command.txt").write_text(" ".join(cmd) + "\n")
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=DIAGNOSE_TIMEOUT_S)
+    returncode, stdout, stderr = _timed_run(cmd, out / "progress.txt")
     # 0 healthy, 1 a symptom: both are answers; anything else is a failure of the run itself.
-    assert proc.returncode in (0, 1), f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    assert "Traceback" not in proc.stderr, proc.stderr
+    assert returncode in (0, 1), f"exit {returncode}\n{stdout}\n{stderr}"
+    assert "Traceback" not in stderr, stderr
     if os.environ.get("LLM_DOCTOR_RECORD") == "1":
         record(bundle, scenario.recorded)
     return json.loads(report.read_text())
+
+
+def _timed_run(cmd: list[str], progress: Path) -> tuple[int, str, str]:
+    """Run ``cmd`` under ``DIAGNOSE_TIMEOUT_S``; (exit code, stdout, stderr). Each stderr line (the
+    CLI's progress) is written to ``progress`` as it comes, with the seconds since the start, so a
+    run that overstays says in its failure which step took the time (CI keeps only the log's tail)."""
+    start = time.monotonic()
+    lines: list[str] = []
+    with progress.open("w") as sink, tempfile.TemporaryFile("w+") as stdout:
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                                start_new_session=True)
+        assert proc.stderr is not None
+
+        def read() -> None:
+            for line in proc.stderr or ():
+                lines.append(f"[{time.monotonic() - start:6.1f} s] {line.rstrip()}")
+                sink.write(lines[-1] + "\n")
+                sink.flush()
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            proc.wait(timeout=DIAGNOSE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            stop_group(proc)
+            reader.join(timeout=5.0)
+            raise AssertionError(f"diagnose ran past {DIAGNOSE_TIMEOUT_S:g} s; its progress:\n"
+                                 + "\n".join(lines[-40:])) from None
+        reader.join(timeout=5.0)
+        stdout.seek(0)
+        return proc.returncode, stdout.read(), "\n".join(lines)
 
 
 def record(bundle: Path, dest: Path) -> None:

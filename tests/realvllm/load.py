@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.realvllm.server import BELOW_THE_PROBE
 from tests.support.loadgen import read_records
 from tests.support.served import stop_group
 
@@ -62,7 +63,7 @@ def gauges(url: str) -> dict[str, float]:
 def user_load(url: str, load: Load, out: Path) -> Iterator[Path]:
     """Users streaming from ``url`` for the duration of the block; yields their JSONL file."""
     with out.with_suffix(".stderr").open("wb") as err:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen([sys.executable, "-m", "tests.support.loadgen", *load.args(url, out)], cwd=ROOT,
+        proc = subprocess.Popen([*BELOW_THE_PROBE, sys.executable, "-m", "tests.support.loadgen", *load.args(url, out)], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         _wait_ready(proc, url, load)

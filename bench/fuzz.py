@@ -4,7 +4,7 @@ Each target is a command a user runs on a file from outside: ``log`` (``llm-doct
 --json``; seeds: every log under ``fixtures/logs`` and ``fixtures/engines``), ``metrics``
 (``llm-doctor metrics FILE --json``; ``fixtures/metrics/*.prom``), ``analyze`` (``llm-doctor
 analyze BUNDLE --html --json``; ``fixtures/bundles``) and ``config`` (``llm-doctor analyze BUNDLE
---config FILE``; the config documented in ``doctor/config.py``). Each input is a seed mutated a
+--config FILE``; the config documented in ``doctor/settings/config_file.py``). Each input is a seed mutated a
 few times: a number replaced by a hostile one (past ``int()``'s 4,300 digits, past a float's
 range, NaN), a run that a backtracking pattern reads from every position, a line repeated or
 lengthened, a line of another seed, random bytes. A bundle is mutated as JSON (a number or a

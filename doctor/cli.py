@@ -32,10 +32,10 @@ from doctor.commands.option_groups import (
 )
 from doctor.commands.options import quiet_switches, unwrapped_help, uses
 from doctor.commands.reader_help import LOG_HELP, METRICS_HELP
-from doctor.config import FileConfig
 from doctor.engines.names import ENGINE_LIST
 from doctor.foundation.signals import terminate_like_interrupt
 from doctor.settings import PRACTICAL, resolve, shown
+from doctor.settings.config_file import FileConfig
 
 app = typer.Typer(
     name="llm-doctor",

@@ -5,6 +5,7 @@ frozen ``RunSettings`` per run, built in one order for every command, with the n
 derive a copy of it (``lookup_targets``, ``for_saved``, ``with_lab``). The flags are read by name
 in this package only (``tests/cli/test_settings.py`` holds that). Its modules:
 
+- ``config_file``: the TOML config file (``llm-doctor.toml`` or ``--config``), read and type-checked;
 - ``values``: the defaults the help text quotes, and the checks one value passes;
 - ``probe_plan``: the collector's plan (``CollectConfig``), its targets and a fleet;
 - ``load_plan``: the scenario of ``load`` and the levels of ``sweep``;

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from doctor.checking.registry import Registry, load_registry
 from doctor.checking.runner import AnalyzeOptions, validate_settings
-from doctor.config import FileConfig, parse_set
 from doctor.foundation.errors import UsageError
 from doctor.foundation.user_paths import PIPEABLE, check_output_file, check_output_folder, is_stdout, piped_output
 from doctor.model import Budgets, FailOn
 from doctor.runs.compare_runs import Practical
+from doctor.settings.config_file import FileConfig, parse_set
 from doctor.settings.probe_plan import budget
 from doctor.settings.values import ANALYSIS, BUDGETS, Flags, bounded, checked_url, split
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from doctor.config import FileConfig
 from doctor.derive.load_summary import Price
 from doctor.evidence import ProbePath
 from doctor.foundation.errors import UsageError
 from doctor.probes.lengths import Lengths, parse_range, read_shapes
 from doctor.probes.plan import MAX_RATE, MAX_REQUESTS, MAX_STREAMS, CollectConfig
+from doctor.settings.config_file import FileConfig
 from doctor.settings.probe_plan import build_collect_config
 from doctor.settings.values import PLAN, Flags, bounded
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from doctor.config import FileConfig
 from doctor.evidence.stream import FRAMINGS
 from doctor.foundation import wire
 from doctor.foundation.console import warn
@@ -24,6 +23,7 @@ from doctor.probes.http import HttpOptions
 from doctor.probes.lengths import MAX_TOKENS
 from doctor.probes.payload import ROUTES
 from doctor.probes.plan import MAX_RATE, MAX_REQUESTS, MAX_SECONDS, MAX_STREAMS, CollectConfig
+from doctor.settings.config_file import FileConfig
 from doctor.settings.values import (
     API_KEY_ENV,
     BUDGETS,

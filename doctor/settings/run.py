@@ -28,7 +28,6 @@ from types import MappingProxyType
 
 from doctor.checking.registry import Registry
 from doctor.checking.runner import AnalyzeOptions
-from doctor.config import AnalysisRecord, FileConfig, load_config, with_recorded_analysis
 from doctor.derive.load_summary import Price
 from doctor.foundation.errors import UsageError
 from doctor.foundation.user_paths import check_output_folder
@@ -44,6 +43,7 @@ from doctor.settings.analysis import (
     check_export_options,
     checked_registry,
 )
+from doctor.settings.config_file import AnalysisRecord, FileConfig, load_config, with_recorded_analysis
 from doctor.settings.load_plan import MAX_CONCURRENCY, SweepPlan, build_load_config, build_price, build_sweep_plan
 from doctor.settings.probe_plan import (
     build_collect_config,
@@ -205,7 +205,7 @@ def lookup_targets(run: RunSettings) -> RunSettings:
 def for_saved(run: RunSettings, record: AnalysisRecord | None, region: str | None, *, flags: bool = True) -> RunSettings:
     """The settings a saved bundle is re-analysed with: its recorded analysis (``record``, what this
     installation knows of it) under an explicit ``--config`` and, with ``flags``, the run's flags
-    (``doctor.config.with_recorded_analysis``); ``region`` selects the budgets. Without ``flags``
+    (``doctor.settings.config_file.with_recorded_analysis``); ``region`` selects the budgets. Without ``flags``
     (a baseline) only the config file speaks besides the record."""
     given = run.flags if flags else MappingProxyType({"config": run.flags.get("config")})
     cfg = with_recorded_analysis(run.file, record, explicit=given.get("config") is not None)

@@ -23,7 +23,6 @@ from typing import Any
 import httpx
 
 from doctor.checking.runner import AnalyzeOptions
-from doctor.config import FileConfig
 from doctor.foundation.console import warn
 from doctor.foundation.errors import UsageError
 from doctor.foundation.redact import Redactor
@@ -31,6 +30,7 @@ from doctor.model import Budgets
 from doctor.probes.http import credential_header
 from doctor.probes.plan import CollectConfig
 from doctor.runs.compare_runs import Practical
+from doctor.settings.config_file import FileConfig
 
 #: The flags of one command as typer hands them over, by option name (``--max-tokens`` is
 #: ``max_tokens``); read by name only inside ``doctor.settings``.

@@ -178,7 +178,7 @@ def test_every_set_in_the_help_examples_is_a_real_option():
 
     from doctor.checking.registry import load_registry
     from doctor.checking.runner import validate_settings
-    from doctor.config import parse_set
+    from doctor.settings.config_file import parse_set
 
     examples = [m for cmd in app.registered_commands for m in re.findall(r"--set (\S+)", cmd.callback.__doc__ or "")]
     assert examples  # the analyze example, at least

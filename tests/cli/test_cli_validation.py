@@ -17,11 +17,11 @@ import doctor.commands.catalogue
 import doctor.runs.pipeline
 from doctor.bundle import save
 from doctor.cli import app
-from doctor.config import FileConfig, load_config
 from doctor.exit_codes import ExitCode
 from doctor.foundation.errors import UsageError
 from doctor.model import Symptom
 from doctor.settings import build_analyze_options, build_collect_config
+from doctor.settings.config_file import FileConfig, load_config
 from tests.support import bundles
 
 runner = CliRunner()

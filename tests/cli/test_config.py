@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from doctor.checking.runner import AnalyzeOptions
-from doctor.config import FileConfig, load_config, parse_set, with_recorded_analysis
 from doctor.evidence.run import AnalysisRecord
 from doctor.foundation.errors import BundleError, UsageError
 from doctor.model import Severity
 from doctor.settings import build_analyze_options, build_collect_config
+from doctor.settings.config_file import FileConfig, load_config, parse_set, with_recorded_analysis
 
 CONFIG = """
 [targets]

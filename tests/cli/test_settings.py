@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.config import FileConfig
 from doctor.foundation.errors import UsageError
 from doctor.settings import RunSettings, for_saved, lookup_targets, resolve
+from doctor.settings.config_file import FileConfig
 
 ROOT = Path(__file__).parents[2]
 SETTINGS = ROOT / "doctor" / "settings"

@@ -29,7 +29,6 @@ from doctor.bundle import EMBED_ID, EMBED_TYPE, dumps, load_path, save
 from doctor.cli import app
 from doctor.commands.log import log_command_output
 from doctor.commands.metrics import metrics_command_output
-from doctor.config import FileConfig, load_config
 from doctor.derive.gateway import derive_gateway
 from doctor.engine_readers import normal
 from doctor.engine_readers.logs import parse_engine_log
@@ -41,6 +40,7 @@ from doctor.probes import endpoints, kubernetes
 from doctor.probes.logfile import read_log
 from doctor.probes.sse import InvalidUtf8, SseParser, classify
 from doctor.settings import build_collect_config
+from doctor.settings.config_file import FileConfig, load_config
 from doctor.vllm_log.parser import parse_lines
 from doctor.vllm_metrics.history import PRESENCE_PART, query_name, window_from_history
 from doctor.vllm_metrics.lora import lora_slots

@@ -79,6 +79,10 @@ FREEZE: dict[str, tuple[str, str]] = {r.id: r.gc_freeze for r in RECORDS if r.gc
 
 @dataclass(frozen=True)
 class Pause:
+    """One freeze every running stream shared, on the probe's clock, with whether a prompt may have
+    arrived in it: only pauses with none count (a prompt makes it prefill interference).
+    """
+
     start: float
     end: float
     streams: int  # streams frozen together

@@ -251,6 +251,8 @@ def component_colours(names: Iterable[str]) -> dict[str, str]:
 
 @dataclass
 class Segment:
+    """One component of a stacked latency bar: its name, seconds, and a note for the tooltip (its source)."""
+
     name: str
     seconds: float
     note: str = ""

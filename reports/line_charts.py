@@ -19,6 +19,8 @@ from reports.svg_parts import LEFT, RIGHT, WIDTH, Scale, el, legend_keys, nice_t
 
 @dataclass
 class Series:
+    """One line of a panel: its name for the legend, ``[t, value]`` samples, and the CSS class of its colour."""
+
     name: str
     samples: list[list[float]]  # [t, value]
     cls: str  # CSS class for the line colour

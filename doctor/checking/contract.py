@@ -74,6 +74,10 @@ class Fire:
 
 @dataclass
 class Pass:
+    """The check looked and found no problem; ``message`` says what it measured, so a passed check
+    shows why it passed, not only that it did.
+    """
+
     message: str = ""
 
 
@@ -96,6 +100,13 @@ Result = Fire | Pass | NotApplicable
 
 @dataclass
 class CheckSpec:
+    """One registered check: its function with what ``@check`` read from the signature and the module
+    docstring (required and optional kinds, options and defaults, headings).
+
+    The runner, ``explain``, ``checks`` and the conformance test read this instead of the function; a
+    plugin may build one by hand, so the cause is checked again here.
+    """
+
     code: str
     name: str
     symptom: SymptomClass

@@ -24,6 +24,10 @@ CATALOGUE_HINT = "`llm-doctor checks` lists them"
 
 @dataclass
 class Registry:
+    """The loaded catalogue: built-in checks first, then the plugins that did not clash, and a warning
+    for each plugin dropped, which the report carries so a broken plugin is said, not a crash.
+    """
+
     checks: list[CheckSpec] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 

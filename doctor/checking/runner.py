@@ -35,6 +35,12 @@ BUDGET_OPTIONS: dict[str, str] = {"ttft_target_s": "ttft_s", "tpot_target_s": "t
 
 @dataclass
 class AnalyzeOptions:
+    """What an analysis is asked for besides the bundle: selection, per-check settings, budgets.
+
+    Recorded in the report's bundle (``analysis_record``) so that a saved report re-analyses to its
+    own verdict; ``fail_on`` rides along as provenance only.
+    """
+
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # check code/name/alias -> option -> value

@@ -30,6 +30,8 @@ from reports.terminal import stdout_console
 
 @dataclass(frozen=True)
 class SizeRequest:
+    """The ``size`` command's flags in one value, so ``size_document`` runs (and is tested) without the CLI."""
+
     model: str
     setup: Setup
     gpu: str | None = None

@@ -42,6 +42,10 @@ _DROP = {"connection", "keep-alive", "transfer-encoding", "content-length", "dat
 
 @dataclass
 class GatewayConfig:
+    """How the lab gateway relays: the ``mode`` (one of ``MODES``, see the module docstring) and its
+    knobs; checked on construction so a scenario with a typo fails before any server starts.
+    """
+
     mode: str = "pass"
     buffer_size: int = 4096  # bytes held per flush in "buffer" and "compress" modes (4k, 8k, 16k)
     overhead_ms: float = 0.0
@@ -92,6 +96,10 @@ class _Flusher:
 
 
 class LabGateway(HttpService):
+    """The lab's gateway server: relays every request to ``upstream`` (the lab engine) and holds the
+    stream back as its config's mode says, so the proxy checks have a known cause to find.
+    """
+
     def __init__(self, upstream: str, config: GatewayConfig | None = None, port: int = 0) -> None:
         self.upstream = upstream.rstrip("/")
         self.config = config or GatewayConfig()

@@ -39,6 +39,10 @@ STOP_TIMEOUT_S = 0.8
 
 @dataclass
 class Request:
+    """One parsed HTTP request as the lab servers' handlers receive it (body read whole: the lab's
+    requests are small JSON).
+    """
+
     method: str
     target: str
     headers: dict[str, str]  # lower-case names

@@ -91,6 +91,10 @@ LABELS = ("engine", "model_name")
 
 
 class EngineMetrics:
+    """The lab engine's vLLM-named Prometheus families on a private registry, fed by the engine loop
+    after each step and request, so the metrics checks read the lab as they read a real vLLM.
+    """
+
     def __init__(self, config: EngineConfig) -> None:
         self.registry = CollectorRegistry()
         self._labels = {"engine": "0", "model_name": config.model}

@@ -36,6 +36,10 @@ def usage(prompt: int, completion: int) -> dict[str, int]:
 
 @dataclass
 class StreamOptions:
+    """The request's ``stream_options`` as vLLM reads them: the usage trailer at the end
+    (``include_usage``) and usage on every chunk (``continuous_usage_stats``).
+    """
+
     include_usage: bool = False
     continuous_usage: bool = False
 
@@ -114,6 +118,8 @@ class ChoiceChunkFormatter(Formatter):
 
 
 class CompletionsFormatter(ChoiceChunkFormatter):
+    """``/v1/completions``: ``text_completion`` chunks whose choice carries ``text``."""
+
     ID_PREFIX = "cmpl-"
 
     def _head(self) -> dict[str, Any]:
@@ -150,6 +156,10 @@ class CompletionsFormatter(ChoiceChunkFormatter):
 
 
 class ChatFormatter(ChoiceChunkFormatter):
+    """``/v1/chat/completions``: ``chat.completion.chunk`` chunks with a ``delta``, opened by the role-only
+    chunk vLLM sends once the first prefill chunk is done.
+    """
+
     ID_PREFIX = "chatcmpl-"
 
     def _head(self) -> dict[str, Any]:

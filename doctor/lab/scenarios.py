@@ -68,6 +68,10 @@ class Expectation:
 
 @dataclass(frozen=True)
 class Scenario:
+    """One named lab setup: the engine and gateway that produce a known cause, the probe that shows
+    its symptom, the load beside it, and the verdict a correct diagnosis reaches (``demo``, the tests).
+    """
+
     name: str
     description: str
     engine: EngineConfig

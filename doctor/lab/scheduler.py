@@ -231,6 +231,10 @@ class Counters:
 
 
 class Scheduler:
+    """The lab engine's scheduler state: waiting and running sequences, the block pool and the counters;
+    ``schedule`` and ``complete`` are one engine step, pure, as the module docstring describes.
+    """
+
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
         self.pool = BlockPool(config.num_blocks, config.enable_prefix_caching)

@@ -39,6 +39,10 @@ class KubeError(Exception):
 
 @dataclass(frozen=True)
 class KubeService:
+    """A ``k8s://namespace/service:port`` target, parsed; ``port`` stays a string because a Service port
+    may be named by its number or by its name.
+    """
+
     namespace: str
     service: str
     port: str  # a Service port's number or name
@@ -46,6 +50,10 @@ class KubeService:
 
 @dataclass(frozen=True)
 class KubeApi:
+    """Where the Kubernetes API is and how to authenticate: its URL, the bearer token (None: no
+    ``Authorization`` header) and ``verify``, httpx's (a CA file path, or a bool).
+    """
+
     url: str
     token: str | None = None
     verify: bool | str = True

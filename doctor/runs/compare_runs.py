@@ -111,6 +111,10 @@ class Decision(StrEnum):
 
 @dataclass
 class FieldDiff:
+    """One field that differs between two runs: a run-record field (``LIKE_FIELDS``) or an engine
+    setting, with the base and current values as printed.
+    """
+
     field: str
     base: Any
     current: Any
@@ -160,6 +164,11 @@ class Row:
 
 @dataclass
 class Comparison:
+    """What ``compare``, ``--baseline`` and a canary print and exit on: the run-record fields that make the
+    runs unlike (any refuses the comparison unless allowed), the engine settings that changed, and
+    one judged ``Row`` per metric and path.
+    """
+
     unlike: list[FieldDiff] = field(default_factory=list)
     engine_changes: list[FieldDiff] = field(default_factory=list)  # one per engine setting that differs
     rows: list[Row] = field(default_factory=list)

@@ -49,6 +49,11 @@ class ReplicaRow:
 
 @dataclass
 class FleetView:
+    """The fleet as a round over several replicas prints it (``reports.fleet``): a row per replica,
+    whether the slowest replica's TTFTs are beyond noise from the fastest's, and the symptom most
+    replicas share with how many have it.
+    """
+
     rows: list[ReplicaRow] = field(default_factory=list)
     symptom: str = Symptom.HEALTHY.value
     affected: int = 0  # replicas with the fleet's symptom (0 when healthy)

@@ -72,6 +72,10 @@ DEFAULT_CONFIG = "llm-doctor.toml"
 
 @dataclass
 class FileConfig:
+    """The config file's sections as loaded and type-checked against ``SCHEMA``, empty where the file
+    says nothing; the flags are merged over it later, so it holds only what the file said.
+    """
+
     targets: dict[str, Any] = field(default_factory=dict)
     probe: dict[str, Any] = field(default_factory=dict)
     budgets: dict[str, Any] = field(default_factory=dict)

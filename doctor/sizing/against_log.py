@@ -24,6 +24,10 @@ GIB_HALF_STEP = 0.005  # vLLM prints GiB with 2 decimals (format_gib)
 
 @dataclass(frozen=True)
 class Alternative:
+    """One setting changed from the log's value under which the computed capacity lands on the
+    logged tokens: a likely cause of the mismatch, said as the setting to check.
+    """
+
     setting: str  # a vllm serve setting, e.g. "kv_cache_dtype"
     value: str  # the value under which the computed capacity equals the log's
     current: str  # the value the log states (or the default it implies)
@@ -31,6 +35,12 @@ class Alternative:
 
 @dataclass(frozen=True)
 class LogComparison:
+    """The capacity computed under the log's setup and budget next to the one the engine logged.
+
+    ``expected_tokens`` is a range because a budget printed in GiB is rounded; ``alternatives`` is
+    filled only when the tokens disagree.
+    """
+
     setup: Setup
     budget_bytes: tuple[int, int] | None  # (low, high); equal when the log states bytes; None with a block override
     budget_source: str

@@ -30,6 +30,10 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Moe:
+    """A mixture-of-experts model's expert shapes, kept apart because the weights hold every routed
+    expert while a token goes through only ``active`` of them (total against active parameters).
+    """
+
     experts: int  # routed experts per MoE layer
     active: int  # routed experts each token goes through
     intermediate: int  # one routed expert's MLP width
@@ -52,6 +56,10 @@ class Mla:
 
 @dataclass(frozen=True)
 class Architecture:
+    """The numbers sizing needs from a config, under one spelling whatever the family wrote, so
+    ``params`` and ``kv`` read one shape; ``notes`` say what was left out (a vision tower).
+    """
+
     model_type: str
     vocab: int
     hidden: int

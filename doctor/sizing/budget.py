@@ -77,6 +77,10 @@ def smallest_card(needed_bytes: float, utilization: float, below_bytes: float) -
 
 @dataclass(frozen=True)
 class Budget:
+    """The KV cache memory of one rank and how it was obtained; ``upper_bound`` when it comes from a
+    card, where the engine's profile subtracts more than the weights (``LEFT_OUT``).
+    """
+
     kv_memory_bytes: int  # per rank
     source: str  # how it was obtained, one line
     gpu_memory_bytes: int | None = None

@@ -53,6 +53,10 @@ def kv_element_bytes(kv_cache_dtype: str, model_dtype: str) -> float:
 
 @dataclass(frozen=True)
 class LayerCache:
+    """What one layer caches per token on one rank; equal specs form one of vLLM's KV cache groups
+    (it is hashed as the group's key in ``KvLayout.groups``).
+    """
+
     kind: str  # FULL | SLIDING | MLA
     bytes_per_token: int  # one layer on one rank
     window: int | None = None
@@ -66,6 +70,10 @@ class LayerCache:
 
 @dataclass(frozen=True)
 class KvLayout:
+    """One rank's KV cache: a ``LayerCache`` per layer, the element size and the block size, which
+    ``capacity`` turns into blocks and tokens as vLLM does.
+    """
+
     layers: tuple[LayerCache, ...]
     kv_cache_dtype: str
     element_bytes: float
@@ -113,6 +121,10 @@ def kv_layout(arch: Architecture, *, model_dtype: str, kv_cache_dtype: str = "au
 
 @dataclass(frozen=True)
 class Capacity:
+    """What vLLM allocates from one rank's budget, in the numbers its start-up log prints (KV cache
+    size, maximum concurrency), so they can be compared with a log line for line.
+    """
+
     kv_memory_bytes: int | None  # per rank; None when num_gpu_blocks_override set the blocks
     num_blocks: int
     block_size: int

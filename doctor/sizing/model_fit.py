@@ -31,6 +31,11 @@ class Setup:
 
 @dataclass(frozen=True)
 class Sizing:
+    """Everything ``size`` reports for one model under one setup: parameters, weight bytes, KV per
+    token and, given a budget, the capacity; the architecture and setup travel with it, so the
+    summary needs nothing else.
+    """
+
     arch: Architecture
     setup: Setup
     params: Params

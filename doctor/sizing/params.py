@@ -22,6 +22,10 @@ COMPONENTS = ("embeddings", "lm_head", "attention", "mlp", "experts", "shared_ex
 
 @dataclass(frozen=True)
 class Params:
+    """Parameter counts by component (``COMPONENTS``), for the whole model or one rank: by component
+    because a quantisation converts only some of them (``QUANTISABLE``).
+    """
+
     components: dict[str, int]  # COMPONENTS -> count
     active_experts: int  # routed-expert parameters one token goes through
 

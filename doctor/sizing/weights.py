@@ -26,6 +26,10 @@ LINEAR_ONLY = ("fp8", "int8", "int4")
 
 @dataclass(frozen=True)
 class WeightFormat:
+    """How the weights are stored: the model's dtype, the bytes per weight of the quantised linear
+    layers (scales included) and the method's name as printed.
+    """
+
     model_dtype: str  # what vLLM computes in: embeddings, norms, activations, the "auto" KV cache
     linear_bytes: float  # bytes per weight of a quantised linear layer, scales included
     method: str  # "none", "fp8", "awq 4-bit g128", ...

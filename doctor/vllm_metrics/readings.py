@@ -27,6 +27,10 @@ class NoWindow(Exception):
 
 @dataclass
 class HistogramDelta:
+    """One histogram's increase over the window (count, sum, cumulative bucket counts), the form
+    both sources reduce to; ``add`` sums the engines' deltas into the total.
+    """
+
     count: float = 0.0
     sum: float = 0.0
     buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count delta

@@ -24,6 +24,10 @@ from doctor.vllm_metrics.views import MetricsWindow
 
 @dataclass
 class ParsedScrape:
+    """One usable /metrics scrape, parsed, at its time ``t`` on the probe's clock, with the engine whose
+    families it declared: what the window's deltas and gauge series are computed from.
+    """
+
     t: float
     samples: list[Sample]
     engine: str | None = None  # whose metric families the scrape declared

@@ -179,8 +179,9 @@ class ShardPool:
             self._kill()
             for end in ends:
                 end.close()
-            if isinstance(exc, START_FAILURES):
-                raise ShardError(f"cannot start {self.workers} client worker processes ({type(exc).__name__}: {exc})") from exc
+            if isinstance(exc, START_FAILURES):  # on one line: some (spawn's RuntimeError) are a page of advice
+                said = " ".join(str(exc).split())
+                raise ShardError(f"cannot start {self.workers} client worker processes ({type(exc).__name__}: {said})") from exc
             raise
         finally:
             if blocked is not None:

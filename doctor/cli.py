@@ -70,7 +70,7 @@ def diagnose(
 
 
 @app.command()
-@uses(TARGET_OPTIONS, ENGINE_OPTIONS, RUN_OPTIONS, ANALYSIS_OPTIONS, EXPORT_OPTIONS, BASELINE_OPTION, CONFIG_OPTION)
+@uses(TARGET_OPTIONS, CLIENT_WORKERS_OPTION, ENGINE_OPTIONS, RUN_OPTIONS, ANALYSIS_OPTIONS, EXPORT_OPTIONS, BASELINE_OPTION, CONFIG_OPTION)
 def watch(
     every: Annotated[str, typer.Option("--every", help="Start a round this often: seconds, or 30s, 5m, 1h.")] = "5m",
     count: Annotated[int | None, typer.Option("--count", help="Stop after N rounds (default: until SIGTERM).")] = None,

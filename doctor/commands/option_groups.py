@@ -81,7 +81,8 @@ EXPORT_OPTIONS = [
 BASELINE_OPTION = [
     opt(Path | None, None, "--baseline", help="Keep the latest healthy run per region, provider, client location and request shape in this folder, and compare each run with its own, as compare does (exit 1 for a regression, 2 when too few requests to tell; thresholds from \\[compare] of the config file).", rich_help_panel=ANALYSIS_PANEL),
 ]
-#: ``diagnose`` and ``collect`` read their streams in one process unless told otherwise.
+#: ``diagnose``, ``collect`` and each round of ``watch`` read their streams in one process unless told
+#: otherwise (here, or ``[probe] client_workers`` in the config file).
 CLIENT_WORKERS_OPTION = [
     opt(int | None, None, "--client-workers", help="Processes that read the streams, one event loop each, for hundreds of streams at once (default 1: one process; at most one per CPU helps).", rich_help_panel=TARGET_PANEL),
 ]

@@ -119,6 +119,18 @@ def worker_signals() -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
+#: What starting the workers raises when they cannot start, each a ``ShardError`` naming it (the run
+#: goes on in one process and says so) rather than the end of the run: ``OSError`` (too many processes
+#: or open files, no interpreter to spawn, the working directory gone); the target or its arguments
+#: not pickling, which ``spawn`` does in the parent before the child exists (``pickle.PicklingError``;
+#: ``TypeError`` "cannot pickle '_thread.lock' object"; ``AttributeError`` "Can't pickle local
+#: object" before Python 3.14); ``ValueError`` (no ``spawn`` start method, a closed process);
+#: ``RuntimeError`` (a process started while a spawned child still imports its main module, and
+#: ``RecursionError`` pickling a structure too deep); and ``AssertionError``, which
+#: ``multiprocessing`` raises in a daemonic process, a worker of ``multiprocessing.Pool`` or of
+#: Celery's prefork pool, that may not have children. Other exceptions are this program's own
+#: errors and propagate.
+START_FAILURES = (OSError, pickle.PicklingError, TypeError, AttributeError, ValueError, RuntimeError, AssertionError)
 #: A worker's entry point: ``target(sock, shard, workers, *args)``, a module-level function
 #: (``spawn`` imports it by name). It answers ``("ready",)``, then ``("done", key, payload)`` per
 #: job (and any notes of its own), and ``("final", payload)`` once told ``("stop",)`` or when the
@@ -146,23 +158,31 @@ class ShardPool:
         self.lost: str | None = None  # why a worker ended before it was told to
 
     async def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
-        """Start every worker and wait until each is ready; ``ShardError`` (all stopped again) if one is not."""
-        context = multiprocessing.get_context("spawn")
+        """Start every worker and wait until each is ready; ``ShardError`` (all stopped again) if one is not,
+        naming what failed (``START_FAILURES``)."""
         ends: list[socket.socket] = []
         # started with SIGINT blocked: a Ctrl-C while a worker boots must not print its traceback
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
         try:
+            context = multiprocessing.get_context("spawn")
             for shard in range(self.workers):
                 mine, theirs = socket.socketpair()
-                proc = context.Process(target=self._target, args=(theirs, shard, self.workers, *self._args),
-                                       name=f"llm-doctor-client-{shard}", daemon=True)
                 ends.append(mine)
-                self._procs.append(proc)
-                proc.start()
-                theirs.close()
-        except OSError as exc:
+                try:
+                    proc = context.Process(target=self._target, args=(theirs, shard, self.workers, *self._args),
+                                           name=f"llm-doctor-client-{shard}", daemon=True)
+                    self._procs.append(proc)
+                    proc.start()
+                finally:
+                    theirs.close()  # the worker holds its own copy once started; none is left to hold otherwise
+        except BaseException as exc:
             self._kill()
-            raise ShardError(f"cannot start {self.workers} client worker processes: {exc}") from None
+            for end in ends:
+                end.close()
+            if isinstance(exc, START_FAILURES):  # on one line: some (spawn's RuntimeError) are a page of advice
+                said = " ".join(str(exc).split())
+                raise ShardError(f"cannot start {self.workers} client worker processes ({type(exc).__name__}: {said})") from exc
+            raise
         finally:
             if blocked is not None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

@@ -13,6 +13,7 @@ run-record fields::
     [probe]
     route = "chat"
     concurrency = 4
+    client_workers = 4                            # processes that read the streams (--client-workers)
     gateway_route = "POST /chat?prompt={prompt}"  # the application's own route on the gateway
     gateway_payload = "edge-body.json"            # its body template ({prompt}, {max_tokens})
     framing = "raw"                               # force a stream framing (default: detected)
@@ -181,6 +182,7 @@ SCHEMA = _Table({
         "route": STRING, "payload": STRING, "model": STRING, "prompt_tokens": INTEGER,
         "max_tokens": INTEGER, "concurrency": INTEGER, "requests": INTEGER, "warmup": INTEGER,
         "duration": NUMBER, "rate": NUMBER, "stall_timeout": NUMBER, "deadline": NUMBER, "scrape_interval": NUMBER,
+        "client_workers": INTEGER,
         "api_key_env": STRING, "api_key_file": STRING, "ca_cert": STRING,
         "gateway_route": STRING, "gateway_payload": STRING, "framing": STRING, "text_field": STRING,
     }),

@@ -157,7 +157,7 @@ def build_collect_config(opts: Flags, cfg: FileConfig, command: str) -> CollectC
         # the budgets the adaptive probe samples against: the analysis's own, flags over the file
         budgets=Budgets(ttft_s=budget(opts, cfg, "ttft", run_fields.get("region"), BUDGETS.ttft_s),
                         tpot_s=budget(opts, cfg, "tpot", run_fields.get("region"), BUDGETS.tpot_s)),
-        client_workers=client_workers(opts),
+        client_workers=client_workers(opts, cfg),
     )
     if not pending:
         warn_same_place(config)
@@ -168,10 +168,12 @@ def build_collect_config(opts: Flags, cfg: FileConfig, command: str) -> CollectC
     return config
 
 
-def client_workers(opts: Flags) -> int | None:
-    """``--client-workers``, checked; None when not given (``doctor.probes.stream.shard_workers`` chooses)."""
-    workers = opts.get("client_workers")
-    return None if workers is None else int(bounded(workers, "--client-workers", minimum=1, inclusive=True, maximum=MAX_WORKERS))
+def client_workers(opts: Flags, cfg: FileConfig) -> int | None:
+    """``--client-workers``, else ``[probe] client_workers`` of the config file, checked as any count
+    (``probe_number``); None when neither says (``doctor.probes.stream.shard_workers`` chooses:
+    one process for a diagnosis, one per 64 streams for a load run)."""
+    workers = probe_number(opts, cfg, "client_workers", None, minimum=1, inclusive=True, maximum=MAX_WORKERS)
+    return None if workers is None else int(workers)
 
 
 def warn_same_place(config: CollectConfig) -> None:

@@ -11,7 +11,7 @@ from doctor.checking.runner import AnalyzeOptions
 from doctor.evidence.run import AnalysisRecord
 from doctor.foundation.errors import BundleError, UsageError
 from doctor.model import Severity
-from doctor.settings import build_analyze_options, build_collect_config
+from doctor.settings import build_analyze_options, build_collect_config, resolve
 from doctor.settings.config_file import FileConfig, load_config, parse_set, with_recorded_analysis
 
 CONFIG = """
@@ -101,6 +101,8 @@ def test_bad_config_is_a_usage_error(tmp_path, text, message):
     ("[budgets]\nttft = 1" + "0" * 400 + "\n", r"\[budgets\] ttft must be a number, got 10{39}\.\.\. \(401 characters\)$"),
     ("[budgets]\ntpot = inf\n", r"\[budgets\] tpot must be a number, got inf"),
     ("[probe]\nrequests = 1" + "0" * 40 + "\n", r"\[probe\] requests must be an integer"),
+    ("[probe]\nclient_workers = 2.5\n", r"\[probe\] client_workers must be an integer, got 2.5"),
+    ("[probe]\nclient_workers = true\n", r"\[probe\] client_workers must be an integer, got True"),
 ])
 def test_config_types_and_keys_are_checked(tmp_path, text, message):
     path = tmp_path / "c.toml"
@@ -204,3 +206,30 @@ def test_help_quotes_the_defaults_resolution_uses():
     for flag, quoted in expected.items():
         line = re.search(re.escape(flag) + r" <[^>]+> .*?\.(?= --| [A-Z]|$)", text)
         assert line and quoted in line.group(), (flag, quoted, line and line.group())
+
+
+@pytest.mark.parametrize("command", ["diagnose", "collect", "watch", "load", "sweep"])
+def test_client_workers_come_from_the_file_under_the_flag_for_every_command(tmp_path, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)  # diagnose's default report is checked in the working directory
+    path = tmp_path / "c.toml"
+    path.write_text('[targets]\nengine = "http://127.0.0.1:9"\n[probe]\nclient_workers = 3\n')
+    cfg = load_config(path)
+    from_file, flag = resolve(command, {}, cfg).collect, resolve(command, {"client_workers": 2}, cfg).collect
+    assert from_file is not None and flag is not None
+    assert (from_file.client_workers, flag.client_workers) == (3, 2)
+    unset = resolve(command, {}, FileConfig(targets={"engine": "http://127.0.0.1:9"})).collect
+    assert unset is not None and unset.client_workers is None  # the probe chooses (doctor.probes.stream.shard_workers)
+
+
+@pytest.mark.parametrize("value", [0, 257, -1])
+def test_client_workers_out_of_bounds_in_the_file_or_the_flag_are_refused_by_name(tmp_path, value):
+    path = tmp_path / "c.toml"
+    path.write_text(f"[probe]\nclient_workers = {value}\n")
+    cfg = load_config(path)
+    bound = re.escape(f"must be a finite number >= 1 and <= 256, got {value}")
+    with pytest.raises(UsageError, match=f"^\\[probe\\] client_workers in {re.escape(str(path))} {bound}$"):
+        build_collect_config({}, cfg, "diagnose")
+    with pytest.raises(UsageError, match=f"^--client-workers {bound}$"):
+        build_collect_config({"client_workers": value}, FileConfig(), "diagnose")
+    # the flag is checked in place of the file's value, not beside it
+    assert build_collect_config({"client_workers": 4}, cfg, "diagnose").client_workers == 4

@@ -39,6 +39,22 @@ def test_rounds_keep_a_bounded_history(tmp_path) -> None:
     assert all(json.loads(p.read_text())["verdict"]["symptom"] == "healthy" for p in kept)
 
 
+def test_each_round_reads_its_streams_with_the_client_workers_asked_for(tmp_path) -> None:
+    history = tmp_path / "history"
+    with SseServer() as srv:
+        result = CliRunner().invoke(app, ["watch", "--engine", srv.base(itl=0.001, n=4), *PROBE, "--concurrency", "2",
+                                          "--client-workers", "2", "--every", "0.1", "--count", "2", "--history", str(history),
+                                          "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rounds = sorted(history.glob("round-*.json"))
+    assert len(rounds) == 2
+    for kept in rounds:
+        bundle = json.loads(kept.read_text())["bundle"]
+        assert {r["shard"] for r in bundle["stream"]["requests"]} == {0, 1}  # slot s read by worker s % 2, every round
+        assert len(bundle["stream"]["client"]["shards"]) == 2
+        assert [e for e in bundle["errors"] if e["action"] == "start the client workers"] == []
+
+
 def test_a_down_target_is_an_inconclusive_round_not_the_end(tmp_path) -> None:
     out = tmp_path / "m.prom"
     result = CliRunner().invoke(app, ["watch", "--engine", f"http://127.0.0.1:{free_port()}", *PROBE, "--every", "0.1", "--count", "2",
@@ -50,7 +66,8 @@ def test_a_down_target_is_an_inconclusive_round_not_the_end(tmp_path) -> None:
 
 @pytest.mark.parametrize("args, message", [(["--every", "0"], "--every"), (["--every", "2d"], "at most 1d"),
                                            (["--every", "1e300"], "--every"), (["--count", "0"], "--count"),
-                                           (["--listen", "nowhere"], "--listen"), (["--keep", "0"], "--keep")])
+                                           (["--listen", "nowhere"], "--listen"), (["--keep", "0"], "--keep"),
+                                           (["--client-workers", "0"], "--client-workers must be a finite number >= 1")])
 def test_bad_watch_flags_fail_before_any_round(args, message) -> None:
     result = CliRunner().invoke(app, ["watch", "--engine", "http://127.0.0.1:9", *args])
     assert result.exit_code == 2

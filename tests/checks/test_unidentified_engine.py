@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from checks.engine_wedged import engine_wedged
 from checks.engine_wide_pauses import engine_wide_pauses
 from checks.front_end_saturated import front_end_saturated
-from doctor.bundle import from_dict
-from checks.engine_wedged import engine_wedged
 from checks.requests_queued_before_prefill import requests_queued_before_prefill
+from doctor.bundle import from_dict
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result
 from doctor.checklib import engine_flag, not_in_metrics
 from doctor.derive import Evidence

@@ -40,7 +40,7 @@ counters moved over 17 scrapes (running 1, /health 200) -> restart the engine; h
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, rerun
+from doctor.checklib import engine_of, not_in_metrics, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines import RECORDS
@@ -80,7 +80,7 @@ def engine_wedged(
     last = max(r.t_failed or r.t_end or first for r in waited)
     still = standstill(metrics.scrapes, until=last)  # up to the end of the wait: what came after is not it
     if still is None:
-        raise NotApplicable(f"not exposed by {display(engine)}: its /metrics has no token or request counter")
+        raise NotApplicable(not_in_metrics(engine, "token or request counter"))
     start = max(first, still.since)
     span = still.until - start
     tokens_meanwhile = sum(1 for r in stream.requests for ev in r.tokens if start <= ev.t <= still.until)

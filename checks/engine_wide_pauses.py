@@ -59,7 +59,7 @@ import statistics
 from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, process_cores, prompt_tokens_around, rerun, unidentified_setting
+from doctor.checklib import engine_of, not_in_metrics, process_cores, prompt_tokens_around, rerun, unidentified_setting
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines import RECORDS
@@ -204,8 +204,10 @@ def _prompt(stream: StreamEvidence, series: list[Reading], start: float, end: fl
 def _runtime(series: list[Reading], pauses: list[Pause], values: list[EvidenceValue], engine: str | None) -> str:
     """The serving process's full collections over the window and its uptime, as a sentence (and evidence)."""
     gc = [r.gc_full for r in series if r.gc_full is not None]
+    if not series:
+        return "; no /metrics scrape to read GC collections from"
     if len(gc) < 2:
-        return f"; python_gc_collections_total not exposed by {display(engine)}'s /metrics"
+        return "; " + not_in_metrics(engine, "python_gc_collections_total")
     grew = gc[-1] - gc[0]
     values.append(EvidenceValue("gen-2 GC collections", grew, "", 'metrics: python_gc_collections_total{generation="2"} '
                                 "delta (the serving process)"))

@@ -17,8 +17,9 @@ Evidence:
 metrics: ``process_cpu_seconds_total`` at the first and last usable scrape of the window
 (``doctor.vllm_metrics.runtime``); metrics_window: the engine's inter-token histogram (mean);
 stream_stats: the client's TPOT p50 and gaps on the engine path, and tokens per chunk (an API
-server that falls behind merges tokens into one event). An engine whose /metrics has no process
-CPU counter does not expose it: the check says so.
+server that falls behind merges tokens into one event). A /metrics with no process CPU counter:
+the check says so ("not exposed by ENGINE", or only that its /metrics has none on an
+unidentified engine).
 
 Remediation:
 vLLM: more API server processes (``--api-server-count``, e.g. 2 or one per 2-4 busy cores);
@@ -39,7 +40,7 @@ inter-token mean was 21 ms and the client's TPOT p50 64 ms (3.0x) -> --api-serve
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, engine_path, process_cores, rerun, unidentified_setting
+from doctor.checklib import engine_of, engine_path, not_in_metrics, process_cores, rerun, unidentified_setting
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
@@ -70,8 +71,7 @@ def front_end_saturated(
     engine = engine_of(log_facts, metrics_window)
     cpu = process_cores(readings(metrics.scrapes))
     if cpu is None:
-        raise NotApplicable(f"not exposed by {display(engine)}: its /metrics has no process_cpu_seconds_total "
-                            "for its serving process")
+        raise NotApplicable(not_in_metrics(engine, "process_cpu_seconds_total for its serving process"))
     cores, window_s = cpu
     itl = metrics_window.itl
     path = engine_path(stream_stats)

@@ -59,6 +59,7 @@ from doctor.checklib import (
     engine_setting,
     max_num_seqs_in_use,
     metric_read,
+    not_in_metrics,
     rerun,
     sequences_that_fit,
     tokens_per_request,
@@ -66,7 +67,7 @@ from doctor.checklib import (
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import GaugeWindow, MetricsWindow
 from doctor.derive.stream_stats import StreamStats
-from doctor.engines.names import VLLM, display
+from doctor.engines.names import VLLM
 from doctor.evidence import RunRecord, StreamEvidence
 from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -96,10 +97,10 @@ def requests_queued_before_prefill(
         if engine in (None, VLLM):
             return NotApplicable("no queue-time histogram in /metrics (vllm:request_queue_time_seconds)")
         if not waiting_max:
-            return NotApplicable(f"queue time not exposed by {display(engine)}, and no request was seen waiting")
+            return NotApplicable(f"{not_in_metrics(engine, 'queue-time histogram')}, and no request was seen waiting")
         # An engine without one (llama.cpp): the gauges alone, requests waiting while every slot
         # was busy, still say the sequence limit held them; how long they waited is not exposed.
-        parts = [f"queue time not exposed by {display(engine)}"]
+        parts = [not_in_metrics(engine, "queue-time histogram")]
         share = None
     else:
         queue_s = mw.queue.mean

@@ -28,6 +28,7 @@ from doctor.derive.view_json import (
     UserFeltJson,
     ViewName,
 )
+from doctor.engines import names as engine_names
 from doctor.evidence.stream import FRAMINGS
 from doctor.foundation.units import UNKNOWN, count_unit, fmt_pct, fmt_seconds, real
 from doctor.model import RERUN_INSTRUCTION, Finding, Report, Symptom, risks_of
@@ -251,6 +252,15 @@ METRIC_COUNTERS: tuple[CounterKey, ...] = ("preemptions", "prompt_tokens", "gene
                                            "prefix_cache_queries")
 METRIC_HISTOGRAMS: tuple[HistogramKey, ...] = ("ttft", "queue", "prefill", "decode", "itl", "e2e")
 METRIC_GAUGES: tuple[GaugeKey, ...] = ("kv_usage", "running", "waiting")
+
+
+def missing_metrics(mw: MetricsWindowJson) -> str | None:
+    """What the window's /metrics lacked, one sentence for every renderer: "not exposed by SGLang:
+    its /metrics has no ..." for the engine its metric names identify; with none identified
+    (``engine_kind`` None) only that this /metrics had none (``not_in_metrics``), never "this vLLM"."""
+    if not mw["missing"]:
+        return None
+    return engine_names.not_in_metrics(mw["engine_kind"] or engine_names.UNKNOWN, ", ".join(mw["missing"]))
 
 
 def metric_rows(mw: MetricsWindowJson) -> list[tuple[str, str, str]]:

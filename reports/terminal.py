@@ -39,6 +39,7 @@ from reports.shared_parts import (
     key_numbers,
     log_fact_rows,
     metric_rows,
+    missing_metrics,
     passed_count,
     path_table,
     risks,
@@ -261,7 +262,7 @@ def print_log_facts(report: Report, console: Console) -> None:
 
 
 def print_metrics_delta(report: Report, console: Console) -> None:
-    """What changed in /metrics over the probe window, and what this vLLM does not expose."""
+    """What changed in /metrics over the probe window, and what its /metrics lacked."""
     say = printer(console)
     window, missing = view(report, "metrics_window")
     say("\n[bold]Metrics over the probe window[/]")
@@ -270,7 +271,7 @@ def print_metrics_delta(report: Report, console: Console) -> None:
         return
     # metric names are identifiers, but long ones: on a narrow terminal they fold rather than lose their end
     say(fitted(grid(("quantity", "over the window", "vLLM metric"), metric_rows(window), wrap=(1, 2)), console))
-    if window["missing"]:
-        say("not exposed by this vLLM: " + clean(", ".join(window["missing"])))
+    if (missing := missing_metrics(window)) is not None:
+        say(clean(missing))
     for note in window["notes"] or []:
         say(f"note: {clean(note)}")

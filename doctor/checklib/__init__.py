@@ -39,6 +39,9 @@ its remediation mean the same thing as every other check's:
   no flag use too);
   ``metric_read`` names the metric a window field came from, in the engine's own names, and
   ``engine_metric`` the engine's own metric for a field (``None`` where it has none).
+- **absent metrics** (``doctor.engines.names``, which the reports share): ``not_in_metrics``, the one
+  phrase for a metric the engine's /metrics lacked: "not exposed by ENGINE" for an identified
+  engine, only "its /metrics has no ..." for an unidentified one (nothing says it lacks it).
 
 ``from doctor.checklib import engine_setting, rerun, vllm_flag``: the names below are the
 public API (``tests/checks/test_checklib.py`` pins them); the submodules are its layout, not its
@@ -88,6 +91,7 @@ from doctor.checklib.response_start_advice import response_start_remediation
 from doctor.checklib.structured import ConstrainedRun, constrained_run, generated_within, per_token, request_ttft
 from doctor.checklib.upstream_advice import QUEUEING_CAPS, cap_remediation, retry_remediation
 from doctor.derive.gateway import KNOWN_PROXIES, header
+from doctor.engines.names import not_in_metrics
 
 __all__ = [
     "COMPRESSED",
@@ -132,6 +136,7 @@ __all__ = [
     "measured_pair",
     "metric_read",
     "model_len",
+    "not_in_metrics",
     "per_token",
     "probe_sent",
     "process_cores",

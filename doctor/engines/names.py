@@ -56,6 +56,17 @@ def display(engine: str | None) -> str:
     return DISPLAY.get(engine or VLLM, engine or "vLLM")
 
 
+def not_in_metrics(engine: str | None, what: str) -> str:
+    """What a check or report says of ``what`` (a metric, or what it measures) absent from the engine's
+    /metrics, in what is known: an identified engine does not expose it ("not exposed by llama.cpp:
+    its /metrics has no ..."); of an unidentified engine (``UNKNOWN``) only what was observed, that
+    its /metrics had none ("the unidentified engine's /metrics has no ..."): nothing says it lacks one,
+    it may export it under a name no record knows."""
+    if engine == UNKNOWN:
+        return f"the unidentified engine's /metrics has no {what}"
+    return f"not exposed by {display(engine)}: its /metrics has no {what}"
+
+
 def engine_of_metric(name: str) -> str | None:
     """The engine a metric name belongs to, by its prefix; ``None`` for anyone else's."""
     return next((engine for prefix, engine in METRIC_PREFIXES if name.startswith(prefix)), UNPREFIXED.get(name))

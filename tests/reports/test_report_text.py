@@ -248,6 +248,24 @@ def test_verbose_says_why_a_table_is_missing() -> None:
     assert "Metrics over the probe window\nnone: " in out
 
 
+@pytest.mark.parametrize(("engine_kind", "said"), [
+    ("vllm", "not exposed by vLLM: its /metrics has no "),
+    ("sglang", "not exposed by SGLang: its /metrics has no "),
+    (None, "the unidentified engine's /metrics has no "),  # metric names of no engine llm-doctor knows
+])
+def test_the_metrics_a_window_lacked_are_said_for_its_engine(report: Report, engine_kind: str | None, said: str) -> None:
+    """Never "this vLLM" for another engine's /metrics, nor "not exposed" by an engine nobody identified."""
+    seen = copy.deepcopy(report)
+    seen.views["metrics_window"]["engine_kind"] = engine_kind
+    lacked = ", ".join(seen.views["metrics_window"]["missing"])
+    assert lacked
+    text = " ".join(terminal(seen, tty=False, verbose=True).split())
+    page = " ".join(" ".join(inventory(render_html(seen)).text).split())
+    for shown in (text, page.replace(said[0].upper() + said[1:], said)):
+        assert said + lacked in shown
+        assert "this vLLM" not in shown and "not exposed by an unidentified engine" not in shown
+
+
 def test_verbose_names_a_startup_error_with_its_log_line() -> None:
     lines = [*LOG_LINES, "(EngineCore_DP0 pid=7) ERROR 10-03 16:22:17 [core.py:700] EngineCore failed to start",
              "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`."]

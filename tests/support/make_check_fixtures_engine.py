@@ -250,7 +250,8 @@ def cases_requests_queued_before_prefill() -> None:
                why="llama.cpp exposes no queue-time histogram: 3 requests deferred while its one slot "
                    "(n_slots = 1 in a real b4351 startup) was busy is the queue, named in its own flag",
                expect={"severity": "warning", "setting": "max_num_seqs",
-                       "summary_contains": ["queue time not exposed by llama.cpp", "waiting up to 3"]})
+                       "summary_contains": ["not exposed by llama.cpp: its /metrics has no queue-time histogram",
+                                            "waiting up to 3"]})
     write_case(name, "na-llama-cpp-nothing-waited",
                bundle(stream=stream(steady(4, ttft=0.3, gap=0.004)),
                       metrics=load_scrapes({}, {"llamacpp:requests_deferred": 0, "llamacpp:requests_processing": 1}, {}),
@@ -423,17 +424,18 @@ def paused(index: int, pauses: tuple[tuple[float, float], ...], *, start: float 
 
 
 def runtime_scrapes(gc: list[int], prompts: list[int], *, preempted: int = 0, every: float = 0.5,
-                    cores: float | None = None) -> MetricsEvidence:
+                    cores: float | None = None, gc_exported: bool = True) -> MetricsEvidence:
     """vLLM counters plus the serving process's GC and start time, one scrape every ``every`` s from t=0;
-    with ``cores``, its CPU seconds growing at that rate."""
+    with ``cores``, its CPU seconds growing at that rate; without ``gc_exported``, no GC counter."""
     scrapes = []
     for k, (collections, prompt) in enumerate(zip(gc, prompts, strict=True)):
         text = exposition({"vllm:prompt_tokens_total": prompt, "vllm:num_preemptions_total": preempted if k else 0,
                            "vllm:num_requests_running": 4})
-        text += ('# TYPE python_gc_collections counter\n'
-                 f'python_gc_collections_total{{generation="0"}} {40 * collections}.0\n'
-                 f'python_gc_collections_total{{generation="2"}} {collections}.0\n'
-                 "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 1699996400.0\n")
+        if gc_exported:
+            text += ('# TYPE python_gc_collections counter\n'
+                     f'python_gc_collections_total{{generation="0"}} {40 * collections}.0\n'
+                     f'python_gc_collections_total{{generation="2"}} {collections}.0\n')
+        text += "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 1699996400.0\n"
         if cores is not None:
             text += f"# TYPE process_cpu_seconds counter\nprocess_cpu_seconds_total {8.0 + cores * k * every:.3f}\n"
         scrapes.append(Scrape(phase="during", t=k * every, wall=1_700_000_000.0 + k * every, status=200,
@@ -451,8 +453,13 @@ def cases_engine_wide_pauses() -> None:
                    "then, prompt tokens flat, gen-2 GC +3, no preemption",
                expect={"severity": "warning", "setting": "gc_freeze", "summary_contains": ["3 times", "GC collections +3"]})
     write_case(name, "fires-no-metrics", bundle(stream=together),
-               why="the same streams without /metrics: the probe saw no send during the freezes; the GC counter is "
-                   "not exposed", expect={"setting": "gc_freeze", "summary_contains": ["not exposed"]})
+               why="the same streams without /metrics: the probe saw no send during the freezes; no scrape to read "
+                   "the GC counter from", expect={"setting": "gc_freeze", "summary_contains": ["no /metrics scrape"]})
+    write_case(name, "fires-no-gc-counter",
+               bundle(stream=together, metrics=runtime_scrapes(gc, flat, gc_exported=False)),
+               why="the same freezes, scraped, but the serving process's /metrics has no python_gc_collections_total "
+                   "(a multiprocess exporter): the freezes stand; the counter is named as absent",
+               expect={"setting": "gc_freeze", "summary_contains": ["its /metrics has no python_gc_collections_total"]})
     growing = [152 + 900 * sum(1 for _, end in PAUSES if end <= k * 0.5) for k in range(11)]  # 900 more by each freeze's end
     write_case(name, "quiet-prompts-arrive-at-each-freeze", bundle(stream=together, metrics=runtime_scrapes(gc, growing)),
                why="the same freezes, but 900 prompt tokens of other users were prefilled around each: prefill "

@@ -6,7 +6,9 @@ values the user gave us (API key, credential ``--header`` values), then pattern 
 tokens, whole credential-header values, ``sk-``/``hf_`` style keys, ``api_key`` / ``--api-key``
 values in logged engine args, the user part of URLs and credential query parameters. Mappings
 (headers, the request payload, engine config) lose the string values of credential-named keys
-outright. How many values each rule removed is recorded in ``Bundle.redactions``.
+outright. How many values each rule removed is recorded in ``Bundle.redactions``. A rule runs
+only on text holding one of its literal triggers (``Rule``), so the long /metrics scrapes of a
+bundle, which hold none, are not scanned nine times.
 
 Every rule names the span it masks; overlapping spans are merged and masked once, counted under
 one rule, and text that is already ``[REDACTED]`` is left alone. That keeps two rules that both
@@ -29,18 +31,19 @@ MASK = "[REDACTED]"
 # Header names whose whole value is a credential, wherever ``Name: value`` / ``name=value`` is seen.
 _CREDENTIAL_HEADER = r"(?:proxy-)?authorization|openai-api-key|x-api-key|api-key|set-cookie"
 
+
 class Rule(NamedTuple):
     """A pattern rule: what it masks, and the literals without which it cannot match.
 
     The group named ``secret``, or the whole match when there is none, is masked. ``triggers``
     are substrings one of which occurs in any text ``pattern`` matches, read off the pattern
-    (a literal every alternative of it must contain), lowercase and looked for in the folded text
+    (for each of its alternatives, a literal it must contain), lowercase and looked for in the folded text
     (``_fold``) when the pattern ignores case: a rule none of whose triggers occurs is not run.
     A trigger the pattern does not need would leak a secret, so each is derived from the
-    pattern beside it, and tests/collection/test_redact.py checks the result against running
+    pattern beside it, and tests/collection/test_redact_triggers.py checks the result against running
     every rule. Why they exist: a ``diagnose`` of a real vLLM keeps ~40-90 ``/metrics`` scrapes
     of ~50 KB, on which each scan costs 0.1-5 ms (all nine ~15 ms, about 0.4-0.65 s a bundle),
-    while the scrapes hold none of the triggers, looked for in ~0.15 ms a scrape
+    while the scrapes hold none of the triggers, looked for in ~0.7 ms a scrape
     (docs/benchmarks.md, ``bench/redact_bundle.py``).
     """
 
@@ -82,9 +85,10 @@ RULES: tuple[Rule, ...] = (
          ("sk-", "hf_", "ghp_")),
 )
 
-# The letters that re's IGNORECASE equates with an ASCII letter of another case, beyond A-Z (re's
-# docs, ``[a-z]`` with IGNORECASE): ``str.lower`` keeps ``ı`` and ``ſ`` and makes ``İ`` two
-# characters, so each is mapped to its ASCII letter first, or ``authorİzation`` would hide.
+# The letters that re's IGNORECASE equates with an ASCII letter, beyond A-Z (re's docs, ``[a-z]``
+# with IGNORECASE): U+0130 and U+0131 (dotted capital and dotless small i), U+017F (long s) and
+# U+212A (Kelvin sign). ``str.lower`` keeps U+0131 and U+017F and makes U+0130 two characters, so
+# each is mapped to its ASCII letter first, or ``author\u0131zation: ...`` would hide from the gate.
 _ASCII_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
 
 

@@ -50,7 +50,7 @@ NOISE = ['vllm:num_requests_waiting{model_name="m"} 0.0', "# HELP vllm:prompt_to
          "max_tokens=64", "tokenizer=meta-llama/Llama-3", "http://127.0.0.1:8000/v1/models?model=m", "key cache"]
 FRAGMENTS = MATCHES + NAMES + SEPARATORS + VALUES + NOISE
 
-#: What re's IGNORECASE takes for ``i``, ``s`` and ``k`` besides their ASCII cases (``İ`` and ``ı``, ``ſ``, ``K``).
+#: What re's IGNORECASE takes for ``i``, ``s`` and ``k`` besides ASCII (U+0130 and U+0131, U+017F, U+212A).
 _LOOKALIKES = str.maketrans({"i": "\u0131", "I": "\u0130", "s": "\u017f", "k": "\u212a", "K": "\u212a"})
 #: Each piece as it is, in another case, or with its spaces another kind of white space.
 VARIANTS = [str, str.upper, str.lower, str.swapcase, str.title, lambda s: s.translate(_LOOKALIKES),

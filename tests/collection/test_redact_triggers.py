@@ -57,10 +57,9 @@ VARIANTS = [str, str.upper, str.lower, str.swapcase, str.title, lambda s: s.tran
             lambda s: s.replace(" ", "\t"), lambda s: s.replace(" ", "\n")]
 
 
-
 def varied(pieces: list[str]) -> st.SearchStrategy[str]:
     """One of ``pieces`` in one of the ``VARIANTS``."""
-    return st.builds(lambda text, case: case(text), st.sampled_from(pieces), st.sampled_from(VARIANTS))
+    return st.builds(lambda text, variant: variant(text), st.sampled_from(pieces), st.sampled_from(VARIANTS))
 
 
 #: ``name``, a separator or two, ``value``: the shape of most matches, which loose fragments rarely form.

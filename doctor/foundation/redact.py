@@ -6,7 +6,9 @@ values the user gave us (API key, credential ``--header`` values), then pattern 
 tokens, whole credential-header values, ``sk-``/``hf_`` style keys, ``api_key`` / ``--api-key``
 values in logged engine args, the user part of URLs and credential query parameters. Mappings
 (headers, the request payload, engine config) lose the string values of credential-named keys
-outright. How many values each rule removed is recorded in ``Bundle.redactions``.
+outright. How many values each rule removed is recorded in ``Bundle.redactions``. A rule runs
+only on text holding one of its literal triggers (``Rule``), so the long /metrics scrapes of a
+bundle, which hold none, are not scanned nine times.
 
 Every rule names the span it masks; overlapping spans are merged and masked once, counted under
 one rule, and text that is already ``[REDACTED]`` is left alone. That keeps two rules that both
@@ -20,7 +22,7 @@ import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from doctor.foundation.wire import clean
 
@@ -29,33 +31,82 @@ MASK = "[REDACTED]"
 # Header names whose whole value is a credential, wherever ``Name: value`` / ``name=value`` is seen.
 _CREDENTIAL_HEADER = r"(?:proxy-)?authorization|openai-api-key|x-api-key|api-key|set-cookie"
 
-#: (rule name, pattern). The group named ``secret``, or the whole match when there is none, is masked.
-RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+
+class Rule(NamedTuple):
+    """A pattern rule: what it masks, and the literals without which it cannot match.
+
+    The group named ``secret``, or the whole match when there is none, is masked. ``triggers`` are
+    substrings one of which occurs in any text ``pattern`` matches, read off the pattern (each of its
+    alternatives must contain one), lowercase and looked for in the folded text (``_fold``) when the
+    pattern ignores case: a rule none of whose triggers occurs is not run. A trigger the pattern
+    does not need would leak a secret, so each is derived from the pattern beside it, and
+    tests/collection/test_redact_triggers.py checks the gate against running every rule.
+
+    Why: a ``diagnose`` of a real vLLM keeps ~30-90 ``/metrics`` scrapes of ~50 KB, on which each
+    scan costs 0.1-5 ms (all nine ~15 ms, 0.2-0.65 s of CPU a bundle); the scrapes hold none of the
+    triggers, looked for in ~0.7 ms a scrape (docs/benchmarks.md, ``bench/redact_bundle.py``).
+    """
+
+    name: str
+    pattern: re.Pattern[str]
+    triggers: tuple[str, ...]
+
+
+RULES: tuple[Rule, ...] = (
     # Ends at a quote, ``,`` ``;`` ``}`` or the end of the line: ``Basic dXNl...`` and ``Token abc``
     # are one value, and the ``,`` ``;`` ``}`` bounds keep the rest of a dict repr or cookie list.
-    ("header-credential", re.compile(
+    # Triggers: every name of ``_CREDENTIAL_HEADER`` holds one of the three.
+    Rule("header-credential", re.compile(
         r"""(?i)\b(?:""" + _CREDENTIAL_HEADER + r""")['"]?\s*[:=]\s*['"]?(?P<secret>[^\s'",;}](?:[^\r\n'",;}]*[^\s'",;}])?)"""
-    )),
+    ), ("authorization", "api-key", "set-cookie")),
     # Every ``name=value`` pair of a Cookie header is a credential, so it runs to the end of the value
     # (a Set-Cookie's ``; Path=/`` attributes are not, so that header stops at ``;`` above).
-    ("cookie", re.compile(r"""(?i)(?<!set-)\bcookie['"]?\s*[:=]\s*['"]?(?P<secret>[^\s'"](?:[^\r\n'"]*[^\s'"])?)""")),
-    ("bearer-token", re.compile(r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{4,})")),
+    Rule("cookie", re.compile(r"""(?i)(?<!set-)\bcookie['"]?\s*[:=]\s*['"]?(?P<secret>[^\s'"](?:[^\r\n'"]*[^\s'"])?)"""),
+         ("cookie",)),
+    Rule("bearer-token", re.compile(r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{4,})"), ("bearer",)),
     # vLLM accepts several keys (``--api-key a b``): its args line then holds a list, masked whole.
-    ("api-key-list", re.compile(r"""(?i)(?:--)?api[_-]key['"]?\s*[:=]\s*(?P<secret>[\[(]\s*['"][^\])\r\n]*[\])])""")),
-    ("api-key-arg", re.compile(
+    Rule("api-key-list", re.compile(r"""(?i)(?:--)?api[_-]key['"]?\s*[:=]\s*(?P<secret>[\[(]\s*['"][^\])\r\n]*[\])])"""),
+         ("api_key", "api-key")),
+    Rule("api-key-arg", re.compile(
         r"""(?i)(?:--)?api[_-]key['"]?\s*[:=]\s*['"]?(?!(?:None|null|true|false)\b)(?P<secret>[^'",\s)\]}\[(][^'",\s)\]}]*)"""
-    )),
+    ), ("api_key", "api-key")),
     # ``--api-key`` takes one or more keys: everything up to the next flag is masked.
-    ("api-key-flag", re.compile(r"(?i)--api-key\s+(?!-)(?P<secret>\S+(?:[ \t]+(?!-)[^\s'\"]+)*)")),
+    Rule("api-key-flag", re.compile(r"(?i)--api-key\s+(?!-)(?P<secret>\S+(?:[ \t]+(?!-)[^\s'\"]+)*)"), ("--api-key",)),
     # ``scheme://user:password@`` and ``scheme://token@``: the whole user-info part. Anchored on the
     # ``://`` (after one scheme character), not on the scheme's start: ``\b[a-z][a-z0-9+.-]*://``
     # ran to the end of ``a.a.a...`` from every word start, quadratic on every kept log line.
-    ("url-credentials", re.compile(r"""(?i)(?<=[a-z0-9+.-])://(?P<secret>[^/?#\s@'"<>]+)@""")),
-    ("url-query-credential", re.compile(
+    Rule("url-credentials", re.compile(r"""(?i)(?<=[a-z0-9+.-])://(?P<secret>[^/?#\s@'"<>]+)@"""), ("://",)),
+    # Triggers: each name alternative and the ``=`` after it (``api[_-]?key`` ends in ``key``).
+    Rule("url-query-credential", re.compile(
         r"""(?i)[?&;](?:[a-z0-9_.-]*(?:token|api[_-]?key|secret|password|passwd)|key|sig|signature|auth)=(?P<secret>[^&#\s'"<>]+)"""
-    )),
-    ("key-like", re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,})")),
+    ), ("token=", "key=", "secret=", "password=", "passwd=", "sig=", "signature=", "auth=")),
+    # Case-sensitive, so are its triggers.
+    Rule("key-like", re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|ghp_[A-Za-z0-9]{20,})"),
+         ("sk-", "hf_", "ghp_")),
 )
+
+# The letters that re's IGNORECASE equates with an ASCII letter, beyond A-Z (re's docs, ``[a-z]``
+# with IGNORECASE): U+0130 and U+0131 (dotted capital and dotless small i), U+017F (long s) and
+# U+212A (Kelvin sign). ``str.lower`` keeps U+0131 and U+017F and makes U+0130 two characters, so
+# each is mapped to its ASCII letter first, or ``author\u0131zation: ...`` would hide from the gate.
+_ASCII_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
+def _fold(value: str) -> str:
+    """``value`` lowercased so that a case-insensitive trigger is found wherever re would match it."""
+    return value.lower() if value.isascii() else value.translate(_ASCII_FOLD).lower()
+
+
+# Each rule with whether its triggers are looked for in the folded text, read once: testing the
+# ``RegexFlag`` per string took ~0.1 s of CPU on a recorded bundle of 10,000 short strings.
+_GATES = tuple((rule, bool(rule.pattern.flags & re.IGNORECASE)) for rule in RULES)
+
+
+def _candidates(value: str) -> list[Rule]:
+    """The rules that can match ``value``: those with a trigger in it (one fold of the text)."""
+    folded = _fold(value)
+    return [rule for rule, fold in _GATES if any(t in (folded if fold else value) for t in rule.triggers)]
+
 
 # Mapping keys whose string values are credentials: ``api_key``, ``X-Api-Key``, ``accessToken``,
 # ``client_secret``, ``Set-Cookie``... Matched on whole words of the key, so ``tokenizer`` and
@@ -86,7 +137,7 @@ class Redactor:
             while start != -1:
                 spans.append((start, start + len(secret), "user-secret"))
                 start = value.find(secret, start + 1)
-        for name, pattern in RULES:
+        for name, pattern, _ in _candidates(value):
             group = "secret" if "secret" in pattern.groupindex else 0
             spans += [(*m.span(group), name) for m in pattern.finditer(value)]
         return spans

@@ -2,8 +2,8 @@
 
 What it detects:
 The stream probe's self-check flagged the client: its event loop lagged, it was slow to write
-its requests, or the host's CPU was saturated while it measured (`stream.client.suspect`, with
-the reasons it gave).
+its requests, or its process used a whole core while it measured (`stream.client.suspect`, with
+the reasons it gave; a client sharded over worker processes is suspect when any worker was).
 
 Why it matters:
 A client that reads its socket late stamps tokens late and merges reads: TTFT grows, gaps
@@ -14,35 +14,72 @@ repeats it) and never fails a scheduled check on its own.
 
 Evidence:
 Stream probe client health: event-loop lag p99 and max, request send time p99, CPU percent max
-and CPU count, the HTTP stack used, and the self-check's reasons.
+and CPU count, the HTTP stack used, and the self-check's reasons; the processes that read the
+streams (one, or each worker's self-check in `stream.client.shards`) and the run's concurrency.
+host (psutil, a snapshot taken before the probe, absent with `--no-host`): the host's CPU percent
+and its 1-minute load average against its logical CPUs.
 
 Remediation:
-Run the probe from a less loaded host, or with a lower `--concurrency` (setting `concurrency`,
-suggested half the current value), then compare. A load run (`load`, `sweep`) is meant to carry
-its concurrency, so where the host has CPUs its client did not use, the setting is
-`client_workers` instead: one more worker process per busy one, up to the CPUs.
+One of two changes, the one that keeps what the run measures where it can.
+More client processes (setting `client_workers`) when all three hold:
+- streams to spread: the concurrency (slots; a Poisson run's cap) is at least twice the worker
+  processes that read them (one when the client was not sharded), so each of twice the workers
+  still reads a stream of its own;
+- CPUs the client left idle: each of its processes is counted a whole CPU (a busy event loop
+  takes one; CPU percent max says how close it came), and one more is the parent's, which keeps
+  the schedule of a sharded client (docs/benchmarks.md: a worker without a core of its own is
+  worse than one process). Suggested: twice the workers, at most the CPUs less the parent's one;
+  it must be more than the workers now;
+- the host was not CPU-saturated: its CPU below ``host_percent`` and its load below its logical
+  CPUs when the probe began (a host without that snapshot is taken as not saturated: the
+  self-check alone cannot tell). On a saturated host more processes only compete for it.
+Set it with `--client-workers N` on the command that made the run (`diagnose`, `collect`,
+`watch`, `load`, `sweep`), or `client_workers = N` in the config file's `[probe]` (the flag wins).
+This is the change for a diagnosis too: its concurrency is what the user chose to reproduce an
+incident, and halving it changes what is measured.
+Otherwise, less load on this client: run the probe from a less loaded host, or with half the
+concurrency (`--concurrency` of `diagnose`, `collect`, `watch`, or `concurrency` in the config
+file's `[probe]`; for `load` and `sweep`, which set their own concurrency, `--max-concurrency`),
+then compare. At concurrency 1 there is nothing to halve: a less loaded host is the change.
+
+Options:
+host_percent: the host's CPU percent, before the probe, at which it counts as saturated (more
+    client processes would only compete for it)
 
 Example:
-LD507 client-suspect: client event loop lagged 85 ms at p99 (max 240 ms), CPU up to 100 % of 2
-cores -> run from a less loaded host or with --concurrency 4.
+LD507 client-suspect: client event loop lagged 85 ms at p99 (max 240 ms), CPU up to 100 % of 8
+cores, concurrency 64 over 1 client process -> llm-doctor diagnose --client-workers 2.
 """
 
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun
-from doctor.evidence import StreamEvidence
+from doctor.evidence import HostEvidence, RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+
+#: The commands that take ``--client-workers`` (and read ``[probe] client_workers``).
+SHARDING_COMMANDS = ("diagnose", "collect", "watch", "load", "sweep")
+#: Those that take ``--concurrency``; ``load`` and ``sweep`` set their own and cap it with ``--max-concurrency``.
+CONCURRENCY_COMMANDS = ("diagnose", "collect", "watch")
+WHY = "A client that falls behind its socket stamps tokens late and merges reads, inflating TTFT and gaps."
 
 
 @check(code="LD507", name="client-suspect", symptom=SymptomClass.GENERAL, cause=Cause.CLIENT)
-def client_suspect(stream: StreamEvidence) -> Result:
+def client_suspect(
+    stream: StreamEvidence,
+    host: HostEvidence | None = None,
+    run: RunRecord | None = None,
+    *,
+    host_percent: float = 90.0,
+) -> Result:
     c = stream.client
     measured = c.loop_lag_p99_ms is not None or c.cpu_percent_max is not None
     if not measured and not c.suspect:
         return NotApplicable("the probe recorded no client self-check")
     if not c.suspect:
         return Pass(f"client event loop lag p99 {c.loop_lag_p99_ms or 0:.0f} ms; the client kept up")
+    workers = max(1, len(c.shards))
     parts = []
     if c.loop_lag_p99_ms is not None:
         parts.append(
@@ -52,36 +89,88 @@ def client_suspect(stream: StreamEvidence) -> Result:
         parts.append(
             f"CPU up to {c.cpu_percent_max:.0f} %" + (f" of {c.cpu_count} cores" if c.cpu_count else "")
         )
+    parts.append(f"concurrency {stream.shape.concurrency} over {workers} client process{'es' if workers > 1 else ''}")
     parts += c.reasons
+    saturated = _host_saturated(host, host_percent)
+    evidence = [
+        EvidenceValue("event loop lag p99", c.loop_lag_p99_ms, "ms", "stream: client self-check"),
+        EvidenceValue("event loop lag max", c.loop_lag_max_ms, "ms", "stream: client self-check"),
+        EvidenceValue("CPU percent max", c.cpu_percent_max, "%", "stream: client self-check"),
+        EvidenceValue("CPU count", c.cpu_count, "", "stream: client self-check"),
+        EvidenceValue("HTTP stack", c.transport, "", "stream: client self-check"),
+        EvidenceValue("client processes", workers, "", "stream: client self-check (one per worker)"),
+        EvidenceValue("concurrency", stream.shape.concurrency, "", "stream: probe shape"),
+    ]
+    if host is not None:
+        evidence += [
+            EvidenceValue("host CPU at the start", host.cpu_percent, "%", "host: psutil.cpu_percent, before the probe"),
+            EvidenceValue("host load average (1 min) at the start", host.load_avg[0] if host.load_avg else None, "",
+                          f"host: psutil.getloadavg, before the probe, of {host.cpu_count_logical or '?'} logical CPUs"),
+        ]
+    if saturated:
+        parts.append(f"the host was CPU-saturated when the probe began ({saturated})")
     return Fire(
         felt=False,  # the probe's own machine, not the service users reach
         title="The probe's client may have distorted the timings",
         summary="; ".join(parts),
-        remediation=_remediation(stream),
+        remediation=_remediation(stream, workers, saturated, run.command if run is not None else ""),
         severity=Severity.INFO,
-        evidence=[
-            EvidenceValue("event loop lag p99", c.loop_lag_p99_ms, "ms", "stream: client self-check"),
-            EvidenceValue("event loop lag max", c.loop_lag_max_ms, "ms", "stream: client self-check"),
-            EvidenceValue("CPU percent max", c.cpu_percent_max, "%", "stream: client self-check"),
-            EvidenceValue("CPU count", c.cpu_count, "", "stream: client self-check"),
-            EvidenceValue("HTTP stack", c.transport, "", "stream: client self-check"),
-        ],
+        evidence=evidence,
     )
 
 
-def _remediation(stream: StreamEvidence) -> Remediation:
-    """Less load from this client, or, for a load run on a host with CPUs to spare, more client processes."""
-    why = "A client that falls behind its socket stamps tokens late and merges reads, inflating TTFT and gaps."
+def _host_saturated(host: HostEvidence | None, host_percent: float) -> str:
+    """Why the host counts as CPU-saturated before the probe ("" when not, or not known): its CPU
+    at ``host_percent`` or more, or a 1-minute load average at or over its logical CPUs."""
+    if host is None:
+        return ""
+    said = []
+    if host.cpu_percent is not None and host.cpu_percent >= host_percent:
+        said.append(f"{host.cpu_percent:.0f} % CPU")
+    if host.load_avg and host.cpu_count_logical and host.load_avg[0] >= host.cpu_count_logical:
+        said.append(f"load {host.load_avg[0]:g} on {host.cpu_count_logical} CPUs")
+    return ", ".join(said)
+
+
+def _spread(concurrency: int, workers: int, cpus: int, saturated: str) -> tuple[int | None, str]:
+    """(client worker processes to suggest, "") when more would help, else (None, why not): the host
+    not saturated, the streams filling twice the workers, and the suggestion (twice the workers, at
+    most ``cpus`` less the parent's one) more than the workers now."""
+    if saturated:
+        return None, f"The host was CPU-saturated ({saturated}): more client processes would only compete for it."
+    if concurrency < 2 * workers:
+        return None, (f"Concurrency {concurrency} has too few streams to spread beyond {workers} client "
+                      f"process{'es' if workers > 1 else ''}.")
+    suggested = min(2 * workers, cpus - 1)
+    if suggested <= workers:
+        return None, (f"The host's {cpus} CPU(s) leave none for another client process (each takes one, and "
+                      "the parent of sharded ones one more)." if cpus else
+                      "The self-check did not record the host's CPUs to spread over.")
+    return suggested, ""
+
+
+def _remediation(stream: StreamEvidence, workers: int, saturated: str, command: str) -> Remediation:
+    """More client processes where the streams, the idle CPUs and the host allow; else less load."""
     verify = rerun("the client self-check passes; compare the verdict with this run's")
-    workers = max(1, len(stream.client.shards))
-    cpus = stream.client.cpu_count or 0
-    if stream.shape.scenario is not None and cpus > workers:
-        return Remediation(
-            setting="client_workers", suggested=f"{min(cpus, 2 * workers)} (one event loop per CPU)", current=str(workers),
-            where="llm-doctor load / sweep --client-workers",
-            why=why + " A load run must carry its concurrency: spread its streams over the CPUs it left idle.",
-            verify=verify)
     conc = stream.shape.concurrency
-    return Remediation(
-        setting="concurrency", suggested=f"{max(1, conc // 2)} (or run from a less loaded host)", current=str(conc),
-        where="llm-doctor --concurrency / the host running the probe", why=why, verify=verify)
+    spread, why_not = _spread(conc, workers, stream.client.cpu_count or 0, saturated)
+    if spread is not None:
+        flag = f"llm-doctor {command} --client-workers" if command in SHARDING_COMMANDS else \
+            f"--client-workers of llm-doctor {' / '.join(SHARDING_COMMANDS)}"
+        return Remediation(
+            setting="client_workers", suggested=f"{spread} (one event loop per CPU; one more CPU for the parent)",
+            current=str(workers), where=f"{flag}, or client_workers in the config file's [probe]",
+            why=WHY + f" Its {conc} streams can be spread over the CPUs it left idle, which keeps the concurrency "
+                      "this run measured.",
+            verify=verify)
+    if stream.shape.scenario is not None:  # a load run: its scenario sets the concurrency
+        load = command if command in ("load", "sweep") else "load / sweep"
+        where = f"llm-doctor {load} --max-concurrency, or the host running the probe"
+    elif command in CONCURRENCY_COMMANDS:
+        where = f"llm-doctor {command} --concurrency (concurrency in the config file's [probe]), or the host running the probe"
+    else:
+        where = "llm-doctor --concurrency (concurrency in the config file's [probe]), or the host running the probe"
+    suggested = "1 (nothing to halve: run from a less loaded host)" if conc <= 1 else \
+        f"{conc // 2} (or run from a less loaded host)"
+    return Remediation(setting="concurrency", suggested=suggested, current=str(conc), where=where,
+                       why=f"{WHY} {why_not}", verify=verify)

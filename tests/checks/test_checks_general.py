@@ -11,7 +11,7 @@ from checks.replica_imbalance import imbalance_signals, replica_imbalance
 from doctor.checking.contract import Fire, NotApplicable, Pass
 from doctor.derive.log_facts import Fact, LogFacts
 from doctor.derive.metrics_window import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
-from doctor.evidence import ClientHealth
+from doctor.evidence import ClientHealth, HostEvidence, RunRecord
 from tests.support.bundles import bundle, request
 from tests.support.make_check_fixtures_general import probe
 
@@ -126,3 +126,42 @@ def test_client_suspect_on_a_load_run_with_idle_cpus_suggests_more_client_worker
     ev.client = ClientHealth(loop_lag_p99_ms=50, suspect=True, cpu_count=1)  # no CPU to spare: less load
     out = client_suspect(ev)
     assert isinstance(out, Fire) and out.remediation.setting == "concurrency"
+    assert out.remediation.where is not None and "--max-concurrency" in out.remediation.where  # load sets its own
+
+
+def test_client_suspect_names_where_each_command_sets_its_client_workers():
+    ev = probe()
+    ev.shape.concurrency = 64
+    ev.client = ClientHealth(loop_lag_p99_ms=50, cpu_percent_max=100, suspect=True, cpu_count=8)
+    for command in ("diagnose", "collect", "watch", "load", "sweep"):
+        out = client_suspect(ev, run=RunRecord(command=command))
+        assert isinstance(out, Fire) and out.remediation.setting == "client_workers"
+        assert out.remediation.where == f"llm-doctor {command} --client-workers, or client_workers in the config file's [probe]"
+    out = client_suspect(ev, run=RunRecord(command="probe"))  # no --client-workers flag: every command that has one
+    assert isinstance(out, Fire) and out.remediation.where is not None
+    assert "diagnose / collect / watch / load / sweep" in out.remediation.where
+
+
+def test_client_suspect_spreads_a_sharded_client_only_over_cpus_beside_its_parent_and_streams_it_has():
+    ev = probe()
+    ev.client = ClientHealth(loop_lag_p99_ms=50, suspect=True, cpu_count=6, shards=[ClientHealth()] * 4)
+    ev.shape.concurrency = 8  # two slots per worker of twice the workers: the CPUs bound it (6, less the parent's)
+    out = client_suspect(ev)
+    assert isinstance(out, Fire) and out.remediation.setting == "client_workers"
+    assert (out.remediation.current, out.remediation.suggested.split()[0]) == ("4", "5")
+    ev.shape.concurrency = 7  # fewer streams than twice the workers: nothing to spread
+    out = client_suspect(ev)
+    assert isinstance(out, Fire) and out.remediation.setting == "concurrency" and "too few streams" in out.remediation.why
+
+
+def test_client_suspect_takes_a_host_loaded_past_its_cpus_as_saturated_whatever_its_cpu_snapshot():
+    ev = probe()
+    ev.shape.concurrency = 64
+    ev.client = ClientHealth(loop_lag_p99_ms=50, cpu_percent_max=100, suspect=True, cpu_count=8)
+    busy = HostEvidence(cpu_count_logical=8, cpu_percent=40.0, load_avg=[9.0, 8.0, 8.0])
+    out = client_suspect(ev, host=busy)
+    assert isinstance(out, Fire) and out.remediation.setting == "concurrency" and "load 9 on 8 CPUs" in out.summary
+    out = client_suspect(ev, host=HostEvidence(cpu_count_logical=8, cpu_percent=40.0, load_avg=[3.0, 3.0, 3.0]))
+    assert isinstance(out, Fire) and out.remediation.setting == "client_workers"
+    out = client_suspect(ev, host=busy, host_percent=30.0)  # the option: the CPU alone counts too
+    assert isinstance(out, Fire) and "40 % CPU" in out.summary

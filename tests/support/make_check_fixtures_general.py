@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 
-from doctor.evidence import ClientHealth, MetricsEvidence, RunRecord, Scrape, StreamEvidence
+from doctor.evidence import ClientHealth, HostEvidence, MetricsEvidence, RunRecord, Scrape, StreamEvidence
 from tests.support.bundles import bundle, exposition, log, metrics, request, stream
 from tests.support.write_fixture import write_all, write_case
 
@@ -410,7 +410,8 @@ def cases_client_suspect() -> None:
         name,
         "fires-loop-lag",
         bundle(stream=lagging),
-        why="The probe's self-check: event loop lag p99 85 ms, CPU 100 % of 2 cores at concurrency 8.",
+        why="The probe's self-check: event loop lag p99 85 ms, CPU 100 % of 2 cores at concurrency 8: a second "
+            "client process would have no CPU beside the first and the parent, so half the concurrency.",
         expect={"severity": "info", "setting": "concurrency"},
     )
     healthy = probe()
@@ -424,6 +425,51 @@ def cases_client_suspect() -> None:
         bundle(stream=probe()),
         why="An older bundle whose client health was not measured.",
     )
+    diagnosis = RunRecord(command="diagnose")
+    idle_host = HostEvidence(cpu_count_logical=8, cpu_percent=22.0, load_avg=[1.4, 1.2, 1.0])
+    write_case(
+        name,
+        "fires-diagnosis-spreads-over-idle-cpus",
+        bundle(run=diagnosis, stream=one_core_client(64), host=idle_host),
+        why="diagnose at concurrency 64 read by one process at 100 % of a core on an 8-CPU host at 22 % CPU, "
+            "load 1.4: the streams fit two workers and the host has CPUs to spare, so more client processes, "
+            "not half the concurrency the user chose.",
+        expect={"severity": "info", "setting": "client_workers"},
+    )
+    write_case(
+        name,
+        "fires-diagnosis-on-a-saturated-host",
+        bundle(run=diagnosis, stream=one_core_client(64),
+               host=HostEvidence(cpu_count_logical=8, cpu_percent=99.0, load_avg=[11.6, 10.2, 9.8])),
+        why="The same diagnosis on a host at 99 % CPU, load 11.6 on 8 CPUs before the probe: more client "
+            "processes would only compete for it, so a less loaded host or half the concurrency.",
+        expect={"severity": "info", "setting": "concurrency", "summary_contains": ["CPU-saturated"]},
+    )
+    write_case(
+        name,
+        "fires-diagnosis-one-stream",
+        bundle(run=diagnosis, stream=one_core_client(1), host=idle_host),
+        why="A diagnosis at concurrency 1 on the idle 8-CPU host: one stream has nothing to spread over a "
+            "second process, so the change is a less loaded host.",
+        expect={"severity": "info", "setting": "concurrency"},
+    )
+
+
+def one_core_client(concurrency: int) -> StreamEvidence:
+    """A probe at ``concurrency`` read by one process whose event loop lagged at 100 % of a core of 8."""
+    out = probe()
+    out.shape.concurrency = concurrency
+    out.client = ClientHealth(
+        loop_lag_p99_ms=42.0,
+        loop_lag_max_ms=130.0,
+        cpu_percent_max=100.0,
+        cpu_count=8,
+        suspect=True,
+        transport="httpx+h11",
+        reasons=["event-loop lag p99 42.0 ms > 10 ms: token stamps may be late",
+                 "client CPU reached 100 % of a core: the client was saturated"],
+    )
+    return out
 
 
 def main() -> None:

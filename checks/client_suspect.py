@@ -29,7 +29,8 @@ More client processes (setting `client_workers`) when all three hold:
   takes one; CPU percent max says how close it came), and one more is the parent's, which keeps
   the schedule of a sharded client (docs/benchmarks.md: a worker without a core of its own is
   worse than one process). Suggested: twice the workers, at most the CPUs less the parent's one;
-  it must be more than the workers now;
+  it must be more than the workers now. The CPUs are the host's logical ones (psutil): in a
+  container whose cpuset allows fewer, set no more workers than it allows;
 - the host was not CPU-saturated: its CPU below ``host_percent`` and its load below its logical
   CPUs when the probe began (a host without that snapshot is taken as not saturated: the
   self-check alone cannot tell). On a saturated host more processes only compete for it.

@@ -3,7 +3,10 @@
 What it detects:
 LoRA slots full: in the scrapes of the probe window, requests for an adapter were waiting while
 all ``max_lora`` GPU adapter slots held other adapters (``vllm:lora_requests_info``), in at
-least ``min_scrapes`` scrapes.
+least ``min_scrapes`` scrapes. vLLM v1 lists no adapter as waiting (its two label lists are the
+same adapters, those being served: ``doctor.vllm_metrics.lora``), so there the check reads the
+turns instead: more adapters served over the window than ``max_lora`` slots, while requests
+waited with batch seats free (running below ``max_num_seqs``).
 
 Why it matters:
 vLLM batches requests of at most ``--max-loras`` distinct adapters at once; a request for
@@ -16,8 +19,8 @@ PR#13349: median TTFT 40 ms with 8 adapters on 8 slots, 6.3 s with 16), while th
 Evidence:
 metrics (the raw scrapes): ``vllm:lora_requests_info``, the latest series of each scrape
 (``max_lora``, ``running_lora_adapters``, ``waiting_lora_adapters``); an adapter both running
-and waiting is already loaded and does not count. metrics_window: the waiting peak and the
-engine's TTFT histogram; stream_stats: the client's TTFT p90, which decides whether users felt
+and waiting is already loaded and does not count. metrics_window: the waiting and running peaks
+and the engine's TTFT histogram; log_facts: ``max_num_seqs`` (the batch seats, for the v1 form); stream_stats: the client's TTFT p90, which decides whether users felt
 the wait (over ``ttft_target_s``) or it is a risk (requests waited for a slot, TTFT within budget).
 Not exposed by SGLang in this form (its ``sglang:lora_pool_*`` metrics count the pool, not which
 adapters wait): on SGLang the check names the pool size its startup log gives
@@ -37,20 +40,22 @@ ttft_target_s: the first-token target (defaults to --ttft-budget): a slot wait t
 Example:
 3 of 5 scrapes: requests for adapter sql-lora waited while the 2 slots held chat-lora and
 code-lora; 3 adapters in use -> --max-loras 3.
+2 adapters (alpha, beta) took turns in 1 slot while up to 4 requests waited with 4 of 128 batch
+seats taken -> --max-loras 2 (a real vLLM 0.32, fixtures/bundles/realvllm-lora-turns.json.gz).
 """
 
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, rerun
+from doctor.checklib import default_max_num_seqs, engine_flag, engine_of, engine_path, engine_setting, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.engines.names import SGLANG
-from doctor.evidence import MetricsEvidence
+from doctor.evidence import MetricsEvidence, RunRecord
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-from doctor.vllm_metrics.lora import FAMILY, lora_slots
+from doctor.vllm_metrics.lora import FAMILY, LoraSlots, lora_slots, served
 
 
 @check(code="LD109", name="lora-slots-full", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.QUEUE)
@@ -59,6 +64,7 @@ def lora_slots_full(
     metrics_window: MetricsWindow | None = None,
     log_facts: LogFacts | None = None,
     stream_stats: StreamStats | None = None,
+    run: RunRecord | None = None,
     *,
     min_scrapes: int = 2,
     ttft_target_s: float = 0.5,
@@ -75,20 +81,24 @@ def lora_slots_full(
     shut = [s for s in states if s.shut_out]
     in_use = sorted({a for s in states for a in (*s.running, *s.waiting)})
     slots = max((s.max_lora for s in states if s.max_lora is not None), default=None)
-    if len(shut) < min_scrapes:
-        return Pass(f"{len(shut)} of {len(states)} scrapes with a request waiting for an adapter slot "
-                    f"({len(in_use)} adapter(s) in use, max_lora {slots})")
-    worst = max(shut, key=lambda s: len(s.shut_out))
-    evidence = [
-        EvidenceValue("scrapes with an adapter shut out", len(shut), "scrapes", f"metrics: {FAMILY}, of {len(states)}"),
-        EvidenceValue("max_lora", slots, "slots", f"metrics: {FAMILY} label max_lora"),
-        EvidenceValue("adapters in use", len(in_use), "adapters", f"metrics: {FAMILY}: {', '.join(in_use)}"),
-    ]
-    if metrics_window is not None and metrics_window.waiting is not None:
-        evidence.append(EvidenceValue("waiting max", metrics_window.waiting.max, "requests",
-                                      "metrics: vllm:num_requests_waiting"))
-    summary = (f"{len(shut)} of {len(states)} scrapes: requests for {', '.join(worst.shut_out)} waited while the "
-               f"{slots} slot(s) held {', '.join(worst.running)}; {len(in_use)} adapters in use")
+    evidence = [EvidenceValue("max_lora", slots, "slots", f"metrics: {FAMILY} label max_lora"),
+                EvidenceValue("adapters in use", len(in_use), "adapters", f"metrics: {FAMILY}: {', '.join(in_use)}")]
+    if len(shut) >= min_scrapes:
+        worst = max(shut, key=lambda s: len(s.shut_out))
+        evidence.insert(0, EvidenceValue("scrapes with an adapter shut out", len(shut), "scrapes",
+                                         f"metrics: {FAMILY}, of {len(states)}"))
+        if metrics_window is not None and metrics_window.waiting is not None:
+            evidence.append(EvidenceValue("waiting max", metrics_window.waiting.max, "requests",
+                                          "metrics: vllm:num_requests_waiting"))
+        summary = (f"{len(shut)} of {len(states)} scrapes: requests for {', '.join(worst.shut_out)} waited while the "
+                   f"{slots} slot(s) held {', '.join(worst.running)}; {len(in_use)} adapters in use")
+    else:
+        turns = _turns(states, slots, metrics_window, log_facts, run)
+        if isinstance(turns, str):
+            return Pass(f"{len(shut)} of {len(states)} scrapes with a request waiting for an adapter slot "
+                        f"({len(in_use)} adapter(s) in use, max_lora {slots}); {turns}")
+        summary, seats = turns
+        evidence += seats
     ttft = _ttft(stream_stats, metrics_window)
     if ttft is not None:
         evidence.append(ttft[1])
@@ -102,8 +112,8 @@ def lora_slots_full(
                        "a swapped-out adapter reloads from CPU memory; or route each adapter to fewer replicas"),
             why=("waiting requests were for adapters outside the full GPU slots: they wait for a slot and an adapter "
                  "load, which more batch seats (max_num_seqs) or replicas sharing every adapter would not cure"),
-            verify=rerun("no scrape with a waiting adapter outside full slots, and TTFT p90 down for the adapters "
-                         "that waited; the KV cache shrinks by the slots' memory"),
+            verify=rerun("TTFT p90 down for the adapters that waited, and no request left waiting while batch seats "
+                         "are free; the KV cache shrinks by the slots' memory"),
             current=str(slots) if slots is not None else None,
             where=engine_flag(engine_of(log_facts, metrics_window), "max_loras"),
         ),
@@ -111,6 +121,40 @@ def lora_slots_full(
         felt=ttft is not None and ttft[0] > ttft_target_s,
         evidence=evidence,
     )
+
+
+def _turns(states: list[LoraSlots], slots: int | None, metrics_window: MetricsWindow | None,
+           log_facts: LogFacts | None, run: RunRecord | None) -> tuple[str, list[EvidenceValue]] | str:
+    """vLLM v1's form (no adapter ever listed as waiting): more adapters served over the window than
+    slots while requests waited with batch seats free; (summary, evidence), else why it does not hold.
+
+    Free seats are what tell a slot wait from plain queueing: with every seat taken, requests wait
+    for a seat whatever their adapter (LD101's case). The seats are the log's, the run record's or
+    vLLM's default, never inferred from a flat ``running`` gauge: adapters taking turns hold it flat
+    below the limit too."""
+    turned = served(states)
+    if slots is None or len(turned) <= slots:
+        return f"{len(turned)} adapter(s) served over the window, within the {slots} slot(s)"
+    waiting = metrics_window.waiting if metrics_window is not None else None
+    running = metrics_window.running if metrics_window is not None else None
+    if waiting is None or not waiting.max:
+        return f"{len(turned)} adapters took turns in {slots} slot(s), but no request waited"
+    seats = engine_setting("max_num_seqs", log_facts, run) or default_max_num_seqs(log_facts)
+    if seats is None or running is None or running.max is None:
+        return (f"{len(turned)} adapters took turns in {slots} slot(s) while requests waited, but without "
+                "max_num_seqs (--log) a wait for a slot cannot be told from a full batch")
+    if running.max >= float(seats.value):
+        return (f"{len(turned)} adapters took turns in {slots} slot(s), but every batch seat was taken "
+                f"(running up to {running.max:g} of max_num_seqs {seats.value}): queueing for a seat")
+    summary = (f"{len(turned)} adapters ({', '.join(turned)}) took turns in {slots} slot(s) while up to "
+               f"{waiting.max:g} requests waited with {running.max:g} of {seats.value} batch seats taken: "
+               "they waited for a slot (vLLM v1 lists no adapter as waiting)")
+    return summary, [
+        EvidenceValue("adapters served", len(turned), "adapters", f"metrics: {FAMILY} running_lora_adapters, every scrape"),
+        EvidenceValue("waiting max", waiting.max, "requests", "metrics: vllm:num_requests_waiting"),
+        EvidenceValue("running max", running.max, "requests", "metrics: vllm:num_requests_running"),
+        EvidenceValue("max_num_seqs", seats.value, "seats", seats.source),
+    ]
 
 
 def _ttft(stream_stats: StreamStats | None, metrics_window: MetricsWindow | None) -> tuple[float, EvidenceValue] | None:

@@ -7,6 +7,13 @@ each set to the time it was last reported. Old label sets stay in the scrape unt
 restarts, so the current state is the series with the latest time. It shows activity, not
 residency (an adapter idle in a slot is not listed: vllm#45325). Read apart from the metrics
 window, whose families are numbers: this one's facts are in its labels. Pure.
+
+Under vLLM v1 (0.32 read, and seen on the real CPU build) a request waiting for a slot is listed
+nowhere, and the two lists are always equal: both are the adapters of the requests the API
+server's output processor tracks (``LoRARequestStates.requests`` in ``v1/metrics/stats.py``),
+and a request's QUEUED and SCHEDULED events reach it together with its first token, so it is
+tracked from the moment it runs. ``waiting_lora_adapters`` then says nothing of waiting; what the
+family still shows is which adapters were served, scrape by scrape (``served``).
 """
 
 from __future__ import annotations
@@ -36,6 +43,12 @@ class LoraSlots:
         if self.max_lora is None or len(self.running) < self.max_lora:
             return ()
         return tuple(a for a in self.waiting if a not in self.running)
+
+
+def served(states: Sequence[LoraSlots]) -> tuple[str, ...]:
+    """Every adapter served (running) in any of ``states``, sorted: more of them than ``max_lora``
+    over a window means adapters took turns in the slots."""
+    return tuple(sorted({a for s in states for a in s.running}))
 
 
 def lora_slots(scrapes: Sequence[Scrape]) -> list[LoraSlots]:

@@ -5,8 +5,10 @@ Run ``.venv/bin/python -m tests.support.make_check_fixtures_structured``. The st
 synthetic, shaped as the probe records a constrained ``--payload``: two unconstrained twins
 first (``StreamEvidence.controls``: the first pays the prompt's cold prefix), then the
 constrained warm-up and measured requests, one at a time. The LoRA scrapes carry
-``vllm:lora_requests_info`` as vLLM 0.32 writes it (``v1/metrics/loggers.py``: one series per
-label set, its value the time it was set).
+``vllm:lora_requests_info`` in vLLM's format (``v1/metrics/loggers.py``: one series per label
+set, its value the time it was set): with the waiting adapters listed apart, as the V0 engine
+reported them, or with both lists the adapters being served, as vLLM v1 does (0.32, seen on the
+real CPU build: fixtures/bundles/realvllm-lora-turns.json.gz).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from doctor.evidence import MetricsEvidence, RequestTrace, Scrape, StreamEvidence
 from tests.support.bundles import bundle, exposition, log, metrics, real_log, request, stream
+from tests.support.make_check_fixtures_engine import vllm_log
 from tests.support.write_fixture import write_all, write_case
 
 SCHEMA_BODY: dict[str, Any] = {
@@ -178,8 +181,8 @@ def cases_lora_slots_full() -> None:
     churn = [("chat-lora,code-lora", "sql-lora", 6), ("chat-lora,sql-lora", "code-lora", 5),
              ("chat-lora,code-lora", "", 0), ("code-lora,sql-lora", "chat-lora", 4)]
     write_case(name, "fires-three-adapters-two-slots", bundle(metrics=lora_scrapes(2, churn)),
-               why="Synthetic scrapes in vLLM 0.32's format (v1/metrics/loggers.py): three adapters in use on "
-                   "--max-loras 2; in 3 of 4 scrapes a request waits for the adapter the full slots do not hold. "
+               why="Synthetic scrapes with the waiting adapters listed apart (vLLM's V0 engine): three adapters in "
+                   "use on --max-loras 2; in 3 of 4 scrapes a request waits for the adapter the full slots do not hold. "
                    "No TTFT was measured: a risk, not felt latency.",
                expect={"severity": "warning", "felt": False, "setting": "max_loras",
                        "summary_contains": ["sql-lora", "3 adapters"]})
@@ -194,6 +197,21 @@ def cases_lora_slots_full() -> None:
     write_case(name, "quiet-waiting-for-a-loaded-adapter", bundle(metrics=lora_scrapes(2, fits)),
                why="Synthetic, the shape of a public --max-loras 2 run with two adapters mixed: the waiting "
                    "requests' adapter is the running one (already loaded), and the latest series is idle.")
+    turns = [("alpha", "alpha", 4), ("beta", "beta", 3), ("alpha", "alpha", 4), ("beta", "beta", 4)]
+    write_case(name, "fires-v1-adapters-take-turns",
+               bundle(metrics=lora_scrapes(1, turns, ttft_s=3.9), log=vllm_log({"max_num_seqs": 128})),
+               why="vLLM v1's form, as the real 0.32 CPU build wrote it: both label lists name the adapter being "
+                   "served, never one waiting. Two adapters take turns in --max-loras 1 while 3-4 requests wait with "
+                   "2 of 128 batch seats taken: they wait for the slot. First tokens of 3.9 s: felt.",
+               expect={"severity": "warning", "felt": True, "setting": "max_loras",
+                       "summary_contains": ["took turns in 1 slot", "2 of 128 batch seats"]})
+    write_case(name, "quiet-v1-every-seat-taken",
+               bundle(metrics=lora_scrapes(1, turns, ttft_s=3.9), log=vllm_log({"max_num_seqs": 2})),
+               why="The same turns, but the running gauge (2) is max_num_seqs: requests wait for a batch seat "
+                   "whatever their adapter, which is LD101's queueing, not a slot wait.")
+    write_case(name, "quiet-v1-one-adapter",
+               bundle(metrics=lora_scrapes(1, [("alpha", "alpha", 4)] * 3), log=vllm_log({"max_num_seqs": 128})),
+               why="One adapter served in its one slot while requests wait: nothing takes turns.")
     write_case(name, "na-lora-off", bundle(metrics=MetricsEvidence(
         url="http://127.0.0.1:8000/metrics", interval_s=1.0,
         scrapes=[Scrape(phase="during", t=0.0, wall=1_700_000_000.0, status=200, content_type="text/plain",

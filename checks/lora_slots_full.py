@@ -41,7 +41,7 @@ Example:
 3 of 5 scrapes: requests for adapter sql-lora waited while the 2 slots held chat-lora and
 code-lora; 3 adapters in use -> --max-loras 3.
 2 adapters (alpha, beta) took turns in 1 slot while up to 4 requests waited with 4 of 128 batch
-seats taken -> --max-loras 2 (a real vLLM 0.32, fixtures/bundles/realvllm-lora-turns.json.gz).
+seats taken -> --max-loras 2 (a real vLLM 0.32, fixtures/bundles/realvllm-users-lora.json.gz).
 """
 
 from __future__ import annotations

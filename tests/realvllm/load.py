@@ -37,6 +37,7 @@ class Load:
     prompt_tokens: int
     max_tokens: int
     also: tuple[str, ...] = ()  # more user classes, USERS:PROMPT_TOKENS:MAX_TOKENS[:LABEL]
+    model: str = "tiny"  # what the users ask for: the served model, or one of its LoRA adapters
     # A bound only: the test stops the users as soon as llm-doctor is done. It outlasts two
     # diagnoses at their timeout (a frozen run is re-run), so no incident ends under the probe.
     duration_s: float = 1800.0
@@ -44,7 +45,7 @@ class Load:
 
     def args(self, url: str, out: Path) -> list[str]:
         also = [a for spec in self.also for a in ("--also", spec)]
-        return ["--url", url, "--users", str(self.users), "--prompt-tokens", str(self.prompt_tokens),
+        return ["--url", url, "--model", self.model, "--users", str(self.users), "--prompt-tokens", str(self.prompt_tokens),
                 "--max-tokens", str(self.max_tokens), *also, "--duration", str(self.duration_s), "--out", str(out)]
 
 

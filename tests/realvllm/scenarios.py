@@ -174,6 +174,20 @@ SCENARIOS = {
             load=Load(users=3, prompt_tokens=64, max_tokens=128, also=("1:1800:1:long:2",),
                       ready={"vllm:num_requests_running": 3}),
         ),
+        # LoRA adapters taking turns in one slot (--max-loras 1): four users stream from adapter
+        # alpha, the probe asks for beta, whose requests wait for the slot with batch seats free.
+        # vLLM v1 lists no adapter as waiting (doctor/vllm_metrics/lora.py): LD109 reads the turns.
+        # The probe's first tokens wait out alpha's answers (~3.5-4 s here, ~0.3 s alone): a 2 s budget.
+        Scenario(
+            name="users-lora",
+            engine_args=[*FP32, *ROOMY_KV_FP32, "--enable-lora", "--max-loras", "1", "--max-lora-rank", "8",
+                         "--max-cpu-loras", "2", "--lora-modules", "alpha={model_dir}/lora/alpha",
+                         "beta={model_dir}/lora/beta"],
+            probe_args=[*_DEFAULT_PROBE, "--model", "beta"],
+            ttft_budget_s=2.0, tpot_budget_s=0.3,
+            symptom="pre-first-token", setting="max_loras", finding="LD109",
+            load=Load(users=4, prompt_tokens=64, max_tokens=64, model="alpha", ready={"vllm:num_requests_running": 3}),
+        ),
         # The healthy server with its engine-core process stopped (SIGSTOP): /health, /v1/models and
         # /metrics still answer 200, requests are accepted and get no token (vllm#39863). The
         # default probe; its watchdog must stop the run and name the wedge.

@@ -74,11 +74,12 @@ def _env() -> dict[str, str]:
 def serve_vllm(model: Path, log: Path, engine_args: list[str]) -> Iterator[VllmServer]:
     """``vllm serve MODEL --max-model-len 1024 --served-model-name tiny ENGINE_ARGS`` until exit.
 
-    ENGINE_ARGS may give its own ``--max-model-len`` (a long-prompt scenario needs more than 1024).
+    ENGINE_ARGS may give its own ``--max-model-len`` (a long-prompt scenario needs more than 1024);
+    ``{model_dir}`` in one of them is the model's directory (its LoRA adapters lie there).
     """
     port = free_port()
     length = [] if "--max-model-len" in engine_args else ["--max-model-len", str(MAX_MODEL_LEN)]
-    args = [*length, "--served-model-name", SERVED_NAME, *engine_args]
+    args = [*length, "--served-model-name", SERVED_NAME, *(a.replace("{model_dir}", str(model)) for a in engine_args)]
     cmd = [*BELOW_THE_PROBE, str(VLLM_BIN), "serve", str(model), "--host", "127.0.0.1", "--port", str(port), *args]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -38,6 +38,7 @@ INCIDENTS: dict[str, tuple[str, str | None]] = {
     "queueing": ("users-queueing", "history-queueing"),
     "kv-pressure": ("users-kv-pressure", "history-kv-pressure"),
     "prefill-interference": ("users-prefill-interference", None),
+    "lora": ("users-lora", None),
 }
 #: Prometheus scrapes after the users stopped, before history is read: the incident's end is stored.
 SCRAPES_AFTER_LOAD = 3

@@ -81,7 +81,35 @@ def build(out: Path, hidden: int = 1024, layers: int = 8, heads: int = 16, kv_he
         model.lm_head.weight[fast.convert_tokens_to_ids(SPECIAL_TOKENS)] = 0
     model.save_pretrained(out, safe_serialization=True)
     (out / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}))
+    lora_adapters(out / "lora", hidden, layers, kv_heads * (hidden // heads))
     return out
+
+
+#: The adapters written beside the model (``DIR/lora/NAME``), for the LoRA incident.
+ADAPTERS = ("alpha", "beta")
+
+
+def lora_adapters(out: Path, hidden: int, layers: int, kv_dim: int, rank: int = 8) -> None:
+    """Rank-``rank`` LoRA adapters of seeded random weights on every layer's ``q_proj`` and ``v_proj``,
+    in PEFT's layout (``adapter_config.json``, ``adapter_model.safetensors``), which ``vllm serve
+    --lora-modules NAME=DIR`` loads. Their weights barely change the answers: what the incident needs
+    is that they are distinct adapters, each taking a LoRA slot."""
+    import torch
+    from safetensors.torch import save_file
+
+    for seed, name in enumerate(ADAPTERS, start=1):
+        generator = torch.Generator().manual_seed(seed)
+        weights = {}
+        for layer in range(layers):
+            for proj, width in (("q_proj", hidden), ("v_proj", kv_dim)):
+                key = f"base_model.model.model.layers.{layer}.self_attn.{proj}"
+                weights[f"{key}.lora_A.weight"] = torch.randn(rank, hidden, generator=generator) * 0.01
+                weights[f"{key}.lora_B.weight"] = torch.randn(width, rank, generator=generator) * 0.01
+        (out / name).mkdir(parents=True, exist_ok=True)
+        save_file(weights, str(out / name / "adapter_model.safetensors"))
+        (out / name / "adapter_config.json").write_text(json.dumps({
+            "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": rank, "lora_alpha": 2 * rank, "lora_dropout": 0.0,
+            "target_modules": ["q_proj", "v_proj"], "bias": "none", "base_model_name_or_path": "tiny"}))
 
 
 if __name__ == "__main__":

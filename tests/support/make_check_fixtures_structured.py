@@ -8,7 +8,7 @@ constrained warm-up and measured requests, one at a time. The LoRA scrapes carry
 ``vllm:lora_requests_info`` in vLLM's format (``v1/metrics/loggers.py``: one series per label
 set, its value the time it was set): with the waiting adapters listed apart, as the V0 engine
 reported them, or with both lists the adapters being served, as vLLM v1 does (0.32, seen on the
-real CPU build: fixtures/bundles/realvllm-lora-turns.json.gz).
+real CPU build: fixtures/bundles/realvllm-users-lora.json.gz).
 """
 
 from __future__ import annotations

@@ -19,12 +19,8 @@ from typing import Any
 import psutil
 import pytest
 
-from doctor.foundation.clock import Clock
-from doctor.probes.plan import CollectConfig
 from doctor.probes.shard import ShardError, ShardPool
-from doctor.probes.stream import run_stream_probe
-from tests.runs.test_load import measured
-from tests.support.sse_server import SseServer
+from tests.probes.test_probe_shard_diagnosis import diagnosis_read_by_one_process
 
 
 def idle(sock: socket.socket, _shard: int, _workers: int, *_args: Any) -> None:
@@ -74,14 +70,6 @@ def test_a_start_that_fails_after_the_first_worker_stops_that_worker_again() -> 
 
 def test_workers_that_a_daemonic_process_cannot_start_leave_the_diagnosis_to_one_process(monkeypatch) -> None:
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)  # as in a multiprocessing.Pool worker
-    with SseServer() as engine, SseServer() as gateway:
-        config = CollectConfig(engine=engine.base(ttft=0.01, itl=0.002, n=4), gateway=gateway.base(ttft=0.01, itl=0.002, n=4),
-                               route="chat", requests=4, warmup=0, concurrency=2, client_workers=2)
-        evidence, errors = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
-        sent = len(measured(engine)) + len(measured(gateway))
-    assert evidence is not None and len(evidence.requests) == sent == 8 and all(t.ok for t in evidence.requests)
-    assert {t.shard for t in evidence.requests} == {None} and evidence.client.shards == []
-    (error,) = errors
-    assert error.action == "start the client workers" and not error.fatal
+    error = diagnosis_read_by_one_process()
     assert error.message == ("cannot start 2 client worker processes (AssertionError: daemonic processes are not allowed "
                              "to have children): the streams were read by one process")

@@ -191,6 +191,8 @@ class StreamDecoder:
 
     def _decode(self, data: bytes, t: float) -> list[tuple[float, Chunk]]:
         if self._sse is not None:
+            if self.framing == "openai-sse":  # once decided, the common case: one chunk per event
+                return [(ev.t, classify(ev)) for ev in self._sse.feed(data, t)]
             return [(ev.t, c) for ev in self._sse.feed(data, t) for c in self._sse_chunks(ev)]
         if self._lines is not None:
             return [(ev.t, c) for ev in self._lines.feed(data, t) for c in self._line_chunks(ev.data)]

@@ -184,6 +184,36 @@ class _Stream(httpcore.AsyncNetworkStream):
     def __init__(self, transport: asyncio.Transport, protocol: _Protocol) -> None:
         self._transport = transport
         self._protocol = protocol
+        # the read timeout: one timer per connection, not one per read (``_arm``)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0  # perf_counter seconds when the armed timer fires
+        self._waiting: asyncio.Future[None] | None = None  # the read waiting now
+        self._deadline = 0.0  # its deadline (perf_counter seconds) and timeout
+        self._timeout = 0.0
+
+    def _arm(self, waiter: asyncio.Future[None], timeout: float) -> None:
+        """Fail ``waiter`` with ``ReadTimeout`` after ``timeout``. A stream reads thousands of times
+        a minute against a timeout of tens of seconds: the timer set by one read serves the next
+        ones, re-set when it fires early, so a read costs no timer unless its deadline comes sooner."""
+        self._waiting, self._timeout = waiter, timeout
+        self._deadline = time.perf_counter() + timeout
+        if self._timer is None or self._timer_at > self._deadline:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer_at = self._deadline
+            self._timer = asyncio.get_running_loop().call_later(timeout, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        waiter = self._waiting
+        if waiter is None or waiter.done():
+            return  # no read waits: the next one sets a timer again
+        left = self._deadline - time.perf_counter()
+        if left > 0:  # a later read's deadline, or uvloop fired early (it counts from its iteration's start)
+            self._timer_at = self._deadline
+            self._timer = asyncio.get_running_loop().call_later(left, self._expire)
+            return
+        waiter.set_exception(httpcore.ReadTimeout(f"no progress for {self._timeout:g} s"))
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         p = self._protocol
@@ -197,11 +227,13 @@ class _Stream(httpcore.AsyncNetworkStream):
                 timeout = log.wait_limit(timeout)
                 if timeout is not None and timeout <= 0:
                     raise httpcore.ReadTimeout("the phase's deadline passed")
-            p.waiter = asyncio.get_running_loop().create_future()
+            p.waiter = waiter = asyncio.get_running_loop().create_future()
+            if timeout is not None:
+                self._arm(waiter, timeout)
             try:
-                await _wait(p.waiter, timeout, httpcore.ReadTimeout)
+                await waiter
             finally:
-                p.waiter = None
+                p.waiter = self._waiting = None
             if not p.pieces:
                 if p.error is not None:
                     raise httpcore.ReadError(str(p.error))
@@ -231,11 +263,15 @@ class _Stream(httpcore.AsyncNetworkStream):
                 p.drain_waiter = None
 
     async def aclose(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
         self._transport.close()
 
     async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
                         timeout: float | None = None) -> httpcore.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
+        if self._timer is not None:  # the new stream reads with timers of its own
+            self._timer.cancel()
         try:
             transport = await asyncio.wait_for(
                 loop.start_tls(self._transport, self._protocol, ssl_context, server_hostname=server_hostname), timeout)

@@ -17,6 +17,7 @@ from doctor.collection.collector import CollectConfig
 from doctor.foundation.clock import Clock
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.stream import loop_name, run_stream_probe
+from doctor.probes.stream.client import run_loop
 from tests.support.sse_server import SseServer
 
 
@@ -75,3 +76,39 @@ def test_the_self_check_records_a_collection_inside_a_measured_window_only():
     assert len(check.gc_pauses_ms) == 1
     assert check._on_gc not in gc.callbacks
     assert gc.isenabled()
+
+
+class _Evidence:
+    """A result that counts how often it is shown: the probe's evidence holds every token and read."""
+
+    shown = 0
+
+    def __repr__(self) -> str:
+        type(self).shown += 1
+        return "<evidence>"
+
+
+async def _returns(value):
+    await asyncio.sleep(0)
+    return value
+
+
+async def _fails():
+    await asyncio.sleep(0)
+    raise ValueError("the probe failed")
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_the_run_hands_back_its_result_without_ever_formatting_it(loop, monkeypatch):
+    # asyncio's Runner, at its end, asks signal.getsignal(SIGINT); on Python 3.11 that formats the
+    # repr of its handler, which holds the main task and so the task's result: the whole evidence
+    if loop == "asyncio":
+        monkeypatch.setitem(sys.modules, "uvloop", None)
+    elif loop_name() != "uvloop":
+        pytest.skip("uvloop is not installed")
+    result = _Evidence()
+    _Evidence.shown = 0
+    assert run_loop(_returns(result)) is result
+    assert _Evidence.shown == 0
+    with pytest.raises(ValueError, match="the probe failed"):
+        run_loop(_fails())

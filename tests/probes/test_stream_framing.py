@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -20,6 +21,7 @@ from doctor.probes.gateway_route import parse_route
 from doctor.probes.plan import CollectConfig
 from doctor.probes.sse import SseParser, TooLong
 from doctor.probes.stream import request as stream_request
+from tests.support.sse_server import _Events
 
 
 def decode(content_type: str, reads: list[bytes], **kw) -> tuple[str | None, list[tuple[float, str, str]]]:
@@ -219,3 +221,40 @@ def test_estimated_token_counts_take_the_runs_own_characters_per_token():
                        reads=[ReadRecord(t=2.0, nbytes=56, events=estimate_tokens("x" * 56))])
     stream_probe.calibrate_estimates([direct, raw])
     assert raw.tokens[0].tokens == raw.reads[0].events == 8  # 56 characters at the direct path's 7 per token
+
+
+def _recorded_streams() -> dict[str, bytes]:
+    """The real vLLM streams of ``fixtures/sse`` and the bench server's chat stream with vLLM's
+    continuous usage stats (every chunk carries the running counts, as the probe asks for)."""
+    streams = {p.stem: p.read_bytes() for p in sorted((Path(__file__).resolve().parents[2] / "fixtures" / "sse").glob("*.sse"))}
+    events = _Events("chat", 20, noevent=False, usage=True, continuous=True)
+    streams["continuous-usage"] = b"".join([b for _, b in events.before()] + [events.token(k, k == 19, k + 1, 1) for k in range(20)]
+                                           + events.after())
+    return streams
+
+
+@pytest.mark.parametrize("name", sorted(_recorded_streams()))
+def test_one_event_per_read_decodes_as_any_other_split_of_the_same_bytes(name):
+    """A read that is exactly one event takes the parser's and the decoder's short ways (issue 25:
+    the common read at one token per write); byte-sized reads and the whole stream in one read take
+    the buffered way. Every chunk, count and stamp must come out the same."""
+    raw = _recorded_streams()[name]
+    per_event = [e + b"\n\n" for e in raw.split(b"\n\n") if e]
+    assert b"".join(per_event) == raw
+    starts = [sum(map(len, per_event[:k])) for k in range(len(per_event))]
+
+    def chunks(reads: list[bytes]) -> tuple[str | None, list[tuple[float, object]]]:
+        decoder = StreamDecoder("text/event-stream")
+        items = [item for k, data in enumerate(reads) for item in decoder.feed(data, float(k))]
+        return decoder.framing, items + decoder.close()
+
+    framing, by_event = chunks(per_event)
+    assert framing == "openai-sse" and len(by_event) == len(per_event)  # one chunk per event
+    size = 7
+    _, by_bytes = chunks([raw[i:i + size] for i in range(0, len(raw), size)])
+    _, whole = chunks([raw])
+    assert [c for _, c in by_event] == [c for _, c in by_bytes] == [c for _, c in whole]
+    # stamps: each event at its own read; at the read carrying its first byte; all at the one read
+    assert [t for t, _ in by_event] == [float(k) for k in range(len(per_event))]
+    assert [t for t, _ in by_bytes] == [float(start // size) for start in starts]
+    assert {t for t, _ in whole} == {0.0}

@@ -251,7 +251,7 @@ class Requester:
             nonlocal counted, ended
             # a read without per-token framing is credited with the tokens it is estimated to
             # carry, so events per read still shows a buffering edge's bursts
-            log.add_events(sum(c.tokens if decoder.estimated and c.kind == "token" else 1 for _, c in items))
+            log.add_events(sum(c.tokens if c.kind == "token" else 1 for _, c in items) if decoder.estimated else len(items))
             for t, chunk in items:
                 if trace.t_first_event is None:
                     trace.t_first_event = t
@@ -270,7 +270,7 @@ class Requester:
                 if chunk.kind == "token":
                     released.set()
                     log.phase(t + self.config.stall_timeout_s)  # the next token's
-                    trace.tokens.append(TokenEvent(t=t, tokens=tokens, chars=len(chunk.text)))
+                    trace.tokens.append(TokenEvent(t, tokens, len(chunk.text)))
                     if len(text) < TEXT_EXCERPT_CHARS:  # one character or more per token
                         text.append(chunk.text)
                 elif chunk.kind == "end":

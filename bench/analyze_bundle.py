@@ -69,7 +69,8 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|")
     failed = False
     for path in args.bundles:
-        scrapes = len(load_path(path).metrics.scrapes) if load_path(path).metrics else 0
+        metrics = load_path(path).metrics
+        scrapes = len(metrics.scrapes) if metrics is not None else 0
         once, parses_once, report_once = best_cpu(path, args.repeat)
         with contextlib.ExitStack() as stack:  # every module that took the name, not only its own
             for module in [m for m in list(sys.modules.values()) if getattr(m, "metric_families", None) is PARSE]:

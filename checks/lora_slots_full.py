@@ -47,7 +47,7 @@ seats taken -> --max-loras 2 (a real vLLM 0.32, fixtures/bundles/realvllm-users-
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import default_max_num_seqs, engine_flag, engine_of, engine_path, engine_setting, rerun
+from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, max_num_seqs_stated, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
@@ -129,9 +129,8 @@ def _turns(states: list[LoraSlots], slots: int | None, metrics_window: MetricsWi
     slots while requests waited with batch seats free; (summary, evidence), else why it does not hold.
 
     Free seats are what tell a slot wait from plain queueing: with every seat taken, requests wait
-    for a seat whatever their adapter (LD101's case). The seats are the log's, the run record's or
-    vLLM's default, never inferred from a flat ``running`` gauge: adapters taking turns hold it flat
-    below the limit too."""
+    for a seat whatever their adapter (LD101's case). The seats are those stated
+    (``max_num_seqs_stated``), never inferred from a flat ``running`` gauge."""
     turned = served(states)
     if slots is None or len(turned) <= slots:
         return f"{len(turned)} adapter(s) served over the window, within the {slots} slot(s)"
@@ -139,7 +138,7 @@ def _turns(states: list[LoraSlots], slots: int | None, metrics_window: MetricsWi
     running = metrics_window.running if metrics_window is not None else None
     if waiting is None or not waiting.max:
         return f"{len(turned)} adapters took turns in {slots} slot(s), but no request waited"
-    seats = engine_setting("max_num_seqs", log_facts, run) or default_max_num_seqs(log_facts)
+    seats = max_num_seqs_stated(log_facts, run)
     if seats is None or running is None or running.max is None:
         return (f"{len(turned)} adapters took turns in {slots} slot(s) while requests waited, but without "
                 "max_num_seqs (--log) a wait for a slot cannot be told from a full batch")

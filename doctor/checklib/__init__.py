@@ -5,8 +5,8 @@ its remediation mean the same thing as every other check's:
 
 - **settings in use** (``engine``): ``engine_setting`` reads a setting from the startup log,
   then the run record, then a stable vLLM default, as a ``Setting`` that knows its source;
-  ``max_num_seqs_in_use`` adds vLLM's V1 default and what the gauges imply
-  (``inferred_max_num_seqs``); ``model_len`` adds /v1/models; ``is_off`` reads a flag.
+  ``max_num_seqs_stated`` adds vLLM's V1 default, and ``max_num_seqs_in_use`` what the gauges
+  imply (``inferred_max_num_seqs``); ``model_len`` adds /v1/models; ``is_off`` reads a flag.
   ``foreign_prompt_tokens`` (other users' prompts over the window) and ``prompt_tokens_around``
   (did a prompt arrive during one freeze) read the engine's prompt-token counter against the probe's own;
   ``process_cores`` is the serving process's CPU over the window (a saturated front end, LD211; a
@@ -63,6 +63,7 @@ from doctor.checklib.engine_settings import (
     inferred_max_num_seqs,
     is_off,
     max_num_seqs_in_use,
+    max_num_seqs_stated,
     metric_read,
     model_len,
     process_cores,
@@ -133,6 +134,7 @@ __all__ = [
     "inferred_max_num_seqs",
     "is_off",
     "max_num_seqs_in_use",
+    "max_num_seqs_stated",
     "measured_pair",
     "metric_read",
     "model_len",

@@ -89,11 +89,17 @@ def default_max_num_seqs(log_facts: LogFacts | None) -> Setting | None:
                    f"(absent from non-default args, log line {args.line})", lower_bound=bound)
 
 
+def max_num_seqs_stated(log_facts: LogFacts | None, run: RunRecord | None = None) -> Setting | None:
+    """max_num_seqs as the log or run record gives it, else ``vllm serve``'s V1 default for the
+    device: what was set, never read off the gauges (adapters taking turns in LoRA slots hold
+    ``running`` flat below the limit, as a full batch holds it at the limit)."""
+    return engine_setting("max_num_seqs", log_facts, run) or default_max_num_seqs(log_facts)
+
+
 def max_num_seqs_in_use(log_facts: LogFacts | None, run: RunRecord | None = None,
                         metrics_window: MetricsWindow | None = None, *, kv_headroom: float = 0.8) -> Setting | None:
-    """max_num_seqs as the log or run record gives it, else ``vllm serve``'s V1 default for the
-    device, else what the gauges imply (``inferred_max_num_seqs``)."""
-    return (engine_setting("max_num_seqs", log_facts, run) or default_max_num_seqs(log_facts)
+    """``max_num_seqs_stated``, else what the gauges imply (``inferred_max_num_seqs``)."""
+    return (max_num_seqs_stated(log_facts, run)
             or (inferred_max_num_seqs(metrics_window, kv_headroom) if metrics_window is not None else None))
 
 

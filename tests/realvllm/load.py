@@ -23,10 +23,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.realvllm.server import BELOW_THE_PROBE
 from tests.support.loadgen import read_records
-from tests.support.served import stop_group
+from tests.support.served import stop_group, tail
 
 ROOT = Path(__file__).resolve().parents[2]
 LOAD_READY_TIMEOUT_S = 120.0
+
+
+class LoadNotShown(RuntimeError):
+    """The server never showed the incident's load: the incident did not begin."""
 
 
 @dataclass(frozen=True)
@@ -61,13 +65,21 @@ def gauges(url: str) -> dict[str, float]:
 
 
 @contextlib.contextmanager
-def user_load(url: str, load: Load, out: Path) -> Iterator[Path]:
-    """Users streaming from ``url`` for the duration of the block; yields their JSONL file."""
-    with out.with_suffix(".stderr").open("wb") as err:  # the child keeps its own copy of the descriptor
+def user_load(url: str, load: Load, out: Path, server_log: Path | None = None) -> Iterator[Path]:
+    """Users streaming from ``url`` for the duration of the block; yields their JSONL file.
+
+    When the server never shows the load, the error carries what the users got, the generator's
+    stderr and the tail of ``server_log``: CI keeps only the test's output.
+    """
+    err_path = out.with_suffix(".stderr")
+    with err_path.open("wb") as err:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen([*BELOW_THE_PROBE, sys.executable, "-m", "tests.support.loadgen", *load.args(url, out)], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        _wait_ready(proc, url, load)
+        try:
+            _wait_ready(proc, url, load)
+        except RuntimeError as exc:
+            raise LoadNotShown(f"{exc}\n{_why_not_ready(out, err_path, server_log)}") from None
         yield out
         if proc.poll() is not None:  # the incident ended before llm-doctor did: its verdict would be of an idle server
             raise RuntimeError(f"the users stopped (exit {proc.returncode}) before the block ended: "
@@ -78,15 +90,35 @@ def user_load(url: str, load: Load, out: Path) -> Iterator[Path]:
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, load: Load) -> None:
     deadline = time.monotonic() + LOAD_READY_TIMEOUT_S
+    seen: dict[str, float] = {}  # the highest value each gauge reached
+    failed: httpx.HTTPError | None = None  # the last read of /metrics that failed
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the load generator exited with {proc.returncode} before the incident began")
-        with contextlib.suppress(httpx.HTTPError):
+        try:
             now = gauges(url)
+        except httpx.HTTPError as exc:
+            failed = exc
+        else:
+            for name in load.ready:
+                seen[name] = max(seen.get(name, 0.0), now.get(name, 0.0))
             if all(now.get(name, 0.0) >= value for name, value in load.ready.items()):
                 return
         time.sleep(0.5)
-    raise RuntimeError(f"the server never showed {load.ready} within {LOAD_READY_TIMEOUT_S:g} s")
+    raise RuntimeError(f"the server never showed {load.ready} within {LOAD_READY_TIMEOUT_S:g} s (highest seen: {seen}; "
+                       f"last failed read of /metrics: {failed!r})")
+
+
+def _why_not_ready(out: Path, err: Path, server_log: Path | None) -> str:
+    """What the users got (their timings and first errors), the generator's stderr, the server's log tail."""
+    records = read_records(out)
+    errors = sorted({r["error"] for r in records if r["error"]})[:3]
+    lines = [f"users felt: {felt(out)}", f"their first errors: {errors}",
+             f"load generator stderr: {tail(err, 2000)}"]
+    if server_log is not None:  # without the scrapes' access lines (Prometheus's, and ours), which say nothing
+        said = [line for line in tail(server_log, 40000).splitlines() if '"GET /metrics' not in line]
+        lines.append("server log tail:\n" + "\n".join(said)[-4000:])
+    return "\n".join(lines)
 
 
 def _p(values: list[float], q: float) -> float | None:

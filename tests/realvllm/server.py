@@ -64,7 +64,9 @@ class VllmServer:
 
 
 def _env() -> dict[str, str]:
-    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "PYTHONUNBUFFERED": "1"}
+    # The model and its adapters are local directories and these machines reach no model hub:
+    # offline, nothing in vLLM or transformers waits on a lookup that cannot succeed.
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
     if TCMALLOC.exists():
         env["LD_PRELOAD"] = ":".join(p for p in (str(TCMALLOC), env.get("LD_PRELOAD", "")) if p)
     return env

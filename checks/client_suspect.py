@@ -55,7 +55,7 @@ cores, concurrency 64 over 1 client process -> llm-doctor diagnose --client-work
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import rerun
+from doctor.checklib import host_saturated, rerun
 from doctor.evidence import HostEvidence, RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
@@ -92,7 +92,7 @@ def client_suspect(
         )
     parts.append(f"concurrency {stream.shape.concurrency} over {workers} client process{'es' if workers > 1 else ''}")
     parts += c.reasons
-    saturated = _host_saturated(host, host_percent)
+    saturated = host_saturated(host, host_percent)
     evidence = [
         EvidenceValue("event loop lag p99", c.loop_lag_p99_ms, "ms", "stream: client self-check"),
         EvidenceValue("event loop lag max", c.loop_lag_max_ms, "ms", "stream: client self-check"),
@@ -118,19 +118,6 @@ def client_suspect(
         severity=Severity.INFO,
         evidence=evidence,
     )
-
-
-def _host_saturated(host: HostEvidence | None, host_percent: float) -> str:
-    """Why the host counts as CPU-saturated before the probe ("" when not, or not known): its CPU
-    at ``host_percent`` or more, or a 1-minute load average at or over its logical CPUs."""
-    if host is None:
-        return ""
-    said = []
-    if host.cpu_percent is not None and host.cpu_percent >= host_percent:
-        said.append(f"{host.cpu_percent:.0f} % CPU")
-    if host.load_avg and host.cpu_count_logical and host.load_avg[0] >= host.cpu_count_logical:
-        said.append(f"load {host.load_avg[0]:g} on {host.cpu_count_logical} CPUs")
-    return ", ".join(said)
 
 
 def _spread(concurrency: int, workers: int, cpus: int, saturated: str) -> tuple[int | None, str]:

@@ -26,8 +26,9 @@ CPU starvation stops every stream at once too, collection or not, so the check w
 it. Over the window, `process_cpu_seconds_total` of the serving process: at ``starved_cores`` or
 more the freezes coincide with a process at its last core and the check passes, saying so (a
 saturated front end is LD211's), rather than claim an engine-wide pause. host (psutil) is a
-snapshot taken before the probe, not over the window: a host at ``host_percent`` CPU or more then
-is a caveat in the finding (the freezes may be starvation), not a reason to withdraw it.
+snapshot taken before the probe, not over the window: a host saturated then (``host_percent`` CPU
+or more, or a load average at or over its CPUs: checklib's ``host_saturated``, LD507's rule too) is
+a caveat in the finding (the freezes may be starvation), not a reason to withdraw it.
 
 Remediation:
 Freeze the long-lived heap after start-up so a full collection no longer walks it: a vLLM release
@@ -45,6 +46,7 @@ ttft_target_s: the first-token target (defaults to --ttft-budget), which a freez
 starved_cores: the serving process's CPU over the window, in cores, with which the freezes count as
     CPU starvation, not an engine-wide pause (LD211's ``min_cores``)
 host_percent: the host's CPU percent, before the probe, at which the finding warns of starvation
+    (a load average at or over the host's CPUs warns too)
 
 Example:
 LD210 engine-wide-pauses: direct: 4 times all 4 running streams froze at once (median 300 ms,
@@ -59,7 +61,7 @@ import statistics
 from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, not_in_metrics, process_cores, prompt_tokens_around, rerun, unidentified_setting
+from doctor.checklib import engine_of, host_saturated, not_in_metrics, process_cores, prompt_tokens_around, rerun, unidentified_setting
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines import RECORDS
@@ -234,11 +236,16 @@ def _lever(engine: str | None) -> tuple[str, str]:
 def _busy_host(host: HostEvidence | None, host_percent: float, values: list[EvidenceValue]) -> str:
     """The host's CPU when the run began, as a caveat when it was saturated: psutil's snapshot is taken
     before the probe, so it cannot say the freezes coincide with starvation, only that they may."""
-    if host is None or host.cpu_percent is None or host.cpu_percent < host_percent:
+    saturated = host_saturated(host, host_percent)
+    if not saturated:
         return ""
-    values.append(EvidenceValue("host CPU at the start", host.cpu_percent, "%", "host: psutil.cpu_percent, before the probe"))
-    load = f", load {host.load_avg[0]:g} on {host.cpu_count_logical} CPUs" if host.load_avg and host.cpu_count_logical else ""
-    return (f"; the host was CPU-saturated when the run began ({host.cpu_percent:.0f} % CPU{load}, psutil, before the "
+    assert host is not None  # saturated says what it saw of it
+    if host.cpu_percent is not None:
+        values.append(EvidenceValue("host CPU at the start", host.cpu_percent, "%", "host: psutil.cpu_percent, before the probe"))
+    if host.load_avg:
+        values.append(EvidenceValue("host load average (1 min) at the start", host.load_avg[0], "",
+                                    f"host: psutil.getloadavg, before the probe, of {host.cpu_count_logical or '?'} logical CPUs"))
+    return (f"; the host was CPU-saturated when the run began ({saturated}, psutil, before the "
             "probe): CPU starvation also stops every stream at once, so these may be that rather than a collection")
 
 

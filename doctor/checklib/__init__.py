@@ -11,6 +11,8 @@ its remediation mean the same thing as every other check's:
   (did a prompt arrive during one freeze) read the engine's prompt-token counter against the probe's own;
   ``process_cores`` is the serving process's CPU over the window (a saturated front end, LD211; a
   freeze that coincides with CPU starvation, LD210).
+- **the host** (``host``): ``host_saturated``, the one rule for "the probe's host was CPU-saturated
+  before the probe" (its CPU percent, or a load average at or over its CPUs), LD210's and LD507's.
 - **sizes** (``sizing``): ``tokens_per_request``, ``sequences_that_fit`` (the one formula for
   "how many sequences fit in the KV cache") and ``capped_utilization`` (the one ceiling for a
   suggested ``gpu_memory_utilization``).
@@ -78,6 +80,7 @@ from doctor.checklib.gateway_responses import (
     stream_encoding,
     who_answered,
 )
+from doctor.checklib.host import host_saturated
 from doctor.checklib.idle_timeout_advice import IDLE_TIMEOUTS, idle_timeout_for, idle_timeout_remediation
 from doctor.checklib.kv_arithmetic import (
     KV_FILL_TARGET,
@@ -129,6 +132,7 @@ __all__ = [
     "gateway_wait",
     "generated_within",
     "header",
+    "host_saturated",
     "idle_timeout_for",
     "idle_timeout_remediation",
     "inferred_max_num_seqs",

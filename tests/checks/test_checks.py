@@ -81,6 +81,8 @@ def test_check_fixture(case: Path, update_snapshots: bool) -> None:
             assert result.finding.felt is expected["felt"]
         for needle in expected.get("summary_contains", []):
             assert needle in result.finding.summary
+        for needle in expected.get("summary_lacks", []):
+            assert needle not in result.finding.summary
     snap, actual = case.with_suffix(".snap"), snapshot(result)
     if update_snapshots:
         if not snap.exists() or snap.read_text() != actual:

@@ -487,6 +487,15 @@ def cases_engine_wide_pauses() -> None:
                why="the same freezes; psutil saw the host at 98 % CPU (load 11.5 on 8 CPUs) before the probe: a "
                    "snapshot, not the window, so the finding stands with the caveat that it may be starvation",
                expect={"setting": "gc_freeze", "summary_contains": ["CPU-saturated when the run began"]})
+    queued = HostEvidence(cpu_percent=41.0, cpu_count_logical=8, load_avg=[9.2, 8.4, 7.0])
+    write_case(name, "fires-host-loaded-at-the-start", bundle(stream=together, metrics=runtime_scrapes(gc, flat), host=queued),
+               why="the same freezes; psutil's sample caught the host at 41 % CPU, but its load average was 9.2 on 8 "
+                   "CPUs: more runnable tasks than CPUs, so starvation is as possible (LD507 calls it saturated too)",
+               expect={"setting": "gc_freeze", "summary_contains": ["CPU-saturated when the run began (load 9.2 on 8 CPUs"]})
+    calm = HostEvidence(cpu_percent=41.0, cpu_count_logical=8, load_avg=[3.1, 2.8, 2.5])
+    write_case(name, "fires-host-calm-at-the-start", bundle(stream=together, metrics=runtime_scrapes(gc, flat), host=calm),
+               why="the same freezes on a host at 41 % CPU, load 3.1 on 8 CPUs: no caveat",
+               expect={"setting": "gc_freeze", "summary_contains": ["3 times"], "summary_lacks": ["CPU-saturated"]})
     sequential = stream([paused(i, PAUSES, start=6.0 * i) for i in range(3)])
     write_case(name, "na-one-stream-at-a-time", bundle(stream=sequential),
                why="concurrency 1: no two streams to freeze together")

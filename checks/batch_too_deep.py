@@ -52,7 +52,8 @@ import statistics
 from collections import defaultdict
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import Setting, engine_flag, engine_of, engine_path, engine_setting, metric_read, rerun
+from doctor.checklib import Setting, engine_flag, engine_path, engine_setting, metric_read, rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
@@ -75,6 +76,7 @@ def batch_too_deep(
     metrics_window: MetricsWindow | None = None,
     log_facts: LogFacts | None = None,
     run: RunRecord | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     tpot_target_s: float = 0.05,
     growth: float = 1.5,
@@ -119,7 +121,7 @@ def batch_too_deep(
     if capture is not None and isinstance(capture.value, int) and deepest > capture.value and (
             max_seqs is None or not isinstance(max_seqs.value, int) or max_seqs.value > capture.value):
         return _above_captured(trend, by_depth, depths, deepest, capture, max_seqs, evidence,
-                               engine_of(log_facts, metrics_window))
+                               engine.id)
     depth = math.floor((tpot_target_s - fit.intercept) / fit.slope)
     if depth >= 1:
         suggested = (f"{depth} (fitted {fmt_seconds(fit.intercept)} + {fmt_seconds(fit.slope)} per sequence "
@@ -137,7 +139,7 @@ def batch_too_deep(
                  "TPOT target, and nothing else (preemption, stalls) explains it"),
             verify=rerun("TPOT p90 under the target at full load; watch TTFT, which rises if requests now queue"),
             current=str(max_seqs.value) if max_seqs is not None else None,
-            where=engine_flag(engine_of(log_facts, metrics_window), "max_num_seqs"),
+            where=engine_flag(engine.id, "max_num_seqs"),
         ),
         evidence=evidence,
     )

@@ -27,7 +27,8 @@ max_model_len 8,192 -> max_num_batched_tokens 8192.
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_setting, is_off, model_len, rerun
+from doctor.checklib import engine_flag, engine_setting, is_off, model_len, rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import EndpointsEvidence, RunRecord
 from doctor.model import Cause, Remediation, Severity, SymptomClass
@@ -38,6 +39,7 @@ def chunked_prefill_config(
     log_facts: LogFacts,
     endpoints: EndpointsEvidence | None = None,
     run: RunRecord | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
 ) -> Result:
     chunked = engine_setting("chunked_prefill", log_facts, run) or engine_setting(
         "enable_chunked_prefill", log_facts, run
@@ -63,7 +65,7 @@ def chunked_prefill_config(
             setting="max_num_batched_tokens",
             suggested=str(mml.value),
             current=str(batched.value),
-            where=engine_flag(engine_of(log_facts), "max_num_batched_tokens"),
+            where=engine_flag(engine.id, "max_num_batched_tokens"),
             why=(
                 "Without chunked prefill a whole prompt must fit one engine step of max_num_batched_tokens. "
                 "Raising it to max_model_len serves every prompt the model accepts; alternatively "

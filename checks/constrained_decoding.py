@@ -47,8 +47,8 @@ from __future__ import annotations
 import statistics
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import ConstrainedRun, constrained_run, engine_flag, engine_of, generated_within, per_token, rerun
-from doctor.derive.log_facts import LogFacts
+from doctor.checklib import ConstrainedRun, constrained_run, engine_flag, generated_within, per_token, rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import VLLM
 from doctor.evidence import MetricsEvidence, RequestTrace, StreamEvidence
@@ -59,9 +59,9 @@ from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 @check(code="LD212", name="constrained-decoding", symptom=SymptomClass.INTER_TOKEN, cause=Cause.STRUCTURED_OUTPUT)
 def constrained_decoding(
     stream: StreamEvidence,
-    log_facts: LogFacts | None = None,
     metrics_window: MetricsWindow | None = None,
     metrics: MetricsEvidence | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     tpot_target_s: float = 0.05,
     slowdown: float = 1.5,
@@ -69,9 +69,9 @@ def constrained_decoding(
     ttft_target_s: float = 0.5,
 ) -> Result:
     run = constrained_run(stream)
-    engine = engine_of(log_facts, metrics_window)
+    engine_id = engine.id
     preempted = bool(metrics_window is not None and metrics_window.preemptions)
-    held = _held_back(run, held_tokens, engine, metrics, preempted, ttft_target_s)
+    held = _held_back(run, held_tokens, engine_id, metrics, preempted, ttft_target_s)
     if held is not None:
         return held
     measured = [t for r in run.constrained if not r.warmup and (t := per_token(r)) is not None]
@@ -93,11 +93,11 @@ def constrained_decoding(
             setting="structured_outputs_config",
             suggested=('the grammar backend "xgrammar" without free whitespace in JSON'
                        + (' (--structured-outputs-config \'{"backend": "xgrammar", "disable_any_whitespace": true}\')'
-                          if engine in (None, VLLM) else "") + '; "guidance" for schemas xgrammar cannot take'),
+                          if engine_id in (None, VLLM) else "") + '; "guidance" for schemas xgrammar cannot take'),
             why=("every constrained token cost more than the same prompt's free tokens on the same engine: the "
                  "per-step vocabulary mask, not the prompt, the batch or the gateway"),
             verify=rerun("constrained time per token near the unconstrained twin's"),
-            where=engine_flag(engine, "structured_outputs_config"),
+            where=engine_flag(engine_id, "structured_outputs_config"),
         ),
         evidence=[
             EvidenceValue("constrained time per token", constrained_s, "s", f"stream: median, n={len(measured)}"),

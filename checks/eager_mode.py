@@ -25,14 +25,15 @@ enforce_eager = True (log line 12) -> remove --enforce-eager; expect lower TPOT 
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
+from doctor.checklib import engine_flag, engine_setting, rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import RunRecord
 from doctor.model import Cause, Remediation, Severity, SymptomClass
 
 
 @check(code="LD204", name="eager-mode", symptom=SymptomClass.INTER_TOKEN, cause=Cause.DECODE)
-def eager_mode(run: RunRecord, log_facts: LogFacts | None = None) -> Result:
+def eager_mode(run: RunRecord, log_facts: LogFacts | None = None, engine: EngineIdentity = UNIDENTIFIED) -> Result:
     eager = engine_setting("enforce_eager", log_facts, run)
     if eager is None:
         return NotApplicable("enforce_eager unknown (no startup log with the engine config)")
@@ -49,7 +50,7 @@ def eager_mode(run: RunRecord, log_facts: LogFacts | None = None) -> Result:
                  "of a decode step at small batch sizes; they cost some GPU memory and startup time"),
             verify=rerun("TPOT to fall, most at low concurrency"),
             current="true",
-            where=engine_flag(engine_of(log_facts), "enforce_eager"),
+            where=engine_flag(engine.id, "enforce_eager"),
         ),
         severity=Severity.INFO,
         evidence=[eager.evidence("enforce_eager")],

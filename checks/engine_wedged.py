@@ -40,9 +40,8 @@ counters moved over 17 scrapes (running 1, /health 200) -> restart the engine; h
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, not_in_metrics, rerun
-from doctor.derive.log_facts import LogFacts
-from doctor.derive.metrics_window import MetricsWindow
+from doctor.checklib import not_in_metrics, rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.engines import RECORDS
 from doctor.engines.names import display
 from doctor.evidence import EndpointsEvidence, MetricsEvidence, StreamEvidence
@@ -65,8 +64,7 @@ def engine_wedged(
     stream: StreamEvidence,
     metrics: MetricsEvidence | None = None,
     endpoints: EndpointsEvidence | None = None,
-    log_facts: LogFacts | None = None,
-    metrics_window: MetricsWindow | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     min_still_s: float = 10.0,
 ) -> Result:
@@ -75,12 +73,12 @@ def engine_wedged(
         return Pass("no request waited without a first token: the engine answered, or refused outright")
     if metrics is None or not metrics.scrapes:
         raise NotApplicable("no /metrics scrape during the probe: the engine's counters cannot say whether it moved")
-    engine = engine_of(log_facts, metrics_window, endpoints)
+    engine_id = engine.id
     first = min(r.t_sent for r in waited if r.t_sent is not None)
     last = max(r.t_failed or r.t_end or first for r in waited)
     still = standstill(metrics.scrapes, until=last)  # up to the end of the wait: what came after is not it
     if still is None:
-        raise NotApplicable(not_in_metrics(engine, "token or request counter"))
+        raise NotApplicable(not_in_metrics(engine_id, "token or request counter"))
     start = max(first, still.since)
     span = still.until - start
     tokens_meanwhile = sum(1 for r in stream.requests for ev in r.tokens if start <= ev.t <= still.until)
@@ -111,8 +109,8 @@ def engine_wedged(
                                     "stream: watchdog stop - send of the first request without a token"))
     if still.running is not None:
         values.append(EvidenceValue("running", still.running, "requests", "metrics: running gauge at the last scrape"))
-    name = display(engine)
-    probe = GENERATING_CHECK.get(engine or "", OPENAI_CHECK)
+    name = display(engine_id)
+    probe = GENERATING_CHECK.get(engine_id or "", OPENAI_CHECK)
     return Fire(
         title="The engine is wedged: requests get no first token while its counters stand still",
         summary=summary,

@@ -61,8 +61,8 @@ import statistics
 from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, host_saturated, not_in_metrics, process_cores, prompt_tokens_around, rerun, unidentified_setting
-from doctor.derive.log_facts import LogFacts
+from doctor.checklib import host_saturated, not_in_metrics, process_cores, prompt_tokens_around, rerun, unidentified_setting
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines import RECORDS
 from doctor.engines.names import UNKNOWN, VLLM, display
@@ -96,8 +96,8 @@ def engine_wide_pauses(
     stream: StreamEvidence,
     metrics: MetricsEvidence | None = None,
     metrics_window: MetricsWindow | None = None,
-    log_facts: LogFacts | None = None,
     host: HostEvidence | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     gap_factor: float = 3.0,
     min_pause_s: float = 0.1,
@@ -144,9 +144,9 @@ def engine_wide_pauses(
     ]
     if len(quiet) >= 3 and statistics.linear_regression(starts, lengths).slope > 0 and lengths[-1] >= GROWN * lengths[0]:
         summary += f"; they grew from {fmt_seconds(lengths[0])} to {fmt_seconds(lengths[-1])} over the run"
-    engine = engine_of(log_facts, metrics_window)
-    summary += _runtime(series, quiet, values, engine) + _busy_host(host, host_percent, values)
-    lever, where = _lever(engine)
+    engine_id = engine.id
+    summary += _runtime(series, quiet, values, engine_id) + _busy_host(host, host_percent, values)
+    lever, where = _lever(engine_id)
     return Fire(
         title="Every running stream freezes at once, with no prompt arriving: an engine-wide pause (GC)",
         summary=summary,

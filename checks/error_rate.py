@@ -48,8 +48,8 @@ from __future__ import annotations
 from collections import Counter
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, gateway_refusal, metric_read, rerun
-from doctor.derive.log_facts import LogFacts
+from doctor.checklib import engine_flag, gateway_refusal, metric_read, rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import display
 from doctor.evidence import Bundle, ProbePath, RequestTrace
@@ -180,7 +180,7 @@ def failure_key(req: RequestTrace, direct_answers: bool = False) -> str:
 def error_rate(
     bundle: Bundle,
     metrics_window: MetricsWindow | None = None,
-    log_facts: LogFacts | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     max_failure_share: float = 0.05,
     max_error_share: float = 0.05,
@@ -203,7 +203,7 @@ def error_rate(
         stopped = f" ({', '.join(f'{n} {said[k]}' for k, n in void.items())})" if void else ""
         return NotApplicable(f"no completed probe request{stopped} and no finished request in the metrics window")
     failed = [r for r in measured if not r.ok]
-    engine = engine_of(log_facts, metrics_window, bundle.endpoints)
+    engine_id = engine.id
     fail_share = len(failed) / len(measured) if measured else 0.0
     errors, aborts = reasons.get("error", 0.0), reasons.get("abort", 0.0)
     error_share = errors / finished if finished else 0.0
@@ -211,7 +211,7 @@ def error_rate(
     probe_bad = bool(failed) and fail_share >= max_failure_share
     if not (probe_bad or error_share >= max_error_share or abort_share >= max_abort_share):
         return Pass(
-            f"{len(failed)} of {len(measured)} probe requests failed; {display(engine)} errors {fmt_pct(error_share)}, "
+            f"{len(failed)} of {len(measured)} probe requests failed; {display(engine_id)} errors {fmt_pct(error_share)}, "
             f"aborts {fmt_pct(abort_share)} of {finished:.0f} finished"
         )
     parts: list[str] = []
@@ -237,7 +237,7 @@ def error_rate(
             evidence.append(EvidenceValue("first error", excerpt[:200], "", "stream: error / body excerpt"))
     if finished:
         parts.append(
-            f"{display(engine)} finished {errors:.0f} of {finished:.0f} requests with error ({fmt_pct(error_share)}), "
+            f"{display(engine_id)} finished {errors:.0f} of {finished:.0f} requests with error ({fmt_pct(error_share)}), "
             f"{aborts:.0f} aborted ({fmt_pct(abort_share)})"
         )
         evidence += [
@@ -256,7 +256,7 @@ def error_rate(
             ),
             EvidenceValue("finished", finished, "requests", f"metrics: {metric_read(metrics_window, 'finished_by_reason')} delta"),
         ]
-    setting, suggested, where, why = (_spelled(text, engine) for text in FIXES.get(key, GENERIC))
+    setting, suggested, where, why = (_spelled(text, engine_id) for text in FIXES.get(key, GENERIC))
     server_failing = probe_bad or error_share >= max_error_share
     return Fire(
         title="Requests fail",

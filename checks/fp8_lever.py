@@ -37,7 +37,8 @@ from __future__ import annotations
 from typing import Any
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
+from doctor.checklib import engine_flag, engine_setting, rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import GpuEvidence, RunRecord
@@ -53,6 +54,7 @@ def fp8_lever(
     log_facts: LogFacts | None = None,
     run: RunRecord | None = None,
     metrics_window: MetricsWindow | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     min_gain: float = 1.5,
 ) -> Result:
@@ -91,7 +93,7 @@ def fp8_lever(
     if util is not None:
         evidence.append(util.evidence("gpu_memory_utilization"))
     kv_only = weights["linear_bytes_per_param"] <= 1
-    engine = engine_of(log_facts, metrics_window)
+    engine_id = engine.id
     return Fire(
         felt=False,  # a lever, not a wait users had
         title="FP8 would hold more sequences" + (" or fit a smaller card" if card else ""),
@@ -100,7 +102,7 @@ def fp8_lever(
             setting="kv_cache_dtype" if kv_only else "quantization",
             suggested="fp8" if kv_only else "fp8, with kv_cache_dtype fp8",
             current=sizing["kv_cache_dtype"] if kv_only else str(weights["method"]),
-            where=engine_flag(engine, *(("kv_cache_dtype",) if kv_only else ("quantization", "kv_cache_dtype"))),
+            where=engine_flag(engine_id, *(("kv_cache_dtype",) if kv_only else ("quantization", "kv_cache_dtype"))),
             why=(f"fp8 stores a weight or a KV element in 1 byte instead of 2: the same memory holds {gain:.1f}x the "
                  "KV tokens, so more sequences batch at once before anything queues or is preempted. fp8 changes the "
                  "model's outputs: gate the switch on an evaluation of your task (accuracy within your tolerance)."),

@@ -40,9 +40,9 @@ inter-token mean was 21 ms and the client's TPOT p50 64 ms (3.0x) -> --api-serve
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, engine_path, not_in_metrics, process_cores, rerun, unidentified_setting
+from doctor.checklib import engine_path, not_in_metrics, process_cores, rerun, unidentified_setting
 from doctor.derive.chunking import tokens_per_chunk
-from doctor.derive.log_facts import LogFacts
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.engines import RECORDS
@@ -62,16 +62,16 @@ def front_end_saturated(
     metrics_window: MetricsWindow,
     stream_stats: StreamStats,
     stream: StreamEvidence | None = None,
-    log_facts: LogFacts | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     min_cores: float = 0.8,
     min_ratio: float = 1.5,
     tpot_target_s: float = 0.05,
 ) -> Result:
-    engine = engine_of(log_facts, metrics_window)
+    engine_id = engine.id
     cpu = process_cores(readings(metrics.scrapes))
     if cpu is None:
-        raise NotApplicable(not_in_metrics(engine, "process_cpu_seconds_total for its serving process"))
+        raise NotApplicable(not_in_metrics(engine_id, "process_cpu_seconds_total for its serving process"))
     cores, window_s = cpu
     itl = metrics_window.itl
     path = engine_path(stream_stats)
@@ -96,7 +96,7 @@ def front_end_saturated(
         summary += f"; {chunks[0]:.1f} tokens per chunk (the API server merges what it fell behind on)"
         values.append(EvidenceValue("tokens per chunk", round(chunks[0], 1), "tokens",
                                     f"stream: {chunks[1]} tokens in {chunks[2]} events"))
-    setting, suggested, where = _lever(engine)
+    setting, suggested, where = _lever(engine_id)
     return Fire(
         title="The API server is saturated: the engine is faster than the stream users get",
         summary=summary,

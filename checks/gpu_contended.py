@@ -31,9 +31,8 @@ GPU 0: 1 other process besides vLLM: python (pid 4242, 9.5 GiB) -> move it off G
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, rerun
-from doctor.derive.log_facts import LogFacts
-from doctor.derive.metrics_window import MetricsWindow
+from doctor.checklib import rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.engines.names import display
 from doctor.evidence import GpuDevice, GpuEvidence, GpuProcess, HostEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
@@ -43,8 +42,7 @@ from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 def gpu_contended(
     gpu: GpuEvidence,
     host: HostEvidence | None = None,
-    log_facts: LogFacts | None = None,
-    metrics_window: MetricsWindow | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     min_memory_fraction: float = 0.01,
 ) -> Result:
@@ -54,27 +52,27 @@ def gpu_contended(
         return NotApplicable("NVML listed no process on any GPU (inside a container it often cannot see them)")
     vllm_pid = host.vllm_process.pid if host is not None and host.vllm_process is not None else None
     contended = [(d, others) for d in gpu.devices if (others := _others(d, vllm_pid, min_memory_fraction))]
-    engine = display(engine_of(log_facts, metrics_window))
+    named = display(engine.id)
     if not contended:
-        return Pass(f"only {engine}'s processes hold GPU memory")
+        return Pass(f"only {named}'s processes hold GPU memory")
     device, others = max(contended, key=lambda c: sum(p.used_memory_bytes or 0 for p in c[1]))
     listed = ", ".join(_describe(p) for p in others)
     evidence = [
         EvidenceValue("other process", _describe(p), "", f"gpu: NVML process list, GPU {device.index}") for p in others
     ]
-    summary = f"GPU {device.index}: {len(others)} other process(es) besides {engine}: {listed}"
+    summary = f"GPU {device.index}: {len(others)} other process(es) besides {named}: {listed}"
     if len(contended) > 1:
         summary += f" ({len(contended)} GPUs shared)"
     return Fire(
         felt=False,  # a GPU state: a slow decode shows as a TPOT witness
-        title=f"Other processes share the GPU with {engine}",
+        title=f"Other processes share the GPU with {named}",
         summary=summary,
         remediation=Remediation(
             setting="gpu_isolation",
-            suggested=f"move {listed} off GPU {device.index}, or give {engine} a dedicated GPU (CUDA_VISIBLE_DEVICES / MIG)",
-            why=f"the GPU time-slices between processes: {engine}'s steps wait while the other kernels run",
-            verify=rerun(f"NVML to list only {engine} on the GPU and TPOT to fall and steady"),
-            where=f"the host's GPU assignment (not a setting of {engine})",
+            suggested=f"move {listed} off GPU {device.index}, or give {named} a dedicated GPU (CUDA_VISIBLE_DEVICES / MIG)",
+            why=f"the GPU time-slices between processes: {named}'s steps wait while the other kernels run",
+            verify=rerun(f"NVML to list only {named} on the GPU and TPOT to fall and steady"),
+            where=f"the host's GPU assignment (not a setting of {named})",
         ),
         evidence=evidence,
     )

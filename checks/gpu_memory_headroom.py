@@ -34,7 +34,8 @@ import math
 from typing import Any
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
+from doctor.checklib import engine_flag, engine_setting, rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import GpuEvidence, RunRecord
 from doctor.foundation.units import fmt_pct
@@ -49,6 +50,7 @@ def gpu_memory_headroom(
     log_facts: LogFacts | None = None,
     run: RunRecord | None = None,
     sizing: dict[str, Any] | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     min_free_share: float = 0.03,
     critical_free_share: float = 0.01,
@@ -108,7 +110,7 @@ def gpu_memory_headroom(
             setting="gpu_memory_utilization",
             suggested=suggested,
             current=str(util.value) if util is not None else None,
-            where=engine_flag(engine_of(log_facts), "gpu_memory_utilization"),
+            where=engine_flag(engine.id, "gpu_memory_utilization"),
             why=(
                 f"Only {fmt_pct(free_share)} of GPU {tightest.index} is free: allocations outside the KV cache "
                 "(long-prompt activations, CUDA graphs, NCCL, other processes) can hit out-of-memory on the first "

@@ -30,9 +30,8 @@ GPU 0: SM clock 1,290 of 1,980 MHz (65 %), reasons sw_thermal_slowdown, 87 C -> 
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, rerun
-from doctor.derive.log_facts import LogFacts
-from doctor.derive.metrics_window import MetricsWindow
+from doctor.checklib import rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.engines.names import display
 from doctor.evidence import GpuDevice, GpuEvidence
 from doctor.foundation.units import fmt_pct
@@ -48,8 +47,7 @@ HARMFUL = THERMAL + POWER + HARDWARE
 @check(code="LD206", name="gpu-throttled", symptom=SymptomClass.INTER_TOKEN, cause=Cause.GPU_STATE)
 def gpu_throttled(
     gpu: GpuEvidence,
-    log_facts: LogFacts | None = None,
-    metrics_window: MetricsWindow | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     clock_ratio: float = 0.9,
 ) -> Result:
@@ -80,7 +78,7 @@ def gpu_throttled(
         felt=False,  # a GPU state: a slow decode shows as a TPOT witness
         title="The GPU is slowed by a power or thermal limit",
         summary=summary,
-        remediation=_remediation(worst, reasons, display(engine_of(log_facts, metrics_window))),
+        remediation=_remediation(worst, reasons, display(engine.id)),
         severity=Severity.CRITICAL if set(reasons) & set(THERMAL + HARDWARE) else Severity.WARNING,
         evidence=evidence,
     )

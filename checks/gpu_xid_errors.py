@@ -43,9 +43,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_of, rerun
-from doctor.derive.log_facts import LogFacts
-from doctor.derive.metrics_window import MetricsWindow
+from doctor.checklib import rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.engines.names import display
 from doctor.evidence import GpuEvidence, XidWatch
 from doctor.foundation.units import fmt_seconds
@@ -105,9 +104,7 @@ XIDS: dict[int, tuple[str, XidClass]] = {
 # LD208 until the code's hundreds digit became its symptom class: kept, so `--select LD208` still works
 @check(code="LD508", name="gpu-xid-errors", symptom=SymptomClass.GENERAL, cause=Cause.ERRORS,
        aliases=("LD208", "xid", "xid-errors"))
-def gpu_xid_errors(
-    gpu: GpuEvidence, log_facts: LogFacts | None = None, metrics_window: MetricsWindow | None = None
-) -> Result:
+def gpu_xid_errors(gpu: GpuEvidence, engine: EngineIdentity = UNIDENTIFIED) -> Result:
     watch = gpu.xid
     if watch is None:
         why = f"no NVML: {gpu.reason}" if not gpu.available and gpu.reason else "it runs only around a stream probe"
@@ -116,9 +113,9 @@ def gpu_xid_errors(
         return NotApplicable(f"no GPU was watched for XID events ({watch.reason or 'no reason recorded'})")
     window = _window(watch)
     watched = ", ".join(str(i) for i in watch.watched)
-    engine = display(engine_of(log_facts, metrics_window))
+    named = display(engine.id)
     if watch.gpu_lost:
-        return _gpu_lost(watch, window, watched, engine)
+        return _gpu_lost(watch, window, watched, named)
     if not watch.events and watch.read_error:
         return NotApplicable(f"the XID events of GPUs {watched} could not be read ({watch.read_error}), so an "
                              f"empty watch proves nothing; look in {KERNEL_LOG}")
@@ -145,10 +142,10 @@ def gpu_xid_errors(
         summary=summary,
         remediation=Remediation(
             setting=decisive.setting,
-            suggested=decisive.suggested.format(engine=engine),
-            why=_why(counts, decisive, engine),
+            suggested=decisive.suggested.format(engine=named),
+            why=_why(counts, decisive, named),
             verify=rerun(f"no XID event during the probe, and none new in {KERNEL_LOG}"),
-            where=decisive.where.format(engine=engine),
+            where=decisive.where.format(engine=named),
         ),
         severity=decisive.severity,
         evidence=evidence,

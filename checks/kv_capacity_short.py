@@ -44,7 +44,6 @@ from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     engine_flag,
     engine_metric,
-    engine_of,
     engine_setting,
     max_num_seqs_in_use,
     model_len,
@@ -52,6 +51,7 @@ from doctor.checklib import (
     sequences_that_fit,
     tokens_per_request,
 )
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import EndpointsEvidence, RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -64,6 +64,7 @@ def kv_capacity_short(
     stream: StreamEvidence | None = None,
     run: RunRecord | None = None,
     sizing: dict[str, Any] | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     min_ratio: float = 1.0,
     kv_target: float = 0.9,
@@ -125,12 +126,12 @@ def kv_capacity_short(
     if fp8 and capacity_tokens:  # --model-dir: what the same budget holds with an fp8 KV cache
         holds += (f"; with kv_cache_dtype fp8 the same memory holds {fp8['kv_cache_tokens']:,} tokens, "
                   f"{fp8['kv_cache_tokens'] / capacity_tokens:.1f}x as many sequences (after an evaluation gate)")
-    engine = engine_of(log_facts)
+    engine_id = engine.id
     if suggested >= seqs.value:
         if seqs.lower_bound:
             return NotApplicable(f"{arithmetic}; max_num_seqs in use is unknown: {seqs.current()}")
         return Pass(f"{arithmetic}; the requests served fit max_num_seqs {seqs.value}")
-    counter = engine_metric("preemptions", engine)
+    counter = engine_metric("preemptions", engine_id)
     return Fire(
         felt=False,  # a capacity that has not run out yet (preemptions, when it does, are LD201's)
         title="The KV cache cannot hold a full batch",
@@ -139,7 +140,7 @@ def kv_capacity_short(
             setting="max_num_seqs",
             suggested=str(suggested),
             current=seqs.current(),
-            where=engine_flag(engine, "max_num_seqs"),
+            where=engine_flag(engine_id, "max_num_seqs"),
             why=(
                 f"max_num_seqs admits {seqs.value} sequences but the KV cache holds {holds}: a full batch "
                 f"preempts. Suggested from {basis}. Raising gpu_memory_utilization or lowering max_model_len "

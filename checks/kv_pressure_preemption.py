@@ -57,7 +57,6 @@ from doctor.checklib import (
     Setting,
     capped_utilization,
     engine_flag,
-    engine_of,
     engine_path,
     engine_setting,
     max_num_seqs_in_use,
@@ -66,6 +65,7 @@ from doctor.checklib import (
     sequences_that_fit,
     tokens_per_request,
 )
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
@@ -86,6 +86,7 @@ def kv_pressure_preemption(
     log_facts: LogFacts | None = None,
     gpu: GpuEvidence | None = None,
     run: RunRecord | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     kv_full: float = 0.95,
     gpu_headroom: float = 0.1,
@@ -135,7 +136,7 @@ def kv_pressure_preemption(
     return Fire(
         title="The KV cache ran full and running requests were preempted",
         summary="; ".join(parts),
-        remediation=_remediation(mw, stream, log_facts, gpu, run, gpu_headroom, evidence),
+        remediation=_remediation(mw, stream, log_facts, gpu, run, engine.id, gpu_headroom, evidence),
         severity=(Severity.CRITICAL if was_preempted and (stalls or (share is not None and share >= critical_share))
                   else Severity.WARNING),
         evidence=evidence,
@@ -203,6 +204,7 @@ def _remediation(
     log_facts: LogFacts | None,
     gpu: GpuEvidence | None,
     run: RunRecord | None,
+    engine_id: str,
     gpu_headroom: float,
     evidence: list[EvidenceValue],
 ) -> Remediation:
@@ -216,16 +218,16 @@ def _remediation(
     if explicit is not None:
         evidence.append(explicit.evidence("kv_cache_memory_bytes", "bytes"))
         return _lower_max_num_seqs(
-            mw, stream, log_facts, run, kv_tokens, evidence,
+            mw, stream, log_facts, run, engine_id, kv_tokens, evidence,
             reason=(f"the KV cache is sized explicitly (kv_cache_memory_bytes = {explicit.value}), which "
                     "gpu_memory_utilization does not change"),
             alternative="Raising kv_cache_memory_bytes instead grows the cache, if the GPU has memory to spare.",
         )
     if memory is None:
-        return _raise_utilisation_if_free(mw, stream, log_facts, run, kv_tokens, evidence)
+        return _raise_utilisation_if_free(mw, stream, log_facts, run, engine_id, kv_tokens, evidence)
     if memory[0] >= gpu_headroom:
-        return _raise_utilisation(mw, memory, kv_tokens, log_facts, run, evidence)
-    return _lower_max_num_seqs(mw, stream, log_facts, run, kv_tokens, evidence,
+        return _raise_utilisation(mw, memory, kv_tokens, log_facts, run, engine_id, evidence)
+    return _lower_max_num_seqs(mw, stream, log_facts, run, engine_id, kv_tokens, evidence,
                                reason=f"NVML shows only {fmt_pct(memory[0])} of GPU memory free, so the KV cache cannot grow")
 
 
@@ -235,6 +237,7 @@ def _raise_utilisation(
     kv_tokens: Setting | None,
     log_facts: LogFacts | None,
     run: RunRecord | None,
+    engine_id: str,
     evidence: list[EvidenceValue],
 ) -> Remediation:
     free, total_gib = memory
@@ -253,15 +256,14 @@ def _raise_utilisation(
             added_gib = (target - current) * total_gib
             grown = float(kv_tokens.value) * (1 + added_gib / float(kv_gib.value))
             suggested += f" (KV capacity from {int(kv_tokens.value):,} to about {grown:,.0f} tokens)"
-    engine = engine_of(log_facts, mw)
     return Remediation(
         setting="gpu_memory_utilization",
         suggested=suggested,
-        why=(f"NVML shows {fmt_pct(free)} of GPU memory free: {display(engine)} can give it to the KV cache, so "
+        why=(f"NVML shows {fmt_pct(free)} of GPU memory free: {display(engine_id)} can give it to the KV cache, so "
              "running sequences stop running out of blocks"),
         verify=_verify(mw),
         current=f"{current:.2f}" if current is not None else None,
-        where=engine_flag(engine, "gpu_memory_utilization"),
+        where=engine_flag(engine_id, "gpu_memory_utilization"),
     )
 
 
@@ -270,6 +272,7 @@ def _raise_utilisation_if_free(
     stream: StreamEvidence | None,
     log_facts: LogFacts | None,
     run: RunRecord | None,
+    engine_id: str,
     kv_tokens: Setting | None,
     evidence: list[EvidenceValue],
 ) -> Remediation:
@@ -280,10 +283,9 @@ def _raise_utilisation_if_free(
     current = float(utilisation.value) if utilisation is not None else None
     target = (f"{capped_utilization(current + UTILISATION_MARGIN):.2f}" if current is not None
               else f"raise it (at most {MAX_GPU_MEMORY_UTILIZATION})")
-    fallback = _lower_max_num_seqs(mw, stream, log_facts, run, kv_tokens, evidence,
+    fallback = _lower_max_num_seqs(mw, stream, log_facts, run, engine_id, kv_tokens, evidence,
                                    reason="if no GPU memory is free, the KV cache cannot grow")
-    engine = engine_of(log_facts, mw)
-    advice = ("vLLM's guidance is to give it more GPU memory first" if engine in (None, VLLM)
+    advice = ("vLLM's guidance is to give it more GPU memory first" if engine_id == VLLM
               else "giving it more GPU memory comes first")
     return Remediation(
         setting="gpu_memory_utilization",
@@ -293,7 +295,7 @@ def _raise_utilisation_if_free(
              "evidence was collected here, so the headroom is unknown"),
         verify=fallback.verify,
         current=f"{current:.2f}" if current is not None else None,
-        where=_or_max_num_seqs(engine),
+        where=_or_max_num_seqs(engine_id),
     )
 
 
@@ -301,10 +303,10 @@ def _verify(mw: MetricsWindow) -> str:
     return rerun(f"{metric_read(mw, 'preemptions')} to stay flat after the streams end, and no stalls in the streams")
 
 
-def _or_max_num_seqs(engine: str | None) -> str:
+def _or_max_num_seqs(engine: str) -> str:
     """Where memory is raised, with the sequence limit as the alternative, in the engine's flags."""
     memory = engine_flag(engine, "gpu_memory_utilization")
-    if engine in (None, "vllm"):
+    if engine == VLLM:
         return memory + " (or --max-num-seqs)"
     return f"{memory} (or {engine_flag(engine, 'max_num_seqs')})"
 
@@ -314,6 +316,7 @@ def _lower_max_num_seqs(
     stream: StreamEvidence | None,
     log_facts: LogFacts | None,
     run: RunRecord | None,
+    engine_id: str,
     kv_tokens: Setting | None,
     evidence: list[EvidenceValue],
     *,
@@ -349,5 +352,5 @@ def _lower_max_num_seqs(
              "answer (lowering max_num_batched_tokens also limits how much a step allocates). " + alternative).strip(),
         verify=_verify(mw),
         current=max_seqs.current() if max_seqs is not None else None,
-        where=engine_flag(engine_of(log_facts, mw), "max_num_seqs"),
+        where=engine_flag(engine_id, "max_num_seqs"),
     )

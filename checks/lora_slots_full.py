@@ -47,7 +47,8 @@ seats taken -> --max-loras 2 (a real vLLM 0.32, fixtures/bundles/realvllm-users-
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_path, engine_setting, max_num_seqs_stated, rerun
+from doctor.checklib import engine_flag, engine_path, engine_setting, max_num_seqs_stated, rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
@@ -65,6 +66,7 @@ def lora_slots_full(
     log_facts: LogFacts | None = None,
     stream_stats: StreamStats | None = None,
     run: RunRecord | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     min_scrapes: int = 2,
     ttft_target_s: float = 0.5,
@@ -72,7 +74,7 @@ def lora_slots_full(
     states = lora_slots(metrics.scrapes)
     if not states:
         pool = engine_setting("max_loras", log_facts)
-        if engine_of(log_facts, metrics_window) == SGLANG and pool is not None:
+        if engine.id == SGLANG and pool is not None:
             return NotApplicable(f"SGLang's LoRA pool holds {pool.value} adapters per batch (max_loras_per_batch, "
                                  f"{pool.source}); which adapters wait for a slot is not exposed by SGLang "
                                  "(its sglang:lora_pool_slots_used / _total count the pool, not the waiting adapters)")
@@ -115,7 +117,7 @@ def lora_slots_full(
             verify=rerun("TTFT p90 down for the adapters that waited, and no request left waiting while batch seats "
                          "are free; the KV cache shrinks by the slots' memory"),
             current=str(slots) if slots is not None else None,
-            where=engine_flag(engine_of(log_facts, metrics_window), "max_loras"),
+            where=engine_flag(engine.id, "max_loras"),
         ),
         # a slot wait is felt only past the first-token budget (docs/verdict.md); unmeasured, a risk
         felt=ttft is not None and ttft[0] > ttft_target_s,

@@ -43,7 +43,8 @@ from __future__ import annotations
 import statistics
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import Setting, engine_flag, engine_metric, engine_of, engine_setting, is_off, metric_read, rerun
+from doctor.checklib import Setting, engine_flag, engine_metric, engine_setting, is_off, metric_read, rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import measured_prompt_tokens
@@ -63,6 +64,7 @@ def prefill_bound_first_token(
     stream: StreamEvidence | None = None,
     log_facts: LogFacts | None = None,
     run: RunRecord | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     prefill_share: float = 0.5,
     min_prefill_s: float = 0.05,
@@ -104,28 +106,28 @@ def prefill_bound_first_token(
         if setting is not None:
             evidence.append(setting.evidence(name))
 
-    engine = engine_of(log_facts, mw)
+    engine_id = engine.id
     caching_off = caching is not None and is_off(caching.value)
     shared = _shared_prefix(stream, mw) if caching_off else None
     if shared is not None:
         evidence.append(shared[1])
-        hits = engine_metric("prefix_cache_hits", engine)
+        hits = engine_metric("prefix_cache_hits", engine_id)
         remediation = Remediation(
             setting="enable_prefix_caching",
-            suggested="true (--enable-prefix-caching)" if engine in (None, VLLM) else "true",
+            suggested="true (--enable-prefix-caching)" if engine_id in (None, VLLM) else "true",
             why=(f"prefix caching is off, so every request recomputes its whole prompt, yet {shared[0]}: "
                  "with the cache on, the shared part's prefill is done once and reused"),
             verify=rerun("TTFT to fall on repeated prompts" + (f" and {hits} to grow" if hits else "")),
             current="false",
-            where=engine_flag(engine, "enable_prefix_caching"),
+            where=engine_flag(engine_id, "enable_prefix_caching"),
         )
         summary += "; prefix caching off with a shared prompt prefix"
     elif chunked is not None and chunked.value and batched is not None and _small(batched, prompt, small_batched_tokens):
-        remediation = _raise_batched_tokens(batched, prompt, engine)
+        remediation = _raise_batched_tokens(batched, prompt, engine_id)
         summary += f"; chunked prefill with max_num_batched_tokens {batched.value}"
     else:
         tp = engine_setting("tensor_parallel_size", log_facts, run)
-        prefill_metric = engine_metric("prefill", engine)
+        prefill_metric = engine_metric("prefill", engine_id)
         remediation = Remediation(
             setting="tensor_parallel_size",
             suggested=f"{int(tp.value) * 2} (more GPUs per replica), or shorter prompts" if tp else
@@ -133,7 +135,7 @@ def prefill_bound_first_token(
             why="the prompt's compute itself is the first-token time: nothing is waiting, nothing is reused",
             verify=rerun(f"server prefill time ({prefill_metric}) to fall" if prefill_metric else "TTFT to fall"),
             current=str(tp.value) if tp else None,
-            where=engine_flag(engine, "tensor_parallel_size"),
+            where=engine_flag(engine_id, "tensor_parallel_size"),
         )
     if caching_off and shared is None:
         # Turning the cache on would change nothing for prompts that share no prefix.

@@ -56,7 +56,6 @@ import statistics
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     engine_flag,
-    engine_of,
     engine_path,
     engine_setting,
     foreign_prompt_tokens,
@@ -64,6 +63,7 @@ from doctor.checklib import (
     prompt_tokens_around,
     rerun,
 )
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
@@ -85,6 +85,7 @@ def prefill_interference(
     log_facts: LogFacts | None = None,
     run: RunRecord | None = None,
     metrics: MetricsEvidence | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     gap_factor: float = 3.0,
     coincide_share: float = 0.5,
@@ -96,20 +97,21 @@ def prefill_interference(
     min_prefill_s: float = 0.2,
 ) -> Result:
     series = readings(metrics.scrapes) if metrics is not None else []
-    stream_result = (_from_streams(stream_stats, stream, metrics_window, log_facts, run, series, gap_factor=gap_factor,
+    stream_result = (_from_streams(stream_stats, stream, metrics_window, log_facts, run, series, engine.id, gap_factor=gap_factor,
                                    coincide_share=coincide_share, min_gaps=min_gaps, time_share=time_share,
                                    min_streams=min_streams)
                      if stream_stats is not None and stream is not None else None)
     if isinstance(stream_result, Fire):
         return stream_result
-    server = _from_server(metrics_window, log_facts, run, min_gaps=min_gaps, server_gap_s=server_gap_s,
+    server = _from_server(metrics_window, log_facts, run, engine.id, min_gaps=min_gaps, server_gap_s=server_gap_s,
                           server_median_s=server_median_s, min_prefill_s=min_prefill_s, time_share=time_share)
     return stream_result if isinstance(stream_result, Pass) and not isinstance(server, Fire) else server
 
 
 def _from_streams(
     stream_stats: StreamStats, stream: StreamEvidence, metrics_window: MetricsWindow | None,
-    log_facts: LogFacts | None, run: RunRecord | None, series: list[Reading], *, gap_factor: float, coincide_share: float,
+    log_facts: LogFacts | None, run: RunRecord | None, series: list[Reading], engine_id: str, *, gap_factor: float,
+    coincide_share: float,
     min_gaps: int, time_share: float, min_streams: int,
 ) -> Result:
     """The probe's own streams: large gaps that end at another request's first token."""
@@ -148,11 +150,11 @@ def _from_streams(
         rate = metrics_window.prompt_tokens / metrics_window.window_s
         evidence.append(EvidenceValue("prompt throughput", rate, "tokens/s", f"metrics: {metric_read(metrics_window, 'prompt_tokens')} delta / window"))
         summary += f"; prompt throughput {rate:,.0f} tokens/s"
-    return _fire(summary, evidence, log_facts, run)
+    return _fire(summary, evidence, log_facts, run, engine_id)
 
 
 def _from_server(
-    mw: MetricsWindow | None, log_facts: LogFacts | None, run: RunRecord | None, *, min_gaps: int,
+    mw: MetricsWindow | None, log_facts: LogFacts | None, run: RunRecord | None, engine_id: str, *, min_gaps: int,
     server_gap_s: float, server_median_s: float, min_prefill_s: float, time_share: float,
 ) -> Result:
     """Every user's streams, from the server's histograms: a tail of long gaps beside a
@@ -198,10 +200,11 @@ def _from_server(
         evidence.append(EvidenceValue("prompt tokens per finished request", per_request, "tokens",
                                       f"metrics: {metric_read(mw, 'prompt_tokens')} delta / {metric_read(mw, 'finished_by_reason')} delta"))
         summary += f"; {per_request:,.0f} prompt tokens per request"
-    return _fire(summary, evidence, log_facts, run)
+    return _fire(summary, evidence, log_facts, run, engine_id)
 
 
-def _fire(summary: str, evidence: list[EvidenceValue], log_facts: LogFacts | None, run: RunRecord | None) -> Fire:
+def _fire(summary: str, evidence: list[EvidenceValue], log_facts: LogFacts | None, run: RunRecord | None,
+          engine_id: str) -> Fire:
     """The finding, with the step-budget setting in use and the change that shortens each stall."""
     chunked = engine_setting("chunked_prefill", log_facts, run)
     batched = engine_setting("max_num_batched_tokens", log_facts, run)
@@ -216,7 +219,7 @@ def _fire(summary: str, evidence: list[EvidenceValue], log_facts: LogFacts | Non
             why="without chunked prefill a whole prompt runs in one step and every running stream waits for it",
             verify=rerun("the large gaps to shrink; TTFT of long prompts may rise a little"),
             current="false",
-            where=engine_flag(engine_of(log_facts), "enable_chunked_prefill"),
+            where=engine_flag(engine_id, "enable_chunked_prefill"),
         )
     else:
         current = int(batched.value) if batched is not None else None
@@ -231,7 +234,7 @@ def _fire(summary: str, evidence: list[EvidenceValue], log_facts: LogFacts | Non
                  "stream; smaller chunks spread the prompt over more, shorter steps"),
             verify=rerun("the large gaps to shrink and TPOT p90 to fall; TTFT of long prompts may rise a little"),
             current=str(current) if current is not None else None,
-            where=engine_flag(engine_of(log_facts), "max_num_batched_tokens"),
+            where=engine_flag(engine_id, "max_num_batched_tokens"),
         )
     return Fire(
         title="Other requests' prefills stall running streams",

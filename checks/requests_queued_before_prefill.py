@@ -54,7 +54,6 @@ from doctor.checklib import (
     Setting,
     engine_flag,
     engine_metric,
-    engine_of,
     engine_path,
     engine_setting,
     max_num_seqs_in_use,
@@ -64,6 +63,7 @@ from doctor.checklib import (
     sequences_that_fit,
     tokens_per_request,
 )
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import GaugeWindow, MetricsWindow
 from doctor.derive.stream_stats import StreamStats
@@ -81,6 +81,7 @@ def requests_queued_before_prefill(
     stream: StreamEvidence | None = None,
     log_facts: LogFacts | None = None,
     run: RunRecord | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     queue_share: float = 0.5,
     min_queue_s: float = 0.05,
@@ -88,19 +89,19 @@ def requests_queued_before_prefill(
     critical_share: float = 0.8,
 ) -> Result:
     mw = metrics_window
-    engine = engine_of(log_facts, mw)
+    engine_id = engine.id
     # A non-zero gauge shows what was there; a zero only counts from a scrape taken during the probe
     # (the scrapes before and after it see an idle engine).
     waiting_max = mw.waiting.max if mw.waiting and (_during(mw.waiting) or mw.waiting.max) else None
     evidence: list[EvidenceValue] = []
     if mw.queue is None or mw.queue.mean is None:
-        if engine in (None, VLLM):
+        if engine_id in (None, VLLM):
             return NotApplicable("no queue-time histogram in /metrics (vllm:request_queue_time_seconds)")
         if not waiting_max:
-            return NotApplicable(f"{not_in_metrics(engine, 'queue-time histogram')}, and no request was seen waiting")
+            return NotApplicable(f"{not_in_metrics(engine_id, 'queue-time histogram')}, and no request was seen waiting")
         # An engine without one (llama.cpp): the gauges alone, requests waiting while every slot
         # was busy, still say the sequence limit held them; how long they waited is not exposed.
-        parts = [not_in_metrics(engine, "queue-time histogram")]
+        parts = [not_in_metrics(engine_id, "queue-time histogram")]
         share = None
     else:
         queue_s = mw.queue.mean
@@ -173,7 +174,7 @@ def requests_queued_before_prefill(
                  f"is only known to be at least {max_seqs.value}" if above_bound
             else "no scrape during the probe showed how many requests ran")
         remediation = _raise_max_num_seqs(max_seqs, kv_max, demand, unconfirmed, stream, log_facts, run, evidence,
-                                          engine)
+                                          engine_id)
     return Fire(
         title="Requests wait in the engine's queue before prefill",
         summary="; ".join(parts),

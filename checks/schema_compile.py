@@ -40,9 +40,9 @@ from __future__ import annotations
 import statistics
 
 from doctor.checking.contract import Fire, Pass, Result, check
-from doctor.checklib import constrained_run, engine_flag, engine_of, engine_setting, request_ttft, rerun
+from doctor.checklib import constrained_run, engine_flag, engine_setting, request_ttft, rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
-from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import VLLM
 from doctor.evidence import StreamEvidence
 from doctor.foundation.units import fmt_seconds
@@ -53,7 +53,7 @@ from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 def schema_compile(
     stream: StreamEvidence,
     log_facts: LogFacts | None = None,
-    metrics_window: MetricsWindow | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     compile_ratio: float = 2.0,
     min_excess_s: float = 0.1,
@@ -79,8 +79,8 @@ def schema_compile(
     ]
     if backend is not None:
         evidence.append(backend.evidence("structured-output backend"))
-    engine = engine_of(log_facts, metrics_window)
-    flag = ' (--structured-outputs-config \'{"backend": "xgrammar"}\')' if engine in (None, VLLM) else ""
+    engine_id = engine.id
+    flag = ' (--structured-outputs-config \'{"backend": "xgrammar"}\')' if engine_id in (None, VLLM) else ""
     return Fire(
         title="The schema's first request waits for its grammar to compile",
         summary=said + f": the schema's compile cost about {fmt_seconds(first_s - baseline)} once",
@@ -92,7 +92,7 @@ def schema_compile(
                  "unconstrained did not: the compile, not the prompt or the queue"),
             verify=rerun("the first constrained request's TTFT near the repeats' after a warm-up per schema"),
             current=str(backend.value) if backend is not None else None,
-            where=engine_flag(engine, "structured_outputs_config"),
+            where=engine_flag(engine_id, "structured_outputs_config"),
         ),
         felt=first_s > ttft_target_s,  # the compile lands on one request: felt only past the first-token budget
         evidence=evidence,

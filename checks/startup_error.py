@@ -39,7 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from doctor.checking.contract import Fire, Pass, Result, check
-from doctor.checklib import capped_utilization, engine_flag, engine_of, engine_setting, rerun
+from doctor.checklib import capped_utilization, engine_flag, engine_setting, rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts, StartupError
 from doctor.engines.names import VLLM, display
 from doctor.evidence import RunRecord
@@ -78,6 +79,7 @@ class _Context:
     err: StartupError
     text: str  # the error's message and raw line, where the numbers are
     log_facts: LogFacts
+    engine: str  # the ``engine`` view's id
     run: RunRecord | None
     utilisation: float
     utilisation_current: str | None  # None: another engine's, whose default is not vLLM's
@@ -174,13 +176,13 @@ def _other(ctx: _Context) -> _Fix:
         f"fix the error at log line {ctx.err.line}",
         "The last startup stopped on an error this check has no specific fix for.",
         where=("the vllm serve command line / environment" if ctx.log_facts.engine in (None, VLLM)
-               else f"the {display(ctx.log_facts.engine)} command line / environment"),
+               else f"the {display(ctx.engine)} command line / environment"),
     )
 
 
 def _name(ctx: _Context) -> str:
-    """The engine whose log this is, as a sentence names it (vLLM when the log does not say)."""
-    return display(engine_of(ctx.log_facts))
+    """The engine whose log this is, as a sentence names it."""
+    return display(ctx.engine)
 
 
 FIXES: dict[str, Callable[[_Context], _Fix]] = {
@@ -195,6 +197,7 @@ FIXES: dict[str, Callable[[_Context], _Fix]] = {
 def startup_error(
     log_facts: LogFacts,
     run: RunRecord | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     step: float = 0.05,
     margin: float = 0.02,
@@ -209,15 +212,15 @@ def startup_error(
             f"{last.message[:120]}"
         )
     util = engine_setting("gpu_memory_utilization", log_facts, run)
-    engine = engine_of(log_facts)
     ctx = _Context(
         err=err,
         text=f"{err.message} {err.raw or ''}",
         log_facts=log_facts,
+        engine=engine.id,
         run=run,
         utilisation=float(util.value) if util is not None else DEFAULT_UTILISATION,
         utilisation_current=(str(util.value) if util is not None else f"{DEFAULT_UTILISATION} (vLLM default)"
-                             if engine in (None, VLLM) else None),
+                             if engine.id == VLLM else None),
         step=step,
         margin=margin,
     )
@@ -233,7 +236,7 @@ def startup_error(
             suggested=fix.suggested,
             current=fix.current,
             why=fix.why,
-            where=fix.where or engine_flag(engine, fix.setting),
+            where=fix.where or engine_flag(engine.id, fix.setting),
             verify=rerun("the engine starts (no error in its log) and the probe's requests succeed"),
         ),
         severity=Severity.CRITICAL,

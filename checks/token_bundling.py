@@ -32,8 +32,9 @@ direct: 4.0 tokens per chunk (800 tokens in 200 chunks, n=8); stream_interval = 
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
+from doctor.checklib import engine_flag, engine_setting, rerun
 from doctor.derive.chunking import tokens_per_chunk
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.engines.names import display
 from doctor.evidence import RunRecord, StreamEvidence
@@ -45,6 +46,7 @@ def token_bundling(
     stream: StreamEvidence,
     log_facts: LogFacts | None = None,
     run: RunRecord | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
     *,
     bundle_threshold: float = 1.5,
     warning_tokens: float = 4.0,
@@ -75,17 +77,17 @@ def token_bundling(
                  "spans several tokens; 1 streams each token (more API-server CPU per token)"),
             verify=rerun("about 1 token per chunk and an ITL near the TPOT"),
             current=str(interval.value),
-            where=engine_flag(engine_of(log_facts), "stream_interval"),
+            where=engine_flag(engine.id, "stream_interval"),
         )
     else:
-        engine = engine_of(log_facts)
+        engine_id = engine.id
         remediation = Remediation(
             setting="api_server_count",
             suggested="raise it (e.g. 2): more API server processes",
-            why=(f"with stream_interval 1 {display(engine)}'s API server merges tokens it has not sent yet only "
+            why=(f"with stream_interval 1 {display(engine_id)}'s API server merges tokens it has not sent yet only "
                  "when its event loop falls behind the engine: it is the bottleneck of the stream"),
             verify=rerun("about 1 token per chunk"),
-            where=engine_flag(engine, "api_server_count"),
+            where=engine_flag(engine_id, "api_server_count"),
         )
     return Fire(
         felt=False,  # tokens arrive at the same rate (TPOT), grouped: a witness says when users feel it

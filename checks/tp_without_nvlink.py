@@ -28,7 +28,8 @@ active NVLink -> pipeline_parallel_size 2 with tensor_parallel_size 1.
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_of, engine_setting, rerun
+from doctor.checklib import engine_flag, engine_setting, rerun
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import GpuEvidence, RunRecord
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -57,6 +58,7 @@ def tp_without_nvlink(
     gpu: GpuEvidence,
     log_facts: LogFacts | None = None,
     run: RunRecord | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
 ) -> Result:
     tp = engine_setting("tensor_parallel_size", log_facts, run)
     if tp is None or int(tp.value) <= 1:
@@ -89,7 +91,7 @@ def tp_without_nvlink(
             setting="pipeline_parallel_size",
             suggested=f"{size} with tensor_parallel_size 1",
             current=f"tensor_parallel_size {size}, pipeline_parallel_size {pp.value if pp else 1}",
-            where=engine_flag(engine_of(log_facts), "pipeline_parallel_size", "tensor_parallel_size"),
+            where=engine_flag(engine.id, "pipeline_parallel_size", "tensor_parallel_size"),
             why=(
                 "Tensor parallelism all-reduces activations twice per layer per token; over PCIe that traffic "
                 "stretches every decode step. A pipeline over the same GPUs sends activations once per stage; "

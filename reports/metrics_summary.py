@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from doctor.engines.names import display
+from doctor.engines.names import UNKNOWN, display
 from doctor.foundation.redact import Redactor
 from doctor.foundation.serial import to_jsonable
 from doctor.vllm_metrics.views import MetricsWindow
@@ -41,7 +41,7 @@ def _text(sources: list[str], window: MetricsWindow, facts: dict[str, Any], not_
         span = f"window of {window.scrapes_used} scrapes (the files' times do not tell its length)"
     else:
         span = f"window of {window.window_s:g} s"
-    out = [f"{', '.join(sources)}: {display(facts.get('engine'))} metrics, {span}"]
+    out = [f"{', '.join(sources)}: {display(facts.get('engine') or UNKNOWN)}'s metrics, {span}"]  # none known: not vLLM's
     for key, value in facts.items():
         if key != "engine":
             out.append(f"  {key:<22} {value:g}" if isinstance(value, float) else f"  {key:<22} {value}")

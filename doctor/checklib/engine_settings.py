@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.derive.engine import identify_engine
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
-from doctor.engines.names import UNKNOWN, VLLM, engine_of_headers, engine_of_metric
+from doctor.engines.names import VLLM, engine_of_metric
 from doctor.evidence import EndpointsEvidence, RunRecord, StreamEvidence
 from doctor.model import EvidenceValue
 from doctor.vllm_metrics.metric_names import FAMILY_BY_KEY
@@ -142,23 +143,11 @@ def model_len(
 
 
 def engine_of(log_facts: LogFacts | None, metrics_window: MetricsWindow | None = None,
-              endpoints: EndpointsEvidence | None = None) -> str | None:
-    """The engine that served (``vllm``, ``sglang``, ...): as its log, its /metrics, its own
-    description (``/props``, ``/get_server_info``, ``/info``) or its ``Server`` header says, for
-    ``engine_flag``; ``None`` when none of them tells. A log whose engine is unidentified
-    (``UNKNOWN``) yields to the others, and is the answer only when they are silent."""
-    if log_facts is not None and log_facts.engine != UNKNOWN:
-        return log_facts.engine
-    if metrics_window is not None and metrics_window.engine_kind is not None:
-        return metrics_window.engine_kind
-    for ep in endpoints.endpoints if endpoints is not None else ():
-        if ep.role != "engine":
-            continue
-        if ep.engine_info is not None:
-            return ep.engine_info.engine
-        if (engine := engine_of_headers(ep.headers)) is not None:
-            return engine
-    return UNKNOWN if log_facts is not None else None
+              endpoints: EndpointsEvidence | None = None) -> str:
+    """The engine that served (``vllm``, ``sglang``, ...; ``UNKNOWN`` when nothing tells), by the
+    ``engine`` view's rule (``doctor.derive.engine``) on what the caller holds: a built-in check
+    names the view itself, so that every finding of a run names the same engine."""
+    return identify_engine(log_facts, metrics_window, endpoints).id
 
 
 def metric_read(mw: MetricsWindow | None, key: str) -> str:

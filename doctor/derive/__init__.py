@@ -20,6 +20,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from doctor.derive.engine import derive_engine
 from doctor.derive.gateway import derive_gateway
 from doctor.derive.log_facts import derive_log_facts
 from doctor.derive.metrics_window import derive_history_window, derive_metrics_window, derive_scrape_window
@@ -37,6 +38,7 @@ DERIVED: dict[str, Callable[..., Any]] = {
     "user_felt": derive_user_felt,
     "sizing": derive_sizing,
     "gateway": derive_gateway,
+    "engine": derive_engine,
 }
 
 #: Views only derivations name: each metrics source's window alone, which ``metrics_window``

@@ -20,7 +20,7 @@ VLLM, SGLANG, LLAMACPP, TGI, TRTLLM = vllm.RECORD.id, sglang.RECORD.id, llamacpp
 UNKNOWN = "unknown"
 
 #: Engine id -> how a sentence names it.
-DISPLAY: dict[str, str] = {**{r.id: r.display for r in RECORDS}, UNKNOWN: "an unidentified engine"}
+DISPLAY: dict[str, str] = {**{r.id: r.display for r in RECORDS}, UNKNOWN: "the unidentified engine"}
 
 #: Metric-name prefixes, each engine's own (``EngineRecord.metric_prefixes``).
 METRIC_PREFIXES: tuple[tuple[str, str], ...] = tuple((p, r.id) for r in RECORDS for p in r.metric_prefixes)

@@ -4,8 +4,8 @@ unidentified engine as ``engine_flag`` does: the limit and every known engine's 
 A metric its /metrics lacked is worded the same way (``not_in_metrics``): what was observed, "the
 unidentified engine's /metrics has no X", never that the engine does not expose it.
 
-An unidentified engine cannot come from a bundle (an unidentified log is a missing ``log_facts``
-view), so each case runs a committed fixture's evidence with the check called directly."""
+Each case runs a committed fixture's evidence with the check called directly, its ``engine`` view
+identified from a log that names no engine and a window whose metric names none."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from doctor.bundle import from_dict
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result
 from doctor.checklib import engine_flag, not_in_metrics
 from doctor.derive import Evidence
+from doctor.derive.engine import identify_engine
 from doctor.derive.log_facts import LogFacts
 from doctor.engines.names import LLAMACPP, UNKNOWN
 
@@ -32,11 +33,12 @@ CHECKS = Path(__file__).resolve().parents[2] / "fixtures" / "checks"
 
 def unidentified(case: str) -> tuple[Evidence, dict[str, Any]]:
     """A fixture's evidence, and the arguments that make its engine unidentified: its log names no
-    engine, its window none."""
+    engine, its window none (``metrics_window`` and ``engine``; ``metrics`` as recorded)."""
     ev = Evidence(from_dict(json.loads((CHECKS / case).read_text())["bundle"], case))
-    window = ev.get("metrics_window")
-    return ev, {"metrics": ev.get("metrics"), "metrics_window": dataclasses.replace(window, engine_kind=None),
-                "log_facts": LogFacts(source="engine.log", engine=UNKNOWN)}
+    window = dataclasses.replace(ev.get("metrics_window"), engine_kind=None)
+    engine = identify_engine(LogFacts(source="engine.log", engine=UNKNOWN), window)
+    assert engine.id == UNKNOWN, engine
+    return ev, {"metrics": ev.get("metrics"), "metrics_window": window, "engine": engine}
 
 
 @pytest.mark.parametrize(("case", "spellings"), [
@@ -90,10 +92,11 @@ def test_a_metric_an_unidentified_engine_lacked_is_said_as_observed(case: str, o
     if check == "front-end-saturated":
         result = run(front_end_saturated, stream_stats=ev.get("stream_stats"), stream=ev.get("stream"), **args)
     elif check == "engine-wedged":
-        result = run(engine_wedged, stream=ev.get("stream"), **args)
+        result = run(engine_wedged, stream=ev.get("stream"), metrics=args["metrics"], engine=args["engine"])
     elif check == "requests-queued-before-prefill":
         result = run(requests_queued_before_prefill, stream_stats=ev.get("stream_stats"), stream=ev.get("stream"),
-                     metrics_window=args["metrics_window"], log_facts=args["log_facts"])
+                     metrics_window=args["metrics_window"], engine=args["engine"],
+                     log_facts=LogFacts(source="engine.log", engine=UNKNOWN))
     else:
         result = run(engine_wide_pauses, stream=ev.get("stream"), **args)
     assert isinstance(result, outcome), result

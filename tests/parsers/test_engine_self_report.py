@@ -18,6 +18,7 @@ from doctor.checklib import engine_of, engine_setting
 from doctor.collection.collector import CollectConfig
 from doctor.collection.run_record import complete_run_record
 from doctor.engines import server_info
+from doctor.engines.names import UNKNOWN
 from doctor.evidence import Endpoint, EndpointsEvidence, EngineInfo, ModelInfo
 from tests.support.bundles import bundle, log
 
@@ -97,4 +98,4 @@ def test_the_run_record_takes_the_limits_the_engine_states_and_the_log_wins() ->
 
 def test_the_engine_is_known_from_its_answer_when_neither_log_nor_metrics_tell() -> None:
     assert engine_of(None, None, _llama_endpoints()) == "llama.cpp"
-    assert engine_of(None, None, EndpointsEvidence([Endpoint(role="engine", url="u")])) is None
+    assert engine_of(None, None, EndpointsEvidence([Endpoint(role="engine", url="u")])) == UNKNOWN

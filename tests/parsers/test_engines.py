@@ -18,9 +18,10 @@ from doctor.bundle import from_dict
 from doctor.checklib import engine_flag, engine_of, metric_read
 from doctor.commands.log import log_command_output
 from doctor.commands.metrics import metrics_command_output
+from doctor.derive.engine import identify_engine
 from doctor.engine_readers import normal
 from doctor.engine_readers.logs import parse_engine_log
-from doctor.engines.names import engine_of_headers, engine_of_metrics
+from doctor.engines.names import UNKNOWN, engine_of_headers, engine_of_metrics
 from doctor.evidence import Bundle, Endpoint, EndpointsEvidence
 from doctor.evidence.log import LogLine
 from doctor.foundation.errors import UsageError
@@ -391,7 +392,7 @@ def test_the_engine_comes_from_the_log_else_the_metrics() -> None:
     facts = parse_engine_log([LogLine(1, "srv          init: initializing slots, n_slots = 4")])
     assert engine_of(facts, MetricsWindow(engine_kind="sglang")) == "llama.cpp"
     assert engine_of(None, MetricsWindow(engine_kind="sglang")) == "sglang"
-    assert engine_of(None, None) is None
+    assert engine_of(None, None) == UNKNOWN  # nothing tells: never vLLM by default
     served = EndpointsEvidence([Endpoint(role="gateway", url="http://gw", headers={"server": "nginx"}),
                                 Endpoint(role="engine", url="http://e", headers={"server": "llama.cpp"})])
     assert engine_of(None, MetricsWindow(), served) == "llama.cpp"  # a scrape of no known engine
@@ -418,8 +419,9 @@ def test_gpu_and_bundling_texts_name_the_engine_that_served_not_vllm() -> None:
     contended = _fixture_bundle("gpu-contended/fires-other-process.json")
     xid = _fixture_bundle("gpu-xid-errors/fires-app-illegal-address.json")
     bundling = _fixture_bundle("token-bundling/fires-api-server-merges.json")
-    results = [gpu_contended(contended.gpu, contended.host, log_facts=facts),
-               gpu_xid_errors(xid.gpu, log_facts=facts), token_bundling(bundling.stream, log_facts=facts)]
+    engine = identify_engine(facts)
+    results = [gpu_contended(contended.gpu, contended.host, engine=engine),
+               gpu_xid_errors(xid.gpu, engine=engine), token_bundling(bundling.stream, log_facts=facts, engine=engine)]
     for result in results[:2]:
         text = json.dumps(to_jsonable(result))
         assert "SGLang" in text and "vLLM" not in text and "vllm" not in text, text

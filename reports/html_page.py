@@ -31,6 +31,7 @@ from reports import charts, line_charts, svg_parts
 from reports.shared_parts import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
+    engine_line,
     fmt_bytes,
     fmt_evidence,
     fmt_value,
@@ -273,6 +274,7 @@ def render_html(report: Report, load: tuple[str, list[tuple[str, str]]] | None =
         witnesses=witness_rows(view(report, "user_felt")[0]),
         witnesses_missing=view(report, "user_felt")[1],
         headline=headline(report),
+        engine_line=engine_line(report),
         risks=risks(report),
         partial_note=PARTIAL_NOTE,
         metrics_window=metrics_window,

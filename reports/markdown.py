@@ -15,7 +15,17 @@ import re
 
 from doctor.foundation.units import counted
 from doctor.model import Report
-from reports.shared_parts import PARTIAL_NOTE, fmt_evidence, headline, key_numbers, passed_count, strip_controls, verify_text, view
+from reports.shared_parts import (
+    PARTIAL_NOTE,
+    engine_line,
+    fmt_evidence,
+    headline,
+    key_numbers,
+    passed_count,
+    strip_controls,
+    verify_text,
+    view,
+)
 
 _SPECIAL = str.maketrans({"|": "\\|", "[": "\\[", "]": "\\]", "\\": "\\\\", "\n": " ", "\r": " "})
 #: ``<`` before a letter, ``/``, ``!`` or ``?`` may open an HTML tag, a comment or an autolink;
@@ -50,6 +60,8 @@ def render_markdown(report: Report, full_report: str | None = None) -> str:
     if report.bundle.interrupted:
         lines += [f"> **{PARTIAL_NOTE}**", ""]
     lines += [md(v.summary), ""]
+    if (engine := engine_line(report)) is not None:
+        lines += [md(engine), ""]
     if v.client_suspect:
         lines += ["> The probing client may have distorted these timings (client self-check).", ""]
     if v.primary_remediation:

@@ -16,6 +16,7 @@ from typing import Any, Literal, NamedTuple, overload
 from doctor.derive.view_json import (
     CounterKey,
     DistKey,
+    EngineIdentityJson,
     EstimateJson,
     GaugeKey,
     HistogramKey,
@@ -133,6 +134,8 @@ def view(report: Report, name: Literal["log_facts"]) -> tuple[LogFactsJson | Non
 def view(report: Report, name: Literal["user_felt"]) -> tuple[UserFeltJson | None, str | None]: ...
 @overload
 def view(report: Report, name: Literal["sizing"]) -> tuple[SizingSummary | None, str | None]: ...
+@overload
+def view(report: Report, name: Literal["engine"]) -> tuple[EngineIdentityJson | None, str | None]: ...
 def view(report: Report, name: ViewName) -> tuple[Any, str | None]:
     """A derived view, typed as its JSON (``doctor.derive.view_json``), and, when it is absent, the reason."""
     data = report.views.get(name)
@@ -141,6 +144,19 @@ def view(report: Report, name: ViewName) -> tuple[Any, str | None]:
     if set(data) == {"missing"}:
         return None, data["missing"] or f"{name} is missing"
     return data, None
+
+
+def engine_line(report: Report) -> str | None:
+    """Which engine the findings name, and what told ("Engine: SGLang, by its /metrics names"), so a
+    reader sees whose flags the remediation spells; an unidentified one says why its flags are not
+    one engine's. None for a report from before the view."""
+    engine, _ = view(report, "engine")
+    if engine is None:
+        return None
+    if engine["id"] == engine_names.UNKNOWN:
+        return (f"Engine: unidentified, {engine['by']}: remediations name the limit and each engine's "
+                "spelling of it (--engine URL or --log PATH would name it)")
+    return f"Engine: {engine_names.display(engine['id'])}, by {engine['by']}"
 
 
 #: The numbers a reader compares first, path against path: (label, stats key, quantile, format).

@@ -34,6 +34,7 @@ from doctor.model import Outcome, Report, Severity, Symptom
 from reports.shared_parts import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
+    engine_line,
     fmt_evidence,
     headline,
     key_numbers,
@@ -180,6 +181,8 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     if report.bundle.interrupted:
         say(f"[bold yellow]{PARTIAL_NOTE}[/]")
     say(clean(v.summary))
+    if (line := engine_line(report)) is not None:
+        say(f"[dim]{clean(line)}[/]")
     for f in risks(report):
         say(f"  [yellow]risk[/] {f.code} {clean(f.name)}: change {clean(f.remediation.setting)} -> "
             f"{clean(f.remediation.suggested)}")

@@ -301,13 +301,21 @@ class UserFeltJson(TypedDict):
     notes: list[str]
 
 
+class EngineIdentityJson(TypedDict):
+    """The ``engine`` view (``engine.EngineIdentity``): the engine that served, and what told."""
+
+    id: str
+    by: str
+
+
 #: The views by the name ``Report.views`` keys them with, as a renderer reads them.
-ViewName = Literal["stream_stats", "metrics_window", "log_facts", "user_felt", "sizing"]
+ViewName = Literal["stream_stats", "metrics_window", "log_facts", "user_felt", "sizing", "engine"]
 
 __all__ = [
     "CounterKey",
     "DistJson",
     "DistKey",
+    "EngineIdentityJson",
     "EngineWindowJson",
     "EstimateJson",
     "FactJson",

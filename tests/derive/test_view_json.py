@@ -32,6 +32,7 @@ from jinja2 import nodes
 from doctor.bundle import load_path
 from doctor.checking.runner import analyze
 from doctor.derive import view_json
+from doctor.derive.engine import EngineIdentity
 from doctor.derive.stream_stats import Dist, PathStats, RequestStats, StreamStats
 from doctor.derive.user_felt import Estimate, UserFelt, Witness
 from doctor.evidence import ModelConfigEvidence
@@ -67,6 +68,7 @@ MIRRORS: dict[type, Any] = {
     Estimate: view_json.EstimateJson,
     Witness: view_json.WitnessJson,
     UserFelt: view_json.UserFeltJson,
+    EngineIdentity: view_json.EngineIdentityJson,
 }
 
 

@@ -266,6 +266,17 @@ def test_the_metrics_a_window_lacked_are_said_for_its_engine(report: Report, eng
         assert "this vLLM" not in shown and "not exposed by an unidentified engine" not in shown
 
 
+def test_the_summary_says_which_engine_the_findings_name_and_what_told(report: Report) -> None:
+    """The terminal and the page name the engine whose flags the remediation spells: vLLM, by its
+    log, in the relay case; on a run where nothing tells, "unidentified" and how to name it."""
+    for shown in (terminal(report, tty=False), " ".join(inventory(render_html(report)).text), render_markdown(report)):
+        assert "Engine: vLLM, by its startup log" in " ".join(shown.split())
+    nothing = analyze(bundles.bundle(stream=copy.deepcopy(report.bundle.stream)))
+    text = " ".join(terminal(nothing, tty=False).split())
+    assert "Engine: unidentified, nothing tells (no engine evidence)" in text
+    assert "--engine URL or --log PATH would name it" in text
+
+
 def test_verbose_names_a_startup_error_with_its_log_line() -> None:
     lines = [*LOG_LINES, "(EngineCore_DP0 pid=7) ERROR 10-03 16:22:17 [core.py:700] EngineCore failed to start",
              "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`."]

@@ -24,6 +24,7 @@ VIEWS: dict[str, Any] = {
     "log_facts": view_json.LogFactsJson,
     "user_felt": view_json.UserFeltJson,
     "sizing": view_json.SizingSummary,
+    "engine": view_json.EngineIdentityJson,
 }
 
 MISSING_VIEW = {"description": "A view that could not be computed, and why.", "type": "object", "required": ["missing"],

@@ -146,7 +146,7 @@ def batch_too_deep(
 
 
 def _above_captured(trend: str, by_depth: dict[int, list[float]], depths: list[int], deepest: int, capture: Setting,
-                    max_seqs: Setting | None, evidence: list[EvidenceValue], engine: str | None) -> Fire:
+                    max_seqs: Setting | None, evidence: list[EvidenceValue], engine: str) -> Fire:
     """The finding when the batch ran above the largest captured CUDA graph: the step, and the capture size as the lever."""
     limit = capture.value
     within = [g for d in depths if d <= limit for g in by_depth[d]]
@@ -165,7 +165,7 @@ def _above_captured(trend: str, by_depth: dict[int, list[float]], depths: list[i
         summary=trend + f"{step}; the batch reached {deepest}, the largest captured graph is {limit}",
         remediation=Remediation(
             setting="max_cudagraph_capture_size",
-            suggested=f"{target}, so every decode batch replays a captured graph{SIZE_LISTS.get(engine or VLLM, '')}",
+            suggested=f"{target}, so every decode batch replays a captured graph{SIZE_LISTS.get(engine, '')}",
             why=(f"decode batches above {limit} sequences run without a captured CUDA graph, so the step cost jumps "
                  "where the batch crosses it; lowering max_num_seqs would queue users to hide it"),
             verify=rerun("the gaps at the deepest batch near those below the old capture size; the startup log's "

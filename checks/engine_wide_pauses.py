@@ -65,7 +65,7 @@ from doctor.checklib import host_saturated, not_in_metrics, process_cores, promp
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines import RECORDS
-from doctor.engines.names import UNKNOWN, VLLM, display
+from doctor.engines.names import UNKNOWN, display
 from doctor.evidence import HostEvidence, MetricsEvidence, RequestTrace, StreamEvidence
 from doctor.evidence.stream import frozen_overlap
 from doctor.foundation.units import fmt_seconds
@@ -145,7 +145,7 @@ def engine_wide_pauses(
     if len(quiet) >= 3 and statistics.linear_regression(starts, lengths).slope > 0 and lengths[-1] >= GROWN * lengths[0]:
         summary += f"; they grew from {fmt_seconds(lengths[0])} to {fmt_seconds(lengths[-1])} over the run"
     engine_id = engine.id
-    summary += _runtime(series, quiet, values, engine_id) + _busy_host(host, host_percent, values)
+    summary += _runtime(series, values, engine_id) + _busy_host(host, host_percent, values)
     lever, where = _lever(engine_id)
     return Fire(
         title="Every running stream freezes at once, with no prompt arriving: an engine-wide pause (GC)",
@@ -203,7 +203,7 @@ def _prompt(stream: StreamEvidence, series: list[Reading], start: float, end: fl
     return f"{foreign:.0f} prompt tokens prefilled around it" if foreign else None
 
 
-def _runtime(series: list[Reading], pauses: list[Pause], values: list[EvidenceValue], engine: str | None) -> str:
+def _runtime(series: list[Reading], values: list[EvidenceValue], engine: str) -> str:
     """The serving process's full collections over the window and its uptime, as a sentence (and evidence)."""
     gc = [r.gc_full for r in series if r.gc_full is not None]
     if not series:
@@ -222,14 +222,14 @@ def _runtime(series: list[Reading], pauses: list[Pause], values: list[EvidenceVa
     return text
 
 
-def _lever(engine: str | None) -> tuple[str, str]:
+def _lever(engine: str) -> tuple[str, str]:
     """What freezes the heap on ``engine``, and where: its own lever, the neutral wording with every
     known engine's on an unidentified one, else "not exposed"."""
     if engine == UNKNOWN:
         return ("freeze the long-lived heap after start-up so a full collection no longer walks it",
                 unidentified_setting("freezing the heap after start-up",
                                      (f"{display(e)}: {lever.split(';')[0]}" for e, (lever, _) in FREEZE.items())))
-    return FREEZE.get(engine or VLLM, ((f"not exposed by {display(engine)}: no setting freezes its heap; "
+    return FREEZE.get(engine, ((f"not exposed by {display(engine)}: no setting freezes its heap; "
                                         "report it upstream with the freeze times"), f"the {display(engine)} server"))
 
 

@@ -46,7 +46,7 @@ from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.engines import RECORDS
-from doctor.engines.names import UNKNOWN, VLLM, display
+from doctor.engines.names import UNKNOWN, display
 from doctor.evidence import MetricsEvidence, StreamEvidence
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -115,13 +115,13 @@ def front_end_saturated(
     )
 
 
-def _lever(engine: str | None) -> tuple[str, str, str]:
+def _lever(engine: str) -> tuple[str, str, str]:
     """The front end's lever on ``engine`` (setting, suggested, where): its own, the neutral wording with
     every known engine's on an unidentified one, else "not exposed"."""
     if engine == UNKNOWN:
         return ("front_end_processes", "2 (more front-end processes), or fewer concurrent streams per replica",
                 unidentified_setting("front-end processes", (where for _, _, where in LEVERS.values())))
-    return LEVERS.get(engine or VLLM, (
+    return LEVERS.get(engine, (
         "front_end_processes",
         f"not exposed by {display(engine)}: no setting adds front-end processes; fewer concurrent streams per replica",
         f"the {display(engine)} deployment"))

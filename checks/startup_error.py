@@ -175,7 +175,7 @@ def _other(ctx: _Context) -> _Fix:
         "vllm_serve_args",
         f"fix the error at log line {ctx.err.line}",
         "The last startup stopped on an error this check has no specific fix for.",
-        where=("the vllm serve command line / environment" if ctx.log_facts.engine in (None, VLLM)
+        where=("the vllm serve command line / environment" if ctx.engine == VLLM
                else f"the {display(ctx.engine)} command line / environment"),
     )
 

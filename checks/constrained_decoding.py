@@ -93,7 +93,7 @@ def constrained_decoding(
             setting="structured_outputs_config",
             suggested=('the grammar backend "xgrammar" without free whitespace in JSON'
                        + (' (--structured-outputs-config \'{"backend": "xgrammar", "disable_any_whitespace": true}\')'
-                          if engine_id in (None, VLLM) else "") + '; "guidance" for schemas xgrammar cannot take'),
+                          if engine_id == VLLM else "") + '; "guidance" for schemas xgrammar cannot take'),
             why=("every constrained token cost more than the same prompt's free tokens on the same engine: the "
                  "per-step vocabulary mask, not the prompt, the batch or the gateway"),
             verify=rerun("constrained time per token near the unconstrained twin's"),
@@ -107,7 +107,7 @@ def constrained_decoding(
     )
 
 
-def _held_back(run: ConstrainedRun, held_tokens: int, engine: str | None, metrics: MetricsEvidence | None,
+def _held_back(run: ConstrainedRun, held_tokens: int, engine: str, metrics: MetricsEvidence | None,
                preempted: bool, ttft_target_s: float) -> Fire | None:
     """The tool-call stream's longest silence, longer than ``held_tokens`` of the twin's tokens, in which
     the engine generated: the event after it carried ``held_tokens`` or more (its usage counted them), or

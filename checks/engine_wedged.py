@@ -43,7 +43,7 @@ from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import not_in_metrics, rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.engines import RECORDS
-from doctor.engines.names import display
+from doctor.engines.names import display, engine_part
 from doctor.evidence import EndpointsEvidence, MetricsEvidence, StreamEvidence
 from doctor.evidence.stream import WEDGED
 from doctor.foundation.units import fmt_seconds
@@ -110,19 +110,19 @@ def engine_wedged(
     if still.running is not None:
         values.append(EvidenceValue("running", still.running, "requests", "metrics: running gauge at the last scrape"))
     name = display(engine_id)
-    probe = GENERATING_CHECK.get(engine_id or "", OPENAI_CHECK)
+    probe = GENERATING_CHECK.get(engine_id, OPENAI_CHECK)
     return Fire(
         title="The engine is wedged: requests get no first token while its counters stand still",
         summary=summary,
         remediation=Remediation(
             setting="restart_and_health_check",
-            suggested=f"restart the {name} server now; make its liveness/readiness check {probe} with a timeout, "
+            suggested=f"restart {engine_part(engine_id, 'server')} now; make its liveness/readiness check {probe} with a timeout, "
                       "not GET /health or /v1/models",
             why=(f"{name}'s API server accepts requests and answers its health check while the engine behind it "
                  "generates nothing: only a check that asks for a token takes the replica out of rotation"),
             verify=rerun(f"after the restart, {probe} to answer within seconds and the generation counter to move, "
                          "and this check to pass"),
-            where=f"the {name} server (restart) and the orchestrator's / load balancer's health check for it",
+            where=f"{engine_part(engine_id, 'server')} (restart) and the orchestrator's / load balancer's health check for it",
         ),
         severity=Severity.CRITICAL,
         evidence=values,

@@ -51,20 +51,21 @@ from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_flag, gateway_refusal, metric_read, rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.metrics_window import MetricsWindow
-from doctor.engines.names import display
+from doctor.engines.names import display, engine_part
 from doctor.evidence import Bundle, ProbePath, RequestTrace
 from doctor.evidence.stream import CANCELLED, CLIENT_STALL, DEADLINE, DIRECT_BASIS, HEAD_TIMEOUT, NOT_THE_TARGETS
 from doctor.foundation.units import fmt_pct
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 #: (setting, suggested, where, why) per failure key: an outcome, or "http-<status>" / "http-4xx" / "http-5xx".
-#: ``{engine}`` is the serving engine's name and ``{max_model_len}`` its flag for it (``_spelled``).
+#: ``{engine}`` is the serving engine's name, ``{engine_server}`` its server ("the vLLM server") and
+#: ``{max_model_len}`` its flag for it (``_spelled``).
 CAPACITY = (
     "replicas",
     "add capacity or lower offered load",
     "the deployment (replica count) or the clients' load",
 )
-ENGINE_LOG = ("vllm_server", "fix the error in the engine log", "the {engine} server (its log)")
+ENGINE_LOG = ("vllm_server", "fix the error in the engine log", "{engine_server} (its log)")
 URL = "the --engine / --gateway URL and the network to it"
 FIXES: dict[str, tuple[str, str, str, str]] = {
     "http-429": (*CAPACITY, "the server or gateway rate-limits: it is saturated"),
@@ -273,6 +274,7 @@ def error_rate(
     )
 
 
-def _spelled(text: str, engine: str | None) -> str:
-    """A ``FIXES`` text in the serving engine's names (vLLM's when the engine is unknown)."""
-    return text.format(engine=display(engine), max_model_len=engine_flag(engine, "max_model_len"))
+def _spelled(text: str, engine: str) -> str:
+    """A ``FIXES`` text in the serving engine's names (neutral when it is unidentified)."""
+    return text.format(engine=display(engine), engine_server=engine_part(engine, "server"),
+                       max_model_len=engine_flag(engine, "max_model_len"))

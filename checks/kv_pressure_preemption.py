@@ -69,7 +69,7 @@ from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
-from doctor.engines.names import VLLM, display
+from doctor.engines.names import UNKNOWN, VLLM, display
 from doctor.evidence import GpuEvidence, RunRecord, StreamEvidence
 from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
@@ -304,7 +304,10 @@ def _verify(mw: MetricsWindow) -> str:
 
 
 def _or_max_num_seqs(engine: str) -> str:
-    """Where memory is raised, with the sequence limit as the alternative, in the engine's flags."""
+    """Where memory is raised, with the sequence limit as the alternative, in the engine's flags (once
+    for both on an unidentified engine: one list of spellings, not one inside the other)."""
+    if engine == UNKNOWN:
+        return engine_flag(engine, "gpu_memory_utilization", "max_num_seqs")
     memory = engine_flag(engine, "gpu_memory_utilization")
     if engine == VLLM:
         return memory + " (or --max-num-seqs)"

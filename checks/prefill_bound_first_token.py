@@ -114,7 +114,7 @@ def prefill_bound_first_token(
         hits = engine_metric("prefix_cache_hits", engine_id)
         remediation = Remediation(
             setting="enable_prefix_caching",
-            suggested="true (--enable-prefix-caching)" if engine_id in (None, VLLM) else "true",
+            suggested="true (--enable-prefix-caching)" if engine_id == VLLM else "true",
             why=(f"prefix caching is off, so every request recomputes its whole prompt, yet {shared[0]}: "
                  "with the cache on, the shared part's prefill is done once and reused"),
             verify=rerun("TTFT to fall on repeated prompts" + (f" and {hits} to grow" if hits else "")),
@@ -195,7 +195,7 @@ def _small(batched: Setting, prompt: tuple[float, str] | None, small: int) -> bo
     return budget <= small or (prompt is not None and budget < prompt[0])
 
 
-def _raise_batched_tokens(batched: Setting, prompt: tuple[float, str] | None, engine: str | None) -> Remediation:
+def _raise_batched_tokens(batched: Setting, prompt: tuple[float, str] | None, engine: str) -> Remediation:
     current = int(batched.value)
     target = 2 * current
     if prompt is not None:

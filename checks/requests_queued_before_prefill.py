@@ -95,7 +95,7 @@ def requests_queued_before_prefill(
     waiting_max = mw.waiting.max if mw.waiting and (_during(mw.waiting) or mw.waiting.max) else None
     evidence: list[EvidenceValue] = []
     if mw.queue is None or mw.queue.mean is None:
-        if engine_id in (None, VLLM):
+        if engine_id == VLLM:
             return NotApplicable("no queue-time histogram in /metrics (vllm:request_queue_time_seconds)")
         if not waiting_max:
             return NotApplicable(f"{not_in_metrics(engine_id, 'queue-time histogram')}, and no request was seen waiting")
@@ -222,7 +222,7 @@ def _raise_max_num_seqs(
     log_facts: LogFacts | None,
     run: RunRecord | None,
     evidence: list[EvidenceValue],
-    engine: str | None,
+    engine: str,
 ) -> Remediation:
     """Raise the batch limit to the peak demand, never past what the KV cache holds.
 
@@ -281,7 +281,7 @@ def _raise_max_num_seqs(
     )
 
 
-def _no_preemptions(engine: str | None) -> str:
+def _no_preemptions(engine: str) -> str:
     """"no preemptions (the engine's counter)", or without the counter where it has none."""
     counter = engine_metric("preemptions", engine)
     return f"no preemptions ({counter})" if counter else "no mid-answer stalls"

@@ -80,7 +80,7 @@ def schema_compile(
     if backend is not None:
         evidence.append(backend.evidence("structured-output backend"))
     engine_id = engine.id
-    flag = ' (--structured-outputs-config \'{"backend": "xgrammar"}\')' if engine_id in (None, VLLM) else ""
+    flag = ' (--structured-outputs-config \'{"backend": "xgrammar"}\')' if engine_id == VLLM else ""
     return Fire(
         title="The schema's first request waits for its grammar to compile",
         summary=said + f": the schema's compile cost about {fmt_seconds(first_s - baseline)} once",

@@ -42,7 +42,7 @@ from doctor.checking.contract import Fire, Pass, Result, check
 from doctor.checklib import capped_utilization, engine_flag, engine_setting, rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts, StartupError
-from doctor.engines.names import VLLM, display
+from doctor.engines.names import VLLM, display, engine_part
 from doctor.evidence import RunRecord
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
@@ -176,7 +176,7 @@ def _other(ctx: _Context) -> _Fix:
         f"fix the error at log line {ctx.err.line}",
         "The last startup stopped on an error this check has no specific fix for.",
         where=("the vllm serve command line / environment" if ctx.engine == VLLM
-               else f"the {display(ctx.engine)} command line / environment"),
+               else engine_part(ctx.engine, "command line / environment")),
     )
 
 

@@ -11,7 +11,8 @@ A check declares what it needs through its signature::
 - positional parameters without a default are REQUIRED evidence kinds (``doctor.evidence.RAW_KINDS``
   or a derived view in ``doctor.derive.DERIVED``); when one is missing the runner records
   ``missing-evidence`` and does not call the check;
-- positional parameters defaulting to ``None`` are OPTIONAL evidence kinds;
+- positional parameters with a default are OPTIONAL evidence kinds: ``None`` when absent, or a
+  value that says so (the ``engine`` view's ``UNIDENTIFIED``, which a direct call gets);
 - keyword-only parameters are thresholds/options; users override them with
   ``--set CODE.option=value`` or ``--set name.option=value``. An option named in
   ``doctor.checking.runner.BUDGET_OPTIONS`` (``tpot_target_s``, ``ttft_target_s``) defaults to the run's

@@ -148,7 +148,8 @@ def run_check(
         args = []
         for kind in spec.requires:
             args.append(evidence.get(kind))
-        kwargs: dict[str, Any] = {kind: evidence.maybe(kind) for kind in spec.optional}
+        # an absent kind leaves the parameter's default: None, or what says "absent" for it (UNIDENTIFIED)
+        kwargs: dict[str, Any] = {kind: value for kind in spec.optional if (value := evidence.maybe(kind)) is not None}
         kwargs.update(resolve_options(spec, settings, budgets))
     except Missing as exc:
         result.outcome = Outcome.MISSING_EVIDENCE

@@ -36,7 +36,8 @@ its remediation mean the same thing as every other check's:
   ``generated_within`` (what the engine's generation counter did during a stream's silence).
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
   ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
-  (the same setting under the serving engine's own flag, ``engine_of`` telling which engine;
+  (the same setting under the serving engine's own flag: the ``engine`` view a check declares tells
+  which, ``engine_of`` applies its rule to what a caller holds;
   on an unidentified one, ``unidentified_setting``'s neutral wording, which checks whose lever is
   no flag use too);
   ``metric_read`` names the metric a window field came from, in the engine's own names, and

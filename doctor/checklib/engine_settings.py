@@ -161,8 +161,9 @@ def metric_read(mw: MetricsWindow | None, key: str) -> str:
 
 def engine_metric(key: str, engine: str | None, mw: MetricsWindow | None = None) -> str | None:
     """The metric of a window field on ``engine``: the one the window read, else the engine's
-    own name for it (vLLM's when the engine is unknown); ``None`` when the engine exposes none
-    (llama.cpp and TGI count no preemption), so that a verify text leaves that metric out."""
+    own name for it (vLLM's when ``engine`` is None); ``None`` when the engine exposes none
+    (llama.cpp and TGI count no preemption) or is unidentified, so that a verify text leaves that
+    metric out."""
     read = mw.metric_names.get(key) if mw is not None else None
     if read:
         return read

@@ -36,8 +36,9 @@ def vllm_flag(*settings: str) -> str:
 
 def engine_flag(engine: str | None, *settings: str) -> str:
     """``vllm_flag`` for the engine that served: ``SGLang flag --max-running-requests`` for
-    ``max_num_seqs`` on SGLang, ``vllm serve flag --max-num-seqs`` on vLLM (or when the engine is
-    unknown). A setting the engine lacks says so and names vLLM's, so the advice is still read.
+    ``max_num_seqs`` on SGLang, ``vllm serve flag --max-num-seqs`` on vLLM (or for ``None``: a
+    caller that names no engine). A setting the engine lacks says so and names vLLM's, so the
+    advice is still read.
     On an unidentified engine (``UNKNOWN``) it names the limit and how each known engine spells
     it, never one engine's flag as if it were that engine's."""
     if engine in (None, VLLM):

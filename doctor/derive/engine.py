@@ -42,7 +42,8 @@ def identify_engine(log_facts: LogFacts | None, metrics_window: MetricsWindow | 
     if log_facts is not None and log_facts.engine != UNKNOWN:
         return EngineIdentity(log_facts.engine, "its startup log")
     if metrics_window is not None and metrics_window.engine_kind is not None:
-        return EngineIdentity(metrics_window.engine_kind, "its /metrics names")
+        named = "its series' names in Prometheus" if metrics_window.source == "prometheus" else "its /metrics names"
+        return EngineIdentity(metrics_window.engine_kind, named)
     for ep in endpoints.endpoints if endpoints is not None else ():
         if ep.role != "engine":
             continue
@@ -53,7 +54,7 @@ def identify_engine(log_facts: LogFacts | None, metrics_window: MetricsWindow | 
         if (engine := engine_of_headers(ep.headers)) is not None:
             return EngineIdentity(engine, "its Server header")
     looked = [name for name, seen in (("a startup log that names no known engine", log_facts),
-                                      ("/metrics", metrics_window), ("the engine's endpoints", endpoints)) if seen]
+                                      ("metrics", metrics_window), ("the engine's endpoints", endpoints)) if seen]
     return EngineIdentity(UNKNOWN, f"nothing tells ({', '.join(looked) or 'no engine evidence'})")
 
 

@@ -56,6 +56,12 @@ def display(engine: str | None) -> str:
     return DISPLAY.get(engine or VLLM, engine or "vLLM")
 
 
+def engine_part(engine: str | None, part: str) -> str:
+    """A part of the engine, in a sentence: "the vLLM server", "the SGLang command line"; of an
+    unidentified one, "the unidentified engine's server" (its display name has its article)."""
+    return f"{display(engine)}'s {part}" if engine == UNKNOWN else f"the {display(engine)} {part}"
+
+
 def not_in_metrics(engine: str | None, what: str) -> str:
     """What a check or report says of ``what`` (a metric, or what it measures) absent from the engine's
     /metrics, in what is known: an identified engine does not expose it ("not exposed by llama.cpp:

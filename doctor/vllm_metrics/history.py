@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from doctor.engines.names import engine_of_metrics
 from doctor.evidence import PrometheusEvidence, PromQuery
 from doctor.foundation import wire
 from doctor.vllm_metrics.derived import derive_missing
@@ -87,6 +88,7 @@ def window_from_history(evidence: PrometheusEvidence) -> MetricsWindow:
         )
     window = assemble(readings, source="prometheus", window_s=evidence.since_s)
     derive_missing(window)
+    window.engine_kind = engine_of_metrics(readings.metric_names.values())  # the series it answered with name it
     return window
 
 

@@ -9,16 +9,22 @@ as if it were this one's.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
+
 from checks.prefill_interference import prefill_interference
-from doctor.bundle import from_dict
+from doctor.bundle import from_dict, load_path
 from doctor.checking.contract import Fire
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import run_check
 from doctor.derive import Evidence
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity, identify_engine
 from doctor.derive.log_facts import LogFacts
 from doctor.engines.names import LLAMACPP, SGLANG, UNKNOWN, VLLM
 from doctor.evidence import Endpoint, EndpointsEvidence, MetricsEvidence, ModelInfo, Scrape
+from doctor.foundation.serial import to_jsonable
 from tests.support.bundles import bundle, log
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,3 +84,27 @@ def test_a_check_without_the_log_names_the_flag_of_the_engine_the_scrape_names()
     assert (on_sglang.remediation.where or "").startswith("SGLang flag"), on_sglang.remediation.where
     assert "unidentified engine;" in (unidentified.remediation.where or "")
     assert not (unidentified.remediation.where or "").startswith("vllm serve")
+
+
+def test_prometheus_history_names_the_engine_by_its_series() -> None:
+    """A history-only run (no log, no scrape) of a real vLLM: its series are vLLM's, so is the engine."""
+    history = Evidence(load_path(ROOT / "fixtures/bundles/realvllm-history-queueing.json.gz"))
+    assert history.maybe("log_facts") is None and history.get("metrics_window").source == "prometheus"
+    assert history.get("engine") == EngineIdentity(VLLM, "its series' names in Prometheus")
+
+
+CHECK_CASES = sorted((ROOT / "fixtures/checks").glob("*/*.json"))
+
+
+@pytest.mark.parametrize("case", CHECK_CASES, ids=[f"{c.parent.name}/{c.stem}" for c in CHECK_CASES])
+def test_every_check_words_an_unidentified_engine_as_a_sentence(case: Path) -> None:
+    """Each check fixture with its engine unidentified: the display name carries its own article
+    ("the unidentified engine"), so no text says "the the", and a part of it reads
+    "the unidentified engine's server" (``engine_part``)."""
+    data = json.loads(case.read_text())
+    spec = load_registry(plugins=False).find(case.parent.name)
+    assert spec is not None
+    evidence = Evidence(from_dict(data["bundle"], str(case)))
+    evidence._cache["engine"] = UNIDENTIFIED  # as a run where nothing tells
+    text = json.dumps(to_jsonable(run_check(spec, evidence, data.get("settings", {}))))
+    assert not re.search(r"\b(the|an?) the\b", text, re.IGNORECASE), text

@@ -111,10 +111,12 @@ def _wait_ready(proc: subprocess.Popen[bytes], url: str, load: Load) -> None:
 
 def _why_not_ready(out: Path, err: Path, server_log: Path | None) -> str:
     """What the users got (their timings and first errors), the generator's stderr, the server's log tail."""
-    records = read_records(out)
-    errors = sorted({r["error"] for r in records if r["error"]})[:3]
-    lines = [f"users felt: {felt(out)}", f"their first errors: {errors}",
-             f"load generator stderr: {tail(err, 2000)}"]
+    try:
+        records = read_records(out)
+        users = f"users felt: {felt(out)}\ntheir first errors: {sorted({r['error'] for r in records if r['error']})[:3]}"
+    except ValueError as exc:  # a line the generator was writing when it was read: the rest still says why
+        users = f"the users' records could not be read ({exc})"
+    lines = [users, f"load generator stderr: {tail(err, 2000)}"]
     if server_log is not None:  # without the scrapes' access lines (Prometheus's, and ours), which say nothing
         said = [line for line in tail(server_log, 40000).splitlines() if '"GET /metrics' not in line]
         lines.append("server log tail:\n" + "\n".join(said)[-4000:])

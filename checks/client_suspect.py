@@ -55,7 +55,7 @@ cores, concurrency 64 over 1 client process -> llm-doctor diagnose --client-work
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import host_saturated, rerun
+from doctor.checklib import host_saturated, host_values, rerun
 from doctor.evidence import HostEvidence, RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
@@ -103,11 +103,7 @@ def client_suspect(
         EvidenceValue("concurrency", stream.shape.concurrency, "", "stream: probe shape"),
     ]
     if host is not None:
-        evidence += [
-            EvidenceValue("host CPU at the start", host.cpu_percent, "%", "host: psutil.cpu_percent, before the probe"),
-            EvidenceValue("host load average (1 min) at the start", host.load_avg[0] if host.load_avg else None, "",
-                          f"host: psutil.getloadavg, before the probe, of {host.cpu_count_logical or '?'} logical CPUs"),
-        ]
+        evidence += host_values(host)
     if saturated:
         parts.append(f"the host was CPU-saturated when the probe began ({saturated})")
     return Fire(

@@ -61,7 +61,7 @@ import statistics
 from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import host_saturated, not_in_metrics, process_cores, prompt_tokens_around, rerun, unidentified_setting
+from doctor.checklib import host_saturated, host_values, not_in_metrics, process_cores, prompt_tokens_around, rerun, unidentified_setting
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines import RECORDS
@@ -237,14 +237,9 @@ def _busy_host(host: HostEvidence | None, host_percent: float, values: list[Evid
     """The host's CPU when the run began, as a caveat when it was saturated: psutil's snapshot is taken
     before the probe, so it cannot say the freezes coincide with starvation, only that they may."""
     saturated = host_saturated(host, host_percent)
-    if not saturated:
+    if host is None or not saturated:
         return ""
-    assert host is not None  # saturated says what it saw of it
-    if host.cpu_percent is not None:
-        values.append(EvidenceValue("host CPU at the start", host.cpu_percent, "%", "host: psutil.cpu_percent, before the probe"))
-    if host.load_avg:
-        values.append(EvidenceValue("host load average (1 min) at the start", host.load_avg[0], "",
-                                    f"host: psutil.getloadavg, before the probe, of {host.cpu_count_logical or '?'} logical CPUs"))
+    values += [v for v in host_values(host) if v.value is not None]
     return (f"; the host was CPU-saturated when the run began ({saturated}, psutil, before the "
             "probe): CPU starvation also stops every stream at once, so these may be that rather than a collection")
 

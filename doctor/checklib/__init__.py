@@ -12,7 +12,8 @@ its remediation mean the same thing as every other check's:
   ``process_cores`` is the serving process's CPU over the window (a saturated front end, LD211; a
   freeze that coincides with CPU starvation, LD210).
 - **the host** (``host``): ``host_saturated``, the one rule for "the probe's host was CPU-saturated
-  before the probe" (its CPU percent, or a load average at or over its CPUs), LD210's and LD507's.
+  before the probe" (its CPU percent, or a load average at or over its CPUs), LD210's and LD507's,
+  and ``host_values``, the snapshot it reads as evidence.
 - **sizes** (``sizing``): ``tokens_per_request``, ``sequences_that_fit`` (the one formula for
   "how many sequences fit in the KV cache") and ``capped_utilization`` (the one ceiling for a
   suggested ``gpu_memory_utilization``).
@@ -81,7 +82,7 @@ from doctor.checklib.gateway_responses import (
     stream_encoding,
     who_answered,
 )
-from doctor.checklib.host import host_saturated
+from doctor.checklib.host import host_saturated, host_values
 from doctor.checklib.idle_timeout_advice import IDLE_TIMEOUTS, idle_timeout_for, idle_timeout_remediation
 from doctor.checklib.kv_arithmetic import (
     KV_FILL_TARGET,
@@ -134,6 +135,7 @@ __all__ = [
     "generated_within",
     "header",
     "host_saturated",
+    "host_values",
     "idle_timeout_for",
     "idle_timeout_remediation",
     "inferred_max_num_seqs",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.derive.missing import Missing
-from doctor.engines.names import UNKNOWN, engine_of_headers, engine_of_owner
+from doctor.engines.names import UNKNOWN, engine_of_answers
 from doctor.evidence import Bundle, EndpointsEvidence
 from doctor.vllm_log.parsed import LogFacts
 from doctor.vllm_metrics.views import MetricsWindow
@@ -26,7 +26,7 @@ from doctor.vllm_metrics.views import MetricsWindow
 class EngineIdentity:
     """The engine that served, as ``doctor.engines.names`` names it (``UNKNOWN`` when nothing told),
     and the evidence that told (``by``: "its startup log", "its /metrics names", "GET /props", "its
-    Server header"; what was looked at when nothing did)."""
+    Server header", "the owned_by of its /v1/models"; what was looked at when nothing did)."""
 
     id: str
     by: str
@@ -49,10 +49,8 @@ def identify_engine(log_facts: LogFacts | None, metrics_window: MetricsWindow | 
             continue
         if ep.engine_info is not None:
             return EngineIdentity(ep.engine_info.engine, f"GET {ep.engine_info.path}")
-        if (engine := next((e for m in ep.models if (e := engine_of_owner(m.owned_by)) is not None), None)) is not None:
-            return EngineIdentity(engine, "the owned_by of its /v1/models")
-        if (engine := engine_of_headers(ep.headers)) is not None:
-            return EngineIdentity(engine, "its Server header")
+        if (answered := engine_of_answers(ep.headers, (m.owned_by for m in ep.models))) is not None:
+            return EngineIdentity(*answered)
     looked = [name for name, seen in (("a startup log that names no known engine", log_facts),
                                       ("metrics", metrics_window), ("the engine's endpoints", endpoints)) if seen]
     return EngineIdentity(UNKNOWN, f"nothing tells ({', '.join(looked) or 'no engine evidence'})")

@@ -135,3 +135,11 @@ def engine_of_headers(headers: Mapping[str, str]) -> str | None:
 def engine_of_owner(owned_by: str | None) -> str | None:
     """The engine that lists its models as ``owned_by`` (``MODEL_OWNERS``); ``None`` otherwise."""
     return MODEL_OWNERS.get((owned_by or "").strip().lower())
+
+
+def engine_of_answers(headers: Mapping[str, str], owners: Iterable[str | None]) -> tuple[str, str] | None:
+    """The engine an endpoint's own answers name, and which answer did: its ``Server`` header
+    (``engine_of_headers``), else the ``owned_by`` of a model its ``/v1/models`` lists."""
+    if (engine := engine_of_headers(headers)) is not None:
+        return engine, "its Server header"
+    return next(((e, "the owned_by of its /v1/models") for o in owners if (e := engine_of_owner(o)) is not None), None)

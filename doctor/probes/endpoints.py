@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 
 from doctor.engines import server_info
-from doctor.engines.names import VLLM, display, engine_of_headers, engine_of_owner
+from doctor.engines.names import VLLM, display, engine_of_answers
 from doctor.evidence import Endpoint, EndpointsEvidence, EngineInfo, EvidenceError, ModelInfo, ProbePath
 from doctor.evidence.errors import UNREACHABLE_KINDS
 from doctor.evidence.stream import DIRECT_BASIS, RUN_BASIS, TIMEOUT_BASIS
@@ -221,8 +221,8 @@ def _probe_target(
 def _ask_engine(client: httpx.Client, endpoint: Endpoint, base: str, limits: _Limits) -> list[EvidenceError]:
     """Fill ``endpoint.engine_info`` from the engine's own description; the errors of a named
     engine's route (a guessed route that is absent is no error)."""
-    named = engine_of_headers(endpoint.headers) or next(
-        (e for m in endpoint.models if (e := engine_of_owner(m.owned_by)) is not None), None)
+    answers = engine_of_answers(endpoint.headers, (m.owned_by for m in endpoint.models))
+    named = answers[0] if answers is not None else None
     if named == VLLM:
         return []
     # the engine named, when it has a route of its own; one without is guessed at, like none

@@ -47,7 +47,7 @@ seats taken -> --max-loras 2 (a real vLLM 0.32, fixtures/bundles/realvllm-users-
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_path, engine_setting, max_num_seqs_stated, rerun
+from doctor.checklib import engine_flag, engine_path, engine_setting, max_num_seqs_stated, metric_read, rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
@@ -91,7 +91,7 @@ def lora_slots_full(
                                          f"metrics: {FAMILY}, of {len(states)}"))
         if metrics_window is not None and metrics_window.waiting is not None:
             evidence.append(EvidenceValue("waiting max", metrics_window.waiting.max, "requests",
-                                          "metrics: vllm:num_requests_waiting"))
+                                          f"metrics: {metric_read(metrics_window, 'waiting')}"))
         summary = (f"{len(shut)} of {len(states)} scrapes: requests for {', '.join(worst.shut_out)} waited while the "
                    f"{slots} slot(s) held {', '.join(worst.running)}; {len(in_use)} adapters in use")
     else:
@@ -152,8 +152,8 @@ def _turns(states: list[LoraSlots], slots: int | None, metrics_window: MetricsWi
                "they waited for a slot (vLLM v1 lists no adapter as waiting)")
     return summary, [
         EvidenceValue("adapters served", len(turned), "adapters", f"metrics: {FAMILY} running_lora_adapters, every scrape"),
-        EvidenceValue("waiting max", waiting.max, "requests", "metrics: vllm:num_requests_waiting"),
-        EvidenceValue("running max", running.max, "requests", "metrics: vllm:num_requests_running"),
+        EvidenceValue("waiting max", waiting.max, "requests", f"metrics: {metric_read(metrics_window, 'waiting')}"),
+        EvidenceValue("running max", running.max, "requests", f"metrics: {metric_read(metrics_window, 'running')}"),
         EvidenceValue("max_num_seqs", seats.value, "seats", seats.source),
     ]
 

@@ -23,9 +23,10 @@ from doctor.derive import Evidence
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity, identify_engine
 from doctor.derive.log_facts import LogFacts
 from doctor.engines.names import LLAMACPP, SGLANG, UNKNOWN, VLLM
-from doctor.evidence import Endpoint, EndpointsEvidence, MetricsEvidence, ModelInfo, Scrape
+from doctor.evidence import Endpoint, EndpointsEvidence, MetricsEvidence, ModelInfo
 from doctor.foundation.serial import to_jsonable
 from tests.support.bundles import bundle, log
+from tests.support.make_check_fixtures_general import scrapes
 
 ROOT = Path(__file__).resolve().parents[2]
 SGLANG_SCRAPE = (ROOT / "fixtures/engines/sglang/2025-03-pr4444-llama3-8b-idle-part.prom").read_text()
@@ -38,9 +39,7 @@ def engine(**kinds: object) -> EngineIdentity:
 
 
 def scraped(text: str) -> MetricsEvidence:
-    return MetricsEvidence(url="http://127.0.0.1:30000/metrics", interval_s=1.0,
-                           scrapes=[Scrape(phase=p, t=t, wall=1_700_000_000.0 + t, status=200, text=text)
-                                    for p, t in (("before", -0.1), ("after", 5.0))])
+    return scrapes(("before", -0.1, text), ("after", 5.0, text))
 
 
 def test_a_scrape_names_the_engine_without_a_log() -> None:

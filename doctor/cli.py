@@ -259,6 +259,28 @@ def metrics_cmd(
     run_guarded(lambda: run(sources, as_json))
 
 
+@app.command("scaling")
+def scaling_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Files or folders of autoscaler objects as `kubectl get ... -o yaml` (or -o json) prints them; - reads stdin.")],
+    json_out: Annotated[str | None, typer.Option("--json", help="Write the findings as JSON to this file (- for stdout).")] = None,
+    log: Annotated[str | None, typer.Option("--log", help="The engine's startup log: its batch limit and its start-up time for the rules.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also each remediation's verify step and every object skipped.")] = False,
+) -> None:
+    """Judge autoscalers (HPA, KEDA, Knative, KServe, AIBrix, Ray Serve) as a careful reader would: signal, floor, targets, windows, status.
+
+    Exit 1 for a finding at warning or above, 0 for none, 2 when nothing could be read.
+
+    [bold]Examples[/]
+
+      kubectl get hpa,scaledobject -n serving -o yaml | llm-doctor scaling -
+
+      llm-doctor scaling deploy/ --log vllm.log --json scaling.json
+    """
+    from doctor.commands.scaling import run
+
+    run_guarded(lambda: run(paths, json_out, log, verbose))
+
+
 @app.command("size")
 def size_cmd(
     model: Annotated[str, typer.Argument(help="A local model directory with config.json, or the config file (never a download).")],

@@ -56,6 +56,7 @@ class SymptomClass(str, Enum):
     PROXY_ONLY = "proxy-only"
     CAPACITY_CONFIG = "capacity-config"
     GENERAL = "general"
+    SCALING = "scaling"  # the autoscaler in front of the replicas: why no replica came
 
 
 class Cause(StrEnum):
@@ -100,6 +101,7 @@ class Cause(StrEnum):
     THROUGHPUT = "throughput"
     CACHE = "cache"
     BALANCE = "balance"
+    SCALING = "scaling"  # the autoscaler's signal, bounds or state kept replicas from coming
 
 
 class Symptom(str, Enum):

@@ -40,6 +40,18 @@ class SelfReport:
 
 
 @dataclass(frozen=True)
+class Retired:
+    """A metric an engine no longer exports by default: what replaced it (None: nothing), the last
+    release that exported it and the first without it (sampled releases: the removal lies between),
+    and where that is recorded. A scaler or dashboard still reading it reads nothing."""
+
+    replacement: str | None
+    last_release: str
+    first_without: str
+    source: str
+
+
+@dataclass(frozen=True)
 class EngineRecord:
     """One engine, everything llm-doctor derives its tables from.
 
@@ -85,5 +97,7 @@ class EngineRecord:
     # freezes the heap after start-up (LD212: lever, where), the front end's process count
     # (LD211: setting, suggested, where).
     generating_check: str | None = None
+    # Metrics it exported once and no longer does (name as exposed, counters without ``_total``).
+    retired_metrics: Mapping[str, Retired] = field(default_factory=dict)
     gc_freeze: tuple[str, str] | None = None
     front_end_lever: tuple[str, str, str] | None = None

@@ -8,7 +8,9 @@ Its flags are its settings' names (``max_num_seqs`` -> ``--max-num-seqs``, ``vll
 
 from __future__ import annotations
 
-from doctor.engines.record import EngineRecord
+from doctor.engines.record import EngineRecord, Retired
+
+_BY_VERSION = "fixtures/vllm-formats/metrics-definitions-by-version.md"
 
 RECORD = EngineRecord(
     id="vllm",
@@ -52,6 +54,24 @@ RECORD = EngineRecord(
     model_owner="vllm",  # protocol.py ModelCard
     gc_freeze=(("a vLLM release that freezes the heap after start-up (vllm PR#44363); VLLM_GC_DEBUG=1 meanwhile to "
                 "time each collection in the log"), "the vLLM version and its environment"),
+    # From the metric definitions of each release's wheel (``_BY_VERSION``); vLLM's
+    # ``--show-hidden-metrics-for-version`` brings a deprecated one back for one release only.
+    retired_metrics={
+        "vllm:gpu_cache_usage_perc": Retired("vllm:kv_cache_usage_perc", "0.11.0", "0.12.0",
+                                             f"deprecated in 0.9.2 (vllm PR#18354); {_BY_VERSION}"),
+        "vllm:cpu_cache_usage_perc": Retired(None, "0.9.0", "0.9.2", _BY_VERSION),
+        "vllm:num_requests_swapped": Retired(None, "0.9.0", "0.9.2", f"V0 only; {_BY_VERSION}"),
+        "vllm:gpu_prefix_cache_hit_rate": Retired("vllm:prefix_cache_hits / vllm:prefix_cache_queries", "0.9.0", "0.9.2",
+                                                  _BY_VERSION),
+        "vllm:gpu_prefix_cache_hits": Retired("vllm:prefix_cache_hits", "0.11.0", "0.12.0", _BY_VERSION),
+        "vllm:gpu_prefix_cache_queries": Retired("vllm:prefix_cache_queries", "0.11.0", "0.12.0", _BY_VERSION),
+        "vllm:time_per_output_token_seconds": Retired("vllm:inter_token_latency_seconds", "0.14.0", "0.17.0", _BY_VERSION),
+        "vllm:time_in_queue_requests": Retired("vllm:request_queue_time_seconds", "0.9.0", "0.9.2", _BY_VERSION),
+        "vllm:avg_prompt_throughput_toks_per_s": Retired("rate(vllm:prompt_tokens_total[1m])", "0.6.6.post1", "0.7.0",
+                                                         _BY_VERSION),
+        "vllm:avg_generation_throughput_toks_per_s": Retired("rate(vllm:generation_tokens_total[1m])", "0.6.6.post1",
+                                                             "0.7.0", _BY_VERSION),
+    },
     front_end_lever=("api_server_count", "2 (more API server processes; one per 2-4 busy cores)",
                      "vllm serve flag --api-server-count"),
 )

@@ -31,6 +31,7 @@ from doctor.evidence.machine import (
 from doctor.evidence.metrics import MetricsEvidence, PrometheusEvidence, PromQuery, Scrape
 from doctor.evidence.model_config import ModelConfigEvidence
 from doctor.evidence.run import RunRecord
+from doctor.evidence.scaling import PodState, ScalerObject, ScalingEvidence
 from doctor.evidence.stream import (
     ClientHealth,
     ProbePath,
@@ -55,6 +56,7 @@ RAW_KINDS: tuple[str, ...] = (
     "gpu",
     "host",
     "model_config",
+    "scaling",
 )
 
 
@@ -84,6 +86,7 @@ class Bundle:
     gpu: GpuEvidence | None = None
     host: HostEvidence | None = None
     model_config: ModelConfigEvidence | None = None  # --model-dir: the served model's config.json
+    scaling: ScalingEvidence | None = None  # the autoscalers of the workload (k8s://) or of `llm-doctor scaling`
     errors: list[EvidenceError] = field(default_factory=list)
     redactions: dict[str, int] = field(default_factory=dict)  # rule -> values redacted
     interrupted: bool = False
@@ -113,6 +116,7 @@ __all__ = [
     "ModelConfigEvidence",
     "ModelInfo",
     "NvLink",
+    "PodState",
     "ProbePath",
     "ProbeShape",
     "ProcessInfo",
@@ -121,6 +125,8 @@ __all__ = [
     "ReadRecord",
     "RequestTrace",
     "RunRecord",
+    "ScalerObject",
+    "ScalingEvidence",
     "Scrape",
     "StreamEvidence",
     "TokenEvent",

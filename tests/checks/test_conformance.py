@@ -58,6 +58,7 @@ CODE_CLASS = {
     "3": SymptomClass.PROXY_ONLY,
     "4": SymptomClass.CAPACITY_CONFIG,
     "5": SymptomClass.GENERAL,
+    "6": SymptomClass.SCALING,
 }
 
 

@@ -1,0 +1,58 @@
+"""Replicas were asked for and are not running.
+
+What it detects:
+Pods of the scaled workload Pending and unschedulable (`PodScheduled` False: `Unschedulable`,
+"0/4 nodes are available: 4 Insufficient nvidia.com/gpu"), or a scaler whose desired replicas
+exceed its current ones in its status.
+
+Why it matters:
+The scaler did its part; the cluster did not: no GPU is free, the node pool is at its size or
+quota, or a new node is still coming. Pending pods emit no metrics, and a scaler reading per-pod
+averages may keep asking (aibrix#2670: 2 to 4 to 8 to 16 while pending).
+
+Evidence:
+scalers: the workload's pods (live) and each scaler's status.
+
+Remediation:
+GPU capacity (the node pool's size or autoscaler, the quota), not the scaler's settings.
+
+Example:
+Deployment/vllm: 2 pods Pending (Unschedulable: 0/4 nodes are available: 4 Insufficient
+nvidia.com/gpu) -> more GPU nodes in the pool.
+"""
+
+from __future__ import annotations
+
+from doctor.checking.contract import Fire, Pass, Result, check
+from doctor.checklib.scaling import Fault, rescan, scaler_fire, scalers_of
+from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
+from doctor.scalers.model import ScalingView
+
+
+@check(code="LD610", name="replicas-pending", symptom=SymptomClass.SCALING, cause=Cause.SCALING)
+def replicas_pending(scalers: ScalingView) -> Result:
+    pending = [p for p in scalers.pods if p.phase == "Pending"]
+    if pending:
+        why = next((p for p in pending if p.unscheduled_reason), pending[0])
+        reason = f"{why.unscheduled_reason}: {why.unscheduled_message}" if why.unscheduled_reason else "not yet scheduled or started"
+        workload = scalers.workload or "the scaled workload"
+        return Fire(
+            title="Replicas were asked for and are not running",
+            summary=f"{workload}: {len(pending)} of {len(scalers.pods)} pod(s) Pending ({reason})",
+            remediation=Remediation(setting="GPU capacity", suggested="nodes with a free GPU for each Pending pod",
+                                    current=f"{len(pending)} Pending", where=f"{workload}'s node pool or quota",
+                                    why=f"the scaler asked and the cluster could not place them: {reason}",
+                                    verify=rescan("every replica the scaler asks for Running within its start-up time")),
+            evidence=[EvidenceValue(f"pod {p.name}", p.phase, source=p.unscheduled_message or "") for p in pending[:8]],
+        )
+    judged = scalers_of(scalers)
+    faults = [Fault(s, "status.desiredReplicas", f"desired {s.status.desired}, current {s.status.current}",
+                    "GPU capacity for the missing replicas",
+                    f"desired {s.status.desired} > current {s.status.current}: replicas asked for are not running")
+              for s in judged if s.status is not None and s.status.desired is not None and s.status.current is not None
+              and s.status.desired > s.status.current]
+    if not faults:
+        return Pass("every replica asked for is running" if scalers.pods or any(s.status for s in judged)
+                    else "no pods nor scaler status read")
+    return scaler_fire("Replicas were asked for and are not running", faults,
+                       "current replicas reaching desired within a start-up time")

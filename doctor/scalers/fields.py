@@ -1,0 +1,109 @@
+"""Reading fields of a manifest that may be partial, mistyped or templated: every scaler record
+reads through these, so a missing map, a list where a map belongs or a ``${...}`` placeholder is
+an unset or unknown value, never an exception."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from doctor.scalers.model import PLACEHOLDER, Condition, Knob, ScalerStatus
+
+
+def dig(obj: Any, *keys: str | int) -> Any:
+    """``obj[k1][k2]...``, or None where any step is missing or of the wrong type."""
+    for key in keys:
+        if isinstance(key, int):
+            obj = obj[key] if isinstance(obj, list) and -len(obj) <= key < len(obj) else None
+        else:
+            obj = obj.get(key) if isinstance(obj, Mapping) else None
+        if obj is None:
+            return None
+    return obj
+
+
+def mapping(obj: Any, *keys: str | int) -> Mapping[str, Any]:
+    value = dig(obj, *keys)
+    return value if isinstance(value, Mapping) else {}
+
+
+def items(obj: Any, *keys: str | int) -> list[Any]:
+    value = dig(obj, *keys)
+    return value if isinstance(value, list) else []
+
+
+def knob(obj: Any, path: str, default: Any = None, *, at: str | None = None) -> Knob:
+    """The field at ``path`` (dotted, ``[i]`` for a list index) of ``obj`` as a ``Knob`` named ``at``
+    (the path in the whole object, when ``obj`` is a part of it); ``default`` where it is unset."""
+    value = dig(obj, *_steps(path))
+    name = at or path
+    if value is None:
+        return Knob(name, default, explicit=False)
+    if isinstance(value, str) and (found := PLACEHOLDER.search(value)):
+        return Knob(name, value, placeholder=found.group(0))
+    return Knob(name, value)
+
+
+def annotation(annotations: Mapping[str, Any], key: str, path: str, default: Any = None) -> Knob:
+    """An annotation's value as a knob at ``path`` (``metadata.annotations["key"]``)."""
+    return knob({key: annotations.get(key)} if key in annotations else {}, key, default,
+                at=f'{path}["{key}"]')
+
+
+def _steps(path: str) -> list[str | int]:
+    steps: list[str | int] = []
+    for part in path.split("."):
+        name, _, rest = part.partition("[")
+        if name:
+            steps.append(name)
+        while rest:
+            index, _, rest = rest.partition("]")
+            steps.append(int(index))
+            rest = rest.lstrip("[")
+    return steps
+
+
+def where(obj: Mapping[str, Any]) -> tuple[str | None, str]:
+    """The object's namespace (None when it names none) and name."""
+    meta = mapping(obj, "metadata")
+    namespace, name = meta.get("namespace"), meta.get("name")
+    return (namespace if isinstance(namespace, str) else None), (name if isinstance(name, str) else "(unnamed)")
+
+
+def target_of(ref: Any) -> str | None:
+    """``Deployment/vllm`` from a ``scaleTargetRef``."""
+    if not isinstance(ref, Mapping) or not isinstance(ref.get("name"), str):
+        return None
+    return f"{ref.get('kind') or 'Deployment'}/{ref['name']}"
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def conditions(status: Mapping[str, Any]) -> tuple[Condition, ...]:
+    return tuple(Condition(str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason") or ""),
+                           str(c.get("message") or ""))
+                 for c in items(status, "conditions") if isinstance(c, Mapping))
+
+
+def status_of(obj: Mapping[str, Any], *, current: str = "currentReplicas", desired: str = "desiredReplicas") -> ScalerStatus | None:
+    """The object's status as the controller wrote it; None when the object carries none."""
+    status = mapping(obj, "status")
+    if not status:
+        return None
+    return ScalerStatus(current=as_int(status.get(current)), desired=as_int(status.get(desired)),
+                        conditions=conditions(status), last_scale_time=_text(status.get("lastScaleTime")))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def uses_gpu(pod_spec: Any) -> bool:
+    """Whether a pod spec's containers ask for a GPU (``nvidia.com/gpu``, ``amd.com/gpu``, ...)."""
+    for container in items(pod_spec, "containers"):
+        for section in ("limits", "requests"):
+            if any(isinstance(k, str) and k.endswith("/gpu") for k in mapping(container, "resources", section)):
+                return True
+    return False

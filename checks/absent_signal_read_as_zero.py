@@ -32,7 +32,7 @@ result scales to spec.minReplicaCount -> ignoreNullValues: "false" and a fallbac
 from __future__ import annotations
 
 from doctor.checking.contract import Pass, Result, check
-from doctor.checklib.scaling import Fault, retired_metric, scaler_fire, scalers_of
+from doctor.checklib.scaling import Fault, retired_metric, scaler_fire, signals_of
 from doctor.model import Cause, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView, Signal
 from doctor.scalers.promql import read_query
@@ -67,9 +67,9 @@ def _null_as_zero(scaler: Scaler, signal: Signal) -> Fault | None:
 @check(code="LD604", name="absent-signal-read-as-zero", symptom=SymptomClass.SCALING, cause=Cause.SCALING,
        aliases=("ignore-null-values", "retired-metric"))
 def absent_signal_read_as_zero(scalers: ScalingView) -> Result:
-    judged = scalers_of(scalers, engines_only=False)
-    faults = [f for s in judged for sig in s.signals for f in (_retired(s, sig), _null_as_zero(s, sig)) if f is not None]
+    pairs = signals_of(scalers)
+    faults = [f for s, sig in pairs for f in (_retired(s, sig), _null_as_zero(s, sig)) if f is not None]
     if not faults:
-        return Pass(f"{sum(len(s.signals) for s in judged)} signal(s): none read an empty result as 0 or a retired metric")
+        return Pass(f"{len(pairs)} signal(s): none read an empty result as 0 or a retired metric")
     return scaler_fire("An absent signal reads as zero", faults,
                        "losing the signal (stop the metric's scrape target) held or raised replicas, never dropped them")

@@ -3,7 +3,9 @@
 What it detects:
 A scaler's signal reads a counter as if it were a level: a PromQL query selecting a `_total`,
 `_count`, `_sum` or `_bucket` series outside `rate()`, `irate()` or `increase()`, or a metric
-name so suffixed handed to an HPA `Pods`/`External` metric or an AIBrix `targetMetric`.
+name so suffixed (or of kind `counter`, as Google Managed Prometheus spells it:
+`prometheus.googleapis.com|name|counter`) handed to an HPA `Pods`/`External` metric or an AIBrix
+`targetMetric`.
 
 Why it matters:
 A counter only grows: the scaler reads an ever larger number, scales up and never back down
@@ -26,7 +28,7 @@ without rate() -> sum(rate(vllm:request_success_total[2m])).
 from __future__ import annotations
 
 from doctor.checking.contract import Pass, Result, check
-from doctor.checklib.scaling import Fault, scaler_fire, scalers_of
+from doctor.checklib.scaling import Fault, scaler_fire, signals_of
 from doctor.model import Cause, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView, Signal
 from doctor.scalers.promql import read_query
@@ -46,7 +48,7 @@ def _fault(scaler: Scaler, signal: Signal) -> Fault | None:
             return None
         return Fault(scaler, signal.where, signal.query, f"rate({raw[0]}[2m]) in place of {raw[0]}",
                      f"{signal.where} selects the counter {raw[0]} without rate() or increase(): it only grows")
-    if signal.metric and _counter(signal.metric):
+    if signal.metric and (_counter(signal.metric) or signal.metric_kind == "counter"):
         return Fault(scaler, signal.where, signal.metric, f"a rate of {signal.metric} (an adapter rule with rate()) or a gauge",
                      f"{signal.where} names the counter {signal.metric}: unless the adapter's rule rates it, it only grows")
     return None
@@ -54,9 +56,9 @@ def _fault(scaler: Scaler, signal: Signal) -> Fault | None:
 
 @check(code="LD603", name="counter-as-gauge", symptom=SymptomClass.SCALING, cause=Cause.SCALING)
 def counter_as_gauge(scalers: ScalingView) -> Result:
-    judged = scalers_of(scalers, engines_only=False)
-    faults = [f for s in judged for sig in s.signals if (f := _fault(s, sig)) is not None]
+    pairs = signals_of(scalers)
+    faults = [f for s, sig in pairs if (f := _fault(s, sig)) is not None]
     if not faults:
-        return Pass(f"{sum(len(s.signals) for s in judged)} signal(s), none a raw counter")
+        return Pass(f"{len(pairs)} signal(s), none a raw counter")
     return scaler_fire("An autoscaler reads a counter as a level", faults,
                        "the signal's value falling when the load falls, and replicas going with it")

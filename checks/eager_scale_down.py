@@ -43,10 +43,11 @@ def eager_scale_down(scalers: ScalingView, log_facts: LogFacts | None = None) ->
     faults = []
     for scaler in judged:
         knob = scaler.scale_down_s
-        window = knob.number() if knob is not None else None
+        window = knob.seconds() if knob is not None else None
         if knob is None or window is None or window >= start:
             continue
-        if scaler.floor is not None and scaler.ceiling is not None and scaler.floor.known and scaler.floor.value == scaler.ceiling.value:
+        floor, ceiling = scaler.floor, scaler.ceiling
+        if floor is not None and ceiling is not None and floor.explicit and ceiling.explicit and floor.number() == ceiling.number():
             continue  # a fixed size: nothing scales down
         suggested = max(SHIPPED_WINDOW_S, int(start * 2))
         faults.append(Fault(scaler, knob.path, f"{window:.0f} s", f"{suggested}",

@@ -25,7 +25,7 @@ ScaledObject serving/vllm: spec.triggers[0].metricType Value on sum(vllm:num_req
 from __future__ import annotations
 
 from doctor.checking.contract import Pass, Result, check
-from doctor.checklib.scaling import Fault, scaler_fire, scalers_of
+from doctor.checklib.scaling import Fault, scaler_fire, signals_of
 from doctor.model import Cause, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView, Signal
 from doctor.scalers.promql import read_query
@@ -45,9 +45,9 @@ def _fault(scaler: Scaler, signal: Signal) -> Fault | None:
 
 @check(code="LD607", name="fleet-sum-as-per-replica", symptom=SymptomClass.SCALING, cause=Cause.SCALING)
 def fleet_sum_as_per_replica(scalers: ScalingView) -> Result:
-    judged = scalers_of(scalers, engines_only=False)
-    faults = [f for s in judged for sig in s.signals if (f := _fault(s, sig)) is not None]
+    pairs = signals_of(scalers)
+    faults = [f for s, sig in pairs if (f := _fault(s, sig)) is not None]
     if not faults:
-        return Pass(f"{sum(len(s.signals) for s in judged)} signal(s), no fleet sum compared as a Value")
+        return Pass(f"{len(pairs)} signal(s), no fleet sum compared as a Value")
     return scaler_fire("A fleet-wide sum meets a per-replica target", faults,
                        "replicas in proportion to the load per replica, without overshoot")

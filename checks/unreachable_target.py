@@ -4,6 +4,10 @@ What it detects:
 - a fraction gauge (the KV cache's usage, 0 to 1: `vllm:kv_cache_usage_perc`,
   `sglang:token_usage`) given a target above 1 (a percentage typed for a fraction);
 - a GPU utilisation gauge (DCGM's `DCGM_FI_DEV_GPU_UTIL`, 0 to 100) given a target above 100;
+- a per-replica target of requests in flight (Knative's or KServe's concurrency, Ray Serve's
+  `target_ongoing_requests`, the KEDA HTTP add-on's) above the engine's batch limit: the excess
+  waits inside each replica before a replica is added (the batch limit from the object's own
+  `--max-num-seqs`, else the log);
 - a per-replica target on the engine's running requests (`vllm:num_requests_running`) at or
   above its batch limit (`max_num_seqs` from the startup log, else vLLM's default; llama.cpp's
   slots): running can never exceed it (LLMKube#482: `requests_processing` capped at 1 slot,
@@ -28,10 +32,10 @@ from __future__ import annotations
 
 from doctor.checking.contract import Pass, Result, check
 from doctor.checklib.engine_settings import max_num_seqs_stated
-from doctor.checklib.scaling import Fault, engine_family, scaler_fire, scalers_of
+from doctor.checklib.scaling import Fault, engine_family, scaler_fire, signals_of
 from doctor.evidence import RunRecord
 from doctor.model import Cause, SymptomClass
-from doctor.scalers.model import Scaler, ScalingView, Signal
+from doctor.scalers.model import Scaler, ScalingView, Signal, SignalSource
 from doctor.scalers.promql import read_query
 from doctor.vllm_log.parsed import LogFacts
 
@@ -49,6 +53,12 @@ def _fault(scaler: Scaler, signal: Signal, batch: float | None, batch_said: str)
     if target is None or signal.target is None:
         return None
     path, shown = signal.target.path, signal.target.value
+    if scaler.batch_limit is not None and scaler.batch_limit.known:
+        batch, batch_said = scaler.batch_limit.number(), f"{scaler.batch_limit.path} in the same object"
+    if signal.source == SignalSource.CONCURRENCY and batch is not None and target > batch:
+        return Fault(scaler, path, str(shown), f"{batch:.0f} (the engine's batch limit)",
+                     f"{path} is {shown} requests in flight per replica, and the engine runs {batch:.0f} at once "
+                     f"({batch_said}): {target - batch:.0f} wait inside each replica before the scaler adds one")
     for metric in _metrics(signal):
         family = engine_family(metric)
         if family is not None and family[1] == "kv_usage" and target > 1:
@@ -66,12 +76,12 @@ def _fault(scaler: Scaler, signal: Signal, batch: float | None, batch_said: str)
 
 @check(code="LD605", name="unreachable-target", symptom=SymptomClass.SCALING, cause=Cause.SCALING)
 def unreachable_target(scalers: ScalingView, log_facts: LogFacts | None = None, run: RunRecord | None = None) -> Result:
-    judged = scalers_of(scalers, engines_only=False)
+    pairs = signals_of(scalers)
     batch_setting = max_num_seqs_stated(log_facts, run)
     # a default the engine may exceed on some hardware proves nothing unreachable
     batch = float(batch_setting.value) if batch_setting is not None and not batch_setting.lower_bound else None
     said = batch_setting.source if batch_setting is not None else ""
-    faults = [f for s in judged for sig in s.signals if (f := _fault(s, sig, batch, said)) is not None]
+    faults = [f for s, sig in pairs if (f := _fault(s, sig, batch, said)) is not None]
     if not faults:
-        return Pass(f"{sum(len(s.signals) for s in judged)} signal(s), each target within its metric's reach")
+        return Pass(f"{len(pairs)} signal(s), each target within its metric's reach")
     return scaler_fire("An autoscaler's target cannot be reached", faults, "the scaler adding a replica while requests wait")

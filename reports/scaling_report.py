@@ -70,7 +70,7 @@ def print_scaling(report: Report, console: Console, verbose: bool = False) -> No
     say(head)
     if scalers:
         say(fitted(grid(("object", "floor", "ceiling", "signals", "scale-down s", "status"),
-                        ((clean(c) for c in row) for row in scaler_rows(scalers)), wrap=(0, 3)), console))
+                        (tuple(clean(c) for c in row) for row in scaler_rows(scalers)), wrap=(0, 3)), console))
     if findings:
         say(f"\n[bold]Findings ({len(findings)})[/]")
         table = Table.grid(padding=(0, 1, 0, 0))

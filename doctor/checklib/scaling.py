@@ -17,7 +17,7 @@ from doctor.engines import RECORDS as ENGINES
 from doctor.engines.record import Retired
 from doctor.model import EvidenceValue, Remediation, Severity
 from doctor.scalers import BY_ID
-from doctor.scalers.model import Scaler, ScalingView
+from doctor.scalers.model import Scaler, ScalingView, Signal
 from doctor.vllm_log.parsed import LogFacts
 
 #: A replica's start-up time when no startup log tells it: weights loaded, KV cache profiled,
@@ -54,6 +54,15 @@ def scalers_of(scaling: ScalingView, *, engines_only: bool = True) -> list[Scale
     return found
 
 
+def signals_of(scaling: ScalingView) -> list[tuple[Scaler, Signal]]:
+    """Every (scaler, signal) pair to judge, a router's too (a counter or a lost signal misleads any
+    scaler); ``NotApplicable`` when no scaler has a signal."""
+    pairs = [(s, sig) for s in scalers_of(scaling, engines_only=False) for sig in s.signals]
+    if not pairs:
+        raise NotApplicable("no autoscaler signal was read")
+    return pairs
+
+
 def serves_router(scaler: Scaler) -> bool:
     """Whether the scaled pods are a router or gateway: the object says so, or its name or target's
     name does and nothing says they serve a model on a GPU."""
@@ -63,28 +72,29 @@ def serves_router(scaler: Scaler) -> bool:
     return any(w in ROUTER_WORDS for w in words) and not any(engine_family(s.metric or "") for s in scaler.signals)
 
 
-def _plain(name: str) -> str:
-    """A metric name as an adapter may rename it: ``vllm:num_requests_waiting`` -> ``vllm_num_requests_waiting``."""
-    return name.replace(":", "_")
+def _same(spelled: str, name: str) -> bool:
+    """Whether a scaler's spelling names the engine metric ``name``: as it is, as an adapter renames
+    it (``vllm_num_requests_waiting``), or without the engine's prefix when the scaler reads the
+    engine's pods itself (AIBrix's ``targetMetric: kv_cache_usage_perc``)."""
+    plain, full = spelled.replace(":", "_"), name.replace(":", "_")
+    return plain in (full, full + "_total") or (":" not in spelled and name.partition(":")[2] in (spelled, spelled.removesuffix("_total")))
 
 
 def engine_family(metric: str) -> tuple[str, str] | None:
     """(engine id, quantity) of an engine metric (``vllm:num_requests_waiting`` -> ("vllm", "waiting")),
     under its own or an adapter's spelling; None for any other metric."""
-    plain = _plain(metric)
     for record in ENGINES:
         for family, names in record.metrics.items():
-            if any(plain == _plain(n) for n in names):
+            if any(_same(metric, n) for n in names):
                 return record.id, family
     return None
 
 
 def retired_metric(metric: str) -> tuple[str, str, Retired] | None:
     """(engine display name, metric, what became of it) for a metric its engine no longer exports."""
-    plain = _plain(metric)
     for record in ENGINES:
         for name, retired in record.retired_metrics.items():
-            if plain in (_plain(name), _plain(name) + "_total"):
+            if _same(metric, name):
                 return record.display, name, retired
     return None
 
@@ -115,7 +125,7 @@ def queue_signal(scaler: Scaler, engine: str | None = None, target: int = QUEUE_
 def rescan(expect: str) -> str:
     """The verify text of a scaling remediation: the object read again, then the incident's probe."""
     return (f"run `llm-doctor scaling` on the changed object (`kubectl get ... -o yaml | llm-doctor scaling -`), then "
-            f"the same probe under the incident's load (`llm-doctor verify REPORT`); expect {expect}")
+            f"the same probe under the incident's load; expect {expect}")
 
 
 def scaler_fire(title: str, faults: Sequence[Fault], expect: str, *, severity: Severity = Severity.WARNING,

@@ -16,6 +16,8 @@ from doctor.scalers.fields import annotation, items, knob, mapping, status_of, t
 from doctor.scalers.model import Scaler, Signal, SignalSource
 from doctor.scalers.record import ScalerRecord
 
+#: The scale-down delay's annotation, as AIBrix's releases and samples spell it (``kpa.`` and ``apa.``
+#: prefixes in the samples of the KPA and APA strategies).
 _COOLDOWN = ("autoscaling.aibrix.ai/scale-down-cooldown-window", "autoscaling.aibrix.ai/scale-down-delay")
 _SOURCES = {"resource": SignalSource.RESOURCE, "pod": SignalSource.ENGINE, "domain": SignalSource.EXTERNAL,
             "custom": SignalSource.ENGINE, "external": SignalSource.EXTERNAL}
@@ -39,10 +41,10 @@ def read(obj: Mapping[str, Any], source: str) -> list[Scaler]:
     signals = tuple(_source(s, f"spec.metricsSources[{i}]") for i, s in enumerate(sources))
     if not signals and "targetMetric" in spec:  # the first releases' flat form
         signals = (_source(spec, "spec"),)
-    key = next((k for k in _COOLDOWN if k in annotations), _COOLDOWN[0])
+    key = next((k for k in annotations if isinstance(k, str) and k.endswith(_COOLDOWN)), _COOLDOWN[0])
     return [Scaler(kind="PodAutoscaler", name=name, namespace=namespace, product=RECORD.id, source=source,
                    api_version=str(obj.get("apiVersion") or ""), target=target_of(spec.get("scaleTargetRef")),
-                   floor=knob(spec, "minReplicas", 1), ceiling=knob(spec, "maxReplicas"), signals=signals,
+                   floor=knob(spec, "minReplicas", 1, at="spec.minReplicas"), ceiling=knob(spec, "maxReplicas", at="spec.maxReplicas"), signals=signals,
                    scale_down_s=annotation(annotations, key, "metadata.annotations", "300s"),
                    status=status_of(obj, current="actualScale", desired="desiredScale"),
                    notes=(f"strategy {spec.get('scalingStrategy') or 'unset'}",))]

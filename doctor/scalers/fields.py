@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from doctor.scalers.model import PLACEHOLDER, Condition, Knob, ScalerStatus
+from doctor.scalers.model import PLACEHOLDER, Condition, Knob, ScalerStatus, quantity
 
 
 def dig(obj: Any, *keys: str | int) -> Any:
@@ -45,9 +45,14 @@ def knob(obj: Any, path: str, default: Any = None, *, at: str | None = None) -> 
 
 
 def annotation(annotations: Mapping[str, Any], key: str, path: str, default: Any = None) -> Knob:
-    """An annotation's value as a knob at ``path`` (``metadata.annotations["key"]``)."""
-    return knob({key: annotations.get(key)} if key in annotations else {}, key, default,
-                at=f'{path}["{key}"]')
+    """An annotation's value as a knob at ``path["key"]`` (a key holds dots: no path walking)."""
+    at = f'{path}["{key}"]'
+    value = annotations.get(key)
+    if value is None:
+        return Knob(at, default, explicit=False)
+    if isinstance(value, str) and (found := PLACEHOLDER.search(value)):
+        return Knob(at, value, placeholder=found.group(0))
+    return Knob(at, value)
 
 
 def _steps(path: str) -> list[str | int]:
@@ -107,3 +112,24 @@ def uses_gpu(pod_spec: Any) -> bool:
             if any(isinstance(k, str) and k.endswith("/gpu") for k in mapping(container, "resources", section)):
                 return True
     return False
+
+
+#: The engines' batch-limit flags on a container's command line: vLLM's and SGLang's.
+BATCH_FLAGS = ("--max-num-seqs", "--max-running-requests")
+
+
+def batch_limit(pod_spec: Any, at: str) -> Knob | None:
+    """The engine's batch limit where a container's ``args`` or ``command`` set it
+    (``--max-num-seqs 4`` or ``--max-num-seqs=4``), at its path; None where none does."""
+    for i, container in enumerate(items(pod_spec, "containers")):
+        for field in ("args", "command"):
+            words = list(items(container, field))
+            for j, word in enumerate(words):
+                if not isinstance(word, str):
+                    continue
+                flag, eq, value = word.partition("=")
+                if flag in BATCH_FLAGS:
+                    raw = value if eq else (words[j + 1] if j + 1 < len(words) else None)
+                    if quantity(raw) is not None:
+                        return Knob(f"{at}.containers[{i}].{field}[{j}]", int(quantity(raw) or 0))
+    return None

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from doctor.scalers.fields import dig, items, knob, mapping, status_of, target_of, where
-from doctor.scalers.model import Knob, Scaler, Signal, SignalSource
+from doctor.scalers.model import Knob, Scaler, Signal, SignalSource, metric_name
 from doctor.scalers.record import ScalerRecord
 
 #: The controller's sync period (``--horizontal-pod-autoscaler-sync-period``, default 15 s).
@@ -42,15 +42,13 @@ def metric_signal(spec: Mapping[str, Any], path: str) -> Signal:
         field = {"Utilization": "averageUtilization", "AverageValue": "averageValue", "Value": "value"}.get(target_type, "value")
         number = knob(target, field, at=f"{at}.target.{field}")
     else:  # v2beta1
-        for field, target_type in (("targetAverageUtilization", "Utilization"), ("targetAverageValue", "AverageValue"),
-                                   ("targetValue", "Value")):
-            if field in section:
-                number = knob(section, field, at=f"{at}.{field}")
-                break
-        else:
-            target_type, number = "", Knob(f"{at}.target", None, explicit=False)
-    return Signal(path=path, source=_SOURCES.get(kind, SignalSource.OTHER), metric=metric if isinstance(metric, str) else None,
-                  metric_path=metric_path, target=number, target_type=target_type or None, trigger=kind or None)
+        found = next(((f, t) for f, t in (("targetAverageUtilization", "Utilization"), ("targetAverageValue", "AverageValue"),
+                                          ("targetValue", "Value")) if f in section), None)
+        target_type = found[1] if found else ""
+        number = knob(section, found[0], at=f"{at}.{found[0]}") if found else Knob(f"{at}.target", None, explicit=False)
+    name, metric_kind = metric_name(metric) if isinstance(metric, str) else (None, None)
+    return Signal(path=path, source=_SOURCES.get(kind, SignalSource.OTHER), metric=name, metric_path=metric_path,
+                  target=number, target_type=target_type or None, trigger=kind or None, metric_kind=metric_kind)
 
 
 def behavior_window(behavior: Any, direction: str, default: float, path: str) -> Knob:
@@ -82,7 +80,7 @@ def read(obj: Mapping[str, Any], source: str) -> list[Scaler]:
         status = dataclasses.replace(status, current_metrics=current)
     return [Scaler(kind="HorizontalPodAutoscaler", name=name, namespace=namespace, product=RECORD.id, source=source,
                    api_version=api_version, target=target_of(spec.get("scaleTargetRef")),
-                   floor=knob(spec, "minReplicas", 1), ceiling=knob(spec, "maxReplicas"),
+                   floor=knob(spec, "minReplicas", 1, at="spec.minReplicas"), ceiling=knob(spec, "maxReplicas", at="spec.maxReplicas"),
                    signals=signals, scale_down_s=behavior_window(behavior, "scaleDown", 300, "spec.behavior"),
                    scale_up_s=behavior_window(behavior, "scaleUp", 0, "spec.behavior"),
                    polling_s=Knob("(controller sync period)", SYNC_S, explicit=False), status=status)]

@@ -75,12 +75,12 @@ def read_http_scaled_object(obj: Mapping[str, Any], source: str) -> list[Scaler]
                         target_type="AverageValue", trigger=which)
     else:  # before the add-on's v0.8: pending requests
         signal = Signal("spec", SignalSource.CONCURRENCY, "pending requests", "spec.targetPendingRequests",
-                        target=knob(spec, "targetPendingRequests", 100), target_type="AverageValue", trigger="targetPendingRequests")
+                        target=knob(spec, "targetPendingRequests", 100, at="spec.targetPendingRequests"), target_type="AverageValue", trigger="targetPendingRequests")
     return [Scaler(kind="HTTPScaledObject", name=name, namespace=namespace, product=RECORD.id, source=source,
                    api_version=str(obj.get("apiVersion") or ""),
                    target=target_of(spec.get("scaleTargetRef")) or _http_target(spec),
-                   floor=knob(spec, "replicas.min", 0), ceiling=knob(spec, "replicas.max", 100), signals=(signal,),
-                   scale_down_s=knob(spec, "scaledownPeriod", 300), status=status_of(obj))]
+                   floor=knob(spec, "replicas.min", 0, at="spec.replicas.min"), ceiling=knob(spec, "replicas.max", 100, at="spec.replicas.max"), signals=(signal,),
+                   scale_down_s=knob(spec, "scaledownPeriod", 300, at="spec.scaledownPeriod"), status=status_of(obj))]
 
 
 def _http_target(spec: Mapping[str, Any]) -> str | None:

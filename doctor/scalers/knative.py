@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from doctor.scalers.fields import annotation, dig, knob, mapping, status_of, uses_gpu, where
+from doctor.scalers.fields import annotation, batch_limit, dig, knob, mapping, status_of, uses_gpu, where
 from doctor.scalers.model import Knob, Scaler, Signal, SignalSource, seconds
 from doctor.scalers.record import ScalerRecord
 
@@ -43,7 +43,8 @@ def bounds_and_signal(annotations: Mapping[str, Any], at: str, concurrency: Knob
             "signals": (Signal(at, source, name, metric.path, target=target,
                                target_type="Utilization" if source == SignalSource.RESOURCE else "AverageValue",
                                trigger=f"{PREFIX}metric"),),
-            "scale_down_s": Knob(delay.path, down_s, explicit=delay.explicit or window.explicit, placeholder=delay.placeholder)}
+            "scale_down_s": Knob(delay.path, down_s, explicit=delay.explicit, placeholder=delay.placeholder,
+                                 shown=f"{delay.value} + the {window.value} stable window")}
 
 
 def read(obj: Mapping[str, Any], source: str) -> list[Scaler]:
@@ -58,7 +59,8 @@ def read(obj: Mapping[str, Any], source: str) -> list[Scaler]:
     fields = bounds_and_signal(annotations, f"{prefix}metadata.annotations", concurrency)
     return [Scaler(kind=kind, name=name, namespace=namespace, product=RECORD.id, source=source,
                    api_version=str(obj.get("apiVersion") or ""), target=f"{kind}/{name}",
-                   serves="gpu" if uses_gpu(dig(template, "spec")) else None, status=status_of(obj), **fields)]
+                   serves="gpu" if uses_gpu(dig(template, "spec")) else None, status=status_of(obj),
+                   batch_limit=batch_limit(dig(template, "spec"), f"{prefix}spec"), **fields)]
 
 
 RECORD = ScalerRecord(

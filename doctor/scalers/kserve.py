@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from doctor.scalers.fields import dig, items, knob, mapping, status_of, uses_gpu, where
+from doctor.scalers.fields import batch_limit, dig, items, knob, mapping, status_of, uses_gpu, where
 from doctor.scalers.knative import bounds_and_signal
 from doctor.scalers.model import Knob, Scaler, Signal, SignalSource
 from doctor.scalers.record import ScalerRecord
@@ -75,7 +75,9 @@ def read(obj: Mapping[str, Any], source: str) -> list[Scaler]:
     fields["ceiling"] = knob(predictor, "maxReplicas", at=f"{at}.maxReplicas")
     return [Scaler(kind="InferenceService", name=name, namespace=namespace, product=RECORD.id, source=source,
                    api_version=str(obj.get("apiVersion") or ""), target=f"InferenceService/{name}",
-                   serves="gpu" if gpu else None, status=status_of(obj), notes=(f"deployment mode {mode}, autoscaler {autoscaler}",),
+                   serves="gpu" if gpu else None, status=status_of(obj),
+                   batch_limit=batch_limit({"containers": [mapping(predictor, "model"), *items(predictor, "containers")]}, at),
+                   notes=(f"deployment mode {mode}, autoscaler {autoscaler}",),
                    **fields)]
 
 

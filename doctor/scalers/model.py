@@ -32,6 +32,7 @@ class Knob:
     value: Any = None
     explicit: bool = True
     placeholder: str | None = None
+    shown: str | None = None  # how to quote a value derived from several fields ("0s + the 60s stable window")
 
     @property
     def known(self) -> bool:
@@ -45,8 +46,12 @@ class Knob:
         """``spec.minReplicaCount = 0 (default)`` / ``... = ${MIN} (unknown)``: how a finding quotes it."""
         if self.placeholder is not None:
             return f"{self.path} = {self.placeholder} (unknown until rendered)"
-        shown = "unset" if self.value is None else self.value
+        shown = self.shown or ("unset" if self.value is None else self.value)
         return f"{self.path} = {shown}" + ("" if self.explicit else " (default)")
+
+    def seconds(self) -> float | None:
+        """The value as a duration in seconds (``300``, ``"5m"``, ``"90s"``), else None."""
+        return seconds(self.value) if self.known else None
 
 
 _QUANTITY = re.compile(r"^\s*(?P<n>[+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(?P<unit>m|k|M|G|Ki|Mi|Gi)?\s*$")
@@ -75,6 +80,16 @@ def seconds(value: Any) -> float | None:
         if h or m or s:
             return int(h or 0) * 3600 + int(m or 0) * 60 + float(s or 0)
     return None
+
+
+def metric_name(name: str) -> tuple[str, str | None]:
+    """A metric name as a scaler spells it, and its kind where the spelling says: Google Managed
+    Prometheus' ``prometheus.googleapis.com|vllm:num_requests_waiting|gauge`` is
+    (``vllm:num_requests_waiting``, ``gauge``); any other name is itself, kind unknown."""
+    parts = name.split("|")
+    if len(parts) == 3 and parts[0].endswith("googleapis.com"):
+        return parts[1], parts[2].lower() or None
+    return name, None
 
 
 class SignalSource:
@@ -110,6 +125,7 @@ class Signal:
     target_type: str | None = None
     null_as_zero: Knob | None = None
     trigger: str | None = None  # the product's own word for it: "prometheus", "cpu", "Resource"
+    metric_kind: str | None = None  # "counter" or "gauge" where the name says (Managed Prometheus' ``|counter``)
 
     @property
     def where(self) -> str:
@@ -172,6 +188,7 @@ class Scaler:
     fallback: Knob | None = None
     status: ScalerStatus | None = None
     serves: str | None = None
+    batch_limit: Knob | None = None  # the engine's own --max-num-seqs where the object's pod template sets it
     notes: tuple[str, ...] = ()
 
     @property

@@ -8,6 +8,7 @@ Defaults the rules lean on (Ray's ``AutoscalingConfig``): ``min_replicas`` 1, ``
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,16 +41,29 @@ def _deployment(deployment: Mapping[str, Any], path: str, name: str, namespace: 
                   serves="gpu" if isinstance(gpus, int | float) and gpus > 0 else None)
 
 
+def _llm_config(llm: Mapping[str, Any], path: str, name: str, namespace: str | None, source: str, kind: str) -> Scaler | None:
+    """A Ray Serve LLM config (``args.llm_configs[]``): its ``deployment_config`` is the deployment's,
+    its ``engine_kwargs`` the vLLM engine's (``max_num_seqs``), and it serves on an accelerator."""
+    model = dig(llm, "model_loading_config", "model_id")
+    deployment = {**mapping(llm, "deployment_config"), "name": model if isinstance(model, str) else "llm"}
+    scaler = _deployment(deployment, f"{path}.deployment_config", name, namespace, source, kind)
+    if scaler is None:
+        return None
+    limit = knob(llm, "engine_kwargs.max_num_seqs", at=f"{path}.engine_kwargs.max_num_seqs")
+    return dataclasses.replace(scaler, serves="gpu" if llm.get("accelerator_type") else scaler.serves,
+                               batch_limit=limit if limit.explicit else None)
+
+
 def read_config(config: Mapping[str, Any], source: str, name: str, namespace: str | None, kind: str, at: str) -> list[Scaler]:
-    """Every autoscaled deployment of a Serve config (``at``: its path in the object)."""
-    found: list[Scaler] = []
+    """Every autoscaled deployment of a Serve config (``at``: its path in the object): its
+    ``deployments`` and its Ray Serve LLM ``llm_configs``."""
+    found: list[Scaler | None] = []
     for i, app in enumerate(items(config, "applications")):
-        for j, deployment in enumerate(items(app, "deployments")):
-            if isinstance(deployment, Mapping):
-                scaler = _deployment(deployment, f"{at}applications[{i}].deployments[{j}]", name, namespace, source, kind)
-                if scaler is not None:
-                    found.append(scaler)
-    return found
+        found += [_deployment(d, f"{at}applications[{i}].deployments[{j}]", name, namespace, source, kind)
+                  for j, d in enumerate(items(app, "deployments")) if isinstance(d, Mapping)]
+        found += [_llm_config(c, f"{at}applications[{i}].args.llm_configs[{j}]", name, namespace, source, kind)
+                  for j, c in enumerate(items(app, "args", "llm_configs")) if isinstance(c, Mapping)]
+    return [s for s in found if s is not None]
 
 
 def read(obj: Mapping[str, Any], source: str) -> list[Scaler]:

@@ -1,0 +1,89 @@
+"""``llm-doctor scaling`` on the real autoscaler objects of fixtures/autoscalers/ (INDEX.md gives
+each one's source and what a careful reader sees): each file's findings, by code and field, are
+held by a snapshot, and the readings the INDEX states are asserted outright."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+OBJECTS = ROOT / "fixtures" / "autoscalers"
+SNAPSHOT = OBJECTS / "findings.snap.json"
+FILES = sorted(p for p in OBJECTS.glob("*.yaml"))
+
+
+def scaling(*args: str, stdin: str | None = None) -> tuple[int, dict, str]:
+    done = subprocess.run([sys.executable, "-m", "doctor", "scaling", *args, "--json", "-"], capture_output=True, text=True,
+                          input=stdin, timeout=120, cwd=ROOT)
+    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else {}, done.stderr
+
+
+def findings_of(path: Path) -> list[str]:
+    _, doc, _ = scaling(str(path))
+    return sorted(f"{f['code']} {f['name']} @ {f['remediation']['setting']}" for f in doc.get("findings", []))
+
+
+def test_at_least_25_real_objects_of_six_products_are_read() -> None:
+    _, doc, _ = scaling(str(OBJECTS))
+    products = {s["product"] for s in doc["scalers"]}
+    assert len(doc["scalers"]) >= 25
+    assert products == {"hpa", "keda", "knative", "kserve", "aibrix", "ray-serve"}
+
+
+def test_each_real_object_is_judged_as_its_snapshot_says(request: pytest.FixtureRequest) -> None:
+    got = {p.name: findings_of(p) for p in FILES}
+    if request.config.getoption("--update-snapshots", default=False):
+        SNAPSHOT.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    assert got == json.loads(SNAPSHOT.read_text())
+
+
+@pytest.mark.parametrize(("name", "code", "setting"), [
+    ("aibrix--deepseek-r1-autoscaling.yaml", "LD605", "spec.metricsSources[0].targetValue"),  # 50 on a 0-1 gauge
+    ("aibrix--kpa.yaml", "LD604", "spec.metricsSources[0].targetMetric"),  # gpu_cache_usage_perc, gone from vLLM 0.12
+    ("gke-samples--vllm-tpu-vllm-hpa.yaml", "LD604", "spec.metrics[0].pods.metric.name"),
+    ("gke-samples--t5-torchserve-hpa.yaml", "LD603", "spec.metrics[0].pods.metric.name"),  # a |counter metric
+    ("gke-samples--keda-ollama-httpscaledobject.yaml", "LD602", "spec.replicas.min"),
+    ("llm-d-wva--keda-scaled-object-vllme.yaml", "LD602", "spec.minReplicaCount"),  # left out: KEDA's default 0
+    ("production-stack--keda-scaledobject-tutorial20.yaml", "LD604", "spec.triggers[0].metadata.ignoreNullValues"),
+    ("k8s-examples--vllm-gemma-requests-running-hpa.yaml", "LD606", "spec.behavior.scaleDown.stabilizationWindowSeconds"),
+    ("aibrix--apa-resource.yaml", "LD601", "spec.metricsSources[0].targetMetric"),
+])
+def test_a_careful_readers_finding_is_made(name: str, code: str, setting: str) -> None:
+    assert any(f.startswith(code) and f.endswith(f"@ {setting}") for f in findings_of(OBJECTS / name))
+
+
+@pytest.mark.parametrize("name", ["accelerated-platforms--hpa-vllm-openai-queue-size.yaml", "aibrix--apa.yaml",
+                                  "gke-samples--llm-multihost-gpus-vllm-hpa.yaml", "aibrix--multimetrics-apa.yaml"])
+def test_a_sound_object_has_no_finding(name: str) -> None:
+    code, doc, _ = scaling(str(OBJECTS / name))
+    assert (code, doc["findings"]) == (0, [])
+
+
+def test_the_knative_batch_limit_is_read_from_the_services_own_command_line() -> None:
+    _, doc, _ = scaling(str(OBJECTS / "gke-kueue-dws--knative-gemma3-vllm-max-num-seqs-4.yaml"))
+    unreachable = next(f for f in doc["findings"] if f["code"] == "LD605")
+    assert "runs 4 at once" in unreachable["summary"] and "96 wait" in unreachable["summary"]
+
+
+def test_a_helm_template_is_one_line_and_exit_2() -> None:
+    code, doc, stderr = scaling(str(OBJECTS / "helm-template-production-stack--scaledobject-vllm.yaml"))
+    assert code == 2 and "Traceback" not in stderr
+    assert doc["scalers"] == [] and "render it first with `helm template`" in doc["problems"][0]
+
+
+def test_the_projects_own_examples_pass_its_checks() -> None:
+    code, doc, _ = scaling(str(ROOT / "deploy"))
+    assert code == 0 and doc["findings"] == []
+    assert {(s["kind"], s["product"]) for s in doc["scalers"]} == {("HorizontalPodAutoscaler", "hpa"), ("ScaledObject", "keda")}
+
+
+def test_findings_carry_what_a_diagnosis_reports_findings_carry() -> None:
+    code, doc, _ = scaling(str(OBJECTS / "llm-d-wva--keda-scaled-object-vllme.yaml"))
+    assert code == 1
+    keys = {"code", "name", "severity", "summary", "remediation", "evidence", "symptom", "cause", "felt"}
+    assert all(keys <= set(f) for f in doc["findings"]) and {f["symptom"] for f in doc["findings"]} == {"scaling"}

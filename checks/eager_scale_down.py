@@ -36,7 +36,7 @@ from doctor.vllm_log.parsed import LogFacts
 SHIPPED_WINDOW_S = 300
 
 
-@check(code="LD606", name="eager-scale-down", symptom=SymptomClass.SCALING, cause=Cause.SCALING, aliases=("flapping",))
+@check(code="LD606", name="eager-scale-down", symptom=SymptomClass.SCALING, cause=Cause.COLD_START, aliases=("flapping",))
 def eager_scale_down(scalers: ScalingView, log_facts: LogFacts | None = None) -> Result:
     judged = scalers_of(scalers)
     start, said = startup_s(log_facts)

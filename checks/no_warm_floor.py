@@ -34,7 +34,7 @@ from doctor.scalers.model import ScalingView
 from doctor.vllm_log.parsed import LogFacts
 
 
-@check(code="LD602", name="no-warm-floor", symptom=SymptomClass.SCALING, cause=Cause.SCALING, aliases=("scale-to-zero",))
+@check(code="LD602", name="no-warm-floor", symptom=SymptomClass.SCALING, cause=Cause.COLD_START, aliases=("scale-to-zero",))
 def no_warm_floor(scalers: ScalingView, log_facts: LogFacts | None = None) -> Result:
     judged = scalers_of(scalers)
     start, said = startup_s(log_facts)

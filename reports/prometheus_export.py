@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from doctor.derive.load_summary import LoadSummary
 from doctor.derive.view_json import DistKey, Quantile
-from doctor.model import Report, Severity, Symptom
+from doctor.model import Report, Severity, Symptom, SymptomClass
 from doctor.runs.outage import unreachable_paths
 from doctor.runs.sweep_knee import SweepResult
 from reports.shared_parts import view
@@ -61,6 +61,13 @@ LOAD_FAMILIES: dict[str, str] = {
     "llm_doctor_load_achieved_requests_per_second": "Arrivals per second the client managed to send.",
     "llm_doctor_load_late_arrivals": "Arrivals sent more than 10 ms after their schedule: the client could not offer the load.",
     "llm_doctor_load_cost_per_million_output_tokens": "What a million output tokens cost at this throughput (with --gpu-hour-price).",
+}
+
+#: The autoscaler's families, only when the run read one (a ``k8s://`` diagnosis, ``watch`` of one):
+#: apart from ``FAMILIES`` for the same reason as the load families; docs/scaling.md.
+SCALING_FAMILIES: dict[str, str] = {
+    "llm_doctor_scaler_replicas": "An autoscaler's replica bounds and state (bound: min, max, current, desired), per object.",
+    "llm_doctor_scaler_finding": "1 for each scaling finding (LD6xx) of the run, by code and severity.",
 }
 
 #: A sweep's families (``sweep``): the knee, what bound it and the one setting, labelled ``by``.
@@ -101,7 +108,7 @@ class _Families:
 
     def __call__(self, name: str, *labels: str) -> Gauge:
         if name not in self.gauges:
-            text = FAMILIES.get(name) or LOAD_FAMILIES.get(name) or SWEEP_FAMILIES[name]
+            text = FAMILIES.get(name) or LOAD_FAMILIES.get(name) or SCALING_FAMILIES.get(name) or SWEEP_FAMILIES[name]
             self.gauges[name] = Gauge(name, text, [*self.run_labels, *labels], registry=self.registry)
         return self.gauges[name]
 
@@ -207,6 +214,25 @@ def _add(report: Report, gauge: _Families, run: dict[str, str]) -> None:
         if started is not None:
             gauge("llm_doctor_run_duration_seconds").labels(**run).set(max(ended - started, 0.0))
     gauge("llm_doctor_up").labels(**run).set(0 if report.verdict.symptom is Symptom.INCONCLUSIVE else 1)
+    _add_scaling(report, gauge, run)
+
+
+def _add_scaling(report: Report, gauge: _Families, run: dict[str, str]) -> None:
+    """The autoscalers the run read (their bounds and state) and its scaling findings; nothing without a scaler."""
+    scalers = (report.views.get("scalers") or {}).get("scalers") or []
+    for scaler in scalers:
+        name = f"{scaler['kind']} {scaler['namespace'] + '/' if scaler.get('namespace') else ''}{scaler['name']}"
+        status = scaler.get("status") or {}
+        bounds = {"min": (scaler.get("floor") or {}).get("value"), "max": (scaler.get("ceiling") or {}).get("value"),
+                  "current": status.get("current"), "desired": status.get("desired")}
+        for bound, value in bounds.items():
+            number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+            if number is not None:
+                gauge("llm_doctor_scaler_replicas", "object", "bound").labels(**run, object=name, bound=bound).set(number)
+    for finding in report.findings:
+        if finding.symptom is SymptomClass.SCALING:
+            gauge("llm_doctor_scaler_finding", "code", "severity").labels(**run, code=finding.code,
+                                                                            severity=finding.severity.value).set(1)
 
 
 def render_metrics(report: Report) -> str:

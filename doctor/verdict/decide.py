@@ -175,6 +175,7 @@ def _over_budget(run: _Run, user: Felt, burst: Bursts | None, first: Split, inte
     primary = remedy.primary(run.findings, dominant, remedy.SYMPTOM_CLASS[symptom])
     primary, trade = remedy.trade_off(symptom, primary, run.severe, any(f.ttft_excess > 0 for f in run.felts))
     run.reasoning += wording.primary_line(primary)
+    run.reasoning += wording.scaler_lines(remedy.scaler_context(symptom, primary, run.findings))
     run.reasoning += wording.other_classes(symptom, run.severe, run.felts)
     if trade is not None:
         run.reasoning.append(wording.trade_text(trade))

@@ -29,11 +29,14 @@ COMPONENT_CAUSES: dict[str, tuple[Cause, ...]] = {
     "decode": (Cause.BATCH_DEPTH, Cause.GPU_STATE, Cause.DECODE, Cause.FRONTEND, Cause.STRUCTURED_OUTPUT),
 }
 
-#: Causes that explain a component only when none of ``COMPONENT_CAUSES`` fired: a queue that
-#: builds under load alone (LD504, LD505) says to add capacity, while a batch limit (LD101)
-#: names the engine setting, which is the more specific change.
-FALLBACK_CAUSES: dict[str, tuple[Cause, ...]] = {
-    "queue": (Cause.QUEUE_LOAD,),
+#: Causes that explain a component only when none of ``COMPONENT_CAUSES`` fired, tried in order: a
+#: queue that builds under load alone (LD504, LD505) says to add capacity, while a batch limit
+#: (LD101) names the engine setting, which is the more specific change. Before more replicas
+#: comes the autoscaler that did not add them (its signal, its bounds, its state: LD601-LD610,
+#: risks or felt): a replica at its knee needed another, and the scaler's field is what would have
+#: brought it (docs/scaling.md).
+FALLBACK_CAUSES: dict[str, tuple[tuple[Cause, ...], ...]] = {
+    "queue": ((Cause.SCALING,), (Cause.QUEUE_LOAD,)),
 }
 
 #: The latency symptoms and the finding class of each.
@@ -71,11 +74,20 @@ def primary(findings: list[Finding], dominant: Component | None, cls: SymptomCla
     """The finding explaining the dominant component (its fallback causes next); else the most
     severe of the symptom's class."""
     if dominant is not None:
-        for causes in (COMPONENT_CAUSES.get(dominant.name, ()), FALLBACK_CAUSES.get(dominant.name, ())):
+        for causes in (COMPONENT_CAUSES.get(dominant.name, ()), *FALLBACK_CAUSES.get(dominant.name, ())):
             explaining = by_cause(findings, causes)
             if explaining is not None:
                 return explaining
     return min((f for f in findings if f.symptom is cls), key=rank, default=None)
+
+
+def scaler_context(symptom: Symptom, primary: Finding | None, findings: list[Finding]) -> list[Finding]:
+    """On a first-token verdict whose change is not the autoscaler's, the autoscaler findings (cause
+    ``scaling``, warning or above, two at most) that say why no replica came either: context beside
+    the engine's own knob (a replica below its knee gets ``max_num_seqs``), not the remediation."""
+    if symptom is not Symptom.PRE_FIRST_TOKEN or (primary is not None and primary.cause == Cause.SCALING):
+        return []
+    return sorted((f for f in findings if f.cause == Cause.SCALING and f.severity.rank >= Severity.WARNING.rank), key=rank)[:2]
 
 
 def trade_off(symptom: Symptom, primary: Finding | None, severe: list[Finding],

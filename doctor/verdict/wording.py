@@ -274,6 +274,12 @@ def other_classes(symptom: Symptom, severe: list[Finding], felts: list[Felt]) ->
     return lines
 
 
+def scaler_lines(scalers: list[Finding]) -> list[str]:
+    """The autoscaler findings beside the engine's own knob (``remedy.scaler_context``), each with its change."""
+    return [f"the autoscaler did not add a replica either: {f.code} {f.name}: {f.summary} (its own change: "
+            f"{f.remediation.setting} -> {f.remediation.suggested})" for f in scalers]
+
+
 def finding_decides(top: Finding) -> str:
     return (f"every witness is within budget, but {top.code} {top.name} ({top.severity.value}) is a "
             f"finding of the {top.symptom.value} class: it decides the verdict")

@@ -28,6 +28,7 @@ from doctor.foundation.serial import to_jsonable
 from doctor.foundation.units import counted, fmt_pct, fmt_seconds
 from doctor.model import Component, Finding, Outcome, Report, Severity
 from reports import charts, line_charts, svg_parts
+from reports.scaling_report import scaler_rows
 from reports.shared_parts import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
@@ -285,6 +286,8 @@ def render_html(report: Report, load: tuple[str, list[tuple[str, str]]] | None =
         log_fact_rows=log_fact_rows(log_facts) if log_facts else [],
         log_missing=log_missing,
         sizing_rows=sizing_rows(sizing) if sizing else [],
+        scaler_rows=scaler_rows((report.views.get("scalers") or {}).get("scalers") or []),
+        scaler_workload=(report.views.get("scalers") or {}).get("workload"),
         sizing=sizing,
         run_rows=run_rows(report),
         probe_tokens=probe_tokens(report),

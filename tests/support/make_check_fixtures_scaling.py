@@ -204,5 +204,27 @@ def cases_replicas_pending() -> None:
     _missing(name)
 
 
+def cases_slower_than_the_burst() -> None:
+    name = "slower-than-the-burst"
+    burst = metrics(("before", -0.1, {"vllm:num_requests_waiting": 0}), ("during", 10.0, {"vllm:num_requests_waiting": 6}),
+                    ("during", 30.0, {"vllm:num_requests_waiting": 14}), ("after", 40.0, {"vllm:num_requests_waiting": 2}))
+    write_case(name, "fires-a-twenty-second-burst", bundle(scaling=objects(hpa([QUEUE])), metrics=burst, log=log(STARTUP_LOG)),
+               why="The queue grew for 20 s; a replica needs 15 s of sync and 62 s of start-up.",
+               expect={"severity": "warning", "setting": "spec.minReplicas", "summary_contains": ["grew for 20 s"]})
+    long_growth = metrics(*[("during", float(t), {"vllm:num_requests_waiting": t // 10}) for t in range(10, 400, 30)],
+                          ("after", 420.0, {"vllm:num_requests_waiting": 0}))
+    write_case(name, "quiet-a-long-growth", bundle(scaling=objects(hpa([QUEUE])), metrics=long_growth, log=log(STARTUP_LOG)),
+               why="The queue grew for 360 s: a new replica could serve within it.")
+    write_case(name, "na-no-queue", bundle(scaling=objects(hpa([QUEUE])),
+                                           metrics=metrics(("before", -0.1, {"vllm:num_requests_waiting": 0}),
+                                                           ("after", 30.0, {"vllm:num_requests_waiting": 0}))),
+               why="Nothing waited over the window.")
+    still_growing = metrics(("before", -0.1, {"vllm:num_requests_waiting": 0}), ("during", 10.0, {"vllm:num_requests_waiting": 6}),
+                            ("after", 30.0, {"vllm:num_requests_waiting": 14}))
+    write_case(name, "na-still-growing", bundle(scaling=objects(hpa([QUEUE])), metrics=still_growing, log=log(STARTUP_LOG)),
+               why="The queue was still growing when the window closed: the burst's length is not known.")
+    write_case(name, "missing-no-metrics", bundle(scaling=objects(hpa([QUEUE]))), why="No metrics window.")
+
+
 if __name__ == "__main__":
     write_all(sys.modules[__name__])

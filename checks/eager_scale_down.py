@@ -53,7 +53,7 @@ def eager_scale_down(scalers: ScalingView, log_facts: LogFacts | None = None) ->
         faults.append(Fault(scaler, knob.path, f"{window:.0f} s", f"{suggested}",
                             f"replicas go after {window:.0f} s of lower load ({knob.said()}), and one needs {said} to serve again"))
     if not faults:
-        return Pass(f"{len(judged)} engine autoscaler(s), each keeping replicas at least {start:.0f} s ({said})")
+        return Pass(f"{len(judged)} engine autoscaler(s), each keeping replicas longer than a start-up ({said})")
     return scaler_fire("Replicas go faster than they come back", faults,
                        "the replica count steady through lulls shorter than a start-up",
                        evidence=[EvidenceValue("replica start-up", round(start, 1), "s", said)])

@@ -518,3 +518,32 @@ def test_analyze_with_any_config_file_answers_or_exits_2(data: bytes) -> None:
         result = CliRunner().invoke(app, ["analyze", str(bundle_path), "--config", str(config)])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     assert result.exit_code in (0, 1, 2), result.output
+
+
+# --- autoscaler objects ---------------------------------------------------------------------
+
+SCALER_LINES = (
+    "apiVersion: autoscaling/v2\n", "apiVersion: keda.sh/v1alpha1\n", "apiVersion: serving.knative.dev/v1\n",
+    "kind: HorizontalPodAutoscaler\n", "kind: ScaledObject\n", "kind: Service\n", "kind: List\nitems:\n", "kind: PodAutoscaler\n",
+    "spec:\n", "  minReplicas: 0\n", "  maxReplicas: ${MAX}\n", "  minReplicaCount: x\n", "  metrics:\n  - type: Pods\n",
+    "    pods: {metric: {name: vllm:num_requests_waiting}, target: {type: AverageValue, averageValue: 4}}\n",
+    "  triggers:\n  - type: prometheus\n    metadata: {query: 'sum(rate(x_total[1m]', threshold: '5'}\n",
+    "    annotations: {autoscaling.knative.dev/min-scale: '0'}\n", "applications:\n- deployments:\n  - autoscaling_config: {}\n",
+    "---\n", "&a [x, *a]\n", "{{ .Values.x }}\n", "- ", "  ", ": ", "[", "{",
+)
+
+
+@given(_lines_with(*SCALER_LINES))
+def test_the_scaler_reader_reads_any_text_or_says_why_not(data: bytes) -> None:
+    """Autoscaler manifests from outside: objects read into scalers, or one ManifestError, never a traceback."""
+    from doctor.scalers import read_documents
+    from doctor.scalers.manifests import ManifestError, documents
+
+    try:
+        docs = documents(data.decode("utf-8", errors="replace"), "fuzz.yaml")
+    except ManifestError:
+        return
+    view = read_documents(docs)
+    assert not any("could not be read" in p for p in view.problems), view.problems
+    for scaler in view.scalers:
+        assert scaler.label and all(s.path for s in scaler.signals)

@@ -87,3 +87,11 @@ def test_findings_carry_what_a_diagnosis_reports_findings_carry() -> None:
     assert code == 1
     keys = {"code", "name", "severity", "summary", "remediation", "evidence", "symptom", "cause", "felt"}
     assert all(keys <= set(f) for f in doc["findings"]) and {f["symptom"] for f in doc["findings"]} == {"scaling"}
+
+
+def test_the_real_vllm_startup_log_gives_the_cold_start_in_seconds() -> None:
+    """The real vLLM 0.32.0 startup log (fixtures/logs/) measures the start-up the floor and window rules quote."""
+    log = ROOT / "fixtures" / "logs" / "startup-0.32.0-cpu-default.log"
+    _, doc, _ = scaling(str(OBJECTS / "gke-samples--keda-ollama-httpscaledobject.yaml"), "--log", str(log))
+    floor = next(f for f in doc["findings"] if f["code"] == "LD602")
+    assert "at least 62 s (the startup log's engine initialisation)" in floor["summary"]

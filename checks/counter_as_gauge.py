@@ -27,8 +27,8 @@ without rate() -> sum(rate(vllm:request_success_total[2m])).
 
 from __future__ import annotations
 
-from doctor.checking.contract import Pass, Result, check
-from doctor.checklib.scaling import Fault, scaler_fire, signals_of
+from doctor.checking.contract import Result, check
+from doctor.checklib.scaling import Fault, judge_signals
 from doctor.model import Cause, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView, Signal
 from doctor.scalers.promql import read_query
@@ -56,9 +56,5 @@ def _fault(scaler: Scaler, signal: Signal) -> Fault | None:
 
 @check(code="LD603", name="counter-as-gauge", symptom=SymptomClass.SCALING, cause=Cause.SCALING)
 def counter_as_gauge(scalers: ScalingView) -> Result:
-    pairs = signals_of(scalers)
-    faults = [f for s, sig in pairs if (f := _fault(s, sig)) is not None]
-    if not faults:
-        return Pass(f"{len(pairs)} signal(s), none a raw counter")
-    return scaler_fire("An autoscaler reads a counter as a level", faults,
-                       "the signal's value falling when the load falls, and replicas going with it")
+    return judge_signals(scalers, _fault, passed="none a raw counter", title="An autoscaler reads a counter as a level",
+                         expect="the signal's value falling when the load falls, and replicas going with it")

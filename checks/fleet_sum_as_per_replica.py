@@ -24,8 +24,8 @@ ScaledObject serving/vllm: spec.triggers[0].metricType Value on sum(vllm:num_req
 
 from __future__ import annotations
 
-from doctor.checking.contract import Pass, Result, check
-from doctor.checklib.scaling import Fault, scaler_fire, signals_of
+from doctor.checking.contract import Result, check
+from doctor.checklib.scaling import Fault, judge_signals
 from doctor.model import Cause, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView, Signal
 from doctor.scalers.promql import read_query
@@ -45,9 +45,6 @@ def _fault(scaler: Scaler, signal: Signal) -> Fault | None:
 
 @check(code="LD607", name="fleet-sum-as-per-replica", symptom=SymptomClass.SCALING, cause=Cause.SCALING)
 def fleet_sum_as_per_replica(scalers: ScalingView) -> Result:
-    pairs = signals_of(scalers)
-    faults = [f for s, sig in pairs if (f := _fault(s, sig)) is not None]
-    if not faults:
-        return Pass(f"{len(pairs)} signal(s), no fleet sum compared as a Value")
-    return scaler_fire("A fleet-wide sum meets a per-replica target", faults,
-                       "replicas in proportion to the load per replica, without overshoot")
+    return judge_signals(scalers, _fault, passed="no fleet sum compared as a Value",
+                         title="A fleet-wide sum meets a per-replica target",
+                         expect="replicas in proportion to the load per replica, without overshoot")

@@ -30,9 +30,9 @@ targets 80, a fraction of at most 1 -> averageValue 0.8.
 
 from __future__ import annotations
 
-from doctor.checking.contract import Pass, Result, check
+from doctor.checking.contract import Result, check
 from doctor.checklib.engine_settings import max_num_seqs_stated
-from doctor.checklib.scaling import Fault, engine_family, scaler_fire, signals_of
+from doctor.checklib.scaling import Fault, engine_family, judge_signals
 from doctor.evidence import RunRecord
 from doctor.model import Cause, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView, Signal, SignalSource
@@ -76,12 +76,9 @@ def _fault(scaler: Scaler, signal: Signal, batch: float | None, batch_said: str)
 
 @check(code="LD605", name="unreachable-target", symptom=SymptomClass.SCALING, cause=Cause.SCALING)
 def unreachable_target(scalers: ScalingView, log_facts: LogFacts | None = None, run: RunRecord | None = None) -> Result:
-    pairs = signals_of(scalers)
     batch_setting = max_num_seqs_stated(log_facts, run)
     # a default the engine may exceed on some hardware proves nothing unreachable
     batch = float(batch_setting.value) if batch_setting is not None and not batch_setting.lower_bound else None
     said = batch_setting.source if batch_setting is not None else ""
-    faults = [f for s, sig in pairs if (f := _fault(s, sig, batch, said)) is not None]
-    if not faults:
-        return Pass(f"{len(pairs)} signal(s), each target within its metric's reach")
-    return scaler_fire("An autoscaler's target cannot be reached", faults, "the scaler adding a replica while requests wait")
+    return judge_signals(scalers, lambda s, sig: _fault(s, sig, batch, said), passed="each target within its metric's reach",
+                         title="An autoscaler's target cannot be reached", expect="the scaler adding a replica while requests wait")

@@ -9,10 +9,10 @@ field by its path in that object, and the remediation is the first fault's, with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from doctor.checking.contract import Fire, NotApplicable
+from doctor.checking.contract import Fire, NotApplicable, Pass
 from doctor.engines import RECORDS as ENGINES
 from doctor.engines.record import Retired
 from doctor.model import EvidenceValue, Remediation, Severity
@@ -61,6 +61,17 @@ def signals_of(scaling: ScalingView) -> list[tuple[Scaler, Signal]]:
     if not pairs:
         raise NotApplicable("no autoscaler signal was read")
     return pairs
+
+
+def judge_signals(scaling: ScalingView, fault: Callable[[Scaler, Signal], Fault | None], *, passed: str, title: str,
+                  expect: str) -> Fire | Pass:
+    """A rule of one signal at a time (``fault``) over every signal read: the finding naming each
+    signal at fault, or a pass counting the signals ("3 signal(s), ``passed``")."""
+    pairs = signals_of(scaling)
+    faults = [f for scaler, signal in pairs if (f := fault(scaler, signal)) is not None]
+    if not faults:
+        return Pass(f"{len(pairs)} signal(s), {passed}")
+    return scaler_fire(title, faults, expect)
 
 
 def serves_router(scaler: Scaler) -> bool:

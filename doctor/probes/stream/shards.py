@@ -151,7 +151,7 @@ async def _serve(requests: Requester, sock: socket.socket, shard: int, workers: 
             job_task.cancel()
         await asyncio.gather(*unfinished, return_exceptions=True)
         sampler.cancel()
-        link.send(("final", (requests.check.health(transport_name(), mine), list(unfinished.values()), requests.kept)))
+        link.send(("final", (requests.check.health(transport_name(), mine, requests.config.rate is None), list(unfinished.values()), requests.kept)))
         await link.close()
         for client in clients.values():
             await client.aclose()

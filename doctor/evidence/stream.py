@@ -160,8 +160,8 @@ class RequestTrace:
 def send_lag(req: RequestTrace, closed_loop: bool) -> float | None:
     """Seconds the client itself took to put ``req`` on the wire once it was due; None when unrecorded.
 
-    Two parts, both the client's: the write, from when it began on the connection (``t_connected``:
-    the connection established, or taken for reuse) to when the last byte left
+    Two parts, both the client's: the write, from the send (``t_sent``; on a new connection from
+    when it was established, ``t_connected``) to when the last byte left
     (``t_request_left``); and, in a closed loop, where the slot is the schedule, the wait from the
     slot to the send (``t_sent - t_scheduled``: the loop busy sending the others of a burst).
     Connecting and the TLS handshake are not in it: a user pays those too. In an open loop
@@ -170,7 +170,8 @@ def send_lag(req: RequestTrace, closed_loop: bool) -> float | None:
     """
     if req.t_request_left is None or req.t_sent is None:
         return None
-    began = req.t_connected if req.t_connected is not None and req.t_connected >= req.t_sent else req.t_sent
+    new = not req.connection_reused and req.t_connected is not None and req.t_connected >= req.t_sent
+    began = req.t_connected if new and req.t_connected is not None else req.t_sent
     lag = max(0.0, req.t_request_left - began)
     return lag + max(0.0, req.t_sent - req.t_scheduled) if closed_loop else lag
 

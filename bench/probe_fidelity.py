@@ -174,6 +174,7 @@ def run_one(concurrency: int, server_core: int, tmp: Path, workers: int = 1, per
         "ideal_chunks_per_s": round(concurrency * TOKENS / per_request),
         "client": evidence.client.transport,
         "client_suspect": evidence.client.suspect,
+        "client_reasons": evidence.client.reasons,
         "loop_lag_p99_ms": evidence.client.loop_lag_p99_ms,
         "stamp_clock": evidence.client.stamp_clock,
         "send_clock": evidence.client.send_clock,

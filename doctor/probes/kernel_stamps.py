@@ -100,3 +100,24 @@ def sent_stamps(sock: socket.socket) -> list[tuple[int, int]]:
                     key = count
         if stamp is not None and key is not None:
             out.append((key, stamp))
+
+
+_KEEPER: list[socket.socket] = []
+
+
+def keep_on() -> None:
+    """Turn the kernel's receive stamping on for the host before the first request, and keep it on.
+
+    The kernel stamps received packets only while some socket asks for it, and turns that on a
+    moment after the first one asks (deferred work): the first reads of a run would come without
+    a stamp. One idle UDP socket that asks, held for the process's life, makes it so from the start.
+    """
+    if _KEEPER or not supported():
+        return
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE)
+    except OSError:
+        sock.close()
+        return
+    _KEEPER.append(sock)

@@ -329,13 +329,10 @@ class _SocketTransport:
 
     def close(self) -> None:
         if not self._closing:
-            self._closing = True
-            self._stop_reading()
-            self._loop.remove_writer(self._fd)
-            self._sock.close()
-            self._protocol.connection_lost(None)
+            self._lost(None)
 
-    def _lost(self, exc: Exception) -> None:
+    def _lost(self, exc: Exception | None) -> None:
+        """Closed by us (``exc`` None) or by a socket error: the protocol hears it as asyncio's would."""
         self._closing = True
         self._stop_reading()
         self._loop.remove_writer(self._fd)

@@ -9,8 +9,10 @@ CLOCK_MONOTONIC for every process, so stamps subtract directly.
 
 - TTFT error: the probe's first-token stamp minus the server's send time of that chunk.
 - ITL error: the probe's gap minus the server's gap, for the same two consecutive tokens.
-- TTFT inflation: the TTFT the probe reports (from the scheduled send) minus the server's
-  (request read -> first token sent): the time the client took to put its request on the wire.
+- TTFT inflation: the TTFT the probe reports (``doctor.derive.stream_stats.request_stats``: from
+  the scheduled send, less the client's own send lag once the probe records when a request left)
+  minus the server's (request read -> first token sent): the client's time before its request was
+  on the wire that the probe's TTFT still counts.
 - CPU us/chunk: the client's CPU time from its first request to its end (this process and its
   worker processes, sampled every 20 ms; their start-up before the first request left out) over
   the token chunks received.
@@ -45,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from doctor.collection.collector import CollectConfig  # noqa: E402
+from doctor.derive.stream_stats import request_stats  # noqa: E402
 from doctor.evidence import ProbePath  # noqa: E402
 from doctor.foundation.clock import Clock  # noqa: E402
 from doctor.foundation.stats import quantile  # noqa: E402
@@ -154,7 +157,7 @@ def run_one(concurrency: int, server_core: int, tmp: Path, workers: int = 1, per
         chunks += len(mine)
         ttft_err.append((mine[0] - theirs[0]) / 1e6)
         itl_err += [((b - a) - (d - c)) / 1e6 for a, b, c, d in zip(mine, mine[1:], theirs, theirs[1:], strict=False)]
-        reported = t.t_first_token - t.t_scheduled
+        reported = request_stats(t, closed_loop=True).ttft or 0.0
         inflation.append((reported - (theirs[0] - sent["t_request"]) / 1e9) * 1000)
     per_request = TTFT_S + (TOKENS - 1) * ITL_S
     return {
@@ -171,7 +174,12 @@ def run_one(concurrency: int, server_core: int, tmp: Path, workers: int = 1, per
         "ideal_chunks_per_s": round(concurrency * TOKENS / per_request),
         "client": evidence.client.transport,
         "client_suspect": evidence.client.suspect,
+        "client_reasons": evidence.client.reasons,
         "loop_lag_p99_ms": evidence.client.loop_lag_p99_ms,
+        "stamp_clock": evidence.client.stamp_clock,
+        "send_clock": evidence.client.send_clock,
+        "kernel_gap_p99_ms": evidence.client.kernel_gap_p99_ms,
+        "send_p99_ms": evidence.client.send_p99_ms,
         "server_sched": server_mode,
     }
 
@@ -197,15 +205,17 @@ def main() -> None:
     tmp.mkdir(parents=True, exist_ok=True)
     rows = []
     print("| client | workers | conc | ok / sent | TTFT err p50 / p99 / max (ms) | ITL err p50 / p99 / max (ms) | "
-          "TTFT inflation p50 / p99 / max (ms) | CPU µs/chunk | chunks/s (ideal) | suspect |")
-    print("|---|---:|---:|---:|---|---|---|---:|---:|---|")
+          "TTFT inflation p50 / p99 / max (ms) | CPU µs/chunk | chunks/s (ideal) | suspect | stamps / sends | "
+          "kernel-to-loop gap p99 (ms) |")
+    print("|---|---:|---:|---:|---|---|---|---:|---:|---|---|---:|")
     for c in args.concurrency:
         row = run_one(c, args.server_core, tmp, args.workers, args.per_stream, args.diagnosis)
         row["client_sched"] = client_mode
         rows.append(row)
         print(f"| {row['client']} | {row['workers']} | {c} | {row['ok']} / {row['sent']} | {row['ttft_err_ms']} | {row['itl_err_ms']} | "
               f"{row['ttft_inflation_ms']} | {row['cpu_us_per_chunk']} | {row['chunks_per_s']} ({row['ideal_chunks_per_s']}) | "
-              f"{'yes' if row['client_suspect'] else 'no'} |", flush=True)
+              f"{'yes' if row['client_suspect'] else 'no'} | {row['stamp_clock'] or 'loop'} / {row['send_clock'] or 'loop'} | "
+              f"{row['kernel_gap_p99_ms'] if row['kernel_gap_p99_ms'] is not None else '-'} |", flush=True)
     print(f"server core {args.server_core} ({rows[0]['server_sched'] if rows else '-'}), "
           f"client cores {sorted(os.sched_getaffinity(0))} ({client_mode})")
     if args.json:

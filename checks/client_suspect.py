@@ -4,6 +4,10 @@ What it detects:
 The stream probe's self-check flagged the client: its event loop lagged, it was slow to write
 its requests, or its process used a whole core while it measured (`stream.client.suspect`, with
 the reasons it gave; a client sharded over worker processes is suspect when any worker was).
+A busy client whose every read the kernel stamped (`stream.client.stamp_clock` "kernel", plain
+HTTP on Linux) is not suspect for its lag or CPU: those delayed no stamp (they are the self-check's
+notes); it still is when the loop read later than the gap between tokens (tokens read together
+share the stamp of the last) or was slow to put its requests on the wire.
 
 Why it matters:
 A client that reads its socket late stamps tokens late and merges reads: TTFT grows, gaps
@@ -78,6 +82,9 @@ def client_suspect(
     measured = c.loop_lag_p99_ms is not None or c.cpu_percent_max is not None
     if not measured and not c.suspect:
         return NotApplicable("the probe recorded no client self-check")
+    if not c.suspect and c.stamp_clock == "kernel" and c.notes:
+        return Pass(f"the client was busy ({'; '.join(c.notes)}), but the kernel stamped every read as it arrived: "
+                    f"the loop read {c.kernel_gap_p99_ms or 0:.1f} ms after it at p99, a delay in no token stamp")
     if not c.suspect:
         return Pass(f"client event loop lag p99 {c.loop_lag_p99_ms or 0:.0f} ms; the client kept up")
     workers = max(1, len(c.shards))

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle, ProbePath, RequestTrace, StreamEvidence
-from doctor.evidence.stream import NOT_THE_TARGETS, WEDGED, awake_span, frozen_overlap
+from doctor.evidence.stream import NOT_THE_TARGETS, WEDGED, awake_span, frozen_overlap, send_lag
 from doctor.foundation.stats import quantile
 from doctor.foundation.wire import MAX_NUMBER, number
 
@@ -244,10 +244,16 @@ def stall_base(gaps: list[float]) -> float | None:
     return statistics.median(moving) if moving else None
 
 
-def request_stats(req: RequestTrace, freezes: Sequence[Sequence[float]] = ()) -> RequestStats:
-    """What one request felt, from its client timestamps (latencies count from the scheduled send),
-    less the client's own ``freezes`` (sorted, disjoint intervals; see the module docstring)."""
+def request_stats(req: RequestTrace, freezes: Sequence[Sequence[float]] = (), closed_loop: bool = False) -> RequestStats:
+    """What one request felt, from its client timestamps (latencies count from the scheduled send,
+    less the client's own send lag, ``send_lag``: ``closed_loop`` says whether the schedule was the
+    slot), less the client's own ``freezes`` (sorted, disjoint intervals; see the module docstring).
+    A request whose reads the kernel stamped keeps its freezes: the kernel stamped what arrived
+    during one at its arrival, not at the freeze's end."""
     rs = RequestStats(index=req.index, path=req.path, warmup=req.warmup, outcome=req.outcome)
+    if req.stamp_clock == "kernel":
+        freezes = ()
+    origin = req.t_scheduled + (send_lag(req, closed_loop) or 0.0)
 
     def span(start: float, end: float) -> float:
         return awake_span(freezes, start, end)
@@ -269,10 +275,10 @@ def request_stats(req: RequestTrace, freezes: Sequence[Sequence[float]] = ()) ->
         rs.client_frozen = frozen_overlap(freezes, req.t_scheduled, max(last, times[-1] if times else last))
     if not times:
         if censored and waited_until is not None:
-            rs.ttft, rs.censored = span(req.t_scheduled, waited_until), True
+            rs.ttft, rs.censored = span(origin, waited_until), True
         return rs
-    rs.ttft = span(req.t_scheduled, times[0])
-    rs.e2e = span(req.t_scheduled, times[-1])
+    rs.ttft = span(origin, times[0])
+    rs.e2e = span(origin, times[-1])
     rs.first_to_last_token = span(times[0], times[-1])
     if req.t_headers is not None:
         rs.headers_to_first_token = span(req.t_headers, times[0])
@@ -294,15 +300,16 @@ def request_stats(req: RequestTrace, freezes: Sequence[Sequence[float]] = ()) ->
 
 
 def path_stats(name: ProbePath, url: str | None, reqs: list[RequestTrace],
-               freezes: Mapping[int | None, Sequence[Sequence[float]]] | None = None) -> PathStats:
+               freezes: Mapping[int | None, Sequence[Sequence[float]]] | None = None, closed_loop: bool = False) -> PathStats:
     """Distributions over one path's measured, successful requests; failures counted apart.
-    ``freezes``: the client's freezes by ``RequestTrace.shard`` (the process that read it)."""
+    ``freezes``: the client's freezes by ``RequestTrace.shard`` (the process that read it);
+    ``closed_loop``: the schedule was the slot (``request_stats``)."""
     ps = PathStats(path=name, url=url)
     measured: list[RequestStats] = []
     warm: list[RequestStats] = []
     censored: list[RequestStats] = []  # failed, but their wait is a latency (see the module docstring)
     for req in reqs:
-        rs = request_stats(req, freezes.get(req.shard, ()) if freezes else ())
+        rs = request_stats(req, freezes.get(req.shard, ()) if freezes else (), closed_loop)
         ps.requests.append(rs)
         if rs.censored:
             censored.append(rs)
@@ -364,7 +371,7 @@ def derive_stream_stats(bundle: Bundle) -> StreamStats:
     freezes = {shard: _freezes(stream.client.freezes_of(shard)) for shard in {r.shard for r in stream.requests}}
     for name in dict.fromkeys(r.path for r in stream.requests):
         reqs = [r for r in stream.requests if r.path == name]
-        stats.paths[name] = path_stats(name, stream.shape.paths.get(name), reqs, freezes)
+        stats.paths[name] = path_stats(name, stream.shape.paths.get(name), reqs, freezes, stream.shape.rate is None)
     return stats
 
 

@@ -141,10 +141,39 @@ class RequestTrace:
     # The scheme the target's port really speaks, when the URL's was wrong ("http": https:// to a
     # plain-HTTP port; "https": http:// to a TLS port): the one line the report gives for it.
     scheme_mismatch: str | None = None
+    # Whose clock stamped the reads (``reads[].t``, so every token and ``t_headers``): "kernel"
+    # (the time the kernel received the bytes, plain HTTP on Linux), "loop" (when the event loop
+    # read them: TLS, other platforms, every bundle from before) or "mixed"; None: no read.
+    stamp_clock: str | None = None
+    # When the request's last byte left this host: the kernel's transmit stamp ("kernel" in
+    # ``send_clock``), else when the write that completed it returned ("loop"). From the due time
+    # to here, less the connection's setup, is the client's own send lag (``send_lag``), which no
+    # latency counts. None in bundles from before: latencies then count from ``t_scheduled``.
+    t_request_left: float | None = None
+    send_clock: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.outcome == "ok"
+
+
+def send_lag(req: RequestTrace, closed_loop: bool) -> float | None:
+    """Seconds the client itself took to put ``req`` on the wire once it was due; None when unrecorded.
+
+    Two parts, both the client's: the write, from the send (``t_sent``; on a new connection from
+    when it was established, ``t_connected``) to when the last byte left
+    (``t_request_left``); and, in a closed loop, where the slot is the schedule, the wait from the
+    slot to the send (``t_sent - t_scheduled``: the loop busy sending the others of a burst).
+    Connecting and the TLS handshake are not in it: a user pays those too. In an open loop
+    (``--rate``) the wait from arrival to send may be a wait for a slot, which a user would feel,
+    so only the write counts there.
+    """
+    if req.t_request_left is None or req.t_sent is None:
+        return None
+    new = not req.connection_reused and req.t_connected is not None and req.t_connected >= req.t_sent
+    began = req.t_connected if new and req.t_connected is not None else req.t_sent
+    lag = max(0.0, req.t_request_left - began)
+    return lag + max(0.0, req.t_sent - req.t_scheduled) if closed_loop else lag
 
 
 @dataclass
@@ -170,6 +199,21 @@ class ClientHealth:
     # were sharded over processes (``doctor.probes.shard``); empty for one process. Each worker
     # froze on its own: its freezes concern the requests it read, not another worker's.
     shards: list[ClientHealth] = field(default_factory=list)
+    # Whose clock stamped the run's reads, over its requests (``RequestTrace.stamp_clock``):
+    # "kernel", "loop" or "mixed"; None in bundles from before (the loop's).
+    stamp_clock: str | None = None
+    # Over the kernel-stamped reads, how much later the event loop read them than the kernel
+    # received them: the distortion the loop's clock would have put in every stamp.
+    kernel_gap_p99_ms: float | None = None
+    kernel_gap_max_ms: float | None = None
+    # CLOCK_REALTIME - CLOCK_MONOTONIC (ns), sampled once per run (per worker process): how the
+    # kernel's stamps were put on the run's clock (``doctor.foundation.clock``).
+    realtime_offset_ns: int | None = None
+    # Whose clock stamped when requests left (``RequestTrace.send_clock``), over the run's requests.
+    send_clock: str | None = None
+    # What made the client busy without distorting its stamps: the event loop's lag, its CPU, a
+    # collection, when every read was stamped by the kernel (they are reasons otherwise).
+    notes: list[str] = field(default_factory=list)
 
     def freezes_of(self, shard: int | None) -> list[list[float]]:
         """The freezes of the process that read the requests of ``shard``: that worker's own, or

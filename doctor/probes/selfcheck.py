@@ -29,9 +29,11 @@ client suspect when any one of them was: one saturated worker delays the stamps 
 
 from __future__ import annotations
 
+import array
 import asyncio
 import contextlib
 import gc
+import statistics
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
@@ -39,7 +41,7 @@ from typing import TypeVar
 import psutil
 
 from doctor.evidence import ClientHealth, RequestTrace
-from doctor.evidence.stream import frozen_overlap
+from doctor.evidence.stream import frozen_overlap, send_lag
 from doctor.foundation.clock import Clock
 from doctor.foundation.stats import quantile
 
@@ -73,6 +75,13 @@ class SelfCheck:
         self.gc_pauses_ms: list[float] = []  # collections inside a measured window (``measuring``)
         self._windows = 0  # measured windows open: the collector is off while one is
         self._gc_started = 0.0
+        #: per kernel-stamped read, seconds from the kernel's stamp to the loop's (``note_gaps``);
+        #: an array of doubles, 8 bytes a read, and no object for the collector to walk
+        self.gaps = array.array("d")
+
+    def note_gaps(self, gaps: Iterable[float]) -> None:
+        """Keep a request's kernel-to-loop gaps (``ReadLog.gaps``) for the run's distortion figure."""
+        self.gaps.extend(gaps)
 
     @contextlib.contextmanager
     def measuring(self) -> Iterator[None]:
@@ -141,42 +150,75 @@ class SelfCheck:
         freezes = [*self.freezes, (since, now)] if (now - since) * 1000 > FREEZE_MS else self.freezes
         return frozen_overlap(freezes, start, end)
 
-    def health(self, transport: str, requests: Sequence[RequestTrace] = ()) -> ClientHealth:
+    def health(self, transport: str, requests: Sequence[RequestTrace] = (), closed_loop: bool = True) -> ClientHealth:
         """The client's health over the run, with reasons when its own stamps may be late.
 
         A late stamp from an overloaded client looks exactly like a slow server; the report uses
-        this to refuse blaming the server for latency the client added. A request that took long
-        to leave the client counts too: its TTFT runs from the send, so the delay reads as server
-        time although no event-loop sample need have caught it (the loop was busy sending).
+        this to refuse blaming the server for latency the client added. When the kernel stamped
+        every read, the loop's lateness is no longer in the stamps: its lag, CPU and collections
+        are then notes, not reasons, and what is measured instead is how late the loop read what
+        the kernel had stamped (``kernel_gap_p99_ms``: the distortion the loop's clock would have
+        had). One distortion stays: a read is stamped at its LAST byte (``doctor.probes.kernel_stamps``),
+        so a loop later than the gap between two tokens reads them together and the first is
+        stamped at the second's arrival; a gap p99 over the run's median token gap is a reason.
+        A request that took long to leave the client is a reason too: latencies count from when it
+        left (``send_lag``), but the server saw the load later than the schedule.
         """
         self._read_cpu(time.perf_counter())
-        out = ClientHealth(cpu_count=psutil.cpu_count(), transport=transport)
+        out = ClientHealth(cpu_count=psutil.cpu_count(), transport=transport, realtime_offset_ns=self.clock.realtime_offset_ns)
+        out.stamp_clock = _which_clock(r.stamp_clock for r in requests)
+        out.send_clock = _which_clock(r.send_clock for r in requests)
+        kernel = out.stamp_clock == "kernel"
+        stamps = out.notes if kernel else out.reasons  # what distorts the loop's stamps, not the kernel's
         if self.lags_ms:
             lags = sorted(self.lags_ms)
             out.loop_lag_p99_ms = round(quantile(lags, 0.99), 3)
             out.loop_lag_max_ms = round(lags[-1], 3)
             if out.loop_lag_p99_ms > LAG_P99_LIMIT_MS:
-                out.reasons.append(f"event-loop lag p99 {out.loop_lag_p99_ms:.1f} ms > {LAG_P99_LIMIT_MS:g} ms: token stamps may be late")
+                stamps.append(f"event-loop lag p99 {out.loop_lag_p99_ms:.1f} ms > {LAG_P99_LIMIT_MS:g} ms: token stamps may be late")
             if out.loop_lag_max_ms > LAG_MAX_LIMIT_MS:
-                out.reasons.append(f"event-loop lag max {out.loop_lag_max_ms:.0f} ms > {LAG_MAX_LIMIT_MS:g} ms: one stall of the client itself")
-        sends = sorted((r.t_request_written - r.t_sent) * 1000 for r in requests
-                       if r.connection_reused and r.t_request_written is not None and r.t_sent is not None)
+                stamps.append(f"event-loop lag max {out.loop_lag_max_ms:.0f} ms > {LAG_MAX_LIMIT_MS:g} ms: one stall of the client itself")
+        if self.gaps:
+            gaps = sorted(self.gaps)
+            out.kernel_gap_p99_ms = round(quantile(gaps, 0.99) * 1000, 3)
+            out.kernel_gap_max_ms = round(gaps[-1] * 1000, 3)
+            pace = _median_token_gap(requests)
+            if kernel and pace is not None and out.kernel_gap_p99_ms > pace * 1000:
+                out.reasons.append(f"the loop read {out.kernel_gap_p99_ms:.1f} ms after the kernel at p99, more than the "
+                                   f"{pace * 1000:.1f} ms between tokens: tokens read together share the stamp of the last")
+        sends = sorted(lag * 1000 for lag in (send_lag(r, closed_loop) for r in requests) if lag is not None)
+        if not sends:  # a bundle's requests from before ``t_request_left``: the write on a reused connection
+            sends = sorted((r.t_request_written - r.t_sent) * 1000 for r in requests
+                           if r.connection_reused and r.t_request_written is not None and r.t_sent is not None)
         if sends:
             out.send_p99_ms = round(quantile(sends, 0.99), 3)
             if out.send_p99_ms > SEND_P99_LIMIT_MS:
-                out.reasons.append(f"writing a request took {out.send_p99_ms:.1f} ms at p99 > {SEND_P99_LIMIT_MS:g} ms: "
-                                   "TTFT includes the client's own send time")
+                out.reasons.append(f"putting a request on the wire took {out.send_p99_ms:.1f} ms at p99 > {SEND_P99_LIMIT_MS:g} ms: "
+                                   "latencies count from when it left, but the server got the load later than scheduled")
         long_gc = [ms for ms in self.gc_pauses_ms if ms > GC_PAUSE_LIMIT_MS]
         if long_gc:
-            out.reasons.append(f"garbage collection paused the client {len(long_gc)} time(s) while it measured, "
-                               f"the longest {max(long_gc):.0f} ms > {GC_PAUSE_LIMIT_MS:g} ms")
+            stamps.append(f"garbage collection paused the client {len(long_gc)} time(s) while it measured, "
+                          f"the longest {max(long_gc):.0f} ms > {GC_PAUSE_LIMIT_MS:g} ms")
         out.cpu_percent_max = round(max(self.cpu), 1) if self.cpu else None
         if out.cpu_percent_max is not None and out.cpu_percent_max >= CPU_LIMIT_PERCENT:
-            out.reasons.append(f"client CPU reached {out.cpu_percent_max:.0f} % of a core: the client was saturated")
+            stamps.append(f"client CPU reached {out.cpu_percent_max:.0f} % of a core: the client was saturated")
         out.freezes = [[round(a, 6), round(b, 6)] for a, b in longest_freezes(self.freezes)]
         out.suspect = bool(out.reasons)
         return out
 
+
+def _which_clock(clocks: Iterable[str | None]) -> str | None:
+    """"kernel" or "loop" when every request that says agrees, "mixed" when they differ, None when none says."""
+    seen = {c for c in clocks if c is not None}
+    if not seen:
+        return None
+    return seen.pop() if len(seen) == 1 else "mixed"
+
+
+def _median_token_gap(requests: Sequence[RequestTrace]) -> float | None:
+    """The median gap between consecutive token events over the run's requests: the stream's pace."""
+    gaps = [b.t - a.t for r in requests for a, b in zip(r.tokens, r.tokens[1:])]  # noqa: B905 - offset by one on purpose
+    return statistics.median(gaps) if gaps else None
 
 
 _Freeze = TypeVar("_Freeze", tuple[float, float], list[float])
@@ -196,10 +238,14 @@ def merge(shards: Sequence[ClientHealth | None], transport: str) -> ClientHealth
             for h in shards]
     out = ClientHealth(cpu_count=next((h.cpu_count for h in kept if h.cpu_count is not None), None),
                        transport=f"{transport}, sharded over {len(kept)} worker processes", shards=kept)
-    for name in ("loop_lag_p99_ms", "loop_lag_max_ms", "cpu_percent_max", "send_p99_ms"):
+    for name in ("loop_lag_p99_ms", "loop_lag_max_ms", "cpu_percent_max", "send_p99_ms", "kernel_gap_p99_ms", "kernel_gap_max_ms"):
         values = [v for v in (getattr(h, name) for h in kept) if v is not None]
         setattr(out, name, max(values) if values else None)
+    out.stamp_clock = _which_clock(h.stamp_clock for h in kept)
+    out.send_clock = _which_clock(h.send_clock for h in kept)
+    out.realtime_offset_ns = next((h.realtime_offset_ns for h in kept if h.realtime_offset_ns is not None), None)
     out.reasons = [f"client worker {i}: {reason}" for i, h in enumerate(kept) for reason in h.reasons]
+    out.notes = [f"client worker {i}: {note}" for i, h in enumerate(kept) for note in h.notes]
     out.freezes = longest_freezes(f for h in kept for f in h.freezes)
     out.suspect = any(h.suspect for h in kept)
     return out

@@ -7,15 +7,26 @@ spends on the previous pieces. At high concurrency it is worse: the task reading
 wakes up only when the loop gets to it, so a stamp taken there includes the client's own
 queueing.
 
-So the probe gives httpcore a network backend of its own, on asyncio's protocol API: the
-event loop calls ``data_received`` as soon as it has read the socket, and that is where the
-read is stamped (``perf_counter_ns``), before any task runs. ``read()`` then hands httpcore
-one socket read at a time, and records its stamp and size in the ``ReadLog`` of the request
-being served. The log is found through a context variable: httpcore performs the reads of a
-response inside the task that iterates it, so each request task sees only its own reads, on
-new and reused connections alike. This is hand-written rather than httpcore's AnyIO backend
-because no library backend exposes the arrival time of a read, and it is cheaper per read
-(no cancel scope per call), which is what lets the probe keep up at high concurrency.
+So the probe gives httpcore a network backend of its own. On plain HTTP it polls the raw socket
+(``loop.add_reader``) and reads it with ``recvmsg``, which hands over, with the bytes, the time
+the kernel received them (``doctor.probes.kernel_stamps``): a read's stamp is then when its bytes
+reached the host, whatever the event loop was doing, and the loop's own stamp, taken as the read
+returns, is kept beside it only to measure how late the loop was (``ReadLog.gaps``, which the
+self-check reports). Where the platform gives no kernel stamp, and on TLS (the record layer sits
+between the socket and the bytes; asyncio's TLS transport reads the socket itself), the read is
+stamped on asyncio's protocol API instead: the event loop calls ``data_received`` as soon as it has
+read the socket, and that is where the read is stamped (``perf_counter_ns``), before any task
+runs. Each request records which clock its reads came from (``RequestTrace.stamp_clock``).
+``read()`` hands httpcore one socket read at a time, and records its stamp and size in the
+``ReadLog`` of the request being served. The log is found through a context variable: httpcore
+performs the reads of a response inside the task that iterates it, so each request task sees
+only its own reads, on new and reused connections alike. This is hand-written rather than
+httpcore's AnyIO backend because no library backend exposes the arrival time of a read, and it
+is cheaper per read (no cancel scope per call), which is what lets the probe keep up at high
+concurrency.
+
+The send side is stamped the same way: the kernel's transmit stamp of the request's last byte
+(``ReadLog.t_left``), else the moment the write that completed it returned.
 
 httpx's ``AsyncHTTPTransport`` takes no network backend, so ``StampingTransport`` swaps in a
 connection pool built with one (the same arguments httpx passes, plus ``network_backend``).
@@ -24,6 +35,7 @@ connection pool built with one (the same arguments httpx passes, plus ``network_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import importlib.util
 import os
@@ -39,9 +51,12 @@ import httpx
 
 from doctor.evidence import ReadRecord
 from doctor.foundation.clock import Clock
+from doctor.probes import kernel_stamps
 
 #: Stop reading the socket when this much is buffered and unread (httpcore reads as it parses).
 _HIGH_WATER = 1 << 20
+#: At most this much per ``recvmsg`` (httpcore reads 64 KiB at a time; a larger buffer costs an mmap per read).
+_READ_BYTES = 1 << 16
 
 
 class ReadLog:
@@ -55,7 +70,8 @@ class ReadLog:
     that froze must not time out a server that was not silent for that long.
     """
 
-    __slots__ = ("_header_reads", "_phase_reads", "clock", "deadline", "last_t", "reads")
+    __slots__ = ("_header_reads", "_phase_reads", "clock", "deadline", "gaps", "kernel_reads", "last_t", "left_clock",
+                 "reads", "t_left")
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
@@ -64,6 +80,40 @@ class ReadLog:
         self._header_reads = 0
         self.deadline: float | None = None
         self._phase_reads = 0
+        self.kernel_reads = 0  # reads stamped by the kernel; the others by the loop
+        #: per kernel-stamped read, seconds from the kernel's stamp to the loop's: what the loop's
+        #: clock would have added to it (kept in memory for the self-check, not in the bundle)
+        self.gaps: list[float] = []
+        #: when the request's last byte left (clock seconds) and by whose clock: "kernel" (its
+        #: transmit stamp) or "loop" (the write returned); the last write's, on a request re-sent
+        self.t_left: float | None = None
+        self.left_clock: str | None = None
+
+    def record(self, kernel_ns: int | None, loop_ns: int, nbytes: int) -> None:
+        """Log one read: stamped at ``kernel_ns`` (the kernel's ``CLOCK_REALTIME``) when there is one,
+        else at ``loop_ns`` (``perf_counter_ns`` as the loop read it). A kernel stamp is never later
+        than the loop's read of the same bytes; the clamp takes out the offset's own error (~1 us)."""
+        if kernel_ns is None:
+            self.last_t = self.clock.at(loop_ns)
+        else:
+            ns = min(self.clock.from_realtime(kernel_ns), loop_ns)
+            self.last_t = self.clock.at(ns)
+            self.kernel_reads += 1
+            self.gaps.append((loop_ns - ns) / 1e9)
+        self.reads.append(ReadRecord(t=self.last_t, nbytes=nbytes, events=0))
+
+    def left(self, ns: int, kernel: bool) -> None:
+        """The request's last byte left at ``ns`` (the kernel's ``CLOCK_REALTIME`` when ``kernel``, else ``perf_counter_ns``)."""
+        self.t_left = self.clock.at(self.clock.from_realtime(ns) if kernel else ns)
+        self.left_clock = "kernel" if kernel else "loop"
+
+    def stamp_clock(self) -> str | None:
+        """Whose clock stamped this request's reads: "kernel", "loop", "mixed", or None without a read."""
+        if not self.reads:
+            return None
+        if self.kernel_reads == len(self.reads):
+            return "kernel"
+        return "loop" if self.kernel_reads == 0 else "mixed"
 
     def phase(self, deadline: float) -> None:
         """Start a phase (the response head, the next token) that must end by ``deadline``."""
@@ -107,11 +157,11 @@ _READS: contextvars.ContextVar[ReadLog | None] = contextvars.ContextVar("doctor_
 
 
 class _Protocol(asyncio.Protocol):
-    """Queues (arrival ns, bytes) per socket read; wakes the one reader waiting."""
+    """Queues (kernel ns or None, loop ns, bytes) per socket read; wakes the one reader waiting."""
 
     def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.pieces: deque[tuple[int, bytes]] = deque()
+        self.transport: asyncio.Transport | _SocketTransport | None = None
+        self.pieces: deque[tuple[int | None, int, bytes]] = deque()
         self.buffered = 0
         self.eof = False
         self.error: BaseException | None = None
@@ -123,7 +173,11 @@ class _Protocol(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        self.pieces.append((time.perf_counter_ns(), data))
+        self.received(None, time.perf_counter_ns(), data)
+
+    def received(self, kernel_ns: int | None, loop_ns: int, data: bytes) -> None:
+        """One socket read: the kernel's stamp of it (``CLOCK_REALTIME``) when there is one, the loop's."""
+        self.pieces.append((kernel_ns, loop_ns, data))
         self.buffered += len(data)
         if self.buffered > _HIGH_WATER and self.transport is not None:
             self.transport.pause_reading()
@@ -154,6 +208,146 @@ class _Protocol(asyncio.Protocol):
             self.waiter.set_result(None)
 
 
+class _SocketTransport:
+    """What ``_Stream`` needs of a transport, over a connected raw socket the loop polls, so that each
+    read is a ``recvmsg`` carrying the kernel's receive stamp (``doctor.probes.kernel_stamps``).
+
+    Hand-written because neither asyncio's transports nor uvloop's hand ancillary data over. Reads go
+    to the same ``_Protocol`` as asyncio's would (``received``), one ``recvmsg`` per readiness; writes
+    go to the socket at once, and what it does not take waits for writability (the protocol is told,
+    as asyncio tells it). The kernel's transmit stamps come back on the socket's error queue, which
+    also makes the socket readable (``EPOLLERR``): they are drained whenever a read finds no data, and
+    while a request waits for its last byte's (``expect_sent``).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: _Protocol, stamping: bool) -> None:
+        self._loop, self._sock, self._protocol = loop, sock, protocol
+        self.stamping = stamping  # the kernel stamps this socket's reads and sends (``kernel_stamps.enable``)
+        self._fd = sock.fileno()
+        self._out = bytearray()
+        self._closing = False
+        self._reading = True
+        self._written = 0  # bytes handed to the kernel since stamping began: the transmit stamps' key
+        self._expect: tuple[int, ReadLog] | None = None  # (key of the last byte written, its request's log)
+        protocol.connection_made(self)  # type: ignore[arg-type]  # the protocol keeps whichever transport feeds it
+        loop.add_reader(self._fd, self._on_readable)
+
+    def _on_readable(self) -> None:
+        if self._expect is not None:
+            self._drain_sent()
+        try:
+            data, ancillary, _, _ = self._sock.recvmsg(_READ_BYTES, kernel_stamps.ANCILLARY)
+        except (BlockingIOError, InterruptedError):
+            if self.stamping:
+                self._drain_sent()  # woken by the error queue: a send's stamp, not data
+            return
+        except OSError as exc:
+            self._lost(exc)
+            return
+        loop_ns = time.perf_counter_ns()
+        if not data:
+            self._stop_reading()
+            self._protocol.eof_received()
+            return
+        self._protocol.received(kernel_stamps.receive_stamp(ancillary), loop_ns, data)
+
+    def _drain_sent(self) -> None:
+        try:
+            stamps = kernel_stamps.sent_stamps(self._sock)
+        except OSError:
+            return  # the socket's own error: the next read reports it
+        if self._expect is not None:
+            key, log = self._expect
+            done = [ns for count, ns in stamps if count >= key]
+            if done:
+                log.left(done[0], kernel=True)
+                self._expect = None
+
+    def expect_sent(self, log: ReadLog) -> None:
+        """The write just made completed a request: its kernel transmit stamp, once it comes, is when it left."""
+        self._expect = (self._written - 1, log)
+        self._drain_sent()  # on loopback the stamp is queued by the send itself
+
+    def write(self, data: bytes) -> None:
+        if self._closing:
+            return
+        self._written += len(data)
+        if not self._out:
+            try:
+                sent = self._sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                self._lost(exc)
+                return
+            if sent == len(data):
+                return
+            data = data[sent:]
+            self._loop.add_writer(self._fd, self._on_writable)
+            self._protocol.pause_writing()
+        self._out += data
+
+    def _on_writable(self) -> None:
+        try:
+            sent = self._sock.send(self._out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(exc)
+            return
+        del self._out[:sent]
+        if not self._out:
+            self._loop.remove_writer(self._fd)
+            self._protocol.resume_writing()
+
+    def pause_reading(self) -> None:
+        self._stop_reading()
+
+    def resume_reading(self) -> None:
+        if not self._reading and not self._closing:
+            self._reading = True
+            self._loop.add_reader(self._fd, self._on_readable)
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            self._reading = False
+            self._loop.remove_reader(self._fd)
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def detach(self) -> socket.socket:
+        """Hand the socket over (to asyncio's TLS transport), stamping off: its error queue must stay
+        empty, or asyncio would be woken for it again and again."""
+        self._stop_reading()
+        self._loop.remove_writer(self._fd)
+        self._closing = True
+        with contextlib.suppress(OSError):
+            self._sock.setsockopt(socket.SOL_SOCKET, kernel_stamps.SO_TIMESTAMPING, 0)
+            kernel_stamps.sent_stamps(self._sock)
+        return self._sock
+
+    def close(self) -> None:
+        if not self._closing:
+            self._lost(None)
+
+    def _lost(self, exc: Exception | None) -> None:
+        """Closed by us (``exc`` None) or by a socket error: the protocol hears it as asyncio's would."""
+        self._closing = True
+        self._stop_reading()
+        self._loop.remove_writer(self._fd)
+        self._sock.close()
+        self._protocol.connection_lost(exc)
+
+    def get_extra_info(self, name: str) -> Any:
+        if name == "socket":
+            return self._sock
+        if name in ("sockname", "peername"):
+            with contextlib.suppress(OSError):
+                return self._sock.getsockname() if name == "sockname" else self._sock.getpeername()
+        return None
+
+
 async def _wait(fut: asyncio.Future[None], timeout: float | None, error: type[Exception]) -> None:
     """Await ``fut``, failing with ``error`` after ``timeout``; one timer, no extra task."""
     if timeout is None:
@@ -181,7 +375,7 @@ async def _wait(fut: asyncio.Future[None], timeout: float | None, error: type[Ex
 
 
 class _Stream(httpcore.AsyncNetworkStream):
-    def __init__(self, transport: asyncio.Transport, protocol: _Protocol) -> None:
+    def __init__(self, transport: asyncio.Transport | _SocketTransport, protocol: _Protocol) -> None:
         self._transport = transport
         self._protocol = protocol
         # the read timeout: one timer per connection, not one per read (``_arm``)
@@ -238,19 +432,20 @@ class _Stream(httpcore.AsyncNetworkStream):
                 if p.error is not None:
                     raise httpcore.ReadError(str(p.error))
                 return b""
-        ns, data = p.pieces.popleft()
+        kernel_ns, ns, data = p.pieces.popleft()
         if len(data) > max_bytes:  # hand over the rest later, with the same arrival time
-            p.pieces.appendleft((ns, data[max_bytes:]))
+            p.pieces.appendleft((kernel_ns, ns, data[max_bytes:]))
             data = data[:max_bytes]
         p.buffered -= len(data)
         if p.buffered <= _HIGH_WATER // 2 and not p.eof:
             self._transport.resume_reading()
         if log is not None:
-            log.last_t = log.clock.at(ns)
-            log.reads.append(ReadRecord(t=log.last_t, nbytes=len(data), events=0))
+            log.record(kernel_ns, ns, len(data))
         return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:  # h11's end of a sized body: nothing leaves, and the request's last byte already did
+            return
         p = self._protocol
         if (p.eof and p.error is not None) or self._transport.is_closing():
             raise httpcore.WriteError("the connection is closed")
@@ -261,6 +456,11 @@ class _Stream(httpcore.AsyncNetworkStream):
                 await _wait(p.drain_waiter, timeout, httpcore.WriteTimeout)
             finally:
                 p.drain_waiter = None
+        log = _READS.get()
+        if log is not None:  # the write returned: the loop's stamp of its leaving, until the kernel's comes
+            log.left(time.perf_counter_ns(), kernel=False)
+            if isinstance(self._transport, _SocketTransport) and self._transport.stamping:
+                self._transport.expect_sent(log)
 
     async def aclose(self) -> None:
         if self._timer is not None:
@@ -273,8 +473,11 @@ class _Stream(httpcore.AsyncNetworkStream):
         if self._timer is not None:  # the new stream reads with timers of its own
             self._timer.cancel()
         try:
+            plain = self._transport
+            if isinstance(plain, _SocketTransport):  # TLS reads the socket itself: asyncio's transport, the loop's stamps
+                plain = (await loop.create_connection(lambda: self._protocol, sock=plain.detach()))[0]
             transport = await asyncio.wait_for(
-                loop.start_tls(self._transport, self._protocol, ssl_context, server_hostname=server_hostname), timeout)
+                loop.start_tls(plain, self._protocol, ssl_context, server_hostname=server_hostname), timeout)
         except asyncio.TimeoutError:
             raise httpcore.ConnectTimeout(f"no TLS handshake within {timeout:g} s") from None
         except (OSError, ssl.SSLError) as exc:
@@ -288,6 +491,29 @@ class _Stream(httpcore.AsyncNetworkStream):
         return self._transport.get_extra_info(name) if name else None
 
 
+async def _connected_socket(loop: asyncio.AbstractEventLoop, host: str, port: int, local: str | None) -> socket.socket:
+    """A non-blocking TCP socket connected to ``host:port``, each address of the name in turn (as
+    ``loop.create_connection`` does, which would wrap the socket in a transport that hides the
+    kernel's stamps)."""
+    error: OSError | None = None
+    for family, kind, proto, _, address in await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            if local:
+                sock.bind((local, 0))
+            await loop.sock_connect(sock, address)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    raise error if error is not None else OSError(f"no address for {host}")
+
+
 class _StampingBackend(httpcore.AsyncNetworkBackend):
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                           local_address: str | None = None, socket_options: Any = None) -> httpcore.AsyncNetworkStream:
@@ -295,9 +521,16 @@ class _StampingBackend(httpcore.AsyncNetworkBackend):
             raise httpcore.ConnectError("OverflowError: connect(): port must be 0-65535.")  # asyncio's own words
         loop = asyncio.get_running_loop()
         local = (local_address, 0) if local_address else None
+        transport: asyncio.Transport | _SocketTransport
         try:
-            transport, protocol = await asyncio.wait_for(
-                loop.create_connection(_Protocol, host, port, local_addr=local), timeout)
+            if kernel_stamps.supported():
+                sock = await asyncio.wait_for(_connected_socket(loop, host, port, local_address), timeout)
+                protocol = _Protocol()
+                stamping = kernel_stamps.enable(sock)
+                transport = _SocketTransport(loop, sock, protocol, stamping)
+            else:
+                transport, protocol = await asyncio.wait_for(
+                    loop.create_connection(_Protocol, host, port, local_addr=local), timeout)
         except asyncio.TimeoutError:
             raise httpcore.ConnectTimeout(f"no connection within {timeout:g} s") from None
         except OSError as exc:  # socket.gaierror (DNS) is an OSError: kept as the cause

@@ -419,6 +419,17 @@ def cases_client_suspect() -> None:
         loop_lag_p99_ms=1.2, loop_lag_max_ms=3.0, cpu_percent_max=35.0, cpu_count=2, transport="httpx+h11"
     )
     write_case(name, "quiet-client-kept-up", bundle(stream=healthy), why="Loop lag p99 1.2 ms, CPU 35 %.")
+    stamped = probe()
+    stamped.shape.concurrency = 64
+    stamped.client = ClientHealth(
+        loop_lag_p99_ms=14.0, loop_lag_max_ms=31.0, cpu_percent_max=97.0, cpu_count=2, transport="httpx+h11",
+        stamp_clock="kernel", send_clock="kernel", kernel_gap_p99_ms=5.8, kernel_gap_max_ms=12.0,
+        notes=["event-loop lag p99 14.0 ms > 10 ms: token stamps may be late",
+               "client CPU reached 97 % of a core: the client was saturated"],
+    )
+    write_case(name, "quiet-busy-client-stamped-by-the-kernel", bundle(stream=stamped),
+               why="A client at 97 % of a core whose loop lagged 14 ms at p99, but whose every read the kernel "
+                   "stamped: the loop's lateness (5.8 ms at p99 after the kernel) is in no token stamp (issue 35).")
     write_case(
         name,
         "na-no-self-check",

@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 
 from doctor.evidence import EvidenceError, Scrape, StreamEvidence
 from doctor.foundation.clock import Clock
+from doctor.probes import kernel_stamps
 from doctor.probes.plan import CollectConfig
 from doctor.probes.stream.client import loop_name, run_loop, tls_context
 from doctor.probes.stream.request import request_id
@@ -91,6 +92,7 @@ def run_stream_probe(
         return None, [EvidenceError("stream", str(config.http.verify), "load the CA bundle", "tls",
                                     f"cannot use --ca-cert {config.http.verify}: {exc}", fatal=True)]
     skip_missing_sniffio_imports()
+    kernel_stamps.keep_on()  # the kernel stamps the first reads too
     probe = Run(config, clock, progress, context, discover_model, deadline_s)
     if scrapes is not None and config.wedge_bound_s > 0:
         probe.watchdog = Watchdog(scrapes, clock, config.wedge_bound_s)

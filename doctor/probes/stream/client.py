@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from doctor.probes import kernel_stamps
 from doctor.probes.plan import CollectConfig
 from doctor.probes.transport import ssl_context
 
@@ -56,7 +57,9 @@ def loop_name() -> str:
 
 def transport_name() -> str:
     """The client stack, for ``ClientHealth.transport``."""
-    return f"httpx {httpx.__version__} + h11, reads stamped in data_received, {loop_name()}"
+    stamps = "by the kernel (SO_TIMESTAMPING) on plain HTTP, in data_received on TLS" if kernel_stamps.supported() \
+        else "in data_received"
+    return f"httpx {httpx.__version__} + h11, reads stamped {stamps}, {loop_name()}"
 
 
 def tls_context(config: CollectConfig) -> ssl.SSLContext:

@@ -197,7 +197,7 @@ class Run:
                 duration_s=self.clock.now() - self.start,
                 requests=self.traces,
                 controls=self.controls,
-                client=self.check.health(transport_name(), self.traces) if self.workers == 1
+                client=self.check.health(transport_name(), self.traces, self.config.rate is None) if self.workers == 1
                 else merge(self.shard_health or [None] * self.workers, transport_name()),
                 wedge=self.watchdog.stop if self.watchdog is not None else None,
             )

@@ -29,6 +29,7 @@ import anyio
 from doctor.evidence import ProbePath, RequestTrace
 from doctor.evidence.stream import TokenEvent
 from doctor.foundation.clock import Clock
+from doctor.probes import kernel_stamps
 from doctor.probes.plan import CollectConfig
 from doctor.probes.schedule import Job
 from doctor.probes.selfcheck import SelfCheck
@@ -89,6 +90,7 @@ def serve_shard(sock: socket.socket, shard: int, workers: int, config: CollectCo
     loop; ``watched``: the parent runs the wedge watchdog, so this worker says what it has in flight."""
     worker_signals()
     skip_missing_sniffio_imports()
+    kernel_stamps.keep_on()  # the kernel stamps the first reads too
     clock = Clock(t0_ns=t0_ns, t0_wall=t0_wall)
     mine: list[RequestTrace] = []
     requests = Requester(config, clock, tls_context(config), SelfCheck(clock), mine, shares=workers)
@@ -151,7 +153,7 @@ async def _serve(requests: Requester, sock: socket.socket, shard: int, workers: 
             job_task.cancel()
         await asyncio.gather(*unfinished, return_exceptions=True)
         sampler.cancel()
-        link.send(("final", (requests.check.health(transport_name(), mine), list(unfinished.values()), requests.kept)))
+        link.send(("final", (requests.check.health(transport_name(), mine, requests.config.rate is None), list(unfinished.values()), requests.kept)))
         await link.close()
         for client in clients.values():
             await client.aclose()

@@ -132,8 +132,8 @@ def answer_from_response(prompt_id: str, route: str, doc: Any) -> Answer:
         return Answer(prompt_id, error="the answer is not a JSON object")
     choices = doc.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        message = (doc.get("error") or {}).get("message") if isinstance(doc.get("error"), dict) else None
-        return Answer(prompt_id, error=f"no choice in the answer{': ' + str(message)[:200] if message else ''}")
+        said = doc["error"].get("message") if isinstance(doc.get("error"), dict) else None
+        return Answer(prompt_id, error=f"no choice in the answer{': ' + str(said)[:200] if said else ''}")
     choice = choices[0]
     usage: dict[str, Any] = doc["usage"] if isinstance(doc.get("usage"), dict) else {}
     answer = Answer(

@@ -60,16 +60,16 @@ from doctor.settings.watch_plan import WatchPlan, build_watch_plan
 
 #: The commands that probe a target, and the verb their "nothing to ..." error uses.
 PROBING = {"diagnose": "diagnose", "demo": "diagnose", "watch": "watch", "collect": "collect", "probe": "probe",
-           "load": "load", "sweep": "sweep"}
+           "load": "load", "sweep": "sweep", "verify": "verify"}
 #: The commands that write a report (``--json``, ``--html``, ``--md``, ``--format``, ``--fail-on``).
-REPORTING = ("diagnose", "demo", "watch", "load", "sweep", "analyze")
+REPORTING = ("diagnose", "demo", "watch", "load", "sweep", "analyze", "verify")
 #: The commands that analyse what they collect, and so check ``--select``/``--ignore``/``--set`` first.
 ANALYSING = ("diagnose", "demo", "watch", "load", "sweep")
 #: The commands that export metrics (``--metrics-textfile``, ``--pushgateway``).
 EXPORTING = ("diagnose", "watch", "load", "sweep", "analyze")
 #: The report files a command checks before it probes (``watch`` writes them each round).
 CHECKED_FILES = {"diagnose": ("json", "html", "md"), "demo": ("json", "html", "md"), "analyze": ("json", "html", "md"),
-                 "load": ("json", "html"), "sweep": ("json", "html")}
+                 "load": ("json", "html"), "sweep": ("json", "html"), "verify": ("json", "md")}
 #: Where ``diagnose`` writes its report when no output is named.
 DEFAULT_REPORT = Path("llm-doctor-report.html")
 #: The files a demo always writes, under ``--out-dir`` unless a flag names the file elsewhere.
@@ -160,7 +160,7 @@ def _resolve(command: str, flags: Flags, cfg: FileConfig, *, probe: bool) -> Run
         assert run.collect is not None
         analysis = build_analyze_options(flags, cfg, run.collect.run_fields.get("region"))
         run = replace(run, analysis=analysis, registry=checked_registry(analysis))
-    if command in ("diagnose", "watch", "compare"):
+    if command in ("diagnose", "watch", "compare", "verify"):
         run = replace(run, practical=build_practical(flags, cfg))
     return run
 

@@ -94,7 +94,7 @@ class AnswersVerdict:
     scored: Scored | None = None
 
 
-def _modal(answers: list[Answer]) -> tuple[Answer, bool]:
+def modal(answers: list[Answer]) -> tuple[Answer, bool]:
     """The baseline's most common answer and whether every repeat gave it."""
     ok = [a for a in answers if a.ok]
     if not ok:
@@ -130,7 +130,7 @@ def rows_for(prompts: list[Prompt], baseline: dict[str, list[Answer]], candidate
     for prompt in prompts:
         if not baseline.get(prompt.id):
             continue
-        base, stable = _modal(baseline[prompt.id])
+        base, stable = modal(baseline[prompt.id])
         cands = candidate.get(prompt.id) or []
         cand = cands[0] if cands else None
         row = PromptRow(prompt.id, prompt.kind, base, cand, stable, score=scores.get(prompt.id))

@@ -26,7 +26,6 @@ an engine without them does), ``fail`` (HTTP 500 to every generation).
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import re
@@ -62,7 +61,8 @@ class Model:
     shift: float = 0.0
 
     def logprobs(self, prev: str) -> dict[str, float]:
-        """log p(w | prev) over the vocabulary, plus ``prev``-specific mass for words outside it."""
+        """log p(w | prev) over the vocabulary, plus ``prev``-specific mass for words outside it
+        (``prev``: the two words before, so that greedy answers do not loop within a few words)."""
         logits = {w: 4.0 * _unit("w", prev, w) + self.shift * (2 * _unit("s", prev, w) - 1) for w in VOCAB}
         top = max(logits.values())
         norm = top + math.log(sum(math.exp(v - top) for v in logits.values()) + 1.0)  # +1: the rest of the words
@@ -76,15 +76,16 @@ class Model:
 
     def generate(self, context: list[str], max_tokens: int) -> tuple[list[str], str]:
         out: list[str] = []
-        prev = context[-1] if context else ""
+        seen = list(context[-2:])
         while len(out) < max_tokens:
+            prev = " ".join(seen[-2:])
             table = self.logprobs(prev)
             word = max(table, key=lambda w: (table[w], w))
             if word == "." and len(out) < 8:  # too early to stop: the next best
                 word = max((w for w in table if w != "."), key=lambda w: (table[w], w))
             out.append(word)
-            prev = word
-            if word == "." :
+            seen.append(word)
+            if word == ".":
                 return out, "stop"
         return out, "length"
 
@@ -191,8 +192,8 @@ class AnswerServer:
 
     def _prompt_logprobs(self, context: list[str]) -> list[dict[str, dict[str, Any]] | None]:
         out: list[dict[str, dict[str, Any]] | None] = [None]
-        for prev, word in itertools.pairwise(context):
-            value, rank = self.model.logprob(prev, word)
+        for i, word in enumerate(context[1:], 1):
+            value, rank = self.model.logprob(" ".join(context[max(0, i - 2):i]), word)
             out.append({str(token_id(word)): {"logprob": value, "rank": rank, "decoded_token": word}})
         return out
 

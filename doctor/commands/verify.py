@@ -200,8 +200,9 @@ def _samples(stream: StreamEvidence | None, path: ProbePath) -> dict[str, list[f
 def _probe(settings: RunSettings, deadline: RunDeadline, **changes: Any) -> StreamEvidence | None:
     config = settings.collect
     assert config is not None
-    plan = replace(config, adaptive=False, requests=config.requests or LATENCY_REQUESTS, metrics=False, gpu=False,
-                   host=False, log=None, prometheus=None, **changes)
+    fixed = {"adaptive": False, "requests": config.requests or LATENCY_REQUESTS, "metrics": False, "gpu": False, "host": False,
+             "log": None, "prometheus": None}
+    plan = replace(config, **{**fixed, **changes})
     stream, errors = run_stream_probe(plan, Clock(), progress, deadline_s=max(deadline.left(), 1.0))
     for error in errors:
         progress(f"{error.source}: {error.message}")

@@ -105,6 +105,12 @@ def chat_text(messages: list[dict[str, Any]], continue_final: bool) -> str:
     return " ".join(parts) + ("" if continue_final else " <|assistant|>")
 
 
+class _Listener(ThreadingHTTPServer):
+    """http.server's listen backlog is 5: an eighth connection at once waits for a SYN retry (1 s)."""
+
+    request_queue_size = 128
+
+
 class AnswerServer:
     """The server: ``with AnswerServer(shift=0.05) as s: s.url``. ``ttft`` / ``itl`` pace a streamed answer."""
 
@@ -130,7 +136,7 @@ class AnswerServer:
                 server.requests.append(body)
                 server._answer(self, body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Listener(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

@@ -110,3 +110,15 @@ def test_the_latency_half_judges_the_candidate_as_compare_does(baseline):
     rows = {r["metric"]: r for r in doc["latency"]["rows"]}
     assert result.exit_code == 1 and doc["latency"]["decision"] == "FAIL" and doc["answers"] is None
     assert rows["TTFT"]["decision"] == "regression" and rows["TTFT"]["base"]["n"] == rows["TTFT"]["current"]["n"] == 6
+
+
+QUEUEING = "fixtures/bundles/realvllm-queueing.json.gz"  # a real vLLM queueing incident: TTFT p90 5 s, budget 500 ms
+
+
+@pytest.mark.parametrize("ttft, fixed, code", [(0.0, "fixed", 0), (0.8, "still there", 1)])
+def test_verify_report_says_whether_the_incident_symptom_is_gone(ttft, fixed, code):
+    with AnswerServer(ttft=ttft) as after:
+        result = verify(QUEUEING, "--candidate", after.url, "--requests", "8", "--warmup", "1")
+    assert result.exit_code == code, result.output
+    assert f"symptom: pre-first-token (LD101): TTFT p90 5.00 s -> " in result.output
+    assert f"budget 500 ms: {fixed}" in result.output

@@ -120,5 +120,5 @@ def test_verify_report_says_whether_the_incident_symptom_is_gone(ttft, fixed, co
     with AnswerServer(ttft=ttft) as after:
         result = verify(QUEUEING, "--candidate", after.url, "--requests", "8", "--warmup", "1")
     assert result.exit_code == code, result.output
-    assert f"symptom: pre-first-token (LD101): TTFT p90 5.00 s -> " in result.output
+    assert "symptom: pre-first-token (LD101): TTFT p90 5.00 s -> " in result.output
     assert f"budget 500 ms: {fixed}" in result.output

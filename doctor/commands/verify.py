@@ -38,6 +38,7 @@ from doctor.probes.http import without_credentials
 from doctor.probes.stream import run_stream_probe
 from doctor.runs.compare_runs import Practical, request_samples
 from doctor.settings import RunSettings, resolve
+from doctor.verify.answers import Answer
 from doctor.verify.gate import AnswersVerdict, decide, modal
 from doctor.verify.outcome import Endpoint, LatencyVerdict, SymptomCheck, VerifyResult, judge_latency
 from doctor.verify.prompts import Prompt, PromptFileError, builtin, parse_prompts
@@ -135,9 +136,8 @@ def _answers(settings: RunSettings, prompts: list[Prompt], recorded: Recorded | 
     targets = _targets(settings, result, recorded)
     wanted = {"baseline": 0 if recorded else repeats, "candidate": CANDIDATE_REPEATS}
 
-    def references(got: Gathered) -> dict[str, Any]:
-        base = recorded.answers if recorded else got.answers["baseline"]
-        return {pid: ref for pid, answers in base.items() if answers and (ref := modal(answers)[0]).ok}
+    def references(got: Gathered) -> dict[str, Answer]:
+        return _references(recorded.answers if recorded else got.answers["baseline"])
 
     got = gather(targets, prompts, wanted, references, config.http, deadline, progress=progress)
     if recorded:  # the recording stands in for the baseline: its answers, its scorings
@@ -153,6 +153,11 @@ def _answers(settings: RunSettings, prompts: list[Prompt], recorded: Recorded | 
     if save_answers is not None and not recorded:
         _save(save_answers, got, "baseline", targets[0])
     return decide(prompts, got.answers["baseline"], got.answers["candidate"], _scored(got))
+
+
+def _references(answers: dict[str, list[Answer]]) -> dict[str, Answer]:
+    """The answer each prompt is scored on: the baseline's most common, where it answered."""
+    return {pid: ref for pid, given in answers.items() if given and (ref := modal(given)[0]).ok}
 
 
 def _scored(got: Gathered) -> Scored:
@@ -182,10 +187,8 @@ def _record_only(settings: RunSettings, prompts: list[Prompt], url: str, repeats
     assert config is not None
     target = Target("baseline", url, model=config.model)
 
-    def references(got: Gathered) -> dict[str, Any]:
-        return {pid: ref for pid, answers in got.answers["baseline"].items() if answers and (ref := modal(answers)[0]).ok}
-
-    got = gather([target], prompts, {"baseline": repeats}, references, config.http, deadline, progress=progress)
+    got = gather([target], prompts, {"baseline": repeats}, lambda got: _references(got.answers["baseline"]), config.http,
+                 deadline, progress=progress)
     _save(path, got, "baseline", target)
     result.candidate.model, result.candidate.engine = target.model, target.engine
     result.notes.append(f"recorded {sum(len(a) for a in got.answers['baseline'].values())} answers of {url} in {path}")

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor.exit_codes import ExitCode
-from doctor.foundation.stats import quantile
 from doctor.foundation.units import fmt_seconds
-from doctor.runs.compare_runs import Comparison, Practical, Row, decision_code, judge
+from doctor.runs.compare_runs import Comparison, Practical, Row, decision_code, judge, p50_p90
 from doctor.verify.gate import AnswersVerdict, Decision
 
 #: The metrics the latency half judges: what users feel before the answer, and while it streams.
@@ -83,17 +82,12 @@ class VerifyResult:
         return ExitCode.HEALTHY
 
 
-def _p50_p90(values: list[float]) -> tuple[float | None, float | None]:
-    ordered = sorted(values)
-    return (quantile(ordered, 0.5), quantile(ordered, 0.9)) if ordered else (None, None)
-
-
 def judge_latency(baseline: dict[str, list[float]], candidate: dict[str, list[float]], practical: Practical) -> LatencyVerdict:
     """The latency half from each endpoint's per-request samples (``LATENCY_METRICS`` -> seconds)."""
     rows = []
     for metric in LATENCY_METRICS:
         b, c = baseline.get(metric, []), candidate.get(metric, [])
-        row = Row("candidate", metric, *_p50_p90(b), *_p50_p90(c), n_base=len(b), n_current=len(c))
+        row = Row("candidate", metric, *p50_p90(b), *p50_p90(c), n_base=len(b), n_current=len(c))
         judge(row, b, c, practical)
         rows.append(row)
     decision = _BY_CODE[decision_code(Comparison(rows=rows, practical=practical))]

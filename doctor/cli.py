@@ -246,10 +246,10 @@ def verify_cmd(
 
       llm-doctor verify --candidate http://vllm-stable:8000 --save-answers stable-answers.jsonl
     """
-    from doctor.commands.verify import resolve_verify, run
+    from doctor.commands.verify import run
 
     def go() -> int:
-        settings = resolve_verify({**opts, "baseline": baseline, "candidate": candidate, "baseline_answers": baseline_answers})
+        settings = resolve("verify", {**opts, "baseline": baseline, "candidate": candidate, "baseline_answers": baseline_answers})
         return run(settings, report=report, prompts_file=prompts, baseline_answers=baseline_answers, save_answers=save_answers,
                    repeats=repeats, answers=not no_answers, latency=not no_latency)
 

@@ -17,7 +17,6 @@ recording, an output file that cannot be written): one line and exit 2.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from doctor.probes.deadlines import RunDeadline
 from doctor.probes.http import without_credentials
 from doctor.probes.stream import run_stream_probe
 from doctor.runs.compare_runs import Practical, request_samples
-from doctor.settings import RunSettings, resolve
+from doctor.settings import RunSettings
 from doctor.verify.answers import Answer
 from doctor.verify.gate import AnswersVerdict, decide, modal
 from doctor.verify.outcome import Endpoint, LatencyVerdict, SymptomCheck, VerifyResult, judge_latency
@@ -54,18 +53,6 @@ LATENCY_REQUESTS = 12
 
 #: The symptom each verdict names, by the metric that shows it.
 _SYMPTOM_METRIC = {Symptom.PRE_FIRST_TOKEN: "TTFT", Symptom.INTER_TOKEN: "TPOT", Symptom.PROXY_ONLY: "TTFT"}
-
-
-def resolve_verify(flags: Mapping[str, Any]) -> RunSettings:
-    """The run's settings, with the baseline as the probe's direct path and the candidate as its other
-    (the stream probe pairs and interleaves them); the candidate alone when there is no live baseline."""
-    baseline, candidate = flags.get("baseline"), flags.get("candidate")
-    if not candidate:
-        raise UsageError("give --candidate URL (the changed stack)")
-    if baseline and flags.get("baseline_answers"):
-        raise UsageError("give --baseline or --baseline-answers, not both")
-    targets = {"engine": [baseline], "gateway": candidate} if baseline else {"engine": [candidate], "gateway": None}
-    return resolve("verify", {**flags, **targets})
 
 
 def read_prompts(path: Path | None) -> list[Prompt]:

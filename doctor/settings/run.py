@@ -114,9 +114,23 @@ def resolve(command: str, flags: Flags, file: FileConfig | None = None) -> RunSe
     ``--config`` flag's, else ``./llm-doctor.toml`` when present; ``demo`` passes an empty one, so a
     stray file never changes the lab). A bad value is a ``UsageError`` naming the flag or key."""
     cfg = load_config(flags.get("config")) if file is None else file
+    if command == "verify":
+        flags = _verify_targets(flags)
     if command == "diagnose" and not any(flags.get(key) for key in ("json", "html", "md")):
         flags = {**flags, "html": DEFAULT_REPORT}
     return _resolve(command, MappingProxyType(dict(flags)), cfg, probe=command != "demo")
+
+
+def _verify_targets(flags: Flags) -> Flags:
+    """``verify``'s endpoints as the probe plan's: the baseline as the direct path and the candidate as
+    the other, so the stream probe pairs and interleaves them; the candidate alone without a live baseline."""
+    baseline, candidate = flags.get("baseline"), flags.get("candidate")
+    if not candidate:
+        raise UsageError("give --candidate URL (the changed stack)")
+    if baseline and flags.get("baseline_answers"):
+        raise UsageError("give --baseline or --baseline-answers, not both")
+    targets = {"engine": [baseline], "gateway": candidate} if baseline else {"engine": [candidate], "gateway": None}
+    return {**flags, **targets}
 
 
 def _resolve(command: str, flags: Flags, cfg: FileConfig, *, probe: bool) -> RunSettings:

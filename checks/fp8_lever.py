@@ -37,7 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_setting, rerun
+from doctor.checklib import engine_flag, engine_setting, rerun_gated
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
@@ -106,7 +106,7 @@ def fp8_lever(
             why=(f"fp8 stores a weight or a KV element in 1 byte instead of 2: the same memory holds {gain:.1f}x the "
                  "KV tokens, so more sequences batch at once before anything queues or is preempted. fp8 changes the "
                  "model's outputs: gate the switch on an evaluation of your task (accuracy within your tolerance)."),
-            verify=rerun(f"the startup log's KV cache size near {fp8_tokens:,} tokens, and your evaluation's scores "
+            verify=rerun_gated(f"the startup log's KV cache size near {fp8_tokens:,} tokens, and your evaluation's scores "
                          "within tolerance"),
         ),
         severity=Severity.INFO,

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_setting, rerun, vllm_flag
+from doctor.checklib import engine_setting, rerun_gated, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.user_felt import UserFelt, Witness
@@ -113,7 +113,7 @@ def speculative_decoding_loss(
             why=(f"each step drafts {k or 'several'} tokens and the target model verifies them in one wider pass, "
                  f"but only {fmt_pct(rate)} are kept: the drafting and the wider step cost more than the rejected "
                  f"positions give back, and TPOT is over budget. {why_k}"),
-            verify=rerun(f"TPOT p90 under {fmt_seconds(tpot_target_s)}, and an acceptance rate at or above "
+            verify=rerun_gated(f"TPOT p90 under {fmt_seconds(tpot_target_s)}, and an acceptance rate at or above "
                          f"{fmt_pct(min_acceptance)} if drafting stays on"),
         ),
         severity=Severity.WARNING,

@@ -29,6 +29,7 @@ from doctor.commands.option_groups import (
     RUN_OPTIONS,
     TARGET_OPTIONS,
     TARGET_PANEL,
+    VERIFY_OPTIONS,
 )
 from doctor.commands.options import quiet_switches, unwrapped_help, uses
 from doctor.commands.reader_help import LOG_HELP, METRICS_HELP
@@ -217,6 +218,42 @@ def compare_cmd(
 
     flags = {"config": config, "min_change": min_change, "min_ttft_change": min_ttft_change, "min_tpot_change": min_tpot_change}
     run_guarded(lambda: run(resolve("compare", flags), base, current, allow_unlike=allow_unlike, as_json=as_json))
+
+
+@app.command("verify")
+@uses(VERIFY_OPTIONS, CONFIG_OPTION)
+def verify_cmd(
+    report: Annotated[Path | None, typer.Argument(help="The incident's report or bundle: re-probe the candidate with its request shape and budgets and say whether its symptom is gone.")] = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", help="The stable endpoint (base URL) the candidate is compared with.", rich_help_panel=TARGET_PANEL)] = None,
+    candidate: Annotated[str | None, typer.Option("--candidate", help="The changed endpoint (base URL): the canary, or the stack after the change.", rich_help_panel=TARGET_PANEL)] = None,
+    prompts: Annotated[Path | None, typer.Option("--prompts", help="The answers gate's prompts, one request body per line (JSONL; chat 'messages' or completion 'prompt'); default: the built-in set of 18.")] = None,
+    baseline_answers: Annotated[Path | None, typer.Option("--baseline-answers", help="Answers recorded earlier with --save-answers, instead of a live --baseline.")] = None,
+    save_answers: Annotated[Path | None, typer.Option("--save-answers", help="Record the baseline's answers (or the one endpoint's, without --baseline) here, for a later --baseline-answers.")] = None,
+    repeats: Annotated[int, typer.Option("--repeats", help="Times each prompt is asked of the baseline: the differences between them are the noise floor.")] = 3,
+    no_answers: Annotated[bool, typer.Option("--no-answers", help="Skip the answers gate (latency only).")] = False,
+    no_latency: Annotated[bool, typer.Option("--no-latency", help="Skip the latency half (answers only).")] = False,
+    opts: dict[str, Any] = {},  # noqa: B006
+) -> None:
+    """Whether a change kept the answers and fixed what users felt: two verdicts, PASS / FAIL / ABSTAIN, each with its reasons.
+
+    Answers: the prompts at temperature 0 with a fixed seed, the baseline asked --repeats times for its own noise floor, structural checks (empty or self-repeating answers, the share cut by length, JSON, tool calls), and where the engine scores prompts (vLLM's prompt_logprobs) the baseline's answers scored by both, compared per token against the floor. Latency: both endpoints probed at once, paired and interleaved at the same shape and concurrency, TTFT and TPOT judged as compare judges them. Exit 0 when both pass, 1 when either fails, 2 when either cannot tell. Never "safe to ship": a canary's evidence.
+
+    [bold]Examples[/]
+
+      llm-doctor verify --baseline http://vllm-stable:8000 --candidate http://vllm-fp8:8000
+
+      llm-doctor verify incident.json --candidate http://vllm:8000 --baseline-answers stable-answers.jsonl
+
+      llm-doctor verify --candidate http://vllm-stable:8000 --save-answers stable-answers.jsonl
+    """
+    from doctor.commands.verify import run
+
+    def go() -> int:
+        settings = resolve("verify", {**opts, "baseline": baseline, "candidate": candidate, "baseline_answers": baseline_answers})
+        return run(settings, report=report, prompts_file=prompts, baseline_answers=baseline_answers, save_answers=save_answers,
+                   repeats=repeats, answers=not no_answers, latency=not no_latency)
+
+    run_guarded(go)
 
 
 @app.command("probe")

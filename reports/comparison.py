@@ -157,6 +157,15 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
         say("[bold green]No regression:[/] every difference is within noise or under the practical threshold.")
 
 
+def row_json(r: Row) -> dict[str, Any]:
+    """One judged row as JSON: ``compare --json``'s rows, and ``verify``'s latency half."""
+    return {"path": r.path, "metric": r.metric, "base": {"p50": r.base_p50, "p90": r.base_p90, "n": r.n_base},
+            "current": {"p50": r.current_p50, "p90": r.current_p90, "n": r.n_current}, "p90_change": r.change,
+            "p_value": r.p_value, "exact": r.exact, "p_slower": r.slower, "beyond_noise": r.beyond_noise,
+            "shift_s": r.shift, "shift_relative": r.shift_relative, "threshold_s": r.threshold,
+            "decision": r.decision.value, "regression": r.regression, "needed_requests": r.needed}
+
+
 def comparison_json(comparison: Comparison, *, refused: bool) -> str:
     """The comparison as one JSON document (``compare --json``): what a gate reads instead of the table.
 
@@ -175,13 +184,7 @@ def comparison_json(comparison: Comparison, *, refused: bool) -> str:
         "test": {"name": "mann-whitney-u", "sided": "two", "alpha": ALPHA, "exact_up_to": EXACT_UP_TO,
                  "min_samples": SMALLEST_TESTABLE},
         "practical": {"relative": practical.relative, "ttft_s": practical.ttft_s, "tpot_s": practical.tpot_s},
-        "rows": [] if refused else [
-            {"path": r.path, "metric": r.metric, "base": {"p50": r.base_p50, "p90": r.base_p90, "n": r.n_base},
-             "current": {"p50": r.current_p50, "p90": r.current_p90, "n": r.n_current}, "p90_change": r.change,
-             "p_value": r.p_value, "exact": r.exact, "p_slower": r.slower, "beyond_noise": r.beyond_noise,
-             "shift_s": r.shift, "shift_relative": r.shift_relative, "threshold_s": r.threshold,
-             "decision": r.decision.value, "regression": r.regression, "needed_requests": r.needed}
-            for r in comparison.rows],
+        "rows": [] if refused else [row_json(r) for r in comparison.rows],
         "regressions": [] if refused else [r.label for r in comparison.regressions],
         "undecided": [] if refused else [r.label for r in comparison.undecided],
     }

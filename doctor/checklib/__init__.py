@@ -36,6 +36,7 @@ its remediation mean the same thing as every other check's:
   and ``per_token`` (one request's TTFT and TPOT, for twins no derived view holds),
   ``generated_within`` (what the engine's generation counter did during a stream's silence).
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
+  ``rerun_gated`` (the same plus the ``llm-doctor verify`` eval gate, for a change of numerics),
   ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag: the ``engine`` view a check declares tells
   which, ``engine_of`` applies its rule to what a caller holds;
@@ -92,7 +93,15 @@ from doctor.checklib.kv_arithmetic import (
     tokens_per_request,
 )
 from doctor.checklib.paths import PathPair, engine_path, measured_pair, ttft_wait
-from doctor.checklib.remediation import ENGINE_FLAGS, add_capacity, engine_flag, rerun, unidentified_setting, vllm_flag
+from doctor.checklib.remediation import (
+    ENGINE_FLAGS,
+    add_capacity,
+    engine_flag,
+    rerun,
+    rerun_gated,
+    unidentified_setting,
+    vllm_flag,
+)
 from doctor.checklib.response_start_advice import response_start_remediation
 from doctor.checklib.structured import ConstrainedRun, constrained_run, generated_within, per_token, request_ttft
 from doctor.checklib.upstream_advice import QUEUEING_CAPS, cap_remediation, retry_remediation
@@ -152,6 +161,7 @@ __all__ = [
     "prompt_tokens_around",
     "request_ttft",
     "rerun",
+    "rerun_gated",
     "response_start_remediation",
     "retry_remediation",
     "sequences_that_fit",

@@ -74,6 +74,16 @@ def rerun(expect: str) -> str:
     return f"{RERUN_INSTRUCTION}; expect {expect}"
 
 
+#: The eval gate a change of numerics is verified with: the stable and the changed stack side by side.
+ANSWERS_GATE = "llm-doctor verify --baseline http://STABLE:8000 --candidate http://CHANGED:8000"
+
+
+def rerun_gated(expect: str) -> str:
+    """The verify text of a remediation that changes the model's numerics (fp8, speculative decoding,
+    a quantised or swapped model): the rerun, then the eval gate that says the answers kept."""
+    return f"{rerun(expect)}; and gate the answers with `{ANSWERS_GATE}` (exit 0: answers and latency both pass)"
+
+
 def add_capacity(why: str, verify: str) -> Remediation:
     """The capacity remediation queue-bound checks share: more replicas, or less offered load.
 

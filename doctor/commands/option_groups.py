@@ -100,3 +100,9 @@ LOAD_TARGET_OPTIONS = [o for o in TARGET_OPTIONS if o.name not in ("prompt_token
     opt(int | None, None, "--gpus", help="GPUs serving the target, for --gpu-hour-price (default 1).", rich_help_panel=LOAD_PANEL),
 ]
 LOAD_ANALYSIS_OPTIONS = [o for o in ANALYSIS_OPTIONS if o.name != "md"]
+#: ``verify``: the request shape, deadlines and credentials of ``diagnose`` (the stream probe and the
+#: gate's requests both use them), the budgets a ``verify REPORT`` falls back on, and its outputs.
+VERIFY_OPTIONS = [o for o in TARGET_OPTIONS if o.name in (
+    "route", "model", "prompt_tokens", "max_tokens", "concurrency", "requests", "warmup", "stall_timeout", "deadline",
+    "api_key_env", "api_key_file", "ca_cert", "insecure", "header")] + [
+    o for o in ANALYSIS_OPTIONS if o.name in ("ttft_budget", "tpot_budget", "json", "md", "format")]

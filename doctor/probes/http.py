@@ -161,11 +161,25 @@ def bounded_get(
     ``_Watchdog`` shuts the connection at the deadline while the headers are still coming.
     Raises ``DeadlineExceeded``, ``BodyTooLarge`` or an ``httpx.HTTPError``.
     """
+    return bounded_request(client, "GET", url, deadline_s=deadline_s, params=params, max_bytes=max_bytes)
+
+
+def bounded_request(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    *,
+    deadline_s: float,
+    params: Mapping[str, str] | None = None,
+    json_body: Any = None,
+    max_bytes: int = MAX_BODY_BYTES,
+) -> tuple[httpx.Response, str]:
+    """``bounded_get`` for any method, with an optional JSON body: the eval gate's whole (unstreamed) answers."""
     end = time.monotonic() + deadline_s
     late = DeadlineExceeded(f"no complete answer within {deadline_s:g} s")
     with _Watchdog(deadline_s) as watchdog:
         try:
-            with client.stream("GET", url, params=params, extensions={"trace": watchdog.trace}) as response:
+            with client.stream(method, url, params=params, json=json_body, extensions={"trace": watchdog.trace}) as response:
                 chunks: list[bytes] = []
                 size = 0
                 for chunk in response.iter_bytes():

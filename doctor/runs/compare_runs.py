@@ -289,7 +289,8 @@ def request_samples(report: Report, path: str, metric: str) -> list[float]:
     return _request_samples(_measured(report, path)[0], metric)
 
 
-def _p50_p90(values: list[float]) -> tuple[float | None, float | None]:
+def p50_p90(values: list[float]) -> tuple[float | None, float | None]:
+    """The median and 90th percentile a row shows (None, None without values)."""
     vals = sorted(values)
     return (quantile(vals, 0.5), quantile(vals, 0.9)) if vals else (None, None)
 
@@ -309,7 +310,7 @@ def compare_reports(base: Report, current: Report, practical: Practical | None =
         for metric in METRICS:
             b_tested, c_tested = _request_samples(b_reqs, metric), _request_samples(c_reqs, metric)
             b_shown, c_shown = (b_gaps, c_gaps) if metric == "ITL" else (b_tested, c_tested)
-            row = Row(path, metric, *_p50_p90(b_shown), *_p50_p90(c_shown), n_base=len(b_tested), n_current=len(c_tested))
+            row = Row(path, metric, *p50_p90(b_shown), *p50_p90(c_shown), n_base=len(b_tested), n_current=len(c_tested))
             judge(row, b_tested, c_tested, comparison.practical)
             comparison.rows.append(row)
     return comparison

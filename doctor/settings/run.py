@@ -60,16 +60,16 @@ from doctor.settings.watch_plan import WatchPlan, build_watch_plan
 
 #: The commands that probe a target, and the verb their "nothing to ..." error uses.
 PROBING = {"diagnose": "diagnose", "demo": "diagnose", "watch": "watch", "collect": "collect", "probe": "probe",
-           "load": "load", "sweep": "sweep"}
+           "load": "load", "sweep": "sweep", "verify": "verify"}
 #: The commands that write a report (``--json``, ``--html``, ``--md``, ``--format``, ``--fail-on``).
-REPORTING = ("diagnose", "demo", "watch", "load", "sweep", "analyze")
+REPORTING = ("diagnose", "demo", "watch", "load", "sweep", "analyze", "verify")
 #: The commands that analyse what they collect, and so check ``--select``/``--ignore``/``--set`` first.
 ANALYSING = ("diagnose", "demo", "watch", "load", "sweep")
 #: The commands that export metrics (``--metrics-textfile``, ``--pushgateway``).
 EXPORTING = ("diagnose", "watch", "load", "sweep", "analyze")
 #: The report files a command checks before it probes (``watch`` writes them each round).
 CHECKED_FILES = {"diagnose": ("json", "html", "md"), "demo": ("json", "html", "md"), "analyze": ("json", "html", "md"),
-                 "load": ("json", "html"), "sweep": ("json", "html")}
+                 "load": ("json", "html"), "sweep": ("json", "html"), "verify": ("json", "md")}
 #: Where ``diagnose`` writes its report when no output is named.
 DEFAULT_REPORT = Path("llm-doctor-report.html")
 #: The files a demo always writes, under ``--out-dir`` unless a flag names the file elsewhere.
@@ -114,9 +114,23 @@ def resolve(command: str, flags: Flags, file: FileConfig | None = None) -> RunSe
     ``--config`` flag's, else ``./llm-doctor.toml`` when present; ``demo`` passes an empty one, so a
     stray file never changes the lab). A bad value is a ``UsageError`` naming the flag or key."""
     cfg = load_config(flags.get("config")) if file is None else file
+    if command == "verify":
+        flags = _verify_targets(flags)
     if command == "diagnose" and not any(flags.get(key) for key in ("json", "html", "md")):
         flags = {**flags, "html": DEFAULT_REPORT}
     return _resolve(command, MappingProxyType(dict(flags)), cfg, probe=command != "demo")
+
+
+def _verify_targets(flags: Flags) -> Flags:
+    """``verify``'s endpoints as the probe plan's: the baseline as the direct path and the candidate as
+    the other, so the stream probe pairs and interleaves them; the candidate alone without a live baseline."""
+    baseline, candidate = flags.get("baseline"), flags.get("candidate")
+    if not candidate:
+        raise UsageError("give --candidate URL (the changed stack)")
+    if baseline and flags.get("baseline_answers"):
+        raise UsageError("give --baseline or --baseline-answers, not both")
+    targets = {"engine": [baseline], "gateway": candidate} if baseline else {"engine": [candidate], "gateway": None}
+    return {**flags, **targets}
 
 
 def _resolve(command: str, flags: Flags, cfg: FileConfig, *, probe: bool) -> RunSettings:
@@ -160,7 +174,7 @@ def _resolve(command: str, flags: Flags, cfg: FileConfig, *, probe: bool) -> Run
         assert run.collect is not None
         analysis = build_analyze_options(flags, cfg, run.collect.run_fields.get("region"))
         run = replace(run, analysis=analysis, registry=checked_registry(analysis))
-    if command in ("diagnose", "watch", "compare"):
+    if command in ("diagnose", "watch", "compare", "verify"):
         run = replace(run, practical=build_practical(flags, cfg))
     return run
 

@@ -547,3 +547,40 @@ def test_the_scaler_reader_reads_any_text_or_says_why_not(data: bytes) -> None:
     assert not any("could not be read" in p for p in view.problems), view.problems
     for scaler in view.scalers:
         assert scaler.label and all(s.path for s in scaler.signals)
+
+
+# -- the eval gate: prompts files, recorded answers, answers and prompt log-probabilities ------------
+
+_ANSWER_SHAPES = st.one_of(
+    json_values,
+    st.fixed_dictionaries({"model": json_values, "usage": json_values, "prompt_logprobs": json_values, "choices": st.lists(
+        st.fixed_dictionaries({"text": json_values, "finish_reason": json_values, "prompt_logprobs": json_values,
+                               "message": st.one_of(json_values, st.fixed_dictionaries(
+                                   {"content": json_values, "tool_calls": st.lists(st.one_of(json_values, st.fixed_dictionaries(
+                                       {"function": st.fixed_dictionaries({"name": json_values, "arguments": json_values})})))}))}),
+        max_size=2)}),
+)
+
+
+@given(_ANSWER_SHAPES, st.sampled_from(["chat", "completions"]), st.integers(0, 5))
+def test_answers_and_prompt_logprobs_are_read_or_refused(doc, route, tokens) -> None:
+    from doctor.probes.answers import reference_scores
+    from doctor.verify.answers import answer_from_response
+
+    answer = answer_from_response("p", route, doc)
+    assert isinstance(answer.text, str) and (answer.ok or answer.error)
+    assert isinstance((answer.json_valid(), answer.tools(), answer.repeating), tuple)  # each must not raise
+    scores = reference_scores(doc, route, tokens or 1)
+    assert scores is None or len(scores.tokens) == len(scores.logprobs)
+
+
+@given(st.lists(st.one_of(json_values.map(json.dumps), wire_text), max_size=4))
+def test_prompts_and_recorded_answers_files_are_read_or_named(lines) -> None:
+    from doctor.verify.prompts import PromptFileError, parse_prompts
+    from doctor.verify.record import load
+
+    text = "\n".join(lines)
+    with contextlib.suppress(PromptFileError):
+        assert parse_prompts(text, "f.jsonl")
+    with contextlib.suppress(ValueError):
+        load(text, "a.jsonl")

@@ -142,6 +142,8 @@ RULES = [
     ("doctor.engines", ("doctor.vllm_log", "doctor.vllm_metrics", "doctor.engine_readers", "doctor.probes",
                         "doctor.derive", "doctor.checklib"), set()),
     ("doctor.lab", ("doctor.cli", "doctor.commands", "reports"), set()),
+    # the eval gate's rules are as pure as the checks: its requests are a probe's
+    ("doctor.verify", ("doctor.probes", "doctor.collection", "doctor.lab", "doctor.commands", "doctor.cli"), set()),
 ]
 
 

@@ -26,6 +26,7 @@ def test_wheel_contents(tmp_path):
     assert "reports/templates/report.html.j2" in names
     assert "reports/schema/report.schema.json" in names
     assert "doctor/py.typed" in names
+    assert "doctor/verify/prompts.jsonl" in names  # the eval gate's built-in prompts
     assert not any(n.startswith(("tests/", "fixtures/", "bench/")) for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "llm-doctor = doctor.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -1,0 +1,234 @@
+"""``llm-doctor verify``: whether a changed stack fixed what users felt and still answers as the stable one.
+
+Two live endpoints (``--baseline`` the stable, ``--candidate`` the canary or the "after"), or a
+saved incident (``verify REPORT --candidate URL``) whose own request shape and budgets are
+re-probed on the candidate. Two halves, each PASS / FAIL / ABSTAIN with reasons:
+
+- answers (``doctor.verify``): the prompts asked of both (``doctor.probes.answers``), the
+  baseline ``--repeats`` times for its floor, the candidate twice (its own determinism), the
+  baseline's answers scored by both where the engine can;
+- latency: the stream probe over both at once, the baseline as the direct path and the candidate
+  as the other, so their requests are paired and interleaved at the same shape and concurrency
+  (``doctor.probes.schedule``), then judged by ``compare``'s rule.
+
+Everything the user gives is checked before the first request (a bad prompts line, an unreadable
+recording, an output file that cannot be written): one line and exit 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from doctor.commands.analyze import reanalyse
+from doctor.commands.emit import deliver
+from doctor.derive.stream_stats import request_stats
+from doctor.evidence import ProbePath, StreamEvidence
+from doctor.exit_codes import ExitCode
+from doctor.foundation.clock import Clock
+from doctor.foundation.console import progress
+from doctor.foundation.errors import UsageError
+from doctor.foundation.stats import quantile
+from doctor.model import Report, Symptom
+from doctor.probes.answers import Gathered, Target, gather
+from doctor.probes.deadlines import RunDeadline
+from doctor.probes.http import without_credentials
+from doctor.probes.stream import run_stream_probe
+from doctor.runs.compare_runs import Practical, request_samples
+from doctor.settings import RunSettings
+from doctor.verify.answers import Answer
+from doctor.verify.gate import AnswersVerdict, decide, modal
+from doctor.verify.outcome import Endpoint, LatencyVerdict, SymptomCheck, VerifyResult, judge_latency
+from doctor.verify.prompts import Prompt, PromptFileError, builtin, parse_prompts
+from doctor.verify.record import Recorded, dump, load
+from doctor.verify.scoring import Scored, pooled, score
+from reports.verify_report import print_verify, verify_json, verify_markdown
+
+#: The candidate's repeats: two show whether it honours the seed, at the cost of one more answer per prompt.
+CANDIDATE_REPEATS = 2
+#: Measured requests per endpoint of the latency half when --requests is not given: testable by the
+#: U test with room (4 a side is the least) and a few seconds on a CPU engine.
+LATENCY_REQUESTS = 12
+
+#: The symptom each verdict names, by the metric that shows it.
+_SYMPTOM_METRIC = {Symptom.PRE_FIRST_TOKEN: "TTFT", Symptom.INTER_TOKEN: "TPOT", Symptom.PROXY_ONLY: "TTFT"}
+
+
+def read_prompts(path: Path | None) -> list[Prompt]:
+    """The built-in set, or the file's; a bad line is a ``UsageError`` naming it (before any request)."""
+    if path is None:
+        return builtin()
+    try:
+        return parse_prompts(path.read_text(encoding="utf-8"), str(path))
+    except OSError as exc:
+        raise UsageError(f"--prompts {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--prompts {path}: not UTF-8 text") from None
+    except PromptFileError as exc:
+        raise UsageError(f"--prompts {exc}") from None
+
+
+def read_recording(path: Path) -> Recorded:
+    try:
+        return load(path.read_text(encoding="utf-8"), str(path))
+    except OSError as exc:
+        raise UsageError(f"--baseline-answers {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"--baseline-answers {exc}") from None
+
+
+def run(settings: RunSettings, *, report: Path | None, prompts_file: Path | None, baseline_answers: Path | None,
+        save_answers: Path | None, repeats: int, answers: bool, latency: bool) -> ExitCode:
+    """Check every input, ask both endpoints, print and write the verdicts; the exit code of ``VerifyResult``."""
+    assert settings.collect is not None
+    config = settings.collect
+    if repeats < 2:
+        raise UsageError("--repeats must be at least 2: the baseline's floor is the difference between its repeats")
+    prompts = read_prompts(prompts_file) if answers else []
+    recorded = read_recording(baseline_answers) if baseline_answers else None
+    incident = reanalyse(report, settings, None)[0] if report is not None else None
+    live_baseline = config.gateway is not None
+    cand_url = config.gateway if live_baseline else config.engine
+    assert cand_url is not None
+    result = VerifyResult(
+        baseline=Endpoint("baseline", without_credentials(config.engine), None) if live_baseline and config.engine else
+        Endpoint("baseline", None, recorded.model, recorded.engine, str(baseline_answers)) if recorded else None,
+        candidate=Endpoint("candidate", without_credentials(cand_url)))
+    deadline = RunDeadline(config.deadline_s)
+    if answers and (live_baseline or recorded):
+        result.answers = _answers(settings, prompts, recorded, result, repeats, deadline, save_answers)
+    elif answers and save_answers is not None:  # record the one endpoint given, for a later --baseline-answers
+        _record_only(settings, prompts, cand_url, repeats, deadline, save_answers, result)
+    elif answers:
+        result.notes.append("answers not compared: give --baseline URL or --baseline-answers FILE")
+    if incident is not None:
+        result.symptom = _symptom(settings, incident, cand_url, deadline)
+    elif latency and live_baseline:
+        result.latency = _latency(settings, deadline)
+    return _emit(settings, result)
+
+
+def _targets(settings: RunSettings, result: VerifyResult, recorded: Recorded | None) -> list[Target]:
+    config = settings.collect
+    assert config is not None
+    cand = Target("candidate", config.gateway or config.engine or "", model=config.model)
+    return [cand] if recorded else [Target("baseline", config.engine or "", model=config.model), cand]
+
+
+def _answers(settings: RunSettings, prompts: list[Prompt], recorded: Recorded | None, result: VerifyResult, repeats: int,
+             deadline: RunDeadline, save_answers: Path | None) -> AnswersVerdict:
+    config = settings.collect
+    assert config is not None
+    targets = _targets(settings, result, recorded)
+    wanted = {"baseline": 0 if recorded else repeats, "candidate": CANDIDATE_REPEATS}
+
+    def references(got: Gathered) -> dict[str, Answer]:
+        return _references(recorded.answers if recorded else got.answers["baseline"])
+
+    got = gather(targets, prompts, wanted, references, config.http, deadline, progress=progress)
+    if recorded:  # the recording stands in for the baseline: its answers, its scorings
+        got.answers["baseline"], got.scores["baseline"] = recorded.answers, recorded.scores
+        if recorded.unavailable:
+            got.unavailable.setdefault("baseline", recorded.unavailable)
+    for target in targets:
+        side = result.candidate if target.role == "candidate" else result.baseline
+        if side is not None:
+            side.model, side.engine = target.model, target.engine
+        if target.error:
+            result.notes.append(target.error)
+    if save_answers is not None and not recorded:
+        _save(save_answers, got, "baseline", targets[0])
+    return decide(prompts, got.answers["baseline"], got.answers["candidate"], _scored(got))
+
+
+def _references(answers: dict[str, list[Answer]]) -> dict[str, Answer]:
+    """The answer each prompt is scored on: the baseline's most common, where it answered."""
+    return {pid: ref for pid, given in answers.items() if given and (ref := modal(given)[0]).ok}
+
+
+def _scored(got: Gathered) -> Scored:
+    """The teacher-forced pool: each prompt the baseline scored, against the candidate's one scoring."""
+    base, cand = got.scores.get("baseline", {}), got.scores.get("candidate", {})
+    rows = [score(pid, scorings, cand[pid][0] if cand.get(pid) else None) for pid, scorings in base.items() if scorings]
+    scored = pooled(rows)
+    why = got.unavailable.get("candidate") or got.unavailable.get("baseline")
+    if why and not scored.tokens:
+        scored.unavailable = why
+    return scored
+
+
+def _save(path: Path, got: Gathered, role: str, target: Target) -> None:
+    recorded = Recorded(got.answers[role], got.scores.get(role, {}), target.model, target.engine, got.unavailable.get(role))
+    try:
+        path.write_text(dump(recorded), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--save-answers {path}: {exc.strerror or exc}") from None
+    progress(f"wrote {path}")
+
+
+def _record_only(settings: RunSettings, prompts: list[Prompt], url: str, repeats: int, deadline: RunDeadline,
+                 path: Path, result: VerifyResult) -> None:
+    """``--save-answers`` with one endpoint: its answers and scorings, recorded as a future baseline."""
+    config = settings.collect
+    assert config is not None
+    target = Target("baseline", url, model=config.model)
+
+    got = gather([target], prompts, {"baseline": repeats}, lambda got: _references(got.answers["baseline"]), config.http,
+                 deadline, progress=progress)
+    _save(path, got, "baseline", target)
+    result.candidate.model, result.candidate.engine = target.model, target.engine
+    result.notes.append(f"recorded {sum(len(a) for a in got.answers['baseline'].values())} answers of {url} in {path}")
+
+
+def _samples(stream: StreamEvidence | None, path: ProbePath) -> dict[str, list[float]]:
+    """TTFT and TPOT of each measured, answered request of ``path``, as ``stream_stats`` counts them."""
+    stats = [request_stats(t) for t in (stream.requests if stream else []) if t.path == path and not t.warmup and t.ok]
+    return {"TTFT": [s.ttft for s in stats if s.ttft is not None], "TPOT": [s.tpot for s in stats if s.tpot is not None]}
+
+
+def _probe(settings: RunSettings, deadline: RunDeadline, **changes: Any) -> StreamEvidence | None:
+    config = settings.collect
+    assert config is not None
+    fixed = {"adaptive": False, "requests": config.requests or LATENCY_REQUESTS, "metrics": False, "gpu": False, "host": False,
+             "log": None, "prometheus": None}
+    plan = replace(config, **{**fixed, **changes})
+    stream, errors = run_stream_probe(plan, Clock(), progress, deadline_s=max(deadline.left(), 1.0))
+    for error in errors:
+        progress(f"{error.source}: {error.message}")
+    return stream
+
+
+def _latency(settings: RunSettings, deadline: RunDeadline) -> LatencyVerdict:
+    stream = _probe(settings, deadline)
+    verdict = judge_latency(_samples(stream, ProbePath.DIRECT), _samples(stream, ProbePath.GATEWAY), settings.practical or Practical())
+    failed = [t for t in (stream.requests if stream else []) if not t.warmup and not t.ok]
+    if failed:
+        verdict.notes.append(f"{len(failed)} requests failed: {failed[0].outcome} ({failed[0].error or 'no message'})")
+    return verdict
+
+
+def _symptom(settings: RunSettings, incident: Report, url: str, deadline: RunDeadline) -> SymptomCheck:
+    """The incident's symptom re-measured on ``url`` with the incident's route, lengths and concurrency, held to its budgets."""
+    config = settings.collect
+    assert config is not None
+    run, verdict = incident.bundle.run, incident.verdict
+    metric = _SYMPTOM_METRIC.get(verdict.symptom, "TTFT")
+    path = ProbePath.GATEWAY if request_samples(incident, ProbePath.GATEWAY, metric) else ProbePath.DIRECT
+    before = sorted(request_samples(incident, path, metric))
+    budget = verdict.budgets.get("ttft_s" if metric == "TTFT" else "tpot_s") or (
+        config.budgets.ttft_s if metric == "TTFT" else config.budgets.tpot_s)
+    stream = _probe(settings, deadline, engine=url, gateway=None, route=run.route or "chat",
+                    prompt_tokens=run.prompt_tokens or 256, max_tokens=run.max_tokens or 64,
+                    concurrency=run.concurrency or 1, requests=config.requests or max(LATENCY_REQUESTS, len(before)))
+    after = sorted(_samples(stream, ProbePath.DIRECT)[metric])
+    p90 = quantile(after, 0.9) if after else None
+    name = verdict.symptom.value + (f" ({verdict.primary_code})" if verdict.primary_code else "")
+    return SymptomCheck(name, metric, quantile(before, 0.9) if before else None, p90, budget,
+                        None if p90 is None else p90 <= budget)
+
+
+def _emit(settings: RunSettings, result: VerifyResult) -> ExitCode:
+    deliver(settings.outputs, lambda console: print_verify(result, console),
+            {"json": lambda: verify_json(result), "md": lambda: verify_markdown(result)})
+    return result.exit_code()

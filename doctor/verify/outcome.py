@@ -1,0 +1,102 @@
+"""The whole of a ``verify`` run: the two halves' verdicts, the incident's symptom, and the exit code.
+
+The latency half is ``compare``'s rule, not a new one: TTFT and TPOT per request on each endpoint,
+each row ``judge``d (Mann-Whitney and the practical threshold), the half's decision from
+``decision_code`` (a regression fails, an undecided row cannot tell). Exit 1 when either half
+fails, else 2 when either cannot tell, else 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from doctor.exit_codes import ExitCode
+from doctor.foundation.units import fmt_seconds
+from doctor.runs.compare_runs import Comparison, Practical, Row, decision_code, judge, p50_p90
+from doctor.verify.gate import AnswersVerdict, Decision
+
+#: The metrics the latency half judges: what users feel before the answer, and while it streams.
+LATENCY_METRICS = ("TTFT", "TPOT")
+
+_BY_CODE = {ExitCode.HEALTHY: Decision.PASS, ExitCode.SYMPTOM: Decision.FAIL, ExitCode.NO_DIAGNOSIS: Decision.ABSTAIN}
+
+
+@dataclass
+class Endpoint:
+    """One side as the reports name it: its role, URL (no credentials), model and engine."""
+
+    role: str
+    url: str | None
+    model: str | None = None
+    engine: str | None = None
+    recorded: str | None = None  # the --baseline-answers file that stands in for it
+
+
+@dataclass
+class LatencyVerdict:
+    """The latency half: the decision, a sentence per row, the rows (``compare``'s), and notes."""
+
+    decision: Decision
+    reasons: list[str]
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SymptomCheck:
+    """``verify REPORT``: the incident's symptom re-measured on the changed stack. ``fixed`` None: not measured."""
+
+    symptom: str  # "pre-first-token from queueing"
+    metric: str  # "TTFT" or "TPOT"
+    before_p90: float | None
+    after_p90: float | None
+    budget_s: float
+    fixed: bool | None
+
+    @property
+    def sentence(self) -> str:
+        after = fmt_seconds(self.after_p90) if self.after_p90 is not None else "not measured"
+        verdict = {True: "fixed", False: "still there", None: "cannot tell"}[self.fixed]
+        before = fmt_seconds(self.before_p90) if self.before_p90 is not None else "?"
+        return f"{self.symptom}: {self.metric} p90 {before} -> {after}, budget {fmt_seconds(self.budget_s)}: {verdict}"
+
+
+@dataclass
+class VerifyResult:
+    """What ``verify`` prints and exits on."""
+
+    baseline: Endpoint | None
+    candidate: Endpoint
+    answers: AnswersVerdict | None = None
+    latency: LatencyVerdict | None = None
+    symptom: SymptomCheck | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def exit_code(self) -> ExitCode:
+        """1 when a half fails or the symptom is still there, else 2 when one cannot tell, else 0."""
+        decisions = [h.decision for h in (self.answers, self.latency) if h is not None]
+        if Decision.FAIL in decisions or (self.symptom is not None and self.symptom.fixed is False):
+            return ExitCode.SYMPTOM
+        if Decision.ABSTAIN in decisions or (self.symptom is not None and self.symptom.fixed is None) or (not decisions and self.symptom is None):
+            return ExitCode.NO_DIAGNOSIS
+        return ExitCode.HEALTHY
+
+
+def judge_latency(baseline: dict[str, list[float]], candidate: dict[str, list[float]], practical: Practical) -> LatencyVerdict:
+    """The latency half from each endpoint's per-request samples (``LATENCY_METRICS`` -> seconds)."""
+    rows = []
+    for metric in LATENCY_METRICS:
+        b, c = baseline.get(metric, []), candidate.get(metric, [])
+        row = Row("candidate", metric, *p50_p90(b), *p50_p90(c), n_base=len(b), n_current=len(c))
+        judge(row, b, c, practical)
+        rows.append(row)
+    decision = _BY_CODE[decision_code(Comparison(rows=rows, practical=practical))]
+    return LatencyVerdict(decision, [latency_sentence(r) for r in rows], rows)
+
+
+def latency_sentence(row: Row) -> str:
+    """``TTFT p50 41 ms -> 38 ms (n 12 / 12): within noise``, with what would decide an undecided row."""
+    p50 = (f"p50 {fmt_seconds(row.base_p50)} -> {fmt_seconds(row.current_p50)}" if row.base_p50 is not None
+           and row.current_p50 is not None else "not measured on both")
+    more = f"; about {row.needed} requests per endpoint would decide it" if row.needed else ""
+    return f"{row.metric} {p50} (n {row.n_base} / {row.n_current}): {row.decision.value}{more}"

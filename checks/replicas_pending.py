@@ -24,7 +24,7 @@ nvidia.com/gpu) -> more GPU nodes in the pool.
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, Pass, Result, check
-from doctor.checklib.scaling import Fault, rescan, scaler_fire, scalers_of
+from doctor.checklib import ScalerFault, rescan, scaler_fire, scalers_of
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.scalers.model import ScalingView
 
@@ -46,7 +46,7 @@ def replicas_pending(scalers: ScalingView) -> Result:
             evidence=[EvidenceValue(f"pod {p.name}", p.phase, source=p.unscheduled_message or "") for p in pending[:8]],
         )
     judged = scalers_of(scalers)
-    faults = [Fault(s, "status.desiredReplicas", f"desired {s.status.desired}, current {s.status.current}",
+    faults = [ScalerFault(s, "status.desiredReplicas", f"desired {s.status.desired}, current {s.status.current}",
                     "GPU capacity for the missing replicas",
                     f"desired {s.status.desired} > current {s.status.current}: replicas asked for are not running")
               for s in judged if s.status is not None and s.status.desired is not None and s.status.current is not None

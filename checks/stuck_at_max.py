@@ -25,7 +25,7 @@ TooManyReplicas, up to 12 requests waiting -> spec.maxReplicas: 8.
 from __future__ import annotations
 
 from doctor.checking.contract import Pass, Result, check
-from doctor.checklib.scaling import Fault, scaler_fire, scalers_of
+from doctor.checklib import ScalerFault, scaler_fire, scalers_of
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.model import Cause, EvidenceValue, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView
@@ -56,7 +56,7 @@ def stuck_at_max(scalers: ScalingView, metrics_window: MetricsWindow | None = No
             continue
         top = scaler.ceiling.number() or 0
         queue = f", up to {waiting:.0f} request(s) waiting" if waiting else ""
-        faults.append(Fault(scaler, scaler.ceiling.path, str(scaler.ceiling.value), f"{max(int(top) * 2, int(top) + 1)} (the GPU quota first)",
+        faults.append(ScalerFault(scaler, scaler.ceiling.path, str(scaler.ceiling.value), f"{max(int(top) * 2, int(top) + 1)} (the GPU quota first)",
                             f"{why}{queue}: the ceiling, not the engine, is the limit"))
     if not faults:
         return Pass("no autoscaler at its ceiling while requests waited")

@@ -34,7 +34,7 @@ QUEUE_TARGET = 5
 
 
 @dataclass(frozen=True)
-class Fault:
+class ScalerFault:
     """One object at fault: the scaler, the field (``where``: its path) and what it holds, the
     change (``suggested``) and the sentence of numbers that says why."""
 
@@ -63,7 +63,7 @@ def signals_of(scaling: ScalingView) -> list[tuple[Scaler, Signal]]:
     return pairs
 
 
-def judge_signals(scaling: ScalingView, fault: Callable[[Scaler, Signal], Fault | None], *, passed: str, title: str,
+def judge_signals(scaling: ScalingView, fault: Callable[[Scaler, Signal], ScalerFault | None], *, passed: str, title: str,
                   expect: str) -> Fire | Pass:
     """A rule of one signal at a time (``fault``) over every signal read: the finding naming each
     signal at fault, or a pass counting the signals ("3 signal(s), ``passed``")."""
@@ -139,7 +139,7 @@ def rescan(expect: str) -> str:
             f"the same probe under the incident's load; expect {expect}")
 
 
-def scaler_fire(title: str, faults: Sequence[Fault], expect: str, *, severity: Severity = Severity.WARNING,
+def scaler_fire(title: str, faults: Sequence[ScalerFault], expect: str, *, severity: Severity = Severity.WARNING,
                 evidence: Sequence[EvidenceValue] = (), felt: bool = False) -> Fire:
     """One finding naming every object at fault; the remediation is the first's."""
     first = faults[0]

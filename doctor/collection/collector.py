@@ -73,7 +73,7 @@ def _redacting(progress: Progress, secrets: list[str]) -> Progress:
 
 def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bundle:
     """Run the probes and return the redacted bundle (partial, with ``interrupted``, on Ctrl-C)."""
-    from doctor.probes import endpoints, gpu, gpu_xid, host, ingress, logfile, metrics, model_config, prometheus, stream
+    from doctor.probes import endpoints, gpu, gpu_xid, host, ingress, logfile, metrics, model_config, prometheus, scalers, stream
 
     say = _redacting(progress, config.http.secrets())
     clock = Clock()
@@ -144,6 +144,11 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             gateway = config.gateway
             bundle.ingress = keep(_guard(bundle, "ingress", gateway, "list ingresses",
                                          lambda: ingress.collect_ingress(gateway)))
+        if config.kubernetes and granted("scaling", scalers.BUDGET_S, "scaling", config.kubernetes, "read autoscalers") is not None:
+            service, budget_s = config.kubernetes, bundle.run.steps["scaling"]
+            say(f"autoscalers of {service}'s workload (Kubernetes API)")
+            bundle.scaling = keep(_guard(bundle, "scaling", service, "read autoscalers",
+                                         lambda: scalers.collect_scalers(service, budget_s)))
         if config.model is None and bundle.endpoints is not None:
             # the probes after this one ask for the model /v1/models listed first: a copy of the
             # plan names it, and the bundle records it (its stream shape, its run record)

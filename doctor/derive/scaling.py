@@ -20,5 +20,5 @@ def derive_scalers(bundle: Bundle) -> ScalingView:
     view.skipped = [*evidence.skipped, *view.skipped]
     view.problems = [*evidence.problems, *view.problems]
     view.origin = "the Kubernetes API" if evidence.origin == "kubernetes" else "files"
-    view.workload, view.pods = evidence.workload, list(evidence.pods)
+    view.workload, view.pods, view.absent = evidence.workload, list(evidence.pods), list(evidence.absent)
     return view

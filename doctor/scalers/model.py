@@ -208,7 +208,7 @@ class Scaler:
 class ScalingView:
     """The ``scalers`` view: every autoscaler the run read, what it skipped (other kinds, by name) and
     why some objects could not be read (``problems``), where the objects came from, and (live) the
-    workload they scale and its pods."""
+    workload they scale, its pods and the autoscaler resources the cluster does not serve (``absent``)."""
 
     scalers: list[Scaler] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -216,3 +216,4 @@ class ScalingView:
     origin: str = ""  # "files", "the Kubernetes API"
     workload: str | None = None
     pods: list[PodState] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)

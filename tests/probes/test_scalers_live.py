@@ -137,6 +137,13 @@ def api_routes(engine_port: int, *, forbid: str | None = None) -> dict[str, Any]
     return routes
 
 
+def asked(url: str) -> tuple[str, str, str]:
+    """(API group, resource, verb) of one request the API server saw: a collection is a list."""
+    parts = url.split("?", 1)[0].strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    return group, rest[2], "get" if len(rest) > 3 else "list"
+
+
 @pytest.fixture
 def pod_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A service account directory and the TLS context of an API server it trusts, as in a pod."""
@@ -186,8 +193,11 @@ def test_a_k8s_diagnosis_names_the_scaler_behind_the_service_and_what_it_did(pod
     absent = {f"{plural}.{group}" for r in RECORDS for group, plural, _ in r.resources} - {
         "horizontalpodautoscalers.autoscaling", "scaledobjects.keda.sh"}
     assert set(view["absent"]) == absent  # CRDs not installed: no problem, no finding
-    # every request carried the service account's token; the owners were read once each
+    # every request carried the service account's token and is one the Role grants
+    # (scalers.requests(), which tests/project/test_deploy.py holds the Role to); the owners were read once each
     assert {r["authorization"] for r in seen} == {f"Bearer {TOKEN}"}
+    statefulset = ("apps", "statefulsets", "get")  # no StatefulSet in this chain
+    assert {asked(r["path"]) for r in seen} | {statefulset} == {("discovery.k8s.io", "endpointslices", "list"), *scalers.requests()}
     assert [r["path"] for r in seen].count(f"/apis/apps/v1/namespaces/{NS}/replicasets/vllm-7d9f") == 1
     # what no rule reads, and a token set inline in a pod template, never reach the bundle
     assert "hf_secretsecretsecret" not in saved and "managedFields" not in saved and "last-applied-configuration" not in saved

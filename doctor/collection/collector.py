@@ -33,6 +33,7 @@ from doctor.foundation.clock import Clock
 from doctor.foundation.errors import UsageError
 from doctor.foundation.redact import Redactor, redact_bundle
 from doctor.probes.deadlines import RunDeadline
+from doctor.probes.kubernetes import parse_target
 from doctor.probes.plan import CollectConfig, over_context
 
 Progress = Callable[[str], None]
@@ -204,13 +205,14 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                                               lambda: model_config.read_model_config(model_dir)))
         if config.prometheus and granted("prometheus", timeout, "prometheus", config.prometheus, "query") is not None:
             prometheus_url = config.prometheus
+            namespace = parse_target(config.kubernetes).namespace if config.kubernetes else None  # its HPAs' history
             say(f"Prometheus history ({prometheus_url}, last {config.since_s:.0f} s)")
             bundle.prometheus = keep(
                 _guard(bundle, "prometheus", prometheus_url, "query",
                        lambda: prometheus.query_history(
                            prometheus_url, since_s=config.since_s, selector=config.selector,
                            headers=config.http.request_headers(), verify=config.http.verify,
-                           timeout_s=timeout, run=run)),
+                           timeout_s=timeout, run=run, namespace=namespace)),
             )
     except KeyboardInterrupt:
         bundle.interrupted = True

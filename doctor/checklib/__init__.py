@@ -49,7 +49,8 @@ its remediation mean the same thing as every other check's:
   first's change), ``startup_s`` (a replica's start-up from the log, else ``DEFAULT_STARTUP_S``),
   ``queue_signal`` (the queue-depth signal in the product's words), ``engine_family`` and
   ``retired_metric`` (an engine metric under any spelling; one the engine no longer exports),
-  ``serves_router`` and ``rescan`` (the verify text of a scaling change).
+  ``serves_router`` and ``rescan`` (the verify text of a scaling change); ``history_scaler`` and
+  ``tried`` (an HPA known from kube-state-metrics' history, and what it did).
 - **absent metrics** (``doctor.engines.names``, which the reports share): ``not_in_metrics``, the one
   phrase for a metric the engine's /metrics lacked: "not exposed by ENGINE" for an identified
   engine, only "its /metrics has no ..." for an unidentified one (nothing says it lacks it).
@@ -105,6 +106,7 @@ from doctor.checklib.scaling import (
     DEFAULT_STARTUP_S,
     ScalerFault,
     engine_family,
+    history_scaler,
     judge_signals,
     queue_signal,
     rescan,
@@ -114,6 +116,7 @@ from doctor.checklib.scaling import (
     serves_router,
     signals_of,
     startup_s,
+    tried,
 )
 from doctor.checklib.structured import ConstrainedRun, constrained_run, generated_within, per_token, request_ttft
 from doctor.checklib.upstream_advice import QUEUEING_CAPS, cap_remediation, retry_remediation
@@ -158,6 +161,7 @@ __all__ = [
     "gateway_wait",
     "generated_within",
     "header",
+    "history_scaler",
     "host_saturated",
     "host_values",
     "idle_timeout_for",
@@ -190,6 +194,7 @@ __all__ = [
     "startup_s",
     "stream_encoding",
     "tokens_per_request",
+    "tried",
     "ttft_wait",
     "unidentified_setting",
     "vllm_flag",

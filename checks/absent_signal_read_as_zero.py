@@ -32,25 +32,25 @@ result scales to spec.minReplicaCount -> ignoreNullValues: "false" and a fallbac
 from __future__ import annotations
 
 from doctor.checking.contract import Pass, Result, check
-from doctor.checklib.scaling import Fault, retired_metric, scaler_fire, signals_of
+from doctor.checklib import ScalerFault, retired_metric, scaler_fire, signals_of
 from doctor.model import Cause, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView, Signal
 from doctor.scalers.promql import read_query
 
 
-def _retired(scaler: Scaler, signal: Signal) -> Fault | None:
+def _retired(scaler: Scaler, signal: Signal) -> ScalerFault | None:
     names = read_query(signal.query).metrics if signal.query else [signal.metric] if signal.metric else []
     for name in names:
         if (found := retired_metric(name)) is not None:
             engine, metric, retired = found
             instead = retired.replacement or "a metric the engine still exports"
-            return Fault(scaler, signal.where, name, f"{instead} in place of {metric}",
+            return ScalerFault(scaler, signal.where, name, f"{instead} in place of {metric}",
                          f"{signal.where} reads {metric}, which {engine} no longer exports (last in {retired.last_release}, "
                          f"gone from {retired.first_without}; {retired.source}): the signal is empty")
     return None
 
 
-def _null_as_zero(scaler: Scaler, signal: Signal) -> Fault | None:
+def _null_as_zero(scaler: Scaler, signal: Signal) -> ScalerFault | None:
     knob = signal.null_as_zero
     if knob is None or not knob.known or str(knob.value).strip().lower() == "false":
         return None
@@ -59,7 +59,7 @@ def _null_as_zero(scaler: Scaler, signal: Signal) -> Fault | None:
                           ", and spec.fallback {failureThreshold: 3, replicas: the usual count}")
     helps = ("; its spec.fallback does not apply to an empty result" if fallback is not None and fallback.known
              else "; no spec.fallback says what a scaler error means")
-    return Fault(scaler, knob.path, str(knob.value), advice,
+    return ScalerFault(scaler, knob.path, str(knob.value), advice,
                  f"{knob.said()}: an empty result (a renamed series, a lost scrape target) reads as 0 and scales to the floor"
                  + helps)
 

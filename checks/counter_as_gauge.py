@@ -28,7 +28,7 @@ without rate() -> sum(rate(vllm:request_success_total[2m])).
 from __future__ import annotations
 
 from doctor.checking.contract import Result, check
-from doctor.checklib.scaling import Fault, judge_signals
+from doctor.checklib import ScalerFault, judge_signals
 from doctor.model import Cause, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView, Signal
 from doctor.scalers.promql import read_query
@@ -40,16 +40,16 @@ def _counter(name: str) -> bool:
     return name.endswith(COUNTER_SUFFIXES)
 
 
-def _fault(scaler: Scaler, signal: Signal) -> Fault | None:
+def _fault(scaler: Scaler, signal: Signal) -> ScalerFault | None:
     if signal.query is not None:
         shape = read_query(signal.query)
         raw = [s.metric for s in shape.selections if _counter(s.metric) and not s.rated]
         if not raw:
             return None
-        return Fault(scaler, signal.where, signal.query, f"rate({raw[0]}[2m]) in place of {raw[0]}",
+        return ScalerFault(scaler, signal.where, signal.query, f"rate({raw[0]}[2m]) in place of {raw[0]}",
                      f"{signal.where} selects the counter {raw[0]} without rate() or increase(): it only grows")
     if signal.metric and (_counter(signal.metric) or signal.metric_kind == "counter"):
-        return Fault(scaler, signal.where, signal.metric, f"a rate of {signal.metric} (an adapter rule with rate()) or a gauge",
+        return ScalerFault(scaler, signal.where, signal.metric, f"a rate of {signal.metric} (an adapter rule with rate()) or a gauge",
                      f"{signal.where} names the counter {signal.metric}: unless the adapter's rule rates it, it only grows")
     return None
 

@@ -27,7 +27,7 @@ a replica needs at least 62 s to serve -> 300.
 from __future__ import annotations
 
 from doctor.checking.contract import Pass, Result, check
-from doctor.checklib.scaling import Fault, scaler_fire, scalers_of, startup_s
+from doctor.checklib import ScalerFault, scaler_fire, scalers_of, startup_s
 from doctor.model import Cause, EvidenceValue, SymptomClass
 from doctor.scalers.model import ScalingView
 from doctor.vllm_log.parsed import LogFacts
@@ -50,7 +50,7 @@ def eager_scale_down(scalers: ScalingView, log_facts: LogFacts | None = None) ->
         if floor is not None and ceiling is not None and floor.explicit and ceiling.explicit and floor.number() == ceiling.number():
             continue  # a fixed size: nothing scales down
         suggested = max(SHIPPED_WINDOW_S, int(start * 2))
-        faults.append(Fault(scaler, knob.path, f"{window:.0f} s", f"{suggested}",
+        faults.append(ScalerFault(scaler, knob.path, f"{window:.0f} s", f"{suggested}",
                             f"replicas go after {window:.0f} s of lower load ({knob.said()}), and one needs {said} to serve again"))
     if not faults:
         return Pass(f"{len(judged)} engine autoscaler(s), each keeping replicas longer than a start-up ({said})")

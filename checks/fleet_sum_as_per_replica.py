@@ -25,13 +25,13 @@ ScaledObject serving/vllm: spec.triggers[0].metricType Value on sum(vllm:num_req
 from __future__ import annotations
 
 from doctor.checking.contract import Result, check
-from doctor.checklib.scaling import Fault, judge_signals
+from doctor.checklib import ScalerFault, judge_signals
 from doctor.model import Cause, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView, Signal
 from doctor.scalers.promql import read_query
 
 
-def _fault(scaler: Scaler, signal: Signal) -> Fault | None:
+def _fault(scaler: Scaler, signal: Signal) -> ScalerFault | None:
     if signal.target_type != "Value" or signal.query is None or not read_query(signal.query).sums_replicas:
         return None
     target = signal.target.value if signal.target is not None else "unset"
@@ -39,7 +39,7 @@ def _fault(scaler: Scaler, signal: Signal) -> Fault | None:
     example = (f"at {current} replicas and {2 * current * (signal.target.number() or 1):g} in all, it asks for "
                f"{2 * current} where AverageValue holds {current}" if current and signal.target is not None and signal.target.number()
                else "it asks for replicas x total / target")
-    return Fault(scaler, f"{signal.path}.metricType" if scaler.product == "keda" else f"{signal.path} target.type", "Value",
+    return ScalerFault(scaler, f"{signal.path}.metricType" if scaler.product == "keda" else f"{signal.path} target.type", "Value",
                  "AverageValue", f"{signal.where} sums every replica and is compared as a Value with {target}: {example}")
 
 

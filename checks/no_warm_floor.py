@@ -28,7 +28,7 @@ replica to start (at least 62 s) -> spec.minReplicaCount: 1.
 from __future__ import annotations
 
 from doctor.checking.contract import Pass, Result, check
-from doctor.checklib.scaling import Fault, scaler_fire, scalers_of, startup_s
+from doctor.checklib import ScalerFault, scaler_fire, scalers_of, startup_s
 from doctor.model import Cause, EvidenceValue, SymptomClass
 from doctor.scalers.model import ScalingView
 from doctor.vllm_log.parsed import LogFacts
@@ -38,7 +38,7 @@ from doctor.vllm_log.parsed import LogFacts
 def no_warm_floor(scalers: ScalingView, log_facts: LogFacts | None = None) -> Result:
     judged = scalers_of(scalers)
     start, said = startup_s(log_facts)
-    faults = [Fault(s, s.floor.path, s.floor.said().partition(" = ")[2], "1",
+    faults = [ScalerFault(s, s.floor.path, s.floor.said().partition(" = ")[2], "1",
                     f"{s.floor.said()}: the first request after a lull waits for a replica to start ({said})")
               for s in judged if s.floor is not None and s.floor.number() == 0]
     if not faults:

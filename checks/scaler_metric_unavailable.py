@@ -26,12 +26,12 @@ external metric vllm_waiting) -> fix the metric the condition names.
 from __future__ import annotations
 
 from doctor.checking.contract import Pass, Result, check
-from doctor.checklib.scaling import Fault, scaler_fire, scalers_of
+from doctor.checklib import ScalerFault, scaler_fire, scalers_of
 from doctor.model import Cause, Severity, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView
 
 
-def _fault(scaler: Scaler) -> Fault | None:
+def _fault(scaler: Scaler) -> ScalerFault | None:
     status = scaler.status
     if status is None:
         return None
@@ -39,10 +39,10 @@ def _fault(scaler: Scaler) -> Fault | None:
         condition = status.condition(kind)
         if condition is not None and condition.status == bad:
             said = f"{kind} {bad}" + (f" ({condition.reason}: {condition.message})" if condition.reason or condition.message else "")
-            return Fault(scaler, f"status.conditions[{kind}]", said, "a signal the controller can read (see the message)",
+            return ScalerFault(scaler, f"status.conditions[{kind}]", said, "a signal the controller can read (see the message)",
                          f"the controller reports {said}: the replica count is frozen while it cannot read its signal")
     if status.failing:
-        return Fault(scaler, "status.health", ", ".join(status.failing), "the failing trigger's query, address or credentials",
+        return ScalerFault(scaler, "status.health", ", ".join(status.failing), "the failing trigger's query, address or credentials",
                      f"trigger(s) {', '.join(status.failing)} fail: the scaler acts on what it last read, or its fallback")
     return None
 

@@ -27,7 +27,7 @@ HorizontalPodAutoscaler serving/vllm: scales on cpu (spec.metrics[0].resource.na
 from __future__ import annotations
 
 from doctor.checking.contract import Pass, Result, check
-from doctor.checklib.scaling import Fault, queue_signal, scaler_fire, scalers_of
+from doctor.checklib import ScalerFault, queue_signal, scaler_fire, scalers_of
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.engines.names import UNKNOWN
 from doctor.model import Cause, SymptomClass
@@ -38,7 +38,7 @@ def _resource(signal: Signal) -> bool:
     return signal.source == SignalSource.RESOURCE and (signal.metric or "").lower() in ("cpu", "memory")
 
 
-def _fault(scaler: Scaler, engine: str | None) -> Fault | None:
+def _fault(scaler: Scaler, engine: str | None) -> ScalerFault | None:
     resources = [s for s in scaler.signals if _resource(s)]
     if not resources:
         return None
@@ -47,7 +47,7 @@ def _fault(scaler: Scaler, engine: str | None) -> Fault | None:
     alone = len(resources) == len(scaler.signals)
     why = (f"scales on {first.metric} ({first.where}, {first.target_type or 'target'} {target})"
            + (" and nothing else" if alone else ", beside signals that track the engine: it adds replicas that do not help"))
-    return Fault(scaler, first.where, f"{first.metric} {first.target_type or ''} {target}".strip(),
+    return ScalerFault(scaler, first.where, f"{first.metric} {first.target_type or ''} {target}".strip(),
                  queue_signal(scaler, engine), why)
 
 

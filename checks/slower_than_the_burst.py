@@ -30,7 +30,7 @@ at least 62 s of start-up -> spec.minReplicaCount: 2.
 from __future__ import annotations
 
 from doctor.checking.contract import NotApplicable, Pass, Result, check
-from doctor.checklib.scaling import Fault, scaler_fire, scalers_of, startup_s
+from doctor.checklib import ScalerFault, scaler_fire, scalers_of, startup_s
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.model import Cause, EvidenceValue, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView
@@ -73,7 +73,7 @@ def slower_than_the_burst(scalers: ScalingView, metrics_window: MetricsWindow, l
         if react + start <= grew or scaler.floor is None or scaler.floor.number() is None:
             continue
         floor = int(scaler.floor.number() or 0)
-        faults.append(Fault(scaler, scaler.floor.path, str(floor), str(floor + 1),
+        faults.append(ScalerFault(scaler, scaler.floor.path, str(floor), str(floor + 1),
                             f"the queue grew for {grew:.0f} s (to {peak:.0f} waiting); a replica comes after {react:.0f} s of "
                             f"reaction and {said} of start-up: the burst is over before it serves"))
     if not faults:

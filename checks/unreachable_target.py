@@ -31,8 +31,8 @@ targets 80, a fraction of at most 1 -> averageValue 0.8.
 from __future__ import annotations
 
 from doctor.checking.contract import Result, check
+from doctor.checklib import ScalerFault, engine_family, judge_signals
 from doctor.checklib.engine_settings import max_num_seqs_stated
-from doctor.checklib.scaling import Fault, engine_family, judge_signals
 from doctor.evidence import RunRecord
 from doctor.model import Cause, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView, Signal, SignalSource
@@ -48,7 +48,7 @@ def _metrics(signal: Signal) -> list[str]:
     return [signal.metric] if signal.metric else []
 
 
-def _fault(scaler: Scaler, signal: Signal, batch: float | None, batch_said: str) -> Fault | None:
+def _fault(scaler: Scaler, signal: Signal, batch: float | None, batch_said: str) -> ScalerFault | None:
     target = signal.target.number() if signal.target is not None else None
     if target is None or signal.target is None:
         return None
@@ -56,19 +56,19 @@ def _fault(scaler: Scaler, signal: Signal, batch: float | None, batch_said: str)
     if scaler.batch_limit is not None and scaler.batch_limit.known:
         batch, batch_said = scaler.batch_limit.number(), f"{scaler.batch_limit.path} in the same object"
     if signal.source == SignalSource.CONCURRENCY and batch is not None and target > batch:
-        return Fault(scaler, path, str(shown), f"{batch:.0f} (the engine's batch limit)",
+        return ScalerFault(scaler, path, str(shown), f"{batch:.0f} (the engine's batch limit)",
                      f"{path} is {shown} requests in flight per replica, and the engine runs {batch:.0f} at once "
                      f"({batch_said}): {target - batch:.0f} wait inside each replica before the scaler adds one")
     for metric in _metrics(signal):
         family = engine_family(metric)
         if family is not None and family[1] == "kv_usage" and target > 1:
-            return Fault(scaler, path, str(shown), f"{min(target / 100, 0.8):g}",
+            return ScalerFault(scaler, path, str(shown), f"{min(target / 100, 0.8):g}",
                          f"{metric} is a fraction of at most 1, and {path} is {shown}: it never fires")
         if metric in GPU_UTIL and target > 100:
-            return Fault(scaler, path, str(shown), "80", f"{metric} is a percentage of at most 100, and {path} is {shown}")
+            return ScalerFault(scaler, path, str(shown), "80", f"{metric} is a percentage of at most 100, and {path} is {shown}")
         if (family is not None and family[1] == "running" and batch is not None and signal.target_type != "Value"
                 and target >= batch):
-            return Fault(scaler, path, str(shown), f"{max(1, int(batch * 0.75))} (or the queue depth instead)",
+            return ScalerFault(scaler, path, str(shown), f"{max(1, int(batch * 0.75))} (or the queue depth instead)",
                          f"{metric} per replica can never pass the batch limit of {batch:.0f} ({batch_said}), "
                          f"and {path} is {shown}")
     return None

@@ -44,6 +44,14 @@ its remediation mean the same thing as every other check's:
   no flag use too);
   ``metric_read`` names the metric a window field came from, in the engine's own names, and
   ``engine_metric`` the engine's own metric for a field (``None`` where it has none).
+- **autoscalers** (``scaling``): ``scalers_of`` and ``signals_of`` (what a scaling check judges;
+  a router's scaler is not an engine's), ``judge_signals`` (a per-signal rule's loop),
+  ``ScalerFault`` and ``scaler_fire`` (every object at fault named, the field by its path, the
+  first's change), ``startup_s`` (a replica's start-up from the log, else ``DEFAULT_STARTUP_S``),
+  ``queue_signal`` (the queue-depth signal in the product's words), ``engine_family`` and
+  ``retired_metric`` (an engine metric under any spelling; one the engine no longer exports),
+  ``serves_router`` and ``rescan`` (the verify text of a scaling change); ``history_scaler`` and
+  ``tried`` (an HPA known from kube-state-metrics' history, and what it did).
 - **absent metrics** (``doctor.engines.names``, which the reports share): ``not_in_metrics``, the one
   phrase for a metric the engine's /metrics lacked: "not exposed by ENGINE" for an identified
   engine, only "its /metrics has no ..." for an unidentified one (nothing says it lacks it).
@@ -103,6 +111,22 @@ from doctor.checklib.remediation import (
     vllm_flag,
 )
 from doctor.checklib.response_start_advice import response_start_remediation
+from doctor.checklib.scaling import (
+    DEFAULT_STARTUP_S,
+    ScalerFault,
+    engine_family,
+    history_scaler,
+    judge_signals,
+    queue_signal,
+    rescan,
+    retired_metric,
+    scaler_fire,
+    scalers_of,
+    serves_router,
+    signals_of,
+    startup_s,
+    tried,
+)
 from doctor.checklib.structured import ConstrainedRun, constrained_run, generated_within, per_token, request_ttft
 from doctor.checklib.upstream_advice import QUEUEING_CAPS, cap_remediation, retry_remediation
 from doctor.derive.gateway import KNOWN_PROXIES, header
@@ -110,6 +134,7 @@ from doctor.engines.names import not_in_metrics
 
 __all__ = [
     "COMPRESSED",
+    "DEFAULT_STARTUP_S",
     "ENGINE_FLAGS",
     "IDLE_TIMEOUTS",
     "KNOWN_PROXIES",
@@ -121,6 +146,7 @@ __all__ = [
     "V1_SERVE_MAX_NUM_SEQS",
     "ConstrainedRun",
     "PathPair",
+    "ScalerFault",
     "Setting",
     "add_capacity",
     "buffering_remediation",
@@ -130,6 +156,7 @@ __all__ = [
     "constrained_run",
     "default_max_num_seqs",
     "detect_proxy",
+    "engine_family",
     "engine_flag",
     "engine_intake",
     "engine_metric",
@@ -143,12 +170,14 @@ __all__ = [
     "gateway_wait",
     "generated_within",
     "header",
+    "history_scaler",
     "host_saturated",
     "host_values",
     "idle_timeout_for",
     "idle_timeout_remediation",
     "inferred_max_num_seqs",
     "is_off",
+    "judge_signals",
     "max_num_seqs_in_use",
     "max_num_seqs_stated",
     "measured_pair",
@@ -159,14 +188,23 @@ __all__ = [
     "probe_sent",
     "process_cores",
     "prompt_tokens_around",
+    "queue_signal",
     "request_ttft",
     "rerun",
     "rerun_gated",
+    "rescan",
     "response_start_remediation",
+    "retired_metric",
     "retry_remediation",
+    "scaler_fire",
+    "scalers_of",
     "sequences_that_fit",
+    "serves_router",
+    "signals_of",
+    "startup_s",
     "stream_encoding",
     "tokens_per_request",
+    "tried",
     "ttft_wait",
     "unidentified_setting",
     "vllm_flag",

@@ -17,7 +17,8 @@ from doctor.engines import RECORDS as ENGINES
 from doctor.engines.record import Retired
 from doctor.model import EvidenceValue, Remediation, Severity
 from doctor.scalers import BY_ID
-from doctor.scalers.model import Scaler, ScalingView, Signal
+from doctor.scalers.history import ScalerHistory
+from doctor.scalers.model import Knob, Scaler, ScalingView, Signal
 from doctor.vllm_log.parsed import LogFacts
 
 #: A replica's start-up time when no startup log tells it: weights loaded, KV cache profiled,
@@ -34,7 +35,7 @@ QUEUE_TARGET = 5
 
 
 @dataclass(frozen=True)
-class Fault:
+class ScalerFault:
     """One object at fault: the scaler, the field (``where``: its path) and what it holds, the
     change (``suggested``) and the sentence of numbers that says why."""
 
@@ -45,13 +46,28 @@ class Fault:
     why: str
 
 
-def scalers_of(scaling: ScalingView, *, engines_only: bool = True) -> list[Scaler]:
+def scalers_of(scaling: ScalingView, *, engines_only: bool = True, history: bool = False) -> list[Scaler]:
     """The scalers to judge: with ``engines_only``, not those of a router or gateway in front of the
-    engines (their CPU is their load); ``NotApplicable`` when none is left."""
+    engines (their CPU is their load); ``NotApplicable`` when none is left, unless ``history`` (a
+    check that judges ``scaling.history`` too) and the Prometheus history holds HPAs."""
     found = [s for s in scaling.scalers if not (engines_only and serves_router(s))]
-    if not found:
+    if not found and not (history and scaling.history):
         raise NotApplicable("no autoscaler of an engine was read" if scaling.scalers else "no autoscaler was read")
     return found
+
+
+def history_scaler(history: ScalerHistory) -> Scaler:
+    """An HPA known only from its kube-state-metrics series, as a finding names it (its bounds, no spec)."""
+    ceiling = None if history.ceiling is None else int(history.ceiling)
+    return Scaler(kind="HorizontalPodAutoscaler", name=history.name, namespace=history.namespace, product="hpa",
+                  source=f"Prometheus history ({history.metric}_*)", floor=Knob("spec.minReplicas", history.floor),
+                  ceiling=Knob("spec.maxReplicas", ceiling))
+
+
+def tried(scaling: ScalingView) -> str:
+    """What each HPA of the Prometheus history did over the window ("" without history): a quiet
+    result still answers "did the scaler try"."""
+    return "".join(f"; {h.said()}" for h in scaling.history)
 
 
 def signals_of(scaling: ScalingView) -> list[tuple[Scaler, Signal]]:
@@ -63,7 +79,7 @@ def signals_of(scaling: ScalingView) -> list[tuple[Scaler, Signal]]:
     return pairs
 
 
-def judge_signals(scaling: ScalingView, fault: Callable[[Scaler, Signal], Fault | None], *, passed: str, title: str,
+def judge_signals(scaling: ScalingView, fault: Callable[[Scaler, Signal], ScalerFault | None], *, passed: str, title: str,
                   expect: str) -> Fire | Pass:
     """A rule of one signal at a time (``fault``) over every signal read: the finding naming each
     signal at fault, or a pass counting the signals ("3 signal(s), ``passed``")."""
@@ -139,7 +155,7 @@ def rescan(expect: str) -> str:
             f"the same probe under the incident's load; expect {expect}")
 
 
-def scaler_fire(title: str, faults: Sequence[Fault], expect: str, *, severity: Severity = Severity.WARNING,
+def scaler_fire(title: str, faults: Sequence[ScalerFault], expect: str, *, severity: Severity = Severity.WARNING,
                 evidence: Sequence[EvidenceValue] = (), felt: bool = False) -> Fire:
     """One finding naming every object at fault; the remediation is the first's."""
     first = faults[0]

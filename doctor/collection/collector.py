@@ -33,6 +33,7 @@ from doctor.foundation.clock import Clock
 from doctor.foundation.errors import UsageError
 from doctor.foundation.redact import Redactor, redact_bundle
 from doctor.probes.deadlines import RunDeadline
+from doctor.probes.kubernetes import parse_target
 from doctor.probes.plan import CollectConfig, over_context
 
 Progress = Callable[[str], None]
@@ -73,7 +74,7 @@ def _redacting(progress: Progress, secrets: list[str]) -> Progress:
 
 def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bundle:
     """Run the probes and return the redacted bundle (partial, with ``interrupted``, on Ctrl-C)."""
-    from doctor.probes import endpoints, gpu, gpu_xid, host, ingress, logfile, metrics, model_config, prometheus, stream
+    from doctor.probes import endpoints, gpu, gpu_xid, host, ingress, logfile, metrics, model_config, prometheus, scalers, stream
 
     say = _redacting(progress, config.http.secrets())
     clock = Clock()
@@ -144,6 +145,11 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             gateway = config.gateway
             bundle.ingress = keep(_guard(bundle, "ingress", gateway, "list ingresses",
                                          lambda: ingress.collect_ingress(gateway)))
+        if config.kubernetes and granted("scaling", scalers.BUDGET_S, "scaling", config.kubernetes, "read autoscalers") is not None:
+            service, budget_s = config.kubernetes, bundle.run.steps["scaling"]
+            say(f"autoscalers of {service}'s workload (Kubernetes API)")
+            bundle.scaling = keep(_guard(bundle, "scaling", service, "read autoscalers",
+                                         lambda: scalers.collect_scalers(service, budget_s)))
         if config.model is None and bundle.endpoints is not None:
             # the probes after this one ask for the model /v1/models listed first: a copy of the
             # plan names it, and the bundle records it (its stream shape, its run record)
@@ -199,13 +205,14 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                                               lambda: model_config.read_model_config(model_dir)))
         if config.prometheus and granted("prometheus", timeout, "prometheus", config.prometheus, "query") is not None:
             prometheus_url = config.prometheus
+            namespace = parse_target(config.kubernetes).namespace if config.kubernetes else None  # its HPAs' history
             say(f"Prometheus history ({prometheus_url}, last {config.since_s:.0f} s)")
             bundle.prometheus = keep(
                 _guard(bundle, "prometheus", prometheus_url, "query",
                        lambda: prometheus.query_history(
                            prometheus_url, since_s=config.since_s, selector=config.selector,
                            headers=config.http.request_headers(), verify=config.http.verify,
-                           timeout_s=timeout, run=run)),
+                           timeout_s=timeout, run=run, namespace=namespace)),
             )
     except KeyboardInterrupt:
         bundle.interrupted = True

@@ -37,7 +37,9 @@ class PodState:
 class ScalingEvidence:
     """Every autoscaler object read (``objects``), the objects of other kinds passed over
     (``skipped``: "Deployment default/vllm"), what could not be read (``problems``: a file that is a
-    Helm template, an answer the API refused), the workload the scalers target and its pods (live)."""
+    Helm template, an answer the API refused), the workload the scalers target and its pods (live),
+    and the API resources the cluster does not serve (``absent``: "scaledobjects.keda.sh", a
+    product not installed, which is no fault)."""
 
     origin: str = "files"  # files | kubernetes
     objects: list[ScalerObject] = field(default_factory=list)
@@ -45,3 +47,4 @@ class ScalingEvidence:
     problems: list[str] = field(default_factory=list)
     workload: str | None = None  # Deployment/vllm
     pods: list[PodState] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)

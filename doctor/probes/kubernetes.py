@@ -34,7 +34,13 @@ _TARGET = re.compile(r"k8s://(?P<namespace>[a-z0-9]([-a-z0-9]*[a-z0-9])?)/(?P<se
 
 
 class KubeError(Exception):
-    """The Service could not be resolved; the message says why, for a usage error."""
+    """The Service could not be resolved; the message says why, for a usage error. ``status``: the
+    API's HTTP status when it answered with one (403: the Role lacks a verb; 404: no such object,
+    or a resource this API server does not serve), None when it could not be asked."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -67,8 +73,10 @@ def parse_target(url: str) -> KubeService:
     return KubeService(match["namespace"], match["service"], match["port"])
 
 
-def in_cluster_api(env: Mapping[str, str] = os.environ, account: Path = SERVICE_ACCOUNT) -> KubeApi:
-    """The API server and credentials of the pod this runs in; ``KubeError`` outside a cluster."""
+def in_cluster_api(env: Mapping[str, str] = os.environ, account: Path | None = None) -> KubeApi:
+    """The API server and credentials of the pod this runs in (``account``: the service account's
+    directory, ``SERVICE_ACCOUNT`` as read when called); ``KubeError`` outside a cluster."""
+    account = account or SERVICE_ACCOUNT
     host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
     if not host:
         raise KubeError("k8s:// targets are resolved from inside a Kubernetes pod (KUBERNETES_SERVICE_HOST is not set)")
@@ -102,15 +110,17 @@ def api_client(api: KubeApi) -> httpx.Client:
     return http_client(headers, api.verify, DEADLINE_S)
 
 
-def get_json(client: httpx.Client, url: str, what: str, needs: str, params: Mapping[str, str] | None = None) -> Any:
-    """One GET of the API, parsed; ``KubeError`` saying ``what`` failed and, on a refusal, the
-    verbs the pod's Role ``needs``."""
+def get_json(client: httpx.Client, url: str, what: str, needs: str, params: Mapping[str, str] | None = None,
+             deadline_s: float = DEADLINE_S) -> Any:
+    """One GET of the API within ``deadline_s`` (at most ``DEADLINE_S``), parsed; ``KubeError``
+    saying ``what`` failed and, on a refusal, the verbs the pod's Role ``needs``."""
     try:
-        response, text = bounded_get(client, url, deadline_s=DEADLINE_S, params=params)
+        response, text = bounded_get(client, url, deadline_s=min(deadline_s, DEADLINE_S), params=params)
     except Exception as exc:  # noqa: BLE001 - every transport failure is one reason
         raise KubeError(f"cannot reach the Kubernetes API {what}: {exc}") from None
     if response.status_code != 200:
-        raise KubeError(f"the Kubernetes API answered {response.status_code} {what} (the pod's Role needs {needs})")
+        raise KubeError(f"the Kubernetes API answered {response.status_code} {what} (the pod's Role needs {needs})",
+                        status=response.status_code)
     try:
         return wire.loads(text)
     except wire.WireError as exc:

@@ -74,6 +74,9 @@ class CollectConfig:
     # Every replica of a fleet run (several --engine, or a k8s:// Service), ``engine`` the first;
     # empty for one engine. ``doctor.runs.watch_round`` diagnoses each as its own target.
     fleet: list[str] = field(default_factory=list)
+    # The ``k8s://namespace/service:port`` the engines were found behind: its workload's autoscalers
+    # are read (``doctor.probes.scalers``); None for an engine given as a URL.
+    kubernetes: str | None = None
     gateway: str | None = None  # what the application calls
     route: str = ProbeShape.route
     payload: dict[str, Any] | None = None  # the application's own request body (--payload FILE)

@@ -7,6 +7,12 @@ for the charts. Every answer is stored raw in ``PromQuery.response`` so analysis
 
 For each quantity the newest vLLM name is asked first; older names are asked only when it has
 no series, so a Prometheus holding one vLLM version costs one query per part.
+
+Then kube-state-metrics' HorizontalPodAutoscaler series over the same window (range queries of
+``doctor.scalers.history.queries``: floor, ceiling, current and desired replicas, conditions),
+for the HPAs of the engine's namespace when a ``k8s://`` target names it, else of every
+namespace, so that a past incident says whether the scaler tried. One query when Prometheus
+holds none (the desired replicas, under the new name, then the old).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from doctor.probes.http import (
     http_client,
     without_credentials,
 )
+from doctor.scalers.history import queries as scaler_queries
 from doctor.vllm_metrics.history import PRESENCE_PART, query_name
 from doctor.vllm_metrics.metric_names import FAMILIES, Family
 
@@ -94,6 +101,7 @@ def query_history(
     verify: bool | str = True,
     timeout_s: float = 10.0,
     run: RunDeadline | None = None,
+    namespace: str | None = None,
 ) -> tuple[PrometheusEvidence, list[EvidenceError]]:
     """The vLLM metrics of ``[end - since_s, end]`` from Prometheus: (evidence with every raw answer, errors).
 
@@ -101,6 +109,7 @@ def query_history(
     Prometheus kept it. Never raises: an unreachable or non-Prometheus URL stops the queries
     and becomes one fatal error; one slow query costs only itself (a second stops the rest).
     Each query waits ``min(timeout_s, what is left of run)``; none is sent once it ran out.
+    ``namespace``: the HPAs' (every namespace's when None).
     """
     # Rounded to what the API is sent, so sample times line up with the window's edges.
     end = round(time.time() if end_wall is None else end_wall, 3)
@@ -118,6 +127,7 @@ def query_history(
                 for metric in family.names:
                     if _ask_family(session, evidence, family, metric, end, step_s):
                         break  # an older name is asked only when the newer one has no series
+            _ask_scalers(session, evidence, namespace, end, step_s)
         except _Stop:
             pass
     return evidence, session.errors
@@ -140,6 +150,21 @@ def _ask_family(
         if part == PRESENCE_PART[family.kind] and not (answered and _has_result(query.response)):
             return False
     return True
+
+
+def _ask_scalers(session: _Session, evidence: PrometheusEvidence, namespace: str | None, end: float, step_s: float) -> None:
+    """The HPA series of one kube-state-metrics generation: the first whose desired replicas have series."""
+    window = {"start": f"{end - evidence.since_s:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}",
+              "timeout": duration(session.timeout_s)}
+    for generation in scaler_queries(namespace):
+        for i, (name, expr) in enumerate(generation):
+            query = PromQuery(name=name, expr=expr, endpoint="query_range")
+            evidence.queries.append(query)
+            answered = session.run("query_range", {"query": expr, **window}, query)
+            if i == 0 and not (answered and _has_result(query.response)):
+                break  # no series under these names: the older generation's, if any
+        else:
+            return
 
 
 class _Session:

@@ -34,6 +34,7 @@ def read_documents(docs: Iterable[Document]) -> ScalingView:
     """The scalers the documents declare; other kinds listed as skipped, a reader's failure as a
     problem (a bug reading one object must not lose the others)."""
     view = ScalingView()
+    generated: dict[tuple[str | None, str], Scaler] = {}  # KEDA's HPAs, by their ScaledObject
     for doc in docs:
         record = record_for(doc.group, doc.kind)
         namespace, name = where(doc.obj)
@@ -49,6 +50,10 @@ def read_documents(docs: Iterable[Document]) -> ScalingView:
         view.scalers += scalers
         if not scalers:
             view.skipped.append(f"{label}: declares no autoscaling")
+        elif record is hpa.RECORD and (owner := keda.generated_by(doc.obj)) is not None:
+            generated[owner] = scalers[0]
+    view.scalers, folded = keda.fold_generated(view.scalers, generated)
+    view.skipped += folded
     return view
 
 

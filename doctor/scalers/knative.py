@@ -71,6 +71,8 @@ RECORD = ScalerRecord(
     queue_signal=("KEDA on {metric} (Knative's own autoscaler reads only concurrency and rps): or "
                   "autoscaling.knative.dev/target at most the engine's batch limit with containerConcurrency at it"),
     resources=(("serving.knative.dev", "services", "v1"),),
+    owner_labels=tuple((f"serving.knative.dev/{kind.lower()}", "serving.knative.dev", kind)
+                       for kind in ("Service", "Configuration", "Revision")),
     defaults={"min-scale": "0 (scale to zero)", "metric": "concurrency", "target": "100", "window": "60s",
               "scale-down-delay": "0s", "containerConcurrency": "0 (no limit)"},
     docs="https://knative.dev/docs/serving/autoscaling/",

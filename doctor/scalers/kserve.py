@@ -89,6 +89,7 @@ RECORD = ScalerRecord(
     queue_signal=('serving.kserve.io/autoscalerClass: keda with spec.predictor.autoScaling.metrics: type External, '
                   'query sum({metric}{{...}}), target.type AverageValue, averageValue "{target}"'),
     resources=(("serving.kserve.io", "inferenceservices", "v1beta1"),),
+    owner_labels=(("serving.kserve.io/inferenceservice", "serving.kserve.io", "InferenceService"),),
     defaults={"minReplicas": "1", "Serverless": "Knative's defaults", "RawDeployment scaleMetric": "cpu at 80 %"},
     docs="https://kserve.github.io/website/docs/model-serving/generative-inference/autoscaling/",
 )

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.evidence.scaling import PodState
+from doctor.scalers.history import ScalerHistory
 
 #: ``${NAME}`` or ``$NAME`` placeholders an envsubst-style template leaves in a value.
 PLACEHOLDER = re.compile(r"\$\{[^}]*\}|\$[A-Z_][A-Z0-9_]*")
@@ -208,7 +209,8 @@ class Scaler:
 class ScalingView:
     """The ``scalers`` view: every autoscaler the run read, what it skipped (other kinds, by name) and
     why some objects could not be read (``problems``), where the objects came from, and (live) the
-    workload they scale and its pods."""
+    workload they scale, its pods and the autoscaler resources the cluster does not serve (``absent``);
+    from Prometheus history, what each HPA did over the window (``history``: did it try)."""
 
     scalers: list[Scaler] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -216,3 +218,5 @@ class ScalingView:
     origin: str = ""  # "files", "the Kubernetes API"
     workload: str | None = None
     pods: list[PodState] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    history: list[ScalerHistory] = field(default_factory=list)

@@ -25,8 +25,11 @@ class ScalerRecord:
     ``read``: one object (and where it came from) -> the scalers it declares (a Ray Serve config
     declares one per autoscaled deployment); ``queue_signal``: how a remediation writes "scale on
     the engine's queue depth per replica" in this product (``{metric}``, ``{target}`` filled in); ``resources``: the (API group, plural, version) the
-    live read lists, which ``deploy/kubernetes/fleet-rbac.yaml`` must grant; ``defaults``: the
-    product's defaults the rules lean on, said in the docs; ``docs``: where its fields are defined.
+    live read lists, which ``deploy/kubernetes/fleet-rbac.yaml`` must grant; ``owner_labels``:
+    (pod label, API group, kind) where the product labels the pods it runs with the name of its own
+    object (Knative's ``serving.knative.dev/service``), so the live read finds that object from the
+    pods without reading every owner in between; ``defaults``: the product's defaults the rules
+    lean on, said in the docs; ``docs``: where its fields are defined.
     """
 
     id: str
@@ -35,6 +38,7 @@ class ScalerRecord:
     read: Callable[[Mapping[str, Any], str], list[Scaler]]
     queue_signal: str  # the engine's queue depth per replica in this product's words: {metric}, {target}
     resources: tuple[tuple[str, str, str], ...] = ()
+    owner_labels: tuple[tuple[str, str, str], ...] = ()
     defaults: Mapping[str, str] | None = None
     docs: str = ""
 

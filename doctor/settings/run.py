@@ -211,7 +211,8 @@ def lookup_targets(run: RunSettings) -> RunSettings:
     config = run.collect
     inputs = {"log": config.log, "model_dir": config.model_dir, "metrics_url": config.metrics_url, "prometheus": config.prometheus}
     fleet = check_fleet(lookup_engines(run.engines), inputs, run.command)
-    config = replace(config, engine=fleet[0] if fleet else None, fleet=fleet if len(fleet) > 1 else [])
+    service = next(e for e in run.engines if is_kubernetes(e))
+    config = replace(config, engine=fleet[0] if fleet else None, fleet=fleet if len(fleet) > 1 else [], kubernetes=service)
     warn_same_place(config)
     return replace(run, collect=config)
 

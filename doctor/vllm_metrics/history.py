@@ -58,11 +58,11 @@ def window_from_history(evidence: PrometheusEvidence) -> MetricsWindow:
     start = evidence.end_wall - evidence.since_s
     for family in FAMILIES:
         presence = PRESENCE_PART[family.kind]
-        metric = next((m for m in family.names if _rows(answered.get((family.key, presence, m)))), None)
+        metric = next((m for m in family.names if result_rows(answered.get((family.key, presence, m)))), None)
         if metric is None:
             continue
         readings.metric_names[family.key] = metric
-        parts = {part: _rows(q) for (fam, part, m), q in answered.items() if fam == family.key and m == metric}
+        parts = {part: result_rows(q) for (fam, part, m), q in answered.items() if fam == family.key and m == metric}
         if family.kind == "counter":
             counters = readings.counters[family.key] = {}
             for labels, value in _instant(parts["increase"]):
@@ -96,7 +96,7 @@ def _gauge(readings: Readings, family: Family, parts: dict[str, list[dict]], sta
     per_engine: dict[EngineKey, GaugeSeries] = {}
     for row in parts.get("range", []):
         series = per_engine.setdefault(_engine(row["metric"]), GaugeSeries())
-        series.samples = [(t - start, v) for t, v in (_point(p) for p in row.get("values") or []) if t is not None and v is not None]
+        series.samples = [(t - start, v) for t, v in (sample_point(p) for p in row.get("values") or []) if t is not None and v is not None]
     for part, attr in (("max", "max"), ("min", "min")):
         for labels, value in _instant(parts.get(part, [])):
             setattr(per_engine.setdefault(_engine(labels), GaugeSeries()), attr, value)
@@ -110,12 +110,12 @@ def _gauge(readings: Readings, family: Family, parts: dict[str, list[dict]], sta
         readings.gauge_totals[family.key] = total
 
 
-def _rows(query: PromQuery | None) -> list[dict]:
+def result_rows(query: PromQuery | None) -> list[dict]:
     """The answer's result rows that have the API's shape, each with a ``metric`` label map.
 
     The answer is the server's (or a hand-edited bundle's): a row that is not an object, labels
     that are not a map of strings, a value that is not a ``[time, "number"]`` pair are skipped
-    one by one (``_point``), so one odd row costs itself, not the history view.
+    one by one (``sample_point``), so one odd row costs itself, not the history view.
     """
     if query is None:
         return []
@@ -144,7 +144,7 @@ def _number(raw: object) -> float | None:
     return None if math.isnan(value) else value
 
 
-def _point(pair: object) -> tuple[float | None, float | None]:
+def sample_point(pair: object) -> tuple[float | None, float | None]:
     """``[time, "value"]`` -> (time, value); (None, None) for anything else."""
     if not isinstance(pair, list) or len(pair) != 2:
         return None, None
@@ -153,7 +153,7 @@ def _point(pair: object) -> tuple[float | None, float | None]:
 
 def _instant(rows: Iterable[dict]) -> Iterable[tuple[dict[str, str], float]]:
     for row in rows:
-        _, value = _point(row.get("value"))
+        _, value = sample_point(row.get("value"))
         if value is not None:
             yield row["metric"], value
 

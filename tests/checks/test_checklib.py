@@ -25,6 +25,9 @@ EXPORTS = {
     "sequences_that_fit", "stream_encoding", "tokens_per_request", "ttft_wait", "unidentified_setting", "vllm_flag", "who_answered",
     # gateway limits and retries (LD309, LD310, LD501)
     "QUEUEING_CAPS", "cap_remediation", "retry_remediation", "engine_intake", "gateway_refusal", "gateway_wait", "probe_sent",
+    # autoscalers (LD601-LD611)
+    "DEFAULT_STARTUP_S", "ScalerFault", "engine_family", "judge_signals", "queue_signal", "rescan", "retired_metric", "scaler_fire",
+    "scalers_of", "serves_router", "signals_of", "startup_s", "history_scaler", "tried",
     # structured output (LD108, LD212)
     "ConstrainedRun", "constrained_run", "generated_within", "per_token", "request_ttft",
 }

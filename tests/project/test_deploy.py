@@ -19,10 +19,12 @@ import pytest
 import typer.main
 import yaml
 
+from doctor import scalers as scaler_records
 from doctor.bundle import load_path
 from doctor.checking.registry import load_registry
 from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.cli import app
+from doctor.probes import scalers
 from doctor.settings import API_KEY_ENV, BUDGETS
 from doctor.vllm_metrics.metric_names import FAMILIES as VLLM_FAMILIES
 from reports.prometheus_export import FAMILIES, render_metrics
@@ -305,8 +307,10 @@ def test_the_fleet_role_grants_what_the_kubernetes_probe_asks_and_no_more() -> N
         return {(group, resource, verb) for rule in docs[role]["rules"] for group in rule["apiGroups"]
                 for resource in rule["resources"] for verb in rule["verbs"]}
 
+    # the autoscalers' live read: what its own request list asks, derived from the scaler records
+    assert {(g, r, "list") for record in scaler_records.RECORDS for g, r, _ in record.resources} <= set(scalers.requests())
     assert granted("Role") == {("", "services", "get"), ("discovery.k8s.io", "endpointslices", "list"),
-                               ("networking.k8s.io", "ingresses", "list")}
+                               ("networking.k8s.io", "ingresses", "list"), *scalers.requests()}
     assert granted("ClusterRole") == {("networking.k8s.io", "ingressclasses", "get")}  # cluster-scoped
     source = (ROOT / "doctor" / "probes" / "kubernetes.py").read_text()
     assert "/api/v1/namespaces/{ns}/services/{svc}" in source and "/apis/discovery.k8s.io/v1/namespaces/{ns}/endpointslices" in source

@@ -50,6 +50,7 @@ from doctor.probes.http import (
     BodyTooLarge,
     DeadlineExceeded,
     HttpOptions,
+    Unanswered,
     bounded_get,
     error_kind,
     http_client,
@@ -131,10 +132,11 @@ class _Limits:
 
 
 class _Failure(Exception):
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, unanswered_s: float | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.unanswered_s = unanswered_s  # a GET sent on an accepted connection that got no byte back in this time
 
 
 def collect_endpoints(
@@ -194,6 +196,8 @@ def _probe_target(
             if failure.kind in _STOPS and skipped:
                 message += f" ({', '.join(skipped)} not tried)"
             errors.append(EvidenceError(SOURCE, url, f"GET {path}", failure.kind, message))
+            if failure.unanswered_s is not None:
+                endpoint.unanswered_s = failure.unanswered_s
             if failure.kind in _STOPS:
                 cut_off = True
                 break
@@ -254,6 +258,10 @@ def _get(client: httpx.Client, url: str, limits: _Limits) -> _Answer:
     start = time.monotonic()
     try:
         response, text = bounded_get(client, url, deadline_s=timeout_s, max_bytes=MAX_BODY_BYTES)
+    except Unanswered:
+        silent = timeout_s if basis == TIMEOUT_BASIS else None  # a bound shorter than --timeout proves less
+        raise _Failure("timeout", f"GET {url}: the connection was accepted and not a byte of answer came within "
+                                  f"{timeout_s:g} s" + limits.why(basis), silent) from None
     except (httpx.HTTPError, DeadlineExceeded, BodyTooLarge) as exc:
         kind = error_kind(exc)
         detail = str(exc) or type(exc).__name__

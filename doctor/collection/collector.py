@@ -37,6 +37,7 @@ from doctor.foundation.errors import UsageError
 from doctor.foundation.redact import Redactor, redact_bundle
 from doctor.probes.deadlines import RunDeadline
 from doctor.probes.plan import CollectConfig, over_context
+from doctor.probes.transport import scheme_line
 
 Progress = Callable[[str], None]
 
@@ -70,6 +71,15 @@ def unanswered(endpoints: EndpointsEvidence, config: CollectConfig) -> dict[Prob
     roles = {"engine": ProbePath.DIRECT, "gateway": ProbePath.GATEWAY}
     return {roles[ep.role]: ep.unanswered_s for ep in endpoints.endpoints
             if ep.unanswered_s is not None and ep.role in roles and roles[ep.role] in config.targets()}
+
+
+def wrong_scheme(endpoints: EndpointsEvidence) -> str | None:
+    """The line that says a target's URL has the wrong scheme for its port (``Endpoint.scheme_mismatch``)."""
+    flags = {"engine": "--engine", "gateway": "--gateway"}
+    for ep in endpoints.endpoints:
+        if ep.scheme_mismatch is not None:
+            return f"{flags.get(ep.role, ep.role)}: {scheme_line(ep.url, ep.scheme_mismatch)}"
+    return None
 
 
 def _now_iso() -> str:
@@ -161,6 +171,8 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             config = replace(config, model=next((m.id for e in bundle.endpoints.endpoints for m in e.models), None))
         if bundle.endpoints is not None and (why := over_context(config, [m for e in bundle.endpoints.endpoints for m in e.models])):
             raise UsageError(why)  # before the first request: each would only be refused
+        if bundle.endpoints is not None and (wrong := wrong_scheme(bundle.endpoints)):
+            raise UsageError(wrong)  # at its first failure: every later step would wait a timeout to fail the same
         if bundle.endpoints is not None and (silent := unanswered(bundle.endpoints, config)):
             config = replace(config, silent=silent)  # the stream probe holds their heads to a short bound
         metrics_url = config.resolved_metrics_url() if config.metrics else None

@@ -31,6 +31,7 @@ costs that bound, not the whole ``--timeout``.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import ssl
 import time
@@ -56,6 +57,7 @@ from doctor.probes.http import (
     http_client,
     join_url,
 )
+from doctor.probes.transport import other_scheme, scheme_line
 
 SOURCE = "endpoints"
 
@@ -192,6 +194,9 @@ def _probe_target(
             answer = _get(client, url, limits)
         except _Failure as failure:
             message = failure.message
+            if i == 0 and failure.unanswered_s is None and (spoken := _scheme_spoken(base, failure.kind, limits)):
+                endpoint.scheme_mismatch = spoken
+                failure.kind, message = "tls", scheme_line(base, spoken)
             skipped = [p for p, _ in calls[i + 1 :]]
             if failure.kind in _STOPS and skipped:
                 message += f" ({', '.join(skipped)} not tried)"
@@ -220,6 +225,16 @@ def _probe_target(
         info_limits = _Limits(min(limits.timeout_s, INFO_DEADLINE_S), limits.run)
         errors.extend(_ask_engine(client, endpoint, base, info_limits))
     return endpoint, errors, answered, times
+
+
+def _scheme_spoken(base: str, kind: str, limits: _Limits) -> str | None:
+    """The scheme ``base``'s port speaks when its first GET failed as a wrong scheme fails (an https://
+    handshake that failed or timed out, an http:// connection closed before any answer); else None.
+    Asked here, at the first failure, so the run says it in one line instead of after a timeout per step."""
+    scheme = httpx.URL(base).scheme
+    if not ((scheme == "https" and kind in ("tls", "timeout")) or (scheme == "http" and kind == "connect")):
+        return None
+    return asyncio.run(other_scheme(base, limits.timeout_s))
 
 
 def _ask_engine(client: httpx.Client, endpoint: Endpoint, base: str, limits: _Limits) -> list[EvidenceError]:

@@ -138,7 +138,7 @@ def _scenarios() -> dict[str, Scenario]:
             base,
             GatewayConfig("buffer", buffer_size=16384),
             ProbePlan(concurrency=2, requests=8, prompt_tokens=128, max_tokens=128),
-            Expectation("proxy-only", "response buffering", "proxy-buffering"),
+            Expectation("proxy-only", "proxy_buffering", "proxy-buffering"),
         ),
         Scenario(
             "stream-compression",
@@ -147,7 +147,7 @@ def _scenarios() -> dict[str, Scenario]:
             base,
             GatewayConfig("compress", buffer_size=4096),
             ProbePlan(concurrency=2, requests=8, prompt_tokens=128, max_tokens=64),
-            Expectation("proxy-only", "response compression", "stream-compression"),
+            Expectation("proxy-only", "gzip", "stream-compression"),
         ),
         Scenario(
             "gateway-serialisation",

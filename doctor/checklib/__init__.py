@@ -36,7 +36,8 @@ its remediation mean the same thing as every other check's:
   and ``per_token`` (one request's TTFT and TPOT, for twins no derived view holds),
   ``generated_within`` (what the engine's generation counter did during a stream's silence).
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
-  ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
+  ``add_capacity`` (``queue_remediation``, ``capacity_advice``: growing a KV cache that holds fewer
+  than two requests instead), ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag: the ``engine`` view a check declares tells
   which, ``engine_of`` applies its rule to what a caller holds;
   on an unidentified one, ``unidentified_setting``'s neutral wording, which checks whose lever is
@@ -53,6 +54,7 @@ contract.
 """
 
 from doctor.checklib.buffering_advice import buffering_remediation
+from doctor.checklib.capacity_advice import queue_remediation
 from doctor.checklib.compression_advice import compression_remediation
 from doctor.checklib.engine_settings import (
     MIN_FLAT_SAMPLES,
@@ -150,6 +152,7 @@ __all__ = [
     "probe_sent",
     "process_cores",
     "prompt_tokens_around",
+    "queue_remediation",
     "request_ttft",
     "rerun",
     "response_start_remediation",

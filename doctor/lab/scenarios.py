@@ -163,6 +163,27 @@ def _scenarios() -> dict[str, Scenario]:
 
 
 SCENARIOS: dict[str, Scenario] = _scenarios()
+
+
+def diagnose_flags(spec: Scenario, engine_url: str, gateway_url: str, workdir: Path) -> dict[str, Any]:
+    """The ``diagnose`` flags, by option name, that show ``spec``'s symptom against its running lab: the
+    URLs, the lab's log and its probe plan (route, concurrency, requests, warm-up, and the request body
+    written to ``workdir/payload.json``). Without them the defaults (one stream at a time, a
+    256-token prompt) read a queue as healthy; ``demo`` and ``python -m doctor.lab.serve`` both give them."""
+    payload = workdir / "payload.json"
+    payload.write_text(json.dumps(spec.probe.payload()))
+    plan = spec.probe
+    return {"engine": engine_url, "gateway": gateway_url, "metrics_url": engine_url + "/metrics",
+            "log": str(workdir / "vllm.log"), "route": plan.route, "payload": str(payload),
+            "concurrency": plan.concurrency, "requests": plan.requests, "warmup": plan.warmup}
+
+
+def as_arguments(flags: dict[str, Any]) -> list[str]:
+    """``diagnose_flags`` as a command line's arguments: ``--metrics-url URL``; True is the bare flag."""
+    out: list[str] = []
+    for key, value in flags.items():
+        out += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    return out
 #: What `llm-doctor demo` shows by default: the case only a client-side, two-path probe can see
 #: (the engine is healthy, the gateway is not), with one unambiguous directive to change.
 DEFAULT_SCENARIO = "proxy-buffering"

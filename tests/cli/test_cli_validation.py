@@ -141,7 +141,7 @@ def test_milliseconds_typed_as_seconds_are_refused_saying_so(saved_bundle):
     assert result.exit_code == ExitCode.NO_DIAGNOSIS
     assert "--ttft-budget is in seconds" in result.output and "give 0.5" in result.output
     assert "healthy" not in result.output.lower()
-    with pytest.raises(UsageError, match="--tpot-budget is in seconds: 50 s .* give 0.05"):
+    with pytest.raises(UsageError, match=r"--tpot-budget is in seconds: 50 s .* give 0\.05"):
         build_analyze_options({"tpot_budget": 50.0}, FileConfig(), None)
     assert build_analyze_options({"ttft_budget": 60.0, "tpot_budget": 2.0}, FileConfig(), None).budgets.ttft_s == 60.0
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from doctor.lab.engine import LabEngine
 from doctor.derive.gateway import family_of
+from doctor.lab.engine import LabEngine
 from doctor.lab.gateway import PLAYED, SERVER_NAMES, GatewayConfig, LabGateway
 from doctor.lab.scheduler import EngineConfig
 from tests.support.lab_client import Trace, chat_body, run_streams

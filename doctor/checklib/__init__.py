@@ -30,7 +30,8 @@ its remediation mean the same thing as every other check's:
   setting each gateway family spells for the same behaviour.
 - **gateway limits** (``gateway_limits``): ``gateway_refusal`` (a failed request the gateway
   answered itself), ``engine_intake`` (requests the engine took in over the window) against
-  ``probe_sent``, and ``gateway_wait`` (the staircase of an edge that lets fewer streams through).
+  ``probe_sent``, ``gateway_wait`` (the staircase of an edge that lets fewer streams through) and
+  ``stream_cap`` (how many streams it let run at once, against the direct path: ``StreamCap``).
 - **structured output** (``structured``): ``constrained_run`` (a constrained ``--payload``'s
   requests in send order and its unconstrained twins, as ``ConstrainedRun``), ``request_ttft``
   and ``per_token`` (one request's TTFT and TPOT, for twins no derived view holds),
@@ -75,7 +76,7 @@ from doctor.checklib.engine_settings import (
     process_cores,
     prompt_tokens_around,
 )
-from doctor.checklib.gateway_limits import engine_intake, gateway_refusal, gateway_wait, probe_sent
+from doctor.checklib.gateway_limits import StreamCap, engine_intake, gateway_refusal, gateway_wait, probe_sent, stream_cap
 from doctor.checklib.gateway_responses import (
     COMPRESSED,
     detect_proxy,
@@ -115,6 +116,7 @@ __all__ = [
     "ConstrainedRun",
     "PathPair",
     "Setting",
+    "StreamCap",
     "add_capacity",
     "buffering_remediation",
     "cap_remediation",
@@ -158,6 +160,7 @@ __all__ = [
     "response_start_remediation",
     "retry_remediation",
     "sequences_that_fit",
+    "stream_cap",
     "stream_encoding",
     "tokens_per_request",
     "ttft_wait",

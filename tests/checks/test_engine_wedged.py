@@ -12,11 +12,7 @@ is a real TCP listener that accepts every connection and never writes a byte: th
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from typer.testing import CliRunner
 
@@ -26,6 +22,7 @@ from doctor.cli import app
 from doctor.collection.collector import collect
 from doctor.evidence.stream import HEAD_TIMEOUT, SILENT_BASIS, WEDGED
 from doctor.probes.plan import CollectConfig
+from tests.support.hostile_server import silent_port
 from tests.support.sse_server import SseServer
 
 
@@ -56,31 +53,9 @@ def test_a_wedged_engine_is_named_fast_with_defaults(tmp_path) -> None:
     assert stream.shape.stopped is not None and stream.shape.stopped.startswith("the engine stood still")
 
 
-@contextmanager
-def hung_server() -> Iterator[str]:
-    """A port on 127.0.0.1 that accepts every connection and never answers (its connections held open)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        listener.close()
-        for conn in held:
-            conn.close()
-
-
 def test_a_server_that_accepts_and_never_answers_is_named_hung_long_before_the_probes_duration() -> None:
     duration = 300.0  # the probe's own duration and stall timeout: what the run would otherwise wait
-    with hung_server() as url:
+    with silent_port() as url:
         config = CollectConfig(engine=url, gpu=False, host=False, duration_s=duration, stall_timeout_s=duration)
         config.http.timeout_s = 2.0  # each GET's --timeout (10 s by default)
         started = time.monotonic()

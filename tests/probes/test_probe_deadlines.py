@@ -44,7 +44,7 @@ from doctor.probes.sampling import failing_fast
 from doctor.probes.stream import run_stream_probe
 from doctor.runs.outage import unreachable_paths
 from tests.support import hostile_server, system
-from tests.support.hostile_server import HostileServer
+from tests.support.hostile_server import HostileServer, silent_port
 from tests.support.sse_server import SseServer
 
 runner = CliRunner()
@@ -54,30 +54,6 @@ runner = CliRunner()
 def engine() -> Iterator[SseServer]:
     with SseServer() as srv:
         yield srv
-
-
-@contextmanager
-def silent_port() -> Iterator[str]:
-    """A gateway that accepts every connection and never sends a byte."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        listener.close()
-        for conn in held:
-            conn.close()
 
 
 def diagnose(tmp_path: Path, *args: str) -> tuple[int, dict, Path]:

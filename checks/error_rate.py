@@ -24,7 +24,9 @@ By the dominant failure: HTTP 429 / 502 / 503 that the gateway answered itself (
 when the body says the prompt is too long, else the payload); 5xx -> the engine log
 (`vllm_server`); connect / dns / tls -> `endpoint_url` (the other scheme when the port speaks it);
 a gateway with no response head within the bound its direct path sets -> the gateway hop
-(`gateway_upstream`); a head dripped past its deadline -> the server (`endpoint_url`); cut ->
+(`gateway_upstream`); a server that accepted and answered nothing at all (no byte to GET /version in its whole
+`--timeout`, no response head to the probe's requests) -> hung: restart it and give its health check a
+timeout (`restart_and_health_check`); a head dripped past its deadline -> the server (`endpoint_url`); cut ->
 `proxy_read_timeout`; timeout / stall -> the latency findings (`replicas` when queueing); metrics
 errors -> `vllm_server`; metrics aborts -> the clients' timeout (`client_timeout`). A request cut
 by the user's own `--deadline` is no failure of the target (censored at that time): it counts
@@ -53,7 +55,15 @@ from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import display, engine_part
 from doctor.evidence import Bundle, ProbePath, RequestTrace
-from doctor.evidence.stream import CANCELLED, CLIENT_STALL, DEADLINE, DIRECT_BASIS, HEAD_TIMEOUT, NOT_THE_TARGETS
+from doctor.evidence.stream import (
+    CANCELLED,
+    CLIENT_STALL,
+    DEADLINE,
+    DIRECT_BASIS,
+    HEAD_TIMEOUT,
+    NOT_THE_TARGETS,
+    SILENT_BASIS,
+)
 from doctor.foundation.units import fmt_pct
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
@@ -126,6 +136,14 @@ FIXES: dict[str, tuple[str, str, str, str]] = {
          "bound its direct path sets (see the first error), while the engine answers directly: the gateway hop "
          "is failing, not capacity"),
     ),
+    "hung": (
+        "restart_and_health_check",
+        "restart the server now; make its liveness check a request with a timeout (e.g. GET /version within 5 s)",
+        "the server at the URL (restart) and the orchestrator's / load balancer's health check for it",
+        ("the server accepts connections and answers nothing at all: not GET /version, not /metrics, not the "
+         "response head of a completion. Its process is hung (a blocked event loop, a deadlock, a stopped "
+         "process), which no latency setting fixes; a health check without a timeout keeps it in rotation"),
+    ),
     "head-timeout": (
         "endpoint_url",
         "a server that sends its response head at once",
@@ -156,6 +174,8 @@ def failure_key(req: RequestTrace, direct_answers: bool = False) -> str:
     the direct path answers (with the engine down, the gateway's error page is about the engine)."""
     if req.outcome == "tls" and req.scheme_mismatch in ("http", "https"):
         return f"tls-{req.scheme_mismatch}"
+    if req.outcome == HEAD_TIMEOUT and req.head_deadline_basis == SILENT_BASIS:
+        return "hung"
     if req.path == ProbePath.GATEWAY and (
             (req.outcome == HEAD_TIMEOUT and req.head_deadline_basis == DIRECT_BASIS)
             or (req.outcome == "stall" and req.first_token_deadline_s is not None)):

@@ -7,7 +7,10 @@ an HTML error page where the engine answers JSON, Envoy's `x-envoy-overloaded: t
 parallel-request message) while the direct path answers, or it queues them (HAProxy `maxconn` on
 a server line, Envoy's pending queue): the gateway's TTFT grows in steps of whole answers with
 concurrency while the engine has no request waiting and the direct path is fast at the same
-concurrency.
+concurrency. Where no header names the gateway (stock HAProxy adds none) and no /metrics shows the
+engine's queue, the probe's own timings say it: through the gateway at most k >= 2 streams ran at
+once (first token to last token), each later one starting as one ended, while directly more ran
+together (one at a time is a serialising edge: gateway-serialisation, LD303).
 
 Why it matters:
 A stream holds its slot for its whole answer, so a limit sized for short calls binds at a few
@@ -21,7 +24,9 @@ the direct path's answers; at concurrency >= 2, each path's wait (TTFT p90 minus
 engine's waiting gauge (about 0: the queue is not the engine's), its running gauge against the
 probe's own streams open on each path at each scrape (the gateway streams the engine ran against
 those the probe had open), and the requests the engine took in against those the probe sent
-(refused requests never reach it). The gateway view: which gateway, for its setting.
+(refused requests never reach it). The stream probe's first and last token of every request: the
+most streams each path ran at once (``checklib.stream_cap``). The gateway view: which gateway, for its
+setting.
 
 Remediation:
 Raise the gateway's own limit to what the engine batches, in its terms: HAProxy `maxconn` on the
@@ -57,6 +62,7 @@ from doctor.checklib import (
     measured_pair,
     probe_sent,
     rerun,
+    stream_cap,
     who_answered,
 )
 from doctor.derive.gateway import GatewayView
@@ -140,9 +146,11 @@ def gateway_connection_cap(
     if not waits.queued(wait_answers, spread_factor, ttft_factor):
         return Pass(f"no refusal by the gateway, and its p90 request waited {waits.gateway:.1f} answers vs "
                     f"{waits.direct:.1f} direct: no cap binds at concurrency {c}")
-    if family not in QUEUEING_CAPS:
+    cap = stream_cap(bundle.stream.requests, c) if family is None or family in QUEUEING_CAPS else None
+    if family not in QUEUEING_CAPS and cap is None:
         return Pass(f"the gateway's requests queue ({waits.gateway:.1f} answers), but {name} is not known to queue on "
-                    "a connection cap of its own: see gateway-serialisation (LD303)")
+                    "a connection cap of its own, and no more than one stream ran through it at once: see "
+                    "gateway-serialisation (LD303)")
     waiting = metrics_window.waiting if metrics_window is not None else None
     if waiting is not None and waiting.max is not None and waiting.max > max_waiting:
         return Pass(f"the engine itself had up to {waiting.max:.0f} requests waiting: the queue is the engine's "
@@ -160,6 +168,15 @@ def gateway_connection_cap(
         EvidenceValue("direct TTFT p90", pair.direct.ttft.p90, "s", f"stream: direct, n={pair.direct.ttft.n}"),
         EvidenceValue("probe concurrency", c, "", "stream: probe shape"),
     ]
+    if cap is not None:
+        summary += (f"; through the gateway at most {cap.gateway} streams ran at once (first token to last token), "
+                    f"each later one starting as one ended, while {cap.direct} ran together direct")
+        evidence += [
+            EvidenceValue("gateway streams at once (most)", cap.gateway, "streams",
+                          "stream: gateway, first token to last token overlapping"),
+            EvidenceValue("direct streams at once (most)", cap.direct, "streams",
+                          "stream: direct, first token to last token overlapping"),
+        ]
     if waiting is not None and waiting.max is not None:
         summary += "; the engine had " + (f"at most {waiting.max:.0f} request(s)" if waiting.max else "no request") + " waiting"
         evidence.append(EvidenceValue("engine waiting max", waiting.max, "requests", "metrics: waiting gauge"))
@@ -173,7 +190,8 @@ def gateway_connection_cap(
         title="The gateway queues streams on its own connection cap",
         summary=summary,
         remediation=cap_remediation(gateway, None, c, rerun(
-            f"the gateway's wait close to the direct one ({waits.direct:.1f} answers) at concurrency {c}")),
+            f"the gateway's wait close to the direct one ({waits.direct:.1f} answers) at concurrency {c}"),
+            cap.gateway if cap is not None else None),
         severity=Severity.CRITICAL,
         evidence=evidence,
     )

@@ -18,7 +18,9 @@ concurrent request wait c-1 answers, while the engine's own queueing stays well 
 the gateway's TTFT p90 against the direct one, the steps in the gateway's sorted TTFTs larger
 than half an answer (the staircase), and every request's TTFT in send order. The gateway view:
 a gateway that queues on a connection cap of its own (HAProxy `maxconn`, Envoy's circuit
-breakers) makes the same staircase, which gateway-connection-cap (LD309) names instead.
+breakers) makes the same staircase, which gateway-connection-cap (LD309) names instead; so does an
+unidentified one that let two or more streams run at once (the stream probe's first and last
+tokens), where a serialising edge runs one.
 
 Remediation:
 Make the edge stream asynchronously (setting `gateway_streaming`): an async HTTP client
@@ -43,9 +45,10 @@ from __future__ import annotations
 import itertools
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import QUEUEING_CAPS, gateway_wait, measured_pair, rerun, who_answered
+from doctor.checklib import QUEUEING_CAPS, gateway_wait, measured_pair, rerun, stream_cap, who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.evidence import StreamEvidence
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
@@ -66,7 +69,7 @@ def send_order(ps: PathStats) -> list[float]:
     code="LD303", name="gateway-serialisation", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_SERIALISATION
 )
 def gateway_serialisation(
-    stream_stats: StreamStats, gateway: GatewayView | None = None,
+    stream_stats: StreamStats, gateway: GatewayView | None = None, stream: StreamEvidence | None = None,
     *,
     wait_answers: float = 1.0,
     spread_factor: float = 3.0,
@@ -91,6 +94,11 @@ def gateway_serialisation(
     if family in QUEUEING_CAPS:
         return Pass(f"the gateway's p90 request waited {g_wait:.1f} answers, but {name} queues on its own "
                     "connection cap: see gateway-connection-cap (LD309)")
+    cap = stream_cap(stream.requests, stream_stats.concurrency) if family is None and stream is not None else None
+    if cap is not None:
+        return Pass(f"the gateway's p90 request waited {g_wait:.1f} answers, but it let {cap.gateway} streams run at "
+                    f"once (not one at a time) while {cap.direct} ran direct: a connection cap, see "
+                    "gateway-connection-cap (LD309)")
     step_s = step_share * answer
     steps = staircase_steps(g, step_s)
     c = stream_stats.concurrency

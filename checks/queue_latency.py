@@ -11,10 +11,13 @@ the running / waiting gauges when the queue drains between scrapes.
 
 Evidence:
 Metrics window: queue-time histogram delta (p90 bucket bound, mean, count), waiting gauge (max).
+Startup log / run record: the KV cache size and gpu_memory_utilization; stream: tokens per request.
 
 Remediation:
 Add capacity (setting `replicas`) or lower the offered concurrency; when the batch limit rather
-than the GPU is full, requests-queued-before-prefill (LD101) suggests a `max_num_seqs`.
+than the GPU is full, requests-queued-before-prefill (LD101) suggests a `max_num_seqs`. When the
+KV cache (startup log) holds fewer than two requests of the size served, grow it instead
+(`gpu_memory_utilization`): replicas would each queue the same way.
 
 Options:
 max_queue_p90_s: queue time p90 (its bucket bound) at or above which it fires (vllm-doctor's default
@@ -28,14 +31,25 @@ replicas: add capacity.
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import add_capacity, metric_read
+from doctor.checklib import metric_read, queue_remediation
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
+from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
+from doctor.evidence import RunRecord, StreamEvidence
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
 
 
 @check(code="LD505", name="queue-latency", symptom=SymptomClass.GENERAL, cause=Cause.QUEUE_LOAD)
-def queue_latency(metrics_window: MetricsWindow, *, max_queue_p90_s: float = 1.0) -> Result:
+def queue_latency(
+    metrics_window: MetricsWindow,
+    log_facts: LogFacts | None = None,
+    run: RunRecord | None = None,
+    stream: StreamEvidence | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
+    *,
+    max_queue_p90_s: float = 1.0,
+) -> Result:
     q = metrics_window.queue
     if q is None or not q.count:
         return NotApplicable("no queue-time histogram delta in the window")
@@ -70,12 +84,10 @@ def queue_latency(metrics_window: MetricsWindow, *, max_queue_p90_s: float = 1.0
     return Fire(
         title="Requests wait long in the queue",
         summary=summary,
-        remediation=add_capacity(
-            why=(
-                f"One request in ten waited {fmt_seconds(bound)} or more before its prefill started. If the batch "
-                "limit rather than the KV cache is full, raising max_num_seqs is cheaper (LD101)."
-            ),
-            verify=f"queue time p90 below {fmt_seconds(max_queue_p90_s)}",
+        remediation=queue_remediation(
+            (f"One request in ten waited {fmt_seconds(bound)} or more before its prefill started. If the batch "
+             "limit rather than the KV cache is full, raising max_num_seqs is cheaper (LD101)."),
+            f"queue time p90 below {fmt_seconds(max_queue_p90_s)}", log_facts, run, stream, engine.id,
         ),
         severity=Severity.WARNING,
         evidence=evidence,

@@ -59,6 +59,7 @@ from doctor.checklib import (
     max_num_seqs_in_use,
     metric_read,
     not_in_metrics,
+    queue_remediation,
     rerun,
     sequences_that_fit,
     tokens_per_request,
@@ -159,7 +160,7 @@ def requests_queued_before_prefill(
         return Pass("; ".join(parts) + ": neither the batch limit nor the KV cache was full")
 
     if kv_full and kv_max is not None:
-        remediation = _capacity(kv_max, running_max, waiting_max)
+        remediation = _capacity(kv_max, running_max, waiting_max, log_facts, run, stream, engine_id)
     else:
         # Peak demand is only known from scrapes during the probe (before / after ones give a lower
         # bound); without them, the probe's own concurrency is the demand it is known to have offered.
@@ -199,7 +200,13 @@ def _ttft(mw: MetricsWindow, stats: StreamStats | None) -> tuple[float | None, s
     return None, ""
 
 
-def _capacity(kv_max: float, running_max: float | None, waiting_max: float | None) -> Remediation:
+def _capacity(kv_max: float, running_max: float | None, waiting_max: float | None, log_facts: LogFacts | None,
+              run: RunRecord | None, stream: StreamEvidence | None, engine: str) -> Remediation:
+    """More replicas, as ``queue_remediation`` says unless the cache holds fewer than two requests (then grow it)."""
+    kv_bound = queue_remediation(f"KV usage reached {fmt_pct(kv_max)}.", "queue time to drop to a small share of TTFT",
+                                 log_facts, run, stream, engine)
+    if kv_bound.setting != "replicas":
+        return kv_bound
     below = f" below the {running_max:.0f} requests running at the peak" if running_max else ""
     if running_max and waiting_max:
         below = f" below the {running_max + waiting_max:.0f} in flight at the peak ({running_max:.0f} running + {waiting_max:.0f} waiting)"

@@ -30,14 +30,16 @@ its remediation mean the same thing as every other check's:
   setting each gateway family spells for the same behaviour.
 - **gateway limits** (``gateway_limits``): ``gateway_refusal`` (a failed request the gateway
   answered itself), ``engine_intake`` (requests the engine took in over the window) against
-  ``probe_sent``, and ``gateway_wait`` (the staircase of an edge that lets fewer streams through).
+  ``probe_sent``, ``gateway_wait`` (the staircase of an edge that lets fewer streams through) and
+  ``stream_cap`` (how many streams it let run at once, against the direct path: ``StreamCap``).
 - **structured output** (``structured``): ``constrained_run`` (a constrained ``--payload``'s
   requests in send order and its unconstrained twins, as ``ConstrainedRun``), ``request_ttft``
   and ``per_token`` (one request's TTFT and TPOT, for twins no derived view holds),
   ``generated_within`` (what the engine's generation counter did during a stream's silence).
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
   ``rerun_gated`` (the same plus the ``llm-doctor verify`` eval gate, for a change of numerics),
-  ``add_capacity``, ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
+  ``add_capacity`` (``queue_remediation``, ``capacity_advice``: growing a KV cache that holds fewer
+  than two requests instead), ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag: the ``engine`` view a check declares tells
   which, ``engine_of`` applies its rule to what a caller holds;
   on an unidentified one, ``unidentified_setting``'s neutral wording, which checks whose lever is
@@ -62,6 +64,7 @@ contract.
 """
 
 from doctor.checklib.buffering_advice import buffering_remediation
+from doctor.checklib.capacity_advice import queue_remediation
 from doctor.checklib.compression_advice import compression_remediation
 from doctor.checklib.engine_settings import (
     MIN_FLAT_SAMPLES,
@@ -82,7 +85,7 @@ from doctor.checklib.engine_settings import (
     process_cores,
     prompt_tokens_around,
 )
-from doctor.checklib.gateway_limits import engine_intake, gateway_refusal, gateway_wait, probe_sent
+from doctor.checklib.gateway_limits import StreamCap, engine_intake, gateway_refusal, gateway_wait, probe_sent, stream_cap
 from doctor.checklib.gateway_responses import (
     COMPRESSED,
     detect_proxy,
@@ -148,6 +151,7 @@ __all__ = [
     "PathPair",
     "ScalerFault",
     "Setting",
+    "StreamCap",
     "add_capacity",
     "buffering_remediation",
     "cap_remediation",
@@ -188,6 +192,7 @@ __all__ = [
     "probe_sent",
     "process_cores",
     "prompt_tokens_around",
+    "queue_remediation",
     "queue_signal",
     "request_ttft",
     "rerun",
@@ -202,6 +207,7 @@ __all__ = [
     "serves_router",
     "signals_of",
     "startup_s",
+    "stream_cap",
     "stream_encoding",
     "tokens_per_request",
     "tried",

@@ -134,16 +134,15 @@ BUFFERING["envoy-ai-gateway"] = BUFFERING["envoy"]
 
 #: The usual suspects' switches, for a gateway nothing identified: possibilities, never one product's knob.
 SUSPECTS_BUFFERING = (
-    "nginx `proxy_buffering off;` (or `X-Accel-Buffering: no` from the upstream); HAProxy `option "
-    "http-no-delay`; lighttpd `server.stream-response-body = 2`; Varnish no `beresp.do_stream = false`; "
-    "Caddy no `buffer_responses`/`response_buffers`; Apache httpd `flushpackets=on` on the ProxyPass; "
-    "Traefik no `buffering` middleware; Envoy ext_proc body mode STREAMED; a Starlette/FastAPI edge that "
-    "relays each chunk, without GZipMiddleware")
+    "nginx `proxy_buffering off;`; HAProxy `option http-no-delay`; lighttpd `server.stream-response-body = 2`; "
+    "Varnish no `beresp.do_stream = false`; Caddy no `response_buffers`; Apache httpd `flushpackets=on`; "
+    "Traefik no `buffering` middleware; Envoy ext_proc body mode STREAMED; a FastAPI edge without GZipMiddleware")
 GENERIC_BUFFERING = Phrasing(
-    "response buffering", "off for text/event-stream responses on the streaming route",
+    "response buffering", "off on the streaming route: " + SUSPECTS_BUFFERING,
     where="{name}: the route that proxies /v1/chat/completions and /v1/completions",
     why="{name} releases the stream in {burst} instead of per token. Turn response buffering off for the streaming "
-        "route; the switch is one of: " + SUSPECTS_BUFFERING + ".")
+        "route, with the switch of the product it is (the suggestion lists the usual ones; an upstream can also "
+        "send `X-Accel-Buffering: no` to nginx, and Caddy before v2.7 spelled it `buffer_responses`).")
 
 
 def buffering_remediation(gw: GatewayView | None, burst: str, verify: str) -> Remediation:

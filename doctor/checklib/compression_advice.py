@@ -85,10 +85,10 @@ SUSPECTS_COMPRESSION = (
     "`excludedContentTypes: [text/event-stream]`; Envoy's compressor `content_type`; a Starlette/FastAPI "
     "edge's GZipMiddleware")
 GENERIC_COMPRESSION = Phrasing(
-    "response compression", "off for text/event-stream",
+    "response compression", "off for text/event-stream: " + SUSPECTS_COMPRESSION,
     where="{name}: response compression on the streaming route",
-    why="{name} {enc}-compresses the event stream; compressors buffer until their window fills. "
-        "text/event-stream is left out by one of: " + SUSPECTS_COMPRESSION + ".")
+    why="{name} {enc}-compresses the event stream; compressors buffer until their window fills. Leave "
+        "text/event-stream out, with the switch of the product it is (the suggestion lists the usual ones).")
 
 
 def compression_remediation(gw: GatewayView | None, enc: str, verify: str) -> Remediation:

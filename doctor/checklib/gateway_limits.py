@@ -11,6 +11,9 @@ Four facts several checks need alike, each read once here:
 - ``probe_sent``: what the probe sent on each path over the same window.
 - ``gateway_wait``: the staircase of a gateway that lets fewer streams through than were sent
   (a serialising edge, LD303; a connection cap that queues, LD309).
+- ``stream_cap``: how many streams the gateway let run at once against the direct path, from the
+  probe's own timings: a cap of two or more is a connection limit (LD309) even where no header
+  names the gateway and no /metrics shows the engine's queue; one at a time is LD303's.
 
 Public through ``doctor.checklib``.
 """
@@ -120,3 +123,37 @@ def gateway_wait(pair: PathPair) -> GatewayWait | None:
         return None
     ratio = (g.ttft.p90 or 0.0) / d.ttft.p90 if d.ttft.p90 else float("inf")
     return GatewayWait(answer, ttft_wait(g, answer), ttft_wait(d, answer), ratio)
+
+
+def streams_at_once(requests: list[RequestTrace], path: ProbePath) -> int:
+    """The most of ``path``'s successful requests (warm-ups too: they ran beside) that streamed at
+    once, each from its first token to its last: a stream that starts as another ends is not beside it."""
+    edges: list[tuple[float, int]] = []
+    for r in requests:
+        if r.path == path and r.ok and r.t_first_token is not None and r.t_last_token is not None:
+            edges += [(r.t_first_token, 1), (r.t_last_token, -1)]
+    most = now = 0
+    for _, step in sorted(edges):  # at one instant an end (-1) sorts before a start (+1)
+        now += step
+        most = max(most, now)
+    return most
+
+
+@dataclass(frozen=True)
+class StreamCap:
+    """The most streams that ran at once through the gateway and directly, at the probe's concurrency."""
+
+    gateway: int
+    direct: int
+    concurrency: int
+
+
+def stream_cap(requests: list[RequestTrace], concurrency: int) -> StreamCap | None:
+    """A ``StreamCap`` when the gateway let at most k >= 2 streams run at once while the direct path ran
+    more at the same concurrency (above k): the gateway's own limit on streams to the engine, each later
+    stream starting as one ends. None otherwise: one at a time is a serialising edge's (LD303), and a
+    direct path that never ran more than the gateway says the engine, not the gateway, is the bound."""
+    gateway, direct = (streams_at_once(requests, p) for p in (ProbePath.GATEWAY, ProbePath.DIRECT))
+    if 2 <= gateway < concurrency and direct > gateway:
+        return StreamCap(gateway, direct, concurrency)
+    return None

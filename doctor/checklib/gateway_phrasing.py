@@ -46,10 +46,15 @@ UNIDENTIFIED_NOTE = (" No header of its own says which software it is (what it p
                      "pass `--gateway-kind` to name it.")
 
 
+#: What an unidentified gateway's ``where`` adds: the terminal prints ``where``, not ``why``.
+UNIDENTIFIED_WHERE = " (no header of its own names it: pass `--gateway-kind` with its product to name its one setting)"
+
+
 def as_unidentified(rem: Remediation, family: str | None) -> Remediation:
-    """An unidentified gateway's remediation: its sentence capitalised, and how to name it."""
+    """An unidentified gateway's remediation: its sentence capitalised, and how to name it, in ``why`` and in ``where``."""
     if family is None:
         rem.why = rem.why[:1].upper() + rem.why[1:] + UNIDENTIFIED_NOTE
+        rem.where = (rem.where or "") + UNIDENTIFIED_WHERE
     return rem
 
 

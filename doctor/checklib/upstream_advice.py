@@ -6,7 +6,7 @@ Public through ``doctor.checklib``; the shared phrasing is ``gateway_phrasing``.
 
 from __future__ import annotations
 
-from doctor.checklib.gateway_phrasing import Phrasing, also_in_path
+from doctor.checklib.gateway_phrasing import Phrasing, also_in_path, as_unidentified
 from doctor.checklib.gateway_responses import who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.model import Remediation
@@ -61,7 +61,9 @@ NGINX_LIMIT = Phrasing(
         "`limit_conn_status` / `limit_req_status` say otherwise). A stream holds its connection for its "
         "whole answer, so a limit sized for short calls refuses concurrent streams.")
 GENERIC_CAP = Phrasing(
-    "gateway connection limit", "at least {c} streams to the engine at once",
+    "gateway connection limit",
+    "at least {c} streams to the engine at once: HAProxy `maxconn` on the server line; nginx `max_conns` or "
+    "`limit_conn`; Envoy `circuit_breakers`; LiteLLM `max_parallel_requests`; Traefik `inFlightReq`",
     where="{name}: its per-upstream connection or request limit",
     why="{name} lets fewer streams through to the engine than were sent and queues or refuses the rest "
         "(HAProxy `maxconn` on a server line, nginx `max_conns` or `limit_conn`, Envoy circuit breakers, "
@@ -70,17 +72,21 @@ GENERIC_CAP = Phrasing(
 QUEUEING_CAPS = ("haproxy", "envoy", "envoy-ai-gateway")
 
 
-def cap_remediation(gw: GatewayView | None, refused_status: int | None, concurrency: int, verify: str) -> Remediation:
+def cap_remediation(gw: GatewayView | None, refused_status: int | None, concurrency: int, verify: str,
+                    measured: int | None = None) -> Remediation:
     """LD309: raise the gateway's own limit on streams to the engine, in its terms; nginx's 503/429
-    comes from ``limit_conn`` / ``limit_req``, its 502 from ``max_conns``."""
+    comes from ``limit_conn`` / ``limit_req``, its 502 from ``max_conns``. ``measured``: the most
+    streams the probe saw it let through at once, its limit as measured."""
     family, name = who_answered(gw)
     phrasing = CONNECTION_CAPS.get(family or "", GENERIC_CAP)
     if family == "nginx" and refused_status in (429, 503):
         phrasing = NGINX_LIMIT
     rem = phrasing.remediation(verify, name=name)
     rem.suggested = rem.suggested.replace("{c}", str(concurrency))
+    if measured is not None:
+        rem.current = f"{measured} streams at once (measured)"
     rem.why += also_in_path(gw)
-    return rem
+    return as_unidentified(rem, family)
 
 
 #: family -> how LD310 (the gateway sends a request to the engine again) is fixed there.

@@ -15,7 +15,10 @@ The whole run ends by ``--deadline`` (``doctor.probes.deadlines.RunDeadline``): 
 is given ``min(its own timeout, what is left)`` (recorded in ``RunRecord.steps``), and one with
 nothing left is not started but recorded as an ``EvidenceError`` of kind ``deadline``, the
 partial bundle still written. What follows the deadline is local: the startup log, the model
-config, and the report (docs/probe.md measures that grace).
+config, and the report (docs/probe.md measures that grace). A target that accepted the endpoints
+probe's GET and sent not a byte in its whole ``--timeout`` is hung: its own /metrics is not scraped
+and the stream probe holds its requests' heads to a short bound (``CollectConfig.silent``), so the
+run says so in about 20 s instead of a stall timeout per request and a timeout per scrape.
 """
 
 from __future__ import annotations
@@ -28,13 +31,14 @@ from typing import Any
 
 from doctor import __version__
 from doctor.collection.run_record import complete_run_record
-from doctor.evidence import Bundle, EvidenceError
+from doctor.evidence import Bundle, EndpointsEvidence, EvidenceError, ProbePath
 from doctor.foundation.clock import Clock
 from doctor.foundation.errors import UsageError
 from doctor.foundation.redact import Redactor, redact_bundle
 from doctor.probes.deadlines import RunDeadline
 from doctor.probes.kubernetes import parse_target
 from doctor.probes.plan import CollectConfig, over_context
+from doctor.probes.transport import scheme_line
 
 Progress = Callable[[str], None]
 
@@ -60,6 +64,23 @@ def _describe(exc: BaseException) -> str:
     if isinstance(inner, (list, tuple)) and inner:
         return "; ".join(_describe(e) for e in inner)
     return f"{type(exc).__name__}: {exc}"
+
+
+def unanswered(endpoints: EndpointsEvidence, config: CollectConfig) -> dict[ProbePath, float]:
+    """Each probed path whose target accepted the endpoints probe's GET and sent back not a byte in its
+    whole ``--timeout`` (``Endpoint.unanswered_s``): the seconds it was given."""
+    roles = {"engine": ProbePath.DIRECT, "gateway": ProbePath.GATEWAY}
+    return {roles[ep.role]: ep.unanswered_s for ep in endpoints.endpoints
+            if ep.unanswered_s is not None and ep.role in roles and roles[ep.role] in config.targets()}
+
+
+def wrong_scheme(endpoints: EndpointsEvidence) -> str | None:
+    """The line that says a target's URL has the wrong scheme for its port (``Endpoint.scheme_mismatch``)."""
+    flags = {"engine": "--engine", "gateway": "--gateway"}
+    for ep in endpoints.endpoints:
+        if ep.scheme_mismatch is not None:
+            return f"{flags.get(ep.role, ep.role)}: {scheme_line(ep.url, ep.scheme_mismatch)}"
+    return None
 
 
 def _now_iso() -> str:
@@ -156,7 +177,19 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             config = replace(config, model=next((m.id for e in bundle.endpoints.endpoints for m in e.models), None))
         if bundle.endpoints is not None and (why := over_context(config, [m for e in bundle.endpoints.endpoints for m in e.models])):
             raise UsageError(why)  # before the first request: each would only be refused
+        if bundle.endpoints is not None and (wrong := wrong_scheme(bundle.endpoints)):
+            raise UsageError(wrong)  # at its first failure: every later step would wait a timeout to fail the same
+        if bundle.endpoints is not None and (silent := unanswered(bundle.endpoints, config)):
+            config = replace(config, silent=silent)  # the stream probe holds their heads to a short bound
         metrics_url = config.resolved_metrics_url() if config.metrics else None
+        if metrics_url and config.metrics_url is None and ProbePath.DIRECT in config.silent:
+            # the engine's own /metrics, on a server that answered GET /version nothing: it would only
+            # cost another --timeout before and after the probe, and each background scrape
+            bundle.errors.append(EvidenceError(
+                "metrics", metrics_url, "scrape", "timeout",
+                f"not scraped: {config.engine} accepted GET /version and sent not a byte in "
+                f"{config.silent[ProbePath.DIRECT]:g} s (hung); /metrics there would wait as long"))
+            metrics_url = None
         if metrics_url:
             scraper = metrics.Scraper(
                 metrics_url, clock, interval_s=config.scrape_interval_s,

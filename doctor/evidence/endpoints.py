@@ -48,6 +48,13 @@ class Endpoint:
     # own answers set, ``doctor.probes.deadlines.direct_bound``); None in a bundle from before.
     deadline_s: float | None = None
     deadline_basis: str | None = None
+    # Seconds a GET waited, its whole --timeout, with the request sent on an accepted connection and not
+    # a byte of answer: a hung server (``doctor.probes.http.Unanswered``); None when it answered, or
+    # failed otherwise. The stream probe then holds that path's response heads to a short bound.
+    unanswered_s: float | None = None
+    # The scheme its port speaks when the URL's was the wrong one ("http" for an https:// URL on a
+    # plain-HTTP port, "https" for an http:// URL on a TLS port), found at its first failed GET.
+    scheme_mismatch: str | None = None
 
 
 @dataclass

@@ -67,10 +67,12 @@ DEADLINE = "deadline"
 #: (``RequestTrace.head_deadline_s``): a head dripped byte by byte, or a gateway silent past the
 #: bound its direct path sets (``doctor.probes.deadlines``).
 HEAD_TIMEOUT = "head-timeout"
-#: ``RequestTrace.head_deadline_basis``: ``--stall-timeout`` for the whole head, or the bound a
-#: gateway is held to once its direct path answers within budget.
+#: ``RequestTrace.head_deadline_basis``: ``--stall-timeout`` for the whole head, the bound a
+#: gateway is held to once its direct path answers within budget, or the short bound of a target
+#: that already answered the endpoints probe's GET nothing in its whole ``--timeout`` (hung).
 STALL_BASIS = "stall-timeout"
 DIRECT_BASIS = "direct-path"
+SILENT_BASIS = "silent-target"
 #: The outcome of a request the wedge watchdog stopped (``WedgeStop``): still without a first token
 #: while the engine's counters stood still. Its wait is a lower bound of its TTFT, like a deadline's.
 WEDGED = "wedged"

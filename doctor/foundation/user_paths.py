@@ -54,6 +54,24 @@ def piped_output(paths: Mapping[str, Path | str | None], fmt: str | None) -> str
     return piped[0] if piped and piped[0] in PIPEABLE else None
 
 
+#: The options that each name a file a run writes: no two may name the same one.
+FILE_OUTPUTS = (*PIPEABLE, "bundle", "metrics_textfile")
+
+
+def distinct_files(paths: Mapping[str, Path | str | None]) -> None:
+    """Refuse two output options (by option name) that name one file: the later write would replace the
+    earlier (``--json r --html r`` left only the HTML). ``-`` (stdout) is ``piped_output``'s to judge."""
+    seen: dict[str, str] = {}
+    for key, path in paths.items():
+        if path is None or is_stdout(path):
+            continue
+        real = os.path.realpath(os.path.expanduser(path))
+        if real in seen:
+            first, second = (f"--{k.replace('_', '-')}" for k in (seen[real], key))
+            raise UsageError(f"{first} and {second} both name {path}: the second would overwrite the first; give each its own file")
+        seen[real] = key
+
+
 def _kind(path: Path, what: str) -> str | None:
     """``"dir"``, ``"file"`` (anything else that exists) or None when nothing is there; a folder
     on the way that cannot be entered is a ``UsageError`` (``what`` names the use)."""

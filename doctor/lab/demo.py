@@ -9,7 +9,6 @@ lab never calls back into the CLI.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor.foundation.errors import UsageError
-from doctor.lab.scenarios import SCENARIOS, Scenario, get_scenario, start_lab
+from doctor.lab.scenarios import SCENARIOS, Scenario, diagnose_flags, get_scenario, start_lab
 
 
 def list_scenarios() -> str:
@@ -39,19 +38,8 @@ def scenario_named(name: str) -> Scenario:
 def lab_overrides(spec: Scenario) -> Iterator[dict[str, Any]]:
     """Run ``spec``'s engine and gateway while the block runs; yields the ``diagnose`` flags for them."""
     with tempfile.TemporaryDirectory(prefix="llm-doctor-demo-") as tmp, start_lab(spec, tmp) as lab:
-        payload = Path(tmp) / "payload.json"
-        payload.write_text(json.dumps(spec.probe.payload()))
-        plan = spec.probe
         yield {
-            "engine": lab.engine_url,
-            "gateway": lab.gateway_url,
-            "metrics_url": lab.metrics_url,
-            "log": str(lab.log_path),
-            "route": plan.route,
-            "payload": payload,
-            "concurrency": plan.concurrency,
-            "requests": plan.requests,
-            "warmup": plan.warmup,
+            **diagnose_flags(spec, lab.engine_url, lab.gateway_url, Path(tmp)),
             "scrape_interval": 0.5,
             "no_gpu": True,
             "client_location": "localhost (llm-doctor demo)",

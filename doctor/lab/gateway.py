@@ -20,6 +20,11 @@ Modes:
   relayed stream itself flows token by token.
 
 ``overhead_ms`` adds a constant delay before each request is forwarded (auth, an extra hop).
+
+The gateway says which product it plays in its ``Server`` header (``SERVER_NAMES``): nginx, whose
+defaults the buffering and compression modes reproduce, and a Python (ASGI) edge for ``serialise``.
+An incident's gateway names itself too (nginx, Caddy, Envoy do), so the demo reads as one would:
+``proxy_buffering off`` in nginx's terms, not the generic list for an unidentified gateway.
 """
 
 from __future__ import annotations
@@ -34,8 +39,10 @@ import httpx
 
 from doctor.lab.http import HttpService, Request, Responder, ThreadedServer
 
-SERVER_NAME = "llm-doctor-lab-gateway"
 MODES = ("pass", "buffer", "compress", "serialise")
+#: mode -> the ``Server`` header: the product the mode plays (nginx unless named here).
+SERVER_NAMES = {"serialise": "uvicorn (llm-doctor lab)"}
+PLAYED = "nginx (llm-doctor lab)"
 # Hop-by-hop or re-framed headers: the gateway writes its own framing, date and server.
 _DROP = {"connection", "keep-alive", "transfer-encoding", "content-length", "date", "server", "content-encoding"}
 
@@ -103,7 +110,7 @@ class LabGateway(HttpService):
     def __init__(self, upstream: str, config: GatewayConfig | None = None, port: int = 0) -> None:
         self.upstream = upstream.rstrip("/")
         self.config = config or GatewayConfig()
-        self.server = ThreadedServer(self._handle, server_name=SERVER_NAME, port=port)
+        self.server = ThreadedServer(self._handle, server_name=SERVER_NAMES.get(self.config.mode, PLAYED), port=port)
         self._timeout = httpx.Timeout(self.config.read_timeout_s, connect=self.config.connect_timeout_s)
         self._client: httpx.AsyncClient | None = None
         self._sync_client: httpx.Client | None = None

@@ -138,7 +138,7 @@ def _scenarios() -> dict[str, Scenario]:
             base,
             GatewayConfig("buffer", buffer_size=16384),
             ProbePlan(concurrency=2, requests=8, prompt_tokens=128, max_tokens=128),
-            Expectation("proxy-only", "response buffering", "proxy-buffering"),
+            Expectation("proxy-only", "proxy_buffering", "proxy-buffering"),
         ),
         Scenario(
             "stream-compression",
@@ -147,7 +147,7 @@ def _scenarios() -> dict[str, Scenario]:
             base,
             GatewayConfig("compress", buffer_size=4096),
             ProbePlan(concurrency=2, requests=8, prompt_tokens=128, max_tokens=64),
-            Expectation("proxy-only", "response compression", "stream-compression"),
+            Expectation("proxy-only", "gzip", "stream-compression"),
         ),
         Scenario(
             "gateway-serialisation",
@@ -163,6 +163,27 @@ def _scenarios() -> dict[str, Scenario]:
 
 
 SCENARIOS: dict[str, Scenario] = _scenarios()
+
+
+def diagnose_flags(spec: Scenario, engine_url: str, gateway_url: str, workdir: Path) -> dict[str, Any]:
+    """The ``diagnose`` flags, by option name, that show ``spec``'s symptom against its running lab: the
+    URLs, the lab's log and its probe plan (route, concurrency, requests, warm-up, and the request body
+    written to ``workdir/payload.json``). Without them the defaults (one stream at a time, a
+    256-token prompt) read a queue as healthy; ``demo`` and ``python -m doctor.lab.serve`` both give them."""
+    payload = workdir / "payload.json"
+    payload.write_text(json.dumps(spec.probe.payload()))
+    plan = spec.probe
+    return {"engine": engine_url, "gateway": gateway_url, "metrics_url": engine_url + "/metrics",
+            "log": str(workdir / "vllm.log"), "route": plan.route, "payload": str(payload),
+            "concurrency": plan.concurrency, "requests": plan.requests, "warmup": plan.warmup}
+
+
+def as_arguments(flags: dict[str, Any]) -> list[str]:
+    """``diagnose_flags`` as a command line's arguments: ``--metrics-url URL``; True is the bare flag."""
+    out: list[str] = []
+    for key, value in flags.items():
+        out += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    return out
 #: What `llm-doctor demo` shows by default: the case only a client-side, two-path probe can see
 #: (the engine is healthy, the gateway is not), with one unambiguous directive to change.
 DEFAULT_SCENARIO = "proxy-buffering"

@@ -6,17 +6,20 @@ The scenario arrives as JSON on the command line; the child prints one JSON line
 once both servers listen, and shuts down when its stdin reaches end of file, which also happens
 when the parent dies.
 
-Also handy by hand: ``python -m doctor.lab.serve kv-pressure /tmp/lab`` prints the URLs and
-serves until Ctrl-D.
+Also handy by hand (the README's "Try it"): ``python -m doctor.lab.serve kv-pressure /tmp/lab``
+prints the URLs and, under ``diagnose``, the flags that show the scenario's symptom
+(``scenarios.diagnose_flags``: its concurrency, requests and request body, which the defaults
+lack), and serves until Ctrl-D.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
-from doctor.lab.scenarios import get_scenario
+from doctor.lab.scenarios import as_arguments, diagnose_flags, get_scenario
 from doctor.lab.servers import servers_spec, start_servers, stop_servers
 
 
@@ -25,15 +28,16 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: python -m doctor.lab.serve SCENARIO|SPEC_JSON WORKDIR\n")
         return 2
     what, workdir = argv
-    if what.lstrip().startswith("{"):
-        spec = json.loads(what)
-    else:
-        scenario = get_scenario(what)
-        spec = json.loads(servers_spec(scenario.engine, scenario.gateway, scenario.background))
+    scenario = None if what.lstrip().startswith("{") else get_scenario(what)
+    spec = json.loads(what if scenario is None else servers_spec(scenario.engine, scenario.gateway, scenario.background))
     Path(workdir).mkdir(parents=True, exist_ok=True)
     engine, gateway = start_servers(spec, Path(workdir))
     try:
-        sys.stdout.write(json.dumps({"engine": engine.url, "gateway": gateway.url}) + "\n")
+        urls: dict[str, str] = {"engine": engine.url, "gateway": gateway.url}
+        if scenario is not None:
+            flags = diagnose_flags(scenario, engine.url, gateway.url, Path(workdir).resolve())
+            urls["diagnose"] = shlex.join(as_arguments(flags))
+        sys.stdout.write(json.dumps(urls) + "\n")
         sys.stdout.flush()
         sys.stdin.read()  # until the parent closes our stdin, or dies
     finally:

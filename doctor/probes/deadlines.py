@@ -18,6 +18,12 @@ The per-phase deadlines bind once a phase has had a byte (``transport.ReadLog.ph
 stays the per-read timeout's, which starts when the client reads again, so a client that froze
 does not time out a server that was not silent that long (``client-stall``).
 
+A hung server (it accepts connections and answers nothing, not even ``GET /version``) already cost
+the endpoints probe its whole ``--timeout``: its stream requests are then held to ``HUNG_FLOOR_S``
+for their response head (``silent_head_bound``), so that the probe's two requests (a warm-up and
+one measured, which stops the path: ``head-timeout`` is decisive) confirm it in seconds, and the
+run names it within about 20 s instead of waiting a stall timeout per request.
+
 A hung gateway (it accepts the connection and never answers) beside an engine that answers in
 50 ms would otherwise cost the stall timeout per request. So once the direct path has answered
 within the TTFT budget, a gateway request with no response head after
@@ -50,7 +56,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from doctor.evidence import ProbePath, RequestTrace
-from doctor.evidence.stream import DIRECT_BASIS, STALL_BASIS
+from doctor.evidence.stream import DIRECT_BASIS, SILENT_BASIS, STALL_BASIS
 from doctor.foundation.units import fmt_seconds
 
 #: The gateway's head bound is never under this many seconds.
@@ -101,6 +107,13 @@ def gateway_head_bound(traces: Iterable[RequestTrace], ttft_budget_s: float) -> 
         ttfts.append(t.t_first_token - t.t_sent)
         e2es.append(t.t_end - t.t_sent)
     return direct_bound(ttfts, e2es, ttft_budget_s)
+
+
+def silent_head_bound(unanswered_s: float) -> HeadBound:
+    """The response head's deadline on a path whose target answered the endpoints probe's GET not a
+    byte in ``unanswered_s`` (its whole ``--timeout``): the second witness need not wait as long."""
+    return HeadBound(HUNG_FLOOR_S, SILENT_BASIS,
+                     f"(hung: the server accepted GET /version too and sent not a byte back in {unanswered_s:g} s)")
 
 
 def stall_head_bound(stall_timeout_s: float) -> HeadBound:

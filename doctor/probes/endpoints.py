@@ -31,6 +31,7 @@ costs that bound, not the whole ``--timeout``.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import ssl
 import time
@@ -50,11 +51,13 @@ from doctor.probes.http import (
     BodyTooLarge,
     DeadlineExceeded,
     HttpOptions,
+    Unanswered,
     bounded_get,
     error_kind,
     http_client,
     join_url,
 )
+from doctor.probes.transport import other_scheme, scheme_line
 
 SOURCE = "endpoints"
 
@@ -131,10 +134,11 @@ class _Limits:
 
 
 class _Failure(Exception):
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, unanswered_s: float | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.unanswered_s = unanswered_s  # a GET sent on an accepted connection that got no byte back in this time
 
 
 def collect_endpoints(
@@ -190,10 +194,15 @@ def _probe_target(
             answer = _get(client, url, limits)
         except _Failure as failure:
             message = failure.message
+            if i == 0 and failure.unanswered_s is None and (spoken := _scheme_spoken(base, failure.kind, limits)):
+                endpoint.scheme_mismatch = spoken
+                failure.kind, message = "tls", scheme_line(base, spoken)
             skipped = [p for p, _ in calls[i + 1 :]]
             if failure.kind in _STOPS and skipped:
                 message += f" ({', '.join(skipped)} not tried)"
             errors.append(EvidenceError(SOURCE, url, f"GET {path}", failure.kind, message))
+            if failure.unanswered_s is not None:
+                endpoint.unanswered_s = failure.unanswered_s
             if failure.kind in _STOPS:
                 cut_off = True
                 break
@@ -216,6 +225,16 @@ def _probe_target(
         info_limits = _Limits(min(limits.timeout_s, INFO_DEADLINE_S), limits.run)
         errors.extend(_ask_engine(client, endpoint, base, info_limits))
     return endpoint, errors, answered, times
+
+
+def _scheme_spoken(base: str, kind: str, limits: _Limits) -> str | None:
+    """The scheme ``base``'s port speaks when its first GET failed as a wrong scheme fails (an https://
+    handshake that failed or timed out, an http:// connection closed before any answer); else None.
+    Asked here, at the first failure, so the run says it in one line instead of after a timeout per step."""
+    scheme = httpx.URL(base).scheme
+    if not ((scheme == "https" and kind in ("tls", "timeout")) or (scheme == "http" and kind == "connect")):
+        return None
+    return asyncio.run(other_scheme(base, limits.timeout_s))
 
 
 def _ask_engine(client: httpx.Client, endpoint: Endpoint, base: str, limits: _Limits) -> list[EvidenceError]:
@@ -254,6 +273,10 @@ def _get(client: httpx.Client, url: str, limits: _Limits) -> _Answer:
     start = time.monotonic()
     try:
         response, text = bounded_get(client, url, deadline_s=timeout_s, max_bytes=MAX_BODY_BYTES)
+    except Unanswered:
+        silent = timeout_s if basis == TIMEOUT_BASIS else None  # a bound shorter than --timeout proves less
+        raise _Failure("timeout", f"GET {url}: the connection was accepted and not a byte of answer came within "
+                                  f"{timeout_s:g} s" + limits.why(basis), silent) from None
     except (httpx.HTTPError, DeadlineExceeded, BodyTooLarge) as exc:
         kind = error_kind(exc)
         detail = str(exc) or type(exc).__name__

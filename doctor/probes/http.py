@@ -81,6 +81,12 @@ class DeadlineExceeded(Exception):
     """The whole request (connect, headers, body) took longer than its deadline."""
 
 
+class Unanswered(DeadlineExceeded):
+    """The request was sent on an accepted connection and no response head came before the deadline:
+    a server that accepts connections and answers nothing (hung), told apart from one that could not
+    be reached (a connect or TLS timeout) or that dripped its answer."""
+
+
 class BodyTooLarge(Exception):
     """The answer is larger than the caller's bound: not the document the probe asked for."""
 
@@ -113,18 +119,37 @@ class _Watchdog:
 
     def __init__(self, deadline_s: float) -> None:
         self.expired = False
+        self.sent = False  # the request went out on a connection (TCP and TLS done)
+        self.received = 0  # bytes read back on the exchange's connections
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(deadline_s, self._expire)
         self._timer.daemon = True
 
     def trace(self, event: str, info: dict[str, Any]) -> None:
+        if event == "http11.send_request_headers.complete":
+            self.sent = True
+        elif event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            self._count(info["return_value"])
         if event in ("connection.connect_tcp.complete", "connection.connect_unix_socket.complete"):
             sock = info["return_value"].get_extra_info("socket")
             with self._lock:
                 self._sockets.append(sock)
                 if self.expired:  # connected just after the deadline: shut at once
                     self._shut(sock)
+
+    def _count(self, stream: Any) -> None:
+        """Count the bytes read on ``stream`` (httpcore's network stream, plain or TLS): a trace says
+        when a head completes, never whether any byte of it came, which tells a server that answers
+        nothing (``Unanswered``) from one that drips its head."""
+        read = stream.read
+
+        def counted(max_bytes: int, timeout: float | None = None) -> bytes:
+            data: bytes = read(max_bytes, timeout)
+            self.received += len(data)
+            return data
+
+        stream.read = counted
 
     def _expire(self) -> None:
         with self._lock:
@@ -159,7 +184,8 @@ def bounded_get(
     httpx's timeouts bound every connect and every read, so a server that drips one byte per
     second would never time out: the body is read in chunks against a monotonic deadline, and
     ``_Watchdog`` shuts the connection at the deadline while the headers are still coming.
-    Raises ``DeadlineExceeded``, ``BodyTooLarge`` or an ``httpx.HTTPError``.
+    Raises ``DeadlineExceeded`` (``Unanswered`` when the request went out and no response head came),
+    ``BodyTooLarge`` or an ``httpx.HTTPError``.
     """
     return bounded_request(client, "GET", url, deadline_s=deadline_s, params=params, max_bytes=max_bytes)
 
@@ -189,7 +215,10 @@ def bounded_request(
                     chunks.append(chunk)
                     if time.monotonic() > end:
                         raise late
-        except httpx.HTTPError:
+        except httpx.HTTPError as exc:
+            silent = watchdog.sent and not watchdog.received
+            if silent and (watchdog.expired or isinstance(exc, httpx.ReadTimeout)):
+                raise Unanswered(f"the request was sent and not a byte of answer came within {deadline_s:g} s") from None
             if watchdog.expired:
                 raise late from None
             raise

@@ -109,6 +109,10 @@ class CollectConfig:
     # while every engine counter in /metrics stands still before the probe stops; 0 turns it off.
     # Under half the stall timeout, so a wedged engine is named before the first request times out.
     wedge_bound_s: float = 15.0
+    # Paths whose target accepted the endpoints probe's GET and sent no byte back in its whole --timeout
+    # (``Endpoint.unanswered_s``), set by the collector: a hung server. Their response heads are held to
+    # ``doctor.probes.deadlines.HUNG_FLOOR_S`` (``silent_head_bound``) instead of the stall timeout.
+    silent: dict[ProbePath, float] = field(default_factory=dict)
     prometheus: str | None = None
     since_s: float = 900.0
     selector: str = ""

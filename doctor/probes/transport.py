@@ -601,6 +601,34 @@ async def speaks_tls(host: str, port: int, timeout_s: float) -> bool:
     return True
 
 
+#: How long asking a port which scheme it speaks may take, at most (it is asked after a failure).
+SCHEME_ASK_S = 2.0
+
+
+async def other_scheme(url: str, timeout_s: float) -> str | None:
+    """``"http"`` when an https:// ``url``'s port answers plain HTTP, ``"https"`` when an http:// one's
+    completes a TLS handshake; None otherwise. Asked once after a failure that a wrong scheme explains
+    (a failed or timed-out handshake; a connection closed before any answer), by the stream probe
+    and the endpoints probe alike, so the first failure says it in one line."""
+    parsed = httpx.URL(url)
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        return None
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    timeout = min(timeout_s, SCHEME_ASK_S)
+    if parsed.scheme == "https":
+        return "http" if await speaks_plain_http(parsed.host, port, timeout) else None
+    return "https" if await speaks_tls(parsed.host, port, timeout) else None
+
+
+def scheme_line(url: str, spoken: str) -> str:
+    """The one line that says a URL has the wrong scheme for its port."""
+    parsed = httpx.URL(url)
+    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
+    where = f"{parsed.scheme}://{host}" + (f":{parsed.port}" if parsed.port else "")  # never its credentials
+    return (f"TLS handshake failed: {where} speaks plain HTTP; use http://" if spoken == "http"
+            else f"no HTTP answer: {where} speaks TLS; use https://")
+
+
 def skip_missing_sniffio_imports() -> None:
     """Make httpcore's repeated ``import sniffio`` fail at once when sniffio is not installed.
 

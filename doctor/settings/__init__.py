@@ -18,7 +18,17 @@ from doctor.settings.analysis import FORMATS, ExportTargets, Outputs, build_anal
 from doctor.settings.load_plan import SweepPlan, level_config
 from doctor.settings.probe_plan import build_collect_config
 from doctor.settings.run import RunSettings, for_saved, lookup_targets, resolve, with_lab
-from doctor.settings.values import ANALYSIS, API_KEY_ENV, BUDGETS, PLAN, PRACTICAL, Flags, shown, shown_duration
+from doctor.settings.values import (
+    ANALYSIS,
+    API_KEY_ENV,
+    BUDGETS,
+    MAX_BUDGET_S,
+    PLAN,
+    PRACTICAL,
+    Flags,
+    shown,
+    shown_duration,
+)
 from doctor.settings.watch_plan import WatchPlan
 
 __all__ = [
@@ -26,6 +36,7 @@ __all__ = [
     "API_KEY_ENV",
     "BUDGETS",
     "FORMATS",
+    "MAX_BUDGET_S",
     "PLAN",
     "PRACTICAL",
     "ExportTargets",

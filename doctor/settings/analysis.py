@@ -12,7 +12,15 @@ from pathlib import Path
 from doctor.checking.registry import Registry, load_registry
 from doctor.checking.runner import AnalyzeOptions, validate_settings
 from doctor.foundation.errors import UsageError
-from doctor.foundation.user_paths import PIPEABLE, check_output_file, check_output_folder, is_stdout, piped_output
+from doctor.foundation.user_paths import (
+    FILE_OUTPUTS,
+    PIPEABLE,
+    check_output_file,
+    check_output_folder,
+    distinct_files,
+    is_stdout,
+    piped_output,
+)
 from doctor.model import Budgets, FailOn
 from doctor.runs.compare_runs import Practical
 from doctor.settings.config_file import FileConfig, parse_set
@@ -53,6 +61,7 @@ def check_output_options(opts: Flags, cfg: FileConfig) -> FailOn:
     if fmt not in FORMATS:
         raise UsageError(f"--format must be {' or '.join(FORMATS)}, got {fmt!r}")
     piped_output({key: opts.get(key) for key in PIPEABLE}, fmt)  # at most one document on stdout
+    distinct_files({key: opts.get(key) for key in FILE_OUTPUTS})  # and one document per file
     value = opts.get("fail_on") or cfg.analysis.get("fail_on") or ANALYSIS.fail_on.value
     try:
         return FailOn(value)

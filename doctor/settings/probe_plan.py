@@ -34,6 +34,7 @@ from doctor.settings.values import (
     checked_url,
     headers,
     pick,
+    plausible,
     probe_number,
     same_place,
     since,
@@ -256,9 +257,11 @@ def budget(opts: Flags, cfg: FileConfig, name: str, region: str | None, default:
     """
     flag = opts.get(f"{name}_budget")
     if flag is not None:
-        return bounded(flag, f"--{name}-budget", minimum=0)
+        return plausible(bounded(flag, f"--{name}-budget", minimum=0), f"--{name}-budget", name)
     value = cfg.budget(name, region)
     if value is None:
         return default
     regional = name in cfg.budgets.get("regions", {}).get(region or "", {})
-    return bounded(value, f"[budgets{'.regions.' + str(region) if regional else ''}] {name} in {cfg.path}", minimum=0)
+    where = f"[budgets{'.regions.' + str(region) if regional else ''}] {name} in {cfg.path}"
+    return plausible(bounded(value, where, minimum=0), where, name)
+

@@ -14,6 +14,7 @@ Values are checked while they are resolved, before anything is sent: a bad URL, 
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from collections.abc import Mapping
@@ -110,6 +111,19 @@ def bounded(value: Any, where: str, *, minimum: float, inclusive: bool = False, 
     return value
 
 
+#: The largest budget, in seconds, anyone means (``plausible``): a first token after a minute, a token
+#: every two seconds, is no service level. Said in the flags' help.
+MAX_BUDGET_S = {"ttft": 60.0, "tpot": 2.0}
+
+
+def plausible(seconds: float, where: str, name: str) -> float:
+    """``seconds`` unless it is over ``MAX_BUDGET_S``: then it is milliseconds typed as seconds
+    (``--ttft-budget 500 --tpot-budget 50`` read HEALTHY against 500 s and 50 s), refused naming both."""
+    if seconds > MAX_BUDGET_S[name]:
+        raise UsageError(f"{where} is in seconds: {seconds:g} s is over the {MAX_BUDGET_S[name]:g} s a "
+                         f"{name.upper()} budget can mean; for {seconds:g} ms give {seconds / 1000:g}")
+    return seconds
+
 def probe_number(opts: Flags, cfg: FileConfig, key: str, default: Any, *, minimum: float, inclusive: bool = False,
                   maximum: float | None = None) -> Any:
     """A numeric probe setting: the flag, else ``[probe]`` of the config file, else ``default``.
@@ -144,14 +158,27 @@ def checked_url(value: str | None, flag: str) -> str | None:
 
 
 def same_place(a: str, b: str) -> bool:
-    """Whether two checked URLs reach the same server path: scheme, host (any case), port (the
-    scheme's default when left out) and path without its trailing slash."""
+    """Whether two checked URLs reach the same server path: scheme, host (any case; ``localhost``,
+    127.0.0.0/8 and ``::1`` are one loopback host), port (the scheme's default when left out) and path
+    without its trailing slash."""
     defaults = {"http": 80, "https": 443}
 
     def key(url: httpx.URL) -> tuple[str, str, int | None, str]:
-        return url.scheme, url.host.lower(), url.port or defaults.get(url.scheme), url.path.rstrip("/")
+        return url.scheme, _host(url.host), url.port or defaults.get(url.scheme), url.path.rstrip("/")
 
     return key(httpx.URL(a)) == key(httpx.URL(b))
+
+
+def _host(host: str) -> str:
+    """``host`` in lower case, every name of this machine's loopback as one: what ``localhost``
+    resolves to on any host is 127.0.0.1 or ::1, and the user wrote one beside the other."""
+    host = host.lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return "loopback"
+    try:
+        return "loopback" if ipaddress.ip_address(host).is_loopback else host
+    except ValueError:
+        return host
 
 
 def api_key(env: str, path: str | Path | None) -> str | None:

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 EXPORTS = {
     "COMPRESSED", "KNOWN_PROXIES", "KV_FILL_TARGET", "MAX_GPU_MEMORY_UTILIZATION", "MIN_FLAT_SAMPLES",
-    "STABLE_DEFAULTS", "V1_SERVE_MAX_NUM_SEQS", "PathPair", "Setting", "add_capacity", "capped_utilization",
+    "STABLE_DEFAULTS", "V1_SERVE_MAX_NUM_SEQS", "PathPair", "Setting", "add_capacity", "capped_utilization", "queue_remediation", "StreamCap", "stream_cap",
     "default_max_num_seqs", "detect_proxy", "ENGINE_FLAGS", "IDLE_TIMEOUTS", "buffering_remediation",
     "compression_remediation", "idle_timeout_for", "idle_timeout_remediation", "engine_flag", "engine_of", "engine_path", "engine_setting", "foreign_prompt_tokens",
     "prompt_tokens_around", "process_cores", "gateway_headers", "gateway_identity", "host_saturated", "host_values",

@@ -1,20 +1,28 @@
-"""A wedged engine behind a green /health, diagnosed with defaults against a real HTTP server.
+"""A wedged engine behind a green /health, and a hung server that answers nothing at all, each diagnosed
+against a real server on 127.0.0.1.
 
 The SSE test server answers /health, /v1/models and /metrics with 200 while its chat route
 accepts each request (200, headers) and never sends a token (``fail=hang``): its /metrics
 counters stand still, as a vLLM whose engine core is stopped (vllm#39863). The probe's watchdog
-must stop the run early and the verdict name the wedge, its check and the restart.
+must stop the run early and the verdict name the wedge, its check and the restart. A hung server
+is a real TCP listener that accepts every connection and never writes a byte: the run must name it
+(hung, restart it, a health check with a timeout) long before the probe's own duration.
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 from typer.testing import CliRunner
 
 from doctor.bundle import load_path
+from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.cli import app
-from doctor.evidence.stream import WEDGED
+from doctor.collection.collector import collect
+from doctor.evidence.stream import HEAD_TIMEOUT, SILENT_BASIS, WEDGED
+from doctor.probes.plan import CollectConfig
+from tests.support.hostile_server import silent_port
 from tests.support.sse_server import SseServer
 
 
@@ -43,3 +51,28 @@ def test_a_wedged_engine_is_named_fast_with_defaults(tmp_path) -> None:
     assert stop.sent == len(stream.requests) == stop.in_flight
     assert all(r.outcome == WEDGED and not r.tokens for r in stream.requests)
     assert stream.shape.stopped is not None and stream.shape.stopped.startswith("the engine stood still")
+
+
+def test_a_server_that_accepts_and_never_answers_is_named_hung_long_before_the_probes_duration() -> None:
+    duration = 300.0  # the probe's own duration and stall timeout: what the run would otherwise wait
+    with silent_port() as url:
+        config = CollectConfig(engine=url, gpu=False, host=False, duration_s=duration, stall_timeout_s=duration)
+        config.http.timeout_s = 2.0  # each GET's --timeout (10 s by default)
+        started = time.monotonic()
+        bundle = collect(config)
+        took = time.monotonic() - started
+    assert took < duration / 10  # an order sooner than the duration it was given
+    report = analyze(bundle, AnalyzeOptions())
+    assert report.verdict.primary_code == "LD501"
+    rem = report.verdict.primary_remediation
+    assert rem is not None and rem.setting == "restart_and_health_check" and "restart the server" in rem.suggested
+    assert "hung" in report.verdict.summary
+    finding = next(f for f in report.findings if f.code == "LD501")
+    assert "hung" in finding.summary and "answers nothing at all" in finding.remediation.why
+
+    assert bundle.endpoints is not None and bundle.endpoints.endpoints[0].unanswered_s == 2.0
+    assert bundle.metrics is None or not bundle.metrics.scrapes  # its /metrics is the same silent server
+    stream = bundle.stream
+    assert stream is not None
+    assert all(r.outcome == HEAD_TIMEOUT and r.head_deadline_basis == SILENT_BASIS for r in stream.requests)
+    assert len(stream.requests) == 2  # the warm-up and one measured: head-timeout is decisive

@@ -58,6 +58,27 @@ def test_haproxy_maxconn_queues_streams_and_is_named():
     assert all(f.remediation.setting != "replicas" for f in report.findings)
 
 
+@needs("haproxy")
+def test_haproxy_maxconn_without_the_engines_metrics_is_named_from_the_probes_own_timings():
+    """Stock HAProxy names itself in no header, and without the engine's /metrics no waiting gauge says
+    the queue is not the engine's: 8 concurrent streams through `maxconn 2` once read as a serialising
+    edge ("async streaming client in the edge"). The probe's first and last tokens show the cap."""
+    with SseServer() as server, run_gateway("haproxy", "option http-no-delay\n  server engine {upstream} maxconn 2",
+                                                        server.port) as gateway:
+        report = diagnose(server, gateway, SCHEDULE, concurrency=8, requests=8, metrics=False)
+    assert report.bundle.metrics is None  # the engine's /metrics was not read: no waiting gauge
+    assert report.verdict.symptom is Symptom.PROXY_ONLY, report.verdict.summary
+    assert report.verdict.primary_code == "LD309", report.verdict.summary
+    rem = report.verdict.primary_remediation
+    assert rem.setting == "gateway connection limit" and "HAProxy `maxconn` on the server line" in rem.suggested
+    assert "--gateway-kind" in rem.where  # nothing named HAProxy: its own spelling is one flag away
+    cap = {e.name: e.value for e in result(report, "LD309").finding.evidence}
+    assert cap["gateway streams at once (most)"] == 2  # the maxconn, give or take none: each starts as one ends
+    assert cap["direct streams at once (most)"] > 2
+    serialisation = result(report, "LD303")
+    assert serialisation.outcome is Outcome.PASS and "LD309" in serialisation.message
+
+
 NGINX_LOCATION = 'location / { proxy_pass http://engine; proxy_buffering off; proxy_http_version 1.1; proxy_set_header Connection ""; }'
 
 

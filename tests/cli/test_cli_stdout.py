@@ -117,3 +117,14 @@ def test_checks_keeps_to_columns_with_every_identifier_whole(columns: int) -> No
                                        text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout)
     for row in listed:
         assert any(f"│ {row['code']} │ {row['name']} " in line for line in lines), row["code"]
+
+
+@pytest.mark.parametrize("second", ["--html", "--md", "--bundle"])
+def test_two_outputs_naming_one_file_are_refused_before_anything_is_written(tmp_path: Path, second: str) -> None:
+    """``--json r --html r`` once wrote the JSON, then the HTML over it: one report lost without a word."""
+    target = tmp_path / "report"
+    args = ["diagnose", "--engine", "http://127.0.0.1:9", "--json", str(target), second, str(tmp_path / "." / "report")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS
+    assert f"--json and {second} both name" in result.output and len(result.output.strip().splitlines()) == 1
+    assert not target.exists()

@@ -135,6 +135,17 @@ def test_budgets_must_be_positive_and_are_never_replaced_by_the_default(name, va
         build_analyze_options({f"{name}_budget": value}, FileConfig(), None)
 
 
+def test_milliseconds_typed_as_seconds_are_refused_saying_so(saved_bundle):
+    """``--ttft-budget 500 --tpot-budget 50`` once read HEALTHY against 500 s and 50 s."""
+    result = runner.invoke(app, ["analyze", str(saved_bundle), "--ttft-budget", "500", "--tpot-budget", "50"])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS
+    assert "--ttft-budget is in seconds" in result.output and "give 0.5" in result.output
+    assert "healthy" not in result.output.lower()
+    with pytest.raises(UsageError, match=r"--tpot-budget is in seconds: 50 s .* give 0\.05"):
+        build_analyze_options({"tpot_budget": 50.0}, FileConfig(), None)
+    assert build_analyze_options({"ttft_budget": 60.0, "tpot_budget": 2.0}, FileConfig(), None).budgets.ttft_s == 60.0
+
+
 def test_negative_regional_budget_names_the_region(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text("[budgets]\nttft = 0.5\n[budgets.regions.eu]\nttft = -1\n")
@@ -326,14 +337,16 @@ def test_another_models_max_model_len_never_refuses_the_named_one():
 
 # --- small ones a reviewer notices first --------------------------------------------------
 
-@pytest.mark.parametrize("gateway", ["http://127.0.0.1:8000", "http://127.0.0.1:8000/", "HTTP://127.0.0.1:8000"])
+@pytest.mark.parametrize("gateway", ["http://127.0.0.1:8000", "http://127.0.0.1:8000/", "HTTP://127.0.0.1:8000",
+                                     "http://localhost:8000/", "http://LOCALHOST:8000", "http://[::1]:8000"])
 def test_a_gateway_equal_to_the_engine_is_warned(capsys, gateway):
     build_collect_config({"engine": ENGINE, "gateway": gateway}, FileConfig(), "diagnose")
     assert "--gateway is the same URL as --engine" in capsys.readouterr().err
 
 
-def test_a_real_gateway_is_not_warned(capsys):
-    build_collect_config({"engine": ENGINE, "gateway": "http://127.0.0.1:8080"}, FileConfig(), "diagnose")
+@pytest.mark.parametrize("gateway", ["http://127.0.0.1:8080", "http://localhost:8080/", "https://localhost:8000"])
+def test_a_real_gateway_is_not_warned(capsys, gateway):
+    build_collect_config({"engine": ENGINE, "gateway": gateway}, FileConfig(), "diagnose")
     assert "same URL" not in capsys.readouterr().err
 
 

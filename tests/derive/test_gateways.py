@@ -242,8 +242,10 @@ def test_an_unidentified_gateway_is_given_the_usual_suspects_never_one_products_
                                          "upstream idle timeout"]
     for rem in rems:
         assert rem.where.startswith("an unidentified gateway") and rem.why.startswith("An unidentified gateway")
-        assert "--gateway-kind" in rem.why
-        assert all(product in rem.why for product in ("nginx", "HAProxy", "lighttpd", "Varnish", "Caddy"))
+        assert "--gateway-kind" in rem.why and "--gateway-kind" in rem.where  # the terminal prints where, not why
+        assert all(product in rem.suggested + rem.why for product in ("nginx", "HAProxy", "lighttpd", "Varnish", "Caddy"))
+    # the switches the terminal shows without -v: in the suggestion, where one setting per product exists
+    assert all("HAProxy `option http-no-delay`" in rem.suggested for rem in rems[:1])
 
 
 NEW_FAMILIES = ["apache", "lighttpd", "haproxy", "caddy", "varnish", "traefik"]

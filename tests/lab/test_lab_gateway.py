@@ -9,8 +9,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from doctor.derive.gateway import family_of
 from doctor.lab.engine import LabEngine
-from doctor.lab.gateway import SERVER_NAME, GatewayConfig, LabGateway
+from doctor.lab.gateway import PLAYED, SERVER_NAMES, GatewayConfig, LabGateway
 from doctor.lab.scheduler import EngineConfig
 from tests.support.lab_client import Trace, chat_body, run_streams
 
@@ -39,7 +40,7 @@ def test_pass_relays_one_event_per_read_like_direct(engine: LabEngine):
         direct, relayed = one_stream(engine.url), one_stream(gw.url)
     finally:
         gw.stop()
-    assert relayed.headers["server"] == SERVER_NAME
+    assert relayed.headers["server"] == PLAYED and family_of(PLAYED) == "nginx"  # the product the lab plays
     assert len(relayed.tokens) == len(direct.tokens) == 60
     assert direct.events_per_read < 1.5 and relayed.events_per_read < 1.5
     assert relayed.t_headers < relayed.tokens[0]  # headers first, as vLLM sends them
@@ -132,7 +133,7 @@ def test_every_mode_forwards_the_other_routes(engine: LabEngine, mode: str):
     assert version.json()["version"] == "0.32.0"
     assert health.status_code == 200
     assert "vllm:num_requests_running" in metrics.text
-    assert models.headers["server"] == SERVER_NAME
+    assert models.headers["server"] == SERVER_NAMES.get(mode, PLAYED)
 
 
 def test_unreachable_upstream_is_a_502():
@@ -148,3 +149,12 @@ def test_unreachable_upstream_is_a_502():
 def test_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="unknown gateway mode"):
         GatewayConfig(mode="teleport")
+
+
+def test_the_serialising_edge_says_it_plays_a_python_edge(engine: LabEngine):
+    gw = gateway(engine, mode="serialise")
+    try:
+        relayed = one_stream(gw.url)
+    finally:
+        gw.stop()
+    assert family_of(relayed.headers["server"]) == "uvicorn"

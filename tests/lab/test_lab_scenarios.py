@@ -65,7 +65,7 @@ def test_start_lab_in_a_child_process_serves_and_stops(tmp_path: Path):
     with start_lab("healthy", tmp_path) as lab:
         for url in (lab.engine_url, lab.gateway_url):
             assert httpx.get(url + "/health", timeout=10).status_code == 200
-        assert httpx.get(lab.gateway_url + "/v1/models", timeout=10).headers["server"] == "llm-doctor-lab-gateway"
+        assert httpx.get(lab.gateway_url + "/v1/models", timeout=10).headers["server"] == "nginx (llm-doctor lab)"
         assert "vllm:kv_cache_usage_perc" in httpx.get(lab.metrics_url, timeout=10).text
         assert "KV cache size:" in lab.log_path.read_text()
     assert refused(lab.engine_url) and refused(lab.gateway_url)

@@ -27,6 +27,7 @@ from doctor.collection.collector import collect
 from doctor.evidence import ProbePath, RequestTrace
 from doctor.exit_codes import ExitCode
 from doctor.foundation.clock import Clock
+from doctor.foundation.errors import UsageError
 from doctor.probes import deadlines
 from doctor.probes.deadlines import (
     HUNG_E2E_FACTOR,
@@ -43,7 +44,7 @@ from doctor.probes.sampling import failing_fast
 from doctor.probes.stream import run_stream_probe
 from doctor.runs.outage import unreachable_paths
 from tests.support import hostile_server, system
-from tests.support.hostile_server import HostileServer
+from tests.support.hostile_server import HostileServer, silent_port
 from tests.support.sse_server import SseServer
 
 runner = CliRunner()
@@ -53,30 +54,6 @@ runner = CliRunner()
 def engine() -> Iterator[SseServer]:
     with SseServer() as srv:
         yield srv
-
-
-@contextmanager
-def silent_port() -> Iterator[str]:
-    """A gateway that accepts every connection and never sends a byte."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                held.append(listener.accept()[0])
-            except OSError:
-                return
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        listener.close()
-        for conn in held:
-            conn.close()
 
 
 def diagnose(tmp_path: Path, *args: str) -> tuple[int, dict, Path]:
@@ -143,17 +120,27 @@ def test_a_decisive_failure_stops_a_path_that_never_answered_but_not_one_that_di
 
 
 def test_https_to_a_plain_http_server_is_one_line_naming_tls(tmp_path, engine) -> None:
+    """Said at the first failure (the endpoints probe's first GET), before any stream is sent."""
     url = f"https://127.0.0.1:{engine.port}"
-    code, report, path = diagnose(tmp_path, "--engine", url, "--requests", "4", "--warmup", "1")
-    bundle = load_path(path)
-    assert [t.outcome for t in bundle.stream.requests] == ["tls", "tls"]  # the warm-up and one: not four
-    assert {t.scheme_mismatch for t in bundle.stream.requests} == {"http"}
-    (error,) = bundle.errors_for("stream")
-    assert error.kind == "tls" and f"TLS handshake failed: {url} speaks plain HTTP; use http://" in error.message
-    ld501 = finding(report, "LD501")
-    assert ld501["remediation"]["setting"] == "endpoint_url" and "http://" in ld501["remediation"]["suggested"]
-    assert "replicas" not in json.dumps(report["verdict"])
-    assert code != ExitCode.HEALTHY  # LD501's finding, as an unreachable target is reported
+    before = engine.received
+    result = runner.invoke(app, ["diagnose", "--no-gpu", "--no-host", "--engine", url, "--json", str(tmp_path / "r.json")])
+    assert result.exit_code == ExitCode.NO_DIAGNOSIS, result.output
+    assert result.output.strip().splitlines()[-1] == f"error: --engine: TLS handshake failed: {url} speaks plain HTTP; use http://"
+    assert engine.received == before and not (tmp_path / "r.json").exists()
+
+
+def test_a_wrong_scheme_is_said_at_the_first_failure_not_after_a_timeout_per_step() -> None:
+    """A plain server that waits for a request head never answers a ClientHello: each step (the
+    endpoints, /metrics before and after, the stream's requests) waited its own handshake timeout
+    before the stream probe said the scheme was wrong (32 s with the defaults). Now the endpoints
+    probe's first GET says it, and nothing more is sent."""
+    with HostileServer() as hostile:
+        url = hostile.url.replace("http://", "https://")
+        config = CollectConfig(engine=url, requests=4, warmup=1, host=False, gpu=False)
+        config.http.timeout_s = 0.5
+        with pytest.raises(UsageError, match=f"--engine: TLS handshake failed: {url} speaks plain HTTP; use http://"):
+            collect(config)
+        assert not any(r.startswith("POST") for r in hostile.requests)  # no stream request was sent
 
 
 def test_https_to_a_server_silent_on_a_client_hello_is_the_same_line(tmp_path) -> None:
@@ -209,6 +196,14 @@ def test_http_to_a_tls_port_says_use_https(tmp_path) -> None:
     (trace,) = evidence.requests
     assert (trace.outcome, trace.scheme_mismatch) == ("tls", "https")
     assert "speaks TLS; use https://" in errors[0].message
+
+
+@system.needs(shutil.which("openssl"), "needs the openssl command to make a certificate (apt-get install openssl)")
+def test_http_to_a_tls_port_is_said_by_the_endpoints_probe_before_any_stream(tmp_path) -> None:
+    with tls_port(tmp_path) as port:
+        config = CollectConfig(engine=f"http://127.0.0.1:{port}", requests=4, warmup=1, host=False, gpu=False)
+        with pytest.raises(UsageError, match=f"--engine: no HTTP answer: http://127.0.0.1:{port} speaks TLS; use https://"):
+            collect(config)
 
 
 def test_a_request_cut_by_the_users_deadline_is_the_deadlines_doing(tmp_path, engine) -> None:

@@ -72,8 +72,7 @@ def test_failures_through_the_server(tmp_path, server, case):
 @pytest.mark.parametrize("url, outcome", [
     (lambda srv: f"http://127.0.0.1:{closed_port()}", "connect"),
     (lambda srv: "http://llm-doctor-test.invalid:8000", "dns"),
-    (lambda srv: f"https://127.0.0.1:{srv.port}", "tls"),
-])
+])  # https:// to this plain-HTTP server is a usage error at the first GET (tests/probes/test_probe_deadlines.py)
 def test_connection_failures(tmp_path, server, url, outcome):
     result, bundle = probe(tmp_path, "--engine", url(server))
     assert result.exit_code == ExitCode.NO_DIAGNOSIS

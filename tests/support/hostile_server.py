@@ -32,7 +32,10 @@ its own status line or cut an event in half.
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 MODES = ("flood", "drip", "trickle", "mute", "huge", "surrogates", "cut", "deep")
 #: Upper bound of one flood, so the server's own loop is bounded (a client that keeps reading
@@ -181,3 +184,26 @@ async def _send(writer: asyncio.StreamWriter, ctype: str, body: bytes, status: s
                  f"connection: close\r\n\r\n".encode() + body)
     await writer.drain()
 
+
+@contextmanager
+def silent_port() -> Iterator[str]:
+    """A port on 127.0.0.1 that accepts every connection and never sends a byte (a hung server or gateway)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()

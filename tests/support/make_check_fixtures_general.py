@@ -316,6 +316,20 @@ def cases_queue_latency() -> None:
         why="40 requests; 37 had waited <= 2.5 s, 20 <= 1 s: p90 in the 2.5 s bucket (mean 1.42 s).",
         expect={"severity": "warning", "setting": "replicas", "summary_contains": ["2.50 s"]},
     )
+    served = [request("direct", i, ttft=1.4, gaps=[0.02] * 63, start=i * 2.0) for i in range(8)]
+    for r in served:
+        r.prompt_tokens, r.completion_tokens = 270, 64
+    write_case(
+        name,
+        "fires-kv-cache-holds-one-request",
+        bundle(metrics=scrapes(("before", -0.1, empty), ("after", 30.0, slow + gauges)),
+               log=log(["(EngineCore_DP0 pid=9) INFO 11-30 05:38:37 [kv_cache_utils.py:2327] GPU KV cache size: 512 tokens"]),
+               stream=stream(served)),
+        why=("The same queue, with a KV cache of 512 tokens for requests of 334 (270 prompt + 64 answer): 1.5 fit, so "
+             "the engine runs one at a time whatever the replicas (the lab's kv-pressure scenario probed with the "
+             "defaults). The cheap lever is the cache: gpu_memory_utilization, not replicas."),
+        expect={"severity": "warning", "setting": "gpu_memory_utilization", "summary_contains": ["2.50 s"]},
+    )
     write_case(
         name,
         "quiet-fast-admission",

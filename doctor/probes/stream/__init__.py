@@ -12,7 +12,8 @@ until then.
 
 Around the requests: every phase has its own deadline (``deadlines``: the head, the first token,
 each next token, the run's ``--deadline``), and a gateway request is held to the bound its direct
-path sets once that path answers within budget (``request.Requester._within_direct_bound``); a
+path sets once that path answers within budget, and a request to a target that answered the
+endpoints probe nothing at all to a short one (``request.Requester._within_head_bound``); a
 constrained ``--payload`` first sends its unconstrained twins (``run.Run._send_controls``, kept in
 ``StreamEvidence.controls``); and the wedge watchdog (``watchdog``) stops the run when requests wait
 without a token while the engine's counters stand still.

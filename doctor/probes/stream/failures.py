@@ -23,7 +23,7 @@ from doctor.probes.deadlines import HeadBound, stall_head_bound
 from doctor.probes.plan import CollectConfig
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.sse import InvalidUtf8, TooLong
-from doctor.probes.transport import ReadLog, speaks_plain_http, speaks_tls
+from doctor.probes.transport import ReadLog, other_scheme, scheme_line
 
 #: RequestTrace.outcome -> EvidenceError.kind
 _ERROR_KIND = {
@@ -115,26 +115,21 @@ async def check_scheme(config: CollectConfig, schemes: dict[ProbePath, str | Non
                        trace: RequestTrace) -> None:
     """Once per path (``schemes`` remembers the answer): when an https:// URL's handshake failed or
     timed out, whether its port speaks plain HTTP; when an http:// URL's connection closed before
-    any answer, whether it speaks TLS. Either makes the failure the one line that says so
-    (``scheme_mismatch``)."""
-    url = httpx.URL(config.targets()[path])
+    any answer, whether it speaks TLS (``transport.other_scheme``). Either makes the failure the one
+    line that says so (``scheme_mismatch``)."""
+    base = config.targets()[path]
+    scheme = httpx.URL(base).scheme
     handshake = trace.outcome == "tls" or (trace.outcome == "timeout" and "TLS" in (trace.error or ""))
-    wrong = {"https": handshake, "http": trace.outcome == "cut" and trace.status is None}.get(url.scheme, False)
-    if not wrong or url.host is None:
+    wrong = {"https": handshake, "http": trace.outcome == "cut" and trace.status is None}.get(scheme, False)
+    if not wrong:
         return
     if path not in schemes:
-        port = url.port or (443 if url.scheme == "https" else 80)
-        timeout = min(config.http.timeout_s, 2.0)
-        other = "http" if url.scheme == "https" else "https"
-        asked = speaks_plain_http if other == "http" else speaks_tls
-        schemes[path] = other if await asked(url.host, port, timeout) else None
-    other_scheme = schemes[path]
-    if other_scheme is None:
+        schemes[path] = await other_scheme(base, config.http.timeout_s)
+    spoken = schemes[path]
+    if spoken is None:
         return
-    where = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}"
-    trace.outcome, trace.scheme_mismatch = "tls", other_scheme
-    trace.error = (f"TLS handshake failed: {where} speaks plain HTTP; use http://" if other_scheme == "http"
-                   else f"no HTTP answer: {where} speaks TLS; use https://")
+    trace.outcome, trace.scheme_mismatch = "tls", spoken
+    trace.error = scheme_line(base, spoken)
 
 
 def _causes(exc: BaseException) -> list[BaseException]:

@@ -26,7 +26,7 @@ from doctor.evidence import ProbePath, RequestTrace, TokenEvent
 from doctor.evidence.stream import CANCELLED
 from doctor.foundation.clock import Clock
 from doctor.probes import payload as payloads
-from doctor.probes.deadlines import HeadBound, gateway_head_bound
+from doctor.probes.deadlines import HeadBound, gateway_head_bound, silent_head_bound
 from doctor.probes.framing import StreamDecoder
 from doctor.probes.http import join_url
 from doctor.probes.plan import CollectConfig
@@ -83,7 +83,7 @@ class Requester:
         self.cap = MAX_PROBE_EVENTS  # over the whole probe
         self.event_cap = MAX_PROBE_EVENTS // shares  # of this process: a worker's share of it when sharded
         #: set, then replaced, each time a direct request answers: a gateway request waiting for its
-        #: head re-reads the bound its direct path sets (``_within_direct_bound``)
+        #: head re-reads the bound its direct path sets (``_within_head_bound``)
         self.direct_news = asyncio.Event()
         #: in a client worker: the bound the parent computed over every worker's direct answers
         #: (``told``), which this process alone does not see; None there until told
@@ -112,11 +112,17 @@ class Requester:
         self.direct_news.set()
         self.direct_news = asyncio.Event()
 
-    def head_bound(self) -> HeadBound | None:
-        """The bound a gateway request's head and first token are held to now (``gateway_head_bound``)."""
-        if self.bound_from_parent:
-            return self.parent_bound
-        return gateway_head_bound(self.traces, self.config.budgets.ttft_s)
+    def head_bound(self, path: ProbePath) -> HeadBound | None:
+        """The bound a request's head (and a gateway's first token) is held to now: a gateway's from its
+        direct path (``gateway_head_bound``), a hung target's from the endpoints probe
+        (``silent_head_bound``), the shorter of the two when both apply."""
+        bounds: list[HeadBound] = []
+        if path in self.config.silent:
+            bounds.append(silent_head_bound(self.config.silent[path]))
+        if path == ProbePath.GATEWAY and ProbePath.DIRECT in self.urls:
+            direct = self.parent_bound if self.bound_from_parent else gateway_head_bound(self.traces, self.config.budgets.ttft_s)
+            bounds += [direct] if direct is not None else []
+        return min(bounds, key=lambda b: b.seconds, default=None)
 
     # -- the body --------------------------------------------------------------------------
 
@@ -152,10 +158,10 @@ class Requester:
         """Send ``job`` and read its answer into ``trace``; every failure becomes its outcome."""
         log = ReadLog(self.clock)
         log.bind()  # this task's reads only: the task runs in its own copy of the context
-        released = asyncio.Event()  # the direct path's bound no longer applies (``_within_direct_bound``)
+        released = asyncio.Event()  # the direct path's bound no longer applies (``_within_head_bound``)
         try:
-            if job.path == ProbePath.GATEWAY and ProbePath.DIRECT in self.urls:
-                await self._within_direct_bound(self._stream(client, job, trace, log, released), trace, released)
+            if job.path in self.config.silent or (job.path == ProbePath.GATEWAY and ProbePath.DIRECT in self.urls):
+                await self._within_head_bound(self._stream(client, job, trace, log, released), trace, released)
             else:
                 await self._stream(client, job, trace, log, released)
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -217,6 +223,8 @@ class Requester:
             return await client.send(request, stream=True)
 
         response = await opening()
+        if job.path in self.config.silent:
+            released.set()  # a hung target that answers a head after all: its first token is the engine's, however slow
         log.phase((trace.t_headers or clock.now()) + self.config.stall_timeout_s)  # the first token's
         try:
             trace.status = response.status_code
@@ -319,11 +327,11 @@ class Requester:
             usage = " (usage only)" if trace.completion_tokens is not None else ""
             trace.error = f"the stream carried no token{usage}"
 
-    async def _within_direct_bound(self, work: Coroutine[Any, Any, None], trace: RequestTrace,
-                                   released: asyncio.Event) -> None:
-        """Run ``work``, a gateway request, unless neither its response head nor (after a head) its first
-        token comes within the bound its direct path sets, from the send
-        (``doctor.probes.deadlines.gateway_head_bound``): then ``BoundPassed``. Unbounded once
+    async def _within_head_bound(self, work: Coroutine[Any, Any, None], trace: RequestTrace,
+                                 released: asyncio.Event) -> None:
+        """Run ``work``, a gateway request or one to a hung target, unless neither its response head nor
+        (after a head) its first token comes within its ``head_bound``, from the send
+        (``doctor.probes.deadlines``): then ``BoundPassed``. Unbounded once
         ``released`` (the first token, or an answer that is no stream). The bound is read again whenever
         a direct request answers, since the gateway's first request is sent beside the direct path's first.
 
@@ -338,7 +346,7 @@ class Requester:
         async def watch() -> None:
             while not released.is_set():
                 news = self.direct_news
-                bound = self.head_bound()
+                bound = self.head_bound(trace.path)
                 start = trace.t_sent if trace.t_sent is not None else sent
                 left = None if bound is None else start + bound.seconds - self.clock.now()
                 if bound is not None and left is not None and left <= 0:

@@ -6,7 +6,8 @@ URL-credentials redaction rule on ``a.a.a...``, an HTML page with many unclosed 
 tags; and (issue 22, found by fuzzing) a vLLM stats line ending in a run of letters, the
 redactor on ``authorization: `` and many masks, a TGI ``Args {`` line of one long word, a
 repeated llama.cpp ``build info |``, a gateway response of many headers, a scrape line of
-escaped quotes (prometheus_client's label parser, bounded per line before it). Each is timed at ``--size`` and at ``--factor`` times that (best of ``--repeat`` runs,
+escaped quotes (prometheus_client's label parser, bounded per line before it); and (issue 30,
+found by fuzzing) a vLLM stats line of a long run of digits, a box-bordered line of blanks. Each is timed at ``--size`` and at ``--factor`` times that (best of ``--repeat`` runs,
 after one warm-up); a case whose time grows more than ``--limit`` times as fast as its input
 fails, and the script exits 1.
 
@@ -38,7 +39,8 @@ from doctor.vllm_log.parser import parse_lines  # noqa: E402
 from doctor.vllm_metrics.metric_names import ExpositionError, parse_exposition  # noqa: E402
 
 HEADER = b"INFO 01-01 00:00:00 [api_server.py:1] "
-STATS = ("INFO 01-01 00:00:00 [loggers.py:1] Avg prompt throughput: 1.0 tokens/s, "
+STATS_HEADER = "INFO 01-01 00:00:00 [loggers.py:1] "
+STATS = (STATS_HEADER + "Avg prompt throughput: 1.0 tokens/s, "
          "Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, ")
 BUILD_INFO = "INFO [            main] build info |"
 
@@ -137,6 +139,10 @@ CASES: dict[str, tuple[str, Callable[[int], Callable[[], object]]]] = {
                       lambda n: _scrape(_repeat('vllm:num_requests_running{a="' + '\\"' * 30_000 + '"} 1\n', n))),
     "scrape-long-line": ("a scrape of one line of escaped quotes (refused)",
                          lambda n: _scrape('vllm:num_requests_running{a="' + '\\"' * (n // 2) + '"} 1\n')),
+    "vllm-stats-digits": ("vLLM stats lines: 60 KiB of digits after 'Avg prompt throughput: '",
+                          lambda n: _log(_repeat(STATS_HEADER + "Avg prompt throughput: " + "7" * 60_000 + "\n", n).encode())),
+    "log-box-blanks": ("stats lines ending in a border, 60 KiB of blanks and a letter",
+                       lambda n: _log(_repeat(STATS + "│" + " " * 60_000 + "x\n", n).encode())),
     "html-unclosed-scripts": ("report page with many unclosed script tags",
                               lambda n: _page("<html>" + _repeat(f'<script type="application/json" id="{EMBED_ID}">', n))),
 }

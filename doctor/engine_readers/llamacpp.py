@@ -33,6 +33,11 @@ _KV = re.compile(
 )
 _SLOTS = re.compile(r"initializing(?: slots)?, n_slots = (?P<n>\d+)(?:, n_ctx_slot = (?P<ctx>\d+))?")
 _SLOT = re.compile(r"new slot,? n_ctx(?:_slot)? = (?P<ctx>\d+)")
+# The server of late 2023 to early 2024 (b1500-b2000) listed its slots under "Available slots:",
+# one " -> Slot N - max context: C" each, numbered from 0: the last one's N + 1 is the slot count.
+_LISTED_SLOT = re.compile(r"-> Slot (?P<id>\d{1,6}) - max context: (?P<ctx>\d+)")
+# ... and its build in a JSON record: {"message":"build info","build":1794,"commit":"1fc2f26"}.
+_BUILD_JSON = re.compile(r"\"message\":\"build info\",\"build\":(?P<n>\d{1,9}),\"commit\":\"(?P<commit>[0-9a-f]+)\"")
 # The server's structured logs of 2024: JSON lines (``"msg":"initializing slots","n_slots":1``, key
 # order by build) and ``INFO [ init] initializing slots | tid=... n_slots=1``; both print the slot
 # context as ``n_ctx_slot``.
@@ -78,7 +83,7 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
 
 
 def _read(book: Logbook, line: LogLine, text: str) -> None:
-    if match := _BUILD.search(text) or _build_info(text):
+    if match := _BUILD.search(text) or _build_info(text) or _BUILD_JSON.search(text):
         book.fact(line, "version", f"b{match['n']}", STATED)
         book.fact(line, "build_commit", match["commit"], STATED)
     elif match := _KV.search(text):
@@ -104,6 +109,10 @@ def _read(book: Logbook, line: LogLine, text: str) -> None:
     elif "initializing slots" in text and (match := _SLOTS_KV.search(text)):
         _own(book, line, "max_num_seqs", number(match["n"], int), RESOLVED)
     elif match := _SLOT.search(text) or (_SLOT_KV.search(text) if "new slot" in text else None):
+        _own(book, line, "max_model_len", number(match["ctx"], int), RESOLVED)
+    elif match := _LISTED_SLOT.search(text):
+        if (last := number(match["id"], int)) is not None:
+            _own(book, line, "max_num_seqs", last + 1, RESOLVED)
         _own(book, line, "max_model_len", number(match["ctx"], int), RESOLVED)
     elif match := _READY.search(text):
         book.fact(line, "listening", match["url"], STATED)

@@ -62,6 +62,8 @@ RECORD = EngineRecord(
         "llama_print_timings:",  # the timing printout of builds before b3900
         "llama_perf_context_print:",  # ... and after it
         "print_timing",  # tools/server's per-slot timings (``print_timings]``, ``slot print_timing:``)
+        " - max context: ",  # the server of early 2024: "Available slots:", " -> Slot 0 - max context: 2048"
+        '"message":"build info","build":',  # ... and its JSON build record
     ),
     log_openings=(
         rb"|llama_kv_cache|llama_context: n_|llama_new_context_with_model: n_|llama_memory_recurrent: size"
@@ -70,6 +72,7 @@ RECORD = EngineRecord(
         rb"|llama_print_timings:|llama_perf_context_print:|print_timing"  # timing printouts, old and new
         rb"|\"msg\":\"initializing slots\"|\"msg\":\"new slot\"|\] initializing slots \||\] new slot \|"  # 2024's JSON / INFO [ ] logs
         rb"|KV self size|llama_context: kv_unified"
+        rb"|-> Slot \d{1,6} - max context: \d|\"message\":\"build info\",\"build\":\d"  # the server of early 2024
     ),
     line_start_openings=(rb"version: \d{1,6} \(",),  # ``--version`` output
     stats_marks=(b"print_timing", b"llama_perf_context_print"),

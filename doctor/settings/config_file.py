@@ -52,6 +52,7 @@ silently ignored. ``[run]`` takes free-form string labels besides its own fields
 from __future__ import annotations
 
 import math
+import reprlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -200,16 +201,28 @@ def _where(parts: list[str]) -> str:
     return f"[{'.'.join(parts[:-1])}] {parts[-1]}" if len(parts) > 1 else f"[{parts[0]}]"
 
 
+def _shown(value: Any) -> str:
+    """A value for a message, bounded in length and in depth: a dotted key a thousand parts deep
+    (``a.b.c...``, which TOML reads without recursion) is a table that deep, whose plain ``repr``
+    recurses past Python's limit; ``reprlib`` stops at two levels."""
+    if isinstance(value, (dict, list)):
+        return _CONTAINER.repr(value)
+    shown = repr(value)
+    return shown if len(shown) <= 60 else f"{shown[:40]}... ({len(shown):,} characters)"
+
+
+_CONTAINER = reprlib.Repr()
+_CONTAINER.maxlevel = 2
+
+
 def _validate(value: Any, kind: _Value | _Table, parts: list[str], path: Path) -> None:
     """Raise ``UsageError`` at the first value of ``value`` that does not fit ``kind``."""
     if isinstance(kind, _Value):
         if not kind.accepts(value):
-            shown = repr(value)
-            shown = shown if len(shown) <= 60 else f"{shown[:40]}... ({len(shown):,} characters)"
-            raise UsageError(f"config {path}: {_where(parts)} must be {kind.name}, got {shown}")
+            raise UsageError(f"config {path}: {_where(parts)} must be {kind.name}, got {_shown(value)}")
         return
     if not isinstance(value, dict):
-        raise UsageError(f"config {path}: {_where(parts)} must be a table, got {value!r}")
+        raise UsageError(f"config {path}: {_where(parts)} must be a table, got {_shown(value)}")
     for key, item in value.items():
         sub = kind.keys.get(key, kind.each)
         if sub is None:

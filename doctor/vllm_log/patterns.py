@@ -201,8 +201,10 @@ PREEMPTION = re.compile(
     r"(?:.*?total_num_cumulative_preemption=(?P<total>\d+))?"
 )
 # Stats line: V0 0.1.7-0.11 and V1 0.7.2+ (0.8.5+ "Engine 000: ", DP "2 Engines Aggregated: ").
+# The count's digits start where no digit precedes them: unguarded, a search tried "\d+ Engines"
+# from every digit of a long run, each try to the run's end (quadratic: 64 KiB of digits, 30 s).
 STATS = re.compile(
-    r"(?:Engine (?P<engine>\d+): |(?P<aggregated>\d+ Engines Aggregated): )?"
+    r"(?:Engine (?P<engine>\d+): |(?<!\d)(?P<aggregated>\d+ Engines Aggregated): )?"
     r"Avg prompt throughput: (?P<prompt>\d+(?:\.\d+)?) tokens/s, Avg generation throughput: (?P<generation>\d+(?:\.\d+)?) tokens/s"
 )
 STATS_PART = re.compile(

@@ -51,7 +51,9 @@ _WRAPPERS = re.compile(
     re.VERBOSE,
 )
 
-_BOX_RIGHT = re.compile(r"\s*│\s*$")
+# Starts after a non-space: unguarded, a search tried "\s*" from every blank of a long run before
+# the border, each try to the run's end (quadratic on a line of blanks that holds a "│").
+_BOX_RIGHT = re.compile(r"(?<!\s)\s*│\s*$")
 
 #: vLLM messages that a paste shows without their header. Such a line starts a record unless
 #: the line before ends where a terminal's cut before the phrase would leave it (a space, a

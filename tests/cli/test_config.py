@@ -103,6 +103,10 @@ def test_bad_config_is_a_usage_error(tmp_path, text, message):
     ("[probe]\nrequests = 1" + "0" * 40 + "\n", r"\[probe\] requests must be an integer"),
     ("[probe]\nclient_workers = 2.5\n", r"\[probe\] client_workers must be an integer, got 2.5"),
     ("[probe]\nclient_workers = true\n", r"\[probe\] client_workers must be an integer, got True"),
+    # issue 30 item 10: a dotted key 1,000 parts deep is a table that deep (once a RecursionError in repr)
+    ("[run]\n" + ".".join(["a"] * 1000) + " = 1\n", r"\[run\] a must be a string, number or boolean, got \{'a': \{'a': \{\.\.\.\}\}\}$"),
+    ("[probe]\nroute." + ".".join(["a"] * 1000) + " = 1\n", r"\[probe\] route must be a string, got \{'a': \{'a'"),
+    ("[checks]\nLD101 = [" * 1 + "[" * 50 + "]" * 51 + "\n", r"\[checks\] LD101 must be a table, got \[\[\[\.\.\.\]\]\]$"),
 ])
 def test_config_types_and_keys_are_checked(tmp_path, text, message):
     path = tmp_path / "c.toml"

@@ -99,6 +99,12 @@ LOG_FACTS = {
     "llamacpp/b3579-issue9016-build-info-np4-part.log": {"engine": "llama.cpp", "version": "b3579"},
     "llamacpp/b9265-issue23652-new-slot-n_ctx-part.log": {"engine": "llama.cpp", "max_model_len": 1024},
     "llamacpp/2024-03-json-lines-server-c1024.log": {"engine": "llama.cpp", "max_running_requests": 1, "max_model_len": 1024},
+    # issue 30 item 11: the server of late 2023 / early 2024 ("Available slots:" then one
+    # "-> Slot N - max context: C" per slot, its build in a JSON "build info" record)
+    "llamacpp/b1794-2024-01-rankgpt-available-slots-max-context-part.log": {
+        "engine": "llama.cpp", "version": "b1794", "kv_cache_tokens": 2048, "max_running_requests": 1,
+        "max_model_len": 2048, "kv_cache_memory_gib": 1.0, "kv_cache_dtype": "f16",
+    },
     "llamacpp/b3029-json-lines-windows-n_ctx_slot-1536.log": {
         "engine": "llama.cpp", "version": "b3029", "max_running_requests": 1, "max_model_len": 1536,
     },

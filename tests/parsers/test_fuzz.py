@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -344,10 +344,13 @@ def test_bundle_writer_and_reader_are_inverses(text: str, number: float, count: 
 # --- TOML config and --payload -------------------------------------------------------------------
 
 TOML_PIECES = ("[probe]\n", "[budgets]\n", "ttft = ", "requests = ", "model = ", '"m"', "1" * 5000, "[" * 300,
-               "nan", "inf", "-1", "\n", "[budgets.regions.eu]\n", '"\\ud800"')
+               "nan", "inf", "-1", "\n", "[budgets.regions.eu]\n", '"\\ud800"', "[run]\n", ".".join(["a"] * 1000) + " = ")
+#: A dotted key 1,000 parts deep: a table that deep, whose ``repr`` in the message once recursed past the limit.
+DEEP_KEY = ("[run]\n" + ".".join(["a"] * 1000) + " = 1\n").encode()
 
 
 @given(_lines_with(*TOML_PIECES))
+@example(DEEP_KEY)
 def test_config_file_is_a_config_or_a_usage_error(data: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "c.toml"

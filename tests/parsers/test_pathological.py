@@ -8,21 +8,29 @@ check runs in a forked child, because a regex stuck in C never sees a signal in 
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
+import pkgutil
+import re
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from doctor import engine_readers
 from doctor.derive.gateway import MAX_TELLS, identify
 from doctor.engine_readers.capacity import capacity_from_exposition
 from doctor.engine_readers.logs import parse_engine_log
 from doctor.foundation.redact import MASK, Redactor
 from doctor.probes.logfile import read_log
-from doctor.vllm_log import patterns
+from doctor.vllm_log import engine_config, patterns, prefixes, printed_values, scanner
+from doctor.vllm_log import parser as vllm_parser
 from doctor.vllm_log.parser import parse_lines
 from doctor.vllm_metrics.metric_names import ExpositionError, parse_exposition
+from tests.support.regex_shapes import leading_unbounded
+
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Only a guard against a hung test, never an assertion about speed.
 HANG_GUARD_S = 60
@@ -183,3 +191,62 @@ def _read_engine(tmp_path: Path, data: bytes):
     evidence, errors = read_log(str(path))
     assert evidence is not None, errors
     return evidence, parse_engine_log(evidence.matched, str(path))
+
+
+# --- issue 30 item 10: a stats line of digits, a border before blanks ------------------------------
+
+
+def test_a_vllm_stats_line_of_a_long_run_of_digits(tmp_path: Path) -> None:
+    """``\\d+ Engines Aggregated`` (the data-parallel prefix) was tried from every digit of the
+    run, each try to its end (64 KiB: 26-34 s); only a run's first digit tries it now."""
+    def check() -> None:
+        stats = b"Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs"
+        _, facts = _read(tmp_path, VLLM + b"Avg prompt throughput: " + b"7" * (1 << 20) + b"\n"
+                         + VLLM + b"12 Engines Aggregated: " + stats + b"\n" + VLLM + b"Engine 003: " + stats + b"\n")
+        assert [(p.engine, p.running) for p in facts.stats] == [("12 Engines Aggregated", 3.0), ("003", 3.0)]
+        assert patterns.STATS.search("7" * (1 << 20) + " Engines Aggregated: ") is None
+
+    guarded(check)
+
+
+def test_a_box_border_before_a_long_run_of_blanks(tmp_path: Path) -> None:
+    """The right border of a boxed log (``│`` at the end) was searched from every blank of a run
+    before it (16 KiB: 4.5 s); the border is still taken off a boxed line."""
+    def check() -> None:
+        _, facts = _read(tmp_path, VLLM + "│ version 0.9.0 ".encode() + b" " * (1 << 20) + b"x\n"
+                         + VLLM + "vLLM API server version 0.30.1     │".encode() + b"\n")
+        assert [s.version for s in facts.startups] == ["0.30.1"]
+
+    guarded(check)
+
+
+#: ``NAME.search(`` and its kin, as a module uses its own patterns, or ``P.NAME.search(`` as the
+#: parser uses ``doctor.vllm_log.patterns``'s.
+SEARCHED = r"\b{prefix}(?P<name>[A-Z_][A-Z0-9_]*)\.(?:search|finditer|findall|sub|subn|split)\("
+
+
+def _searched_patterns() -> list[tuple[str, str]]:
+    """(module, name) of every module-level pattern of the log readers that some code searches."""
+    modules = [patterns, prefixes, printed_values, engine_config, scanner, vllm_parser,
+               *(importlib.import_module(f"doctor.engine_readers.{m.name}") for m in pkgutil.iter_modules(engine_readers.__path__))]
+    shared = {m["name"] for path in ROOT.joinpath("doctor").rglob("*.py")
+              for m in re.finditer(SEARCHED.format(prefix=r"(?:P|patterns)\."), path.read_text())}
+    found = []
+    for module in modules:
+        own = {m["name"] for m in re.finditer(SEARCHED.format(prefix=""), Path(str(module.__file__)).read_text())}
+        names = own | shared if module is patterns else own
+        found += [(module.__name__, name) for name, value in sorted(vars(module).items())
+                  if isinstance(value, re.Pattern) and isinstance(value.pattern, str) and name in names]
+    return found
+
+
+def test_no_searched_log_pattern_begins_with_an_unguarded_unbounded_repeat() -> None:
+    """The shape behind every quadratic search found so far, held without timing anything: each
+    pattern the log readers search (as opposed to match at a position) begins with a literal, a
+    bounded repeat, or a lookbehind or anchor that keeps a run's inner positions from trying."""
+    searched = _searched_patterns()
+    assert ("doctor.vllm_log.patterns", "STATS") in searched and ("doctor.vllm_log.prefixes", "_BOX_RIGHT") in searched
+    assert [(m, n) for m, n in searched if leading_unbounded(getattr(importlib.import_module(m), n))] == []
+    # the shape it looks for: the two patterns as they were
+    assert leading_unbounded(re.compile(r"(?:Engine (?P<e>\d+): |(?P<a>\d+ Engines Aggregated): )?Avg"))
+    assert leading_unbounded(re.compile(r"\s*│\s*$")) and not leading_unbounded(re.compile(r"(?<!\s)\s*│\s*$"))

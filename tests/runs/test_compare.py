@@ -120,23 +120,27 @@ def test_one_changed_flag_is_one_engine_setting_and_launch_facts_are_none() -> N
 
 def test_two_identical_runs_are_no_regression(tmp_path) -> None:
     """Two runs of one deterministic server differ by fractions of a millisecond, which the test
-    may well call beyond noise: under the threshold, that is no regression."""
+    may well call beyond noise: under the threshold, that is no regression. The 2 ms token gaps of
+    a loaded machine may leave TPOT or ITL undecided (exit 2: too noisy to tell, which is true
+    there), never a regression; the first token and the whole request are decided."""
     with SseServer() as srv:
         a = live_run(srv, tmp_path / "a")
         b = live_run(srv, tmp_path / "b")
     result = compare(str(a), str(b), "--json")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code in (0, 2), result.output
     doc = json.loads(result.stdout)
-    assert doc["regressions"] == [] and doc["undecided"] == []
-    assert all(r["decision"] in ("within noise", "under threshold") for r in doc["rows"])
+    assert doc["regressions"] == [] and set(doc["undecided"]) <= {"TPOT (direct)", "ITL (direct)"}
+    assert all(row_of(doc, metric)["decision"] in ("within noise", "under threshold") for metric in ("TTFT", "E2E"))
 
 
 def test_a_small_change_beyond_noise_under_the_threshold_is_no_regression(tmp_path) -> None:
     with SseServer() as srv:
         base = live_run(srv, tmp_path / "base", ttft=0.3)
-        slower = live_run(srv, tmp_path / "slower", ttft=0.315)  # 15 ms, every request: 5 %, under the 10 %
+        # 25 ms, every request: 8 %, under the 10 %, and far past a loaded machine's jitter
+        slower = live_run(srv, tmp_path / "slower", ttft=0.325)
     result = compare(str(base), str(slower), "--json")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code in (0, 2), result.output  # TPOT or ITL may be undecided on a loaded machine
+    assert json.loads(result.stdout)["regressions"] == []
     ttft = row_of(json.loads(result.stdout), "TTFT")
     assert ttft["beyond_noise"] and ttft["decision"] == "under threshold" and 0 < ttft["shift_s"] < ttft["threshold_s"]
     strict = compare(str(base), str(slower), "--min-change", "0.01")  # a stricter gate, by flag
@@ -171,8 +175,13 @@ def test_an_8x_first_token_at_4_requests_is_a_regression_by_the_exact_test(tmp_p
 
     config = tmp_path / "llm-doctor.toml"
     config.write_text("[compare]\nmin_ttft_change = 0.5\n")  # the config key: 350 ms is now under the threshold
-    assert compare(str(fast), str(slow), "--config", str(config)).exit_code == 0
-    assert compare(str(fast), str(slow), "--config", str(config), "--min-ttft-change", "0.01").exit_code == 1  # flags win
+    # judged by the TTFT row, not the exit code: the 2 ms token gaps of a loaded machine's runs may
+    # leave TPOT or ITL undecided (exit 2), which says nothing about the TTFT threshold
+    relaxed = json.loads(compare(str(fast), str(slow), "--config", str(config), "--json").stdout)
+    assert row_of(relaxed, "TTFT")["decision"] == "under threshold" and row_of(relaxed, "TTFT")["threshold_s"] == 0.5
+    assert "TTFT (direct)" not in relaxed["regressions"]
+    strict = compare(str(fast), str(slow), "--config", str(config), "--min-ttft-change", "0.01", "--json")  # flags win
+    assert strict.exit_code == 1 and "TTFT (direct)" in json.loads(strict.stdout)["regressions"]
     bad = compare(str(fast), str(slow), "--min-change", "-1")
     assert bad.exit_code == 2 and "--min-change must be a finite number >= 0" in bad.stderr
     config.write_text("[compare]\nmin_change = -0.1\n")
@@ -216,9 +225,10 @@ def test_a_slower_first_token_is_a_ttft_regression_and_the_same_run_is_not(tmp_p
     assert verdict.startswith("Regression: TTFT (direct) +")
     assert "fields differ" not in result.stdout  # two like runs: nothing refused
 
-    improvement = compare(str(slow), str(fast))
-    assert improvement.exit_code == 0, improvement.output
-    assert "improvement" in improvement.stdout
+    improvement = compare(str(slow), str(fast), "--json")
+    assert improvement.exit_code in (0, 2), improvement.output  # TPOT or ITL may be undecided on a loaded machine
+    better = json.loads(improvement.stdout)
+    assert row_of(better, "TTFT")["decision"] == "improvement" and better["regressions"] == []
 
     same = compare(str(fast.with_suffix(".html")), str(fast))  # an HTML report and a JSON report of one run
     assert same.exit_code == 0, same.output

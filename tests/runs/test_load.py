@@ -60,30 +60,56 @@ def most_in_flight(sent: list[Sent]) -> int:
     return peak
 
 
+def ranks(values: list[float]) -> list[float]:
+    """Each value's rank (1-based, ties averaged): what a rank correlation compares."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
 def test_server_scenario_sends_poisson_arrivals_as_the_server_saw_them(tmp_path: Path) -> None:
+    """The schedule (seeded, so the same on every machine) is an exponential sample; the server
+    saw it, as the client's own record of its lateness says. Every assertion on the server's times
+    is an order or a rank, never a margin of seconds: a loaded machine delays sends and reads by
+    tens of milliseconds (the seeded gaps' mean sits at 1.15/rate, near any fixed margin), but it
+    cannot make a fixed pace look like the schedule, nor a token arrive before it was sent."""
     with SseServer() as srv:
         doc, output = load(srv.base(ttft=0.2, itl=0.005, n=4), tmp_path, "--scenario", "server", "--rate", "25",
                            "--requests", "120", "--max-tokens", "4",
                            # a budget no loaded machine's lag reaches: every request is good (0.2 s first tokens)
                            "--ttft-budget", "2", own_process=True)
-        sent = measured(srv)
-    gaps = [(b.t_request - a.t_request) / 1e9 for a, b in pairwise(sent)]
-    assert len(sent) == 120
-    mean = statistics.fmean(gaps)
-    cv = statistics.stdev(gaps) / mean
+        sent = {int(key.rsplit("-", 1)[1]): s for key, s in srv.log.requests.items() if s.tokens}
+    traces = sorted((t for t in doc["bundle"]["stream"]["requests"] if not t["warmup"]), key=lambda t: t["t_scheduled"])
+    assert len(sent) == len(traces) == 120 and {t["index"] for t in traces} == set(sent)
+    scheduled = [t["t_scheduled"] for t in traces]
+    planned = [b - a for a, b in pairwise(scheduled)]
+    mean = statistics.fmean(planned)
     assert 0.8 < mean * 25 < 1.25  # mean gap 1/rate
-    assert 0.8 < cv < 1.25  # exponential: the coefficient of variation is 1 (a fixed pace would be 0)
+    assert 0.8 < statistics.stdev(planned) / mean < 1.25  # exponential: the coefficient of variation is 1 (a fixed pace would be 0)
+    # the server saw that schedule: its gaps between the same requests rise and fall with the
+    # planned ones (Spearman's rho; a fixed pace, a burst or a closed loop would be near 0, and a
+    # loaded machine's jitter only swaps gaps a few milliseconds apart)
+    seen = [(sent[b["index"]].t_request - sent[a["index"]].t_request) / 1e9 for a, b in pairwise(traces)]
+    assert statistics.correlation(ranks(planned), ranks(seen)) > 0.8
     summary = doc["summary"]
     assert doc["scenario"] == "server" and doc["bundle"]["run"]["scenario"] == "server"
     assert doc["bundle"]["run"]["arrival"] == "poisson:25/s"
-    assert summary["offered_rps"] == 25 and 0.8 < summary["achieved_rps"] / 25 < 1.25
-    # the client kept its schedule: most arrivals on time (the slow client below is late for most;
-    # a loaded 2-core machine makes a few late here, so no count is fixed)
-    assert summary["late"] < summary["n"] / 2
-    # TTFT as the client felt it is the server's own, to within a small share of it (0.2 s: a loaded
-    # machine's lag in sending and reading stays well inside a quarter of it)
-    server_ttft = statistics.median((s.tokens[0] - s.t_request) / 1e9 for s in sent)
-    assert abs(summary["ttft_p50_s"] - server_ttft) < 0.25 * server_ttft
+    # achieved is what the client sent: the schedule's own rate at best, and a late client only lowers it
+    assert summary["offered_rps"] == 25 and summary["achieved_rps"] <= (len(scheduled) - 1) / (scheduled[-1] - scheduled[0]) * 1.001
+    assert summary["late"] == sum(1 for t in traces if t["t_sent"] - t["t_scheduled"] > 0.010)
+    # TTFT as the client felt it counts from the schedule: never under the server's own (the token
+    # is read after it was sent, the request sent after it was due), and the server's 0.2 s, not the
+    # run's clock (the last request is due 5 s in): its median stays under twice the server's
+    server_ttft = statistics.median((s.tokens[0] - s.t_request) / 1e9 for s in sent.values())
+    assert server_ttft <= summary["ttft_p50_s"] < 2 * server_ttft
     assert summary["n"] == summary["n_ok"] == 120 and summary["good_fraction"] == 1.0
     assert summary["goodput_rps"] == summary["requests_per_s"] and summary["ttft_p90_early_s"] is not None
     assert "offered 25 /s (Poisson)" in output

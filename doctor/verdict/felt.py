@@ -137,7 +137,7 @@ def unshown(felts: list[Felt], stats: StreamStats | None) -> Unshown | None:
     if not open_ and any(f.witness.ttft is not None for f in felts):
         return None
     paths = stats.paths.values() if stats is not None else ()
-    warmups = {ps.path: ps.warmup_ttft.max for ps in paths if ps.warmup_ttft.max is not None}
+    warmups = {str(ps.path): ps.warmup_ttft.max for ps in paths if ps.warmup_ttft.max is not None}
     return Unshown(open_, warmups, sum(1 for ps in paths for r in ps.requests if r.outcome == DEADLINE))
 
 

@@ -140,10 +140,19 @@ def _within_budget(run: _Run, user: Felt, burst: Bursts | None, first: Split, co
         run.reasoning.append(wording.finding_decides(top))
         return _decided(run, symptom, top, common,
                         headline.finding_within(symptom, user, top, run.severe, run.failed, run.suspect))
-    if run.tally.failing:
-        worst = max(run.tally.failing.values(), key=lambda x: x.failed / x.total)
-        run.reasoning.append(wording.never_healthy(worst))
+    # Failed requests users felt are a headline: a failing path, or a felt critical error finding
+    # (LD501) over fewer failures; the gateway's alone, while the direct path succeeds, is the gateway's.
+    erring = [f for f in run.findings if f.felt and f.cause == Cause.ERRORS and f.severity is Severity.CRITICAL]
+    failed = run.tally.failing or (run.tally.failed_paths if erring else {})
+    if failed:
         primary = remedy.by_cause(run.findings, (Cause.ERRORS,))
+        gateway, direct = failed.get(ProbePath.GATEWAY), run.probe.get(ProbePath.DIRECT)
+        if gateway is not None and direct is not None and ProbePath.DIRECT not in run.tally.failed_paths:
+            run.reasoning.append(wording.gateway_fails(gateway))
+            return _decided(run, Symptom.PROXY_ONLY, primary, common,
+                            headline.gateway_fails(gateway, direct, primary, run.suspect))
+        worst = max(failed.values(), key=lambda x: x.failed / x.total)
+        run.reasoning.append(wording.never_healthy(worst))
         return _decided(run, Symptom.INCONCLUSIVE, primary, common, headline.failing_within(worst, primary, run.suspect))
     gap = unshown(run.felts, run.stats)
     if gap is not None:

@@ -154,8 +154,12 @@ def engine_line(report: Report) -> str | None:
     if engine is None:
         return None
     if engine["id"] == engine_names.UNKNOWN:
+        run = report.bundle.run
+        # only what the run did not give: an --engine already probed does not name it again
+        untried = [flag for flag, given in (("--engine URL", run.engine_url), ("--log PATH", run.log_source)) if not given]
+        hint = f" ({' or '.join(untried)} would name it)" if untried else ""
         return (f"Engine: unidentified, {engine['by']}: remediations name the limit and each engine's "
-                "spelling of it (--engine URL or --log PATH would name it)")
+                f"spelling of it{hint}")
     return f"Engine: {engine_names.display(engine['id'])}, by {engine['by']}"
 
 

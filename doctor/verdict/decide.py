@@ -27,7 +27,7 @@ from doctor.verdict.split import Split, itl_split, server_itl_split, server_ttft
 
 if TYPE_CHECKING:
     from doctor.derive.metrics_window import MetricsWindow
-    from doctor.evidence import StreamEvidence
+    from doctor.evidence import RunRecord, StreamEvidence
 
 #: Share of the first-token time the gateway must hold for the verdict to blame it alone.
 GATEWAY_MAJORITY = 0.5
@@ -104,6 +104,9 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
         itl_basis=inter.label if inter.components else None,
     )
     missing = list(dict.fromkeys(first.missing + inter.missing))
+    record: RunRecord | None = evidence.maybe("run")
+    if record is not None and record.engine_url and not record.metrics_url:  # the engine's /metrics, turned off
+        missing = [hint.METRICS_OFF if m == hint.METRICS else m for m in missing]
     common: dict[str, Any] = {"decomposition": decomposition, "missing": missing}
 
     gateway_failing = counted.failing.get(ProbePath.GATEWAY)

@@ -1,0 +1,35 @@
+"""Smaller report wording of issue 30 item 12, each once wrong: a hint to pass a flag the run was
+given, /metrics asked for after ``--no-metrics``."""
+
+from __future__ import annotations
+
+from doctor.checking.registry import load_registry
+from doctor.checking.runner import AnalyzeOptions, analyze
+from doctor.evidence import RunRecord
+from doctor.model import Budgets
+from doctor.verdict import missing as hint
+from reports.shared_parts import engine_line
+from tests.support.bundles import bundle, request, stream
+
+REGISTRY = load_registry(plugins=False)
+
+
+def report(run: RunRecord):
+    b = bundle(stream=stream([request("direct", i, ttft=1.0, gaps=[0.02] * 5, start=i * 2.0) for i in range(3)]))
+    b.run = run
+    return analyze(b, AnalyzeOptions(budgets=Budgets()), registry=REGISTRY)
+
+
+def test_an_unidentified_engine_names_only_the_flags_the_run_was_not_given() -> None:
+    assert "(--engine URL or --log PATH would name it)" in (engine_line(report(RunRecord())) or "")
+    given = engine_line(report(RunRecord(engine_url="http://127.0.0.1:8000"))) or ""
+    assert "--engine URL" not in given and "(--log PATH would name it)" in given
+    both = engine_line(report(RunRecord(engine_url="http://127.0.0.1:8000", log_source="vllm.log"))) or ""
+    assert "would name it" not in both and both.startswith("Engine: unidentified")
+
+
+def test_metrics_turned_off_is_said_so_in_what_is_missing() -> None:
+    off = report(RunRecord(engine_url="http://127.0.0.1:8000")).verdict.missing
+    assert hint.METRICS_OFF in off and hint.METRICS not in off
+    on = report(RunRecord(engine_url="http://127.0.0.1:8000", metrics_url="http://127.0.0.1:8000/metrics")).verdict.missing
+    assert hint.METRICS in on

@@ -33,3 +33,30 @@ def test_metrics_turned_off_is_said_so_in_what_is_missing() -> None:
     assert hint.METRICS_OFF in off and hint.METRICS not in off
     on = report(RunRecord(engine_url="http://127.0.0.1:8000", metrics_url="http://127.0.0.1:8000/metrics")).verdict.missing
     assert hint.METRICS in on
+
+
+def waited(index: int, start: float, waited_s: float, *, warmup: bool = False):
+    r = request("direct", index, ttft=0.0, gaps=[], start=start, outcome="deadline", warmup=warmup)
+    r.t_failed = r.t_end = start + waited_s
+    r.error = "cut by the 2.4 s --deadline while still streaming"
+    return r
+
+
+def test_the_summary_tables_ttft_is_the_headlines_with_its_lower_bound() -> None:
+    """The table showed "TTFT p90 —" under a headline "TTFT p90 >= 1.00 s"."""
+    from reports.shared_parts import key_numbers
+
+    b = bundle(stream=stream([waited(0, 0.0, 1.0), waited(1, 1.0, 1.0)]))
+    r = analyze(b, AnalyzeOptions(budgets=Budgets(ttft_s=0.5)), registry=REGISTRY)
+    assert "TTFT p90 >= 1.00 s" in r.verdict.summary
+    assert dict(key_numbers(r.views["stream_stats"]))["TTFT p90"] == {"direct": ">= 1.00 s"}
+
+
+def test_the_probes_error_counts_its_warm_ups_as_the_verdicts_n_leaves_them_out() -> None:
+    from doctor.evidence import ProbePath
+    from doctor.probes.plan import CollectConfig
+    from doctor.probes.stream.failures import summarise
+
+    traces = [waited(0, 0.0, 1.5, warmup=True), waited(1, 1.6, 0.3)]
+    (error,) = summarise(traces, {ProbePath.DIRECT: "http://127.0.0.1:1"}, CollectConfig(engine="http://127.0.0.1:1"), 0, 1)
+    assert error.message.startswith("2 of 2 request(s) (1 of them warm-up) cut by the 2.4 s --deadline"), error.message

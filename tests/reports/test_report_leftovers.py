@@ -60,3 +60,22 @@ def test_the_probes_error_counts_its_warm_ups_as_the_verdicts_n_leaves_them_out(
     traces = [waited(0, 0.0, 1.5, warmup=True), waited(1, 1.6, 0.3)]
     (error,) = summarise(traces, {ProbePath.DIRECT: "http://127.0.0.1:1"}, CollectConfig(engine="http://127.0.0.1:1"), 0, 1)
     assert error.message.startswith("2 of 2 request(s) (1 of them warm-up) cut by the 2.4 s --deadline"), error.message
+
+
+def test_a_stock_nginx_risk_leads_with_its_buffering_and_shows_code_not_backticks() -> None:
+    """The risk line said "`gzip off;` (and `proxy_buffering off;`)", backticks and all, of an nginx
+    whose answer was not compressed."""
+    import json
+    import re
+    from pathlib import Path
+
+    from doctor.bundle import from_dict
+    from reports import render_html
+
+    case = Path(__file__).resolve().parents[2] / "fixtures" / "checks" / "headers-held" / "fires-stock-nginx-uncompressed.json"
+    r = analyze(from_dict(json.loads(case.read_text())["bundle"], str(case)), AnalyzeOptions(budgets=Budgets()), registry=REGISTRY)
+    (risk,) = [f for f in r.findings if f.code == "LD307"]
+    assert risk.remediation.suggested.startswith("`proxy_buffering off;`") and "gzip" not in risk.remediation.suggested
+    page = render_html(r)
+    risks = re.search(r'<div class="risks" id="risks">(.*?)</div>', page, re.S)
+    assert risks is not None and "`" not in risks.group(1) and "<code>proxy_buffering off;</code>" in risks.group(1)

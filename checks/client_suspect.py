@@ -157,6 +157,8 @@ def _remediation(stream: StreamEvidence, workers: int, saturated: str, command: 
     if stream.shape.scenario is not None:  # a load run: its scenario sets the concurrency
         load = command if command in ("load", "sweep") else "load / sweep"
         where = f"llm-doctor {load} --max-concurrency, or the host running the probe"
+    elif command == "demo":  # its scenario sets the concurrency; demo takes no --concurrency
+        where = "the host running the probe (the demo's scenario sets its own concurrency)"
     elif command in CONCURRENCY_COMMANDS:
         where = f"llm-doctor {command} --concurrency (concurrency in the config file's [probe]), or the host running the probe"
     else:

@@ -25,7 +25,8 @@ Remediation:
 Send the response start as soon as the upstream's arrives (setting `gateway_response_start`), in
 the identified gateway's terms (`doctor.checklib.response_start_remediation`): Starlette/FastAPI:
 no `GZipMiddleware` on the streaming route, and return the `StreamingResponse` before awaiting the
-first token; nginx `gzip off;` and `proxy_buffering off;`; lighttpd `server.stream-response-body
+first token; nginx `gzip off;` and `proxy_buffering off;` (only the latter when its answer was not
+compressed: gzip then holds nothing); lighttpd `server.stream-response-body
 = 2`; HAProxy `option http-no-delay`; Varnish `beresp.do_stream` left true; Caddy no
 `buffer_responses`; an unidentified gateway: the usual suspects' settings, as possibilities.
 
@@ -97,7 +98,8 @@ def headers_held(
         title="The gateway holds the response headers until the first token",
         summary=summary,
         remediation=response_start_remediation(
-            gateway, rerun("the gateway's headers well before its first token, as on the direct path")),
+            gateway, rerun("the gateway's headers well before its first token, as on the direct path"),
+            compressed=any(k.lower() == "content-encoding" for k in g.headers)),
         severity=Severity.WARNING,
         felt=felt,
         evidence=[

@@ -71,6 +71,11 @@ def embed_text(bundle: Bundle) -> str:
     return base64.b64encode(lzma.compress(dumps(bundle, compact=True).encode(), preset=_XZ_PRESET)).decode("ascii")
 
 
+#: The ``kind`` of ``llm-doctor sweep``'s JSON report, which holds levels, not a bundle: named when it
+#: is given where a bundle is read.
+SWEEP_KIND = "llm-doctor-sweep"
+
+
 def from_dict(data: Any, origin: str = "bundle") -> Bundle:
     """Check and type a parsed bundle; anything malformed is a ``BundleError`` naming the field.
 
@@ -78,6 +83,10 @@ def from_dict(data: Any, origin: str = "bundle") -> Bundle:
     other exceptions cover what a dataclass or enum may raise on odd input. A damaged or
     hand-edited bundle must end in a one-line message, never a traceback.
     """
+    if isinstance(data, dict) and data.get("kind") == SWEEP_KIND:
+        raise BundleError(f"{origin}: a sweep report (llm-doctor sweep --json), not an evidence bundle; analyze one "
+                          "level's bundle instead (sweep --bundle-dir keeps one per level, named by each level's "
+                          '"bundle" in this report)')
     if not isinstance(data, dict) or "schema_version" not in data:
         raise BundleError(f"{origin}: not an llm-doctor evidence bundle (no schema_version)")
     version = data["schema_version"]

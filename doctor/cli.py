@@ -34,6 +34,7 @@ from doctor.commands.option_groups import (
 from doctor.commands.options import quiet_switches, unwrapped_help, uses
 from doctor.commands.reader_help import LOG_HELP, METRICS_HELP
 from doctor.engines.names import ENGINE_LIST
+from doctor.foundation.console import narrow_terminals_spelled
 from doctor.foundation.signals import terminate_like_interrupt
 from doctor.settings import PRACTICAL, resolve, shown
 from doctor.settings.config_file import FileConfig
@@ -426,4 +427,5 @@ unwrapped_help(app)
 
 def main() -> None:
     terminate_like_interrupt()
+    narrow_terminals_spelled()
     app()

@@ -74,7 +74,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
         finalize=_printable,
     )
-    env.filters.update(seconds=fmt_seconds, value=fmt_value, bytes=fmt_bytes, pct=fmt_pct, code=code_spans,
+    env.filters.update(seconds=fmt_seconds, value=fmt_value, bytes=fmt_bytes, pct=fmt_pct, code=code_spans, setting_value=setting_value,
                        evidence=fmt_evidence, counted=counted,
                        sentence=sentence)
     return env
@@ -89,6 +89,14 @@ def code_spans(text: Any) -> Markup:
     The text is escaped first, so the span's content is inert; only our own ``<code>`` is markup.
     """
     return Markup(_CODE_SPAN.sub(r"<code>\1</code>", str(escape(strip_controls("" if text is None else str(text))))))
+
+
+def setting_value(text: Any) -> Markup:
+    """A remediation's value as code: whole, or, when the check wrote it with its own code spans
+    ("`gzip off;` (and `proxy_buffering off;`) on ..."), those spans, never their backticks."""
+    if _CODE_SPAN.search("" if text is None else str(text)):
+        return code_spans(text)
+    return Markup("<code>{}</code>").format(strip_controls("" if text is None else str(text)))
 
 
 def _finite(*values: Any) -> bool:

@@ -154,14 +154,20 @@ def engine_line(report: Report) -> str | None:
     if engine is None:
         return None
     if engine["id"] == engine_names.UNKNOWN:
+        run = report.bundle.run
+        # only what the run did not give: an --engine already probed does not name it again
+        untried = [flag for flag, given in (("--engine URL", run.engine_url), ("--log PATH", run.log_source)) if not given]
+        hint = f" ({' or '.join(untried)} would name it)" if untried else ""
         return (f"Engine: unidentified, {engine['by']}: remediations name the limit and each engine's "
-                "spelling of it (--engine URL or --log PATH would name it)")
+                f"spelling of it{hint}")
     return f"Engine: {engine_names.display(engine['id'])}, by {engine['by']}"
 
 
 #: The numbers a reader compares first, path against path: (label, stats key, quantile, format).
+#: TTFT is what users felt: the requests still waiting when the probe gave up count at their wait, as
+#: in the headline ("TTFT p90 >= 1.00 s"), where the answered ones alone once showed "—".
 KEY_NUMBERS: list[tuple[str, DistKey, Quantile, Callable[[Any], str]]] = [
-    ("TTFT p90", "ttft", "p90", fmt_seconds),
+    ("TTFT p90", "ttft_felt", "p90", fmt_seconds),
     ("TPOT p90", "tpot", "p90", fmt_seconds),
     ("longest gap p90", "max_gap", "p90", fmt_seconds),
     ("events per read p50", "events_per_read", "p50", fmt_value),
@@ -177,6 +183,11 @@ def _estimated(ps: PathStatsJson, key: DistKey, text: str) -> str:
     return f"{text} (estimated)" if key in PER_TOKEN_KEYS and ps["tokens_estimated"] and text != "—" else text
 
 
+def _lower_bound(ps: PathStatsJson, key: DistKey, text: str) -> str:
+    """``>= text`` for a TTFT that counts waits the probe gave up on (lower bounds)."""
+    return f">= {text}" if key == "ttft_felt" and ps["ttft_censored"] and text != UNKNOWN else text
+
+
 def framing_cell(ps: PathStatsJson) -> str:
     """How a path's stream was framed (``PathStats.framing``), and whether its token counts are estimated."""
     framing = ps["framing"]
@@ -189,7 +200,7 @@ def framing_cell(ps: PathStatsJson) -> str:
 def key_numbers(stream_stats: StreamStatsJson | None) -> list[tuple[str, dict[str, str]]]:
     """``[(label, {path: value})]`` from the ``stream_stats`` view; the framing row when a path is not OpenAI SSE."""
     paths = stream_stats["paths"] if stream_stats else {}
-    rows = [(label, {name: _estimated(ps, key, fmt(ps[key][q])) for name, ps in paths.items()})
+    rows = [(label, {name: _lower_bound(ps, key, _estimated(ps, key, fmt(ps[key][q]))) for name, ps in paths.items()})
             for label, key, q, fmt in KEY_NUMBERS]
     if any(ps["framing"] not in (None, "openai-sse") for ps in paths.values()):
         rows.append(("stream framing", {name: framing_cell(ps) for name, ps in paths.items()}))

@@ -45,7 +45,13 @@ def sizing_rows(doc: SizingSummary) -> list[tuple[str, str]]:
             bound = " (upper bound)" if doc["kv_cache_memory_upper_bound"] else ""
             rows.append(("KV cache memory", f"{_gib(doc['kv_cache_memory_bytes'])} per rank{bound}: {doc['kv_cache_memory_source']}"))
         rows.append(("KV cache size", f"{doc['kv_cache_tokens']:,} tokens ({doc['num_blocks']:,} blocks of {doc['block_size']})"))
-        rows.append(("Maximum concurrency", f"{doc['max_concurrency']:.2f}x for {doc['max_model_len']:,} tokens per request"))
+        concurrency = f"{doc['max_concurrency']:.2f}x for {doc['max_model_len']:,} tokens per request"
+        if doc["max_concurrency"] < 1:
+            # vLLM checks at start that one request of max_model_len fits, and raises otherwise
+            concurrency += (f": vLLM refuses to start (the KV cache does not hold one such request); the longest "
+                            f"it holds is {doc['longest_request_tokens']:,} tokens: lower --max-model-len to that, "
+                            "or give the KV cache more memory")
+        rows.append(("Maximum concurrency", concurrency))
         if seqs := doc.get("max_num_seqs_at_avg"):
             rows.append((f"max_num_seqs at {seqs['avg_tokens']:,} tokens", f"{seqs['max_num_seqs']:,} (every sequence holds its blocks at once)"))
     if fp8 := doc.get("with_fp8"):

@@ -15,7 +15,7 @@ from doctor.foundation.units import UNKNOWN, fmt_pct, fmt_seconds
 from doctor.runs.sweep_knee import Level, SweepResult
 from reports.html_page import environment
 from reports.line_charts import level_panel
-from reports.terminal import fitted, grid, printer
+from reports.terminal import bullets, fitted, grid, printer
 
 #: How the knee line says what stopped the sweep, when it was not a budget.
 BINDING = {"client": "the client was the bottleneck", "interrupted": "interrupted"}
@@ -80,8 +80,8 @@ def print_sweep(result: SweepResult, console: Console) -> None:
     say(fitted(grid(LEVEL_HEADERS, level_rows(result), wrap=[6]), console))
     say(f"\n[bold]{knee_line(result)}[/]")
     say(f"[bold]Change one thing:[/] [bold cyan]{recommendation_line(result)}[/]")
-    for why in result.recommendation.why:
-        say(f"  - {why}")
+    if result.recommendation.why:
+        say(bullets(result.recommendation.why))
     costs = [(lv.value, lv.summary.cost_per_million_output_tokens) for lv in result.levels
              if lv.summary.cost_per_million_output_tokens is not None]
     if costs:

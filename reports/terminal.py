@@ -164,6 +164,16 @@ def grid(headers: Sequence[str], rows: Iterable[Sequence[object]], *, wrap: Sequ
     return table
 
 
+def bullets(items: Iterable[str], indent: int = 2) -> Padding:
+    """``- item`` lines, each item's continuation lines aligned under its text, not at column 0."""
+    table = Table.grid(padding=(0, 1, 0, 0))
+    table.add_column(no_wrap=True)
+    table.add_column()
+    for item in items:
+        table.add_row("-", item)
+    return Padding(table, (0, 0, 0, indent))
+
+
 def printer(console: Console) -> Callable[..., None]:
     """``console.print`` without automatic highlighting (numbers in sentences are not worth
     colouring, and plain output must match what a pipe gets) and without cropping a line at

@@ -83,6 +83,14 @@ RESPONSE_START.update({
         "included; turn it off on the streaming route."),
 })
 RESPONSE_START["envoy-ai-gateway"] = RESPONSE_START["envoy"]
+#: nginx when its answer was not compressed (no Content-Encoding): gzip holds nothing, its buffering does
+#: (a stock nginx: gzip off, or on without text/event-stream in gzip_types).
+UNCOMPRESSED_NGINX = Phrasing(
+    "gateway_response_start", "`proxy_buffering off;` on the streaming location",
+    where=START_WHERE,
+    why="{name} holds the response headers until the body starts when it buffers the proxied response; its "
+    "answer was not compressed, so gzip is not what holds them. Set `proxy_buffering off;` (or send "
+    "`X-Accel-Buffering: no` from the upstream) in the location serving the streaming route.")
 SUSPECTS_RESPONSE_START = (
     "a Starlette/FastAPI edge's GZipMiddleware or a handler that awaits the first token; nginx `gzip` or "
     "`proxy_buffering`; lighttpd `server.stream-response-body = 0` (its default); HAProxy without `option "
@@ -94,8 +102,12 @@ GENERIC_RESPONSE_START = Phrasing(
 )
 
 
-def response_start_remediation(gw: GatewayView | None, verify: str) -> Remediation:
-    """LD307: send the response start at once, in the answering gateway's terms."""
+def response_start_remediation(gw: GatewayView | None, verify: str, *, compressed: bool = True) -> Remediation:
+    """LD307: send the response start at once, in the answering gateway's terms; ``compressed``: whether
+    the gateway's answer carried a Content-Encoding (nginx's gzip is then a suspect, else only its buffering)."""
     family, name = who_answered(gw)
-    return as_unidentified(RESPONSE_START.get(family or "", GENERIC_RESPONSE_START).remediation(verify, name=name), family)
+    phrasing = RESPONSE_START.get(family or "", GENERIC_RESPONSE_START)
+    if not compressed and phrasing is RESPONSE_START["nginx"]:
+        phrasing = UNCOMPRESSED_NGINX
+    return as_unidentified(phrasing.remediation(verify, name=name), family)
 

@@ -12,11 +12,23 @@ from doctor.checking.registry import CATALOGUE_HINT, load_registry
 from doctor.exit_codes import ExitCode
 from doctor.foundation.console import reader_may_leave, warn
 from doctor.foundation.errors import UsageError
-from reports.terminal import fitted, stdout_console
+from reports.terminal import stdout_console
 
-#: The narrowest the "needs" and "options" columns of ``llm-doctor checks`` fold to: the longest
-#: evidence name (metrics_window) stays whole.
-FOLDED = 14
+#: The narrowest the options column gets (a long option's name may fold there, never its value).
+OPTIONS_NARROWEST = 14
+
+#: Each of the table's five columns pads one space either side behind its left border; one more for the right.
+BORDERS = 5 * 3 + 1
+
+
+def option_lines(options: dict[str, object], width: int) -> str:
+    """A check's options, one ``name=value`` a line; one wider than ``width`` breaks after its "=",
+    its value on the next line, indented: a value is never split mid-number."""
+    lines: list[str] = []
+    for name, value in options.items():
+        pair = f"{name}={value}"
+        lines += [pair] if len(pair) <= width else [f"{name}=", f"  {value}"]
+    return "\n".join(lines)
 
 
 def list_checks(as_json: bool) -> ExitCode:
@@ -32,23 +44,22 @@ def list_checks(as_json: bool) -> ExitCode:
         with reader_may_leave():
             sys.stdout.write(json.dumps(rows, indent=1) + "\n")
     else:
-        # Codes, names and symptoms are what people grep for: never wrapped or shortened.
-        table = Table(title=f"{len(registry.checks)} checks")
-        for column in ("code", "name", "symptom"):
-            table.add_column(column, no_wrap=True)
-        for column in ("needs", "options"):
-            table.add_column(column, overflow="fold")
-        for s in registry.checks:
-            table.add_row(s.code, s.name, s.symptom.value, "\n".join(s.requires),
-                          "\n".join(f"{k}={v}" for k, v in s.options.items()))
+        # Codes, names and symptoms are what people grep for: never wrapped or shortened; nor is an
+        # evidence name. The options take what COLUMNS leaves, down to OPTIONS_NARROWEST.
+        checks = registry.checks
         console = stdout_console()
-        # the needs and options fold (at FOLDED at the narrowest), so the console's width (COLUMNS
-        # when piped) holds the table once the identifiers fit whole; wider only when they do not
-        identifiers = sum(max(len(v) for v in (head, *values)) for head, values in (
-            ("code", [s.code for s in registry.checks]), ("name", [s.name for s in registry.checks]),
-            ("symptom", [s.symptom.value for s in registry.checks])))
-        narrowest = identifiers + 2 * FOLDED + 3 * 5 + 1  # each column's padding and its left border, the right border
-        table.width = min(fitted(table, console).width or console.width, max(console.width, narrowest))
+        whole = [max(len(head), *(len(v) for v in values)) for head, values in (
+            ("code", [s.code for s in checks]), ("name", [s.name for s in checks]),
+            ("symptom", [s.symptom.value for s in checks]), ("needs", [r for s in checks for r in s.requires]))]
+        widest = max((len(f"{k}={v}") for s in checks for k, v in s.options.items()), default=len("options"))
+        options_width = min(max(console.width - sum(whole) - BORDERS, OPTIONS_NARROWEST), widest)
+        # wider than COLUMNS only where the identifiers and OPTIONS_NARROWEST would not fit
+        table = Table(title=f"{len(checks)} checks", width=sum(whole) + options_width + BORDERS)
+        for column, width in zip(("code", "name", "symptom", "needs"), whole, strict=True):
+            table.add_column(column, no_wrap=True, min_width=width)
+        table.add_column("options", overflow="fold", width=options_width)
+        for s in checks:
+            table.add_row(s.code, s.name, s.symptom.value, "\n".join(s.requires), option_lines(s.options, options_width))
         with reader_may_leave():
             console.print(table, crop=False)
     for w in registry.warnings:

@@ -1,7 +1,7 @@
 """Statistics of what the client felt, per request and per path (direct / gateway).
 
-Warm-up requests are excluded from every distribution but kept as ``warmup_ttft`` so a cold
-start stays visible. Failed requests count in ``failures`` and never in a latency before their
+Warm-up requests are excluded from every distribution but kept as ``warmup_ttft`` (an answer cut
+after its first token too) so a cold start stays visible. Failed requests count in ``failures`` and never in a latency before their
 first token, so an error is never mistaken for a fast answer, with one exception that is the
 opposite mistake: a request still waiting for its first token when the probe gave up on it
 (``--stall-timeout``, the deadline) has a TTFT of *at least* that wait. It is right-censored,
@@ -99,6 +99,20 @@ def _early(sorted_values: list[float], percentile: float) -> float | None:
     return None if rank is None else sorted_values[-rank]
 
 
+def p90_censored_above(measured: list[float], censored: int) -> float | None:
+    """The p90 of ``measured`` and ``censored`` more values of which only a lower bound is known,
+    at its highest: each censored value unbounded. None when one of them could carry the p90
+    anywhere (it then says nothing about a budget above its lower bound), or with no value at all."""
+    n = len(measured) + censored
+    pos = (n - 1) * 0.9
+    lo = int(pos)
+    if lo >= len(measured) or (pos > lo and lo + 1 >= len(measured)):
+        return None
+    # the censored values sort last and weigh nothing here: any finite stand-in gives the same p90
+    vals = sorted(measured)
+    return quantile(vals + [vals[-1]] * censored, 0.9)
+
+
 def dist(values: list[float]) -> Dist:
     """Summarise values (``None`` ignored) into a ``Dist``; an empty one when there are none."""
     vals = sorted(v for v in values if v is not None)
@@ -182,6 +196,9 @@ class PathStats:
     warmup_ttft: Dist = field(default_factory=Dist)
     ttft_felt: Dist = field(default_factory=Dist)  # ``ttft`` and the censored waits: what users felt
     ttft_censored: int = 0  # values of ``ttft_felt`` that are lower bounds (still waiting when the probe gave up)
+    # ``ttft_felt``'s p90 were every censored wait unbounded: None when one could carry it anywhere,
+    # so that a wait cut below a budget (a tight --deadline) is not read as within it
+    ttft_felt_p90_high: float | None = None
     gap_censored: int = 0  # values of ``max_gap`` that are lower bounds (frozen when the probe gave up)
     partial: int = 0  # answers cut after their first token, whose measured TTFT and gaps count
     stalls: int = 0
@@ -315,7 +332,7 @@ def path_stats(name: ProbePath, url: str | None, reqs: list[RequestTrace],
             censored.append(rs)
         if req.warmup:
             ps.n_warmup += 1
-            if req.ok:
+            if req.ok or rs.events:  # a warm-up cut after its first token measured it too
                 warm.append(rs)
             continue
         if req.ok:
@@ -338,6 +355,7 @@ def path_stats(name: ProbePath, url: str | None, reqs: list[RequestTrace],
     ps.ttft = dist([r.ttft for r in seen if r.ttft is not None])
     ps.ttft_felt = dist([r.ttft for r in seen + waited if r.ttft is not None])
     ps.ttft_censored = len(waited)
+    ps.ttft_felt_p90_high = p90_censored_above([r.ttft for r in seen if r.ttft is not None], len(waited))
     ps.partial = len(partial)
     ps.tpot = dist([r.tpot for r in seen if r.tpot is not None])
     ps.itl = dist([g for r in seen for g in r.gaps])

@@ -39,7 +39,8 @@ FREEZE_SHARE = 0.1
 @dataclass
 class Estimate:
     """One latency as one witness saw it. ``p90_low`` / ``p90_high`` bound the p90 (equal for the
-    probe's exact samples; bucket bounds for a histogram, ``p90_high`` None in the +Inf bucket)."""
+    probe's exact samples; bucket bounds for a histogram, ``p90_high`` None in the +Inf bucket; for
+    the probe's censored waits, the p90 were each wait unbounded, None when one could carry it anywhere)."""
 
     n: int
     p90_low: float
@@ -107,10 +108,11 @@ class UserFelt:
     notes: list[str] = field(default_factory=list)  # why a source gave no witness
 
 
-def _probe_estimate(d: Dist, censored: int = 0) -> Estimate | None:
+def _probe_estimate(d: Dist, censored: int = 0, high: float | None = None) -> Estimate | None:
+    """The probe's samples: exact, or with ``censored`` lower bounds whose p90 reaches at most ``high``."""
     if not d.n or d.p90 is None:
         return None
-    return Estimate(n=d.n, p90_low=d.p90, p90_high=d.p90, mean=d.mean, censored=censored)
+    return Estimate(n=d.n, p90_low=d.p90, p90_high=high if censored else d.p90, mean=d.mean, censored=censored)
 
 
 def _server_estimate(h: HistogramWindow | None) -> Estimate | None:
@@ -137,12 +139,14 @@ def _above(h: HistogramWindow | None) -> list[list[float]]:
 def probe_witnesses(stats: StreamStats) -> list[Witness]:
     out = []
     for name, ps in stats.paths.items():
-        ttft = _probe_estimate(ps.ttft_felt, ps.ttft_censored)
+        ttft = _probe_estimate(ps.ttft_felt, ps.ttft_censored, ps.ttft_felt_p90_high)
         if ttft is None:
             continue
         out.append(Witness(
             source="probe", path=name, label=f"the probe's {name} requests",
-            ttft=ttft, tpot=_probe_estimate(ps.tpot), max_gap=_probe_estimate(ps.max_gap, ps.gap_censored),
+            ttft=ttft, tpot=_probe_estimate(ps.tpot),
+            # a gap cut short is judged at its lower bound only (its upper p90 is not worked out)
+            max_gap=_probe_estimate(ps.max_gap, ps.gap_censored, ps.max_gap.p90),
             requests=ps.ttft_felt.n,
         ))
     return out

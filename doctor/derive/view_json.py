@@ -99,6 +99,7 @@ class PathStatsJson(TypedDict):
     warmup_ttft: DistJson
     ttft_felt: DistJson
     ttft_censored: int
+    ttft_felt_p90_high: float | None
     gap_censored: int
     partial: int
     stalls: int

@@ -1,11 +1,14 @@
 """The stderr console every command message goes to: progress, warnings, "wrote PATH", errors.
 
 One line per message (``soft_wrap``), so messages stay grep-able; stdout is kept for what a
-command is asked to print (a report, JSON), so it pipes cleanly.
+command is asked to print (a report, JSON), so it pipes cleanly. ``narrow_terminals_spelled``
+lets both streams write to a terminal whose encoding lacks a character the reports use.
 """
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 import sys
 from collections.abc import Iterator
@@ -28,6 +31,43 @@ class _StderrConsole(Console):
 
 
 err = _StderrConsole(stderr=True, soft_wrap=True)
+
+#: What a character the reports print is spelled as where the terminal's encoding lacks it (a
+#: Latin-1 locale, ``PYTHONIOENCODING=ascii``); any other such character becomes "?".
+ASCII_SPELLING = {
+    "\u2013": "-", "\u2014": "-", "\u2212": "-", "\u00b5": "u", "\u00d7": "x", "\u2265": ">=", "\u2264": "<=",
+    "\u2192": "->", "\u2190": "<-", "\u2026": "...", "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"',
+    "\u00b1": "+/-", "\u2248": "~", "\u00b7": ".", "\u2022": "*", "\u00a0": " ", "\u2009": " ", "\u202f": " ",
+    "\u2713": "ok", "\u2717": "x", "\u00b0": " deg",
+}
+
+#: The name of the encode error handler that spells them (``codecs.register_error``).
+SPELLED = "llm-doctor-spelled"
+
+
+def _spelled(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    text = exc.object[exc.start:exc.end]
+    return "".join(ASCII_SPELLING.get(ch, "?") for ch in text), exc.end
+
+
+codecs.register_error(SPELLED, _spelled)
+
+
+def narrow_terminals_spelled() -> None:
+    """Let stdout and stderr write what their encoding lacks as ``ASCII_SPELLING`` says.
+
+    The reports print an en dash, "µs", "≥"; under a Latin-1 locale or ``PYTHONIOENCODING=ascii`` the
+    first one raised ``UnicodeEncodeError`` after the probe ran: a traceback, exit 1 and no report.
+    The terminal is the one place that encoding applies (the files are written as UTF-8 bytes), so
+    the streams' error handler is set once, at start, for every writer of them: rich's consoles,
+    ``sys.stdout.write`` of a JSON document, a traceback. A stream that is no text file of the
+    process (a test's capture) is left as it is.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors=SPELLED)
 
 
 def progress(message: str) -> None:

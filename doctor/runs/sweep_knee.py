@@ -31,6 +31,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.bundle import SWEEP_KIND
 from doctor.checklib.engine_settings import max_num_seqs_in_use
 from doctor.derive import Evidence
 from doctor.derive.load_summary import LoadSummary
@@ -339,7 +340,7 @@ def sweep_dict(result: SweepResult) -> dict[str, Any]:
         return None if value is None else value if by == "rate" else int(value)
 
     return {
-        "kind": "llm-doctor-sweep", "version": 1, "by": by, "maximum": result.maximum,
+        "kind": SWEEP_KIND, "version": 1, "by": by, "maximum": result.maximum,
         "budgets": {"ttft_s": result.budgets.ttft_s, "tpot_s": result.budgets.tpot_s},
         "interrupted": result.interrupted,
         "levels": [level_dict(lv, by, result.budgets) for lv in result.levels],

@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING, Any
 from doctor.derive import Evidence
 from doctor.derive.stream_stats import StreamStats
 from doctor.derive.user_felt import UserFelt
-from doctor.evidence.stream import CANCELLED, DEADLINE, ProbePath
+from doctor.evidence.stream import CANCELLED, ProbePath
 from doctor.model import Budgets, Cause, CheckResult, Decomposition, Finding, Outcome, Severity, Symptom, SymptomClass, Verdict
 from doctor.verdict import headline, remedy, wording
 from doctor.verdict import missing as hint
 from doctor.verdict.cases import Decision, NoLatency, Why
 from doctor.verdict.failures import Tally, tally
-from doctor.verdict.felt import Bursts, Felt, bursts, felt_of, so_far
+from doctor.verdict.felt import Bursts, Felt, bursts, felt_of, so_far, unshown
 from doctor.verdict.split import Split, itl_split, server_itl_split, server_ttft, ttft_split
 
 if TYPE_CHECKING:
     from doctor.derive.metrics_window import MetricsWindow
-    from doctor.evidence import StreamEvidence
+    from doctor.evidence import RunRecord, StreamEvidence
 
 #: Share of the first-token time the gateway must hold for the verdict to blame it alone.
 GATEWAY_MAJORITY = 0.5
@@ -104,6 +104,9 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
         itl_basis=inter.label if inter.components else None,
     )
     missing = list(dict.fromkeys(first.missing + inter.missing))
+    record: RunRecord | None = evidence.maybe("run")
+    if record is not None and record.engine_url and not record.metrics_url:  # the engine's /metrics, turned off
+        missing = [hint.METRICS_OFF if m == hint.METRICS else m for m in missing]
     common: dict[str, Any] = {"decomposition": decomposition, "missing": missing}
 
     gateway_failing = counted.failing.get(ProbePath.GATEWAY)
@@ -140,11 +143,28 @@ def _within_budget(run: _Run, user: Felt, burst: Bursts | None, first: Split, co
         run.reasoning.append(wording.finding_decides(top))
         return _decided(run, symptom, top, common,
                         headline.finding_within(symptom, user, top, run.severe, run.failed, run.suspect))
-    if run.tally.failing:
-        worst = max(run.tally.failing.values(), key=lambda x: x.failed / x.total)
-        run.reasoning.append(wording.never_healthy(worst))
+    # Failed requests users felt are a headline: a failing path, or a felt critical error finding
+    # (LD501) over fewer failures; the gateway's alone, while the direct path succeeds, is the gateway's.
+    erring = [f for f in run.findings if f.felt and f.cause == Cause.ERRORS and f.severity is Severity.CRITICAL]
+    failed = run.tally.failing or (run.tally.failed_paths if erring else {})
+    if failed:
         primary = remedy.by_cause(run.findings, (Cause.ERRORS,))
+        gateway, direct = failed.get(ProbePath.GATEWAY), run.probe.get(ProbePath.DIRECT)
+        if gateway is not None and direct is not None and ProbePath.DIRECT not in run.tally.failed_paths:
+            run.reasoning.append(wording.gateway_fails(gateway))
+            return _decided(run, Symptom.PROXY_ONLY, primary, common,
+                            headline.gateway_fails(gateway, direct, primary, run.suspect))
+        worst = max(failed.values(), key=lambda x: x.failed / x.total)
+        run.reasoning.append(wording.never_healthy(worst))
         return _decided(run, Symptom.INCONCLUSIVE, primary, common, headline.failing_within(worst, primary, run.suspect))
+    gap = unshown(run.felts, run.stats)
+    if gap is not None:
+        # a wait cut below the budget (a tight --deadline), or no TTFT at all, shows nothing of the budget
+        run.reasoning.append(wording.unshown_text(gap, run.budgets))
+        if gap.cut:
+            common["missing"].insert(0, hint.LONGER_DEADLINE)
+        return run.verdict(symptom=Symptom.INCONCLUSIVE, reasoning=run.reasoning,
+                           summary=headline.unshown(gap, run.budgets, run.failed, run.suspect), **common)
     short = so_far(run.stream, run.budgets)
     if short is not None:
         run.reasoning.append(wording.not_conclusive(short))
@@ -202,7 +222,9 @@ def _no_witness(run: _Run) -> Verdict:
                            missing=[hint.NO_WITNESS])
     paths = run.stats.paths.values()
     failing = run.tally.failing
-    cut = sum(ps.failures.get(DEADLINE, 0) for ps in paths)
+    gap = unshown([], run.stats)  # what the warm-up measured, and every request the --deadline cut
+    assert gap is not None  # no witness shows any first token
+    cut = gap.cut
     if any(ps.failures.get(CANCELLED) for ps in paths):
         why, need = NoLatency.INTERRUPTED, hint.INTERRUPTED
     elif cut and not failing:  # the user's own deadline, not the target: no capacity advice for it
@@ -210,7 +232,8 @@ def _no_witness(run: _Run) -> Verdict:
     else:
         why, need = (NoLatency.FAILING if failing else NoLatency.ALL_FAILED), hint.ONE_SUCCESS
     primary = remedy.by_cause(run.findings, (Cause.ERRORS,))
-    summary = headline.no_latency(why, run.tally.failed, cut, list(failing.values()), primary, run.suspect)
+    summary = headline.no_latency(why, run.tally.failed, cut, list(failing.values()), primary, run.suspect,
+                                  gap.warmups, run.budgets)
     return _decided(run, Symptom.INCONCLUSIVE, primary, {"missing": [need]}, summary)
 
 

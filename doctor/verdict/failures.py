@@ -1,4 +1,4 @@
-"""Which paths failed, as counts: requests that failed the target, and the paths that mostly did.
+"""Which paths failed, as counts: requests that failed the target, the paths that did, and those that mostly did.
 
 Requests that were no failure of the target (cancelled by an interrupt, lost to a freeze of the
 client itself) are left out: ``NOT_THE_TARGETS``. A path is failing when at least
@@ -7,7 +7,7 @@ client itself) are left out: ``NOT_THE_TARGETS``. A path is failing when at leas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from doctor.derive.stream_stats import PathStats, StreamStats
@@ -35,11 +35,13 @@ class Failing:
 
 @dataclass
 class Tally:
-    """The failing paths, and the failed and measured requests over every path."""
+    """The failing paths, every path with a failure (``failed_paths``, the failing ones among them),
+    and the failed and measured requests over every path."""
 
     failing: dict[str, Failing]
     failed: int = 0
     measured: int = 0
+    failed_paths: dict[str, Failing] = field(default_factory=dict)
 
 
 def failures_of(ps: PathStats) -> dict[str, int]:
@@ -56,8 +58,11 @@ def tally(stats: StreamStats | None, stream: StreamEvidence | None) -> Tally:
         n_failed = sum(failures.values())
         out.failed += n_failed
         out.measured += ps.n_ok + n_failed
-        if n_failed and n_failed >= FAILING_SHARE * (ps.n_ok + n_failed):
-            outcome, n = max(failures.items(), key=lambda kv: kv[1])
-            first = next((r for r in (stream.requests if stream else []) if r.path == name and r.outcome == outcome), None)
-            out.failing[name] = Failing(name, n_failed, ps.n_ok + n_failed, outcome, n, first)
+        if not n_failed:
+            continue
+        outcome, n = max(failures.items(), key=lambda kv: kv[1])
+        first = next((r for r in (stream.requests if stream else []) if r.path == name and r.outcome == outcome), None)
+        out.failed_paths[name] = Failing(name, n_failed, ps.n_ok + n_failed, outcome, n, first)
+        if n_failed >= FAILING_SHARE * (ps.n_ok + n_failed):
+            out.failing[name] = out.failed_paths[name]
     return out

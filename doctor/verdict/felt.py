@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from doctor.derive.stream_stats import StreamStats, stall_base
 from doctor.derive.user_felt import FREEZE_SHARE, Freezes, Witness
-from doctor.evidence.stream import ProbePath
+from doctor.evidence.stream import DEADLINE, ProbePath
 from doctor.model import Budgets
 from doctor.probes.sampling import within_so_far
 
@@ -50,6 +50,9 @@ class Felt:
     freeze_ratio: float = 0.0
     # server side: the answers that froze beyond the budget, when at least ``FREEZE_SHARE`` of them did
     freezes: Freezes | None = None
+    # the TTFT p90 is within budget only at the lower bound of waits the probe gave up on below the
+    # budget (a tight --deadline): unbounded, they could carry it over, so it shows nothing
+    ttft_open: bool = False
 
     @property
     def path(self) -> str:
@@ -73,8 +76,10 @@ def felt_of(witness: Witness, budgets: Budgets) -> Felt:
     """The witness's p90s (at their lower bound) against the budgets."""
     f = Felt(witness)
     if witness.ttft is not None:
-        f.ttft_ratio = witness.ttft.p90_low / budgets.ttft_s
+        e = witness.ttft
+        f.ttft_ratio = e.p90_low / budgets.ttft_s
         f.ttft_excess = max(f.ttft_ratio - 1, 0.0)
+        f.ttft_open = bool(e.censored) and not f.ttft_excess and (e.p90_high is None or e.p90_high > budgets.ttft_s)
     if witness.tpot is not None:
         f.tpot_ratio = witness.tpot.p90_low / budgets.tpot_s
         f.tpot_excess = max(f.tpot_ratio - 1, 0.0)
@@ -111,6 +116,29 @@ def bursts(stats: StreamStats | None) -> Bursts | None:
         return None
     paces = [base for r in gw.requests if not r.warmup and (base := stall_base(r.gaps)) is not None]
     return Bursts(gw.events_per_read.p50, direct.events_per_read.p50, statistics.median(paces) if paces else None)
+
+
+@dataclass
+class Unshown:
+    """Every witness within budget, yet none shows the first token within it: ``open`` witnesses
+    within only at waits the probe gave up on below the budget, or no witness with a TTFT at all.
+    ``warmups``: each path's warm-up first token, measured but set aside as a possible cold start
+    (LD103's subject); ``cut``: requests the user's ``--deadline`` cut, warm-ups included."""
+
+    open: list[Felt]
+    warmups: dict[str, float]
+    cut: int
+
+
+def unshown(felts: list[Felt], stats: StreamStats | None) -> Unshown | None:
+    """What the run measured when the witnesses do not show the first token within budget (one of
+    them ``ttft_open``, or none with a TTFT, no witness at all included), else None."""
+    open_ = [f for f in felts if f.ttft_open]
+    if not open_ and any(f.witness.ttft is not None for f in felts):
+        return None
+    paths = stats.paths.values() if stats is not None else ()
+    warmups = {str(ps.path): ps.warmup_ttft.max for ps in paths if ps.warmup_ttft.max is not None}
+    return Unshown(open_, warmups, sum(1 for ps in paths for r in ps.requests if r.outcome == DEADLINE))
 
 
 @dataclass

@@ -13,7 +13,7 @@ from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Budgets, Component, Finding, Symptom
 from doctor.verdict.cases import NoLatency, Trade
 from doctor.verdict.failures import Failing
-from doctor.verdict.felt import Bursts, Felt, SoFar
+from doctor.verdict.felt import Bursts, Felt, SoFar, Unshown
 from doctor.verdict.split import Split
 from doctor.verdict.wording import (
     COMPONENT_PHRASES,
@@ -28,6 +28,8 @@ from doctor.verdict.wording import (
     tpot_text,
     trade_text,
     ttft_text,
+    unshown_text,
+    warmup_text,
     who,
 )
 
@@ -69,6 +71,12 @@ def healthy(user: Felt, felts: list[Felt], so_far: SoFar | None, budgets: Budget
             f"{failed}{review(findings)}{suspect}.")
 
 
+def unshown(gap: Unshown, budgets: Budgets, failed: str, suspect: str) -> str:
+    """Within budget on every witness, and none shows the first token within it (a tight --deadline)."""
+    text = unshown_text(gap, budgets).removesuffix(": not a conclusive healthy verdict")
+    return f"Inconclusive: {text}, so whether the first token is within budget is unknown{failed}{suspect}."
+
+
 def inconclusive(user: Felt, failed: str, suspect: str) -> str:
     return (f"Inconclusive: the {user.path} path is over budget ({ttft_text(user)}) but the evidence "
             f"cannot tell the gateway from the engine{failed}{suspect}.")
@@ -81,8 +89,9 @@ def finding_unmeasured(symptom: Symptom, top: Finding) -> str:
 
 
 def no_latency(why: NoLatency, failed: int, cut: int, failing: list[Failing], primary: Finding | None,
-               suspect: str) -> str:
-    """The probe ran, and no request gave a latency: interrupted, cut by the user's deadline, failed."""
+               suspect: str, warmups: dict[str, float], budgets: Budgets) -> str:
+    """The probe ran, and no request after the warm-up gave a latency: interrupted, cut by the user's
+    deadline, failed; the warm-up's first token, when it came, is said with its number."""
     if why is NoLatency.INTERRUPTED:
         text = "the run was interrupted before any request completed" + (f" ({failed} failed)" if failed else "")
     elif why is NoLatency.DEADLINE:
@@ -91,8 +100,10 @@ def no_latency(why: NoLatency, failed: int, cut: int, failing: list[Failing], pr
     elif why is NoLatency.FAILING:
         text = "; ".join(failing_text(f) for f in failing)
     else:
-        text = "every probe request failed"
-    return f"Inconclusive: {text}, so no latency was measured{fix(primary)}{suspect}."
+        text = "every probe request" + (" after the warm-up" if warmups else "") + " failed"
+    warm = warmup_text(warmups, budgets)
+    measured = f"; only the warm-up measured a first token: {warm}" if warm else ", so no latency was measured"
+    return f"Inconclusive: {text}{measured}{fix(primary)}{suspect}."
 
 
 def over_budget(symptom: Symptom, probe: dict[str, Felt], decider: Felt, budgets: Budgets,

@@ -11,6 +11,7 @@ from __future__ import annotations
 NO_SERVER_SPLIT = "the engine's TTFT and queue-time histograms in /metrics"
 DIRECT_PATH = "a direct path (--engine) to separate the gateway from the engine"
 METRICS = "/metrics (--metrics-url) to split server queue and prefill time"
+METRICS_OFF = "/metrics, left out by --no-metrics, to split server queue and prefill time"
 USAGE_TRAILERS = "usage trailers (completion tokens) to count tokens, not chunks"
 
 LONGER_DURATION = "a longer --duration, so that the probe can show the p90 within budget"

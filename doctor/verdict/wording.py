@@ -17,7 +17,7 @@ from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Budgets, Finding, Severity, Symptom, risks_of
 from doctor.verdict.cases import Decision, Trade, TradeKind, Why
 from doctor.verdict.failures import Failing, failures_of
-from doctor.verdict.felt import Bursts, Felt, SoFar
+from doctor.verdict.felt import Bursts, Felt, SoFar, Unshown
 from doctor.verdict.remedy import CLASS_SYMPTOM, TRADE_KNOB, rank
 from doctor.verdict.split import Split
 
@@ -291,6 +291,29 @@ def gateway_fails(failing: Failing) -> str:
 
 def never_healthy(worst: Failing) -> str:
     return f"{failing_text(worst)}: a failing path is never healthy"
+
+
+def warmup_text(warmups: dict[str, float], budgets: Budgets) -> str:
+    """``the direct warm-up's first token took 1.51 s (3.0x the 500 ms budget; set aside ...)``; "" without one."""
+    if not warmups:
+        return ""
+    each = ", ".join(f"the {path} warm-up's first token took {fmt_seconds(t)} ({times(t / budgets.ttft_s)} the "
+                     f"{fmt_seconds(budgets.ttft_s)} budget)" for path, t in warmups.items())
+    return f"{each}, set aside as a possible cold start (LD103 weighs it)"
+
+
+def unshown_text(u: Unshown, budgets: Budgets) -> str:
+    """Why no witness shows the first token within budget: waits cut below it, or no TTFT at all."""
+    if u.open:
+        what = "; ".join(f"{who(f)}: {ttft_text(f)}" for f in u.open)
+        text = (f"{what}: a wait the probe gave up on below the {fmt_seconds(budgets.ttft_s)} budget says "
+                "nothing about it")
+    else:
+        text = "no witness measured a first token" + (" after the warm-up" if u.warmups else "")
+    if u.cut:
+        text += f" (the --deadline cut {u.cut} request(s))"
+    warm = warmup_text(u.warmups, budgets)
+    return text + (f"; {warm}" if warm else "") + ": not a conclusive healthy verdict"
 
 
 def not_conclusive(s: SoFar) -> str:

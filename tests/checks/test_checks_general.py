@@ -165,3 +165,13 @@ def test_client_suspect_takes_a_host_loaded_past_its_cpus_as_saturated_whatever_
     assert isinstance(out, Fire) and out.remediation.setting == "client_workers"
     out = client_suspect(ev, host=busy, host_percent=30.0)  # the option: the CPU alone counts too
     assert isinstance(out, Fire) and "40 % CPU" in out.summary
+
+
+def test_client_suspect_in_the_demo_never_names_a_concurrency_flag_demo_lacks():
+    """Issue 30 item 12: the demo's finding said to change --concurrency, which ``demo`` does not take."""
+    ev = probe()
+    ev.shape.concurrency = 16
+    ev.client = ClientHealth(loop_lag_p99_ms=50, suspect=True, reasons=["cpu saturated"])
+    out = client_suspect(ev, run=RunRecord(command="demo"))
+    assert isinstance(out, Fire) and out.remediation.where is not None
+    assert "--concurrency" not in out.remediation.where and "scenario" in out.remediation.where

@@ -85,3 +85,14 @@ def test_a_max_model_len_beyond_the_config_positions_is_warned() -> None:
     assert f"beyond the {longest} positions" in result.stderr
     within = runner.invoke(app, ["size", str(TINY), "--kv-cache-memory", "1GiB", "--max-model-len", str(longest), "--json"])
     assert "positions" not in within.stderr
+
+
+def test_a_max_model_len_the_kv_cache_cannot_hold_once_says_vllm_would_not_start() -> None:
+    """Issue 30 item 12: "0.43x" where vLLM refuses to start; the longest request it holds is the fix."""
+    config = Path(__file__).resolve().parents[2] / "fixtures" / "model-configs" / "llama-3-8b"
+    result = runner.invoke(app, ["size", str(config), "--max-model-len", "100000", "--gpu", "L4"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "0.43x for 100,000 tokens per request: vLLM refuses to start" in result.output
+    assert "the longest it holds is 43,296 tokens" in result.output
+    fits = runner.invoke(app, ["size", str(config), "--max-model-len", "8192", "--gpu", "L4"], env={"COLUMNS": "200"})
+    assert "refuses" not in fits.output

@@ -128,3 +128,18 @@ def test_two_outputs_naming_one_file_are_refused_before_anything_is_written(tmp_
     assert result.exit_code == ExitCode.NO_DIAGNOSIS
     assert f"--json and {second} both name" in result.output and len(result.output.strip().splitlines()) == 1
     assert not target.exists()
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100])
+def test_checks_never_splits_an_options_value(columns: int) -> None:
+    """Issue 30 item 12: at 100 columns "long_prompt_tokens=1" and "024" were two lines; a value that
+    does not fit beside its name goes whole to the next line."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": str(columns)}
+    lines = subprocess.run([sys.executable, "-m", "doctor", "checks"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120, env=env).stdout.splitlines()
+    cells = [line.split("│")[-2].strip() for line in lines if line.count("│") == 6]
+    listed = json.loads(subprocess.run([sys.executable, "-m", "doctor", "checks", "--json"], cwd=ROOT, capture_output=True,
+                                       text=True, timeout=120, env=env).stdout)
+    for row in listed:
+        for name, value in row["options"].items():
+            assert any(c == str(value) or c.endswith(f"={value}") for c in cells), (row["code"], name, value)

@@ -171,3 +171,29 @@ def test_a_shard_that_froze_marks_the_merged_client_suspect_and_keeps_its_freeze
     assert client.freezes == [[2.0, 2.3]]  # every freeze, for a reader that does not know the shards
     lost = merge([calm, None], "httpx")  # a worker that never reported: suspect, said
     assert lost.suspect and "client worker 1: it ended without reporting" in lost.reasons[0]
+
+
+def test_a_sweeps_reasons_wrap_under_their_own_text_and_analyze_names_a_sweep_report(tmp_path) -> None:
+    """Issue 30 item 12: each reason's continuation lines began at column 0, and ``analyze sweep.json``
+    said only "not an llm-doctor evidence bundle"."""
+    import io
+    import json
+
+    from rich.console import Console
+    from typer.testing import CliRunner
+
+    from doctor.cli import app
+    from reports.sweep_report import print_sweep
+
+    result = conclude(run_ladder(Ladder("concurrency", 1, 64), tpot_grows(5)), BUDGETS, "concurrency", 64, {})
+    out = io.StringIO()
+    print_sweep(result, Console(file=out, width=60, color_system=None))
+    text = out.getvalue().splitlines()
+    start = next(i for i, line in enumerate(text) if line.startswith("  - "))
+    reasons = text[start:]
+    assert len(reasons) > len(result.recommendation.why)  # at 60 columns a reason wraps
+    assert all(line.startswith(("  - ", "    ")) for line in reasons if line.strip()), reasons
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(sweep_dict(result)))
+    analysed = CliRunner().invoke(app, ["analyze", str(path)])
+    assert analysed.exit_code == 2 and "a sweep report (llm-doctor sweep --json), not an evidence bundle" in analysed.output

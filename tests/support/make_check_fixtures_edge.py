@@ -73,6 +73,13 @@ def cases_headers_held() -> None:
                why="Synthetic: no Server header; --gateway-kind fastapi names the edge in the remediation.",
                expect={"severity": "warning", "setting": "gateway_response_start", "felt": False,
                        "summary_contains": ["fastapi"]})
+    write_case(name, "fires-stock-nginx-uncompressed",
+               bundle(stream=pair("openai-sse", gateway_headers_delay=1.0,
+                                  gateway_headers={**SSE, "server": "nginx/1.22.1"})),
+               why="Synthetic, as a stock nginx answers (issue 30 item 12): no Content-Encoding, so its gzip is "
+               "off or leaves the stream alone; the remediation leads with proxy_buffering, not `gzip off;`.",
+               expect={"severity": "warning", "setting": "gateway_response_start", "felt": False,
+                       "summary_contains": ["nginx"]})
     write_case(name, "quiet-headers-early", bundle(stream=pair("raw")),
                why="Synthetic: the edge sends its headers at once, as the playbook-like edge does.")
     lagged = pair("raw", gateway_headers_delay=1.0)

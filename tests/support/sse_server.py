@@ -29,7 +29,8 @@ by ``/v1/models``, as vLLM does), ``strict=1`` (HTTP 400 to vLLM's extensions, a
 ``fail=`` ``status`` (HTTP 500 with a JSON error), ``json`` (a JSON body where a stream was asked
 for), ``error`` (an error object after 2 tokens), ``cut`` (close after 2 tokens, mid-event),
 ``utf8`` (invalid UTF-8 after 2 tokens), ``usage`` (a usage trailer and no token), ``hang``
-(headers, then silence).
+(headers, then silence); with ``every=K`` only every K-th streamed request of those options fails
+(the others answer: a gateway cutting some streams).
 
 Engine faces: ``GET /health`` answers 200 and ``GET /metrics`` one vLLM-shaped exposition of what
 the server really did (``Counts``): prompt tokens (38 per request, as in the usage trailer, counted
@@ -189,6 +190,7 @@ class SseServer:
         self.counts = Counts()
         self.pauses = Pauses()
         self.compiled: set[str] = set()  # the schemas already "compiled" (``compile=S``)
+        self._failures_due: dict[str, int] = {}  # requests read per option set with ``every=K``
 
     @property
     def url(self) -> str:
@@ -277,6 +279,11 @@ class SseServer:
             await _send_json(writer, 404, {"detail": "Not Found"}, keep)
             return keep
         request = json.loads(body or b"{}")
+        if opts.get("fail") and int(opts.get("every", 1)) > 1:
+            key = ",".join(f"{k}={v}" for k, v in sorted(opts.items()))
+            self._failures_due[key] = seen = self._failures_due.get(key, 0) + 1
+            if seen % int(opts["every"]):
+                opts = {k: v for k, v in opts.items() if k != "fail"}
         fail = opts.get("fail")
         if fail == "status":
             await _send_json(writer, 500, {"error": {"message": "EngineCore encountered an issue", "type": "InternalServerError", "code": 500}}, keep)

@@ -155,6 +155,9 @@ def summarise(traces: Sequence[RequestTrace], urls: Mapping[ProbePath, str], con
     for path, url in urls.items():
         reqs = [t for t in traces if t.path == path]
         where = f"{route_spec(config, path)} ({path})"
+        warm = sum(1 for t in reqs if t.warmup)
+        # the warm-ups named, so that the count agrees with the verdict's n, which leaves them out
+        sent = f"{len(reqs)} request(s)" + (f" ({warm} of them warm-up)" if warm else "")
         failed: dict[str, list[RequestTrace]] = {}
         for t in reqs:
             if not t.ok and t.outcome not in NOT_THE_TARGETS:  # Ctrl-C (``Bundle.interrupted``), a frozen client
@@ -164,13 +167,13 @@ def summarise(traces: Sequence[RequestTrace], urls: Mapping[ProbePath, str], con
         if frozen:  # not the target's failure, but the run measured less than it meant to: say so
             errors.append(EvidenceError(
                 "stream", url, where, "client",
-                f"{len(frozen)} of {len(reqs)} request(s) not measured: {frozen[0].error}", fatal=False,
+                f"{len(frozen)} of {sent} not measured: {frozen[0].error}", fatal=False,
             ))
         cut = [t for t in reqs if t.outcome == DEADLINE]
         if cut:  # the user's own deadline, not the target: said, never as the target's failure
             errors.append(EvidenceError(
                 "stream", url, where, "timeout",
-                f"{len(cut)} of {len(reqs)} request(s) {cut[0].error}: censored at that time, "
+                f"{len(cut)} of {sent} {cut[0].error}: censored at that time, "
                 "not failed by the server (a longer --deadline measures them)", fatal=False,
             ))
         for outcome, group in failed.items():
@@ -180,13 +183,13 @@ def summarise(traces: Sequence[RequestTrace], urls: Mapping[ProbePath, str], con
                 detail += f": {first.body_excerpt[:200]}"
             errors.append(EvidenceError(
                 "stream", url, where, _ERROR_KIND.get(outcome, "internal"),
-                f"{len(group)} of {len(reqs)} request(s) {outcome}: {detail}", fatal=no_success,
+                f"{len(group)} of {sent} {outcome}: {detail}", fatal=no_success,
             ))
         cut_short = [t for t in reqs if t.ok and t.truncated]
         if cut_short:  # kept as measured, but the rest of each stream was not: say so
             errors.append(EvidenceError(
                 "stream", url, where, "malformed",
-                f"{len(cut_short)} of {len(reqs)} request(s) truncated: {cut_short[0].truncated}", fatal=False,
+                f"{len(cut_short)} of {sent} truncated: {cut_short[0].truncated}", fatal=False,
             ))
     if kept > cap:  # the requests cut by it may be of any path: said once
         errors.append(EvidenceError(

@@ -233,6 +233,8 @@ def verify_cmd(
     repeats: Annotated[int, typer.Option("--repeats", help="Times each prompt is asked of the baseline: the differences between them are the noise floor.")] = 3,
     no_answers: Annotated[bool, typer.Option("--no-answers", help="Skip the answers gate (latency only).")] = False,
     no_latency: Annotated[bool, typer.Option("--no-latency", help="Skip the latency half (answers only).")] = False,
+    long_context: Annotated[bool, typer.Option("--long-context", help="Add the needle-in-a-haystack probe at the deployment's max_model_len: what a KV-cache precision change (kv_cache_dtype fp8) loses, which the per-token KL misses.")] = False,
+    max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="The context length of --long-context (default: the max_model_len /v1/models gives, as vLLM does).")] = None,
     opts: dict[str, Any] = {},  # noqa: B006
 ) -> None:
     """Whether a change kept the answers and fixed what users felt: two verdicts, PASS / FAIL / ABSTAIN, each with its reasons.
@@ -252,7 +254,8 @@ def verify_cmd(
     def go() -> int:
         settings = resolve("verify", {**opts, "baseline": baseline, "candidate": candidate, "baseline_answers": baseline_answers})
         return run(settings, report=report, prompts_file=prompts, baseline_answers=baseline_answers, save_answers=save_answers,
-                   repeats=repeats, answers=not no_answers, latency=not no_latency)
+                   repeats=repeats, answers=not no_answers, latency=not no_latency, long_context=long_context,
+                   max_model_len=max_model_len)
 
     run_guarded(go)
 

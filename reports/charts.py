@@ -20,6 +20,7 @@ time or sweep levels ``reports.line_charts``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -294,4 +295,88 @@ def stacked_bar(segments: Sequence[Segment], *, total: float | None, budget: flo
         text = f"{s.name} {fmt_seconds(s.seconds)}"
         parts.append(el("text", {"x": lx + 17, "y": legend_y + 1, "class": "legend"}, text))
         lx += 40 + 7 * len(text)
+    return svg(height, *parts, label=label)
+
+
+@dataclass
+class FloorRow:
+    """One row of ``floor_chart``: a label, the measured value, the floor it is read against (either
+    None when not measured), and a note for the tooltip (why it was not)."""
+
+    label: str
+    value: float | None
+    floor: float | None
+    note: str = ""
+
+
+#: ``floor_chart``'s axis never starts under this: a KL estimate of 1e-9 and of 0 read the same.
+FLOOR_AXIS_MIN = 1e-6
+#: Characters of a row's label shown in the left margin (the whole label is the row's tooltip).
+FLOOR_LABEL_CHARS = 2 * ROW_LABEL_CHARS
+
+
+def _decade(value: float, up: bool) -> float:
+    exponent = math.log10(value)
+    return 10.0 ** (math.ceil(exponent) if up else math.floor(exponent))
+
+
+def floor_chart(rows: Sequence[FloorRow], *, bar: float | None, bar_name: str, label: str, x_label: str,
+                value_name: str = "candidate", floor_name: str = "baseline floor") -> Markup:
+    """One row per item: the measured value as a bar and its floor (what the reference's own repeats
+    give) as a ring on the same log axis, with the gate's ``bar`` as a dashed line; an item over its
+    floor by orders of magnitude reads at a glance, and a zero sits at the axis' start, said in its tooltip.
+
+    A log axis because the values span decades: the same weights give 0, a harmless numerics change
+    1e-4, a broken copy 1 or more.
+    """
+    top, row_h = 34, 22
+    height = top + row_h * len(rows) + 44
+    seen = [v for r in rows for v in (r.value, r.floor) if v is not None and math.isfinite(v) and v > 0]
+    if bar is not None and bar > 0:
+        seen.append(bar)
+    zero = any(v == 0 for r in rows for v in (r.value, r.floor))  # a zero reads as far below the bar, at the axis' start
+    lo = max(FLOOR_AXIS_MIN, _decade(min(seen), up=False)) if seen and not zero else FLOOR_AXIS_MIN
+    hi = max(_decade(max(seen), up=True), lo * 10) if seen else 1.0
+    x = Scale(math.log10(lo), math.log10(hi), LEFT, WIDTH - RIGHT)
+
+    def at(v: float) -> float:
+        return x(math.log10(min(max(v, lo), hi)))
+
+    series = series_index(["direct", "gateway"])  # the baseline's colour, the candidate's
+    key = WIDTH - RIGHT - 60 - 8 * (len(value_name) + len(floor_name))  # on the right: the bar's label is on the left
+    parts: list[Markup] = [
+        el("rect", {"x": key, "y": 7, "width": 12, "height": 12, "class": f"fill s{series['gateway']}"}),
+        el("text", {"x": key + 17, "y": 17, "class": "legend"}, value_name),
+        el("circle", {"cx": key + 46 + 8 * len(value_name), "cy": 13, "r": 5, "class": f"fill s{series['direct']} ring"}),
+        el("text", {"x": key + 56 + 8 * len(value_name), "y": 17, "class": "legend"}, floor_name),
+    ]
+    bottom = top + row_h * len(rows)
+    for i in range(round(math.log10(lo)), round(math.log10(hi)) + 1):
+        xt = x(float(i))
+        parts.append(el("line", {"x1": xt, "x2": xt, "y1": top - 4, "y2": bottom, "class": "grid"}))
+        parts.append(el("text", {"x": xt, "y": bottom + 16, "class": "tick", "text-anchor": "middle"}, f"1e{i}"))
+    parts.append(el("line", {"x1": x.a, "x2": x.b, "y1": bottom, "y2": bottom, "class": "axis"}))
+    parts.append(el("text", {"x": x.b, "y": bottom + 32, "class": "axis-label", "text-anchor": "end"}, x_label))
+    for n, row in enumerate(rows):
+        y = top + n * row_h
+        shown = row.label if len(row.label) <= FLOOR_LABEL_CHARS else row.label[:FLOOR_LABEL_CHARS - 1] + "…"
+        parts.append(el("text", {"x": LEFT - 8, "y": y + row_h / 2 + 4, "class": "rowlabel", "text-anchor": "end"},
+                        el("title", None, row.label), shown))
+        value = "not measured" if row.value is None else f"{row.value:.3g}"
+        floor = "not measured" if row.floor is None else f"{row.floor:.3g}"
+        tip = f"{row.label}: {value_name} {value}, {floor_name} {floor}" + (f" ({row.note})" if row.note else "")
+        if row.value is not None and math.isfinite(row.value):
+            over = bar is not None and row.value > bar
+            parts.append(el("rect", {"x": x.a, "y": y + 4, "width": max(at(row.value) - x.a, 1.0), "height": row_h - 8,
+                                     "class": "bad" if over else f"fill s{series['gateway']}"}, el("title", None, tip)))
+        else:
+            parts.append(el("text", {"x": x.a + 4, "y": y + row_h / 2 + 4, "class": "tick"}, el("title", None, tip),
+                            row.note or "not measured"))
+        if row.floor is not None and math.isfinite(row.floor):
+            parts.append(el("circle", {"cx": at(row.floor), "cy": y + row_h / 2, "r": 5, "class": f"fill s{series['direct']} ring"},
+                            el("title", None, tip)))
+    if bar is not None and bar > 0:
+        parts.append(el("path", {"d": f"M{num(at(bar))} {top - 8}v{bottom - top + 12}", "class": "budget"}))
+        parts.append(el("text", {"x": at(bar) + 4, "y": top - 12, "class": "budget-label"},
+                        f"{bar_name} {bar:.3g}"))
     return svg(height, *parts, label=label)

@@ -1,20 +1,30 @@
 """``verify``'s outputs: the terminal (the two verdicts first, then the prompts that differed and
-where), a versioned JSON document for a gate, and Markdown for a ticket.
+where), a versioned JSON document for a gate, Markdown for a ticket, and a self-contained HTML page.
 
 Answers are the endpoints' text: every one is made inert (``clean`` for the terminal, ``md`` /
-``code`` for Markdown) and cut short; the JSON keeps them whole (a machine reads it).
+``code`` for Markdown, the autoescaping template for HTML) and cut short, except in the JSON (a
+machine reads it) and the HTML's answers side by side (whole, escaped, capped at ``HTML_SHOWN``).
+The HTML page is the report's kind (``reports.html_page.environment``, the shared style, inline
+SVG, no script): the verdicts, the KL per prompt against its floor as a chart
+(``reports.charts.floor_chart``), the answers that differ side by side, every prompt in a table.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
+from markupsafe import Markup
 from rich.console import Console
 
-from doctor.verify.gate import AnswersVerdict, PromptRow
+from doctor import __version__
+from doctor.verify.gate import AnswersVerdict, PromptRow, bars
+from doctor.verify.needles import NeedleVerdict
 from doctor.verify.outcome import LatencyVerdict, VerifyResult
+from reports.charts import FloorRow, floor_chart
 from reports.comparison import row_json
+from reports.html_page import environment
 from reports.markdown import code, md
 from reports.terminal import clean, printer
 
@@ -22,6 +32,8 @@ from reports.terminal import clean, printer
 VERIFY_JSON_VERSION = 1
 #: Characters of an answer shown in the terminal and in Markdown.
 SHOWN = 100
+#: Characters of an answer shown whole in the HTML page's side by side (an answer of megabytes is cut).
+HTML_SHOWN = 20_000
 
 _COLOUR = {"PASS": "green", "FAIL": "red", "ABSTAIN": "yellow"}
 
@@ -31,13 +43,16 @@ def _cut(text: str) -> str:
     return text if len(text) <= SHOWN else text[:SHOWN - 1] + "…"
 
 
-def _shown(row: PromptRow, side: str) -> str:
+def _shown(row: PromptRow, side: str, cut: bool = True) -> str:
     answer = row.baseline if side == "baseline" else row.candidate
     if answer is None:
         return "(not asked)"
     if answer.error:
         return f"(no answer: {answer.error})"
-    return ", ".join(answer.tools()) if answer.tool_calls else _cut(answer.text) or "(empty)"
+    if answer.tool_calls:
+        return ", ".join(answer.tools())
+    text = _cut(answer.text) if cut else answer.text[:HTML_SHOWN] + ("…" if len(answer.text) > HTML_SHOWN else "")
+    return text if text.strip() else "(empty)"
 
 
 def differing(verdict: AnswersVerdict) -> list[PromptRow]:
@@ -53,7 +68,8 @@ def _where(row: PromptRow) -> str:
 
 
 def _halves(result: VerifyResult) -> list[tuple[str, Any]]:
-    return [(name, half) for name, half in (("answers", result.answers), ("latency", result.latency)) if half is not None]
+    return [(name, half) for name, half in (("answers", result.answers), ("long-context", result.long_context),
+                                            ("latency", result.latency)) if half is not None]
 
 
 def print_verify(result: VerifyResult, console: Console) -> None:
@@ -117,6 +133,12 @@ def _latency_json(verdict: LatencyVerdict) -> dict[str, Any]:
             "rows": [row_json(r) for r in verdict.rows]}
 
 
+def _needles_json(verdict: NeedleVerdict) -> dict[str, Any]:
+    return {"decision": verdict.decision.value, "reasons": verdict.reasons, "notes": verdict.notes,
+            "max_model_len": verdict.max_model_len, "context_tokens": verdict.context_tokens,
+            "needles": [asdict(r) for r in verdict.rows]}
+
+
 def verify_json(result: VerifyResult) -> str:
     """The whole result as one JSON document (``verify_version``), what a gate reads instead of the text."""
     def side(e: Any) -> dict[str, Any] | None:
@@ -127,6 +149,7 @@ def verify_json(result: VerifyResult) -> str:
         "verify_version": VERIFY_JSON_VERSION, "exit_code": int(result.exit_code()),
         "baseline": side(result.baseline), "candidate": side(result.candidate),
         "answers": _answers_json(result.answers) if result.answers else None,
+        "long_context": _needles_json(result.long_context) if result.long_context else None,
         "latency": _latency_json(result.latency) if result.latency else None,
         "symptom": None if symptom is None else {
             "symptom": symptom.symptom, "metric": symptom.metric, "before_p90_s": symptom.before_p90,
@@ -150,3 +173,44 @@ def verify_markdown(result: VerifyResult) -> str:
         out += [f"| {code(r.prompt_id)} | {md('; '.join(r.problems) or _where(r))} | {md(_shown(r, 'baseline'))} | "
                 f"{md(_shown(r, 'candidate'))} |" for r in rows[:30]]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _decisions(result: VerifyResult) -> tuple[str, str]:
+    """(the whole run's decision, one line naming each half's) for the page's head."""
+    overall = {0: "PASS", 1: "FAIL"}.get(int(result.exit_code()), "ABSTAIN")
+    parts = [f"{name}: {half.decision.value}" for name, half in _halves(result)]
+    if result.symptom is not None:
+        parts.append(result.symptom.sentence)
+    return overall, " · ".join(parts) or "nothing compared"
+
+
+def kl_chart(verdict: AnswersVerdict) -> Markup | None:
+    """Every scored prompt's KL estimate against its floor, the pooled mean's bar as the line; None when nothing was scored."""
+    scored = verdict.scored
+    if scored is None or scored.unavailable or not scored.prompts:
+        return None
+    rows = [FloorRow(s.prompt_id, s.kl, s.floor, s.why or "") for s in scored.prompts]
+    return floor_chart(rows, bar=bars(scored)[0], bar_name="bar on the mean", x_label="KL estimate per token (log scale)",
+                       label="Teacher-forced KL per prompt, candidate against the baseline's own floor")
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"
+
+
+def render_verify_html(result: VerifyResult) -> str:
+    """The self-contained verify page: the verdicts, the KL chart, the answers that differ side by side, every prompt."""
+    overall, headline = _decisions(result)
+    verdict = result.answers
+    rows = verdict.rows if verdict else []
+    fixed = result.symptom.fixed if result.symptom else None
+    return environment().get_template("verify.html.j2").render(
+        result=result, tool_version=__version__, overall=overall, headline=headline, halves=_halves(result),
+        css={"PASS": "healthy", "FAIL": "", "ABSTAIN": "inconclusive"},
+        symptom_decision={True: "PASS", False: "FAIL", None: "ABSTAIN"}[fixed],
+        chart=kl_chart(verdict) if verdict else None, differ=differing(verdict) if verdict else [],
+        where={r.prompt_id: _where(r) for r in rows},
+        shown={r.prompt_id: (_shown(r, "baseline", cut=False), _shown(r, "candidate", cut=False)) for r in rows},
+        kl={r.prompt_id: (_number(r.score.kl), _number(r.score.floor)) if r.score else ("", "") for r in rows},
+        sides=[e for e in (result.baseline, result.candidate) if e is not None],
+    )

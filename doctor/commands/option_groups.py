@@ -105,4 +105,4 @@ LOAD_ANALYSIS_OPTIONS = [o for o in ANALYSIS_OPTIONS if o.name != "md"]
 VERIFY_OPTIONS = [o for o in TARGET_OPTIONS if o.name in (
     "route", "model", "prompt_tokens", "max_tokens", "concurrency", "requests", "warmup", "stall_timeout", "deadline",
     "api_key_env", "api_key_file", "ca_cert", "insecure", "header")] + [
-    o for o in ANALYSIS_OPTIONS if o.name in ("ttft_budget", "tpot_budget", "json", "md", "format")]
+    o for o in ANALYSIS_OPTIONS if o.name in ("ttft_budget", "tpot_budget", "json", "html", "md", "format")]

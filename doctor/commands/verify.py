@@ -17,7 +17,7 @@ recording, an output file that cannot be written): one line and exit 2.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,19 +31,20 @@ from doctor.foundation.console import progress
 from doctor.foundation.errors import UsageError
 from doctor.foundation.stats import quantile
 from doctor.model import Report, Symptom
-from doctor.probes.answers import Gathered, Target, gather
+from doctor.probes.answers import Gathered, Target, gather, identify
 from doctor.probes.deadlines import RunDeadline
 from doctor.probes.http import without_credentials
 from doctor.probes.stream import run_stream_probe
 from doctor.runs.compare_runs import Practical, request_samples
 from doctor.settings import RunSettings
 from doctor.verify.answers import Answer
-from doctor.verify.gate import AnswersVerdict, decide, modal
+from doctor.verify.gate import Decision, decide, modal
+from doctor.verify.needles import RESERVE_TOKENS, NeedleVerdict, decide_needles, needle_prompts
 from doctor.verify.outcome import Endpoint, LatencyVerdict, SymptomCheck, VerifyResult, judge_latency
 from doctor.verify.prompts import Prompt, PromptFileError, builtin, parse_prompts
 from doctor.verify.record import Recorded, dump, load
 from doctor.verify.scoring import Scored, pooled, score
-from reports.verify_report import print_verify, verify_json, verify_markdown
+from reports.verify_report import print_verify, render_verify_html, verify_json, verify_markdown
 
 #: The candidate's repeats: two show whether it honours the seed, at the cost of one more answer per prompt.
 CANDIDATE_REPEATS = 2
@@ -79,12 +80,15 @@ def read_recording(path: Path) -> Recorded:
 
 
 def run(settings: RunSettings, *, report: Path | None, prompts_file: Path | None, baseline_answers: Path | None,
-        save_answers: Path | None, repeats: int, answers: bool, latency: bool) -> ExitCode:
+        save_answers: Path | None, repeats: int, answers: bool, latency: bool, long_context: bool = False,
+        max_model_len: int | None = None) -> ExitCode:
     """Check every input, ask both endpoints, print and write the verdicts; the exit code of ``VerifyResult``."""
     assert settings.collect is not None
     config = settings.collect
     if repeats < 2:
         raise UsageError("--repeats must be at least 2: the baseline's floor is the difference between its repeats")
+    if max_model_len is not None and max_model_len < 2 * RESERVE_TOKENS:
+        raise UsageError(f"--max-model-len {max_model_len}: the long-context probe needs at least {2 * RESERVE_TOKENS} tokens")
     prompts = read_prompts(prompts_file) if answers else []
     recorded = read_recording(baseline_answers) if baseline_answers else None
     incident = reanalyse(report, settings, None)[0] if report is not None else None
@@ -96,11 +100,12 @@ def run(settings: RunSettings, *, report: Path | None, prompts_file: Path | None
         Endpoint("baseline", None, recorded.model, recorded.engine, str(baseline_answers)) if recorded else None,
         candidate=Endpoint("candidate", without_credentials(cand_url)))
     deadline = RunDeadline(config.deadline_s)
-    if answers and (live_baseline or recorded):
-        result.answers = _answers(settings, prompts, recorded, result, repeats, deadline, save_answers)
-    elif answers and save_answers is not None:  # record the one endpoint given, for a later --baseline-answers
-        _record_only(settings, prompts, cand_url, repeats, deadline, save_answers, result)
-    elif answers:
+    needles = Needles(long_context, max_model_len)
+    if (answers or long_context) and (live_baseline or recorded):
+        _answers(settings, prompts, recorded, result, repeats, deadline, save_answers, needles)
+    elif (answers or long_context) and save_answers is not None:  # record the one endpoint given, for a later --baseline-answers
+        _record_only(settings, prompts, cand_url, repeats, deadline, save_answers, result, needles)
+    elif answers or long_context:
         result.notes.append("answers not compared: give --baseline URL or --baseline-answers FILE")
     if incident is not None:
         result.symptom = _symptom(settings, incident, cand_url, deadline)
@@ -116,17 +121,47 @@ def _targets(settings: RunSettings, result: VerifyResult, recorded: Recorded | N
     return [cand] if recorded else [Target("baseline", config.engine or "", model=config.model), cand]
 
 
+@dataclass(frozen=True)
+class Needles:
+    """``--long-context``: whether to run the needle probe, at ``--max-model-len`` or what /v1/models gives."""
+
+    wanted: bool
+    max_model_len: int | None = None
+
+    def prompts(self, targets: list[Target], settings: RunSettings, deadline: RunDeadline) -> tuple[list[Prompt], int | None]:
+        """The needle prompts and the length they were built at (the first target's /v1/models unless
+        given); none when not wanted or no length is known (the verdict then says why)."""
+        if not self.wanted:
+            return [], None
+        config = settings.collect
+        assert config is not None
+        identify(targets, config.http, deadline)
+        length = self.max_model_len or next((t.max_model_len for t in targets if t.max_model_len), None)
+        return (needle_prompts(length), length) if length else ([], None)
+
+    def verdict(self, got: Gathered, length: int | None) -> NeedleVerdict | None:
+        if not self.wanted:
+            return None
+        if length is None:
+            return NeedleVerdict(Decision.ABSTAIN, ["no max_model_len: /v1/models does not give one; give --max-model-len N"])
+        return decide_needles(got.answers.get("baseline", {}), got.answers.get("candidate", {}), length)
+
+
 def _answers(settings: RunSettings, prompts: list[Prompt], recorded: Recorded | None, result: VerifyResult, repeats: int,
-             deadline: RunDeadline, save_answers: Path | None) -> AnswersVerdict:
+             deadline: RunDeadline, save_answers: Path | None, needles: Needles) -> None:
+    """The answers half and the long-context probe, from one round of requests (and one recording)."""
     config = settings.collect
     assert config is not None
     targets = _targets(settings, result, recorded)
     wanted = {"baseline": 0 if recorded else repeats, "candidate": CANDIDATE_REPEATS}
+    long_prompts, length = needles.prompts(targets, settings, deadline)
+    scored_ids = {p.id for p in prompts}
 
     def references(got: Gathered) -> dict[str, Answer]:
-        return _references(recorded.answers if recorded else got.answers["baseline"])
+        refs = _references(recorded.answers if recorded else got.answers["baseline"])
+        return {pid: ref for pid, ref in refs.items() if pid in scored_ids}  # a needle's answer is not scored
 
-    got = gather(targets, prompts, wanted, references, config.http, deadline, progress=progress)
+    got = gather(targets, prompts + long_prompts, wanted, references, config.http, deadline, progress=progress)
     if recorded:  # the recording stands in for the baseline: its answers, its scorings
         got.answers["baseline"], got.scores["baseline"] = recorded.answers, recorded.scores
         if recorded.unavailable:
@@ -137,9 +172,13 @@ def _answers(settings: RunSettings, prompts: list[Prompt], recorded: Recorded | 
             side.model, side.engine = target.model, target.engine
         if target.error:
             result.notes.append(target.error)
+    if note := got.deadline_note(deadline.seconds):
+        result.notes.append(note)
     if save_answers is not None and not recorded:
         _save(save_answers, got, "baseline", targets[0])
-    return decide(prompts, got.answers["baseline"], got.answers["candidate"], _scored(got))
+    if prompts:
+        result.answers = decide(prompts, got.answers["baseline"], got.answers["candidate"], _scored(got))
+    result.long_context = needles.verdict(got, length)
 
 
 def _references(answers: dict[str, list[Answer]]) -> dict[str, Answer]:
@@ -168,15 +207,20 @@ def _save(path: Path, got: Gathered, role: str, target: Target) -> None:
 
 
 def _record_only(settings: RunSettings, prompts: list[Prompt], url: str, repeats: int, deadline: RunDeadline,
-                 path: Path, result: VerifyResult) -> None:
-    """``--save-answers`` with one endpoint: its answers and scorings, recorded as a future baseline."""
+                 path: Path, result: VerifyResult, needles: Needles) -> None:
+    """``--save-answers`` with one endpoint: its answers and scorings (and needle answers), recorded as a future baseline."""
     config = settings.collect
     assert config is not None
     target = Target("baseline", url, model=config.model)
+    long_prompts, _ = needles.prompts([target], settings, deadline)
+    scored_ids = {p.id for p in prompts}
 
-    got = gather([target], prompts, {"baseline": repeats}, lambda got: _references(got.answers["baseline"]), config.http,
+    got = gather([target], prompts + long_prompts, {"baseline": repeats},
+                 lambda got: {k: v for k, v in _references(got.answers["baseline"]).items() if k in scored_ids}, config.http,
                  deadline, progress=progress)
     _save(path, got, "baseline", target)
+    if note := got.deadline_note(deadline.seconds):
+        result.notes.append(note)
     result.candidate.model, result.candidate.engine = target.model, target.engine
     result.notes.append(f"recorded {sum(len(a) for a in got.answers['baseline'].values())} answers of {url} in {path}")
 
@@ -200,6 +244,8 @@ def _probe(settings: RunSettings, deadline: RunDeadline, **changes: Any) -> Stre
 
 
 def _latency(settings: RunSettings, deadline: RunDeadline) -> LatencyVerdict:
+    if deadline.left() < 1.0:
+        return LatencyVerdict(Decision.ABSTAIN, [f"not measured: the run's {deadline.seconds:g} s --deadline ran out before it"])
     stream = _probe(settings, deadline)
     verdict = judge_latency(_samples(stream, ProbePath.DIRECT), _samples(stream, ProbePath.GATEWAY), settings.practical or Practical())
     failed = [t for t in (stream.requests if stream else []) if not t.warmup and not t.ok]
@@ -230,5 +276,5 @@ def _symptom(settings: RunSettings, incident: Report, url: str, deadline: RunDea
 
 def _emit(settings: RunSettings, result: VerifyResult) -> ExitCode:
     deliver(settings.outputs, lambda console: print_verify(result, console),
-            {"json": lambda: verify_json(result), "md": lambda: verify_markdown(result)})
+            {"json": lambda: verify_json(result), "html": lambda: render_verify_html(result), "md": lambda: verify_markdown(result)})
     return result.exit_code()

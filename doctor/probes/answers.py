@@ -3,8 +3,9 @@ teacher-forced scores of the baseline's answers where the engine can give them.
 
 Answers are asked without streaming (the gate reads what was answered, not when), interleaved
 baseline and candidate prompt by prompt, a few at a time, each under its own deadline and all
-under the run's ``--deadline``: a request the deadline leaves unsent is an answer with an
-``error`` saying so, and the gate decides on what came.
+under the run's ``--deadline``. A request the run's deadline cut or left unsent is censored, as
+the stream probe censors one: no answer and no failure of the endpoint (a slow candidate is not a
+broken one), counted in ``Gathered.cut``; the gate decides on what came, and says what did not.
 
 Teacher-forced scoring is vLLM's ``prompt_logprobs`` (the log-probability of every prompt token,
 its ``vllm/entrypoints/openai/protocol.py``): the prompt followed by the baseline's answer is sent
@@ -30,7 +31,16 @@ from doctor.engines.names import display, engine_of_answers
 from doctor.foundation import wire
 from doctor.probes import payload as payloads
 from doctor.probes.deadlines import RunDeadline
-from doctor.probes.http import HttpOptions, bounded_get, bounded_request, error_kind, http_client, join_url
+from doctor.probes.http import (
+    BodyTooLarge,
+    DeadlineExceeded,
+    HttpOptions,
+    bounded_get,
+    bounded_request,
+    error_kind,
+    http_client,
+    join_url,
+)
 from doctor.verify.answers import Answer, answer_from_response
 from doctor.verify.prompts import Prompt, gate_body
 from doctor.verify.scoring import TokenScores
@@ -39,18 +49,26 @@ from doctor.verify.scoring import TokenScores
 REQUEST_DEADLINE_S = 120.0
 #: The largest answer kept (a 32 MiB answer is not an answer to these prompts).
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
+#: A request that failed this close to the run's deadline was cut by it: its grant is rounded down to
+#: the millisecond (``RunDeadline.grant``) and a timer may fire a little early.
+CUT_SLACK_S = 0.05
+#: What a request of the gate may fail with: the transport's errors, its own deadlines, an answer over ``MAX_ANSWER_BYTES``.
+FAILURES = (httpx.HTTPError, OSError, TimeoutError, DeadlineExceeded, BodyTooLarge)
 
 
 @dataclass
 class Target:
-    """One endpoint of the gate: its role, URL, the model it serves (``/v1/models``, or ``--model``)
-    and the engine its answers name; ``error`` when it could not be asked at all."""
+    """One endpoint of the gate: its role, URL, the model it serves (``/v1/models``, or ``--model``),
+    that model's ``max_model_len`` where ``/v1/models`` gives it (vLLM does), and the engine its
+    answers name; ``error`` when it could not be asked at all."""
 
     role: str  # "baseline" or "candidate"
     url: str
     model: str | None = None
     engine: str | None = None
     error: str | None = None
+    max_model_len: int | None = None
+    identified: bool = False  # /v1/models was asked (``identify``)
 
 
 @dataclass
@@ -61,6 +79,23 @@ class Gathered:
     answers: dict[str, dict[str, list[Answer]]] = field(default_factory=dict)
     scores: dict[str, dict[str, list[TokenScores]]] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
+    cut: dict[str, int] = field(default_factory=dict)  # role -> answers and scorings the run's deadline censored
+    asked: dict[str, int] = field(default_factory=dict)  # role -> answers and scorings planned
+
+    def deadline_note(self, deadline_s: float) -> str | None:
+        """What the run's ``--deadline`` left unmeasured, per role; None when it left nothing."""
+        cut = [f"{n} of the {role}'s {self.asked.get(role, n)} requests" for role, n in self.cut.items() if n]
+        if not cut:
+            return None
+        return (f"the run's {deadline_s:g} s --deadline ran out: {' and '.join(cut)} were not measured (censored, "
+                "not failed); the verdicts are on what was measured")
+
+
+class Cut:
+    """A request the run's deadline cut or left unsent: censored, neither an answer nor a failure of the endpoint."""
+
+
+CUT = Cut()
 
 
 class _Asker:
@@ -84,11 +119,12 @@ class _Asker:
         return response.status_code, doc, text[:300]
 
     def identify(self, target: Target) -> None:
-        """The model ``/v1/models`` lists first (unless ``--model`` named one) and the engine its answers name."""
+        """The model ``/v1/models`` lists first (unless ``--model`` named one), its ``max_model_len``, and the engine its answers name."""
+        target.identified = True
         try:
             response, text = bounded_get(self.client, join_url(target.url, "/v1/models"), deadline_s=self.deadline.grant(self.http.timeout_s))
             data = wire.loads(text).get("data") if response.status_code == 200 else None
-        except (httpx.HTTPError, OSError, ValueError, AttributeError) as exc:
+        except (*FAILURES, ValueError, AttributeError) as exc:
             target.error = f"{target.role} {target.url}: /v1/models: {_failure(exc)}"
             return
         ids = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
@@ -96,31 +132,39 @@ class _Asker:
             target.error = f"{target.role} {target.url}: /v1/models answered HTTP {response.status_code} with no model"
             return
         target.model = target.model or str(ids[0].get("id"))
+        served = next((m for m in ids if m.get("id") == target.model), ids[0])
+        target.max_model_len = wire.number(served.get("max_model_len"), int)
         named = engine_of_answers(response.headers, [m.get("owned_by") for m in ids])
         target.engine = named[0] if named else None
 
-    def ask(self, target: Target, prompt: Prompt) -> Answer:
-        """``prompt``'s answer from ``target``, or an answer whose ``error`` says what came instead."""
+    def censored(self) -> bool:
+        """The run's deadline is (all but) spent: a request that failed now was cut by it, not by the endpoint."""
+        return self.deadline.left() <= CUT_SLACK_S
+
+    def ask(self, target: Target, prompt: Prompt) -> Answer | Cut:
+        """``prompt``'s answer from ``target``, an answer whose ``error`` says what came instead, or ``CUT``
+        when the run's deadline cut the request or left it unsent."""
         if target.error:
             return Answer(prompt.id, error=target.error)
         try:
             status, doc, text = self.post(join_url(target.url, payloads.ROUTES[prompt.route]), gate_body(prompt, target.model))
-        except (httpx.HTTPError, OSError, TimeoutError) as exc:
-            return Answer(prompt.id, error=_failure(exc))
+        except FAILURES as exc:
+            return CUT if self.censored() else Answer(prompt.id, error=_failure(exc))
         if status != 200:
             return Answer(prompt.id, error=f"HTTP {status}: {text}")
         return answer_from_response(prompt.id, prompt.route, doc)
 
-    def score(self, target: Target, prompt: Prompt, answer: Answer) -> TokenScores | str | None:
-        """The answer's tokens as ``target`` scores them; a sentence when the engine cannot score; None
-        when this one request failed (or the answer has no text or length to score)."""
+    def score(self, target: Target, prompt: Prompt, answer: Answer) -> TokenScores | str | Cut | None:
+        """The answer's tokens as ``target`` scores them; a sentence when the engine cannot score; ``CUT``
+        when the run's deadline cut it; None when this one request failed (or the answer has no text
+        or length to score)."""
         if target.error or not answer.text or not answer.completion_tokens:
             return None
         body = teacher_forced_body(prompt, answer, target.model)
         try:
             status, doc, text = self.post(join_url(target.url, payloads.ROUTES[prompt.route]), body)
-        except (httpx.HTTPError, OSError, TimeoutError):
-            return None
+        except FAILURES:
+            return CUT if self.censored() else None
         if status == 400:
             return f"not available on this engine ({display(target.engine)}: HTTP 400 {text[:160]})"
         if status != 200:
@@ -179,6 +223,17 @@ def _failure(exc: BaseException) -> str:
     return f"{kind}: {exc}" if str(exc) else kind
 
 
+def identify(targets: list[Target], http: HttpOptions, deadline: RunDeadline) -> None:
+    """Each target's model, ``max_model_len`` and engine, before ``gather`` (which then does not ask again):
+    the long-context probe is built at the length ``/v1/models`` gives."""
+    asker = _Asker(http, deadline)
+    try:
+        for target in targets:
+            asker.identify(target)
+    finally:
+        asker.client.close()
+
+
 def gather(targets: list[Target], prompts: list[Prompt], repeats: dict[str, int], references: Callable[[Gathered], dict[str, Answer]],
            http: HttpOptions, deadline: RunDeadline, *, workers: int = 4,
            progress: Callable[[str], None] = lambda _: None) -> Gathered:
@@ -189,20 +244,28 @@ def gather(targets: list[Target], prompts: list[Prompt], repeats: dict[str, int]
     out = Gathered()
     try:
         for target in targets:
-            asker.identify(target)
+            if not target.identified:
+                asker.identify(target)
             out.answers[target.role] = {p.id: [] for p in prompts}
             out.scores[target.role] = {}
         jobs = [(t, p) for p in prompts for k in range(max(repeats.values(), default=0)) for t in targets if k < repeats.get(t.role, 0)]
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for (target, prompt), answer in zip(jobs, pool.map(lambda job: asker.ask(*job), jobs), strict=True):
-                out.answers[target.role][prompt.id].append(answer)
+                out.asked[target.role] = out.asked.get(target.role, 0) + 1
+                if isinstance(answer, Cut):
+                    out.cut[target.role] = out.cut.get(target.role, 0) + 1
+                else:
+                    out.answers[target.role][prompt.id].append(answer)
             progress(f"answers: {len(jobs)} requests")
             reference = references(out)
             by_id = {p.id: p for p in prompts}
             scoring = [(t, by_id[pid], ref) for pid, ref in reference.items() for k in range(max(repeats.values(), default=0))
                        for t in targets if k < repeats.get(t.role, 0)]
             for (target, prompt, _), result in zip(scoring, pool.map(lambda job: asker.score(*job), scoring), strict=True):
-                if isinstance(result, str):
+                out.asked[target.role] = out.asked.get(target.role, 0) + 1
+                if isinstance(result, Cut):
+                    out.cut[target.role] = out.cut.get(target.role, 0) + 1
+                elif isinstance(result, str):
                     out.unavailable.setdefault(target.role, result)
                 elif result is not None:
                     out.scores[target.role].setdefault(prompt.id, []).append(result)

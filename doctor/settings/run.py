@@ -69,7 +69,7 @@ ANALYSING = ("diagnose", "demo", "watch", "load", "sweep")
 EXPORTING = ("diagnose", "watch", "load", "sweep", "analyze")
 #: The report files a command checks before it probes (``watch`` writes them each round).
 CHECKED_FILES = {"diagnose": ("json", "html", "md"), "demo": ("json", "html", "md"), "analyze": ("json", "html", "md"),
-                 "load": ("json", "html"), "sweep": ("json", "html"), "verify": ("json", "md")}
+                 "load": ("json", "html"), "sweep": ("json", "html"), "verify": ("json", "html", "md")}
 #: Where ``diagnose`` writes its report when no output is named.
 DEFAULT_REPORT = Path("llm-doctor-report.html")
 #: The files a demo always writes, under ``--out-dir`` unless a flag names the file elsewhere.

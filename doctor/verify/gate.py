@@ -144,6 +144,11 @@ def rows_for(prompts: list[Prompt], baseline: dict[str, list[Answer]], candidate
     return rows
 
 
+def bars(scored: Scored) -> tuple[float, float]:
+    """The bars the pooled KL is held to: (mean, p99), each the fixed threshold or ``FLOOR_FACTOR`` x the floor's."""
+    return max(KL_MEAN_MAX, FLOOR_FACTOR * (scored.floor_mean or 0.0)), max(KL_P99_MAX, FLOOR_FACTOR * (scored.floor_p99 or 0.0))
+
+
 def _teacher_forced(scored: Scored | None, reasons: list[str], abstain: list[str], notes: list[str]) -> None:
     if scored is None or scored.unavailable:
         notes.append(f"teacher-forced scoring: {scored.unavailable if scored else 'not run'}; "
@@ -155,7 +160,7 @@ def _teacher_forced(scored: Scored | None, reasons: list[str], abstain: list[str
                        + (f" ({not_compared[0].prompt_id}: {not_compared[0].why})" if not_compared else ""))
         return
     floor, floor_p99 = scored.floor_mean or 0.0, scored.floor_p99 or 0.0
-    mean_bar, p99_bar = max(KL_MEAN_MAX, FLOOR_FACTOR * floor), max(KL_P99_MAX, FLOOR_FACTOR * floor_p99)
+    mean_bar, p99_bar = bars(scored)
     said = (f"teacher-forced KL per token {scored.kl_mean:.4f} (p99 {scored.kl_p99:.4f}) over {scored.tokens} tokens, "
             f"baseline floor {floor:.4f} (p99 {floor_p99:.4f})")
     if scored.kl_mean > mean_bar or (scored.kl_p99 or 0.0) > p99_bar:

@@ -1,4 +1,4 @@
-"""The whole of a ``verify`` run: the two halves' verdicts, the incident's symptom, and the exit code.
+"""The whole of a ``verify`` run: the halves' verdicts (answers, long context, latency), the incident's symptom, and the exit code.
 
 The latency half is ``compare``'s rule, not a new one: TTFT and TPOT per request on each endpoint,
 each row ``judge``d (Mann-Whitney and the practical threshold), the half's decision from
@@ -14,6 +14,7 @@ from doctor.exit_codes import ExitCode
 from doctor.foundation.units import fmt_seconds
 from doctor.runs.compare_runs import Comparison, Practical, Row, decision_code, judge, p50_p90
 from doctor.verify.gate import AnswersVerdict, Decision
+from doctor.verify.needles import NeedleVerdict
 
 #: The metrics the latency half judges: what users feel before the answer, and while it streams.
 LATENCY_METRICS = ("TTFT", "TPOT")
@@ -69,12 +70,13 @@ class VerifyResult:
     candidate: Endpoint
     answers: AnswersVerdict | None = None
     latency: LatencyVerdict | None = None
+    long_context: NeedleVerdict | None = None
     symptom: SymptomCheck | None = None
     notes: list[str] = field(default_factory=list)
 
     def exit_code(self) -> ExitCode:
         """1 when a half fails or the symptom is still there, else 2 when one cannot tell, else 0."""
-        decisions = [h.decision for h in (self.answers, self.latency) if h is not None]
+        decisions = [h.decision for h in (self.answers, self.long_context, self.latency) if h is not None]
         if Decision.FAIL in decisions or (self.symptom is not None and self.symptom.fixed is False):
             return ExitCode.SYMPTOM
         if Decision.ABSTAIN in decisions or (self.symptom is not None and self.symptom.fixed is None) or (not decisions and self.symptom is None):

@@ -19,7 +19,14 @@ What it answers as vLLM 0.32 does (``vllm/entrypoints/openai/protocol.py``): ``/
 whose first entry is ``null`` and each next one ``{"<token id>": {"logprob", "rank",
 "decoded_token"}}``; chat's ``continue_final_message`` (the last assistant message is continued,
 not closed); tools with a named ``tool_choice`` (a tool call, its arguments filled with words);
-``response_format`` JSON (a JSON object). ``mode`` breaks it on purpose: ``empty`` (every answer
+``response_format`` JSON (a JSON object); a context longer than ``max_model_len`` (prompt and
+``max_tokens``) refused with HTTP 400 and vLLM's message, ``/v1/models`` giving ``max_model_len``
+(unless ``lists_len`` is off, as engines that do not give it). It retrieves, as a model that can
+read its context: a last question "What is the Y of the X?" over a context that states "The Y of
+the X is Z." is answered with that sentence, the long-context probe's needles; ``recall`` (tokens)
+is how far back it still reads Z exactly, beyond which the last character comes back changed, as
+a lossy (fp8) KV cache loses a fact stated far back. ``ttft`` delays every answer, streamed or
+whole (a slow candidate). ``mode`` breaks it on purpose: ``empty`` (every answer
 empty), ``loop`` (the same phrase over and over), ``nologprobs`` (ignores ``prompt_logprobs``, as
 an engine without them does), ``fail`` (HTTP 500 to every generation).
 """
@@ -29,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import threading
 import time
 import zlib
@@ -37,6 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+_QUESTION = re.compile(r"What is the ([^?]{1,200})\?")
 VOCAB = ("the", "model", "answers", "every", "prompt", "with", "a", "short", "and", "plain", "sentence", "about",
          "latency", "tokens", "cache", "queue", "engine", "gateway", "stream", "time", ",", ".")
 
@@ -110,13 +119,19 @@ class _Listener(ThreadingHTTPServer):
 
     request_queue_size = 128
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return  # the client gave up on a slow answer (its deadline): not the server's error
+        super().handle_error(request, client_address)
+
 
 class AnswerServer:
     """The server: ``with AnswerServer(shift=0.05) as s: s.url``. ``ttft`` / ``itl`` pace a streamed answer."""
 
     def __init__(self, *, shift: float = 0.0, model: str = "tiny-model", mode: str = "ok", ttft: float = 0.0,
-                 itl: float = 0.0) -> None:
+                 itl: float = 0.0, max_model_len: int = 4096, lists_len: bool = True, recall: int | None = None) -> None:
         self.model, self.name, self.mode, self.ttft, self.itl = Model(shift), model, mode, ttft, itl
+        self.max_model_len, self.lists_len, self.recall = max_model_len, lists_len, recall
         self.requests: list[dict[str, Any]] = []
         server = self
 
@@ -126,8 +141,10 @@ class AnswerServer:
 
             def do_GET(self) -> None:
                 if self.path.endswith("/v1/models"):
-                    server._json(self, 200, {"object": "list", "data": [
-                        {"id": server.name, "object": "model", "owned_by": "vllm", "max_model_len": 4096}]})
+                    entry = {"id": server.name, "object": "model", "owned_by": "vllm"}
+                    if server.lists_len:
+                        entry["max_model_len"] = server.max_model_len
+                    server._json(self, 200, {"object": "list", "data": [entry]})
                 else:
                     server._json(self, 404, {"error": {"message": "not found"}})
 
@@ -168,7 +185,15 @@ class AnswerServer:
         text = chat_text(body.get("messages") or [], bool(body.get("continue_final_message"))) if chat else str(body.get("prompt", ""))
         context = tokens(text)
         max_tokens = int(body.get("max_tokens") or 16)
+        if len(context) + max_tokens > self.max_model_len:
+            return self._json(handler, 400, {"error": {
+                "message": f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
+                           f"{len(context) + max_tokens} tokens ({len(context)} in the messages, {max_tokens} in the completion). "
+                           "Please reduce the length of the messages or completion.",
+                "type": "BadRequestError", "param": None, "code": 400}})
+        time.sleep(0 if body.get("stream") else self.ttft)
         words, finish = self.model.generate(context, max_tokens)
+        retrieved = self._retrieve(text) if self.mode in ("ok", "nologprobs") else None
         if self.mode == "empty":
             words, finish = [], "stop"
         elif self.mode == "loop":
@@ -176,6 +201,8 @@ class AnswerServer:
         if body.get("stream"):
             return self._stream(handler, chat, words, finish, len(context))
         answer, tool_calls = render(words), None
+        if retrieved is not None:
+            answer, words, finish = retrieved, tokens(retrieved), "stop"
         choice_tool = body.get("tool_choice")
         if chat and body.get("tools") and isinstance(choice_tool, dict):
             name = choice_tool["function"]["name"]
@@ -195,6 +222,21 @@ class AnswerServer:
             doc = {**head, "object": "text_completion", "choices": [
                 {"index": 0, "text": answer, "logprobs": None, "finish_reason": finish, "prompt_logprobs": prompt_logprobs}]}
         return self._json(handler, 200, doc)
+
+    def _retrieve(self, text: str) -> str | None:
+        """The sentence that answers the text's last "What is the Y of the X?" from the text itself, its
+        value changed beyond ``recall`` tokens back; None when there is no such question or statement."""
+        questions = list(_QUESTION.finditer(text))
+        if not questions:
+            return None
+        asked = questions[-1].group(1)
+        fact = re.search(rf"The {re.escape(asked)} is (\S+?)\.(?:\s|$)", text[:questions[-1].start()])
+        if fact is None:
+            return None
+        value = fact.group(1)
+        if self.recall is not None and len(tokens(text[fact.start():])) > self.recall:
+            value = value[:-1] + ("A" if value[-1] != "A" else "B")
+        return f"The {asked} is {value}."
 
     def _prompt_logprobs(self, context: list[str]) -> list[dict[str, dict[str, Any]] | None]:
         out: list[dict[str, dict[str, Any]] | None] = [None]

@@ -9,11 +9,14 @@ import pytest
 from typer.testing import CliRunner
 
 from doctor.cli import app
+from tests.reports.test_report_xss import ALLOWED_TAGS
 from tests.support.answer_server import AnswerServer
+from tests.support.html_dom import inventory
 from tests.support.nginx import free_port
 
 runner = CliRunner()
 FAST = ["--no-latency", "--deadline", "60"]
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 
 def verify(*args: str):
@@ -122,3 +125,64 @@ def test_verify_report_says_whether_the_incident_symptom_is_gone(ttft, fixed, co
     assert result.exit_code == code, result.output
     assert "symptom: pre-first-token (LD101): TTFT p90 5.00 s -> " in result.output
     assert f"budget 500 ms: {fixed}" in result.output
+
+
+# -- the HTML page, --long-context, a slow candidate ------------------------------------------------
+
+def test_the_html_page_shows_the_answers_side_by_side_and_the_kl_per_prompt_against_its_floor(baseline, tmp_path):
+    page = tmp_path / "v.html"
+    with AnswerServer(shift=1.5) as broken:
+        result = verify("--baseline", baseline.url, "--candidate", broken.url, *FAST, "--html", str(page))
+    assert result.exit_code == 1 and f"wrote {page}" in result.output
+    html = page.read_text()
+    inv = inventory(html)
+    assert {tag for tag, _ in inv.tags} <= ALLOWED_TAGS | {"ul"} and inv.scripts == []
+    assert [a["content"] for t, a in inv.tags if t == "meta" and a.get("http-equiv")] == [CSP]
+    chart = html.split('<section id="kl">', 1)[1].split("</section>", 1)[0]
+    labels = [t for t in inventory(chart).text if t.strip()]
+    for pid in ("chat-capital", "json-object", "code-sql", "completion-story"):  # tool calls have no text to score
+        assert pid in labels
+    assert chart.count('class="bad"') >= 16  # every prompt's KL is over the bar on the mean
+    differ = html.split('<section id="differ">', 1)[1].split("</section>", 1)[0]
+    assert "self-repeating answer" in differ and differ.count("<pre>") >= 2 * 16
+    text = " ".join(inventory(differ).text)
+    assert "first differs at word 1" in text and "baseline" in text and "candidate" in text
+
+
+def test_long_context_finds_what_a_lossy_kv_cache_forgets(baseline, tmp_path):
+    with AnswerServer() as same, AnswerServer(recall=1000) as lossy:
+        ok = verify("--baseline", baseline.url, "--candidate", same.url, "--no-answers", "--no-latency", "--long-context")
+        bad = verify("--baseline", baseline.url, "--candidate", lossy.url, "--no-answers", "--no-latency", "--long-context",
+                     "--json", str(tmp_path / "v.json"), "--html", str(tmp_path / "v.html"))
+    assert ok.exit_code == 0 and ok.stdout.startswith("long-context: PASS"), ok.output
+    assert "of a max_model_len of 4,096" in ok.output  # the length /v1/models gave
+    assert bad.exit_code == 1 and "long-context: FAIL" in bad.output
+    doc = json.loads((tmp_path / "v.json").read_text())["long_context"]
+    found = {n["needle_id"]: n["candidate_found"] for n in doc["needles"]}
+    assert found == {"needle-10": 0, "needle-50": 0, "needle-90": 2}  # only the needle near the question survives
+    assert doc["decision"] == "FAIL" and doc["max_model_len"] == 4096 and 2000 < doc["context_tokens"] <= 4096
+    assert "needle-10" in (tmp_path / "v.html").read_text()
+
+
+def test_long_context_takes_the_length_from_a_flag_and_fails_a_candidate_that_refuses_it(baseline):
+    with AnswerServer(lists_len=False) as unlisted, AnswerServer(max_model_len=2048) as shorter:
+        unknown = verify("--baseline", unlisted.url, "--candidate", unlisted.url, "--no-answers", "--no-latency", "--long-context")
+        given = verify("--baseline", unlisted.url, "--candidate", unlisted.url, "--no-answers", "--no-latency", "--long-context",
+                       "--max-model-len", "2048")
+        refused = verify("--baseline", baseline.url, "--candidate", shorter.url, "--no-answers", "--no-latency", "--long-context")
+    assert unknown.exit_code == 2 and "give --max-model-len N" in unknown.output
+    assert given.exit_code == 0 and "of a max_model_len of 2,048" in given.output
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 1 and "needle-10 (depth 10%), needle-50 (depth 50%), needle-90 (depth 90%): no answer: HTTP 400" in said
+    assert said.count("maximum context length is 2048") == 1
+
+
+def test_a_candidate_slower_than_the_deadline_ends_with_what_was_measured(baseline):
+    with AnswerServer(ttft=3.0) as slow:
+        result = verify("--baseline", baseline.url, "--candidate", slow.url, "--deadline", "4", "--format", "json")
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 2 and doc["answers"]["decision"] == "ABSTAIN"
+    assert any("--deadline ran out" in n and "censored, not failed" in n for n in doc["notes"])
+    assert not any(p["problems"] for p in doc["answers"]["prompts"])  # cut by the deadline is no failure of the candidate
+    assert any(p["candidate"] for p in doc["answers"]["prompts"])  # what came is kept
+    assert doc["latency"]["decision"] == "ABSTAIN" and "ran out before it" in doc["latency"]["reasons"][0]

@@ -1,0 +1,184 @@
+"""The long-context probe (``verify --long-context``): needles in a haystack at the deployment's ``max_model_len``.
+
+Why a probe of its own: a KV-cache precision change (``kv_cache_dtype fp8``) costs most where the
+cache is longest, and the rest of the gate never gets there: its prompts are short, and the
+teacher-forced KL is computed over a short answer after a short prompt. A fact stated once far
+back in a long context, and asked for at its end, is what such a change loses first.
+
+The haystack is built here, deterministically (the same text on every run and every machine):
+filler sentences chosen by CRC from fixed word lists, a few needles ("The access code of the
+Lisbon archive is 4817-KQP.") at different depths, and one question per needle at the end, so
+the haystack is a shared prefix (an engine's prefix cache makes the repeats cheap). An answer
+finds a needle when it holds the code exactly: no fuzzy match, the code is not a word the filler
+or a model would produce by chance.
+
+The decision, with the baseline's repeats as the floor:
+
+- FAIL: a needle the baseline found on every repeat that the candidate missed on any, or did not
+  answer (an error: a candidate that refuses the length is a regression too);
+- ABSTAIN: no needle the baseline found on every repeat (the model cannot retrieve at this length,
+  or the baseline did not answer: nothing to judge the candidate against), or none asked of both;
+- PASS: the candidate found every needle the baseline found reliably.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+from doctor.verify.answers import Answer
+from doctor.verify.gate import Decision
+from doctor.verify.prompts import Prompt
+
+#: Where the needles sit, as the share of the haystack before each: near the start, the middle, near the end.
+NEEDLE_DEPTHS = (0.1, 0.5, 0.9)
+#: Tokens per filler word the haystack is sized by: its words are common (one token each in the
+#: tokenizers tried) and a sentence adds its punctuation; 1.5 leaves room for a verbose tokenizer.
+TOKENS_PER_WORD = 1.5
+#: Tokens kept free of the haystack: the question, the chat template's markers, the answer.
+RESERVE_TOKENS = 128
+#: The answer's length: the code and the sentence around it.
+ANSWER_TOKENS = 32
+
+_PLACES = ("Lisbon archive", "Oslo depot", "Nairobi office", "Quito library", "Hanoi museum")
+_ADJ = ("quiet", "narrow", "old", "busy", "green", "tall", "cold", "bright", "small", "long")
+_NOUN = ("river", "market", "bridge", "garden", "station", "harbour", "school", "road", "tower", "field")
+_VERB = ("faces", "borders", "follows", "crosses", "shelters", "overlooks", "joins", "circles")
+_OBJ = ("the hills", "a wide square", "the old wall", "a row of houses", "the main street", "the coast")
+_TIME = ("in the morning", "after the rain", "every summer", "at dusk", "during the week", "in winter")
+
+
+def _pick(options: tuple[str, ...], *key: object) -> str:
+    return options[zlib.crc32("\x00".join(map(str, key)).encode()) % len(options)]
+
+
+@dataclass(frozen=True)
+class Needle:
+    """One fact hidden in the haystack: where (``depth``), what it names, and the code that proves it was found."""
+
+    id: str
+    depth: float
+    place: str
+    code: str
+
+    @property
+    def sentence(self) -> str:
+        return f"The access code of the {self.place} is {self.code}."
+
+    @property
+    def question(self) -> str:
+        return f"What is the access code of the {self.place}? Answer with the code only."
+
+    def found(self, answer: Answer) -> bool:
+        """The answer holds the code exactly."""
+        return answer.ok and self.code in answer.text
+
+
+def needles() -> list[Needle]:
+    """The needles, one per depth; each code is four digits and three capitals from its CRC."""
+    out = []
+    for i, depth in enumerate(NEEDLE_DEPTHS):
+        n = zlib.crc32(f"needle {i}".encode())
+        letters = "".join(chr(ord("A") + (n >> (5 * k)) % 26) for k in range(3))
+        out.append(Needle(f"needle-{round(depth * 100)}", depth, _PLACES[i % len(_PLACES)], f"{n % 9000 + 1000}-{letters}"))
+    return out
+
+
+def filler(index: int) -> str:
+    """The ``index``-th filler sentence (ten words or so), the same on every run."""
+    return (f"The {_pick(_ADJ, index, 'a')} {_pick(_NOUN, index, 'n')} near the {_pick(_NOUN, index, 'm')} "
+            f"{_pick(_VERB, index, 'v')} {_pick(_OBJ, index, 'o')} {_pick(_TIME, index, 't')}.")
+
+
+def haystack(max_model_len: int) -> str:
+    """Filler sized to about ``max_model_len`` less ``RESERVE_TOKENS``, every needle at its depth."""
+    words = max(0, int((max_model_len - RESERVE_TOKENS) / TOKENS_PER_WORD))
+    sentences: list[str] = []
+    count = 0
+    while count < words:
+        sentences.append(filler(len(sentences)))
+        count += len(sentences[-1].split())
+    placed = list(sentences)
+    for needle in sorted(needles(), key=lambda n: -n.depth):  # deepest first: earlier indices stay put
+        placed.insert(round(needle.depth * len(sentences)), needle.sentence)
+    return " ".join(placed)
+
+
+def needle_prompts(max_model_len: int) -> list[Prompt]:
+    """One chat prompt per needle: the same haystack, then its question."""
+    text = haystack(max_model_len)
+    return [Prompt(n.id, "chat", {"messages": [{"role": "user", "content": f"{text}\n\n{n.question}"}],
+                                  "max_tokens": ANSWER_TOKENS}, "long context needle") for n in needles()]
+
+
+@dataclass
+class NeedleRow:
+    """One needle: how often each side found it, what the candidate said when it did not, and any error."""
+
+    needle_id: str
+    depth: float
+    code: str
+    baseline_found: int
+    baseline_asked: int
+    candidate_found: int
+    candidate_asked: int
+    candidate_said: str | None = None  # the candidate's first answer without the code
+    error: str | None = None  # the candidate's first error
+
+
+@dataclass
+class NeedleVerdict:
+    """The long-context half: the decision, its reasons, notes, one row per needle, and the context's length."""
+
+    decision: Decision
+    reasons: list[str]
+    notes: list[str] = field(default_factory=list)
+    rows: list[NeedleRow] = field(default_factory=list)
+    max_model_len: int | None = None
+    context_tokens: int | None = None  # the prompt as the baseline (else the candidate) counted it
+
+
+def _row(needle: Needle, base: list[Answer], cand: list[Answer]) -> NeedleRow:
+    missed = [a for a in cand if a.ok and not needle.found(a)]
+    failed = [a for a in cand if not a.ok]
+    return NeedleRow(needle.id, needle.depth, needle.code, sum(needle.found(a) for a in base), len(base),
+                     sum(needle.found(a) for a in cand), len(cand),
+                     candidate_said=" ".join(missed[0].text.split())[:80] if missed else None,
+                     error=failed[0].error if failed else None)
+
+
+def decide_needles(baseline: dict[str, list[Answer]], candidate: dict[str, list[Answer]], max_model_len: int) -> NeedleVerdict:
+    """The long-context verdict (the rules of the module docstring)."""
+    rows = [_row(n, baseline.get(n.id, []), candidate.get(n.id, [])) for n in needles()]
+    counted = [a.prompt_tokens for side in (baseline, candidate) for n in needles() for a in side.get(n.id, []) if a.prompt_tokens]
+    context = counted[0] if counted else None
+    size = f"{context:,} tokens of a max_model_len of {max_model_len:,}" if context else f"max_model_len {max_model_len:,}"
+    reliable = [r for r in rows if r.baseline_asked and r.baseline_found == r.baseline_asked]
+    judged = [r for r in reliable if r.candidate_asked]
+    notes = [f"{len(rows)} needles at depths {', '.join(f'{d:.0%}' for d in NEEDLE_DEPTHS)} of a context of {size}"]
+    unreliable = [r for r in rows if r not in reliable and r.baseline_asked]
+    if unreliable:
+        notes.append("the baseline itself misses " + ", ".join(f"{r.needle_id} ({r.baseline_found} of {r.baseline_asked})"
+                                                               for r in unreliable) + ": not judged")
+    reasons = []
+    refused: dict[str, list[str]] = {}
+    for r in judged:
+        if r.error:
+            refused.setdefault(r.error, []).append(f"{r.needle_id} (depth {r.depth:.0%})")
+        elif r.candidate_found < r.candidate_asked:
+            reasons.append(f"{r.needle_id} (depth {r.depth:.0%}): the baseline found {r.code} on {r.baseline_found} of "
+                           f"{r.baseline_asked} repeats, the candidate on {r.candidate_found} of {r.candidate_asked} "
+                           f"(it answered {r.candidate_said!r})")
+    reasons += [f"{', '.join(which)}: no answer: {error}" for error, which in refused.items()]  # one refusal said once
+    if reasons:
+        return NeedleVerdict(Decision.FAIL, reasons, notes, rows, max_model_len, context)
+    if not judged:
+        errors = [a.error for n in needles() for a in baseline.get(n.id, []) if a.error]
+        why = ("the baseline answered no needle (a recording made without --long-context, or the --deadline cut it)"
+               if not any(r.baseline_asked for r in rows) else
+               f"the baseline did not answer ({errors[0]})" if errors and not any(r.baseline_found for r in rows) else
+               "no needle was asked of both" if reliable else
+               "the baseline finds no needle on every repeat: the model cannot retrieve at this length, nothing to judge against")
+        return NeedleVerdict(Decision.ABSTAIN, [why], notes, rows, max_model_len, context)
+    return NeedleVerdict(Decision.PASS, [f"the candidate found all {len(judged)} needles the baseline finds on every repeat"],
+                         notes, rows, max_model_len, context)

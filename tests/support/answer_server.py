@@ -141,7 +141,7 @@ class AnswerServer:
 
             def do_GET(self) -> None:
                 if self.path.endswith("/v1/models"):
-                    entry = {"id": server.name, "object": "model", "owned_by": "vllm"}
+                    entry: dict[str, Any] = {"id": server.name, "object": "model", "owned_by": "vllm"}
                     if server.lists_len:
                         entry["max_model_len"] = server.max_model_len
                     server._json(self, 200, {"object": "list", "data": [entry]})

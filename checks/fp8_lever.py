@@ -107,7 +107,7 @@ def fp8_lever(
                  "KV tokens, so more sequences batch at once before anything queues or is preempted. fp8 changes the "
                  "model's outputs: gate the switch on an evaluation of your task (accuracy within your tolerance)."),
             verify=rerun_gated(f"the startup log's KV cache size near {fp8_tokens:,} tokens, and your evaluation's scores "
-                         "within tolerance"),
+                               "within tolerance", long_context=True),  # both suggestions make the KV cache fp8
         ),
         severity=Severity.INFO,
         evidence=evidence,

@@ -22,7 +22,8 @@ Model config: the checkpoint's `config.json` (layers, KV heads, head dim, MLA ra
 Remediation:
 The setting whose other value reproduces the log's capacity (`kv_cache_dtype`,
 `tensor_parallel_size` or `dtype`), to be set to what was intended; when none does, check that
-`--model-dir` is the model the engine serves.
+`--model-dir` is the model the engine serves. A `kv_cache_dtype` or `dtype` change changes the
+model's numbers: its verify step names the `llm-doctor verify` gate (`--long-context` for the KV cache).
 
 Example:
 LD406 kv-cache-size-mismatch: the log's 1,073,741,824 bytes give 65,536 tokens at 16,384 bytes per
@@ -33,12 +34,16 @@ token) -> matches kv_cache_dtype fp8 (log: auto) or tensor_parallel_size 2 (log:
 from __future__ import annotations
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import rerun, vllm_flag
+from doctor.checklib import rerun, rerun_gated, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import ModelConfigEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 from doctor.sizing.against_log import LogComparison, NotComparable, compare_with_log
 from doctor.sizing.architecture import Architecture, parse_architecture
+
+
+#: The settings whose change changes the model's numbers, not only its memory: the answers gate verifies them too.
+NUMERICS = ("kv_cache_dtype", "dtype")
 
 
 @check(code="LD406", name="kv-cache-size-mismatch", symptom=SymptomClass.CAPACITY_CONFIG, cause=Cause.CAPACITY)
@@ -64,6 +69,7 @@ def kv_cache_size_mismatch(log_facts: LogFacts, model_config: ModelConfigEvidenc
     if cmp.alternatives:
         summary += " -> matches " + " or ".join(f"{a.setting} {a.value} (log: {a.current})" for a in cmp.alternatives)
         first = cmp.alternatives[0]
+        expect = f"the startup log's KV cache size equals {cmp.expected_text} tokens for this budget"
         remediation = Remediation(
             setting=first.setting,
             suggested=f"the value you intend (the engine behaves as with {first.value})",
@@ -72,7 +78,8 @@ def kv_cache_size_mismatch(log_facts: LogFacts, model_config: ModelConfigEvidenc
             why=(f"The engine's {cmp.reported_tokens:,} KV tokens are what this model gets with {first.setting} "
                  f"{first.value}, not with the logged {first.current}: every capacity figure (max_num_seqs, "
                  "max_model_len, cards needed) computed from the plan is off by the same factor."),
-            verify=rerun(f"the startup log's KV cache size equals {cmp.expected_text} tokens for this budget"),
+            verify=(rerun_gated(expect, long_context=first.setting == "kv_cache_dtype") if first.setting in NUMERICS
+                    else rerun(expect)),
         )
     else:
         remediation = Remediation(

@@ -24,7 +24,8 @@ Remediation:
 Lower `max_num_seqs` to what the cache holds at the request size you serve: KV tokens x 0.9 /
 tokens per request (or raise `gpu_memory_utilization` / lower `max_model_len` to grow the cache
 per request instead). With the model's config (`--model-dir`), it also says how many more
-sequences an fp8 KV cache would hold in the same memory.
+sequences an fp8 KV cache would hold in the same memory, and the `llm-doctor verify --long-context`
+gate to pass before switching (fp8 changes the answers).
 
 Options:
 min_ratio: fires when full-length requests that fit / max_num_seqs is below this
@@ -45,6 +46,7 @@ from doctor.checklib import (
     engine_flag,
     engine_metric,
     engine_setting,
+    gate_command,
     max_num_seqs_in_use,
     model_len,
     rerun,
@@ -123,9 +125,11 @@ def kv_capacity_short(
         holds = f"{fit_full:.1f} full-length requests"
         basis = "the full-length requests the cache holds"
     fp8 = (sizing or {}).get("with_fp8")
-    if fp8 and capacity_tokens:  # --model-dir: what the same budget holds with an fp8 KV cache
-        holds += (f"; with kv_cache_dtype fp8 the same memory holds {fp8['kv_cache_tokens']:,} tokens, "
-                  f"{fp8['kv_cache_tokens'] / capacity_tokens:.1f}x as many sequences (after an evaluation gate)")
+    fp8_note = ""
+    if fp8 and capacity_tokens:  # --model-dir: what the same budget holds with an fp8 KV cache, a numerics change
+        fp8_note = (f" With kv_cache_dtype fp8 the same memory holds {fp8['kv_cache_tokens']:,} tokens, "
+                    f"{fp8['kv_cache_tokens'] / capacity_tokens:.1f}x as many sequences, but it changes the answers: "
+                    f"switch only once `{gate_command(long_context=True)}` passes.")
     engine_id = engine.id
     if suggested >= seqs.value:
         if seqs.lower_bound:
@@ -144,7 +148,7 @@ def kv_capacity_short(
             why=(
                 f"max_num_seqs admits {seqs.value} sequences but the KV cache holds {holds}: a full batch "
                 f"preempts. Suggested from {basis}. Raising gpu_memory_utilization or lowering max_model_len "
-                "grows the room per request instead."
+                "grows the room per request instead." + fp8_note
             ),
             verify=rerun((f"{counter}_total unchanged over the probe and " if counter else "") + "no mid-answer stalls"),
         ),

@@ -37,7 +37,9 @@ its remediation mean the same thing as every other check's:
   and ``per_token`` (one request's TTFT and TPOT, for twins no derived view holds),
   ``generated_within`` (what the engine's generation counter did during a stream's silence).
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
-  ``rerun_gated`` (the same plus the ``llm-doctor verify`` eval gate, for a change of numerics),
+  ``rerun_gated`` (the same plus the ``llm-doctor verify`` eval gate, for a change of numerics;
+  ``long_context`` for the KV cache's precision), ``gate_command`` (that gate's exact command, for
+  wording that offers a numerics change beside the remediation's own setting),
   ``add_capacity`` (``queue_remediation``, ``capacity_advice``: growing a KV cache that holds fewer
   than two requests instead), ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag: the ``engine`` view a check declares tells
@@ -108,6 +110,7 @@ from doctor.checklib.remediation import (
     ENGINE_FLAGS,
     add_capacity,
     engine_flag,
+    gate_command,
     rerun,
     rerun_gated,
     unidentified_setting,
@@ -168,6 +171,7 @@ __all__ = [
     "engine_path",
     "engine_setting",
     "foreign_prompt_tokens",
+    "gate_command",
     "gateway_headers",
     "gateway_identity",
     "gateway_refusal",

@@ -78,10 +78,22 @@ def rerun(expect: str) -> str:
 ANSWERS_GATE = "llm-doctor verify --baseline http://STABLE:8000 --candidate http://CHANGED:8000"
 
 
-def rerun_gated(expect: str) -> str:
+def rerun_gated(expect: str, *, long_context: bool = False) -> str:
     """The verify text of a remediation that changes the model's numerics (fp8, speculative decoding,
-    a quantised or swapped model): the rerun, then the eval gate that says the answers kept."""
-    return f"{rerun(expect)}; and gate the answers with `{ANSWERS_GATE}` (exit 0: answers and latency both pass)"
+    a quantised or swapped model): the rerun, then the eval gate that says the answers kept.
+
+    ``long_context``: the change is the KV cache's precision (``kv_cache_dtype``), whose loss shows
+    at long context, where the gate's short prompts and per-token KL do not reach: the gate then
+    runs its needle probe at the deployment's ``max_model_len`` too (``--long-context``).
+    """
+    halves = "answers, long context and latency all pass" if long_context else "answers and latency both pass"
+    return f"{rerun(expect)}; and gate the answers with `{gate_command(long_context=long_context)}` (exit 0: {halves})"
+
+
+def gate_command(*, long_context: bool = False) -> str:
+    """The exact ``llm-doctor verify`` command of a numerics change, for a remediation's wording that
+    offers one beside its own setting (``rerun_gated`` says it in the verify step)."""
+    return ANSWERS_GATE + (" --long-context" if long_context else "")
 
 
 def add_capacity(why: str, verify: str) -> Remediation:

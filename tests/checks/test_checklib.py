@@ -21,7 +21,7 @@ EXPORTS = {
     "default_max_num_seqs", "detect_proxy", "ENGINE_FLAGS", "IDLE_TIMEOUTS", "buffering_remediation",
     "compression_remediation", "idle_timeout_for", "idle_timeout_remediation", "engine_flag", "engine_of", "engine_path", "engine_setting", "foreign_prompt_tokens",
     "prompt_tokens_around", "process_cores", "gateway_headers", "gateway_identity", "host_saturated", "host_values",
-    "header", "inferred_max_num_seqs", "is_off", "max_num_seqs_in_use", "max_num_seqs_stated", "measured_pair", "engine_metric", "metric_read", "model_len", "not_in_metrics", "rerun", "rerun_gated", "response_start_remediation",
+    "header", "inferred_max_num_seqs", "is_off", "max_num_seqs_in_use", "max_num_seqs_stated", "measured_pair", "engine_metric", "metric_read", "model_len", "not_in_metrics", "rerun", "rerun_gated", "gate_command", "response_start_remediation",
     "sequences_that_fit", "stream_encoding", "tokens_per_request", "ttft_wait", "unidentified_setting", "vllm_flag", "who_answered",
     # gateway limits and retries (LD309, LD310, LD501)
     "QUEUEING_CAPS", "cap_remediation", "retry_remediation", "engine_intake", "gateway_refusal", "gateway_wait", "probe_sent",

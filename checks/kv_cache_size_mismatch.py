@@ -41,7 +41,6 @@ from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomCla
 from doctor.sizing.against_log import LogComparison, NotComparable, compare_with_log
 from doctor.sizing.architecture import Architecture, parse_architecture
 
-
 #: The settings whose change changes the model's numbers, not only its memory: the answers gate verifies them too.
 NUMERICS = ("kv_cache_dtype", "dtype")
 

@@ -237,9 +237,9 @@ def verify_cmd(
     max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="The context length of --long-context (default: the max_model_len /v1/models gives, as vLLM does).")] = None,
     opts: dict[str, Any] = {},  # noqa: B006
 ) -> None:
-    """Whether a change kept the answers and fixed what users felt: two verdicts, PASS / FAIL / ABSTAIN, each with its reasons.
+    """Whether a change kept the answers and fixed what users felt: a verdict per half, PASS / FAIL / ABSTAIN, each with its reasons.
 
-    Answers: the prompts at temperature 0 with a fixed seed, the baseline asked --repeats times for its own noise floor, structural checks (empty or self-repeating answers, the share cut by length, JSON, tool calls), and where the engine scores prompts (vLLM's prompt_logprobs) the baseline's answers scored by both, compared per token against the floor. Latency: both endpoints probed at once, paired and interleaved at the same shape and concurrency, TTFT and TPOT judged as compare judges them. Exit 0 when both pass, 1 when either fails, 2 when either cannot tell. Never "safe to ship": a canary's evidence.
+    Answers: the prompts at temperature 0 with a fixed seed, the baseline asked --repeats times for its own noise floor, structural checks (empty or self-repeating answers, the share cut by length, JSON, tool calls), and where the engine scores prompts (vLLM's prompt_logprobs) the baseline's answers scored by both, compared per token against the floor. Latency: both endpoints probed at once, paired and interleaved at the same shape and concurrency, TTFT and TPOT judged as compare judges them. --long-context: needles in a haystack at max_model_len, for a KV-cache precision change. Exit 0 when every half passes, 1 when one fails, 2 when one cannot tell. Never "safe to ship": a canary's evidence.
 
     [bold]Examples[/]
 

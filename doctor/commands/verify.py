@@ -2,11 +2,13 @@
 
 Two live endpoints (``--baseline`` the stable, ``--candidate`` the canary or the "after"), or a
 saved incident (``verify REPORT --candidate URL``) whose own request shape and budgets are
-re-probed on the candidate. Two halves, each PASS / FAIL / ABSTAIN with reasons:
+re-probed on the candidate. Each half PASS / FAIL / ABSTAIN with reasons:
 
 - answers (``doctor.verify``): the prompts asked of both (``doctor.probes.answers``), the
   baseline ``--repeats`` times for its floor, the candidate twice (its own determinism), the
   baseline's answers scored by both where the engine can;
+- long context (``--long-context``, ``doctor.verify.needles``): needles in a haystack at the
+  ``max_model_len`` /v1/models gives, asked in the same round as the prompts;
 - latency: the stream probe over both at once, the baseline as the direct path and the candidate
   as the other, so their requests are paired and interleaved at the same shape and concurrency
   (``doctor.probes.schedule``), then judged by ``compare``'s rule.

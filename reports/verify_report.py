@@ -19,7 +19,7 @@ from markupsafe import Markup
 from rich.console import Console
 
 from doctor import __version__
-from doctor.verify.gate import AnswersVerdict, PromptRow, bars
+from doctor.verify.gate import AnswersVerdict, Half, PromptRow, bars
 from doctor.verify.needles import NeedleVerdict
 from doctor.verify.outcome import LatencyVerdict, VerifyResult
 from reports.charts import FloorRow, floor_chart
@@ -67,7 +67,7 @@ def _where(row: PromptRow) -> str:
     return f"first differs at word {i + 1}: {base!r} -> {cand!r}"
 
 
-def _halves(result: VerifyResult) -> list[tuple[str, Any]]:
+def _halves(result: VerifyResult) -> list[tuple[str, Half]]:
     return [(name, half) for name, half in (("answers", result.answers), ("long-context", result.long_context),
                                             ("latency", result.latency)) if half is not None]
 

@@ -83,14 +83,21 @@ class PromptRow:
 
 
 @dataclass
-class AnswersVerdict:
-    """The answers half: the decision, its reasons, notes that decide nothing (models, tokenizers,
-    what the engine could not do), one row per prompt and the teacher-forced pool."""
+class Half:
+    """What every half of ``verify`` says (answers, long context, latency): its decision, the reasons
+    that made it, and notes that decide nothing; each half adds what it measured."""
 
     decision: Decision
     reasons: list[str]
-    notes: list[str]
-    rows: list[PromptRow]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AnswersVerdict(Half):
+    """The answers half: notes on the models, tokenizers and what the engine could not do, one row
+    per prompt and the teacher-forced pool."""
+
+    rows: list[PromptRow] = field(default_factory=list)
     scored: Scored | None = None
 
 

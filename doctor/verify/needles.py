@@ -27,7 +27,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from doctor.verify.answers import Answer
-from doctor.verify.gate import Decision
+from doctor.verify.gate import Decision, Half
 from doctor.verify.prompts import Prompt
 
 #: Where the needles sit, as the share of the haystack before each: near the start, the middle, near the end.
@@ -127,12 +127,9 @@ class NeedleRow:
 
 
 @dataclass
-class NeedleVerdict:
-    """The long-context half: the decision, its reasons, notes, one row per needle, and the context's length."""
+class NeedleVerdict(Half):
+    """The long-context half: one row per needle, and the context's length."""
 
-    decision: Decision
-    reasons: list[str]
-    notes: list[str] = field(default_factory=list)
     rows: list[NeedleRow] = field(default_factory=list)
     max_model_len: int | None = None
     context_tokens: int | None = None  # the prompt as the baseline (else the candidate) counted it

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from doctor.exit_codes import ExitCode
 from doctor.foundation.units import fmt_seconds
 from doctor.runs.compare_runs import Comparison, Practical, Row, decision_code, judge, p50_p90
-from doctor.verify.gate import AnswersVerdict, Decision
+from doctor.verify.gate import AnswersVerdict, Decision, Half
 from doctor.verify.needles import NeedleVerdict
 
 #: The metrics the latency half judges: what users feel before the answer, and while it streams.
@@ -34,13 +34,10 @@ class Endpoint:
 
 
 @dataclass
-class LatencyVerdict:
-    """The latency half: the decision, a sentence per row, the rows (``compare``'s), and notes."""
+class LatencyVerdict(Half):
+    """The latency half: a sentence per row as its reasons, and the rows (``compare``'s)."""
 
-    decision: Decision
-    reasons: list[str]
     rows: list[Row] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -93,7 +90,7 @@ def judge_latency(baseline: dict[str, list[float]], candidate: dict[str, list[fl
         judge(row, b, c, practical)
         rows.append(row)
     decision = _BY_CODE[decision_code(Comparison(rows=rows, practical=practical))]
-    return LatencyVerdict(decision, [latency_sentence(r) for r in rows], rows)
+    return LatencyVerdict(decision, [latency_sentence(r) for r in rows], rows=rows)
 
 
 def latency_sentence(row: Row) -> str:

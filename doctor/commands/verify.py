@@ -33,7 +33,7 @@ from doctor.foundation.console import progress
 from doctor.foundation.errors import UsageError
 from doctor.foundation.stats import quantile
 from doctor.model import Report, Symptom
-from doctor.probes.answers import Gathered, Target, gather, identify
+from doctor.probes.answers import Gathered, Target, gather, identify, prompt_tokens
 from doctor.probes.deadlines import RunDeadline
 from doctor.probes.http import without_credentials
 from doctor.probes.stream import run_stream_probe
@@ -41,7 +41,7 @@ from doctor.runs.compare_runs import Practical, request_samples
 from doctor.settings import RunSettings
 from doctor.verify.answers import Answer
 from doctor.verify.gate import Decision, decide, modal
-from doctor.verify.needles import RESERVE_TOKENS, NeedleVerdict, decide_needles, needle_prompts
+from doctor.verify.needles import RESERVE_TOKENS, NeedleVerdict, calibration_prompts, decide_needles, needle_prompts
 from doctor.verify.outcome import Endpoint, LatencyVerdict, SymptomCheck, VerifyResult, judge_latency
 from doctor.verify.prompts import Prompt, PromptFileError, builtin, parse_prompts
 from doctor.verify.record import Recorded, dump, load
@@ -132,14 +132,18 @@ class Needles:
 
     def prompts(self, targets: list[Target], settings: RunSettings, deadline: RunDeadline) -> tuple[list[Prompt], int | None]:
         """The needle prompts and the length they were built at (the first target's /v1/models unless
-        given); none when not wanted or no length is known (the verdict then says why)."""
+        given), sized in the first target's tokens; none when not wanted or no length is known (the
+        verdict then says why)."""
         if not self.wanted:
             return [], None
         config = settings.collect
         assert config is not None
         identify(targets, config.http, deadline)
         length = self.max_model_len or next((t.max_model_len for t in targets if t.max_model_len), None)
-        return (needle_prompts(length), length) if length else ([], None)
+        if not length:
+            return [], None
+        alone, sample = prompt_tokens(targets[0], list(calibration_prompts()), config.http, deadline)
+        return needle_prompts(length, (alone, sample) if alone and sample else None), length
 
     def verdict(self, got: Gathered, length: int | None) -> NeedleVerdict | None:
         if not self.wanted:

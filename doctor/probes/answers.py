@@ -234,6 +234,19 @@ def identify(targets: list[Target], http: HttpOptions, deadline: RunDeadline) ->
         asker.client.close()
 
 
+def prompt_tokens(target: Target, prompts: list[Prompt], http: HttpOptions, deadline: RunDeadline) -> list[int | None]:
+    """How many tokens ``target`` counts in each prompt (``usage.prompt_tokens`` of its answer, asked
+    once; None where it gave none or failed): the long-context probe sizes its haystack by them."""
+    asker = _Asker(http, deadline)
+    try:
+        if not target.identified:
+            asker.identify(target)
+        answers = [asker.ask(target, p) for p in prompts]
+    finally:
+        asker.client.close()
+    return [a.prompt_tokens if isinstance(a, Answer) else None for a in answers]
+
+
 def gather(targets: list[Target], prompts: list[Prompt], repeats: dict[str, int], references: Callable[[Gathered], dict[str, Answer]],
            http: HttpOptions, deadline: RunDeadline, *, workers: int = 4,
            progress: Callable[[str], None] = lambda _: None) -> Gathered:

@@ -8,7 +8,9 @@ back in a long context, and asked for at its end, is what such a change loses fi
 The haystack is built here, deterministically (the same text on every run and every machine):
 filler sentences chosen by CRC from fixed word lists, a few needles ("The access code of the
 Lisbon archive is 4817-KQP.") at different depths, and one question per needle at the end, so
-the haystack is a shared prefix (an engine's prefix cache makes the repeats cheap). An answer
+the haystack is a shared prefix (an engine's prefix cache makes the repeats cheap). It is sized in
+the endpoint's own tokens: two one-token requests count the template and a sample of filler
+(``calibration_prompts``), since a word costs one token in one tokenizer and three in another. An answer
 finds a needle when it holds the code exactly: no fuzzy match, the code is not a word the filler
 or a model would produce by chance.
 
@@ -32,10 +34,15 @@ from doctor.verify.prompts import Prompt
 
 #: Where the needles sit, as the share of the haystack before each: near the start, the middle, near the end.
 NEEDLE_DEPTHS = (0.1, 0.5, 0.9)
-#: Tokens per filler word the haystack is sized by: its words are common (one token each in the
-#: tokenizers tried) and a sentence adds its punctuation; 1.5 leaves room for a verbose tokenizer.
+#: The share of ``max_model_len`` the haystack fills once the endpoint counted its tokens: room for
+#: the needles' own sentences and the answer.
+FILL = 0.85
+#: Filler sentences of the calibration request (``calibration_prompts``).
+CALIBRATION_SENTENCES = 32
+#: Without the endpoint's counts: tokens per filler word (common words are one token each in the
+#: usual tokenizers; 1.5 leaves room for punctuation and a verbose one) ...
 TOKENS_PER_WORD = 1.5
-#: Tokens kept free of the haystack: the question, the chat template's markers, the answer.
+#: ... and tokens kept free for the question, the chat template's markers and the answer.
 RESERVE_TOKENS = 128
 #: The answer's length: the code and the sentence around it.
 ANSWER_TOKENS = 32
@@ -90,25 +97,45 @@ def filler(index: int) -> str:
             f"{_pick(_VERB, index, 'v')} {_pick(_OBJ, index, 'o')} {_pick(_TIME, index, 't')}.")
 
 
-def haystack(max_model_len: int) -> str:
-    """Filler sized to about ``max_model_len`` less ``RESERVE_TOKENS``, every needle at its depth."""
-    words = max(0, int((max_model_len - RESERVE_TOKENS) / TOKENS_PER_WORD))
-    sentences: list[str] = []
-    count = 0
-    while count < words:
-        sentences.append(filler(len(sentences)))
-        count += len(sentences[-1].split())
-    placed = list(sentences)
+def haystack(sentences: int) -> str:
+    """``sentences`` filler sentences, every needle at its depth among them."""
+    filled = [filler(i) for i in range(max(sentences, 0))]
+    placed = list(filled)
     for needle in sorted(needles(), key=lambda n: -n.depth):  # deepest first: earlier indices stay put
-        placed.insert(round(needle.depth * len(sentences)), needle.sentence)
+        placed.insert(round(needle.depth * len(filled)), needle.sentence)
     return " ".join(placed)
 
 
-def needle_prompts(max_model_len: int) -> list[Prompt]:
-    """One chat prompt per needle: the same haystack, then its question."""
-    text = haystack(max_model_len)
-    return [Prompt(n.id, "chat", {"messages": [{"role": "user", "content": f"{text}\n\n{n.question}"}],
-                                  "max_tokens": ANSWER_TOKENS}, "long context needle") for n in needles()]
+def _prompt(pid: str, text: str, question: str, max_tokens: int, kind: str) -> Prompt:
+    return Prompt(pid, "chat", {"messages": [{"role": "user", "content": f"{text}\n\n{question}"}], "max_tokens": max_tokens}, kind)
+
+
+def calibration_prompts() -> tuple[Prompt, Prompt]:
+    """Two one-token requests whose ``usage.prompt_tokens`` size the haystack in the endpoint's own
+    tokens: the question alone (the chat template and question), and ``CALIBRATION_SENTENCES``
+    filler sentences before it (their difference: the tokens of a sentence)."""
+    question = needles()[0].question
+    return (_prompt("calibrate-0", "", question, 1, "calibration"),
+            _prompt("calibrate-n", " ".join(filler(i) for i in range(CALIBRATION_SENTENCES)), question, 1, "calibration"))
+
+
+def sentences_for(max_model_len: int, counted: tuple[int, int] | None) -> int:
+    """The filler sentences that fill ``FILL`` of ``max_model_len``, the answer's tokens left free.
+
+    ``counted``: the two calibration prompts' token counts, the endpoint's own; without them
+    (an engine without ``usage``), ``TOKENS_PER_WORD`` per word and ``RESERVE_TOKENS`` for the rest.
+    """
+    if counted is not None and counted[1] > counted[0]:
+        overhead, per_sentence = counted[0], (counted[1] - counted[0]) / CALIBRATION_SENTENCES
+        return int((FILL * max_model_len - overhead - ANSWER_TOKENS) / per_sentence)
+    words = sum(len(filler(i).split()) for i in range(CALIBRATION_SENTENCES)) / CALIBRATION_SENTENCES
+    return int((max_model_len - RESERVE_TOKENS) / TOKENS_PER_WORD / words)
+
+
+def needle_prompts(max_model_len: int, counted: tuple[int, int] | None = None) -> list[Prompt]:
+    """One chat prompt per needle: the same haystack (sized by ``sentences_for``), then its question."""
+    text = haystack(sentences_for(max_model_len, counted))
+    return [_prompt(n.id, text, n.question, ANSWER_TOKENS, "long context needle") for n in needles()]
 
 
 @dataclass

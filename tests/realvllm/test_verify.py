@@ -45,3 +45,21 @@ def test_same_weights_pass_and_perturbed_weights_fail(tiny_model, tmp_path):
     assert bad.exit_code == 1 and bad_doc["answers"]["decision"] == "FAIL", bad.output
     assert bad_doc["answers"]["teacher_forced"]["kl_mean"] > 0.01
     assert "**answers: FAIL**" in (tmp_path / "perturbed.md").read_text()
+
+
+def test_long_context_probe_fits_the_real_tokenizer_and_reads_the_length_from_v1_models(tiny_model, tmp_path):
+    """The haystack, sized by vLLM's own token counts, fills the context without being refused (a
+    word count would send twice the tokens to this tokenizer); the length is vLLM's own (/v1/models'
+    max_model_len); the same weights never fail (a tiny model may not retrieve at this length: then
+    the probe abstains and says so)."""
+    with serve_vllm(tiny_model, tmp_path / "base.log", ENGINE_ARGS) as base, \
+            serve_vllm(tiny_model, tmp_path / "same.log", ENGINE_ARGS) as same:
+        result = CliRunner().invoke(app, ["verify", "--baseline", base.url, "--candidate", same.url, "--no-answers",
+                                          "--no-latency", "--long-context", "--repeats", "2",
+                                          "--json", str(tmp_path / "lc.json"), "--html", str(tmp_path / "lc.html")])
+    print(result.output)
+    doc = json.loads((tmp_path / "lc.json").read_text())["long_context"]
+    assert doc["decision"] in ("PASS", "ABSTAIN") and doc["max_model_len"] == 4096, result.output
+    assert 0.8 * 4096 < doc["context_tokens"] < 0.9 * 4096  # no HTTP 400: the haystack fits vLLM's count
+    assert all(n["candidate_asked"] == 2 for n in doc["needles"])
+    assert "needle-50" in (tmp_path / "lc.html").read_text()

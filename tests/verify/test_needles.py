@@ -4,25 +4,48 @@ from __future__ import annotations
 
 from doctor.verify.answers import Answer
 from doctor.verify.gate import Decision
-from doctor.verify.needles import NEEDLE_DEPTHS, TOKENS_PER_WORD, decide_needles, filler, haystack, needle_prompts, needles
+from doctor.verify.needles import (
+    ANSWER_TOKENS,
+    CALIBRATION_SENTENCES,
+    FILL,
+    NEEDLE_DEPTHS,
+    TOKENS_PER_WORD,
+    calibration_prompts,
+    decide_needles,
+    filler,
+    haystack,
+    needle_prompts,
+    needles,
+    sentences_for,
+)
 
 
-def test_the_haystack_is_the_same_every_time_sized_to_the_length_with_each_needle_at_its_depth():
-    text = haystack(4096)
-    assert text == haystack(4096) and len(haystack(8192)) > 1.8 * len(text)
-    words = len(text.split())
-    assert 0.6 * 4096 < words * TOKENS_PER_WORD <= 4096
+def test_the_haystack_is_the_same_every_time_with_each_needle_at_its_depth():
+    text = haystack(300)
+    assert text == haystack(300) and text.count(".") == 300 + len(NEEDLE_DEPTHS)
     at = [text.index(n.sentence) / len(text) for n in needles()]
     assert at == sorted(at) and all(abs(a - d) < 0.05 for a, d in zip(at, NEEDLE_DEPTHS, strict=True))
     assert len({n.code for n in needles()}) == len(NEEDLE_DEPTHS)
     assert not any(ch.isdigit() for i in range(500) for ch in filler(i))  # no filler holds a code by chance
 
 
+def test_the_haystack_is_sized_in_the_endpoints_own_tokens_else_by_words():
+    alone, sample = calibration_prompts()
+    assert alone.body["max_tokens"] == sample.body["max_tokens"] == 1
+    # a tokenizer that spends 40 tokens per sentence gets a quarter of the sentences of one that spends 10
+    verbose, terse = sentences_for(8192, (50, 50 + 40 * CALIBRATION_SENTENCES)), sentences_for(8192, (50, 50 + 10 * CALIBRATION_SENTENCES))
+    assert verbose == int((FILL * 8192 - 50 - ANSWER_TOKENS) / 40) and terse == int((FILL * 8192 - 50 - ANSWER_TOKENS) / 10)
+    guessed = sentences_for(4096, None)
+    words = len(haystack(guessed).split())
+    assert 0.6 * 4096 < words * TOKENS_PER_WORD <= 4096
+    assert sentences_for(4096, (80, 80)) == guessed  # a count that says nothing: the guess
+
+
 def test_one_prompt_per_needle_sharing_the_haystack_as_their_prefix():
     prompts = needle_prompts(2048)
     contents = [p.body["messages"][0]["content"] for p in prompts]
     assert [p.id for p in prompts] == [n.id for n in needles()]
-    assert len({c[:len(haystack(2048))] for c in contents}) == 1
+    assert len({c.split("\n\n")[0] for c in contents}) == 1
     assert all(c.endswith(n.question) for c, n in zip(contents, needles(), strict=True))
 
 

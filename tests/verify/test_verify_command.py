@@ -160,7 +160,8 @@ def test_long_context_finds_what_a_lossy_kv_cache_forgets(baseline, tmp_path):
     doc = json.loads((tmp_path / "v.json").read_text())["long_context"]
     found = {n["needle_id"]: n["candidate_found"] for n in doc["needles"]}
     assert found == {"needle-10": 0, "needle-50": 0, "needle-90": 2}  # only the needle near the question survives
-    assert doc["decision"] == "FAIL" and doc["max_model_len"] == 4096 and 2000 < doc["context_tokens"] <= 4096
+    assert doc["decision"] == "FAIL" and doc["max_model_len"] == 4096
+    assert 0.8 * 4096 < doc["context_tokens"] < 0.9 * 4096  # sized by the server's own count (a word count gives ~70 %)
     assert "needle-10" in (tmp_path / "v.html").read_text()
 
 

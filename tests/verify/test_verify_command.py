@@ -153,7 +153,7 @@ def test_long_context_finds_what_a_lossy_kv_cache_forgets(baseline, tmp_path):
     with AnswerServer() as same, AnswerServer(recall=1000) as lossy:
         ok = verify("--baseline", baseline.url, "--candidate", same.url, "--no-answers", "--no-latency", "--long-context")
         bad = verify("--baseline", baseline.url, "--candidate", lossy.url, "--no-answers", "--no-latency", "--long-context",
-                     "--json", str(tmp_path / "v.json"), "--html", str(tmp_path / "v.html"))
+                     "--json", str(tmp_path / "v.json"), "--html", str(tmp_path / "v.html"), "--md", str(tmp_path / "v.md"))
     assert ok.exit_code == 0 and ok.stdout.startswith("long-context: PASS"), ok.output
     assert "of a max_model_len of 4,096" in ok.output  # the length /v1/models gave
     assert bad.exit_code == 1 and "long-context: FAIL" in bad.output
@@ -162,7 +162,19 @@ def test_long_context_finds_what_a_lossy_kv_cache_forgets(baseline, tmp_path):
     assert found == {"needle-10": 0, "needle-50": 0, "needle-90": 2}  # only the needle near the question survives
     assert doc["decision"] == "FAIL" and doc["max_model_len"] == 4096
     assert 0.8 * 4096 < doc["context_tokens"] < 0.9 * 4096  # sized by the server's own count (a word count gives ~70 %)
-    assert "needle-10" in (tmp_path / "v.html").read_text()
+    assert "needle-10" in (tmp_path / "v.html").read_text() and "**long-context: FAIL**" in (tmp_path / "v.md").read_text()
+
+
+def test_recorded_needle_answers_stand_in_for_the_baseline(baseline, tmp_path):
+    record = tmp_path / "stable.jsonl"
+    saved = verify("--candidate", baseline.url, "--save-answers", str(record), "--no-answers", "--no-latency", "--long-context")
+    assert "recorded 9 answers" in saved.output  # 3 needles x 3 repeats
+    with AnswerServer(recall=1000) as lossy:
+        bad = verify("--baseline-answers", str(record), "--candidate", lossy.url, "--no-answers", "--no-latency", "--long-context")
+        unrecorded = verify("--baseline-answers", str(record), "--candidate", lossy.url, "--no-latency", "--long-context")
+    assert bad.exit_code == 1 and "needle-10 (depth 10%): the baseline found" in bad.output
+    # a recording of the needles alone has no answer to the prompts: that half cannot tell, the needles still fail
+    assert unrecorded.exit_code == 1 and "answers: ABSTAIN" in unrecorded.output and "0 prompts answered by both" in unrecorded.output
 
 
 def test_long_context_takes_the_length_from_a_flag_and_fails_a_candidate_that_refuses_it(baseline):

@@ -329,7 +329,7 @@ def floor_chart(rows: Sequence[FloorRow], *, bar: float | None, bar_name: str, l
     A log axis because the values span decades: the same weights give 0, a harmless numerics change
     1e-4, a broken copy 1 or more.
     """
-    top, row_h = 34, 22
+    top, row_h = 50, 22  # the legend's line, then the bar's label above the rows
     height = top + row_h * len(rows) + 44
     seen = [v for r in rows for v in (r.value, r.floor) if v is not None and math.isfinite(v) and v > 0]
     if bar is not None and bar > 0:
@@ -376,7 +376,9 @@ def floor_chart(rows: Sequence[FloorRow], *, bar: float | None, bar_name: str, l
             parts.append(el("circle", {"cx": at(row.floor), "cy": y + row_h / 2, "r": 5, "class": f"fill s{series['direct']} ring"},
                             el("title", None, tip)))
     if bar is not None and bar > 0:
-        parts.append(el("path", {"d": f"M{num(at(bar))} {top - 8}v{bottom - top + 12}", "class": "budget"}))
-        parts.append(el("text", {"x": at(bar) + 4, "y": top - 12, "class": "budget-label"},
+        parts.append(el("path", {"d": f"M{num(at(bar))} {top - 6}v{bottom - top + 10}", "class": "budget"}))
+        right = at(bar) > WIDTH * 0.75  # near the right edge the label reads leftwards from the line
+        parts.append(el("text", {"x": at(bar) + (-4 if right else 4), "y": top - 10, "class": "budget-label",
+                                 "text-anchor": "end" if right else "start"},
                         f"{bar_name} {bar:.3g}"))
     return svg(height, *parts, label=label)

@@ -56,8 +56,8 @@ SLOW_QUANTILE = 0.9
 #: Reads kept per request for the waterfall's ticks: the first ones, which cover the first token.
 MAX_TICKS = 64
 #: How to turn tracing on, per hop, for the report's "did not trace" lines.
-TURN_ON_ENGINE = ("start vLLM with --otlp-traces-endpoint http://HOST:PORT/v1/traces (llm-doctor's --otlp-listen) and "
-                  "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf")
+TURN_ON_ENGINE = ("start vLLM with --otlp-traces-endpoint http://HOST:PORT/v1/traces, HOST:PORT being llm-doctor's "
+                  "--otlp-listen, and OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf")
 TURN_ON_GATEWAY = ("enable the gateway's OpenTelemetry export to the same endpoint (nginx: the otel module's otel_exporter "
                    "and otel_trace on; otel_trace_context propagate; Envoy: its tracing provider opentelemetry)")
 
@@ -234,7 +234,7 @@ def derive_request_hops(bundle: Bundle) -> RequestHopsView:
         raise Missing("the probe's requests carried no traceparent (--no-trace-context, or a bundle from before): "
                       "no span can be joined with them")
     if traces is None:
-        raise Missing(f"no spans were received (run with --otlp-listen 127.0.0.1:4318 and {TURN_ON_ENGINE})")
+        raise Missing(f"no spans were received: to see each request's hops, run with --otlp-listen 127.0.0.1:4318 and {TURN_ON_ENGINE}")
     ours = {r.trace_id: r for r in stream.requests if r.trace_id}
     by_trace: dict[str, list[Span]] = defaultdict(list)
     for span in traces.spans:

@@ -33,6 +33,7 @@ from doctor.bundle import load_path
 from doctor.checking.runner import analyze
 from doctor.derive import view_json
 from doctor.derive.engine import EngineIdentity
+from doctor.derive.request_hops import ClockAlignment, Hop, RequestHops, RequestHopsView
 from doctor.derive.stream_stats import Dist, PathStats, RequestStats, StreamStats
 from doctor.derive.user_felt import Estimate, UserFelt, Witness
 from doctor.evidence import ModelConfigEvidence
@@ -69,6 +70,10 @@ MIRRORS: dict[type, Any] = {
     Witness: view_json.WitnessJson,
     UserFelt: view_json.UserFeltJson,
     EngineIdentity: view_json.EngineIdentityJson,
+    Hop: view_json.HopJson,
+    RequestHops: view_json.RequestHopsJson,
+    ClockAlignment: view_json.ClockAlignmentJson,
+    RequestHopsView: view_json.RequestHopsViewJson,
 }
 
 

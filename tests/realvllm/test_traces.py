@@ -45,6 +45,8 @@ def _summed(view: dict[str, Any]) -> None:
     """Request by request, the hops sum to the client's TTFT and none is below the tolerance."""
     for row in view["requests"]:
         assert row["engine_span"] and row["request_id"], row
+        if row["ttft"] is None:  # no first token before the probe stopped waiting: no TTFT to split
+            continue
         assert sum(h["seconds"] for h in row["hops"]) == pytest.approx(row["ttft"], abs=1e-6), row
         assert all(h["seconds"] >= -TOLERANCE_S for h in row["hops"]), row["hops"]
         assert row["engine_ttft"] <= row["ttft"] + TOLERANCE_S, row
@@ -76,5 +78,8 @@ def test_real_vllm_spans_explain_each_slow_request(tiny_model: Path, tmp_path: P
     # the terminal explains the three slowest, one line each
     text = subprocess.run([sys.executable, "-m", "doctor", "analyze", str(tmp_path / "queued" / "bundle.json.gz")],
                           capture_output=True, text=True, timeout=300).stdout
-    lines = [line for line in text.splitlines() if "queue" in line and "request" in line and "TTFT" in line]
-    assert len(lines) >= 3, text
+    timed = [row for row in busy["requests"] if row["ttft"] is not None]
+    lines = [line for line in text.splitlines() if line.lstrip().startswith("- request")]
+    assert len(lines) == min(3, len(timed)), text
+    # the verdict's reasoning names the slow requests' own hop
+    assert any("slowest request" in line and "queue" in line for line in queued["verdict"]["reasoning"]), queued["verdict"]

@@ -46,9 +46,9 @@ from tests.support.view_schema import VIEWS, view_defs, views_property
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Recorded real-vLLM bundles that between them compute every view: a stream with a log and a
-#: scrape, Prometheus history only, a buffering gateway, many users, a wedged engine.
+#: scrape, Prometheus history only, a buffering gateway, many users, a wedged engine, the engine's spans.
 RECORDED = [ROOT / "fixtures" / "bundles" / f"realvllm-{name}.json.gz"
-            for name in ("healthy", "history-queueing", "proxy-buffering", "users-kv-pressure", "engine-wedged")]
+            for name in ("healthy", "history-queueing", "proxy-buffering", "users-kv-pressure", "engine-wedged", "traced-queueing")]
 TINY = ROOT / "fixtures" / "model-configs" / "tiny-llama-realvllm" / "config.json"
 
 #: Each view dataclass and the TypedDict of its JSON.

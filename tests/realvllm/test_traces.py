@@ -8,14 +8,13 @@ process of their own): the slow requests' own spans say they waited in the queue
 Both times every hop of every request is at least ``-TOLERANCE_S`` and the hops sum to the client's
 own TTFT: the engine's TTFT never exceeds what the client felt by more than the tolerance.
 
-With ``LLM_DOCTOR_RECORD=1`` the queueing run's bundle becomes ``fixtures/bundles/realvllm-traced-queueing.json.gz``.
+With ``LLM_DOCTOR_RECORD=1`` the queueing run's bundle becomes ``fixtures/bundles/realvllm-traced-queueing.json.gz``
+(``run_diagnose`` records each run under the scenario's name; the queued run is the last).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,16 +23,13 @@ from typing import Any
 import pytest
 
 from doctor.derive.request_hops import TOLERANCE_S
-from tests.realvllm.diagnose import explain, record, run_diagnose
+from tests.realvllm.diagnose import explain, run_diagnose
 from tests.realvllm.load import user_load
-from tests.realvllm.scenarios import RECORDED, SCENARIOS
+from tests.realvllm.scenarios import SCENARIOS
 from tests.realvllm.server import serve_vllm
 from tests.support.nginx import free_port
 
 pytestmark = pytest.mark.realvllm
-
-TRACED = RECORDED / "realvllm-traced-queueing.json.gz"
-
 
 def _hops(report: dict[str, Any]) -> dict[str, Any]:
     view = report["views"]["request_hops"]
@@ -56,15 +52,15 @@ def test_real_vllm_spans_explain_each_slow_request(tiny_model: Path, tmp_path: P
     port = free_port()
     scenario = SCENARIOS["users-queueing"]
     engine_args = [*scenario.engine_args, "--otlp-traces-endpoint", f"http://127.0.0.1:{port}/v1/traces"]
-    traced = dataclasses.replace(scenario, probe_args=[*scenario.probe_args, "--otlp-listen", f"127.0.0.1:{port}"])
+    # named for itself: with LLM_DOCTOR_RECORD=1 the harness keeps the last run's bundle (the queued one)
+    # as the scenario's recorded fixture, which must not be the queueing incident's own
+    traced = dataclasses.replace(scenario, name="traced-queueing",
+                                 probe_args=[*scenario.probe_args, "--otlp-listen", f"127.0.0.1:{port}"])
     with serve_vllm(tiny_model, tmp_path / "vllm.log", engine_args, env={"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}) as server:
         control = run_diagnose(traced, tmp_path / "control", engine=server.url)
         assert scenario.load is not None
         with user_load(server.url, scenario.load, tmp_path / "users.jsonl", server.log):
             queued = run_diagnose(traced, tmp_path / "queued", engine=server.url)
-    if os.environ.get("LLM_DOCTOR_RECORD") == "1":
-        record(tmp_path / "queued" / "bundle.json.gz", TRACED)
-        shutil.copytree(tmp_path, Path(os.environ.get("LLM_DOCTOR_KEEP", tmp_path)), dirs_exist_ok=True)
     calm = _hops(control)
     _summed(calm)
     # the healthy control: nothing ahead of the probe's requests in the engine

@@ -199,16 +199,23 @@ def _client(out: RequestHops, req: RequestTrace, sent: float) -> None:
     out.ticks = [round(r.t - sent, 6) for r in req.reads[:MAX_TICKS]]
 
 
-def _shares(rows: list[RequestHops]) -> tuple[str | None, float | None]:
-    """The hop with the most of these requests' summed TTFT, and its share of it."""
+def hop_totals(rows: list[RequestHops]) -> dict[str, float]:
+    """Each hop's seconds summed over ``rows`` (a hop below zero by the alignment's error counts 0),
+    largest first: what the slow requests' split and the verdict's both read."""
     totals: dict[str, float] = defaultdict(float)
     for row in rows:
         for hop in row.hops:
             totals[hop.name] += max(0.0, hop.seconds)
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+
+
+def _shares(rows: list[RequestHops]) -> tuple[str | None, float | None]:
+    """The hop with the most of these requests' summed TTFT, and its share of it."""
+    totals = hop_totals(rows)
     whole = sum(row.ttft or 0.0 for row in rows)
     if not totals or whole <= 0:
         return None, None
-    name = max(totals, key=lambda k: totals[k])
+    name = next(iter(totals))
     return name, min(1.0, totals[name] / whole)
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from doctor.derive.chunking import tokens_per_chunk
+from doctor.derive.request_hops import hop_totals
 from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats
 from doctor.evidence.stream import ProbePath
 from doctor.model import Cause, Component, Finding, Severity
@@ -221,11 +222,7 @@ def slow_split(hops: RequestHopsView | None) -> tuple[list[Component], float, in
         return [], 0.0, 0
     rows = [hops.requests[i] for i in hops.slow if hops.requests[i].ttft is not None]
     whole = sum(r.ttft or 0.0 for r in rows)
-    totals: dict[str, float] = {}
-    for row in rows:
-        for hop in row.hops:
-            totals[hop.name] = totals.get(hop.name, 0.0) + max(0.0, hop.seconds)
     if whole <= 0:
         return [], 0.0, 0
     return ([Component(name, seconds, seconds / whole, "request_hops: the engine's span of each slow request")
-             for name, seconds in sorted(totals.items(), key=lambda kv: -kv[1])], whole, len(rows))
+             for name, seconds in hop_totals(rows).items()], whole, len(rows))

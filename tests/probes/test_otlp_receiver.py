@@ -18,6 +18,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from doctor.evidence import Bundle
+from doctor.foundation.redact import redact_bundle
+from doctor.foundation.serial import to_jsonable
 from doctor.probes.otlp import PATH, Receiver
 
 
@@ -118,3 +121,14 @@ def test_wait_for_returns_when_every_trace_has_a_span(receiver):
     trace_id = format(span.get_span_context().trace_id, "032x")
     # its span is in: no wait for the exporters' next batch, however long the limit
     assert receiver.wait_for({trace_id}, 60.0) < 30.0
+
+
+def test_spans_are_redacted_like_the_rest_of_the_bundle(receiver):
+    """A gateway's span may carry the request's headers: the key must not reach the bundle."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "nginx"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=_url(receiver), timeout=5)))
+    provider.get_tracer("nginx").start_span("proxy", attributes={
+        "http.request.header.authorization": "Bearer sk-live-0123456789abcdef0123"}).end()
+    provider.shutdown()
+    bundle = redact_bundle(Bundle(traces=receiver.result()), ["sk-live-0123456789abcdef0123"])
+    assert "sk-live" not in json.dumps(to_jsonable(bundle)) and sum(bundle.redactions.values()) >= 1

@@ -222,6 +222,11 @@ class Decomposition:
     # What the inter-token components add up to, e.g. "direct TPOT mean": the engine's path,
     # which may not be the path users felt (a buffering gateway shortens the gateway's TPOT).
     itl_basis: str | None = None
+    # The slow requests' own split, from the engine's span of each (the ``request_hops`` join): the
+    # hops of the requests at or above the client's TTFT p90, summed over them, which a mean split
+    # cannot show; empty without spans. ``ttft_slow_basis`` says what they add up to.
+    ttft_slow_components: list[Component] = field(default_factory=list)
+    ttft_slow_basis: str | None = None
 
 
 @dataclass

@@ -382,3 +382,46 @@ def floor_chart(rows: Sequence[FloorRow], *, bar: float | None, bar_name: str, l
                                  "text-anchor": "end" if right else "start"},
                         f"{bar_name} {bar:.3g}"))
     return svg(height, *parts, label=label)
+
+
+class WaterfallRow:
+    """One request's hops (name, start, seconds from its send) and its client reads, for ``waterfalls``."""
+
+    label: str
+    hops: list[tuple[str, float, float]]
+    ticks: list[float] = field(default_factory=list)
+    ttft: float | None = None
+
+
+def waterfalls(rows: Sequence[WaterfallRow]) -> Markup:
+    """The slowest requests as waterfalls: per request one bar per hop (to the engine, queue, prefill,
+    delivery...) at its place on the request's own clock, and the client's reads as ticks below it."""
+    row_h, top = 40, 40
+    height = top + row_h * len(rows) + 48
+    xmax = max([r.ttft or 0 for r in rows] + [h[1] + h[2] for r in rows for h in r.hops] + [0.001]) * 1.05
+    x = Scale(0, xmax, LEFT, WIDTH - RIGHT)
+    colour = component_colours(dict.fromkeys(h[0] for r in rows for h in r.hops))
+    parts: list[Markup] = []
+    lx = float(LEFT)
+    for name, c in colour.items():
+        parts.append(el("rect", {"x": lx, "y": 7, "width": 12, "height": 12, "class": f"fill {c}"}))
+        parts.append(el("text", {"x": lx + 17, "y": 17, "class": "legend"}, name))
+        lx += 30 + 7 * len(name)
+    for i, r in enumerate(rows):
+        y = top + i * row_h + 12
+        parts.append(row_label(r.label, LEFT - 8, y + 6))
+        for name, start, seconds in r.hops:
+            if seconds <= 0:
+                continue
+            parts.append(el("rect", {"x": x(max(0.0, start)), "y": y, "width": max(x(start + seconds) - x(start), 1.0),
+                                     "height": 12, "class": f"fill {colour[name]}"},
+                            el("title", None, f"{r.label}: {name} {fmt_seconds(seconds)} from {fmt_seconds(start)}")))
+        shown = [t for t in r.ticks if 0 <= t <= xmax]
+        if shown:
+            d = "".join(f"M{px} {num(y + 16)}v7" for px in dict.fromkeys(str(round(x(t))) for t in shown))
+            parts.append(el("path", {"d": d, "class": "tok s0"}, el("title", None, f"{r.label}: the client's reads")))
+        if r.ttft is not None:
+            parts.append(el("circle", {"cx": x(r.ttft), "cy": y + 6, "r": 4, "class": "fill s0 ring"},
+                            el("title", None, f"{r.label}: first token at the client, {fmt_seconds(r.ttft)}")))
+    parts += x_axis(x, top + row_h * len(rows) + 6, nice_ticks(0, xmax, 8), "seconds since the request was sent", top=top - 6)
+    return svg(height, *parts, label="The slowest requests, hop by hop (the engine's own spans)")

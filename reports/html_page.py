@@ -32,6 +32,7 @@ from reports.scaling_report import scaler_rows
 from reports.shared_parts import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
+    alignment_line,
     engine_line,
     fmt_bytes,
     fmt_evidence,
@@ -42,8 +43,10 @@ from reports.shared_parts import (
     metric_rows,
     missing_metrics,
     path_table,
+    request_line,
     risks,
     sentence,
+    slowest_requests,
     strip_controls,
     verify_text,
     view,
@@ -139,6 +142,21 @@ def timeline_chart(report: Report) -> Markup | None:
         for r in _measured(stream.requests, TIMELINE_PER_PATH, ok_only=False)
     ]
     return charts.request_timeline(rows) if rows else None
+
+
+#: The slowest requests drawn as waterfalls.
+WATERFALLS = 8
+
+
+def waterfall_chart(report: Report) -> tuple[Markup | None, list[str]]:
+    """The slowest requests' hops as waterfalls, and the lines that say what the join could not see."""
+    hops, missing = view(report, "request_hops")
+    if hops is None:
+        return None, [missing] if missing and missing.startswith("no spans were received") else []
+    rows = [charts.WaterfallRow(label=f"{r['path']} #{r['index']}", hops=[(h["name"], h["start"], h["seconds"]) for h in r["hops"]],
+                                ticks=r["ticks"], ttft=r["ttft"]) for r in slowest_requests(hops, WATERFALLS)]
+    notes = [line for line in [alignment_line(hops), *hops["untraced"]] if line]
+    return (charts.waterfalls(rows) if rows else None), [request_line(r) for r in slowest_requests(hops)] + notes
 
 
 def arrivals_chart(report: Report) -> Markup | None:
@@ -305,6 +323,7 @@ def render_html(report: Report, load: tuple[str, list[tuple[str, str]]] | None =
         counts=counts,
         failed_requests=failed,
         chart_timeline=timeline_chart(report),
+        waterfall=waterfall_chart(report),
         chart_arrivals=arrivals_chart(report),
         chart_gaps=gaps_chart(stream_stats),
         # both bars total what their parts split (a mean, named by the basis), not a p90

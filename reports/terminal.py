@@ -34,6 +34,7 @@ from doctor.model import Outcome, Report, Severity, Symptom
 from reports.shared_parts import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
+    alignment_line,
     engine_line,
     fmt_evidence,
     headline,
@@ -43,7 +44,9 @@ from reports.shared_parts import (
     missing_metrics,
     passed_count,
     path_table,
+    request_line,
     risks,
+    slowest_requests,
     strip_controls,
     verify_text,
     view,
@@ -224,6 +227,7 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     if witnesses:  # the HTML page's rows: the verdict names one of them, the probe's included
         say("\n[bold]What users felt, by witness[/]")
         say(fitted(grid(WITNESS_HEADERS, witnesses, wrap=(0,)), console))
+    print_slowest(report, console)
     if report.findings:
         say(f"\n[bold]Findings ({len(report.findings)})[/]")
     if report.findings:  # a finding's continuation lines align under its text, not at column 0
@@ -257,6 +261,22 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         say(f"[red]evidence error[/] {clean(e.source)} ({clean(e.kind)}): {clean(e.message)}")
     for w in report.warnings:
         say(f"[yellow]warning:[/] {clean(w)}")
+
+
+def print_slowest(report: Report, console: Console) -> None:
+    """The three slowest requests, each split into its hops by the engine's own spans; without spans,
+    one line on how to get them (evidence missing, not an error)."""
+    say = printer(console)
+    hops, missing = view(report, "request_hops")
+    if hops is None:
+        if missing and missing.startswith("no spans were received"):
+            say(f"\n[dim]Per-request hops: {clean(missing)}[/]")
+        return
+    say("\n[bold]The slowest requests, by hop[/] [dim](the engine's own spans)[/]")
+    say(bullets([clean(request_line(row)) for row in slowest_requests(hops)]))
+    for line in [alignment_line(hops), *hops["untraced"]]:
+        if line:
+            say(f"  [dim]{clean(line)}[/]")
 
 
 def print_log_facts(report: Report, console: Console) -> None:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from contextlib import nullcontext, suppress
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doctor import __version__
 from doctor.collection.run_record import complete_run_record
@@ -39,6 +39,9 @@ from doctor.probes.deadlines import RunDeadline
 from doctor.probes.kubernetes import parse_target
 from doctor.probes.plan import CollectConfig, over_context
 from doctor.probes.transport import scheme_line
+
+if TYPE_CHECKING:
+    from doctor.probes import otlp
 
 Progress = Callable[[str], None]
 
@@ -83,6 +86,22 @@ def wrong_scheme(endpoints: EndpointsEvidence) -> str | None:
     return None
 
 
+def _receiver(bundle: Bundle, listen: str, say: Progress) -> otlp.Receiver | None:
+    """The OTLP receiver started on ``listen`` and announced, or None and an evidence error when it
+    cannot listen there (the port taken): the probe runs on without the engine's spans."""
+    from doctor.probes import otlp
+
+    receiver = otlp.Receiver(listen)
+    try:
+        bound = receiver.start()
+    except OSError as exc:
+        bundle.errors.append(EvidenceError("traces", listen, "listen", "unavailable",
+                                           f"the OTLP receiver cannot listen on {listen}: {exc.strerror or exc}", fatal=True))
+        return None
+    say(f"OTLP receiver on http://{bound}{otlp.PATH}: start vLLM with --otlp-traces-endpoint http://{bound}{otlp.PATH}")
+    return receiver
+
+
 def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -95,7 +114,7 @@ def _redacting(progress: Progress, secrets: list[str]) -> Progress:
 
 def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bundle:
     """Run the probes and return the redacted bundle (partial, with ``interrupted``, on Ctrl-C)."""
-    from doctor.probes import endpoints, gpu, gpu_xid, host, ingress, logfile, metrics, model_config, prometheus, scalers, stream
+    from doctor.probes import endpoints, gpu, gpu_xid, host, ingress, logfile, metrics, model_config, otlp, prometheus, scalers, stream
 
     say = _redacting(progress, config.http.secrets())
     clock = Clock()
@@ -146,6 +165,7 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
 
     scraper = None
     xids = None
+    receiver = None
     try:
         if config.host:
             say("host facts (psutil)")
@@ -209,6 +229,8 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             # the endpoints probe already asked /v1/models: a second ask would only cost a silent
             # target's timeout again (it runs unless it crashed)
             discover = bundle.endpoints is None
+            if config.otlp_listen:
+                receiver = _receiver(bundle, config.otlp_listen, say)
             if bundle.gpu is not None and bundle.gpu.available:
                 say("watching the GPUs for XID errors (NVML events)")
                 xids = gpu_xid.XidWatcher(bundle.gpu, clock)
@@ -225,6 +247,12 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                     raise
             if xids is not None:
                 _guard(bundle, "gpu", "nvml", "read XID events", xids.stop)
+            if receiver is not None and bundle.stream is not None:
+                waiting = receiver
+                ids = {r.trace_id for r in bundle.stream.requests if r.trace_id and r.t_first_byte is not None}
+                say(f"waiting up to {otlp.WAIT_S:g} s for the spans of {len(ids)} request(s)")
+                _guard(bundle, "traces", config.otlp_listen or "", "wait for spans",
+                       lambda: waiting.wait_for(ids, give("traces", otlp.WAIT_S)))
         if scraper is not None:
             say("/metrics after the probe")
             give("metrics after", timeout)
@@ -260,6 +288,8 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             bundle.errors.extend(_guard(bundle, "gpu", "nvml", "record XID events", xids.result) or [])
         if scraper is not None:
             bundle.metrics = keep(_guard(bundle, "metrics", scraper.url, "collect scrapes", scraper.result))
+        if receiver is not None:
+            bundle.traces = _guard(bundle, "traces", config.otlp_listen or "", "receive spans", receiver.result)
     bundle.run.ended_at = _now_iso()
     _guard(bundle, "run", "bundle", "complete run record", lambda: complete_run_record(bundle, config))
     return redact_bundle(bundle, config.http.secrets())

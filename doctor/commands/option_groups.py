@@ -55,6 +55,8 @@ ENGINE_OPTIONS = [
     opt(str, "", "--selector", help="Label selector for --prometheus, e.g. '{job=\"vllm\"}'.", rich_help_panel=ENGINE_PANEL),
     opt(bool, False, "--no-gpu", help="Skip NVML.", rich_help_panel=ENGINE_PANEL),
     opt(bool, False, "--no-host", help="Skip host facts (psutil).", rich_help_panel=ENGINE_PANEL),
+    opt(str | None, None, "--otlp-listen", help="Receive the engine's and gateway's OpenTelemetry spans during the probe (OTLP/HTTP, POST /v1/traces) on HOST:PORT, e.g. 127.0.0.1:4318; point vLLM's --otlp-traces-endpoint at it.", rich_help_panel=ENGINE_PANEL),
+    opt(bool, False, "--no-trace-context", help="Send probe requests without a W3C traceparent header (for a gateway that rejects unknown headers).", rich_help_panel=ENGINE_PANEL),
 ]
 RUN_OPTIONS = [
     opt(str | None, None, "--provider", help="Cloud or datacenter, for the run record.", rich_help_panel=RUN_PANEL),

@@ -309,10 +309,73 @@ class EngineIdentityJson(TypedDict):
     by: str
 
 
+class HopJson(TypedDict):
+    """``request_hops.Hop``: one part of a request's wait for its first token, from its send."""
+
+    name: str
+    start: float
+    seconds: float
+
+
+class RequestHopsJson(TypedDict):
+    """``request_hops.RequestHops``: one probe request joined with its spans."""
+
+    index: int
+    path: str
+    trace_id: str
+    ttft: float | None
+    e2e: float | None
+    engine_span: bool
+    gateway_span: str | None
+    request_id: str | None
+    queue: float | None
+    prefill: float | None
+    engine_ttft: float | None
+    decode: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    hops: list[HopJson]
+    slowest_hop: str | None
+    slowest_hop_s: float | None
+    ticks: list[float]
+
+
+class ClockAlignmentJson(TypedDict):
+    """``request_hops.ClockAlignment``: how the engine's span times were put on the client's clock."""
+
+    offset_s: float
+    low: float | None
+    high: float | None
+    consistent: bool
+    requests: int
+
+
+class RequestHopsViewJson(TypedDict):
+    """The ``request_hops`` view (``request_hops.RequestHopsView``): the per-request join with the spans."""
+
+    requests: list[RequestHopsJson]
+    alignment: ClockAlignmentJson
+    slow: list[int]
+    slow_hop: str | None
+    slow_hop_share: float | None
+    typical_hop: str | None
+    typical_hop_share: float | None
+    hop_p90: dict[str, float]
+    others: int
+    others_queue: DistJson
+    others_prefill: DistJson
+    others_ttft: DistJson
+    untraced: list[str]
+    spans: int
+    dropped: int
+    malformed: int
+
+
 #: The views by the name ``Report.views`` keys them with, as a renderer reads them.
-ViewName = Literal["stream_stats", "metrics_window", "log_facts", "user_felt", "sizing", "engine"]
+ViewName = Literal["stream_stats", "metrics_window", "log_facts", "user_felt", "sizing", "engine", "request_hops"]
 
 __all__ = [
+    "ClockAlignmentJson",
     "CounterKey",
     "DistJson",
     "DistKey",
@@ -324,11 +387,14 @@ __all__ = [
     "GaugeWindowJson",
     "HistogramKey",
     "HistogramWindowJson",
+    "HopJson",
     "LogFactsJson",
     "MetricsWindowJson",
     "MissingJson",
     "PathStatsJson",
     "Quantile",
+    "RequestHopsJson",
+    "RequestHopsViewJson",
     "RequestStatsJson",
     "SizingSummary",
     "StartupErrorJson",

@@ -42,6 +42,7 @@ from doctor.evidence.stream import (
     TokenEvent,
     WedgeStop,
 )
+from doctor.evidence.traces import Span, TraceEvidence
 
 SCHEMA_VERSION = 1
 
@@ -57,6 +58,7 @@ RAW_KINDS: tuple[str, ...] = (
     "host",
     "model_config",
     "scaling",
+    "traces",
 )
 
 
@@ -87,6 +89,7 @@ class Bundle:
     host: HostEvidence | None = None
     model_config: ModelConfigEvidence | None = None  # --model-dir: the served model's config.json
     scaling: ScalingEvidence | None = None  # the autoscalers of the workload (k8s://) or of `llm-doctor scaling`
+    traces: TraceEvidence | None = None  # --otlp-listen: the spans the engine and gateway exported
     errors: list[EvidenceError] = field(default_factory=list)
     redactions: dict[str, int] = field(default_factory=dict)  # rule -> values redacted
     interrupted: bool = False
@@ -128,8 +131,10 @@ __all__ = [
     "ScalerObject",
     "ScalingEvidence",
     "Scrape",
+    "Span",
     "StreamEvidence",
     "TokenEvent",
+    "TraceEvidence",
     "WedgeStop",
     "XidEvent",
     "XidWatch",

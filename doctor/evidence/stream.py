@@ -153,6 +153,12 @@ class RequestTrace:
     # latency counts. None in bundles from before: latencies then count from ``t_scheduled``.
     t_request_left: float | None = None
     send_clock: str | None = None
+    # The W3C trace context the request carried (``traceparent``: one trace per request, this span
+    # the client's request), so every hop that traces records its span in the same trace and the
+    # join (``doctor.derive.request_hops``) finds it; None when sent without (``--no-trace-context``)
+    # and in bundles from before. Lower-case hex, as the header spells them.
+    trace_id: str | None = None
+    span_id: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -132,6 +132,12 @@ class CollectConfig:
     # --client-workers: processes that read the streams (``doctor.probes.shard``); 1 is one process,
     # None chooses: for a load run by the streams in flight and the CPUs, for a diagnosis one process
     client_workers: int | None = None
+    # Every probe request carries a W3C ``traceparent`` (``doctor.probes.trace_context``) unless
+    # --no-trace-context: a gateway that rejects unknown headers would otherwise refuse them all.
+    trace_context: bool = True
+    # --otlp-listen: "HOST:PORT" of the OTLP/HTTP receiver run during the probe
+    # (``doctor.probes.otlp``), where the engine's and the gateway's spans arrive; None: no receiver.
+    otlp_listen: str | None = None
 
     def targets(self) -> dict[ProbePath, str]:
         """The direct path's URL (the engine) and the gateway's, for those given: the paths the probes compare."""

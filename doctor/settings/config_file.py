@@ -178,6 +178,7 @@ SCHEMA = _Table({
     "targets": _Table({
         "engine": STRING, "gateway": STRING, "log": STRING, "model_dir": STRING, "metrics_url": STRING,
         "prometheus": STRING, "since": DURATION, "selector": STRING, "gateway_kind": STRING,
+        "otlp_listen": STRING,
     }),
     "probe": _Table({
         "route": STRING, "payload": STRING, "model": STRING, "prompt_tokens": INTEGER,

@@ -159,6 +159,8 @@ def build_collect_config(opts: Flags, cfg: FileConfig, command: str) -> CollectC
         budgets=Budgets(ttft_s=budget(opts, cfg, "ttft", run_fields.get("region"), BUDGETS.ttft_s),
                         tpot_s=budget(opts, cfg, "tpot", run_fields.get("region"), BUDGETS.tpot_s)),
         client_workers=client_workers(opts, cfg),
+        trace_context=not opts.get("no_trace_context", False),
+        otlp_listen=listen_address(pick(opts, t, "otlp_listen", None)),
     )
     if not pending:
         warn_same_place(config)
@@ -175,6 +177,18 @@ def client_workers(opts: Flags, cfg: FileConfig) -> int | None:
     one process for a diagnosis, one per 64 streams for a load run)."""
     workers = probe_number(opts, cfg, "client_workers", None, minimum=1, inclusive=True, maximum=MAX_WORKERS)
     return None if workers is None else int(workers)
+
+
+def listen_address(value: str | None) -> str | None:
+    """``--otlp-listen`` as "HOST:PORT" (a bare PORT listens on loopback), checked before anything is
+    sent; None when not given. Port 0 lets the system choose one, which the run prints at start."""
+    if value is None:
+        return None
+    host, _, port = str(value).rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--otlp-listen must be HOST:PORT or PORT (e.g. 127.0.0.1:4318), got {value!r}")
+    return f"{host}:{int(port)}"
 
 
 def warn_same_place(config: CollectConfig) -> None:

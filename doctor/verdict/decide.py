@@ -23,7 +23,7 @@ from doctor.verdict import missing as hint
 from doctor.verdict.cases import Decision, NoLatency, Why
 from doctor.verdict.failures import Tally, tally
 from doctor.verdict.felt import Bursts, Felt, bursts, felt_of, so_far, unshown
-from doctor.verdict.split import Split, itl_split, server_itl_split, server_ttft, ttft_split
+from doctor.verdict.split import Split, itl_split, server_itl_split, server_ttft, slow_split, ttft_split
 
 if TYPE_CHECKING:
     from doctor.derive.metrics_window import MetricsWindow
@@ -92,6 +92,9 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
         server_mean is not None and stats is not None and not user.witness.server
         and server_mean > (stats.paths[ProbePath(user.path)].ttft.mean or 0.0))
     first = ttft_split(stats, set(probe), mw, prefer_server)
+    slow, slow_whole, slow_count = slow_split(evidence.maybe("request_hops"))
+    if slow:
+        run.reasoning.append(wording.slow_line(slow, wording.slow_basis(slow_whole, slow_count)))
     inter = itl_split(engine_ps, stream, mw, findings) if engine_ps is not None else server_itl_split(mw, findings)
     decomposition = Decomposition(
         ttft_client_s=user.witness.ttft.p90_low if user.witness.ttft is not None else None,
@@ -102,6 +105,8 @@ def classify(evidence: Evidence, results: list[CheckResult], budgets: Budgets) -
         tpot_budget_s=budgets.tpot_s,
         itl_components=inter.components,
         itl_basis=inter.label if inter.components else None,
+        ttft_slow_components=slow,
+        ttft_slow_basis=wording.slow_basis(slow_whole, slow_count) if slow else None,
     )
     missing = list(dict.fromkeys(first.missing + inter.missing))
     record: RunRecord | None = evidence.maybe("run")

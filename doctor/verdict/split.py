@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from doctor.derive.chunking import tokens_per_chunk
+from doctor.derive.request_hops import hop_totals
 from doctor.derive.stream_stats import STALL_FACTOR, PathStats, StreamStats
 from doctor.evidence.stream import ProbePath
 from doctor.model import Cause, Component, Finding, Severity
@@ -29,6 +30,7 @@ from doctor.verdict import missing as hint
 
 if TYPE_CHECKING:
     from doctor.derive.metrics_window import MetricsWindow
+    from doctor.derive.request_hops import RequestHopsView
     from doctor.evidence import StreamEvidence
 
 #: Inter-token components that are the engine's steady per-token time (the rest is pure overhead).
@@ -210,3 +212,17 @@ def server_itl_split(mw: MetricsWindow | None, findings: list[Finding]) -> Split
              Component(_decode_name(findings), itl.mean - stall, source=f"metrics: {itl.metric} mean, stalls removed")]
     split.components = _shares(parts)
     return split
+
+
+def slow_split(hops: RequestHopsView | None) -> tuple[list[Component], float, int]:
+    """The slow requests' own hops (``request_hops.slow``: TTFT at or above the p90), each summed over
+    them, largest first, with its share of their summed TTFT; that TTFT and how many they are.
+    Empty without the join: the engine sent no span, or no probe request carried a trace context."""
+    if hops is None:
+        return [], 0.0, 0
+    rows = [hops.requests[i] for i in hops.slow if hops.requests[i].ttft is not None]
+    whole = sum(r.ttft or 0.0 for r in rows)
+    if whole <= 0:
+        return [], 0.0, 0
+    return ([Component(name, seconds, seconds / whole, "request_hops: the engine's span of each slow request")
+             for name, seconds in hop_totals(rows).items()], whole, len(rows))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence.stream import CANCELLED, CLIENT_STALL, ProbePath
 from doctor.foundation.units import fmt_pct, fmt_seconds
-from doctor.model import Budgets, Finding, Severity, Symptom, risks_of
+from doctor.model import Budgets, Component, Finding, Severity, Symptom, risks_of
 from doctor.verdict.cases import Decision, Trade, TradeKind, Why
 from doctor.verdict.failures import Failing, failures_of
 from doctor.verdict.felt import Bursts, Felt, SoFar, Unshown
@@ -195,6 +195,17 @@ def split_whole(split: Split) -> str:
 def split_line(split: Split) -> str:
     parts = [f"{c.name} {fmt_seconds(c.seconds or 0.0)} ({fmt_pct(c.share or 0.0)})" for c in split.components]
     return f"{split_basis(split)} splits into " + ", ".join(parts)
+
+
+def slow_basis(whole: float, count: int) -> str:
+    """What the slow requests' hops add up to (``the 2 slowest requests' TTFT 9.80 s``)."""
+    return f"the {count} slowest request{'s' if count != 1 else ''}' TTFT {fmt_seconds(whole)} (the engine's span of each)"
+
+
+def slow_line(components: list[Component], basis: str) -> str:
+    """The slow requests' own split, the largest hops first: what the mean split above cannot show."""
+    parts = [f"{c.name} {fmt_seconds(c.seconds or 0.0)} ({fmt_pct(c.share or 0.0)})" for c in components[:3]]
+    return f"{basis} splits into " + ", ".join(parts)
 
 
 # --- findings and the decision -----------------------------------------------------------------

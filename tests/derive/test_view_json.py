@@ -33,6 +33,7 @@ from doctor.bundle import load_path
 from doctor.checking.runner import analyze
 from doctor.derive import view_json
 from doctor.derive.engine import EngineIdentity
+from doctor.derive.request_hops import ClockAlignment, Hop, RequestHops, RequestHopsView
 from doctor.derive.stream_stats import Dist, PathStats, RequestStats, StreamStats
 from doctor.derive.user_felt import Estimate, UserFelt, Witness
 from doctor.evidence import ModelConfigEvidence
@@ -45,9 +46,9 @@ from tests.support.view_schema import VIEWS, view_defs, views_property
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Recorded real-vLLM bundles that between them compute every view: a stream with a log and a
-#: scrape, Prometheus history only, a buffering gateway, many users, a wedged engine.
+#: scrape, Prometheus history only, a buffering gateway, many users, a wedged engine, the engine's spans.
 RECORDED = [ROOT / "fixtures" / "bundles" / f"realvllm-{name}.json.gz"
-            for name in ("healthy", "history-queueing", "proxy-buffering", "users-kv-pressure", "engine-wedged")]
+            for name in ("healthy", "history-queueing", "proxy-buffering", "users-kv-pressure", "engine-wedged", "traced-queueing")]
 TINY = ROOT / "fixtures" / "model-configs" / "tiny-llama-realvllm" / "config.json"
 
 #: Each view dataclass and the TypedDict of its JSON.
@@ -69,6 +70,10 @@ MIRRORS: dict[type, Any] = {
     Witness: view_json.WitnessJson,
     UserFelt: view_json.UserFeltJson,
     EngineIdentity: view_json.EngineIdentityJson,
+    Hop: view_json.HopJson,
+    RequestHops: view_json.RequestHopsJson,
+    ClockAlignment: view_json.ClockAlignmentJson,
+    RequestHopsView: view_json.RequestHopsViewJson,
 }
 
 

@@ -73,8 +73,9 @@ def _env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def serve_vllm(model: Path, log: Path, engine_args: list[str]) -> Iterator[VllmServer]:
-    """``vllm serve MODEL --max-model-len 1024 --served-model-name tiny ENGINE_ARGS`` until exit.
+def serve_vllm(model: Path, log: Path, engine_args: list[str], env: dict[str, str] | None = None) -> Iterator[VllmServer]:
+    """``vllm serve MODEL --max-model-len 1024 --served-model-name tiny ENGINE_ARGS`` until exit,
+    with ``env`` over its environment (``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` for tracing).
 
     ENGINE_ARGS may give its own ``--max-model-len`` (a long-prompt scenario needs more than 1024);
     ``{model_dir}`` in one of them is the model's directory (its LoRA adapters lie there).
@@ -85,7 +86,7 @@ def serve_vllm(model: Path, log: Path, engine_args: list[str]) -> Iterator[VllmS
     cmd = [*BELOW_THE_PROBE, str(VLLM_BIN), "serve", str(model), "--host", "127.0.0.1", "--port", str(port), *args]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=_env(), start_new_session=True)
+                                env={**_env(), **(env or {})}, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_healthy(proc, url, log, "vllm serve", STARTUP_TIMEOUT_S)

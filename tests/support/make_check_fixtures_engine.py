@@ -36,7 +36,7 @@ from doctor.evidence.stream import WEDGED
 from doctor.probes.logfile import read_log
 from doctor.vllm_metrics.metric_names import FAMILIES
 from tests.support import nginx_traces
-from tests.support.bundles import ITL_BOUNDS, bundle, exposition, histogram, log, metrics, real_log, request, stream
+from tests.support.bundles import ITL_BOUNDS, bundle, exposition, histogram, log, metrics, real_log, request, stream, traced
 from tests.support.write_fixture import write_all, write_case
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,6 +188,34 @@ def real_startup_log() -> LogEvidence:
 
 
 # --------------------------------------------------------------------------- LD101
+
+
+def cases_slow_requests_queued() -> None:
+    name = "slow-requests-queued"
+
+    def probe(ttfts: list[float]) -> StreamEvidence:
+        return stream([request("direct", i, ttft=t, gaps=[0.03] * 7, start=i * 2.0) for i, t in enumerate(ttfts)])
+
+    few = probe([0.2] * 18 + [1.4, 1.31])
+    write_case(name, "fires-two-queued-behind-long-prefills",
+               bundle(stream=few, traces=traced(few, {18: 1.12, 19: 1.05}, others=[(0.0, 1.8), (0.0, 1.6), (0.9, 0.1)]),
+                      log=vllm_log({"max_num_seqs": 8})),
+               why="18 requests at 0.2 s, 2 at 1.4 s and 1.31 s whose own spans queued 1.12 s and 1.05 s (80 % of their "
+                   "TTFT) behind other users' 1.6-1.8 s prefills; over all 20 the queue was 34 % of TTFT: the p90 "
+                   "requests queued, which the mean hides -> raise max_num_seqs from 8",
+               expect={"severity": "warning", "setting": "max_num_seqs", "summary_contains": ["2 slowest of 20", "#18"]})
+    alike = probe([1.0] * 10)
+    write_case(name, "quiet-every-request-queued-alike",
+               bundle(stream=alike, traces=traced(alike, dict.fromkeys(range(10), 0.8))),
+               why="every request queued 0.8 s of 1.0 s: the queue is the mean's too (requests-queued-before-prefill "
+                   "says so from the histograms), nothing hidden")
+    unseen = probe([0.2] * 18 + [1.4, 1.31])
+    traced(unseen, {})  # the requests carried their traceparent; no span came back
+    write_case(name, "missing-no-spans", bundle(stream=unseen),
+               why="no OTLP receiver ran (no --otlp-listen): the join is missing, and says how to turn tracing on")
+    two = probe([0.2, 1.4])
+    write_case(name, "na-two-requests", bundle(stream=two, traces=traced(two, {1: 1.1})),
+               why="two requests: no slow ones to tell from the rest")
 
 
 def cases_requests_queued_before_prefill() -> None:

@@ -86,6 +86,8 @@ class Sent:
     """Send times (perf_counter_ns) of one streamed request: its request read, every chunk."""
 
     t_request: int = 0
+    t_admitted: int = 0  # when a ``slots`` slot took it (its queue ended); ``t_request`` without slots
+    traceparent: str | None = None  # the W3C trace context it carried (tests/support/engine_spans.py)
     chunks: list[int] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)  # the chunks that carried a token
 
@@ -296,7 +298,8 @@ class SseServer:
             await _send_json(writer, 400, {"error": {"message": "Extra inputs are not permitted: ignore_eos", "type": "BadRequestError", "code": 400}}, keep)
             return keep
         sent = self.log.requests.setdefault(headers.get("x-request-id", f"#{len(self.log.requests)}"), Sent())
-        sent.t_request = t_request
+        sent.t_request = sent.t_admitted = t_request
+        sent.traceparent = headers.get("traceparent")
         self.received += 1
         slots = int(opts.get("slots", 0))
         if slots:
@@ -305,9 +308,10 @@ class SseServer:
                 await (semaphore := self._slots.setdefault(slots, asyncio.Semaphore(slots))).acquire()
             finally:
                 self.waiting -= 1
+            sent.t_admitted = time.perf_counter_ns()
             try:
                 return await self._stream_answer(writer, opts, route, request, stream_options, keep, sent,
-                                                 time.perf_counter_ns())
+                                                 sent.t_admitted)
             finally:
                 semaphore.release()
         return await self._stream_answer(writer, opts, route, request, stream_options, keep, sent, t_request)

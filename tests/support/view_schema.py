@@ -25,6 +25,7 @@ VIEWS: dict[str, Any] = {
     "user_felt": view_json.UserFeltJson,
     "sizing": view_json.SizingSummary,
     "engine": view_json.EngineIdentityJson,
+    "request_hops": view_json.RequestHopsViewJson,
 }
 
 MISSING_VIEW = {"description": "A view that could not be computed, and why.", "type": "object", "required": ["missing"],

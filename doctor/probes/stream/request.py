@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import ssl
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
@@ -59,6 +60,18 @@ MAX_PROBE_EVENTS = 1_000_000
 def request_id(clock: Clock, path: ProbePath, index: int | str) -> str:
     """The ``x-request-id`` of a probe request: unique per run, so server logs can be joined."""
     return f"llm-doctor-{clock.t0_ns:x}-{path}-{index}"
+
+
+def traceparent(trace: RequestTrace) -> str:
+    """A new W3C ``traceparent`` for ``trace`` (version 00, sampled), its ids recorded on the trace.
+
+    One trace per request and a span id for the client's request: vLLM makes its ``llm_request``
+    span a child of it, as does any gateway that traces, so the join finds every hop of this request
+    by its trace id. The header is one fixed format (W3C Trace Context, level 1), written here rather
+    than through the OpenTelemetry SDK, which the probe would otherwise not need.
+    """
+    trace.trace_id, trace.span_id = secrets.token_hex(16), secrets.token_hex(8)
+    return f"00-{trace.trace_id}-{trace.span_id}-01"
 
 
 class Requester:
@@ -204,6 +217,8 @@ class Requester:
         method, url, content, content_type = self._request(job)
         if content_type:
             headers["content-type"] = content_type
+        if self.config.trace_context:
+            headers["traceparent"] = traceparent(trace)
         trace.t_sent = clock.now()
         log.phase(trace.t_sent + self.config.stall_timeout_s)  # the response head's (doctor.probes.deadlines)
 

@@ -25,6 +25,7 @@ from doctor.derive.gateway import derive_gateway
 from doctor.derive.log_facts import derive_log_facts
 from doctor.derive.metrics_window import derive_history_window, derive_metrics_window, derive_scrape_window
 from doctor.derive.missing import Missing
+from doctor.derive.router import derive_routing
 from doctor.derive.scaling import derive_scalers
 from doctor.derive.sizing import derive_sizing
 from doctor.derive.stream_stats import derive_stream_stats
@@ -41,6 +42,7 @@ DERIVED: dict[str, Callable[..., Any]] = {
     "gateway": derive_gateway,
     "engine": derive_engine,
     "scalers": derive_scalers,
+    "routing": derive_routing,
 }
 
 #: Views only derivations name: each metrics source's window alone, which ``metrics_window``

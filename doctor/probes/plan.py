@@ -107,6 +107,13 @@ class CollectConfig:
     # Under half the stall timeout, so a wedged engine is named before the first request times out.
     wedge_bound_s: float = 15.0
     prometheus: str | None = None
+    # The router between the gateway and the replicas (--router; the gateway path when no --gateway
+    # is given): its /metrics (--router-metrics, default its URL + /metrics), its flags as deployed
+    # (--router-args) and its startup log (--router-log), read by doctor.probes.router.
+    router: str | None = None
+    router_metrics_url: str | None = None
+    router_args: tuple[str, ...] = ()
+    router_log: str | None = None
     since_s: float = 900.0
     selector: str = ""
     gpu: bool = True

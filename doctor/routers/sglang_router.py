@@ -1,9 +1,12 @@
-"""SGLang's router (``sglang-router``; the same Rust lineage as vllm-router, prefix ``sgl_router_``).
+"""SGLang's router (``sglang-router`` on PyPI, the "SGLang Model Gateway"), 0.3.2.
 
-Metric names from its source (``src/metrics.rs``: ``describe_gauge!("sgl_router_worker_health")``,
-``counter!("sgl_router_processed_requests_total", "worker" => ...)``) and its docs' metrics table
-(``fixtures/routers/sglang-router/PROVENANCE.md``); flags from its launcher, which shares
-vllm-router's spellings. Held by recorded evidence: see docs/routers.md for whether its wheel ran here.
+The same Rust lineage as vllm-router, renamed: its families are ``smg_*`` since the gateway
+rename (``sgl_router_*`` before: ``fixtures/routers/sglang-router/metrics.txt``, from its source).
+Flags and defaults from its own ``sglang-router launch --help`` (``fixtures/router-cli/sglang-router.txt``);
+metric names from its /metrics in front of two test servers (``fixtures/routers/sglang-router/*.prom``)
+and its binary (``smg_worker_retries_total``, written at the first retry). It counts each
+replica's requests as circuit-breaker outcomes (one per request, success or failure) and binds
+0.0.0.0 unless ``--host`` says otherwise.
 """
 
 from __future__ import annotations
@@ -13,37 +16,38 @@ from doctor.routers.record import RouterRecord, RouterSetting
 RECORD = RouterRecord(
     id="sglang-router",
     display="SGLang router",
-    prefixes=("sgl_router_",),
+    prefixes=("smg_", "sgl_router_"),
     metrics={
-        "requests": "sgl_router_processed_requests_total",
-        "in_flight": "sgl_router_running_requests",
-        "retries": "sgl_router_retries_total",
-        "ejections": "sgl_router_cb_state",
-        "health": "sgl_router_worker_health",
+        "requests": "smg_worker_cb_outcomes_total",
+        "in_flight": "smg_worker_requests_active",
+        "retries": "smg_worker_retries_total",
+        "ejections": "smg_worker_cb_state",
+        "health": "smg_worker_health",
     },
     lacks={
-        "queue": "no gauge of the --max-concurrent-requests queue (sgl_router_job_queue_depth counts worker-management jobs)",
+        "queue": "no gauge of the --max-concurrent-requests queue (smg_http_rate_limit_total counts its refusals)",
         "saturation": "no pool-saturation gauge",
     },
     replica_label="worker",
     settings={
-        "policy": RouterSetting("--policy", "cache_aware"),
-        "max_concurrent": RouterSetting("--max-concurrent-requests"),
-        "queue_size": RouterSetting("--queue-size"),
-        "queue_timeout": RouterSetting("--queue-timeout-secs"),
+        "policy": RouterSetting("--policy", "cache_aware", r"\| policy: (\w+)"),
+        "max_concurrent": RouterSetting("--max-concurrent-requests", "-1", r"max_concurrent_requests = (-?\d+)"),
+        "queue_size": RouterSetting("--queue-size", "100"),
+        "queue_timeout": RouterSetting("--queue-timeout-secs", "60"),
         "rate_limit": RouterSetting("--rate-limit-tokens-per-second"),
-        "retries": RouterSetting("--retry-max-retries"),
-        "health_interval": RouterSetting("--health-check-interval-secs"),
+        "retries": RouterSetting("--retry-max-retries", "5"),
+        "health_interval": RouterSetting("--health-check-interval-secs", "60"),
         "health_endpoint": RouterSetting("--health-check-endpoint", "/health"),
         "health_timeout": RouterSetting("--health-check-timeout-secs"),
-        "health_failures": RouterSetting("--health-failure-threshold"),
-        "balance_abs": RouterSetting("--balance-abs-threshold"),
-        "balance_rel": RouterSetting("--balance-rel-threshold"),
-        "cache_threshold": RouterSetting("--cache-threshold"),
-        "circuit_breaker": RouterSetting("--cb-failure-threshold"),
+        "health_failures": RouterSetting("--health-failure-threshold", "3"),
+        "balance_abs": RouterSetting("--balance-abs-threshold", "64", r"balance_abs_threshold: (\d+)"),
+        "balance_rel": RouterSetting("--balance-rel-threshold", "1.5", r"balance_rel_threshold: ([\d.]+)"),
+        "cache_threshold": RouterSetting("--cache-threshold", "0.3", r"cache_threshold: ([\d.]+)"),
+        "circuit_breaker": RouterSetting("--cb-failure-threshold", "10"),
     },
     no_settings={},
     worker_list="/workers",
     metrics_port="--prometheus-port (default 29000)",
-    docs="https://github.com/sgl-project/sglang (sgl-router/src/metrics.rs, docs/router)",
+    evidence="run",
+    docs="sglang-router launch --help (0.3.2); https://github.com/sgl-project/sglang (sgl-model-gateway)",
 )

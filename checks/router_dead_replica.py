@@ -50,8 +50,8 @@ def router_dead_replica(routing: RouterView) -> Result:
     interval = view.setting("health_interval")
     seconds = interval.value if interval is not None and interval.value else None
     suggested = "5" if seconds is None or not seconds.isdigit() or int(seconds) > 5 else "2"
-    summary = "; ".join(_said(r) for r in silent) + f" (health checks: {setting_said(view, 'health_interval')}, " \
-        f"{setting_said(view, 'health_endpoint')}, {setting_said(view, 'health_failures')})"
+    checks = ", ".join(setting_said(view, k) for k in ("health_interval", "health_endpoint", "health_failures"))
+    summary = "; ".join(_said(r) for r in silent) + f" (health checks: {checks})"
     return Fire(
         title=f"{view.display} routes to a replica that does not answer" if routed else "A replica the router lists does not answer",
         summary=summary,

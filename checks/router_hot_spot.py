@@ -56,7 +56,8 @@ def router_hot_spot(routing: RouterView, *, min_over_fair: float = 1.5, min_requ
     if not idle:
         return Pass(f"{hot.url} took {hot.share:.0%} of the requests, but every replica queued: the fleet is full")
     queued = max(hot.waiting_max or 0, (hot.in_flight_max or 0) - (hot.running_max or 0))
-    policy_value = (view.setting("policy").value if view.setting("policy") else None) or ""
+    in_use = view.setting("policy")
+    policy_value = (in_use.value if in_use is not None else None) or ""
     if policy_value in ("cache_aware", "") and view.setting("balance_abs") is not None:
         key, suggested = "balance_abs", f"{max(1, int(queued // 2) or 1)} (load wins once a replica queues)"
     else:

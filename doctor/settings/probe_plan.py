@@ -9,7 +9,6 @@ command calls (``doctor.settings.lookup_targets``), never a side effect of readi
 from __future__ import annotations
 
 import shlex
-
 from pathlib import Path
 from typing import Any
 

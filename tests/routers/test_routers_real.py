@@ -57,10 +57,13 @@ def test_vllm_router_round_robin_is_read_and_quiet(replicas: tuple[SseServer, Ss
     a, b = replicas
     with serve_router("vllm-router", [a.base(ttft=0.05, itl=0.01), b.base(ttft=0.05, itl=0.01)],
                       ["--policy", "round_robin"], tmp_path / "router.log") as router:
-        report = diagnose(router, tmp_path / "r.json")
+        report = diagnose(router, tmp_path / "r.json", "--html", str(tmp_path / "r.html"))
     view = routing(report)
     assert view["product"] == "vllm-router"
     assert view["settings"]["policy"]["value"] == "round_robin"
+    page = (tmp_path / "r.html").read_text()
+    section = page[page.index('<section id="routing">'):]
+    assert all(f"<td>{r['url']}</td>" in section for r in view["replicas"])  # per replica: its share and its queue
     shares = sorted(r["share"] for r in view["replicas"])
     assert len(shares) == 2 and shares[0] > 0.3, view["replicas"]  # round robin: near half each
     assert all(r["answered"] == r["scraped"] > 0 for r in view["replicas"])

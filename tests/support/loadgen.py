@@ -46,6 +46,7 @@ class Shape:
     max_tokens: int
     label: str = "user"
     think_s: float = 0.0  # each user waits this long between its requests
+    shared_prefix: int = 0  # tokens of one system prompt every request of the class starts with
 
 
 @dataclass
@@ -65,9 +66,12 @@ class Record:
     gaps_over_1s: list[float] = field(default_factory=list)
 
 
-def prompt(tokens: int, nonce: str) -> str:
-    """About ``tokens`` tokens, starting with a unique marker so no prefix cache is shared."""
-    return f"{nonce} " + " ".join(WORDS[i % len(WORDS)] for i in range(max(tokens - 3, 1)))
+def prompt(tokens: int, nonce: str, shared: int = 0) -> str:
+    """About ``tokens`` tokens, starting with a unique marker so no prefix cache is shared; with
+    ``shared``, after that many tokens of one text every such prompt starts with (a shared system
+    prompt, what cache-aware routing pins to one replica)."""
+    head = " ".join(f"rule{i}" for i in range(shared)) + " " if shared else ""
+    return f"{head}{nonce} " + " ".join(WORDS[i % len(WORDS)] for i in range(max(tokens - shared - 3, 1)))
 
 
 def body(route: str, model: str, text: str, max_tokens: int) -> dict:
@@ -95,7 +99,7 @@ def one_request(url: str, route: str, model: str, shape: Shape, user: int, seq: 
     parts = urlsplit(url)
     path = parts.path.rstrip("/") + ("/v1/completions" if route == "completions" else "/v1/chat/completions")
     rec = Record(label=shape.label, user=user, seq=seq, start=time.time())
-    payload = json.dumps(body(route, model, prompt(shape.prompt_tokens, f"u{user}s{seq}t{rec.start:.3f}"),
+    payload = json.dumps(body(route, model, prompt(shape.prompt_tokens, f"u{user}s{seq}t{rec.start:.3f}", shape.shared_prefix),
                               shape.max_tokens)).encode()
     t0 = time.monotonic()
     last: float | None = None
@@ -212,10 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=60.0, help="no request starts after this many seconds")
     p.add_argument("--requests", type=int, default=1000, help="at most this many requests per user")
     p.add_argument("--think", type=float, default=0.0, help="seconds a main-shape user waits between its requests")
+    p.add_argument("--shared-prefix", type=int, default=0, help="tokens of one shared system prompt the main-shape prompts start with")
     p.add_argument("--request-timeout", type=float, default=120.0, help="per-request socket timeout")
     p.add_argument("--out", type=Path, required=True, help="JSONL file, one line per request")
     a = p.parse_args(argv)
-    shapes = [Shape(a.users, a.prompt_tokens, a.max_tokens, think_s=a.think), *a.also]
+    shapes = [Shape(a.users, a.prompt_tokens, a.max_tokens, think_s=a.think, shared_prefix=a.shared_prefix), *a.also]
     gen = LoadGen(a.url, a.route, a.model, [s for s in shapes if s.users > 0], duration_s=a.duration,
                   requests_per_user=a.requests, timeout_s=a.request_timeout, out=a.out)
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -69,8 +69,11 @@ def test_healthy_control_names_no_router_fault(replicas: tuple[VllmServer, VllmS
 
 
 def test_a_cap_below_the_load_is_the_routers_queue(replicas: tuple[VllmServer, VllmServer], tmp_path: Path) -> None:
+    # vllm-router gives a request's token back once the replica's answer starts (its headers), so one
+    # admission lasts about a first token: six users and the probe (seven streams, eight seats behind
+    # the router) wait for it in turn while the replicas have room.
     with routed(replicas, tmp_path, ["--policy", "round_robin", "--max-concurrent-requests", "1"]) as router, \
-            user_load(router.url, Load(users=2, prompt_tokens=32, max_tokens=16), tmp_path / "users.jsonl"):
+            user_load(router.url, Load(users=6, prompt_tokens=32, max_tokens=16), tmp_path / "users.jsonl"):
         report = run_diagnose(scenario("queue", router), tmp_path / "out", engine=replicas[0].url)
     found = router_findings(report)
     assert "LD311" in found, explain(report)

@@ -5,7 +5,10 @@ from its /metrics in front of real replicas (``fixtures/routers/vllm-router/``) 
 binary holds. Its /metrics listens on ``--prometheus-port`` (29000), not on the serving port; its
 replicas are listed at ``/workers``. It publishes no gauge of its own admission queue: a request
 held by ``--max-concurrent-requests`` (a token bucket refilled at that many per second unless
-``--rate-limit-tokens-per-second``) is seen only as time between the router and the replica.
+``--rate-limit-tokens-per-second``) is seen only as time between the router and the replica. A
+request gives its token back when the replica's answer starts (its headers): a stream holds it
+for milliseconds, a whole (non-streamed) answer until it is complete, so the cap queues streams
+behind whole answers (seen here in front of real vLLM replicas, tests/realvllm/test_router.py).
 """
 
 from __future__ import annotations

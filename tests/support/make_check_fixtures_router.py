@@ -68,9 +68,10 @@ def idle(n: int = 3) -> list[str | None]:
     return [engine(0, 1)] * n
 
 
-def paths(gateway_ttft: float, direct_ttft: float = 0.3, n: int = 6) -> object:
+def paths(gateway_ttft: float, direct_ttft: float = 0.3, n: int = 6, refused: int = 0) -> object:
     reqs = [request("direct", i, ttft=direct_ttft, gaps=[0.05] * 4, start=i) for i in range(n)]
-    reqs += [request("gateway", i, ttft=gateway_ttft, gaps=[0.05] * 4, start=i) for i in range(n)]
+    reqs += [request("gateway", i, ttft=gateway_ttft, gaps=[0.05] * 4, start=i, outcome="http-4xx" if i < refused else "ok")
+             for i in range(n)]
     return stream(reqs)
 
 
@@ -87,6 +88,9 @@ def cases_router_queue() -> None:
     name = "router-queue"
     write_case(name, "fires-cap-below-load", bundle(stream=paths(4.0), router=router(ZERO, EVEN, {A: idle(), B: idle()}, args=CAP)),
                why="TTFT 4 s through the router, 0.3 s direct, no replica waiting: --max-concurrent-requests 2 holds them.",
+               expect={"severity": "critical", "setting": "--max-concurrent-requests"})
+    write_case(name, "fires-queue-timeout-408", bundle(stream=paths(0.5, refused=2), router=router(ZERO, EVEN, {A: idle(), B: idle()}, args=CAP)),
+               why="The router adds 0.2 s but refused 2 of 6 requests (its queue timed out: 408), none refused direct, replicas idle.",
                expect={"severity": "critical", "setting": "--max-concurrent-requests"})
     write_case(name, "quiet-replicas-full", bundle(stream=paths(4.0), router=router(ZERO, EVEN, {A: [engine(6, 4)] * 3, B: [engine(5, 4)] * 3}, args=CAP)),
                why="The router adds time but both replicas have requests waiting: the replicas are full.")

@@ -2,7 +2,7 @@
 
 What it detects:
 The first token takes far longer through the router than straight to a replica, or the router
-refuses requests (HTTP 4xx on its path only: vllm-router answers 408 when a request's wait for
+refuses requests (an HTTP error status on its path only: vllm-router answers 408 when a request's wait for
 admission times out, 429 when its queue is full), while the replicas behind it had seats (each
 replica's own waiting gauge, averaged over the window, under `max_replica_waiting`): the wait is
 the router's own admission, `--max-concurrent-requests` (a token bucket that also caps the
@@ -52,7 +52,7 @@ def router_queue(stream_stats: StreamStats, routing: RouterView, *, min_wait_s: 
     if not read:
         raise NotApplicable("no replica's own /metrics was read: whether the replicas had seats is unknown")
     wait = through - direct
-    refused = pair.gateway.failures.get("http-4xx", 0) if not pair.direct.failures.get("http-4xx") else 0
+    refused = pair.gateway.failures.get("http-status", 0) if not pair.direct.failures.get("http-status") else 0
     waited = wait >= min_wait_s and wait >= min_share * through
     if not waited and not refused:
         return Pass(f"TTFT p50 {through:.2f} s through the router against {direct:.2f} s direct: "
@@ -66,7 +66,7 @@ def router_queue(stream_stats: StreamStats, routing: RouterView, *, min_wait_s: 
     suggested = f"{current * 4}, above the streams offered" if current else "above the streams offered"
     peak = sum(r.running_max or 0 for r in read)
     sent = pair.gateway.n_ok + pair.gateway.n_failed
-    refusals = f", {refused} of {sent} requests refused by it (HTTP 4xx, none direct)" if refused else ""
+    refusals = f", {refused} of {sent} requests refused by it (an HTTP error status, none direct)" if refused else ""
     summary = (f"TTFT p50 {through:.2f} s through {view.display} against {direct:.2f} s direct ({max(wait, 0):.2f} s in the router)"
                f"{refusals} while the replicas had seats (at most {max(r.waiting_mean or 0 for r in read):.1f} waiting on average, "
                f"running at most {peak:.0f} across {len(read)} replica(s))")
@@ -79,7 +79,7 @@ def router_queue(stream_stats: StreamStats, routing: RouterView, *, min_wait_s: 
                                f"({setting_said(view, 'queue_size')}, {setting_said(view, 'queue_timeout')}) or are refused",
                                rerun("TTFT through the router near the direct path's")),
         evidence=[EvidenceValue("ttft p50 through the router", round(through, 3), "s", f"stream: gateway, n={pair.gateway.ttft.n}"),
-                  EvidenceValue("refused by the router", refused, "requests", "stream: gateway HTTP 4xx, none direct"),
+                  EvidenceValue("refused by the router", refused, "requests", "stream: gateway HTTP errors, none direct"),
                   EvidenceValue("ttft p50 direct", round(direct, 3), "s", f"stream: direct, n={pair.direct.ttft.n}"),
                   EvidenceValue("replicas waiting mean, highest", round(max(r.waiting_mean or 0 for r in read), 2), "requests", "replicas' /metrics")],
     )

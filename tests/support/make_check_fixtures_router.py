@@ -70,7 +70,7 @@ def idle(n: int = 3) -> list[str | None]:
 
 def paths(gateway_ttft: float, direct_ttft: float = 0.3, n: int = 6, refused: int = 0) -> object:
     reqs = [request("direct", i, ttft=direct_ttft, gaps=[0.05] * 4, start=i) for i in range(n)]
-    reqs += [request("gateway", i, ttft=gateway_ttft, gaps=[0.05] * 4, start=i, outcome="http-4xx" if i < refused else "ok")
+    reqs += [request("gateway", i, ttft=gateway_ttft, gaps=[0.05] * 4, start=i, outcome="http-status" if i < refused else "ok")
              for i in range(n)]
     return stream(reqs)
 

@@ -101,6 +101,7 @@ class Cause(StrEnum):
     THROUGHPUT = "throughput"
     CACHE = "cache"
     BALANCE = "balance"
+    ROUTING = "routing"  # the router between the gateway and the replicas chose badly: a hot replica, a dead one
     SCALING = "scaling"  # the autoscaler's signal, bounds or state kept replicas from coming
 
 

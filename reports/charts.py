@@ -384,6 +384,7 @@ def floor_chart(rows: Sequence[FloorRow], *, bar: float | None, bar_name: str, l
     return svg(height, *parts, label=label)
 
 
+@dataclass
 class WaterfallRow:
     """One request's hops (name, start, seconds from its send) and its client reads, for ``waterfalls``."""
 

@@ -28,6 +28,7 @@ from doctor.foundation.serial import to_jsonable
 from doctor.foundation.units import counted, fmt_pct, fmt_seconds
 from doctor.model import Component, Finding, Outcome, Report, Severity
 from reports import charts, line_charts, svg_parts
+from reports.routing_parts import ROUTER_HEADERS, router_rows, router_title, routing_of
 from reports.scaling_report import scaler_rows
 from reports.shared_parts import (
     PARTIAL_NOTE,
@@ -284,6 +285,7 @@ def render_html(report: Report, load: tuple[str, list[tuple[str, str]]] | None =
     metrics_window, metrics_missing = view(report, "metrics_window")
     log_facts, log_missing = view(report, "log_facts")
     sizing, _ = view(report, "sizing")
+    routing = routing_of(report)
     d = report.verdict.decomposition
     counts = {o.value: sum(1 for r in report.results if r.outcome is o) for o in Outcome}
     failed = [r for r in report.bundle.stream.requests if not r.ok] if report.bundle.stream else []
@@ -314,6 +316,10 @@ def render_html(report: Report, load: tuple[str, list[tuple[str, str]]] | None =
         sizing_rows=sizing_rows(sizing) if sizing else [],
         scaler_rows=scaler_rows((report.views.get("scalers") or {}).get("scalers") or []),
         scaler_workload=(report.views.get("scalers") or {}).get("workload"),
+        router=routing,
+        router_title=router_title(routing) if routing else "",
+        router_headers=ROUTER_HEADERS,
+        router_rows=router_rows(routing) if routing else [],
         sizing=sizing,
         run_rows=run_rows(report),
         probe_tokens=probe_tokens(report),

@@ -31,6 +31,7 @@ from rich.text import Text
 
 from doctor.foundation.units import counted
 from doctor.model import Outcome, Report, Severity, Symptom
+from reports.routing_parts import ROUTER_HEADERS, router_rows, router_title, routing_of
 from reports.shared_parts import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
@@ -228,6 +229,12 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         say("\n[bold]What users felt, by witness[/]")
         say(fitted(grid(WITNESS_HEADERS, witnesses, wrap=(0,)), console))
     print_slowest(report, console)
+    routing = routing_of(report)
+    if routing is not None and routing.get("replicas"):
+        say(f"\n[bold]Behind {clean(router_title(routing))}[/]")
+        say(fitted(grid(ROUTER_HEADERS, router_rows(routing), wrap=(0,)), console))
+    for note in (routing or {}).get("notes") or []:
+        say(f"[yellow]router:[/] {clean(note)}")
     if report.findings:
         say(f"\n[bold]Findings ({len(report.findings)})[/]")
     if report.findings:  # a finding's continuation lines align under its text, not at column 0

@@ -114,7 +114,21 @@ def _redacting(progress: Progress, secrets: list[str]) -> Progress:
 
 def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bundle:
     """Run the probes and return the redacted bundle (partial, with ``interrupted``, on Ctrl-C)."""
-    from doctor.probes import endpoints, gpu, gpu_xid, host, ingress, logfile, metrics, model_config, otlp, prometheus, scalers, stream
+    from doctor.probes import (
+        endpoints,
+        gpu,
+        gpu_xid,
+        host,
+        ingress,
+        logfile,
+        metrics,
+        model_config,
+        otlp,
+        prometheus,
+        router,
+        scalers,
+        stream,
+    )
 
     say = _redacting(progress, config.http.secrets())
     clock = Clock()
@@ -164,6 +178,7 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
         bundle.log = keep(_guard(bundle, "log", log, "read", lambda: logfile.read_log(log)))
 
     scraper = None
+    watch = None
     xids = None
     receiver = None
     try:
@@ -218,6 +233,16 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             say(f"/metrics before the probe ({metrics_url})")
             give("metrics before", timeout)  # a scrape with no time left records it itself
             _guard(bundle, "metrics", metrics_url, "scrape before", lambda: scraper.scrape("before"))
+        if config.router:
+            say(f"router {config.router}: its worker list, its /metrics and each replica's")
+            give("router before", timeout)
+            router_url, router_log = config.router, config.router_log
+            log_lines = keep(_guard(bundle, "router", router_log, "read", lambda: router.read_router_log(router_log))) if router_log else []
+            watch = router.RouterWatch(
+                router_url, clock, metrics_url=config.router_metrics_url, engines=[e for e in (config.engine, *config.fleet) if e],
+                args=config.router_args, log_lines=log_lines or [], headers=config.http.request_headers(),
+                verify=config.http.verify, timeout_s=timeout, interval_s=config.scrape_interval_s, run=run)
+            _guard(bundle, "router", router_url, "read before", watch.start)
         stream_given = granted("stream", config.deadline_s, "stream", targets, "stream") if config.targets() else None
         if stream_given is not None:
             count = (f"{config.requests} request(s) per path" if config.requests is not None else
@@ -235,7 +260,7 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                 say("watching the GPUs for XID errors (NVML events)")
                 xids = gpu_xid.XidWatcher(bundle.gpu, clock)
                 _guard(bundle, "gpu", "nvml", "watch XID events", xids.start)
-            with scraper.during() if scraper is not None else nullcontext():
+            with scraper.during() if scraper is not None else nullcontext(), watch.during() if watch is not None else nullcontext():
                 try:
                     bundle.stream = keep(_guard(
                         bundle, "stream", targets, "stream",
@@ -257,6 +282,9 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             say("/metrics after the probe")
             give("metrics after", timeout)
             _guard(bundle, "metrics", metrics_url or "", "scrape after", lambda: scraper.scrape("after"))
+        if watch is not None:
+            give("router after", timeout)
+            _guard(bundle, "router", config.router or "", "scrape after", lambda: watch.scrape("after"))
         if config.log:
             read_log(config.log)
         if config.model_dir:
@@ -290,6 +318,8 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             bundle.metrics = keep(_guard(bundle, "metrics", scraper.url, "collect scrapes", scraper.result))
         if receiver is not None:
             bundle.traces = _guard(bundle, "traces", config.otlp_listen or "", "receive spans", receiver.result)
+        if watch is not None:
+            bundle.router = keep(_guard(bundle, "router", config.router or "", "collect scrapes", watch.result))
     bundle.run.ended_at = _now_iso()
     _guard(bundle, "run", "bundle", "complete run record", lambda: complete_run_record(bundle, config))
     return redact_bundle(bundle, config.http.secrets())

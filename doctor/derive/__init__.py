@@ -26,6 +26,7 @@ from doctor.derive.log_facts import derive_log_facts
 from doctor.derive.metrics_window import derive_history_window, derive_metrics_window, derive_scrape_window
 from doctor.derive.missing import Missing
 from doctor.derive.request_hops import derive_request_hops
+from doctor.derive.router import derive_routing
 from doctor.derive.scaling import derive_scalers
 from doctor.derive.sizing import derive_sizing
 from doctor.derive.stream_stats import derive_stream_stats
@@ -43,6 +44,7 @@ DERIVED: dict[str, Callable[..., Any]] = {
     "engine": derive_engine,
     "scalers": derive_scalers,
     "request_hops": derive_request_hops,
+    "routing": derive_routing,
 }
 
 #: Views only derivations name: each metrics source's window alone, which ``metrics_window``

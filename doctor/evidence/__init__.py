@@ -30,6 +30,7 @@ from doctor.evidence.machine import (
 )
 from doctor.evidence.metrics import MetricsEvidence, PrometheusEvidence, PromQuery, Scrape
 from doctor.evidence.model_config import ModelConfigEvidence
+from doctor.evidence.router import ReplicaScrapes, RouterEvidence
 from doctor.evidence.run import RunRecord
 from doctor.evidence.scaling import PodState, ScalerObject, ScalingEvidence
 from doctor.evidence.stream import (
@@ -59,6 +60,7 @@ RAW_KINDS: tuple[str, ...] = (
     "model_config",
     "scaling",
     "traces",
+    "router",
 )
 
 
@@ -90,6 +92,7 @@ class Bundle:
     model_config: ModelConfigEvidence | None = None  # --model-dir: the served model's config.json
     scaling: ScalingEvidence | None = None  # the autoscalers of the workload (k8s://) or of `llm-doctor scaling`
     traces: TraceEvidence | None = None  # --otlp-listen: the spans the engine and gateway exported
+    router: RouterEvidence | None = None  # the router between the gateway and the replicas (--router)
     errors: list[EvidenceError] = field(default_factory=list)
     redactions: dict[str, int] = field(default_factory=dict)  # rule -> values redacted
     interrupted: bool = False
@@ -126,7 +129,9 @@ __all__ = [
     "PromQuery",
     "PrometheusEvidence",
     "ReadRecord",
+    "ReplicaScrapes",
     "RequestTrace",
+    "RouterEvidence",
     "RunRecord",
     "ScalerObject",
     "ScalingEvidence",

@@ -20,7 +20,7 @@ import ssl
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -60,8 +60,13 @@ class Scraper:
         verify: bool | str = True,
         timeout_s: float = 10.0,
         run: RunDeadline | None = None,
+        usable: Callable[[Scrape], str | None] | None = None,
+        source: str = "metrics",
     ) -> None:
         self.url = without_credentials(url)  # what the bundle and messages show
+        # why a scrape is unusable (None: usable); an engine's by default, a router's from its caller
+        self._usable = usable
+        self.source = source
         self._fetch_url = url
         self.clock = clock
         self.interval_s = interval_s
@@ -112,7 +117,10 @@ class Scraper:
         scrape.status = response.status_code
         scrape.content_type = response.headers.get("content-type")
         scrape.text = text
-        parsed, reason = parse_scrape(scrape)
+        if self._usable is not None:
+            parsed, reason = None, self._usable(scrape)
+        else:
+            parsed, reason = parse_scrape(scrape)
         if reason is None:
             if parsed is not None and parsed.engine == LLAMACPP:
                 scrape.slots = self._slots(client)
@@ -184,7 +192,7 @@ class Scraper:
         usable = sum(1 for s in scrapes if s.error is None)
         errors = [
             EvidenceError(
-                source="metrics",
+                source=self.source,
                 target=self.url,
                 action="GET /metrics",
                 kind=kind,

@@ -114,6 +114,13 @@ class CollectConfig:
     # ``doctor.probes.deadlines.HUNG_FLOOR_S`` (``silent_head_bound``) instead of the stall timeout.
     silent: dict[ProbePath, float] = field(default_factory=dict)
     prometheus: str | None = None
+    # The router between the gateway and the replicas (--router; the gateway path when no --gateway
+    # is given): its /metrics (--router-metrics, default its URL + /metrics), its flags as deployed
+    # (--router-args) and its startup log (--router-log), read by doctor.probes.router.
+    router: str | None = None
+    router_metrics_url: str | None = None
+    router_args: tuple[str, ...] = ()
+    router_log: str | None = None
     since_s: float = 900.0
     selector: str = ""
     gpu: bool = True

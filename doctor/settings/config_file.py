@@ -176,7 +176,7 @@ _BUDGETS: dict[str, _Value | _Table] = {"ttft": NUMBER, "tpot": NUMBER}
 
 SCHEMA = _Table({
     "targets": _Table({
-        "engine": STRING, "gateway": STRING, "log": STRING, "model_dir": STRING, "metrics_url": STRING,
+        "engine": STRING, "gateway": STRING, "router": STRING, "router_metrics": STRING, "router_args": STRING, "router_log": STRING, "log": STRING, "model_dir": STRING, "metrics_url": STRING,
         "prometheus": STRING, "since": DURATION, "selector": STRING, "gateway_kind": STRING,
         "otlp_listen": STRING,
     }),

@@ -8,6 +8,7 @@ command calls (``doctor.settings.lookup_targets``), never a side effect of readi
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -120,11 +121,23 @@ def build_collect_config(opts: Flags, cfg: FileConfig, command: str) -> CollectC
     given = given_engines(opts, cfg)
     pending = any(is_kubernetes(e) for e in given)
     fleet = [] if pending else check_fleet(list(given), one_engine_inputs(opts, cfg), command)
+    router = checked_url(pick(opts, t, "router", None), "--router")
+    try:  # the router's flags as its Deployment or command line spells them
+        router_args = tuple(shlex.split(str(pick(opts, t, "router_args", "") or "")))
+    except ValueError as exc:
+        raise UsageError(f"--router-args: {exc}") from None
+    router_log = pick(opts, t, "router_log", None)
+    if router_log and (why := logfile.unreadable(str(router_log))):
+        raise UsageError(f"--router-log: {why}")
     config = CollectConfig(
         command=command,
         engine=fleet[0] if fleet else None,
         fleet=fleet if len(fleet) > 1 else [],
-        gateway=checked_url(pick(opts, t, "gateway", None), "--gateway"),
+        gateway=checked_url(pick(opts, t, "gateway", None), "--gateway") or router,
+        router=router,
+        router_metrics_url=checked_url(pick(opts, t, "router_metrics", None), "--router-metrics"),
+        router_args=router_args,
+        router_log=router_log,
         route=route,
         payload=payload,
         payload_source=str(payload_path) if payload_path else None,

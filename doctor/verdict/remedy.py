@@ -13,13 +13,13 @@ from doctor.verdict.cases import Trade, TradeKind
 #: Decomposition component -> the finding causes that explain it.
 COMPONENT_CAUSES: dict[str, tuple[Cause, ...]] = {
     "gateway": (Cause.BUFFERING, Cause.COMPRESSION, Cause.GATEWAY_SERIALISATION, Cause.GATEWAY_OVERHEAD,
-                Cause.PROXY_TIMEOUT, Cause.GATEWAY_CAP, Cause.GATEWAY_RETRIES),
+                Cause.PROXY_TIMEOUT, Cause.GATEWAY_CAP, Cause.GATEWAY_RETRIES, Cause.ROUTING),
     "transport": (Cause.TRANSPORT,),
     # vLLM V1 keeps a request whose grammar is compiling in its waiting queue: a schema's compile is queue time
-    "queue": (Cause.QUEUE, Cause.STRUCTURED_OUTPUT),
+    "queue": (Cause.QUEUE, Cause.STRUCTURED_OUTPUT, Cause.ROUTING),
     "prefill": (Cause.PREFILL,),
     # a wedged engine's wait is in none of its histograms (they observe nothing): the time left over
-    "other": (Cause.WEDGE,),
+    "other": (Cause.WEDGE, Cause.ROUTING),
     "preemption-stalls": (Cause.PREEMPTION,),
     "prefill-interference": (Cause.PREFILL_INTERFERENCE,),
     "stalls": (Cause.PREEMPTION, Cause.PREFILL_INTERFERENCE, Cause.ENGINE_PAUSE, Cause.STRUCTURED_OUTPUT),

@@ -172,6 +172,29 @@ def test_lora_slots_read_any_scrape(data: bytes) -> None:
         assert all(isinstance(a, str) and a for a in (*state.running, *state.waiting, *state.shut_out))
 
 
+ROUTER_LINES = (
+    "# TYPE vllm_router_processed_requests counter\n", 'vllm_router_processed_requests_total{worker="http://a:1"} 3\n',
+    "# TYPE vllm_router_worker_health gauge\n", 'vllm_router_worker_health{worker="', "http://b:2", '"} 1\n', "} NaN\n",
+    "} 1e400\n", "# TYPE smg_worker_cb_state gauge\n", 'smg_worker_cb_state{worker="x"} 2\n', "vllm_router_retries_total 5\n",
+)
+
+
+@given(_lines_with(*ROUTER_LINES), st.lists(wire_text, max_size=6), st.lists(wire_text, max_size=4), json_values)
+def test_a_routers_evidence_reads_as_numbers_or_says_why(data: bytes, args: list[str], log: list[str], workers: object) -> None:
+    from doctor.routers import RECORDS
+    from doctor.routers.reading import read_scrape, scrape_problem, settings_in_use, worker_urls
+
+    scrape = Scrape(phase="during", t=0.0, wall=0.0, status=200, text=data.decode("utf-8", "replace"))
+    if scrape_problem(scrape) is None:
+        for record in RECORDS:
+            sample = read_scrape(scrape, record)
+            assert all(math.isfinite(v) for slot in sample.per_replica.values() for v in slot.values())
+    urls, why = worker_urls(_json_text(workers))
+    assert all(u.startswith(("http://", "https://")) for u in urls) and (urls or why)
+    for record in RECORDS:
+        assert set(settings_in_use(record, args, log)) == set(record.settings)
+
+
 # --- SSE -----------------------------------------------------------------------------------
 
 SSE_PIECES = (

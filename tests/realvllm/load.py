@@ -46,11 +46,14 @@ class Load:
     # diagnoses at their timeout (a frozen run is re-run), so no incident ends under the probe.
     duration_s: float = 1800.0
     ready: dict[str, float] = field(default_factory=dict)  # gauge -> the value it must reach first
+    shared_prefix: int = 0  # tokens of one system prompt every user's prompt starts with
+    whole: bool = False  # the users ask for whole answers (no stream)
 
     def args(self, url: str, out: Path) -> list[str]:
         also = [a for spec in self.also for a in ("--also", spec)]
         return ["--url", url, "--model", self.model, "--users", str(self.users), "--prompt-tokens", str(self.prompt_tokens),
-                "--max-tokens", str(self.max_tokens), *also, "--duration", str(self.duration_s), "--out", str(out)]
+                "--max-tokens", str(self.max_tokens), *also, "--duration", str(self.duration_s), "--out", str(out),
+                *(["--shared-prefix", str(self.shared_prefix)] if self.shared_prefix else []), *(["--whole"] if self.whole else [])]
 
 
 def gauges(url: str) -> dict[str, float]:

@@ -46,6 +46,8 @@ class Shape:
     max_tokens: int
     label: str = "user"
     think_s: float = 0.0  # each user waits this long between its requests
+    shared_prefix: int = 0  # tokens of one system prompt every request of the class starts with
+    stream: bool = True  # False: whole answers (a batch client, a tool), held by every hop until complete
 
 
 @dataclass
@@ -65,15 +67,19 @@ class Record:
     gaps_over_1s: list[float] = field(default_factory=list)
 
 
-def prompt(tokens: int, nonce: str) -> str:
-    """About ``tokens`` tokens, starting with a unique marker so no prefix cache is shared."""
-    return f"{nonce} " + " ".join(WORDS[i % len(WORDS)] for i in range(max(tokens - 3, 1)))
+def prompt(tokens: int, nonce: str, shared: int = 0) -> str:
+    """About ``tokens`` tokens, starting with a unique marker so no prefix cache is shared; with
+    ``shared``, after that many tokens of one text every such prompt starts with (a shared system
+    prompt, what cache-aware routing pins to one replica)."""
+    head = " ".join(f"rule{i}" for i in range(shared)) + " " if shared else ""
+    return f"{head}{nonce} " + " ".join(WORDS[i % len(WORDS)] for i in range(max(tokens - shared - 3, 1)))
 
 
-def body(route: str, model: str, text: str, max_tokens: int) -> dict:
-    out: dict = {"model": model, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-                 "ignore_eos": True, "min_tokens": max_tokens,
-                 "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+def body(route: str, model: str, text: str, max_tokens: int, stream: bool = True) -> dict:
+    out: dict = {"model": model, "max_tokens": max_tokens, "temperature": 0, "stream": stream,
+                 "ignore_eos": True, "min_tokens": max_tokens}
+    if stream:
+        out["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
     if route == "completions":
         out["prompt"] = text
     else:
@@ -95,8 +101,8 @@ def one_request(url: str, route: str, model: str, shape: Shape, user: int, seq: 
     parts = urlsplit(url)
     path = parts.path.rstrip("/") + ("/v1/completions" if route == "completions" else "/v1/chat/completions")
     rec = Record(label=shape.label, user=user, seq=seq, start=time.time())
-    payload = json.dumps(body(route, model, prompt(shape.prompt_tokens, f"u{user}s{seq}t{rec.start:.3f}"),
-                              shape.max_tokens)).encode()
+    payload = json.dumps(body(route, model, prompt(shape.prompt_tokens, f"u{user}s{seq}t{rec.start:.3f}", shape.shared_prefix),
+                              shape.max_tokens, shape.stream)).encode()
     t0 = time.monotonic()
     last: float | None = None
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s)
@@ -106,6 +112,12 @@ def one_request(url: str, route: str, model: str, shape: Shape, user: int, seq: 
         rec.status = resp.status
         if resp.status != 200:
             rec.error = f"HTTP {resp.status}: {resp.read(300).decode(errors='replace')}"
+            return rec
+        if not shape.stream:  # the whole answer at once: its first token is its last
+            usage = json.loads(resp.read()).get("usage") or {}
+            rec.prompt_tokens, rec.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
+            rec.ttft_s = rec.e2e_s = time.monotonic() - t0
+            rec.events = 1
             return rec
         while True:
             line = resp.readline()
@@ -212,10 +224,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=60.0, help="no request starts after this many seconds")
     p.add_argument("--requests", type=int, default=1000, help="at most this many requests per user")
     p.add_argument("--think", type=float, default=0.0, help="seconds a main-shape user waits between its requests")
+    p.add_argument("--whole", action="store_true", help="main-shape users ask for whole answers (no stream)")
+    p.add_argument("--shared-prefix", type=int, default=0, help="tokens of one shared system prompt the main-shape prompts start with")
     p.add_argument("--request-timeout", type=float, default=120.0, help="per-request socket timeout")
     p.add_argument("--out", type=Path, required=True, help="JSONL file, one line per request")
     a = p.parse_args(argv)
-    shapes = [Shape(a.users, a.prompt_tokens, a.max_tokens, think_s=a.think), *a.also]
+    shapes = [Shape(a.users, a.prompt_tokens, a.max_tokens, think_s=a.think, shared_prefix=a.shared_prefix,
+                    stream=not a.whole), *a.also]
     gen = LoadGen(a.url, a.route, a.model, [s for s in shapes if s.users > 0], duration_s=a.duration,
                   requests_per_user=a.requests, timeout_s=a.request_timeout, out=a.out)
     for sig in (signal.SIGTERM, signal.SIGINT):

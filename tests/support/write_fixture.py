@@ -34,6 +34,7 @@ GENERATORS = (
     "tests.support.make_check_fixtures_sizing",
     "tests.support.make_check_fixtures_edge",
     "tests.support.make_check_fixtures_scaling",
+    "tests.support.make_check_fixtures_router",
     "tests.support.make_check_fixtures_structured",
     "tests.support.make_check_fixtures_gateway_limits",
 )

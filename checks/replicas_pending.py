@@ -50,6 +50,7 @@ def replicas_pending(scalers: ScalingView, *, min_lag_s: float = 30.0) -> Result
                                     why=f"the scaler asked and the cluster could not place them: {reason}",
                                     verify=rescan("every replica the scaler asks for Running within its start-up time")),
             evidence=[EvidenceValue(f"pod {p.name}", p.phase, source=p.unscheduled_message or "") for p in pending[:8]],
+            felt=False,  # the cluster's state, not latency measured: a queue it causes is LD101/LD505's to feel
         )
     judged = scalers_of(scalers, history=True)
     faults = [ScalerFault(s, "status.desiredReplicas", f"desired {s.status.desired}, current {s.status.current}",

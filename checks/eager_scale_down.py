@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from doctor.checking.contract import Pass, Result, check
 from doctor.checklib import ScalerFault, scaler_fire, scalers_of, startup_s
+from doctor.derive.log_facts import LogFacts
 from doctor.model import Cause, EvidenceValue, SymptomClass
 from doctor.scalers.model import ScalingView
-from doctor.vllm_log.parsed import LogFacts
 
 #: The smallest window suggested: what HPA and KEDA ship.
 SHIPPED_WINDOW_S = 300

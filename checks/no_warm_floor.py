@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from doctor.checking.contract import Pass, Result, check
 from doctor.checklib import ScalerFault, scaler_fire, scalers_of, startup_s
+from doctor.derive.log_facts import LogFacts
 from doctor.model import Cause, EvidenceValue, SymptomClass
 from doctor.scalers.model import ScalingView
-from doctor.vllm_log.parsed import LogFacts
 
 
 @check(code="LD602", name="no-warm-floor", symptom=SymptomClass.SCALING, cause=Cause.COLD_START, aliases=("scale-to-zero",))

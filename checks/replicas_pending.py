@@ -37,10 +37,11 @@ from doctor.scalers.model import ScalingView
 
 @check(code="LD610", name="replicas-pending", symptom=SymptomClass.SCALING, cause=Cause.SCALING)
 def replicas_pending(scalers: ScalingView, *, min_lag_s: float = 30.0) -> Result:
-    pending = [p for p in scalers.pods if p.phase == "Pending"]
+    # unschedulable only: a pod pulling its image or creating its container is Pending too, and is no capacity problem
+    pending = [p for p in scalers.pods if p.phase == "Pending" and p.unscheduled_reason == "Unschedulable"]
     if pending:
-        why = next((p for p in pending if p.unscheduled_reason), pending[0])
-        reason = f"{why.unscheduled_reason}: {why.unscheduled_message}" if why.unscheduled_reason else "not yet scheduled or started"
+        why = pending[0]
+        reason = f"{why.unscheduled_reason}: {why.unscheduled_message}"
         workload = scalers.workload or "the scaled workload"
         return Fire(
             title="Replicas were asked for and are not running",
@@ -50,6 +51,7 @@ def replicas_pending(scalers: ScalingView, *, min_lag_s: float = 30.0) -> Result
                                     why=f"the scaler asked and the cluster could not place them: {reason}",
                                     verify=rescan("every replica the scaler asks for Running within its start-up time")),
             evidence=[EvidenceValue(f"pod {p.name}", p.phase, source=p.unscheduled_message or "") for p in pending[:8]],
+            felt=False,  # the cluster's state, not latency measured: a queue it causes is LD101/LD505's to feel
         )
     judged = scalers_of(scalers, history=True)
     faults = [ScalerFault(s, "status.desiredReplicas", f"desired {s.status.desired}, current {s.status.current}",
@@ -59,7 +61,7 @@ def replicas_pending(scalers: ScalingView, *, min_lag_s: float = 30.0) -> Result
               and s.status.desired > s.status.current]
     faults += [ScalerFault(history_scaler(h), "status.currentReplicas", f"below desired for {fmt_seconds(h.lag_s)}",
                      "GPU capacity for the missing replicas", f"{h.said()}: replicas asked for were not running")
-               for h in scalers.history if h.lag_s >= min_lag_s]
+               for h in scalers.history if h.scoped and h.lag_s >= min_lag_s]
     if not faults:
         return Pass(("every replica asked for is running" if scalers.pods or any(s.status for s in judged) or scalers.history
                      else "no pods nor scaler status read") + tried(scalers))

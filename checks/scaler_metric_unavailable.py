@@ -2,7 +2,8 @@
 
 What it detects:
 The controller's status says it is scaling blind: an HPA's `ScalingActive` condition False
-(`FailedGetExternalMetric`, `FailedGetPodsMetric`, `FailedGetResourceMetric`, `InvalidSelector`),
+(`FailedGetExternalMetric`, `FailedGetPodsMetric`, `FailedGetResourceMetric`, `InvalidSelector`;
+not `ScalingDisabled`, the rest of a target scaled to zero),
 a KEDA ScaledObject whose `Ready` condition is False, whose `Fallback` is active, or whose
 triggers report `Failing` health.
 
@@ -37,7 +38,8 @@ def _fault(scaler: Scaler) -> ScalerFault | None:
         return None
     for kind, bad in (("ScalingActive", "False"), ("Ready", "False"), ("Fallback", "True")):
         condition = status.condition(kind)
-        if condition is not None and condition.status == bad:
+        # ScalingDisabled: the target has no replica (KEDA at zero, idle), the controller's normal rest
+        if condition is not None and condition.status == bad and condition.reason != "ScalingDisabled":
             said = f"{kind} {bad}" + (f" ({condition.reason}: {condition.message})" if condition.reason or condition.message else "")
             return ScalerFault(scaler, f"status.conditions[{kind}]", said, "a signal the controller can read (see the message)",
                          f"the controller reports {said}: the replica count is frozen while it cannot read its signal")

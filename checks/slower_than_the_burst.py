@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from doctor.checking.contract import NotApplicable, Pass, Result, check
 from doctor.checklib import ScalerFault, scaler_fire, scalers_of, startup_s
+from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.model import Cause, EvidenceValue, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView
-from doctor.vllm_log.parsed import LogFacts
 
 
 def queue_growth_s(metrics_window: MetricsWindow) -> tuple[float, float] | None:

@@ -66,7 +66,7 @@ def stuck_at_max(scalers: ScalingView, metrics_window: MetricsWindow | None = No
                             f"{why}{queue}: the ceiling, not the engine, is the limit"))
     if waiting is None or waiting > 0:
         queue = f", up to {waiting:.0f} request(s) waiting" if waiting else ""
-        for history in scalers.history:
+        for history in (h for h in scalers.history if h.scoped):
             if history.at_ceiling_s > 0 and history.ceiling is not None:
                 scaler = history_scaler(history)
                 faults.append(ScalerFault(scaler, "spec.maxReplicas", f"{history.ceiling:g}", _raised(history.ceiling),

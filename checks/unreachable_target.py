@@ -33,11 +33,11 @@ from __future__ import annotations
 from doctor.checking.contract import Result, check
 from doctor.checklib import ScalerFault, engine_family, judge_signals
 from doctor.checklib.engine_settings import max_num_seqs_stated
+from doctor.derive.log_facts import LogFacts
 from doctor.evidence import RunRecord
 from doctor.model import Cause, SymptomClass
 from doctor.scalers.model import Scaler, ScalingView, Signal, SignalSource
 from doctor.scalers.promql import read_query
-from doctor.vllm_log.parsed import LogFacts
 
 GPU_UTIL = ("DCGM_FI_DEV_GPU_UTIL", "nvidia_gpu_duty_cycle", "gpu_utilization")
 

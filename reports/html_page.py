@@ -214,6 +214,22 @@ def gauge_charts(metrics_window: MetricsWindowJson | None, report: Report) -> li
     return out
 
 
+def scaler_charts(report: Report) -> list[Markup]:
+    """Each autoscaler's desired and current replicas over the window (kube-state-metrics' history),
+    on the window's clock like the engine's queue above it, the ceiling as its top."""
+    out: list[Markup] = []
+    for history in (report.views.get("scalers") or {}).get("history") or []:
+        lines = [line_charts.Series(name, [list(p) for p in history.get(key) or [] if len(p) == 2 and _finite(*p)], cls)
+                 for name, key, cls in (("desired", "desired", "c1"), ("current", "current", "s0"))]
+        lines = [line for line in lines if line.samples]
+        if lines:
+            ceiling = history.get("ceiling")
+            out.append(line_charts.line_panel(
+                lines, label=f"Replicas of HorizontalPodAutoscaler {history.get('namespace')}/{history.get('name')} over the window",
+                y_label="replicas", y_max=float(ceiling) * 1.1 if isinstance(ceiling, int | float) and ceiling > 0 else None))
+    return out
+
+
 def colored_key_numbers(stream_stats: StreamStatsJson) -> list[tuple[str, list[tuple[str, int, str]]]]:
     """Key numbers with each path's chart colour, for the strip under the verdict."""
     colour = svg_parts.series_index(stream_stats["paths"])
@@ -320,6 +336,7 @@ def render_html(report: Report, load: tuple[str, list[tuple[str, str]]] | None =
         router_title=router_title(routing) if routing else "",
         router_headers=ROUTER_HEADERS,
         router_rows=router_rows(routing) if routing else [],
+        scaler_charts=scaler_charts(report),
         sizing=sizing,
         run_rows=run_rows(report),
         probe_tokens=probe_tokens(report),

@@ -13,13 +13,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass
+from doctor.derive.log_facts import LogFacts
 from doctor.engines import RECORDS as ENGINES
 from doctor.engines.record import Retired
 from doctor.model import EvidenceValue, Remediation, Severity
 from doctor.scalers import BY_ID
 from doctor.scalers.history import ScalerHistory
 from doctor.scalers.model import Knob, Scaler, ScalingView, Signal
-from doctor.vllm_log.parsed import LogFacts
 
 #: A replica's start-up time when no startup log tells it: weights loaded, KV cache profiled,
 #: CUDA graphs captured. Minutes for a 7-70B model on a GPU (field notes: 49 s of loading and

@@ -39,6 +39,7 @@ from doctor.probes.deadlines import RunDeadline
 from doctor.probes.kubernetes import parse_target
 from doctor.probes.plan import CollectConfig, over_context
 from doctor.probes.transport import scheme_line
+from doctor.scalers.promql import label_of
 
 if TYPE_CHECKING:
     from doctor.probes import otlp
@@ -294,7 +295,8 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                                               lambda: model_config.read_model_config(model_dir)))
         if config.prometheus and granted("prometheus", timeout, "prometheus", config.prometheus, "query") is not None:
             prometheus_url = config.prometheus
-            namespace = parse_target(config.kubernetes).namespace if config.kubernetes else None  # its HPAs' history
+            # its HPAs' history: the k8s:// target's namespace, else the one --selector names
+            namespace = parse_target(config.kubernetes).namespace if config.kubernetes else label_of(config.selector, "namespace")
             say(f"Prometheus history ({prometheus_url}, last {config.since_s:.0f} s)")
             bundle.prometheus = keep(
                 _guard(bundle, "prometheus", prometheus_url, "query",

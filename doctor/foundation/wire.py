@@ -151,3 +151,29 @@ def _sanitise(data: Any, *, surrogates: bool) -> Any:
             elif isinstance(value, (dict, list)):
                 stack.append((value, depth + 1))
     return data
+
+
+def dig(doc: Any, *keys: str | int) -> Any:
+    """``doc[k1][k2]...`` of parsed JSON or YAML of any shape (an int key indexes a list); None where
+    a level is missing or of another type, so a partial or mistyped document reads as absent values."""
+    for key in keys:
+        if isinstance(key, int):
+            doc = doc[key] if isinstance(doc, list) and -len(doc) <= key < len(doc) else None
+        else:
+            doc = doc.get(key) if isinstance(doc, dict) else None
+        if doc is None:
+            return None
+    return doc
+
+
+def items(doc: Any, *keys: str | int) -> list[Any]:
+    """The list at ``keys`` (``dig``), else no items."""
+    value = dig(doc, *keys)
+    return value if isinstance(value, list) else []
+
+
+def mapping(doc: Any, *keys: str | int) -> dict[str, Any]:
+    """The object at ``keys`` (``dig``), else an empty one."""
+    value = dig(doc, *keys)
+    return value if isinstance(value, dict) else {}
+

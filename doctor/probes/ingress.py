@@ -22,8 +22,9 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from doctor.evidence import EvidenceError, IngressEvidence, IngressInfo
+from doctor.foundation.wire import dig, items
 from doctor.probes import kubernetes
-from doctor.probes.kubernetes import KubeApi, KubeError, get_in, list_in
+from doctor.probes.kubernetes import KubeApi, KubeError
 
 SOURCE = "ingress"
 NETWORKING = "/apis/networking.k8s.io/v1"
@@ -71,7 +72,7 @@ def lookup(host: str, api: KubeApi, namespaces: list[str]) -> IngressEvidence:
                 if why:
                     evidence.note = why
                     continue
-                item = next((i for i in list_in(get_in(listed, "items")) if _serves(i, host)), None)
+                item = next((i for i in items(dig(listed, "items")) if _serves(i, host)), None)
                 if item is not None:
                     evidence.ingress = _info(item, namespace)
                     break
@@ -81,7 +82,7 @@ def lookup(host: str, api: KubeApi, namespaces: list[str]) -> IngressEvidence:
                 klass = evidence.ingress.ingress_class
                 doc, why = _get(client, f"{api.url}{NETWORKING}/ingressclasses/{quote(klass)}",
                                 f"reading IngressClass {klass}", "get on ingressclasses")
-                controller = get_in(doc, "spec", "controller")
+                controller = dig(doc, "spec", "controller")
                 evidence.ingress.controller = controller if isinstance(controller, str) else None
                 evidence.note = why
     except (OSError, ValueError) as exc:  # a CA path that cannot be read or parsed
@@ -100,8 +101,8 @@ def _get(client: httpx.Client, url: str, what: str, needs: str,
 
 def _serves(item: Any, host: str) -> bool:
     """Whether one of the Ingress's rules is for ``host`` (exactly, or a ``*.`` wildcard of one label)."""
-    for rule in list_in(get_in(item, "spec", "rules")):
-        ruled = get_in(rule, "host")
+    for rule in items(dig(item, "spec", "rules")):
+        ruled = dig(rule, "host")
         if not isinstance(ruled, str):
             continue
         ruled = ruled.lower()
@@ -111,10 +112,10 @@ def _serves(item: Any, host: str) -> bool:
 
 
 def _info(item: Any, namespace: str) -> IngressInfo:
-    annotations = get_in(item, "metadata", "annotations")
+    annotations = dig(item, "metadata", "annotations")
     annotations = annotations if isinstance(annotations, dict) else {}
-    klass = get_in(item, "spec", "ingressClassName") or annotations.get(LEGACY_CLASS)
-    name = get_in(item, "metadata", "name")
+    klass = dig(item, "spec", "ingressClassName") or annotations.get(LEGACY_CLASS)
+    name = dig(item, "metadata", "name")
     return IngressInfo(
         namespace=namespace, name=name if isinstance(name, str) else "?",
         ingress_class=klass if isinstance(klass, str) else None,

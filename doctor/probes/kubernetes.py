@@ -24,6 +24,7 @@ from urllib.parse import quote
 import httpx
 
 from doctor.foundation import wire
+from doctor.foundation.wire import dig, items
 from doctor.probes.http import bounded_get, http_client
 
 SCHEME = "k8s://"
@@ -129,35 +130,23 @@ def get_json(client: httpx.Client, url: str, what: str, needs: str, params: Mapp
 
 def ready_endpoints(service: Any, slices: Any, target: KubeService) -> list[str]:
     """The ready endpoints' URLs from a Service and its EndpointSliceList (parsed JSON, any shape)."""
-    ports = [p for p in list_in(get_in(service, "spec", "ports")) if isinstance(p, dict)]
+    ports = [p for p in items(dig(service, "spec", "ports")) if isinstance(p, dict)]
     chosen = next((p for p in ports if str(p.get("port")) == target.port or p.get("name") == target.port), None)
     if chosen is None:
         raise KubeError(f"the Service {target.namespace}/{target.service} has no port {target.port}")
     name = chosen.get("name") or ""
     urls = set()
-    for item in list_in(get_in(slices, "items")):
-        numbers = [p.get("port") for p in list_in(get_in(item, "ports")) if isinstance(p, dict) and (p.get("name") or "") == name]
+    for item in items(dig(slices, "items")):
+        numbers = [p.get("port") for p in items(dig(item, "ports")) if isinstance(p, dict) and (p.get("name") or "") == name]
         number = next((n for n in numbers if isinstance(n, int) and 0 < n < 65536), None)
         if number is None:
             continue
-        for endpoint in list_in(get_in(item, "endpoints")):
-            if get_in(endpoint, "conditions", "ready") is False:
+        for endpoint in items(dig(item, "endpoints")):
+            if dig(endpoint, "conditions", "ready") is False:
                 continue
-            for address in list_in(get_in(endpoint, "addresses"))[:1]:  # the addresses of one endpoint are one pod
+            for address in items(dig(endpoint, "addresses"))[:1]:  # the addresses of one endpoint are one pod
                 if isinstance(address, str) and address:
                     urls.add(f"http://{f'[{address}]' if ':' in address else address}:{number}")
     if not urls:
         raise KubeError(f"the Service {target.namespace}/{target.service} has no ready endpoint on port {target.port}")
     return sorted(urls)
-
-
-def get_in(doc: Any, *keys: str) -> Any:
-    """``doc[k1][k2]...`` of parsed JSON of any shape; None where a level is missing or not an object."""
-    for key in keys:
-        doc = doc.get(key) if isinstance(doc, dict) else None
-    return doc
-
-
-def list_in(value: Any) -> list[Any]:
-    """``value`` when it is a JSON array, else no items."""
-    return value if isinstance(value, list) else []

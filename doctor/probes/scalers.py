@@ -36,9 +36,11 @@ from urllib.parse import quote
 import httpx
 
 from doctor.evidence import EvidenceError, PodState, ScalerObject, ScalingEvidence
+from doctor.foundation.wire import dig, items
 from doctor.probes import kubernetes
-from doctor.probes.kubernetes import KubeApi, KubeError, KubeService, get_in, list_in
+from doctor.probes.kubernetes import KubeApi, KubeError, KubeService
 from doctor.scalers import RECORDS
+from doctor.scalers.fields import group_of, target_ref
 
 SOURCE = "scaling"
 #: The whole read's time (a dozen GETs, each within ``kubernetes.DEADLINE_S``), within the run's --deadline.
@@ -136,13 +138,13 @@ class _Reader:
         base = f"/apis/{group}/{version}" if group else "/api/v1"
         resource = f"{plural}.{group}" if group else plural
         answer = self.get(f"{base}/namespaces/{quote(self.namespace)}/{plural}", "list", resource, {"limit": LIST_LIMIT})
-        yield from (i for i in list_in(get_in(answer, "items")) if isinstance(i, dict))
+        yield from (i for i in items(dig(answer, "items")) if isinstance(i, dict))
 
     def workload_chain(self, name: str) -> set[Ref] | None:
         """Every object above the Service's pods (ReplicaSet, Deployment, a product's own object),
         the pods as ``PodState``s and the workload named; None when it cannot be found."""
         service = self.get(f"/api/v1/namespaces/{quote(self.namespace)}/services/{quote(name)}", "get", "services")
-        selector = get_in(service, "spec", "selector")
+        selector = dig(service, "spec", "selector")
         if not isinstance(selector, dict) or not selector:
             if service is not None:
                 self.evidence.problems.append(f"the Service {self.namespace}/{name} has no selector: its pods, "
@@ -151,7 +153,7 @@ class _Reader:
         label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
         answer = self.get(f"/api/v1/namespaces/{quote(self.namespace)}/pods", "list", "pods",
                           {"labelSelector": label_selector, "limit": LIST_LIMIT})
-        pods = [p for p in list_in(get_in(answer, "items")) if isinstance(p, dict)]
+        pods = [p for p in items(dig(answer, "items")) if isinstance(p, dict)]
         if not pods:
             if answer is not None:
                 self.evidence.problems.append(f"no pod matches the Service {self.namespace}/{name}'s selector {label_selector}")
@@ -185,7 +187,7 @@ class _Reader:
 
 def controller(obj: Any) -> Ref | None:
     """The (group, kind, name) of an object's controlling owner (the first owner when none says so)."""
-    owners = [o for o in list_in(get_in(obj, "metadata", "ownerReferences")) if isinstance(o, dict)]
+    owners = [o for o in items(dig(obj, "metadata", "ownerReferences")) if isinstance(o, dict)]
     owner = next((o for o in owners if o.get("controller") is True), owners[0] if owners else None)
     if owner is None or not isinstance(owner.get("name"), str) or not isinstance(owner.get("kind"), str):
         return None
@@ -194,35 +196,27 @@ def controller(obj: Any) -> Ref | None:
 
 def labelled_owners(pod: Any) -> set[Ref]:
     """The products' own objects a pod's labels name (``ScalerRecord.owner_labels``)."""
-    labels = get_in(pod, "metadata", "labels")
+    labels = dig(pod, "metadata", "labels")
     labels = labels if isinstance(labels, dict) else {}
     return {(group, kind, labels[label]) for record in RECORDS for label, group, kind in record.owner_labels
             if isinstance(labels.get(label), str)}
 
 
-def group_of(api_version: Any) -> str:
-    """``apps/v1`` -> ``apps``; ``v1`` (the core API) -> ``""``."""
-    return api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
-
-
 def scale_target(obj: Any) -> Ref | None:
     """What an autoscaler object scales: its ``scaleTargetRef`` (the HTTP add-on's older
     ``deployment`` field too), else the object itself (a Knative Service, an InferenceService)."""
-    ref = get_in(obj, "spec", "scaleTargetRef")
+    ref = dig(obj, "spec", "scaleTargetRef")
     if isinstance(ref, dict):
-        name, kind = ref.get("name") or ref.get("deployment"), ref.get("kind") or "Deployment"
-        if isinstance(name, str) and isinstance(kind, str):
-            return group_of(ref.get("apiVersion") or "apps/v1"), kind, name
-        return None
-    name = get_in(obj, "metadata", "name")
+        return target_ref(ref)
+    name = dig(obj, "metadata", "name")
     kind = obj.get("kind") if isinstance(obj, dict) else None
     return (group_of(obj.get("apiVersion")), kind, name) if isinstance(name, str) and isinstance(kind, str) else None
 
 
 def pod_state(pod: Any) -> PodState:
     """A pod's phase and, when the scheduler could not place it, why (``PodScheduled`` False)."""
-    name, phase, created = get_in(pod, "metadata", "name"), get_in(pod, "status", "phase"), get_in(pod, "metadata", "creationTimestamp")
-    scheduled = next((c for c in list_in(get_in(pod, "status", "conditions"))
+    name, phase, created = dig(pod, "metadata", "name"), dig(pod, "status", "phase"), dig(pod, "metadata", "creationTimestamp")
+    scheduled = next((c for c in items(dig(pod, "status", "conditions"))
                       if isinstance(c, dict) and c.get("type") == "PodScheduled"), None)
     unscheduled = scheduled is not None and scheduled.get("status") == "False"
     reason = scheduled.get("reason") if unscheduled and scheduled is not None else None

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from doctor.scalers.fields import annotation, items, knob, mapping, status_of, target_of, where
+from doctor.foundation.wire import items, mapping
+from doctor.scalers.fields import annotation, knob, status_of, target_of, where
 from doctor.scalers.model import Scaler, Signal, SignalSource
 from doctor.scalers.record import ScalerRecord
 

@@ -7,29 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from doctor.foundation.wire import dig, items, mapping
 from doctor.scalers.model import PLACEHOLDER, Condition, Knob, ScalerStatus, quantity
-
-
-def dig(obj: Any, *keys: str | int) -> Any:
-    """``obj[k1][k2]...``, or None where any step is missing or of the wrong type."""
-    for key in keys:
-        if isinstance(key, int):
-            obj = obj[key] if isinstance(obj, list) and -len(obj) <= key < len(obj) else None
-        else:
-            obj = obj.get(key) if isinstance(obj, Mapping) else None
-        if obj is None:
-            return None
-    return obj
-
-
-def mapping(obj: Any, *keys: str | int) -> Mapping[str, Any]:
-    value = dig(obj, *keys)
-    return value if isinstance(value, Mapping) else {}
-
-
-def items(obj: Any, *keys: str | int) -> list[Any]:
-    value = dig(obj, *keys)
-    return value if isinstance(value, list) else []
 
 
 def knob(obj: Any, path: str, default: Any = None, *, at: str | None = None) -> Knob:
@@ -75,18 +54,35 @@ def where(obj: Mapping[str, Any]) -> tuple[str | None, str]:
     return (namespace if isinstance(namespace, str) else None), (name if isinstance(name, str) else "(unnamed)")
 
 
+def group_of(api_version: Any) -> str:
+    """``apps/v1`` -> ``apps``; ``v1`` (the core API) -> ``""``."""
+    return api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+
+
+def target_ref(ref: Any) -> tuple[str, str, str] | None:
+    """(API group, kind, name) a ``scaleTargetRef`` names (a Deployment when it says no kind; the
+    KEDA HTTP add-on's older ``deployment`` field too); None when it names nothing."""
+    if not isinstance(ref, Mapping):
+        return None
+    name, kind = ref.get("name") or ref.get("deployment"), ref.get("kind") or "Deployment"
+    if not isinstance(name, str) or not isinstance(kind, str):
+        return None
+    return group_of(ref.get("apiVersion") or "apps/v1"), kind, name
+
+
 def target_of(ref: Any) -> str | None:
     """``Deployment/vllm`` from a ``scaleTargetRef``."""
-    if not isinstance(ref, Mapping) or not isinstance(ref.get("name"), str):
-        return None
-    return f"{ref.get('kind') or 'Deployment'}/{ref['name']}"
+    found = target_ref(ref)
+    return None if found is None else f"{found[1]}/{found[2]}"
 
 
 def as_int(value: Any) -> int | None:
+    """An integer field's value; None for anything else (a boolean, a string, a float)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def conditions(status: Mapping[str, Any]) -> tuple[Condition, ...]:
+    """A status's ``conditions`` as the controller wrote them (entries that are no objects skipped)."""
     return tuple(Condition(str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason") or ""),
                            str(c.get("message") or ""))
                  for c in items(status, "conditions") if isinstance(c, Mapping))

@@ -15,6 +15,7 @@ the new have no series (``GENERATIONS``). The raw answers are ``PromQuery``s of 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -63,6 +64,9 @@ class ScalerHistory:
     current: Samples = field(default_factory=list)
     limited_s: float | None = None
     inactive_s: float | None = None
+    # Asked for the served workload's namespace (a ``k8s://`` target named it): only then is this HPA
+    # known to scale the engine; without it every HPA of the cluster answers, and it is context.
+    scoped: bool = False
 
     @property
     def label(self) -> str:
@@ -92,8 +96,10 @@ class ScalerHistory:
             return f"{self.label}: no desired-replicas samples in the window"
         first, top, last = self.desired[0][1], max(v for _, v in self.desired), self.desired[-1][1]
         bounds = f"floor {_n(self.floor)}, ceiling {_n(self.ceiling)}"
+        stayed = ("stood at its ceiling" if self.ceiling is not None and first >= self.ceiling
+                  else "the scaler did not try")
         parts = [f"desired rose {_n(first)} -> {_n(top)} (now {_n(last)}; {bounds})" if self.rose
-                 else f"desired stayed at {_n(first)} ({bounds}): the scaler did not try"]
+                 else f"desired stayed at {_n(first)} ({bounds}): {stayed}"]
         if self.at_ceiling_s > 0:
             parts.append(f"at its ceiling for {fmt_seconds(self.at_ceiling_s)}")
         if self.lag_s > 0:
@@ -116,7 +122,8 @@ def read_history(evidence: PrometheusEvidence | None) -> list[ScalerHistory]:
     for prefix, label in GENERATIONS:
         rows = {series: result_rows(answered.get((series, f"{prefix}_{series}"))) for series in SERIES}
         if rows[SERIES[0]]:
-            return _generation(rows, prefix, label, start)
+            scoped = 'namespace="' in answered[(SERIES[0], f"{prefix}_{SERIES[0]}")].expr
+            return [dataclasses.replace(h, scoped=scoped) for h in _generation(rows, prefix, label, start)]
     return []
 
 

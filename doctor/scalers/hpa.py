@@ -14,7 +14,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from doctor.scalers.fields import dig, items, knob, mapping, status_of, target_of, where
+from doctor.foundation.wire import dig, items, mapping
+from doctor.scalers.fields import knob, status_of, target_of, where
 from doctor.scalers.model import Knob, Scaler, Signal, SignalSource, metric_name
 from doctor.scalers.record import ScalerRecord
 

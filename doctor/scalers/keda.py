@@ -18,7 +18,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from doctor.scalers.fields import dig, items, knob, mapping, status_of, target_of, where
+from doctor.foundation.wire import items, mapping
+from doctor.scalers.fields import knob, status_of, target_of, where
 from doctor.scalers.hpa import SYNC_S, behavior_window
 from doctor.scalers.model import Knob, Scaler, ScalerStatus, Signal, SignalSource
 from doctor.scalers.record import ScalerRecord
@@ -42,6 +43,7 @@ def trigger_signal(trigger: Mapping[str, Any], path: str) -> Signal:
 
 
 def read_scaled_object(obj: Mapping[str, Any], source: str) -> list[Scaler]:
+    """A ScaledObject: its bounds, triggers, windows, fallback and status (triggers' health)."""
     namespace, name = where(obj)
     spec = mapping(obj, "spec")
     behavior = mapping(spec, "advanced", "horizontalPodAutoscalerConfig", "behavior")
@@ -65,6 +67,7 @@ def read_scaled_object(obj: Mapping[str, Any], source: str) -> list[Scaler]:
 
 
 def read_http_scaled_object(obj: Mapping[str, Any], source: str) -> list[Scaler]:
+    """The HTTP add-on's HTTPScaledObject: replica bounds, its concurrency or request-rate target."""
     namespace, name = where(obj)
     spec = mapping(obj, "spec")
     metric = mapping(spec, "scalingMetric")
@@ -79,14 +82,9 @@ def read_http_scaled_object(obj: Mapping[str, Any], source: str) -> list[Scaler]
                         target=knob(spec, "targetPendingRequests", 100, at="spec.targetPendingRequests"), target_type="AverageValue", trigger="targetPendingRequests")
     return [Scaler(kind="HTTPScaledObject", name=name, namespace=namespace, product=RECORD.id, source=source,
                    api_version=str(obj.get("apiVersion") or ""),
-                   target=target_of(spec.get("scaleTargetRef")) or _http_target(spec),
+                   target=target_of(spec.get("scaleTargetRef")),
                    floor=knob(spec, "replicas.min", 0, at="spec.replicas.min"), ceiling=knob(spec, "replicas.max", 100, at="spec.replicas.max"), signals=(signal,),
                    scale_down_s=knob(spec, "scaledownPeriod", 300, at="spec.scaledownPeriod"), status=status_of(obj))]
-
-
-def _http_target(spec: Mapping[str, Any]) -> str | None:
-    name = dig(spec, "scaleTargetRef", "deployment")  # before v0.8
-    return f"Deployment/{name}" if isinstance(name, str) else None
 
 
 def generated_by(obj: Mapping[str, Any]) -> tuple[str | None, str] | None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from doctor.scalers.fields import annotation, batch_limit, dig, knob, mapping, status_of, uses_gpu, where
+from doctor.foundation.wire import dig, mapping
+from doctor.scalers.fields import annotation, batch_limit, knob, status_of, uses_gpu, where
 from doctor.scalers.model import Knob, Scaler, Signal, SignalSource, seconds
 from doctor.scalers.record import ScalerRecord
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from doctor.scalers.fields import batch_limit, dig, items, knob, mapping, status_of, uses_gpu, where
+from doctor.foundation.wire import dig, items, mapping
+from doctor.scalers.fields import batch_limit, knob, status_of, uses_gpu, where
 from doctor.scalers.knative import bounds_and_signal
 from doctor.scalers.model import Knob, Scaler, Signal, SignalSource
 from doctor.scalers.record import ScalerRecord

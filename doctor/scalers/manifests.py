@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from doctor.foundation import wire
+from doctor.scalers.fields import group_of
 
 MAX_BYTES = 4 * 1024 * 1024
 MAX_NODES = 200_000
@@ -130,5 +131,4 @@ def _flatten(obj: Any, source: str) -> Iterator[Document]:
         if isinstance(obj.get("applications"), list):  # a Ray Serve config file
             yield Document(obj, source, "", "RayServeConfig")
         return
-    group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
-    yield Document(obj, source, group, kind)
+    yield Document(obj, source, group_of(api_version), kind)

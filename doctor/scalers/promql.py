@@ -126,3 +126,18 @@ def _sums_replicas(node: Any) -> bool:
     if "without" in str(modifier.type).lower():
         return bool(keeps & REPLICA_LABELS)  # ``sum without (pod)`` drops the replica label: a sum over them
     return not keeps & REPLICA_LABELS
+
+
+def label_of(selector: str, label: str) -> str | None:
+    """The value a series selector (``{job="vllm", namespace="serving"}``) sets ``label`` to by
+    equality; None when it does not, or the selector does not parse."""
+    if not selector.strip() or len(selector) > MAX_QUERY:
+        return None
+    try:
+        expr = promql_parser.parse(selector)
+    except (ValueError, RuntimeError):
+        return None
+    if not isinstance(expr, promql_parser.VectorSelector):
+        return None
+    return next((m.value for m in expr.matchers.matchers if m.name == label and str(m.op) == "MatchOp.Equal"), None)
+

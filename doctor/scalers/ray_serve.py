@@ -12,7 +12,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from doctor.scalers.fields import dig, items, knob, mapping, where
+from doctor.foundation.wire import dig, items, mapping
+from doctor.scalers.fields import knob, where
 from doctor.scalers.manifests import yaml_mapping
 from doctor.scalers.model import Scaler, Signal, SignalSource
 from doctor.scalers.record import ScalerRecord

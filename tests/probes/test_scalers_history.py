@@ -40,7 +40,8 @@ def test_the_hpa_history_says_whether_the_scaler_tried(tmp_path: Path) -> None:
     routes = {"/metrics": lambda h: send(h, 200, served["text"], "text/plain; version=0.0.4")}
     engine_routes = {"/metrics": lambda h: send(h, 200, VLLM, "text/plain; version=0.0.4")}
     with serve(routes) as (ksm, _), serve(engine_routes) as (engine, _), \
-            run_prometheus([ksm.split("//")[1], engine.split("//")[1]], tmp_path / "prom") as url:
+            run_prometheus([ksm.split("//")[1], engine.split("//")[1]], tmp_path / "prom",
+                           labels={engine.split("//")[1]: {"namespace": "ns1"}}) as url:
         desired = 'kube_horizontalpodautoscaler_status_desired_replicas{horizontalpodautoscaler="hpa1"}'
         wait_for(lambda: samples_of(url, f"count_over_time({desired}[1m])") >= 3, "three scrapes of the recorded exposition")
         evidence, errors = prometheus.query_history(url, since_s=30, namespace="ns1")
@@ -48,15 +49,22 @@ def test_the_hpa_history_says_whether_the_scaler_tried(tmp_path: Path) -> None:
         quiet = read_history(evidence)
         assert [(h.namespace, h.name, h.floor, h.ceiling) for h in quiet] == [("ns1", "hpa1", 2.0, 4.0)]
         assert "desired stayed at 2 (floor 2, ceiling 4): the scaler did not try" in quiet[0].said()
-        assert not quiet[0].rose and quiet[0].at_ceiling_s == 0 and quiet[0].lag_s == 0
+        assert not quiet[0].rose and quiet[0].at_ceiling_s == 0 and quiet[0].lag_s == 0 and quiet[0].scoped
         # the other generation's names are not asked once the new ones have series
         assert not any("kube_hpa_" in q.expr for q in evidence.queries)
         assert all('namespace="ns1"' in q.expr for q in evidence.queries if q.name.startswith("scaler."))
 
         served["text"] = DESIRED.sub(r"\1 4", KSM).encode()  # the controller scales up: desired 4 = the ceiling
         wait_for(lambda: samples_of(url, f"count_over_time(({desired} == 4)[1m:1s])") >= 6, "six seconds at the ceiling")
+        # without a namespace every HPA of the cluster answers: context, never a finding
+        unscoped = CliRunner().invoke(app, ["diagnose", "--prometheus", url, "--since", "60s", "--no-gpu", "--no-host",
+                                            "--set", "LD610.min_lag_s=3", "--json", "-"])
+        # the engine's series selected in its namespace (as Kubernetes discovery labels them): its HPAs
         result = CliRunner().invoke(app, ["diagnose", "--prometheus", url, "--since", "60s", "--no-gpu", "--no-host",
-                                          "--set", "LD610.min_lag_s=3", "--json", "-"])
+                                          "--selector", '{namespace="ns1"}', "--set", "LD610.min_lag_s=3", "--json", "-"])
+    context = json.loads(unscoped.stdout)
+    assert not [f for f in context["findings"] if f["code"] in ("LD609", "LD610")]
+    assert any("desired rose 2 -> 4" in r["message"] for r in context["results"] if r["code"] == "LD609")
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout)
     findings = {f["code"]: f for f in report["findings"]}

@@ -176,6 +176,11 @@ def cases_scaler_metric_unavailable() -> None:
     write_case(name, "fires-failed-get-pods-metric", bundle(scaling=objects(hpa([QUEUE], status=HPA_STATUS_FAILING))),
                why="ScalingActive False: the HPA cannot read its metric.", expect={"severity": "critical"})
     write_case(name, "quiet-valid-metric", bundle(scaling=objects(hpa([QUEUE], status=HPA_STATUS_OK))), why="ValidMetricFound.")
+    at_zero = {"currentReplicas": 0, "desiredReplicas": 0, "conditions": [
+        {"type": "ScalingActive", "status": "False", "reason": "ScalingDisabled",
+         "message": "scaling is disabled since the replica count of the target is zero"}]}
+    write_case(name, "quiet-scaled-to-zero", bundle(scaling=objects(hpa([QUEUE], status=at_zero))),
+               why="ScalingActive False with ScalingDisabled: the target rests at zero replicas, the controller's normal state.")
     write_case(name, "na-empty", bundle(scaling=ScalingEvidence(objects=[])), why="No object at all.")
     _missing(name)
 
@@ -198,6 +203,9 @@ def cases_replicas_pending() -> None:
                                                        "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")]
     write_case(name, "fires-unschedulable", bundle(scaling=objects(hpa([QUEUE]), pods_=pending)),
                why="A pod Pending for lack of a GPU.", expect={"severity": "warning", "summary_contains": ["nvidia.com/gpu"]})
+    pulling = [PodState("vllm-0", "Running"), PodState("vllm-1", "Pending")]
+    write_case(name, "quiet-image-pulling", bundle(scaling=objects(hpa([QUEUE], status=HPA_STATUS_OK), pods_=pulling)),
+               why="A pod Pending while its image is pulled (scheduled): a rollout, no capacity problem.")
     write_case(name, "quiet-all-running", bundle(scaling=objects(hpa([QUEUE], status=HPA_STATUS_OK),
                                                                  pods_=[PodState("vllm-0", "Running")])), why="Every pod runs.")
     write_case(name, "na-router-only", bundle(scaling=objects(hpa([CPU], name="router"))), why="Only a router's scaler, no pods.")

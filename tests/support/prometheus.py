@@ -12,7 +12,7 @@ import contextlib
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Mapping, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -54,17 +54,20 @@ def _first_value(url: str, query: str) -> float:
 
 @contextlib.contextmanager
 def run_prometheus(targets: list[str], workdir: Path, *, interval_s: float = 1.0,
-                   job: str = "vllm") -> Iterator[str]:
-    """Prometheus scraping ``targets`` (``host:port``) every ``interval_s``; yields its base URL."""
+                   job: str = "vllm", labels: Mapping[str, Mapping[str, str]] | None = None) -> Iterator[str]:
+    """Prometheus scraping ``targets`` (``host:port``) every ``interval_s``; yields its base URL.
+    ``labels``: per target, the labels its series get (as Kubernetes service discovery gives a
+    pod's series its ``namespace``)."""
     binary = shutil.which("prometheus")
     if binary is None:
         system.missing("prometheus binary not found; install the Debian package `prometheus`")
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
-    listed = ", ".join(f"'{t}'" for t in targets)
+    statics = "".join(f"      - targets: ['{t}']\n" + (f"        labels: {{{', '.join(f'{k}: {v}' for k, v in (labels or {})[t].items())}}}\n"
+                                                            if t in (labels or {}) else "") for t in targets)
     config.write_text(
         f"global:\n  scrape_interval: {interval_s:g}s\n  evaluation_interval: {interval_s:g}s\n"
-        f"scrape_configs:\n  - job_name: {job}\n    static_configs:\n      - targets: [{listed}]\n"
+        f"scrape_configs:\n  - job_name: {job}\n    static_configs:\n{statics}"
     )
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -12,7 +12,7 @@ import contextlib
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping, Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import httpx

@@ -228,7 +228,7 @@ def _record_only(settings: RunSettings, prompts: list[Prompt], url: str, repeats
     if note := got.deadline_note(deadline.seconds):
         result.notes.append(note)
     result.candidate.model, result.candidate.engine = target.model, target.engine
-    result.notes.append(f"recorded {sum(len(a) for a in got.answers['baseline'].values())} answers of {url} in {path}")
+    result.notes.append(f"recorded {sum(len(a) for a in got.answers['baseline'].values())} answers of {without_credentials(url)} in {path}")
 
 
 def _samples(stream: StreamEvidence | None, path: ProbePath) -> dict[str, list[float]]:
@@ -249,14 +249,30 @@ def _probe(settings: RunSettings, deadline: RunDeadline, **changes: Any) -> Stre
     return stream
 
 
+#: The share of a side's requests that may fail before the failures decide: a candidate that fails
+#: more than the baseline by this much fails, whatever its answered requests' latency.
+FAILED_SHARE = 0.1
+
+
+def _failed(stream: StreamEvidence | None, path: ProbePath) -> tuple[int, int, str]:
+    """(failed, measured, the first failure's words) of ``path``'s measured requests: a failed request
+    is latency users felt too, which the answered requests' samples leave out."""
+    measured = [t for t in (stream.requests if stream else []) if t.path == path and not t.warmup]
+    failed = [t for t in measured if not t.ok]
+    return len(failed), len(measured), (f"{failed[0].outcome} ({failed[0].error or 'no message'})" if failed else "")
+
+
 def _latency(settings: RunSettings, deadline: RunDeadline) -> LatencyVerdict:
     if deadline.left() < 1.0:
         return LatencyVerdict(Decision.ABSTAIN, [f"not measured: the run's {deadline.seconds:g} s --deadline ran out before it"])
     stream = _probe(settings, deadline)
     verdict = judge_latency(_samples(stream, ProbePath.DIRECT), _samples(stream, ProbePath.GATEWAY), settings.practical or Practical())
-    failed = [t for t in (stream.requests if stream else []) if not t.warmup and not t.ok]
-    if failed:
-        verdict.notes.append(f"{len(failed)} requests failed: {failed[0].outcome} ({failed[0].error or 'no message'})")
+    (b_failed, b_n, _), (c_failed, c_n, first) = _failed(stream, ProbePath.DIRECT), _failed(stream, ProbePath.GATEWAY)
+    if c_n and c_failed / c_n - (b_failed / b_n if b_n else 0.0) > FAILED_SHARE:
+        verdict.decision = Decision.FAIL
+        verdict.reasons.insert(0, f"the candidate failed {c_failed} of {c_n} requests (the baseline {b_failed} of {b_n}): {first}")
+    elif b_failed or c_failed:
+        verdict.notes.append(f"failed requests: baseline {b_failed} of {b_n}, candidate {c_failed} of {c_n}")
     return verdict
 
 
@@ -276,8 +292,11 @@ def _symptom(settings: RunSettings, incident: Report, url: str, deadline: RunDea
     after = sorted(_samples(stream, ProbePath.DIRECT)[metric])
     p90 = quantile(after, 0.9) if after else None
     name = verdict.symptom.value + (f" ({verdict.primary_code})" if verdict.primary_code else "")
-    return SymptomCheck(name, metric, quantile(before, 0.9) if before else None, p90, budget,
-                        None if p90 is None else p90 <= budget)
+    failed, measured, _ = _failed(stream, ProbePath.DIRECT)
+    # a p90 of the answered requests says nothing when many did not answer: those users were not helped
+    fixed = None if p90 is None else p90 <= budget and not (measured and failed / measured > FAILED_SHARE)
+    return SymptomCheck(name, metric, quantile(before, 0.9) if before else None, p90, budget, fixed,
+                        failed=failed, measured=measured)
 
 
 def _emit(settings: RunSettings, result: VerifyResult) -> ExitCode:

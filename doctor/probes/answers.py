@@ -40,6 +40,7 @@ from doctor.probes.http import (
     error_kind,
     http_client,
     join_url,
+    without_credentials,
 )
 from doctor.verify.answers import Answer, answer_from_response
 from doctor.verify.prompts import Prompt, gate_body
@@ -125,11 +126,11 @@ class _Asker:
             response, text = bounded_get(self.client, join_url(target.url, "/v1/models"), deadline_s=self.deadline.grant(self.http.timeout_s))
             data = wire.loads(text).get("data") if response.status_code == 200 else None
         except (*FAILURES, ValueError, AttributeError) as exc:
-            target.error = f"{target.role} {target.url}: /v1/models: {_failure(exc)}"
+            target.error = f"{target.role} {without_credentials(target.url)}: /v1/models: {_failure(exc)}"
             return
         ids = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
         if not ids:
-            target.error = f"{target.role} {target.url}: /v1/models answered HTTP {response.status_code} with no model"
+            target.error = f"{target.role} {without_credentials(target.url)}: /v1/models answered HTTP {response.status_code} with no model"
             return
         target.model = target.model or str(ids[0].get("id"))
         served = next((m for m in ids if m.get("id") == target.model), ids[0])

@@ -50,13 +50,16 @@ class SymptomCheck:
     after_p90: float | None
     budget_s: float
     fixed: bool | None
+    failed: int = 0  # the re-probe's requests that got no answer, of ``measured``
+    measured: int = 0
 
     @property
     def sentence(self) -> str:
         after = fmt_seconds(self.after_p90) if self.after_p90 is not None else "not measured"
         verdict = {True: "fixed", False: "still there", None: "cannot tell"}[self.fixed]
         before = fmt_seconds(self.before_p90) if self.before_p90 is not None else "?"
-        return f"{self.symptom}: {self.metric} p90 {before} -> {after}, budget {fmt_seconds(self.budget_s)}: {verdict}"
+        failures = f", {self.failed} of {self.measured} requests failed" if self.failed else ""
+        return f"{self.symptom}: {self.metric} p90 {before} -> {after}{failures}, budget {fmt_seconds(self.budget_s)}: {verdict}"
 
 
 @dataclass

@@ -4,6 +4,7 @@ the same weights pass, perturbed ones fail, and every kind of bad input ends in 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -199,3 +200,23 @@ def test_a_candidate_slower_than_the_deadline_ends_with_what_was_measured(baseli
     assert not any(p["problems"] for p in doc["answers"]["prompts"])  # cut by the deadline is no failure of the candidate
     assert any(p["candidate"] for p in doc["answers"]["prompts"])  # what came is kept
     assert doc["latency"]["decision"] == "ABSTAIN" and "ran out before it" in doc["latency"]["reasons"][0]
+
+
+def test_a_candidate_whose_requests_fail_fails_the_latency_half_and_its_url_keeps_no_password(baseline):
+    """A failed request is latency users felt: the answered ones' samples alone would pass a candidate
+    failing every stream (the review of this round). Credentials in a URL never reach the output."""
+    with AnswerServer(mode="fail") as failing:
+        url = failing.url.replace("http://", "http://alice:s3cretpw@")
+        result = verify("--baseline", baseline.url, "--candidate", url, "--no-answers", "--requests", "4", "--warmup", "0",
+                        "--format", "json")
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 1 and doc["latency"]["decision"] == "FAIL"
+    assert re.match(r"the candidate failed (\d+) of \1 requests \(the baseline 0 of \d+\): http-status", doc["latency"]["reasons"][0])
+    assert "s3cretpw" not in result.output
+
+
+@pytest.mark.parametrize("mode", ["fail"])
+def test_verify_report_is_not_fixed_when_the_requests_fail(mode):
+    with AnswerServer(mode=mode) as after:
+        result = verify(QUEUEING, "--candidate", after.url, "--requests", "4", "--warmup", "0")
+    assert result.exit_code != 0 and ": fixed" not in result.output, result.output

@@ -48,6 +48,9 @@ from tests.support.hostile_server import HostileServer, silent_port
 from tests.support.sse_server import SseServer
 
 runner = CliRunner()
+#: The --timeout of the wrong-scheme tests: it also bounds the question of the other scheme
+#: (``min(timeout, 2.0)``), which a loaded machine must have time to answer.
+SCHEME_TIMEOUT_S = 3.0
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +140,7 @@ def test_a_wrong_scheme_is_said_at_the_first_failure_not_after_a_timeout_per_ste
     with HostileServer() as hostile:
         url = hostile.url.replace("http://", "https://")
         config = CollectConfig(engine=url, requests=4, warmup=1, host=False, gpu=False)
-        config.http.timeout_s = 0.5
+        config.http.timeout_s = SCHEME_TIMEOUT_S
         with pytest.raises(UsageError, match=f"--engine: TLS handshake failed: {url} speaks plain HTTP; use http://"):
             collect(config)
         assert not any(r.startswith("POST") for r in hostile.requests)  # no stream request was sent
@@ -149,7 +152,7 @@ def test_https_to_a_server_silent_on_a_client_hello_is_the_same_line(tmp_path) -
     with HostileServer() as hostile:
         url = hostile.url.replace("http://", "https://")
         config = CollectConfig(engine=url, requests=1, warmup=0)
-        config.http.timeout_s = 0.5
+        config.http.timeout_s = SCHEME_TIMEOUT_S
         evidence, errors = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
     (trace,) = evidence.requests
     assert (trace.outcome, trace.scheme_mismatch) == ("tls", "http")

@@ -111,18 +111,22 @@ def bounded(value: Any, where: str, *, minimum: float, inclusive: bool = False, 
     return value
 
 
-#: The largest budget, in seconds, anyone means (``plausible``): a first token after a minute, a token
-#: every two seconds, is no service level. Said in the flags' help.
-MAX_BUDGET_S = {"ttft": 60.0, "tpot": 2.0}
+#: The budget, in seconds, from which a number cannot be meant in seconds (``plausible``): a CPU engine
+#: or an offline batch may mean a first token after a minute or a token every two seconds, but no
+#: one means two minutes to a first token or five seconds a token; 500 and 50 are milliseconds.
+#: Said in the flags' help.
+REFUSED_BUDGET_S = {"ttft": 120.0, "tpot": 5.0}
 
 
 def plausible(seconds: float, where: str, name: str) -> float:
-    """``seconds`` unless it is over ``MAX_BUDGET_S``: then it is milliseconds typed as seconds
+    """``seconds`` unless it is ``REFUSED_BUDGET_S`` or more: then it is milliseconds typed as seconds
     (``--ttft-budget 500 --tpot-budget 50`` read HEALTHY against 500 s and 50 s), refused naming both."""
-    if seconds > MAX_BUDGET_S[name]:
-        raise UsageError(f"{where} is in seconds: {seconds:g} s is over the {MAX_BUDGET_S[name]:g} s a "
-                         f"{name.upper()} budget can mean; for {seconds:g} ms give {seconds / 1000:g}")
+    if seconds >= REFUSED_BUDGET_S[name]:
+        raise UsageError(f"{where} is in seconds: {seconds:g} s is not a {name.upper()} budget anyone means "
+                         f"(budgets of {REFUSED_BUDGET_S[name]:g} s or more are refused); for {seconds:g} ms "
+                         f"give {seconds / 1000:g}")
     return seconds
+
 
 def probe_number(opts: Flags, cfg: FileConfig, key: str, default: Any, *, minimum: float, inclusive: bool = False,
                   maximum: float | None = None) -> Any:

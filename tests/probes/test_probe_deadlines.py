@@ -15,9 +15,10 @@ import ssl
 import subprocess
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -38,7 +39,7 @@ from doctor.probes.deadlines import (
     p99,
 )
 from doctor.probes.endpoints import collect_endpoints
-from doctor.probes.http import HttpOptions
+from doctor.probes.http import DeadlineExceeded, HttpOptions, Unanswered, bounded_get
 from doctor.probes.plan import CollectConfig
 from doctor.probes.sampling import failing_fast
 from doctor.probes.stream import run_stream_probe
@@ -351,3 +352,42 @@ def test_every_network_step_of_a_run_ends_by_its_deadline(tmp_path) -> None:
     (endpoint,) = bundle.endpoints.endpoints
     assert (endpoint.deadline_s, endpoint.deadline_basis) == (3.0, "timeout")
     assert not [e for e in bundle.errors if e.kind == "internal"]
+
+
+@contextmanager
+def kept_alive_then_cut_head() -> Iterator[str]:
+    """One connection at a time: its first request answered whole and kept alive, its second sent
+    the start of a response head and then nothing (until the test ends)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def serve() -> None:
+        with suppress(OSError):
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 18\r\n\r\n{"version":"0.1"}\n')
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-")
+                done.wait(30)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        done.set()
+        listener.close()
+        thread.join(5)
+
+
+def test_a_head_begun_on_a_reused_connection_is_no_unanswered_request() -> None:
+    """The byte count is the request's, not the connection's: on a kept-alive connection (a caller's
+    own client) the second GET got part of a head before its server stalled, which is a late answer
+    (``DeadlineExceeded``), not a server that sent not a byte (``Unanswered``, read as hung)."""
+    with kept_alive_then_cut_head() as base, httpx.Client(trust_env=False, timeout=30.0) as client:
+        response, text = bounded_get(client, base + "/version", deadline_s=5.0)
+        assert response.status_code == 200 and "0.1" in text
+        with pytest.raises(DeadlineExceeded) as caught:
+            bounded_get(client, base + "/version", deadline_s=1.0)
+    assert not isinstance(caught.value, Unanswered)

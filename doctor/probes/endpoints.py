@@ -201,7 +201,9 @@ def _probe_target(
             if failure.kind in _STOPS and skipped:
                 message += f" ({', '.join(skipped)} not tried)"
             errors.append(EvidenceError(SOURCE, url, f"GET {path}", failure.kind, message))
-            if failure.unanswered_s is not None:
+            if i == 0 and failure.unanswered_s is not None:
+                # only the first GET (/version) proves a hung target: a later silent one (/v1/models, /health)
+                # after an answer is a route the target passes on, e.g. a gateway waiting on its upstream
                 endpoint.unanswered_s = failure.unanswered_s
             if failure.kind in _STOPS:
                 cut_off = True

@@ -18,11 +18,13 @@ from typer.testing import CliRunner
 
 from doctor.bundle import load_path
 from doctor.checking.runner import AnalyzeOptions, analyze
+from doctor.checklib import hung_gateway_remediation
 from doctor.cli import app
 from doctor.collection.collector import collect
 from doctor.evidence.stream import HEAD_TIMEOUT, SILENT_BASIS, WEDGED
 from doctor.probes.plan import CollectConfig
-from tests.support.hostile_server import silent_port
+from tests.support.hostile_server import blackholed_port, silent_port
+from tests.support.nginx import NEEDS_NGINX, run_nginx
 from tests.support.sse_server import SseServer
 
 
@@ -77,3 +79,32 @@ def test_a_server_that_accepts_and_never_answers_is_named_hung_long_before_the_p
     assert all(r.head_deadline_s is not None and r.head_deadline_s < duration for r in stream.requests)
     assert len(stream.requests) == 2  # the warm-up and one measured: head-timeout is decisive
     assert stream.shape.stopped is not None and "head-timeout is not one to retry" in stream.shape.stopped
+
+
+@NEEDS_NGINX
+def test_a_gateway_waiting_on_a_blackholed_upstream_is_the_gateway_not_a_server_to_restart(tmp_path) -> None:
+    """nginx in front of an engine address that drops connection attempts waits its 60 s
+    ``proxy_connect_timeout`` and answers nothing within the probe's 2 s --timeout: the gateway or
+    its upstream, named by its connect timeout, not "restart the server now"."""
+    with blackholed_port() as upstream, run_nginx("location / { proxy_pass http://{upstream}; }", upstream) as gateway:
+        config = CollectConfig(gateway=gateway, gateway_kind="nginx", gpu=False, host=False, metrics=False)
+        config.http.timeout_s = 2.0  # each GET's --timeout: under nginx's 60 s proxy_connect_timeout
+        bundle = collect(config)
+    assert bundle.endpoints is not None and bundle.endpoints.endpoints[0].unanswered_s == 2.0
+    report = analyze(bundle, AnalyzeOptions())
+    finding = next(f for f in report.findings if f.code == "LD501")
+    assert "gateway: hung-gateway" in finding.summary, finding.summary
+    rem = finding.remediation
+    assert rem is not None and rem.setting == "proxy_connect_timeout" and "proxy_connect_timeout" in (rem.where or "")
+    assert "the gateway or its upstream" in rem.why and "restart the server" not in rem.suggested
+    primary = report.verdict.primary_remediation
+    assert primary is None or primary.setting != "restart_and_health_check"
+    stream = bundle.stream
+    assert stream is not None and stream.requests
+    assert all("the gateway or its upstream" in (r.error or "") for r in stream.requests)
+
+
+def test_a_gateway_unidentified_lists_every_connect_timeout() -> None:
+    rem = hung_gateway_remediation(None, 10.0, "rerun")
+    assert "proxy_connect_timeout" in rem.suggested and "timeout connect" in rem.suggested
+    assert "10 s --timeout" in rem.why and "--gateway-kind" in rem.where

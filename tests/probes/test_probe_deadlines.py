@@ -45,7 +45,8 @@ from doctor.probes.sampling import failing_fast
 from doctor.probes.stream import run_stream_probe
 from doctor.runs.outage import unreachable_paths
 from tests.support import hostile_server, system
-from tests.support.hostile_server import HostileServer, silent_port
+from tests.support.hostile_server import HostileServer, blackholed_port, silent_port
+from tests.support.nginx import NEEDS_NGINX, run_nginx
 from tests.support.sse_server import SseServer
 
 runner = CliRunner()
@@ -391,3 +392,17 @@ def test_a_head_begun_on_a_reused_connection_is_no_unanswered_request() -> None:
         with pytest.raises(DeadlineExceeded) as caught:
             bounded_get(client, base + "/version", deadline_s=1.0)
     assert not isinstance(caught.value, Unanswered)
+
+
+@NEEDS_NGINX
+def test_only_a_silent_version_marks_a_target_unanswered() -> None:
+    """A gateway that answers GET /version itself and passes /v1/models to an engine it cannot reach
+    is silent on /v1/models for the whole --timeout: that proves no hung target (the one GET that does
+    is the first, /version), so the stream probe is not told to hold its heads to the hung bound."""
+    conf = ('location = /version { default_type application/json; return 200 \'{"version": "gw"}\'; }\n'
+            "  location / { proxy_pass http://{upstream}; }")
+    with blackholed_port() as upstream, run_nginx(conf, upstream) as gateway:
+        evidence, errors = collect_endpoints({ProbePath.GATEWAY: gateway}, HttpOptions(timeout_s=1.0))
+    (endpoint,) = evidence.endpoints
+    assert endpoint.version == "gw" and endpoint.unanswered_s is None
+    assert any(e.action == "GET /v1/models" and e.kind == "timeout" and "not a byte" in e.message for e in errors), errors

@@ -14,7 +14,8 @@ Evidence:
 Stream probe: outcome, HTTP status and error of each measured (non warm-up) request, by path;
 requests cancelled by stopping the probe (Ctrl-C) count neither way. Metrics window: finished
 requests by reason (error share, abort share; the aborts of the probe's cancelled requests are
-taken out). Startup log, else /metrics or the endpoints: which engine served, for its names.
+taken out). Startup log, else /metrics or the endpoints: which engine served, for its names. The
+gateway view: which gateway, for a hung gateway's connect timeout.
 
 Remediation:
 By the dominant failure: HTTP 429 / 502 / 503 that the gateway answered itself (its own error page,
@@ -26,7 +27,10 @@ when the body says the prompt is too long, else the payload); 5xx -> the engine 
 a gateway with no response head within the bound its direct path sets -> the gateway hop
 (`gateway_upstream`); a server that accepted and answered nothing at all (no byte to GET /version in its whole
 `--timeout`, no response head to the probe's requests) -> hung: restart it and give its health check a
-timeout (`restart_and_health_check`); a head dripped past its deadline -> the server (`endpoint_url`); cut ->
+timeout (`restart_and_health_check`); the same silence on the gateway path is the gateway or its upstream
+(`hung-gateway`: a gateway waiting to connect to an engine it cannot reach, e.g. nginx's 60 s
+`proxy_connect_timeout` over a 10 s `--timeout`) -> the engine address it reaches and its connect timeout,
+in its family's terms (`proxy_connect_timeout` on nginx; `checklib.CONNECT_TIMEOUTS`); a head dripped past its deadline -> the server (`endpoint_url`); cut ->
 `proxy_read_timeout`; timeout / stall -> the latency findings (`replicas` when queueing); metrics
 errors -> `vllm_server`; metrics aborts -> the clients' timeout (`client_timeout`). A request cut
 by the user's own `--deadline` is no failure of the target (censored at that time): it counts
@@ -50,8 +54,9 @@ from __future__ import annotations
 from collections import Counter
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, gateway_refusal, metric_read, rerun
+from doctor.checklib import engine_flag, gateway_identity, gateway_refusal, hung_gateway_remediation, metric_read, rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
+from doctor.derive.gateway import GatewayView
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.engines.names import display, engine_part
 from doctor.evidence import Bundle, ProbePath, RequestTrace
@@ -175,7 +180,7 @@ def failure_key(req: RequestTrace, direct_answers: bool = False) -> str:
     if req.outcome == "tls" and req.scheme_mismatch in ("http", "https"):
         return f"tls-{req.scheme_mismatch}"
     if req.outcome == HEAD_TIMEOUT and req.head_deadline_basis == SILENT_BASIS:
-        return "hung"
+        return "hung-gateway" if req.path == ProbePath.GATEWAY else "hung"
     if req.path == ProbePath.GATEWAY and (
             (req.outcome == HEAD_TIMEOUT and req.head_deadline_basis == DIRECT_BASIS)
             or (req.outcome == "stall" and req.first_token_deadline_s is not None)):
@@ -202,6 +207,7 @@ def error_rate(
     bundle: Bundle,
     metrics_window: MetricsWindow | None = None,
     engine: EngineIdentity = UNIDENTIFIED,
+    gateway: GatewayView | None = None,
     *,
     max_failure_share: float = 0.05,
     max_error_share: float = 0.05,
@@ -277,21 +283,29 @@ def error_rate(
             ),
             EvidenceValue("finished", finished, "requests", f"metrics: {metric_read(metrics_window, 'finished_by_reason')} delta"),
         ]
-    setting, suggested, where, why = (_spelled(text, engine_id) for text in FIXES.get(key, GENERIC))
+    verify = rerun("every probe request ok and no error / abort finish reasons in the window")
+    if key == "hung-gateway":
+        remediation = hung_gateway_remediation(gateway, _unanswered_s(bundle, "gateway"), verify)
+        remediation.why = f"The dominant failure is {key}: {remediation.why}"
+        evidence += gateway_identity(gateway)
+    else:
+        setting, suggested, where, why = (_spelled(text, engine_id) for text in FIXES.get(key, GENERIC))
+        remediation = Remediation(setting=setting, suggested=suggested, where=where,
+                                  why=f"The dominant failure is {key}: {why}.", verify=verify)
     server_failing = probe_bad or error_share >= max_error_share
     return Fire(
         title="Requests fail",
         summary="; ".join(parts),
-        remediation=Remediation(
-            setting=setting,
-            suggested=suggested,
-            where=where,
-            why=f"The dominant failure is {key}: {why}.",
-            verify=rerun("every probe request ok and no error / abort finish reasons in the window"),
-        ),
+        remediation=remediation,
         severity=Severity.CRITICAL if server_failing else Severity.WARNING,
         evidence=evidence,
     )
+
+
+def _unanswered_s(bundle: Bundle, role: str) -> float | None:
+    """The seconds the endpoints probe's GET /version waited on ``role``'s target for not a byte."""
+    endpoints = bundle.endpoints.endpoints if bundle.endpoints else []
+    return next((ep.unanswered_s for ep in endpoints if ep.role == role and ep.unanswered_s is not None), None)
 
 
 def _spelled(text: str, engine: str) -> str:

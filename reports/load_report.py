@@ -13,7 +13,8 @@ from typing import Any
 
 from rich.console import Console
 
-from doctor.derive.load_summary import LATE_AFTER_S, LoadSummary
+from doctor.derive.load_summary import LoadSummary
+from doctor.evidence.stream import LATE_AFTER_S
 from doctor.foundation.serial import to_jsonable
 from doctor.foundation.units import UNKNOWN, fmt_pct, fmt_seconds
 from doctor.model import Report

@@ -26,7 +26,8 @@ its remediation mean the same thing as every other check's:
   ``buffering_remediation`` (``buffering_advice``), ``compression_remediation``
   (``compression_advice``), ``response_start_remediation`` (``response_start_advice``),
   ``idle_timeout_for`` / ``idle_timeout_remediation`` (with ``IDLE_TIMEOUTS``, ``idle_timeout_advice``),
-  ``cap_remediation`` (with ``QUEUEING_CAPS``) and ``retry_remediation`` (``upstream_advice``): the
+  ``cap_remediation`` (with ``QUEUEING_CAPS``), ``retry_remediation`` and ``hung_gateway_remediation``
+  (with ``CONNECT_TIMEOUTS``; ``upstream_advice``): the
   setting each gateway family spells for the same behaviour.
 - **gateway limits** (``gateway_limits``): ``gateway_refusal`` (a failed request the gateway
   answered itself), ``engine_intake`` (requests the engine took in over the window) against
@@ -134,12 +135,19 @@ from doctor.checklib.scaling import (
     tried,
 )
 from doctor.checklib.structured import ConstrainedRun, constrained_run, generated_within, per_token, request_ttft
-from doctor.checklib.upstream_advice import QUEUEING_CAPS, cap_remediation, retry_remediation
+from doctor.checklib.upstream_advice import (
+    CONNECT_TIMEOUTS,
+    QUEUEING_CAPS,
+    cap_remediation,
+    hung_gateway_remediation,
+    retry_remediation,
+)
 from doctor.derive.gateway import KNOWN_PROXIES, header
 from doctor.engines.names import not_in_metrics
 
 __all__ = [
     "COMPRESSED",
+    "CONNECT_TIMEOUTS",
     "DEFAULT_STARTUP_S",
     "ENGINE_FLAGS",
     "IDLE_TIMEOUTS",
@@ -181,6 +189,7 @@ __all__ = [
     "history_scaler",
     "host_saturated",
     "host_values",
+    "hung_gateway_remediation",
     "idle_timeout_for",
     "idle_timeout_remediation",
     "inferred_max_num_seqs",

@@ -1,6 +1,7 @@
 """What a gateway does to requests on their way to the engine, and how to undo it in its terms: a cap on
 the streams it lets through (LD309, ``CONNECTION_CAPS``, with ``QUEUEING_CAPS`` for the families that
-queue rather than refuse) and retries of requests the engine already took (LD310, ``RETRIES``).
+queue rather than refuse), retries of requests the engine already took (LD310, ``RETRIES``) and the
+wait to connect to an engine it cannot reach (LD501's hung gateway, ``CONNECT_TIMEOUTS``).
 Public through ``doctor.checklib``; the shared phrasing is ``gateway_phrasing``.
 """
 
@@ -143,3 +144,85 @@ def retry_remediation(gw: GatewayView | None, timeout: str, verify: str) -> Reme
     rem = RETRIES.get(family or "", GENERIC_RETRIES).remediation(verify, name=name, timeout=timeout)
     rem.why += also_in_path(gw)
     return rem
+
+
+#: family -> the timeout a gateway waits to connect to the engine (LD501 ``hung-gateway``): a gateway whose
+#: upstream drops the connection attempt (a blackholed address, a dead node) answers nothing until it
+#: runs out, which from the client looks like a hung server. ``{name}`` the gateway.
+CONNECT_TIMEOUTS: dict[str, Phrasing] = {
+    "nginx": Phrasing(
+        "proxy_connect_timeout", "a few seconds (e.g. 5s), under the clients' own timeout",
+        where="nginx: the `location` that proxies the engine: `proxy_connect_timeout 5s;` (60 s by default)",
+        why="{name} waits `proxy_connect_timeout` (60 s by default) to reach an upstream that does not answer "
+            "the connection attempt, and its `proxy_read_timeout` (60 s) for one that accepted and says nothing"),
+    "ingress-nginx": Phrasing(
+        "nginx.ingress.kubernetes.io/proxy-connect-timeout", '"5" (seconds), under the clients\' own timeout',
+        where="{name}: the route's Ingress annotation `nginx.ingress.kubernetes.io/proxy-connect-timeout` "
+              "(`proxy-connect-timeout` in the ConfigMap for all; 5 s by default)",
+        why="{name} waits `proxy-connect-timeout` to reach an upstream pod that does not answer the connection "
+            "attempt, and `proxy-read-timeout` (60 s) for one that accepted and says nothing"),
+    "f5-nginx-ingress": Phrasing(
+        "nginx.org/proxy-connect-timeout", '"5s", under the clients\' own timeout',
+        where="{name}: the route's Ingress annotation `nginx.org/proxy-connect-timeout` (60 s by default)",
+        why="{name} waits `proxy-connect-timeout` (60 s by default) to reach an upstream that does not answer "
+            "the connection attempt"),
+    "haproxy": Phrasing(
+        "timeout connect", "a few seconds (e.g. 5s), under the clients' own timeout",
+        where="{name}: `timeout connect 5s` in the engine's backend (or `defaults`)",
+        why="{name} waits `timeout connect` to reach a server that does not answer the connection attempt "
+            "(no default: the configuration's value decides), and `timeout server` for one that says nothing"),
+    "envoy": Phrasing(
+        "connect_timeout", "a few seconds, under the clients' own timeout",
+        where="{name}: the engine cluster's `connect_timeout` (5 s by default)",
+        why="{name} waits the cluster's `connect_timeout` to reach an endpoint that does not answer the "
+            "connection attempt, then its route `timeout` for the answer"),
+    "apache": Phrasing(
+        "connectiontimeout", "a few seconds (e.g. 5), under the clients' own timeout",
+        where="{name}: `connectiontimeout=5` on the engine's `ProxyPass` line (the `ProxyTimeout`, 60 s, by default)",
+        why="{name} waits `connectiontimeout` to reach a backend that does not answer the connection attempt"),
+    "caddy": Phrasing(
+        "dial_timeout", "a few seconds, under the clients' own timeout",
+        where="{name}: the reverse_proxy's `transport http { dial_timeout 5s }` (3 s by default)",
+        why="{name} waits `dial_timeout` to reach an upstream that does not answer the connection attempt"),
+    "varnish": Phrasing(
+        ".connect_timeout", "a few seconds, under the clients' own timeout",
+        where="{name}: the engine backend's `.connect_timeout = 5s;` (3.5 s by default), and `.first_byte_timeout`",
+        why="{name} waits `.connect_timeout` to reach a backend that does not answer the connection attempt, "
+            "then `.first_byte_timeout` (60 s) for its first byte"),
+    "traefik": Phrasing(
+        "forwardingTimeouts.dialTimeout", "a few seconds, under the clients' own timeout",
+        where="{name}: the serversTransport's `forwardingTimeouts.dialTimeout` (30 s by default)",
+        why="{name} waits `dialTimeout` to reach a server that does not answer the connection attempt, then "
+            "`responseHeaderTimeout` for its head"),
+    "kong": Phrasing(
+        "connect_timeout", "a few seconds (e.g. 5000 ms), under the clients' own timeout",
+        where="{name}: the Service of the engine route: `connect_timeout: 5000` (milliseconds; 60000 by default)",
+        why="{name} waits the Service's `connect_timeout` to reach an upstream that does not answer the "
+            "connection attempt"),
+}
+CONNECT_TIMEOUTS["envoy-ai-gateway"] = CONNECT_TIMEOUTS["envoy"]
+GENERIC_CONNECT = Phrasing(
+    "gateway upstream connect timeout",
+    "a few seconds, under the clients' own timeout: nginx `proxy_connect_timeout` (60 s default); HAProxy "
+    "`timeout connect`; Envoy cluster `connect_timeout`; Caddy `dial_timeout`; Varnish `.connect_timeout`; "
+    "Traefik `dialTimeout`; Kong `connect_timeout`",
+    where="{name}: its timeout for connecting to the engine, and the engine address it connects to",
+    why="a gateway waits its connect timeout to reach an upstream that does not answer the connection "
+        "attempt (nginx `proxy_connect_timeout`, 60 s by default) and its read timeout for one that accepted "
+        "and says nothing")
+
+
+def hung_gateway_remediation(gw: GatewayView | None, timeout_s: float | None, verify: str) -> Remediation:
+    """LD501 ``hung-gateway``: a gateway that accepted and answered nothing in the whole ``--timeout``
+    (``timeout_s``) is the gateway or its upstream, not a server to restart: the engine address it
+    reaches and its connect timeout, in its family's terms."""
+    family, name = who_answered(gw)
+    rem = CONNECT_TIMEOUTS.get(family or "", GENERIC_CONNECT).remediation(verify, name=name)
+    waited = f"the {timeout_s:g} s --timeout" if timeout_s is not None else "the whole --timeout"
+    rem.why = (f"the gateway or its upstream: it accepted the probe's connections and sent not a byte in {waited}, "
+               f"not even to GET /version. {rem.why[:1].upper()}{rem.why[1:]}, so an "
+               "engine it cannot reach (a wrong or blackholed address, a node gone) reads as a hung server. "
+               "Check the upstream address and the engine behind it, and lower the connect timeout so an "
+               "unreachable engine is a quick 502/504; restart the gateway only if it answers nothing "
+               "even when its upstream does." + also_in_path(gw))
+    return as_unidentified(rem, family)

@@ -7,7 +7,7 @@ import sys
 from doctor.bundle import dumps, save
 from doctor.collection.collector import collect
 from doctor.exit_codes import ExitCode, usable_evidence
-from doctor.foundation.console import err, progress, reader_may_leave
+from doctor.foundation.console import err, progress, reader_may_leave, stdout_json
 from doctor.foundation.user_paths import is_stdout
 from doctor.settings import RunSettings, lookup_targets
 
@@ -21,7 +21,7 @@ def run(settings: RunSettings) -> ExitCode:
     result = collect(settings.collect, progress)
     if is_stdout(bundle):  # ``-o -``: the bundle's JSON is the only thing on stdout
         with reader_may_leave():
-            sys.stdout.write(dumps(result) + "\n")
+            sys.stdout.write(stdout_json(dumps(result)) + "\n")
         err.print(f"wrote the bundle to stdout ({len(result.errors)} evidence error(s))")
     else:
         save(result, bundle)

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from doctor.bundle import write_file
 from doctor.exit_codes import ExitCode, exit_code_for
-from doctor.foundation.console import err, reader_may_leave
+from doctor.foundation.console import err, reader_may_leave, stdout_json
 from doctor.model import Report
 from doctor.settings import Outputs
 from reports.html_page import render_html
@@ -39,9 +39,10 @@ def deliver(outputs: Outputs, show: Callable[[Console], None], renders: Renders)
     with reader_may_leave():
         if piped is not None:
             show(err)
-            sys.stdout.write(renders[piped]())
+            document = renders[piped]()
+            sys.stdout.write(stdout_json(document) if piped == "json" else document)
         elif outputs.format == "json":
-            sys.stdout.write(renders["json"]())
+            sys.stdout.write(stdout_json(renders["json"]()))
         else:
             show(stdout_console())
     for key, render in renders.items():

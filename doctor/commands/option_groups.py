@@ -11,7 +11,7 @@ from pathlib import Path
 from doctor.commands.options import opt
 from doctor.evidence.stream import FRAMINGS
 from doctor.probes.payload import ROUTES
-from doctor.settings import ANALYSIS, API_KEY_ENV, BUDGETS, FORMATS, MAX_BUDGET_S, PLAN, shown, shown_duration
+from doctor.settings import ANALYSIS, API_KEY_ENV, BUDGETS, FORMATS, PLAN, REFUSED_BUDGET_S, shown, shown_duration
 
 TARGET_PANEL = "Targets and probe"
 ENGINE_PANEL = "Engine evidence"
@@ -72,8 +72,8 @@ ANALYSIS_OPTIONS = [
     opt(list[str] | None, None, "--ignore", help="Skip these checks (as --select).", rich_help_panel=ANALYSIS_PANEL),
     opt(list[str] | None, None, "--set", help="Override a threshold: CHECK.OPTION=VALUE (repeatable).", rich_help_panel=ANALYSIS_PANEL),
     opt(str | None, None, "--fail-on", help=f"Exit 1 for: felt (latency users felt; risks alone exit 0) | info | warning | critical (any finding at or above it, risks included) (default {ANALYSIS.fail_on.value}).", rich_help_panel=ANALYSIS_PANEL),
-    opt(float | None, None, "--ttft-budget", help=f"Time-to-first-token budget in seconds (default {shown(BUDGETS.ttft_s)}; at most {shown(MAX_BUDGET_S['ttft'])}: 500 ms is 0.5).", rich_help_panel=ANALYSIS_PANEL),
-    opt(float | None, None, "--tpot-budget", help=f"Time-per-output-token budget in seconds (default {shown(BUDGETS.tpot_s)}; at most {shown(MAX_BUDGET_S['tpot'])}: 50 ms is 0.05).", rich_help_panel=ANALYSIS_PANEL),
+    opt(float | None, None, "--ttft-budget", help=f"Time-to-first-token budget in seconds, under {shown(REFUSED_BUDGET_S['ttft'])}: 500 ms is 0.5, not 500 (default {shown(BUDGETS.ttft_s)}).", rich_help_panel=ANALYSIS_PANEL),
+    opt(float | None, None, "--tpot-budget", help=f"Time-per-output-token budget in seconds, under {shown(REFUSED_BUDGET_S['tpot'])}: 50 ms is 0.05, not 50 (default {shown(BUDGETS.tpot_s)}).", rich_help_panel=ANALYSIS_PANEL),
     opt(Path | None, None, "--json", help="Write the JSON report to PATH (--format json prints it to stdout instead).", rich_help_panel=ANALYSIS_PANEL),
     opt(Path | None, None, "--html", help="Write the self-contained HTML report here.", rich_help_panel=ANALYSIS_PANEL),
     opt(Path | None, None, "--md", help="Write a short Markdown summary here.", rich_help_panel=ANALYSIS_PANEL),

@@ -9,7 +9,8 @@ drive one), with the same per-request statistics as ``stream_stats`` (latency fr
 - goodput (DistServe's): requests that met both budgets, per second, and their fraction of the
   requests sent (a failure is never good);
 - arrivals: the rate asked for (``offered_rps``, Poisson scenarios) and the rate the client
-  achieved, and the *late* arrivals, sent more than ``LATE_AFTER_S`` after their scheduled time.
+  achieved, and the *late* arrivals, sent more than ``LATE_AFTER_S`` after their scheduled time
+  (``doctor.evidence.stream.late_arrival``).
   A late arrival's latency still counts from its schedule (no coordinated omission), but a run
   with many is a client that could not offer the load, and the report says so;
 - the cost per million output tokens at that throughput, given the price of a GPU hour.
@@ -25,11 +26,8 @@ from dataclasses import dataclass
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import Dist, derive_stream_stats
 from doctor.evidence import Bundle, ProbePath
+from doctor.evidence.stream import late_arrival
 from doctor.model import Budgets
-
-#: An arrival sent this much after its scheduled time is late: the self-check's event-loop lag
-#: limit, beyond which the client, not the server, decided when the request left.
-LATE_AFTER_S = 0.010
 
 
 @dataclass(frozen=True)
@@ -140,7 +138,7 @@ def load_summary(bundle: Bundle, budgets: Budgets, price: Price | None = None) -
         out.achieved_rps = _rate(len(sends) - 1, sends[-1] - start)  # n arrivals span n - 1 gaps
     if stream.shape.rate:  # a closed loop's schedule is its send: never late
         delays = [t.t_sent - t.t_scheduled for t in traces if t.t_sent is not None]
-        out.late = sum(1 for d in delays if d > LATE_AFTER_S)
+        out.late = sum(1 for t in traces if late_arrival(t))
         out.late_fraction = out.late / len(delays) if delays else None
         out.late_max_s = max(delays, default=None)
     out.client_suspect, out.client_reasons = stream.client.suspect, list(stream.client.reasons)

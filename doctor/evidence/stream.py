@@ -165,6 +165,16 @@ class RequestTrace:
         return self.outcome == "ok"
 
 
+#: An open-loop arrival sent this much after its scheduled time is late: the self-check's event-loop lag
+#: limit, beyond which the client, not the server, decided when the request left.
+LATE_AFTER_S = 0.010
+
+
+def late_arrival(req: RequestTrace) -> bool:
+    """Whether an open-loop (``--rate``) arrival left more than ``LATE_AFTER_S`` after it was due."""
+    return req.t_sent is not None and req.t_sent - req.t_scheduled > LATE_AFTER_S
+
+
 def send_lag(req: RequestTrace, closed_loop: bool) -> float | None:
     """Seconds the client itself took to put ``req`` on the wire once it was due; None when unrecorded.
 

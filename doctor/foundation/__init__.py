@@ -8,6 +8,7 @@
 - ``signals``: SIGINT and SIGTERM handled alike;
 - ``stats``: the one quantile rule;
 - ``strenum``: an enum whose members are their strings;
+- ``this_host``: whether a URL's host is this machine (the one "same host" rule);
 - ``units``: how numbers read in every output;
 - ``user_paths``: output paths checked before anything is sent;
 - ``wire``: sanitising strings and JSON that come from outside.

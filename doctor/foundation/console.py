@@ -2,14 +2,17 @@
 
 One line per message (``soft_wrap``), so messages stay grep-able; stdout is kept for what a
 command is asked to print (a report, JSON), so it pipes cleanly. ``narrow_terminals_spelled``
-lets both streams write to a terminal whose encoding lacks a character the reports use.
+lets both streams write to a terminal whose encoding lacks a character the reports use, and
+``stdout_json`` keeps a JSON document sent to such a stdout whole (escaped, never spelled).
 """
 
 from __future__ import annotations
 
 import codecs
 import io
+import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,6 +71,35 @@ def narrow_terminals_spelled() -> None:
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors=SPELLED)
+
+
+#: A character JSON text may hold only inside a string, which ``ensure_ascii`` would have escaped.
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _stdout_holds_unicode() -> bool:
+    """Whether stdout's encoding writes every character (UTF-8 and its kin), not Latin-1 or ASCII."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        "\u2265\U0001f600".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def stdout_json(document: str) -> str:
+    """A JSON document (written with ``ensure_ascii=False``) as stdout may carry it.
+
+    Where stdout's encoding holds every character it is the document itself. Elsewhere (a Latin-1
+    locale, ``PYTHONIOENCODING=ascii``) ``narrow_terminals_spelled`` would turn what the encoding
+    lacks into "?" or a spelling: a model name or a log excerpt changed in a document a program
+    reads. There every non-ASCII character, which JSON text holds only inside strings, is escaped
+    as ``json.dumps(ensure_ascii=True)`` escapes it, so the same document parses to the same values.
+    Files are written as UTF-8 bytes and keep their characters.
+    """
+    if _stdout_holds_unicode():
+        return document
+    return _NON_ASCII.sub(lambda m: json.dumps(m.group())[1:-1], document)
 
 
 def progress(message: str) -> None:

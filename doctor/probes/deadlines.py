@@ -109,9 +109,14 @@ def gateway_head_bound(traces: Iterable[RequestTrace], ttft_budget_s: float) -> 
     return direct_bound(ttfts, e2es, ttft_budget_s)
 
 
-def silent_head_bound(unanswered_s: float) -> HeadBound:
-    """The response head's deadline on a path whose target answered the endpoints probe's GET not a
-    byte in ``unanswered_s`` (its whole ``--timeout``): the second witness need not wait as long."""
+def silent_head_bound(unanswered_s: float, path: ProbePath = ProbePath.DIRECT) -> HeadBound:
+    """The response head's deadline on a path whose target answered the endpoints probe's GET /version
+    not a byte in ``unanswered_s`` (its whole ``--timeout``): the second witness need not wait as long.
+    A gateway that silent may only be waiting on its upstream (its connect timeout over ``--timeout``)."""
+    if path == ProbePath.GATEWAY:
+        return HeadBound(HUNG_FLOOR_S, SILENT_BASIS,
+                         f"(the gateway accepted GET /version too and sent not a byte back in {unanswered_s:g} s: "
+                         "the gateway or its upstream, e.g. a connect to an engine it cannot reach)")
     return HeadBound(HUNG_FLOOR_S, SILENT_BASIS,
                      f"(hung: the server accepted GET /version too and sent not a byte back in {unanswered_s:g} s)")
 

@@ -31,7 +31,6 @@ costs that bound, not the whole ``--timeout``.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import ssl
 import time
@@ -57,6 +56,7 @@ from doctor.probes.http import (
     http_client,
     join_url,
 )
+from doctor.probes.stream.client import run_loop
 from doctor.probes.transport import other_scheme, scheme_line
 
 SOURCE = "endpoints"
@@ -201,7 +201,9 @@ def _probe_target(
             if failure.kind in _STOPS and skipped:
                 message += f" ({', '.join(skipped)} not tried)"
             errors.append(EvidenceError(SOURCE, url, f"GET {path}", failure.kind, message))
-            if failure.unanswered_s is not None:
+            if i == 0 and failure.unanswered_s is not None:
+                # only the first GET (/version) proves a hung target: a later silent one (/v1/models, /health)
+                # after an answer is a route the target passes on, e.g. a gateway waiting on its upstream
                 endpoint.unanswered_s = failure.unanswered_s
             if failure.kind in _STOPS:
                 cut_off = True
@@ -234,7 +236,7 @@ def _scheme_spoken(base: str, kind: str, limits: _Limits) -> str | None:
     scheme = httpx.URL(base).scheme
     if not ((scheme == "https" and kind in ("tls", "timeout")) or (scheme == "http" and kind == "connect")):
         return None
-    return asyncio.run(other_scheme(base, limits.timeout_s))
+    return run_loop(other_scheme(base, limits.timeout_s))
 
 
 def _ask_engine(client: httpx.Client, endpoint: Endpoint, base: str, limits: _Limits) -> list[EvidenceError]:

@@ -13,7 +13,6 @@ Environment variables are never read: they hold tokens far more often than facts
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import platform
 import shlex
@@ -27,10 +26,10 @@ import psutil
 
 from doctor.evidence import EvidenceError, HostEvidence, ProcessInfo
 from doctor.foundation.redact import Redactor
+from doctor.foundation.this_host import is_this_host
 
 SOURCE = "host"
 CPU_SAMPLE_S = 0.2
-_LOCAL_NAMES = frozenset({"localhost", "localhost.localdomain", "0.0.0.0", "::"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -87,19 +86,9 @@ def _local_port(engine_url: str | None) -> int | None:
         port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
     except ValueError:
         return None
-    host = (parts.hostname or "").lower()
-    if not host or port is None:
+    if not parts.hostname or port is None:
         return None
-    if host in _LOCAL_NAMES or host == socket.gethostname().lower():
-        return port
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return None  # a name other than ours: resolving it could block, and a remote engine is the common case
-    if address.is_loopback or address.is_unspecified:
-        return port
-    local = {a.address.split("%")[0] for addrs in psutil.net_if_addrs().values() for a in addrs}
-    return port if str(address) in local else None
+    return port if is_this_host(parts.hostname) else None
 
 
 def _find_vllm(port: int | None) -> tuple[psutil.Process, str] | None:

@@ -97,13 +97,18 @@ def http_client(headers: Mapping[str, str] | None, verify: bool | str, timeout_s
     Redirects are followed: several vLLM versions mount /metrics so that it answers 307 -> /metrics/.
     ``trust_env=False``, as for the stream probe: a probe reaches the URL it was given, not a proxy
     from the environment (whose ``Server`` / ``Via`` headers would describe the proxy, not the target).
-    No kept-alive connections: ``bounded_get`` enforces its deadline on the socket it sees opened,
-    and a reused connection opens none (a new local connection per GET costs well under 1 ms).
+    No kept-alive connections: each GET opens its own (well under 1 ms locally), so no exchange
+    starts on what another left; ``_Watchdog`` still counts and bounds a reused one per request.
     """
     return httpx.Client(
         headers=dict(headers or {}), verify=ssl_context(verify), timeout=timeout_s,
         follow_redirects=True, trust_env=False, limits=httpx.Limits(max_keepalive_connections=0),
     )
+
+
+#: The ``_Watchdog`` of the exchange this thread is running, while it runs: a connection's reads are
+#: counted (and its socket shut at the deadline) for the exchange that reads it, whichever opened it.
+_exchange = threading.local()
 
 
 class _Watchdog:
@@ -115,12 +120,17 @@ class _Watchdog:
     connection the exchange opens (redirects included); at the deadline a timer thread shuts
     them down, which wakes the blocked read with an error that ``bounded_get`` reports as the
     deadline. Hand-written because httpx has no whole-request timeout (encode/httpx#1450).
+
+    ``received`` counts the bytes read during this exchange only: each connection's reads are
+    counted for the exchange running in the reading thread (``_exchange``), not for the one that
+    opened it, so a kept-alive connection reused by a later request counts that request's bytes
+    from zero, and its socket is shut at that request's deadline too.
     """
 
     def __init__(self, deadline_s: float) -> None:
         self.expired = False
         self.sent = False  # the request went out on a connection (TCP and TLS done)
-        self.received = 0  # bytes read back on the exchange's connections
+        self.received = 0  # bytes read back during this exchange
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(deadline_s, self._expire)
@@ -130,26 +140,18 @@ class _Watchdog:
         if event == "http11.send_request_headers.complete":
             self.sent = True
         elif event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
-            self._count(info["return_value"])
+            _count(info["return_value"])
         if event in ("connection.connect_tcp.complete", "connection.connect_unix_socket.complete"):
-            sock = info["return_value"].get_extra_info("socket")
-            with self._lock:
-                self._sockets.append(sock)
-                if self.expired:  # connected just after the deadline: shut at once
-                    self._shut(sock)
+            self.adopt(info["return_value"].get_extra_info("socket"))
 
-    def _count(self, stream: Any) -> None:
-        """Count the bytes read on ``stream`` (httpcore's network stream, plain or TLS): a trace says
-        when a head completes, never whether any byte of it came, which tells a server that answers
-        nothing (``Unanswered``) from one that drips its head."""
-        read = stream.read
-
-        def counted(max_bytes: int, timeout: float | None = None) -> bytes:
-            data: bytes = read(max_bytes, timeout)
-            self.received += len(data)
-            return data
-
-        stream.read = counted
+    def adopt(self, sock: socket.socket | None) -> None:
+        """Shut ``sock`` at this exchange's deadline (at once, when it already passed)."""
+        with self._lock:
+            if sock is None or sock in self._sockets:
+                return
+            self._sockets.append(sock)
+            if self.expired:  # connected just after the deadline: shut at once
+                self._shut(sock)
 
     def _expire(self) -> None:
         with self._lock:
@@ -164,11 +166,31 @@ class _Watchdog:
                 sock.shutdown(socket.SHUT_RDWR)
 
     def __enter__(self) -> _Watchdog:
+        _exchange.watchdog = self
         self._timer.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._timer.cancel()
+        _exchange.watchdog = None
+
+
+def _count(stream: Any) -> None:
+    """Count the bytes read on ``stream`` (httpcore's network stream, plain or TLS) for the exchange
+    reading it: a trace says when a head completes, never whether any byte of it came, which tells a
+    server that answers nothing (``Unanswered``) from one that drips its head."""
+    read = stream.read
+
+    def counted(max_bytes: int, timeout: float | None = None) -> bytes:
+        watchdog: _Watchdog | None = getattr(_exchange, "watchdog", None)
+        if watchdog is not None:
+            watchdog.adopt(stream.get_extra_info("socket"))  # a reused connection: this exchange's deadline
+        data: bytes = read(max_bytes, timeout)
+        if watchdog is not None:
+            watchdog.received += len(data)
+        return data
+
+    stream.read = counted
 
 
 def bounded_get(

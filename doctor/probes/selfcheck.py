@@ -41,7 +41,7 @@ from typing import TypeVar
 import psutil
 
 from doctor.evidence import ClientHealth, RequestTrace
-from doctor.evidence.stream import frozen_overlap, send_lag
+from doctor.evidence.stream import LATE_AFTER_S, frozen_overlap, late_arrival, send_lag
 from doctor.foundation.clock import Clock
 from doctor.foundation.stats import quantile
 
@@ -162,14 +162,23 @@ class SelfCheck:
         so a loop later than the gap between two tokens reads them together and the first is
         stamped at the second's arrival; a gap p99 over the run's median token gap is a reason.
         A request that took long to leave the client is a reason too: latencies count from when it
-        left (``send_lag``), but the server saw the load later than the schedule.
+        left (``send_lag``), but the server saw the load later than the schedule. In an open loop
+        (``closed_loop`` False) with late arrivals (``late_arrival``), the lag, CPU and collections
+        stay reasons under kernel stamps: the wait from arrival to send is in TTFT there, and a
+        saturated client is what makes it.
         """
         self._read_cpu(time.perf_counter())
         out = ClientHealth(cpu_count=psutil.cpu_count(), transport=transport, realtime_offset_ns=self.clock.realtime_offset_ns)
         out.stamp_clock = _which_clock(r.stamp_clock for r in requests)
         out.send_clock = _which_clock(r.send_clock for r in requests)
         kernel = out.stamp_clock == "kernel"
-        stamps = out.notes if kernel else out.reasons  # what distorts the loop's stamps, not the kernel's
+        # What distorts the loop's stamps, not the kernel's. But kernel stamps take the loop's lateness
+        # out of the reads only: in an open loop a request the saturated client sent late keeps that
+        # wait in its TTFT (``send_lag`` counts only the write there), so while arrivals were late what
+        # saturates the client stays a reason.
+        late = [] if closed_loop else [r for r in requests if late_arrival(r)]
+        stamps = out.notes if kernel and not late else out.reasons
+        said = len(stamps)
         if self.lags_ms:
             lags = sorted(self.lags_ms)
             out.loop_lag_p99_ms = round(quantile(lags, 0.99), 3)
@@ -202,6 +211,10 @@ class SelfCheck:
         out.cpu_percent_max = round(max(self.cpu), 1) if self.cpu else None
         if out.cpu_percent_max is not None and out.cpu_percent_max >= CPU_LIMIT_PERCENT:
             stamps.append(f"client CPU reached {out.cpu_percent_max:.0f} % of a core: the client was saturated")
+        if kernel and late and len(stamps) > said:
+            out.reasons.append(f"{len(late)} of {len(requests)} arrivals left more than {LATE_AFTER_S * 1000:g} ms after "
+                               "they were due while the client was saturated: that wait is the client's, yet counts in "
+                               "their TTFT")
         out.freezes = [[round(a, 6), round(b, 6)] for a, b in longest_freezes(self.freezes)]
         out.suspect = bool(out.reasons)
         return out

@@ -14,7 +14,6 @@ Values are checked while they are resolved, before anything is sent: a bad URL, 
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import os
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from doctor.checking.runner import AnalyzeOptions
 from doctor.foundation.console import warn
 from doctor.foundation.errors import UsageError
 from doctor.foundation.redact import Redactor
+from doctor.foundation.this_host import host_key
 from doctor.model import Budgets
 from doctor.probes.http import credential_header
 from doctor.probes.plan import CollectConfig
@@ -111,18 +111,22 @@ def bounded(value: Any, where: str, *, minimum: float, inclusive: bool = False, 
     return value
 
 
-#: The largest budget, in seconds, anyone means (``plausible``): a first token after a minute, a token
-#: every two seconds, is no service level. Said in the flags' help.
-MAX_BUDGET_S = {"ttft": 60.0, "tpot": 2.0}
+#: The budget, in seconds, from which a number cannot be meant in seconds (``plausible``): a CPU engine
+#: or an offline batch may mean a first token after a minute or a token every two seconds, but no
+#: one means two minutes to a first token or five seconds a token; 500 and 50 are milliseconds.
+#: Said in the flags' help.
+REFUSED_BUDGET_S = {"ttft": 120.0, "tpot": 5.0}
 
 
 def plausible(seconds: float, where: str, name: str) -> float:
-    """``seconds`` unless it is over ``MAX_BUDGET_S``: then it is milliseconds typed as seconds
+    """``seconds`` unless it is ``REFUSED_BUDGET_S`` or more: then it is milliseconds typed as seconds
     (``--ttft-budget 500 --tpot-budget 50`` read HEALTHY against 500 s and 50 s), refused naming both."""
-    if seconds > MAX_BUDGET_S[name]:
-        raise UsageError(f"{where} is in seconds: {seconds:g} s is over the {MAX_BUDGET_S[name]:g} s a "
-                         f"{name.upper()} budget can mean; for {seconds:g} ms give {seconds / 1000:g}")
+    if seconds >= REFUSED_BUDGET_S[name]:
+        raise UsageError(f"{where} is in seconds: {seconds:g} s is not a {name.upper()} budget anyone means "
+                         f"(budgets of {REFUSED_BUDGET_S[name]:g} s or more are refused); for {seconds:g} ms "
+                         f"give {seconds / 1000:g}")
     return seconds
+
 
 def probe_number(opts: Flags, cfg: FileConfig, key: str, default: Any, *, minimum: float, inclusive: bool = False,
                   maximum: float | None = None) -> Any:
@@ -158,27 +162,15 @@ def checked_url(value: str | None, flag: str) -> str | None:
 
 
 def same_place(a: str, b: str) -> bool:
-    """Whether two checked URLs reach the same server path: scheme, host (any case; ``localhost``,
-    127.0.0.0/8 and ``::1`` are one loopback host), port (the scheme's default when left out) and path
-    without its trailing slash."""
+    """Whether two checked URLs reach the same server path: scheme, host (any case; every spelling of
+    this machine is one host, ``doctor.foundation.this_host``), port (the scheme's default when left
+    out) and path without its trailing slash."""
     defaults = {"http": 80, "https": 443}
 
     def key(url: httpx.URL) -> tuple[str, str, int | None, str]:
-        return url.scheme, _host(url.host), url.port or defaults.get(url.scheme), url.path.rstrip("/")
+        return url.scheme, host_key(url.host), url.port or defaults.get(url.scheme), url.path.rstrip("/")
 
     return key(httpx.URL(a)) == key(httpx.URL(b))
-
-
-def _host(host: str) -> str:
-    """``host`` in lower case, every name of this machine's loopback as one: what ``localhost``
-    resolves to on any host is 127.0.0.1 or ::1, and the user wrote one beside the other."""
-    host = host.lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return "loopback"
-    try:
-        return "loopback" if ipaddress.ip_address(host).is_loopback else host
-    except ValueError:
-        return host
 
 
 def api_key(env: str, path: str | Path | None) -> str | None:

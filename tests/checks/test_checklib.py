@@ -23,8 +23,8 @@ EXPORTS = {
     "prompt_tokens_around", "process_cores", "gateway_headers", "gateway_identity", "host_saturated", "host_values",
     "header", "inferred_max_num_seqs", "is_off", "max_num_seqs_in_use", "max_num_seqs_stated", "measured_pair", "engine_metric", "metric_read", "model_len", "not_in_metrics", "rerun", "rerun_gated", "gate_command", "response_start_remediation",
     "sequences_that_fit", "stream_encoding", "tokens_per_request", "ttft_wait", "unidentified_setting", "vllm_flag", "who_answered",
-    # gateway limits and retries (LD309, LD310, LD501)
-    "QUEUEING_CAPS", "cap_remediation", "retry_remediation", "engine_intake", "gateway_refusal", "gateway_wait", "probe_sent",
+    # gateway limits, retries and connect timeouts (LD309, LD310, LD501)
+    "QUEUEING_CAPS", "cap_remediation", "retry_remediation", "CONNECT_TIMEOUTS", "hung_gateway_remediation", "engine_intake", "gateway_refusal", "gateway_wait", "probe_sent",
     # autoscalers (LD601-LD611)
     "DEFAULT_STARTUP_S", "ScalerFault", "engine_family", "judge_signals", "queue_signal", "rescan", "retired_metric", "scaler_fire",
     "scalers_of", "serves_router", "signals_of", "startup_s", "history_scaler", "tried",

@@ -8,6 +8,7 @@ what the terminal has, the exit code is the verdict's, and the files stay UTF-8.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -19,7 +20,7 @@ from typer.testing import CliRunner
 
 from doctor.cli import app
 from doctor.exit_codes import ExitCode
-from doctor.foundation.console import ASCII_SPELLING
+from doctor.foundation.console import ASCII_SPELLING, stdout_json
 from tests.support.sse_server import SseServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,6 +87,31 @@ def test_compare_spells_microseconds_in_ascii(tmp_path: Path) -> None:
     text = spelled(proc, env)
     assert proc.returncode in (ExitCode.HEALTHY, ExitCode.SYMPTOM), text
     assert " us" in text
+
+
+def non_ascii(document: object) -> set[str]:
+    """The non-ASCII characters of a parsed document's strings (keys included)."""
+    return {ch for ch in json.dumps(document, ensure_ascii=False) if not ch.isascii()}
+
+
+@pytest.mark.parametrize("env", SETTINGS)
+@pytest.mark.parametrize("args", [["--json", "-"], ["--format", "json"]], ids=["json-dash", "format-json"])
+def test_a_json_document_on_a_narrow_stdout_keeps_every_character(tmp_path: Path, env: dict[str, str], args) -> None:
+    """The report's "µs" and its histogram bars reach a program reading stdout escaped, not as "u" and "?"."""
+    wide = json.loads(run(["analyze", str(BUNDLE), *args], {"PYTHONIOENCODING": "utf-8"}, tmp_path).stdout)
+    assert "µ" in non_ascii(wide)
+    proc = run(["analyze", str(BUNDLE), *args], env, tmp_path)
+    spelled(proc, env)
+    assert proc.stdout.isascii() and non_ascii(json.loads(proc.stdout)) == non_ascii(wide)
+
+
+def test_stdout_json_escapes_as_ensure_ascii_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    document = {"model": "Llama-3 \u2265 8B \U0001f600", "unit": "µs"}
+    text = json.dumps(document, ensure_ascii=False)
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    assert stdout_json(text) == text  # a stdout that holds every character gets the document as is
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="latin-1"))
+    assert stdout_json(text) == json.dumps(document, ensure_ascii=True)
 
 
 def test_every_spelling_is_ascii() -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from doctor.probes import host as host_probe
 from doctor.probes.host import collect_host
+from doctor.settings.values import same_place
 
 SECRET = "sk-hostprobe-0123456789abcdef"
 
@@ -135,3 +136,29 @@ def test_local_engine_without_a_process_is_said() -> None:
     (error,) = errors
     assert (error.source, error.kind, error.fatal) == ("host", "unavailable", False)
     assert "port 1" in error.message
+
+
+def _own_address() -> list[str]:
+    """One non-loopback IPv4 address of this machine's interfaces, where it has one."""
+    found = [a.address for addrs in psutil.net_if_addrs().values() for a in addrs
+             if a.family == socket.AF_INET and not a.address.startswith("127.")]
+    return found[:1]
+
+
+THIS_HOST = ["localhost", "LOCALHOST", "api.localhost", "localhost.localdomain", "127.0.0.1", "127.1.2.3", "[::1]",
+             "0.0.0.0", "[::]", socket.gethostname(), *_own_address()]
+REMOTE = ["192.0.2.1", "[2001:db8::1]", "engine.example.invalid", "localhost.example.invalid"]
+
+
+@pytest.mark.parametrize("host", THIS_HOST)
+def test_every_spelling_of_this_host_is_local_to_the_host_probe_and_to_the_settings(host):
+    """One rule (``doctor.foundation.this_host``) for both "same host" questions: the host probe
+    looks for the engine's process, and ``--gateway`` equal to ``--engine`` is the same server."""
+    assert host_probe._local_port(f"http://{host}:8000/v1") == 8000
+    assert same_place(f"http://{host}:8000/v1", "http://127.0.0.1:8000/v1")
+
+
+@pytest.mark.parametrize("host", REMOTE)
+def test_another_host_is_remote_to_both(host):
+    assert host_probe._local_port(f"http://{host}:8000") is None
+    assert not same_place(f"http://{host}:8000", "http://127.0.0.1:8000")

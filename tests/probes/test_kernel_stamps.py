@@ -34,7 +34,8 @@ def _runners() -> list[Any]:
 
 class _Sender:
     """A TCP server that accepts ``conns`` connections, then sends ``plan[i]`` = [(delay s, bytes)]
-    on connection i, all from one thread, noting the clock after each send."""
+    on connection i, all from one thread, noting the clock after each send; ``finished`` is set once
+    the last send returned."""
 
     def __init__(self, conns: int, plan: Callable[[int], list[tuple[float, bytes]]]) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -42,6 +43,7 @@ class _Sender:
         self.conns, self.plan = conns, plan
         self.sent: list[list[int]] = [[] for _ in range(conns)]
         self.go = threading.Event()
+        self.finished = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -58,15 +60,17 @@ class _Sender:
             time.sleep(max(0.0, start + delay - time.perf_counter()))
             accepted[i].sendall(data)
             self.sent[i].append(time.perf_counter_ns())
+        self.finished.set()
         time.sleep(0.2)
         for conn in accepted:
             conn.close()
         self.listener.close()
 
 
-async def _read_all(port: int, conns: int, block_s: float, clock: Clock, go: threading.Event) -> list[ReadLog]:
-    """Connect ``conns`` streams, start the server, block the loop for ``block_s`` inside a callback,
-    then read every stream to its end, each in a task with its own log."""
+async def _read_all(sender: _Sender, block: bool, clock: Clock) -> list[ReadLog]:
+    """Connect the sender's streams, start it, block the loop inside a callback until it has sent
+    everything (``block``), then read every stream to its end, each in a task with its own log."""
+    port, conns, go = sender.port, sender.conns, sender.go
     backend = _StampingBackend()
     streams = [await backend.connect_tcp("127.0.0.1", port, timeout=5) for _ in range(conns)]
     logs = [ReadLog(clock) for _ in streams]
@@ -77,17 +81,17 @@ async def _read_all(port: int, conns: int, block_s: float, clock: Clock, go: thr
             pass
 
     go.set()
-    if block_s:
-        asyncio.get_running_loop().call_soon(time.sleep, block_s)  # a client busy elsewhere: no read meanwhile
+    if block:  # a client busy elsewhere until every event was sent: no read meanwhile
+        asyncio.get_running_loop().call_soon(sender.finished.wait, 10)
     await asyncio.gather(*(drain(s, log) for s, log in zip(streams, logs, strict=True)))
     for stream in streams:
         await stream.aclose()
     return logs
 
 
-def _run(runner: Callable[[Coroutine[Any, Any, Any]], Any], sender: _Sender, block_s: float) -> tuple[Clock, list[ReadLog]]:
+def _run(runner: Callable[[Coroutine[Any, Any, Any]], Any], sender: _Sender, block: bool) -> tuple[Clock, list[ReadLog]]:
     clock = Clock()
-    logs = runner(_read_all(sender.port, sender.conns, block_s, clock, sender.go))
+    logs = runner(_read_all(sender, block, clock))
     sender.thread.join(10)
     return clock, logs
 
@@ -95,7 +99,7 @@ def _run(runner: Callable[[Coroutine[Any, Any, Any]], Any], sender: _Sender, blo
 @pytest.mark.parametrize("runner", _runners())
 def test_a_reads_kernel_stamp_precedes_its_loop_stamp(runner):
     sender = _Sender(1, lambda _i: [(0.01 * k, b"data: %d\n\n" % k) for k in range(20)])
-    clock, (log,) = _run(runner, sender, 0.0)
+    clock, (log,) = _run(runner, sender, False)
     assert log.stamp_clock() == "kernel" and len(log.reads) == len(log.gaps) > 0
     assert all(gap >= 0 for gap in log.gaps)  # the kernel had the bytes no later than the loop read them
     assert sum(r.nbytes for r in log.reads) == sum(len(b"data: %d\n\n" % k) for k in range(20))
@@ -105,11 +109,11 @@ def test_a_reads_kernel_stamp_precedes_its_loop_stamp(runner):
 
 @pytest.mark.parametrize("runner", _runners())
 def test_a_blocked_loop_moves_the_loops_stamps_not_the_kernels(runner):
-    """Six streams each get one event, 40 ms apart, while the loop sleeps 0.4 s in a callback: read
-    after the block, the loop's stamps collapse into a moment, the kernel's keep the server's spacing."""
+    """Six streams each get one event, 40 ms apart, while the loop is blocked in a callback until the
+    server has sent them all: read after the block, the loop's stamps collapse into a moment, the kernel's keep the server's spacing."""
     conns, spacing = 6, 0.04
     sender = _Sender(conns, lambda i: [(0.05 + i * spacing, b"data: token\n\n")])
-    clock, logs = _run(runner, sender, 0.4)
+    clock, logs = _run(runner, sender, True)
     kernel = [log.reads[0].t for log in logs]
     loop = [log.reads[0].t + log.gaps[0] for log in logs]
     server = [clock.at(sent[0]) for sent in sender.sent]
@@ -124,9 +128,9 @@ def test_a_blocked_loop_moves_the_loops_stamps_not_the_kernels(runner):
 def test_events_that_waited_together_share_the_stamp_of_the_last(runner):
     """What a TCP receive stamp means (docs/probe.md): the kernel merges segments that wait in the
     receive queue and keeps the newest one's stamp, so one read of two events sent 100 ms apart
-    during a block is stamped at the second's arrival, still before the loop's own stamp."""
+    during a block (until both were sent) is stamped at the second's arrival, still before the loop's own stamp."""
     sender = _Sender(1, lambda _i: [(0.02, b"data: one\n\n"), (0.12, b"data: two\n\n")])
-    clock, (log,) = _run(runner, sender, 0.4)
+    clock, (log,) = _run(runner, sender, True)
     first, second = (clock.at(ns) for ns in sender.sent[0])
     assert len(log.reads) == 1
     assert log.reads[0].t - first > 0.5 * (second - first)  # the second's arrival, not the first's

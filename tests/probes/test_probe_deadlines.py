@@ -15,9 +15,10 @@ import ssl
 import subprocess
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -38,16 +39,20 @@ from doctor.probes.deadlines import (
     p99,
 )
 from doctor.probes.endpoints import collect_endpoints
-from doctor.probes.http import HttpOptions
+from doctor.probes.http import DeadlineExceeded, HttpOptions, Unanswered, bounded_get
 from doctor.probes.plan import CollectConfig
 from doctor.probes.sampling import failing_fast
 from doctor.probes.stream import run_stream_probe
 from doctor.runs.outage import unreachable_paths
 from tests.support import hostile_server, system
-from tests.support.hostile_server import HostileServer, silent_port
+from tests.support.hostile_server import HostileServer, blackholed_port, silent_port
+from tests.support.nginx import NEEDS_NGINX, run_nginx
 from tests.support.sse_server import SseServer
 
 runner = CliRunner()
+#: The --timeout of the wrong-scheme tests: it also bounds the question of the other scheme
+#: (``min(timeout, 2.0)``), which a loaded machine must have time to answer.
+SCHEME_TIMEOUT_S = 3.0
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +142,7 @@ def test_a_wrong_scheme_is_said_at_the_first_failure_not_after_a_timeout_per_ste
     with HostileServer() as hostile:
         url = hostile.url.replace("http://", "https://")
         config = CollectConfig(engine=url, requests=4, warmup=1, host=False, gpu=False)
-        config.http.timeout_s = 0.5
+        config.http.timeout_s = SCHEME_TIMEOUT_S
         with pytest.raises(UsageError, match=f"--engine: TLS handshake failed: {url} speaks plain HTTP; use http://"):
             collect(config)
         assert not any(r.startswith("POST") for r in hostile.requests)  # no stream request was sent
@@ -149,7 +154,7 @@ def test_https_to_a_server_silent_on_a_client_hello_is_the_same_line(tmp_path) -
     with HostileServer() as hostile:
         url = hostile.url.replace("http://", "https://")
         config = CollectConfig(engine=url, requests=1, warmup=0)
-        config.http.timeout_s = 0.5
+        config.http.timeout_s = SCHEME_TIMEOUT_S
         evidence, errors = run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
     (trace,) = evidence.requests
     assert (trace.outcome, trace.scheme_mismatch) == ("tls", "http")
@@ -348,3 +353,56 @@ def test_every_network_step_of_a_run_ends_by_its_deadline(tmp_path) -> None:
     (endpoint,) = bundle.endpoints.endpoints
     assert (endpoint.deadline_s, endpoint.deadline_basis) == (3.0, "timeout")
     assert not [e for e in bundle.errors if e.kind == "internal"]
+
+
+@contextmanager
+def kept_alive_then_cut_head() -> Iterator[str]:
+    """One connection at a time: its first request answered whole and kept alive, its second sent
+    the start of a response head and then nothing (until the test ends)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def serve() -> None:
+        with suppress(OSError):
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 18\r\n\r\n{"version":"0.1"}\n')
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-")
+                done.wait(30)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        done.set()
+        listener.close()
+        thread.join(5)
+
+
+def test_a_head_begun_on_a_reused_connection_is_no_unanswered_request() -> None:
+    """The byte count is the request's, not the connection's: on a kept-alive connection (a caller's
+    own client) the second GET got part of a head before its server stalled, which is a late answer
+    (``DeadlineExceeded``), not a server that sent not a byte (``Unanswered``, read as hung)."""
+    with kept_alive_then_cut_head() as base, httpx.Client(trust_env=False, timeout=30.0) as client:
+        response, text = bounded_get(client, base + "/version", deadline_s=5.0)
+        assert response.status_code == 200 and "0.1" in text
+        with pytest.raises(DeadlineExceeded) as caught:
+            bounded_get(client, base + "/version", deadline_s=1.0)
+    assert not isinstance(caught.value, Unanswered)
+
+
+@NEEDS_NGINX
+def test_only_a_silent_version_marks_a_target_unanswered() -> None:
+    """A gateway that answers GET /version itself and passes /v1/models to an engine it cannot reach
+    is silent on /v1/models for the whole --timeout: that proves no hung target (the one GET that does
+    is the first, /version), so the stream probe is not told to hold its heads to the hung bound."""
+    conf = ('location = /version { default_type application/json; return 200 \'{"version": "gw"}\'; }\n'
+            "  location / { proxy_pass http://{upstream}; }")
+    with blackholed_port() as upstream, run_nginx(conf, upstream) as gateway:
+        evidence, errors = collect_endpoints({ProbePath.GATEWAY: gateway}, HttpOptions(timeout_s=1.0))
+    (endpoint,) = evidence.endpoints
+    assert endpoint.version == "gw" and endpoint.unanswered_s is None
+    assert any(e.action == "GET /v1/models" and e.kind == "timeout" and "not a byte" in e.message for e in errors), errors

@@ -312,3 +312,38 @@ def test_the_self_check_flags_requests_that_left_the_client_late():
     slow = [sent(i, 0.0004 if i % 2 else 0.04, True) for i in range(8)]
     health = SelfCheck(Clock()).health("test", slow)
     assert health.suspect and any("on the wire" in r for r in health.reasons)
+
+
+def _blocked_check() -> SelfCheck:
+    """A self-check whose sampler saw the loop blocked 0.2 s: what a saturated client shows."""
+    async def blocked() -> SelfCheck:
+        check = SelfCheck(Clock())
+        task = asyncio.ensure_future(check.sample())
+        await asyncio.sleep(0.05)
+        time.sleep(0.2)
+        await asyncio.sleep(0.05)
+        task.cancel()
+        return check
+
+    return asyncio.run(blocked())
+
+
+def test_under_kernel_stamps_a_saturated_client_stays_suspect_while_its_arrivals_were_late():
+    """Open loop (``--rate``), kernel stamps: the loop's lag is in no read's stamp, so alone it is a
+    note. But the wait from arrival to send counts in TTFT there (``send_lag`` is only the write), so
+    with arrivals sent late it is the client's lag users are said to feel: it stays a reason."""
+    def arrival(i: int, sent_after_s: float) -> RequestTrace:
+        return RequestTrace(path="direct", index=i, t_scheduled=float(i), t_sent=i + sent_after_s,
+                            t_request_left=i + sent_after_s + 0.0002, connection_reused=True, stamp_clock="kernel")
+
+    on_time = [arrival(i, 0.0005) for i in range(8)]
+    health = _blocked_check().health("test", on_time, closed_loop=False)
+    assert not health.suspect and any("lag" in n for n in health.notes), (health.reasons, health.notes)
+
+    late = [arrival(i, 0.0005 if i % 2 else 0.15) for i in range(8)]
+    health = _blocked_check().health("test", late, closed_loop=False)
+    assert health.suspect and any("lag" in r for r in health.reasons), (health.reasons, health.notes)
+    assert any("4 of 8 arrivals left more than 10 ms after they were due" in r for r in health.reasons)
+    # in a closed loop the wait is the client's send lag already (a reason of its own): no double count
+    health = _blocked_check().health("test", on_time, closed_loop=True)
+    assert not any("arrivals" in r for r in health.reasons)

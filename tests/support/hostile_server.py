@@ -207,3 +207,20 @@ def silent_port() -> Iterator[str]:
         listener.close()
         for conn in held:
             conn.close()
+
+
+@contextmanager
+def blackholed_port() -> Iterator[int]:
+    """A port on 127.0.0.1 whose connection attempts go unanswered, as an engine address that drops
+    packets: a listener that never accepts, its one-slot accept queue filled, so the kernel drops
+    every further SYN and a connect waits until its own timeout."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    filler = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        yield port
+    finally:
+        filler.close()
+        listener.close()

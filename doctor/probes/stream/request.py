@@ -131,7 +131,7 @@ class Requester:
         (``silent_head_bound``), the shorter of the two when both apply."""
         bounds: list[HeadBound] = []
         if path in self.config.silent:
-            bounds.append(silent_head_bound(self.config.silent[path]))
+            bounds.append(silent_head_bound(self.config.silent[path], path))
         if path == ProbePath.GATEWAY and ProbePath.DIRECT in self.urls:
             direct = self.parent_bound if self.bound_from_parent else gateway_head_bound(self.traces, self.config.budgets.ttft_s)
             bounds += [direct] if direct is not None else []

@@ -6,6 +6,7 @@ import pytest
 
 from doctor.bundle import save
 from tests.support import bundles
+from tests.support.lab_runs import LabDiagnoses
 
 
 @pytest.fixture
@@ -15,6 +16,12 @@ def saved_bundle(tmp_path):
     reqs = [bundles.request("direct", i, ttft=0.1, gaps=[0.02] * 8, start=i * 0.5) for i in range(4)]
     save(bundles.bundle(stream=bundles.stream(reqs)), path)
     return path
+
+
+@pytest.fixture(scope="session")
+def lab_diagnoses(tmp_path_factory) -> LabDiagnoses:
+    """Each lab scenario diagnosed once per session, on first use: ``lab_diagnoses("kv-pressure")``."""
+    return LabDiagnoses(tmp_path_factory.mktemp("lab-diagnoses"))
 
 
 def pytest_addoption(parser):

@@ -7,12 +7,6 @@ gateway a real relay, so each verdict comes from evidence the probe measured, no
 from __future__ import annotations
 
 import json
-import shlex
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -27,30 +21,16 @@ from doctor.settings.run import with_default_outputs
 runner = CliRunner()
 
 
-@contextmanager
-def served(name: str, workdir: Path) -> Iterator[dict[str, str]]:
-    """The README's "Try it": ``python -m doctor.lab.serve NAME DIR`` until its stdin closes; its JSON line."""
-    proc = subprocess.Popen([sys.executable, "-m", "doctor.lab.serve", name, str(workdir)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
-        yield json.loads(proc.stdout.readline())
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=10)
-        proc.stdout.close()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_scenario_verdict_with_exactly_the_flags_the_lab_prints(name, tmp_path):
+def test_scenario_verdict_with_exactly_the_flags_the_lab_prints(name, lab_diagnoses):
     """Queueing and gateway serialisation read HEALTHY, and kv-pressure "add replicas", under the
     defaults: the lab prints the flags that show each scenario, and ``diagnose`` with exactly those
-    (and --json to read the verdict) gives the documented symptom and setting."""
-    with served(name, tmp_path / "lab") as line:
-        result = runner.invoke(app, ["diagnose", *shlex.split(line["diagnose"]), "--json", str(tmp_path / "report.json")])
+    (and --json to read the verdict) gives the documented symptom and setting. The diagnosis is the
+    session's one of this scenario (``tests/support/lab_runs.py``), which other tests read too."""
+    result = lab_diagnoses(name)
     assert result.exit_code in (0, 1), result.output
-    report = json.loads((tmp_path / "report.json").read_text())
+    report = result.report
     expect = SCENARIOS[name].expect
     verdict = report["verdict"]
     setting = (verdict.get("primary_remediation") or {}).get("setting")

@@ -7,7 +7,6 @@ import json
 import math
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -222,26 +221,16 @@ def test_cli_analyze_of_an_html_report_writes_every_format(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_real_lab_run_renders_and_reanalyses(tmp_path) -> None:
-    """The embedded lab's proxy-buffering scenario, diagnosed end to end through the CLI."""
-    from doctor.lab.scenarios import get_scenario, start_lab
-
-    scenario = get_scenario("proxy-buffering")
-    p = scenario.probe
-    with tempfile.TemporaryDirectory() as work, start_lab(scenario, work) as lab:
-        result = CliRunner().invoke(app, [
-            "diagnose", "--engine", lab.engine_url, "--gateway", lab.gateway_url, "--log", str(lab.log_path),
-            "--concurrency", str(p.concurrency), "--requests", str(p.requests), "--warmup", str(p.warmup),
-            "--prompt-tokens", str(p.prompt_tokens), "--max-tokens", str(p.max_tokens), "--no-gpu",
-            "--html", str(tmp_path / "report.html"), "--json", str(tmp_path / "report.json"),
-        ])
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
-    page = (tmp_path / "report.html").read_text()
+def test_real_lab_run_renders_and_reanalyses(lab_diagnoses) -> None:
+    """The embedded lab's proxy-buffering scenario, diagnosed end to end through the CLI (the
+    session's one diagnosis of it, ``tests/support/lab_runs.py``)."""
+    lab = lab_diagnoses("proxy-buffering")
+    page = lab.html_path.read_text()
     labels = chart_labels(page)
     assert any(label.startswith("Per-request timeline") for label in labels)
     assert "×" in page  # the timeline marks the gateway's bursts
-    first = analyze(load_path(tmp_path / "report.json"))
-    again = analyze(load_path(tmp_path / "report.html"))
+    first = analyze(load_path(lab.json_path))
+    again = analyze(load_path(lab.html_path))
     assert again.verdict.symptom is first.verdict.symptom
     assert "LD301" in {f.code for f in again.findings}
     print(f"lab report: {len(page.encode()) // 1024} KiB", file=sys.stderr)

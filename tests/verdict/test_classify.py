@@ -8,11 +8,9 @@ and the real vLLM 0.32 / nginx traces; ``test_lab_*`` drive the embedded lab thr
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from doctor.bundle import from_dict, load_path
 from doctor.checking.registry import load_registry
@@ -298,32 +296,15 @@ def test_budgets_move_the_verdict() -> None:
 # --------------------------------------------------------------------------- the lab, end to end
 
 
-def lab_diagnose(name: str, tmp_path: Path) -> dict:
-    from doctor.cli import app
-    from doctor.lab.scenarios import get_scenario, start_lab
-
-    scenario = get_scenario(name)
-    p = scenario.probe
-    payload = tmp_path / "payload.json"
-    payload.write_text(json.dumps(p.payload()))
-    with tempfile.TemporaryDirectory() as work, start_lab(scenario, work) as lab:
-        result = CliRunner().invoke(app, [
-            "diagnose", "--engine", lab.engine_url, "--gateway", lab.gateway_url, "--log", str(lab.log_path),
-            "--route", p.route, "--payload", str(payload), "--concurrency", str(p.concurrency),
-            "--requests", str(p.requests), "--warmup", str(p.warmup), "--no-gpu", "--deadline", "120",
-            "--json", str(tmp_path / "report.json"),
-        ])
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
-    return json.loads((tmp_path / "report.json").read_text())
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["queueing", "kv-pressure"])
-def test_lab_scenario_verdict(name: str, tmp_path: Path) -> None:
+def test_lab_scenario_verdict(name: str, lab_diagnoses) -> None:
+    """The classifier on a real lab run: the session's one diagnosis of each scenario
+    (``tests/support/lab_runs.py``), which the demo tests also read."""
     from doctor.lab.scenarios import get_scenario
 
     expect = get_scenario(name).expect
-    verdict = lab_diagnose(name, tmp_path)["verdict"]
+    verdict = lab_diagnoses(name).report["verdict"]
     assert verdict["symptom"] == expect.symptom, verdict["summary"]
     assert verdict["primary_remediation"]["setting"] == expect.setting, verdict["summary"]
 

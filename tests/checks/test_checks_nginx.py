@@ -56,10 +56,10 @@ def check(code: str, evidence: Evidence, settings: dict | None = None):
 @pytest.mark.parametrize(
     ("conf", "opts"),
     [
-        (PROXY % "", {"framing": "close"}),
-        (
+        pytest.param(PROXY % "", {"framing": "close"}, marks=pytest.mark.slow),
+        pytest.param(
             PROXY % "proxy_buffer_size 16k; proxy_buffers 8 16k; proxy_busy_buffers_size 32k;",
-            {"framing": "close"},
+            {"framing": "close"}, marks=pytest.mark.slow,
         ),
         (PROXY % "proxy_ignore_headers X-Accel-Buffering;", {"framing": "close", "xaccel": "no"}),
     ],
@@ -77,8 +77,8 @@ def test_buffering_configurations_fire_with_the_nginx_directive(server, conf, op
     ("conf", "opts"),
     [
         (PROXY % "", {}),
-        (PROXY % "proxy_buffering off;", {"framing": "close"}),
-        (PROXY % "", {"framing": "close", "xaccel": "no"}),
+        pytest.param(PROXY % "proxy_buffering off;", {"framing": "close"}, marks=pytest.mark.slow),
+        pytest.param(PROXY % "", {"framing": "close", "xaccel": "no"}, marks=pytest.mark.slow),
     ],
     ids=["pass-through", "buffering-off", "x-accel-no"],
 )
@@ -89,6 +89,7 @@ def test_streaming_configurations_pass(server, conf, opts):
         assert result.outcome is Outcome.PASS, (code, result.message)
 
 
+@pytest.mark.slow
 def test_gzip_fires_both_buffering_and_compression(server):
     evidence = probe_through(
         server, "gzip on; gzip_types text/event-stream; gzip_min_length 1; " + PROXY % "", {}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from doctor.bundle import load_path
@@ -28,6 +29,7 @@ from tests.support.nginx import NEEDS_NGINX, run_nginx
 from tests.support.sse_server import SseServer
 
 
+@pytest.mark.slow
 def test_a_wedged_engine_is_named_fast_with_defaults(tmp_path) -> None:
     report, saved = tmp_path / "r.json", tmp_path / "b.json"
     with SseServer() as srv:
@@ -55,6 +57,7 @@ def test_a_wedged_engine_is_named_fast_with_defaults(tmp_path) -> None:
     assert stream.shape.stopped is not None and stream.shape.stopped.startswith("the engine stood still")
 
 
+@pytest.mark.slow
 def test_a_server_that_accepts_and_never_answers_is_named_hung_long_before_the_probes_duration() -> None:
     duration = 300.0  # the probe's own duration and stall timeout: what the run would otherwise wait
     with silent_port() as url:

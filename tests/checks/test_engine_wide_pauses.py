@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from doctor.cli import app
 from tests.support.sse_server import SseServer
 
 
+@pytest.mark.slow
 def test_simultaneous_freezes_without_a_prompt_are_an_engine_wide_pause(tmp_path) -> None:
     report = tmp_path / "r.json"
     with SseServer() as srv:

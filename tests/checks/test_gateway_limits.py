@@ -40,6 +40,7 @@ def result(report: Report, code: str):
 
 
 @needs("haproxy")
+@pytest.mark.slow
 def test_haproxy_maxconn_queues_streams_and_is_named():
     # `option http-no-delay`: HAProxy otherwise coalesces small writes, which LD301 reports on its own.
     with SseServer() as server, run_gateway("haproxy", "option http-no-delay\n  server engine {upstream} maxconn 1",
@@ -84,8 +85,8 @@ NGINX_LOCATION = 'location / { proxy_pass http://engine; proxy_buffering off; pr
 
 @NEEDS_NGINX
 @pytest.mark.parametrize(("conf", "status", "setting"), [
-    ("upstream engine { server {upstream} max_conns=1; }\n"
-     "server { listen 127.0.0.1:{port}; " + NGINX_LOCATION + " }", 502, "max_conns"),
+    pytest.param("upstream engine { server {upstream} max_conns=1; }\n"
+                 "server { listen 127.0.0.1:{port}; " + NGINX_LOCATION + " }", 502, "max_conns", marks=pytest.mark.slow),
     ("upstream engine { server {upstream}; }\nlimit_conn_zone $binary_remote_addr zone=per_client:1m;\n"
      "server { listen 127.0.0.1:{port}; limit_conn per_client 1; " + NGINX_LOCATION + " }", 503, "limit_conn"),
 ], ids=["max_conns", "limit_conn"])

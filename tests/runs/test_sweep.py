@@ -26,6 +26,11 @@ from tests.collection.test_collect import stop_mid_stream
 from tests.reports.test_metrics_export import samples, value
 from tests.support.sse_server import SseServer
 
+#: Every test here runs whole sweeps against a real server (18 % of the default suite's time in
+#: the 2026-12-06 review): out of the inner loop (``-m "not slow"``); ``test_sweep_knee.py`` keeps
+#: the knee's rule in it.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 COMMON = ("--no-gpu", "--no-host", "--warmup", "0")
 

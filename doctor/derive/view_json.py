@@ -143,13 +143,13 @@ class HistogramWindowJson(TypedDict):
     derived: str | None
 
 
-class EngineWindowJson(TypedDict):
-    """``vllm_metrics.views.EngineWindow``: one engine's share of a window scraped from several."""
+class WindowQuantitiesJson(TypedDict):
+    """The quantities a window of ``/metrics`` holds for the whole scrape and for each engine in it,
+    declared once for ``EngineWindowJson`` and ``MetricsWindowJson`` (``vllm_metrics.views``'
+    ``EngineWindow`` and ``MetricsWindow``, whose shared fields ``tests/derive/test_view_json.py``
+    holds alike): counter deltas, server latency histograms, the KV and queue gauges."""
 
-    engine: str
-    model_name: str | None
     preemptions: float | None
-    requests_finished: float | None
     prompt_tokens: float | None
     generation_tokens: float | None
     prefix_cache_hits: float | None
@@ -166,6 +166,14 @@ class EngineWindowJson(TypedDict):
     kv_usage: GaugeWindowJson | None
     running: GaugeWindowJson | None
     waiting: GaugeWindowJson | None
+
+
+class EngineWindowJson(WindowQuantitiesJson):
+    """``vllm_metrics.views.EngineWindow``: one engine's share of a window scraped from several."""
+
+    engine: str
+    model_name: str | None
+    requests_finished: float | None
 
 
 #: The fields of ``MetricsWindowJson`` holding a ``HistogramWindowJson`` / ``GaugeWindowJson``.
@@ -176,31 +184,14 @@ CounterKey = Literal["preemptions", "prompt_tokens", "generation_tokens", "prefi
                      "spec_draft_tokens", "spec_accepted_tokens", "spec_drafts"]
 
 
-class MetricsWindowJson(TypedDict):
+class MetricsWindowJson(WindowQuantitiesJson):
     """The ``metrics_window`` view (``vllm_metrics.views.MetricsWindow``): /metrics over the window."""
 
     source: str
     engine_kind: str | None
     window_s: float | None
-    preemptions: float | None
     finished_by_reason: dict[str, float]
-    prompt_tokens: float | None
-    generation_tokens: float | None
-    prefix_cache_hits: float | None
-    prefix_cache_queries: float | None
-    spec_draft_tokens: float | None
-    spec_accepted_tokens: float | None
-    spec_drafts: float | None
-    ttft: HistogramWindowJson | None
-    queue: HistogramWindowJson | None
-    prefill: HistogramWindowJson | None
     prefill_forward: HistogramWindowJson | None
-    decode: HistogramWindowJson | None
-    itl: HistogramWindowJson | None
-    e2e: HistogramWindowJson | None
-    kv_usage: GaugeWindowJson | None
-    running: GaugeWindowJson | None
-    waiting: GaugeWindowJson | None
     engines: dict[str, EngineWindowJson]
     missing: list[str]
     errors: list[str]

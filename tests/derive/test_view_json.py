@@ -111,6 +111,19 @@ def test_each_json_key_is_a_field_of_its_view_with_the_same_type(cls: type) -> N
     assert not mismatches(cls, MIRRORS[cls]), MIRRORS[cls].__name__
 
 
+def test_the_window_twins_declare_their_shared_quantities_once() -> None:
+    """``EngineWindow`` and ``MetricsWindow`` carry the same quantities (one engine's and the whole
+    scrape's); their JSON declares them once, in ``WindowQuantitiesJson``. A quantity added to one
+    window and not the other, or to both and not to the base, or missing from its JSON, fails here."""
+    def typed(cls: type) -> set[tuple[str, Any]]:
+        return {(f.name, f.type) for f in dataclasses.fields(cls)}
+
+    shared = {name for name, _ in typed(EngineWindow) & typed(MetricsWindow)}
+    assert shared == set(get_type_hints(view_json.WindowQuantitiesJson))
+    for cls in (EngineWindow, MetricsWindow):
+        assert {f.name for f in dataclasses.fields(cls)} == set(get_type_hints(MIRRORS[cls])), cls.__name__
+
+
 def test_a_renamed_or_retyped_field_is_seen() -> None:
     """The comparison above fails for a view whose field was renamed (``p90``) or retyped (``n``)."""
     fields = [("p90_s" if f.name == "p90" else f.name, str if f.name == "n" else f.type) for f in dataclasses.fields(Dist)]

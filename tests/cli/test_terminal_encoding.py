@@ -75,6 +75,7 @@ def test_demo_writes_its_report_under_a_narrow_terminal(tmp_path: Path, env: dic
     assert json.loads((tmp_path / "d.json").read_text(encoding="utf-8"))["verdict"]["symptom"] == "proxy-only"
 
 
+@pytest.mark.slow
 def test_compare_spells_microseconds_in_ascii(tmp_path: Path) -> None:
     """Two runs of an engine whose tokens come 200 µs apart: the table prints µs."""
     with SseServer() as srv:

@@ -80,6 +80,7 @@ def test_configurations_that_pass_tokens_through_match_the_direct_path(measured,
 
 
 @pytest.mark.parametrize("case", ["relay-4k", "x-accel-ignored"])
+@pytest.mark.slow
 def test_default_buffering_of_a_close_delimited_upstream_shows_4k_bursts(measured, case):
     direct, gateway = measured(case)
     assert gateway.events_per_read.p50 >= 8 * direct.events_per_read.p50  # ~17 events of ~240 bytes
@@ -89,6 +90,7 @@ def test_default_buffering_of_a_close_delimited_upstream_shows_4k_bursts(measure
     assert gateway.ttft.p50 - direct.ttft.p50 > 8 * ITL
 
 
+@pytest.mark.slow
 def test_a_larger_proxy_buffer_makes_larger_later_bursts(measured):
     _, small = measured("relay-4k")
     _, large = measured("relay-16k")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from doctor.evidence import StreamEvidence
 from doctor.foundation.clock import Clock
 from doctor.model import Budgets
@@ -66,6 +68,7 @@ def test_without_a_request_count_a_slow_path_stops_early_and_a_fast_one_samples_
     assert fast.shape.requests == len(fast.requests) and fast.shape.duration_s == 60.0
 
 
+@pytest.mark.slow
 def test_the_duration_bounds_an_undecided_probe() -> None:
     """Within budget, but each answer takes 0.3 s: 29 of them (what proves a p90 within) do not fit in 2 s."""
     with SseServer() as server:

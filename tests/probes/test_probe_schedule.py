@@ -27,6 +27,7 @@ def server():
         yield srv
 
 
+@pytest.mark.slow
 def test_a_slow_gateway_does_not_queue_the_direct_requests(server):
     # direct answers in ~25 ms, the gateway in ~0.5 s; at 10 req/s on one slot the gateway's
     # requests pile up behind each other, the direct ones (served 20x faster) must not

@@ -61,6 +61,7 @@ def test_poisson_arrivals_are_sharded_by_the_streams_their_budgets_allow_not_by_
     assert poisson_streams(busy) > 700 and shard_workers(busy) == choose_workers(256)  # the cap still bounds it
 
 
+@pytest.mark.slow
 def test_a_sharded_closed_loop_sends_the_count_under_the_global_cap_on_one_clock() -> None:
     with SseServer() as srv:
         config = _load_config(srv.base(ttft=0.02, itl=0.005, n=6), concurrency=6, requests=30, max_tokens=6, client_workers=2)
@@ -86,6 +87,7 @@ def test_a_sharded_closed_loop_sends_the_count_under_the_global_cap_on_one_clock
         assert trace.t_sent is not None and trace.t_sent < clock.at(read) < trace.tokens[0].t
 
 
+@pytest.mark.slow
 def test_sharded_poisson_arrivals_keep_the_global_cap_and_report_lateness() -> None:
     """Arrivals faster than three streams serve: the cap binds over both workers together, and
     the arrivals that waited for a slot are late (their latency still counts from the schedule)."""

@@ -98,6 +98,7 @@ def test_a_hung_gateway_read_by_another_worker_is_held_to_the_bound_the_parent_s
     assert report["verdict"]["symptom"] == "proxy-only"
 
 
+@pytest.mark.slow
 def test_a_wedged_engine_is_named_by_the_parents_watchdog_across_workers(tmp_path) -> None:
     with SseServer() as srv:
         _, report, bundle = diagnose(tmp_path, "wedged", "--no-gpu", "--no-host", "--engine", srv.base(fail="hang"),

@@ -34,6 +34,7 @@ def samples_of(url: str, expr: str) -> float:
 
 
 @pytest.mark.prometheus
+@pytest.mark.slow
 def test_the_hpa_history_says_whether_the_scaler_tried(tmp_path: Path) -> None:
     assert DESIRED.search(KSM), "the fixture's hpa1 wants 2 replicas"
     served = {"text": KSM.encode()}

@@ -69,6 +69,7 @@ def test_a_slow_first_constrained_request_is_the_schemas_compile(tmp_path: Path)
     assert "compile" in finding["summary"]
 
 
+@pytest.mark.slow
 def test_every_constrained_token_slower_is_steady_constrained_decoding(tmp_path: Path) -> None:
     with SseServer() as srv:
         report = diagnose(srv, tmp_path, {**BODY, "max_tokens": 24}, "--tpot-budget", "0.05",

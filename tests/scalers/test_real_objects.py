@@ -35,6 +35,7 @@ def test_at_least_25_real_objects_of_six_products_are_read() -> None:
     assert products == {"hpa", "keda", "knative", "kserve", "aibrix", "ray-serve"}
 
 
+@pytest.mark.slow
 def test_each_real_object_is_judged_as_its_snapshot_says(request: pytest.FixtureRequest) -> None:
     got = {p.name: findings_of(p) for p in FILES}
     if request.config.getoption("--update-snapshots", default=False):

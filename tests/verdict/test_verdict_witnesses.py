@@ -247,6 +247,7 @@ def fixture_bundles() -> list[tuple[str, Bundle]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_headline_is_felt_latency_and_only_that() -> None:
     """docs/verdict.md rule 3 over every fixture and recorded bundle, at two budgets: no healthy
     headline beside a felt latency finding (warning or above), and no unhealthy headline without

@@ -106,6 +106,7 @@ def test_an_engine_without_prompt_logprobs_is_said_and_other_models_told_apart(b
     assert "different models" in result.output and "tiny-model-fp8" in result.output
 
 
+@pytest.mark.slow
 def test_the_latency_half_judges_the_candidate_as_compare_does(baseline):
     with AnswerServer(ttft=0.25) as slow:
         result = verify("--baseline", baseline.url, "--candidate", slow.url, "--no-answers", "--requests", "6", "--warmup", "1",
@@ -119,6 +120,7 @@ def test_the_latency_half_judges_the_candidate_as_compare_does(baseline):
 QUEUEING = "fixtures/bundles/realvllm-queueing.json.gz"  # a real vLLM queueing incident: TTFT p90 5 s, budget 500 ms
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ttft, fixed, code", [(0.0, "fixed", 0), (0.8, "still there", 1)])
 def test_verify_report_says_whether_the_incident_symptom_is_gone(ttft, fixed, code):
     with AnswerServer(ttft=ttft) as after:

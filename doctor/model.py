@@ -238,6 +238,38 @@ class Budgets:
     tpot_s: float = 0.05
 
 
+#: The metrics of one token's time, held to ``Practical.tpot_s``; the others to ``ttft_s``.
+PER_TOKEN = ("TPOT", "ITL")
+
+
+@dataclass(frozen=True)
+class Practical:
+    """The smallest shift of the typical request worth calling a regression: more than
+    ``relative`` of the base run's median, and more than the metric's absolute floor.
+
+    Both, because either alone misleads: 10 % of a 1 ms ITL is a tenth of a millisecond no one
+    feels, and 10 ms of a 20 s answer is noise. 10 % is the smallest change worth a page (a
+    budget is set with more headroom than that, and a 10 % TPOT change is a 10 % change in each
+    stream's throughput). 10 ms for TTFT and E2E is a round trip within a region and a tenth of
+    the delay a person notices; 1 ms for TPOT and ITL is what a loaded client's event loop and
+    scheduler add to one gap, and a per-token change reaches users through E2E, which has its
+    own threshold.
+
+    It sits here beside ``Budgets``, the other thresholds a user sets, below both
+    ``doctor.settings`` (which resolves it from ``--min-change``) and ``doctor.runs`` (whose
+    ``compare_runs.judge`` applies it), so that neither folder imports the other for it.
+    """
+
+    relative: float = 0.10
+    ttft_s: float = 0.010  # TTFT and E2E
+    tpot_s: float = 0.001  # TPOT and ITL
+
+    def floor(self, metric: str, base_median: float) -> float:
+        """The shift ``metric`` must exceed: the larger of the relative and the absolute threshold."""
+        absolute = self.tpot_s if metric in PER_TOKEN else self.ttft_s
+        return max(self.relative * abs(base_median), absolute)
+
+
 @dataclass
 class Verdict:
     """The classifier's answer: where most of the latency users feel is created (``symptom``), one

@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from doctor.foundation.units import UNKNOWN, fmt_seconds
-from doctor.runs.compare_runs import PER_TOKEN, Comparison, Decision, FieldDiff, Practical, Row
+from doctor.model import PER_TOKEN, Practical
+from doctor.runs.compare_runs import Comparison, Decision, FieldDiff, Row
 from doctor.runs.rank_tests import ALPHA, EXACT_UP_TO, SMALLEST_TESTABLE
 from reports.terminal import clean, fitted, grid, printer
 

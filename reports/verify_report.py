@@ -19,9 +19,9 @@ from markupsafe import Markup
 from rich.console import Console
 
 from doctor import __version__
+from doctor.runs.verify_outcome import LatencyVerdict, VerifyResult
 from doctor.verify.gate import AnswersVerdict, Half, PromptRow, bars
 from doctor.verify.needles import NeedleVerdict
-from doctor.verify.outcome import LatencyVerdict, VerifyResult
 from reports.charts import FloorRow, floor_chart
 from reports.comparison import row_json
 from reports.html_page import environment

@@ -17,9 +17,9 @@ from doctor.commands.emit import emit
 from doctor.commands.export import export_metrics
 from doctor.exit_codes import ExitCode, worst_code
 from doctor.foundation.console import err
-from doctor.model import Report
+from doctor.model import Practical, Report
 from doctor.probes.plan import CollectConfig
-from doctor.runs.compare_runs import Practical, compare_reports, decision_code
+from doctor.runs.compare_runs import compare_reports, decision_code
 from doctor.runs.fleet_view import fleet_view
 from doctor.runs.watch_round import CANARY, GATEWAY, STABLE, diagnose_round, file_part, keep_round
 from doctor.settings import Outputs, RunSettings

@@ -32,17 +32,17 @@ from doctor.foundation.clock import Clock
 from doctor.foundation.console import progress
 from doctor.foundation.errors import UsageError
 from doctor.foundation.stats import quantile
-from doctor.model import Report, Symptom
+from doctor.model import Practical, Report, Symptom
 from doctor.probes.answers import Gathered, Target, gather, identify, prompt_tokens
 from doctor.probes.deadlines import RunDeadline
 from doctor.probes.http import without_credentials
 from doctor.probes.stream import run_stream_probe
-from doctor.runs.compare_runs import Practical, request_samples
+from doctor.runs.compare_runs import request_samples
+from doctor.runs.verify_outcome import Endpoint, LatencyVerdict, SymptomCheck, VerifyResult, judge_latency
 from doctor.settings import RunSettings
 from doctor.verify.answers import Answer
 from doctor.verify.gate import Decision, decide, modal
 from doctor.verify.needles import RESERVE_TOKENS, NeedleVerdict, calibration_prompts, decide_needles, needle_prompts
-from doctor.verify.outcome import Endpoint, LatencyVerdict, SymptomCheck, VerifyResult, judge_latency
 from doctor.verify.prompts import Prompt, PromptFileError, builtin, parse_prompts
 from doctor.verify.record import Recorded, dump, load
 from doctor.verify.scoring import Scored, pooled, score

@@ -9,6 +9,8 @@ from several of them (repeated, compared, side by side, swept).
 - ``rank_tests``: the two-sample statistics ``compare_runs`` and ``fleet_view`` judge with (U test, shift, sizes);
 - ``fleet_view``: a fleet's replicas side by side, their imbalance and the fleet's verdict;
 - ``sweep_knee``: the SLO knee of a load sweep, why it is there, and the setting that follows.
+- ``verify_outcome``: the whole of a ``verify`` run, the eval gate's answers half
+  (``doctor.verify``) beside a latency half judged by ``compare_runs``' rule, and its exit code.
 
 Everything here is pure or goes through ``pipeline``: no module prints or writes a report. What
 the commands show of a run is theirs (``doctor.commands``) and the renderers' (``reports/``),

@@ -40,33 +40,8 @@ from doctor.evidence import RunRecord
 from doctor.exit_codes import ExitCode
 from doctor.foundation.stats import quantile
 from doctor.foundation.strenum import StrEnum
-from doctor.model import Report
+from doctor.model import Practical, Report
 from doctor.runs.rank_tests import ALPHA, SMALLEST_TESTABLE, exact_test, hodges_lehmann, mann_whitney, needed_requests, testable
-
-
-@dataclass(frozen=True)
-class Practical:
-    """The smallest shift of the typical request worth calling a regression: more than
-    ``relative`` of the base run's median, and more than the metric's absolute floor.
-
-    Both, because either alone misleads: 10 % of a 1 ms ITL is a tenth of a millisecond no one
-    feels, and 10 ms of a 20 s answer is noise. 10 % is the smallest change worth a page (a
-    budget is set with more headroom than that, and a 10 % TPOT change is a 10 % change in each
-    stream's throughput). 10 ms for TTFT and E2E is a round trip within a region and a tenth of
-    the delay a person notices; 1 ms for TPOT and ITL is what a loaded client's event loop and
-    scheduler add to one gap, and a per-token change reaches users through E2E, which has its
-    own threshold.
-    """
-
-    relative: float = 0.10
-    ttft_s: float = 0.010  # TTFT and E2E
-    tpot_s: float = 0.001  # TPOT and ITL
-
-    def floor(self, metric: str, base_median: float) -> float:
-        """The shift ``metric`` must exceed: the larger of the relative and the absolute threshold."""
-        absolute = self.tpot_s if metric in PER_TOKEN else self.ttft_s
-        return max(self.relative * abs(base_median), absolute)
-
 
 #: Run-record fields that must agree, as the report names them.
 LIKE_FIELDS: dict[str, Callable[[RunRecord], Any]] = {
@@ -94,8 +69,6 @@ VOLATILE_ENGINE_KEYS = frozenset({"host", "port", "init_engine_s", "model_tag"})
 
 #: metric -> what one request contributes to its noise test (see ``_request_samples``).
 METRICS = ("TTFT", "TPOT", "ITL", "E2E")
-#: The metrics of one token's time, held to ``Practical.tpot_s``; the others to ``ttft_s``.
-PER_TOKEN = ("TPOT", "ITL")
 
 
 class Decision(StrEnum):

@@ -21,8 +21,7 @@ from doctor.foundation.user_paths import (
     is_stdout,
     piped_output,
 )
-from doctor.model import Budgets, FailOn
-from doctor.runs.compare_runs import Practical
+from doctor.model import Budgets, FailOn, Practical
 from doctor.settings.config_file import FileConfig, parse_set
 from doctor.settings.probe_plan import budget
 from doctor.settings.values import ANALYSIS, BUDGETS, Flags, bounded, checked_url, split

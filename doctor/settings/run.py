@@ -31,8 +31,8 @@ from doctor.checking.runner import AnalyzeOptions
 from doctor.derive.load_summary import Price
 from doctor.foundation.errors import UsageError
 from doctor.foundation.user_paths import check_output_folder
+from doctor.model import Practical
 from doctor.probes.plan import CollectConfig
-from doctor.runs.compare_runs import Practical
 from doctor.settings.analysis import (
     ExportTargets,
     Outputs,

@@ -5,7 +5,7 @@ Every default lives on a dataclass, once: the probe plan's on ``CollectConfig``
 (``doctor.probes.plan``; its route and load shape are ``ProbeShape``'s, which an older bundle
 loads with), the budgets on ``Budgets`` and ``--fail-on`` on ``AnalyzeOptions``. Resolution
 reads them from ``PLAN``, ``BUDGETS``, ``ANALYSIS`` and ``PRACTICAL`` (what a comparison calls a
-regression, ``doctor.runs.compare_runs.Practical``), and the CLI's help text quotes them with
+regression, ``doctor.model.Practical``), and the CLI's help text quotes them with
 ``shown``, so a default changed there changes the behaviour and the help together.
 
 Values are checked while they are resolved, before anything is sent: a bad URL, a zero
@@ -27,10 +27,9 @@ from doctor.foundation.console import warn
 from doctor.foundation.errors import UsageError
 from doctor.foundation.redact import Redactor
 from doctor.foundation.this_host import host_key
-from doctor.model import Budgets
+from doctor.model import Budgets, Practical
 from doctor.probes.http import credential_header
 from doctor.probes.plan import CollectConfig
-from doctor.runs.compare_runs import Practical
 from doctor.settings.config_file import FileConfig
 
 #: The flags of one command as typer hands them over, by option name (``--max-tokens`` is

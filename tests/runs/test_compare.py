@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from doctor.cli import app
 from doctor.evidence import RunRecord
-from doctor.runs.compare_runs import Decision, Practical, Row, engine_setting_changes, judge, run_differences
+from doctor.model import Practical
+from doctor.runs.compare_runs import Decision, Row, engine_setting_changes, judge, run_differences
 from doctor.runs.rank_tests import ALPHA, SMALLEST_TESTABLE, hodges_lehmann, mann_whitney, needed_requests
 from tests.support.sse_server import SseServer
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from doctor.runs.verify_outcome import Endpoint, VerifyResult
+
 from doctor.verify.answers import Answer, ToolCall
 from doctor.verify.gate import decide
 from doctor.verify.needles import decide_needles, needles
-from doctor.verify.outcome import Endpoint, VerifyResult
 from doctor.verify.prompts import Prompt
 from doctor.verify.scoring import PromptScore, Scored
 from reports.charts import FloorRow, floor_chart

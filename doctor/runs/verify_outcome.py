@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from doctor.exit_codes import ExitCode
 from doctor.foundation.units import fmt_seconds
-from doctor.runs.compare_runs import Comparison, Practical, Row, decision_code, judge, p50_p90
+from doctor.model import Practical
+from doctor.runs.compare_runs import Comparison, Row, decision_code, judge, p50_p90
 from doctor.verify.gate import AnswersVerdict, Decision, Half
 from doctor.verify.needles import NeedleVerdict
 

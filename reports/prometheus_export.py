@@ -2,8 +2,8 @@
 
 Built from the ``Report`` alone (its verdict, findings, run record and ``stream_stats`` view),
 never from a probe, so a one-shot ``diagnose --metrics-textfile`` and a re-analysed bundle
-export the same numbers. The names and labels are a published contract (README, "Exported
-metrics"; ``deploy/prometheus/alerts.yaml`` reads them): keep them stable.
+export the same numbers. The names and labels are a published contract (``docs/scheduled.md``,
+the metric tables; ``deploy/prometheus/alerts.yaml`` reads them): keep them stable.
 
 Every family carries ``region`` from the run record ("" when the run did not say), and
 ``target`` when one registry holds several runs (a canary beside its stable, a fleet's

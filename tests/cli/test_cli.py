@@ -209,10 +209,10 @@ def test_help_prose_wraps_once():
             assert "\n" not in (getattr(param, "help", None) or ""), (name, param.name)
 
 
-def test_every_readme_jq_example_reads_a_real_field():
+def test_every_documented_jq_example_reads_a_real_field():
     """The README once read ``log --json``'s facts at the top level, where they live under ``facts``.
 
-    Each ``jq .path`` in the README is resolved in the real output of the command on its line
+    Each ``jq .path`` in the README and the documents of ``docs/`` (where the reference went) is resolved in the real output of the command on its line
     (``log`` or ``metrics`` of a fixture, a report for ``diagnose`` and ``analyze``), or of both
     ``log`` and ``metrics`` where the prose names no command; the lab's
     URL file (``jq -r``) is read by the README's own local-target example, tried by hand.
@@ -231,8 +231,8 @@ def test_every_readme_jq_example_reads_a_real_field():
     }
     documents = {name: json.loads(result.stdout) for name, result in outputs.items()}
     documents["diagnose"] = documents["analyze"] = json.loads(render_json(real_buffering_report()))
-    examples = [(line, path) for line in (root / "README.md").read_text().splitlines()
-                for path in re.findall(r"\bjq (\.[\w.]+)", line)]
+    examples = [(line, path) for document in (root / "README.md", *sorted((root / "docs").glob("*.md")))
+                for line in document.read_text().splitlines() for path in re.findall(r"\bjq (\.[\w.]+)", line)]
     assert len(examples) >= 3
     for line, path in examples:
         named = [name for name in documents if f"{name} " in line]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from doctor.runs.verify_outcome import Endpoint, VerifyResult
-
 from doctor.verify.answers import Answer, ToolCall
 from doctor.verify.gate import decide
 from doctor.verify.needles import decide_needles, needles

@@ -114,7 +114,7 @@ def bounded(value: Any, where: str, *, minimum: float, inclusive: bool = False, 
 #: or an offline batch may mean a first token after a minute or a token every two seconds, but no
 #: one means two minutes to a first token or five seconds a token; 500 and 50 are milliseconds.
 #: Said in the flags' help.
-REFUSED_BUDGET_S = {"ttft": 120.0, "tpot": 5.0}
+REFUSED_BUDGET_S = {"ttft": 120.0, "tpot": 10.0}
 
 
 def plausible(seconds: float, where: str, name: str) -> float:

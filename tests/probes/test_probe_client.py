@@ -15,6 +15,7 @@ import pytest
 
 from doctor.collection.collector import CollectConfig
 from doctor.foundation.clock import Clock
+from doctor.probes import kernel_stamps
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.stream import loop_name, run_stream_probe
 from doctor.probes.stream.client import run_loop
@@ -43,12 +44,18 @@ def test_without_uvloop_the_probe_runs_on_asyncio(server, monkeypatch):
     assert [t.outcome for t in evidence.requests] == ["ok"] * 5 and not errors
 
 
-def test_with_uvloop_installed_the_probe_runs_on_it(server):
+def test_with_uvloop_installed_the_probe_runs_on_it_unless_the_kernel_stamps(server, monkeypatch):
+    """uvloop where the probe reads through the loop's own transports; asyncio's loop where it polls
+    kernel-stamped sockets itself (``client._uvloop`` says why)."""
     pytest.importorskip("uvloop")
+    monkeypatch.setattr(kernel_stamps, "supported", lambda: False)
     evidence, errors = probe(server)
     assert loop_name() == "uvloop"
     assert evidence.client.transport.endswith("uvloop")
     assert [t.outcome for t in evidence.requests] == ["ok"] * 5 and not errors
+    monkeypatch.undo()
+    if kernel_stamps.supported():
+        assert loop_name() == "asyncio"
 
 
 def test_the_collector_is_off_while_requests_are_measured_and_back_after(server):
@@ -104,8 +111,10 @@ def test_the_run_hands_back_its_result_without_ever_formatting_it(loop, monkeypa
     # repr of its handler, which holds the main task and so the task's result: the whole evidence
     if loop == "asyncio":
         monkeypatch.setitem(sys.modules, "uvloop", None)
-    elif loop_name() != "uvloop":
-        pytest.skip("uvloop is not installed")
+    else:
+        monkeypatch.setattr(kernel_stamps, "supported", lambda: False)  # uvloop runs only without kernel stamps
+        if loop_name() != "uvloop":
+            pytest.skip("uvloop is not installed")
     result = _Evidence()
     _Evidence.shown = 0
     assert run_loop(_returns(result)) is result

@@ -91,7 +91,9 @@ def test_a_path_whose_first_requests_all_fail_is_not_hammered() -> None:
 
 def test_requests_the_deadline_left_unsent_are_not_failures() -> None:
     with SseServer() as server:
-        config = CollectConfig(engine=server.base(ttft=0.001, itl=0.1, n=8), requests=6, warmup=0, deadline_s=1.5)
+        # each answer takes 2 s and the run 4 s: the first request is sent whatever the start costs (model
+        # discovery, the endpoints' questions), and most of the six cannot be
+        config = CollectConfig(engine=server.base(ttft=0.001, itl=0.2, n=10), requests=6, warmup=0, deadline_s=4.0)
         evidence, _ = run_stream_probe(config, Clock(), lambda _msg: None)
     assert evidence is not None
     sent = evidence.requests

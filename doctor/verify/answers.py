@@ -23,6 +23,10 @@ from doctor.foundation import wire
 REPEAT_PIECE = 24
 REPEAT_SHARE = 0.5
 REPEAT_SCAN = 8000
+#: A baseline answer this repetitive is already a loop in the making: its candidate crossing
+#: ``REPEAT_SHARE`` is the engine's own noise (seen on real vLLM: the same weights' two answers at
+#: 0.48 and 0.52, one batch apart), not a regression. A regression moves from prose (under 0.2) to a loop.
+REPEAT_NEAR = 0.25
 
 _TOKEN = re.compile(r"\s*\S+")
 
@@ -100,18 +104,24 @@ class Answer:
         return asdict(self)
 
 
-def self_repeating(text: str) -> bool:
-    """More than ``REPEAT_SHARE`` of the text's ``REPEAT_PIECE``-character pieces appeared earlier in it."""
+def repeat_share(text: str) -> float:
+    """The share of the text's ``REPEAT_PIECE``-character pieces that appeared earlier in it (0 under
+    ~100 characters, where nothing can be said)."""
     text = text[:REPEAT_SCAN]
     pieces = [text[i:i + REPEAT_PIECE] for i in range(len(text) - REPEAT_PIECE + 1)]
-    if len(pieces) < 4 * REPEAT_PIECE:  # under ~100 characters nothing can be said
-        return False
+    if len(pieces) < 4 * REPEAT_PIECE:
+        return 0.0
     seen: set[str] = set()
     repeated = 0
     for piece in pieces:
         repeated += piece in seen
         seen.add(piece)
-    return repeated / len(pieces) > REPEAT_SHARE
+    return repeated / len(pieces)
+
+
+def self_repeating(text: str) -> bool:
+    """More than ``REPEAT_SHARE`` of the text's ``REPEAT_PIECE``-character pieces appeared earlier in it."""
+    return repeat_share(text) > REPEAT_SHARE
 
 
 def first_difference(a: str, b: str) -> tuple[int, str, str] | None:

@@ -5,7 +5,8 @@ own noise. The rules, in order (``decide``):
 
 FAIL when any of:
   - the candidate gives no answer (an error) to a prompt the baseline answered;
-  - an empty or self-repeating answer where the baseline's was neither;
+  - an empty answer where the baseline's was not, or a self-repeating one where the baseline's
+    was far from it (``REPEAT_NEAR``: a baseline already half a loop is judged by its own noise);
   - the share of answers cut by ``length`` grows by more than ``LENGTH_MARGIN`` of the prompts;
   - JSON that no longer parses, on a prompt that asks for JSON and where the baseline's parsed;
   - a tool call whose name or canonical arguments changed, where the baseline's repeats agree;
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 
 from doctor.foundation.strenum import StrEnum
 from doctor.foundation.units import fmt_pct
-from doctor.verify.answers import Answer, first_difference
+from doctor.verify.answers import REPEAT_NEAR, Answer, first_difference, repeat_share
 from doctor.verify.prompts import Prompt
 from doctor.verify.scoring import PromptScore, Scored
 
@@ -118,7 +119,7 @@ def _problems(prompt: Prompt, base: Answer, cand: Answer, stable: bool) -> list[
     found = []
     if cand.empty and not base.empty:
         found.append("empty answer")
-    if cand.repeating and not base.repeating:
+    if cand.repeating and repeat_share(base.text) <= REPEAT_NEAR:
         found.append("self-repeating answer")
     if prompt.expects_json and not prompt.expects_tool and base.json_valid() and not cand.json_valid():
         found.append("JSON that does not parse")

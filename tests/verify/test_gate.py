@@ -7,7 +7,7 @@ import math
 import pytest
 
 from doctor.verify import gate
-from doctor.verify.answers import Answer, ToolCall, first_difference, self_repeating
+from doctor.verify.answers import REPEAT_NEAR, REPEAT_SHARE, Answer, ToolCall, first_difference, repeat_share, self_repeating
 from doctor.verify.gate import Decision, decide
 from doctor.verify.prompts import Prompt, PromptFileError, builtin, parse_prompts
 from doctor.verify.scoring import TokenScores, pooled, score, token_kl
@@ -108,6 +108,30 @@ def test_one_broken_answer_fails(broken, said):
     cand["p0"] = [broken]
     verdict = decide(prompts(8), same(8), cand, None)
     assert verdict.decision is Decision.FAIL and said in verdict.reasons[0]
+
+
+#: Two answers of the same tiny random-weight model on two real vLLM servers to the same prompt
+#: (tests/realvllm/test_verify.py, 2026-12-06): one batch apart, 0.48 and 0.52 of their pieces repeated.
+SAME_WEIGHTS = (
+    " batchfromfromfrom batchfrom batch batch batchfrom batch onfrom batch onfromfrom batch" + " on" * 24
+    + "2" * 23 + " batch2" * 15 + " batch",
+    " batchfromfromfrom batchfrom batch batch batchfrom batch onfrom batch" + " on" * 27
+    + "2" * 24 + " batch2" * 15 + " batch",
+)
+
+
+def test_a_loop_fails_only_against_a_baseline_far_from_one():
+    """The same weights crossing the bar one batch apart pass (the CI failure of issue 31); a loop
+    after prose still fails."""
+    near, over = SAME_WEIGHTS
+    assert REPEAT_NEAR < repeat_share(near) <= REPEAT_SHARE < repeat_share(over)
+    base, cand = same(8), same(8, repeats=1)
+    base["p0"] = [Answer("p0", text=near, finish_reason="length")] * 3
+    cand["p0"] = [Answer("p0", text=over, finish_reason="length")]
+    assert decide(prompts(8), base, cand, None).decision is Decision.PASS
+    base["p0"] = [Answer("p0", text=" ".join(f"word{i}" for i in range(60)), finish_reason="length")] * 3
+    verdict = decide(prompts(8), base, cand, None)
+    assert verdict.decision is Decision.FAIL and "self-repeating" in verdict.reasons[0]
 
 
 def test_the_length_share_fails_past_its_margin_only():

@@ -168,6 +168,13 @@ LOG_FACTS = {
         "engine": "tgi", "model": "bigcode/starcoder", "kv_cache_tokens": 16000, "max_running_requests": 128,
         "max_model_len": 2048, "max_input_tokens": 1024, "max_batch_tokens": 4096,
     },
+    # ``--env``: the build block (env_runtime.rs) names TGI and its commit, over an nvidia-smi table
+    "tgi/2024-01-issue1402-env-runtime-block-cut.log": {
+        "engine": "tgi", "build_commit": "630800eed37b15c4b0c9eb8e6ab47212026720f7",
+    },
+    "tgi/2023-10-issue1156-openshift-env-runtime-block-cut.log": {
+        "engine": "tgi", "build_commit": "3af1a1140141245c20df20a787831ec71b124eae",
+    },
     "tgi/2024-01-python-logger-prefixed-no-auto-16000.log": {
         "engine": "tgi", "kv_cache_tokens": 16000, "automatic_max_batch_total_tokens": False,
     },
@@ -206,6 +213,53 @@ def test_log_gives_the_neutral_facts_of_a_real_artifact(name: str) -> None:
     assert {k: document["facts"].get(k) for k in LOG_FACTS[name]} == LOG_FACTS[name]
     if document["engine"] != "vllm":  # the neutral names stand in for vLLM's own
         assert not normal.VLLM_ONLY_KEYS & set(document["facts"])
+
+
+def _tgi_json_records(path: Path, tmp_path: Path) -> Path:
+    """A real TGI log as ``--json-output`` prints it (``launcher/src/main.rs``: tracing-subscriber's
+    ``.json()``, each event's message under ``fields``): a record per event, a multi-line message
+    (the ``{:#?}`` Args, the ``--env`` block) one JSON string with its line breaks escaped."""
+    records: list[str] = []
+    for line in path.read_text().splitlines():
+        head, _, message = line.partition("text_generation_launcher: ")
+        if message:
+            records.append(json.dumps({"timestamp": head.split()[0], "level": "INFO", "fields": {"message": message},
+                                       "target": "text_generation_launcher"}, separators=(",", ":")))
+        elif records:  # the rest of a message printed over lines
+            record = json.loads(records[-1])
+            record["fields"]["message"] += "\n" + line
+            records[-1] = json.dumps(record, separators=(",", ":"))
+    out = tmp_path / f"{path.stem}.json.log"
+    out.write_text("\n".join(records) + "\n")
+    return out
+
+
+def test_tgi_pretty_args_inside_a_json_record_are_read_as_printed(tmp_path: Path) -> None:
+    """The pretty-printed Args in one ``--json-output`` record: ``Some(\\n        2,\\n    )`` is 2, not
+    the escape ``\\n``."""
+    source = ENGINES / "tgi/2025-07-v3-gemma3-pretty-args-kv-blocks-part.log"
+    lines = source.read_text().splitlines()
+    args = tmp_path / "args.log"
+    args.write_text("\n".join(lines[: lines.index("}") + 1]) + "\n")
+    facts = _log_json(_tgi_json_records(args, tmp_path))["facts"]
+    assert (facts["engine"], facts["model"], facts["tensor_parallel_size"], facts["max_running_requests"]) == (
+        "tgi", "/models/gemma-3-27b-it", 2, 128)
+
+
+def test_tgi_env_block_inside_a_json_record_names_tgi_and_its_commit(tmp_path: Path) -> None:
+    document = _log_json(_tgi_json_records(ENGINES / "tgi/2024-01-issue1402-env-runtime-block-cut.log", tmp_path))
+    assert (document["engine"], document["facts"].get("build_commit")) == (
+        "tgi", "630800eed37b15c4b0c9eb8e6ab47212026720f7")
+
+
+def test_tgi_env_block_without_its_log_prefix_is_tgi(tmp_path: Path) -> None:
+    """The block pasted alone (an issue's "System Info"): its own first line names it."""
+    lines = (ENGINES / "tgi/2024-01-issue1402-env-runtime-block-cut.log").read_text().splitlines()
+    bare = tmp_path / "system-info.log"
+    bare.write_text("\n".join(line.partition("text_generation_launcher: ")[2] or line for line in lines[2:]) + "\n")
+    document = _log_json(bare)
+    assert (document["engine"], document["facts"].get("build_commit")) == (
+        "tgi", "630800eed37b15c4b0c9eb8e6ab47212026720f7")
 
 
 def test_llama_server_log_says_what_it_does_not_expose() -> None:

@@ -365,6 +365,23 @@ def test_sglang_states_its_pool_as_labels_of_cache_config_info(tmp_path: Path) -
         "sglang", 26000 * 16, 16)
 
 
+def test_sglang_attention_groups_add_their_requests_and_the_fullest_pool_is_the_usage(tmp_path: Path) -> None:
+    """Two schedulers of one server under DP attention, labelled as SGLang labels them (``model_name``,
+    ``engine_type``, ``tp_rank``, ``pp_rank``, no ``dp_rank``: ``scheduler_metrics_mixin.py``), each
+    with its own requests and its own share of the KV pool: the running requests add up, and the KV
+    usage is the fuller group's (0.5), not the sum of two fractions of different pools (0.75)."""
+    labels = 'engine_type="unified",model_name="Qwen-32B",pp_rank="0",tp_rank="{}"'
+    scrape = tmp_path / "sglang-dp-attention.prom"
+    scrape.write_text(
+        "# TYPE sglang:num_running_reqs gauge\n"
+        + "".join(f"sglang:num_running_reqs{{{labels.format(rank)}}} {n}\n" for rank, n in (("0", 3.0), ("4", 5.0)))
+        + "# TYPE sglang:token_usage gauge\n"
+        + "".join(f"sglang:token_usage{{{labels.format(rank)}}} {u}\n" for rank, u in (("0", 0.5), ("4", 0.25)))
+    )
+    facts = _metrics_json(scrape)[0]["facts"]
+    assert (facts["running"], facts["kv_usage"]) == (8.0, 0.5)
+
+
 def test_one_llama_server_scrape_counts_tokens_since_start_and_names_what_it_lacks() -> None:
     document, _ = _metrics_json(ENGINES / "llamacpp/ik_llama-2025-08-pr695-counters-part.prom")
     window = document["window"]

@@ -234,16 +234,20 @@ def _tgi_json_records(path: Path, tmp_path: Path) -> Path:
     return out
 
 
-def test_tgi_pretty_args_inside_a_json_record_are_read_as_printed(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "expected"), [
+    ("tgi/2025-07-v3-gemma3-pretty-args-kv-blocks-part.log",
+     {"model": "/models/gemma-3-27b-it", "tensor_parallel_size": 2, "max_running_requests": 128}),
+    ("tgi/2024-08-notebook-indented-pretty-args-gptq-defaults.log",
+     {"model": "astronomer/Llama-3-8B-Instruct-GPTQ-8-Bit", "quantization": "Gptq"}),
+])
+def test_tgi_pretty_args_inside_a_json_record_are_read_as_printed(name: str, expected: dict, tmp_path: Path) -> None:
     """The pretty-printed Args in one ``--json-output`` record: ``Some(\\n        2,\\n    )`` is 2, not
     the escape ``\\n``."""
-    source = ENGINES / "tgi/2025-07-v3-gemma3-pretty-args-kv-blocks-part.log"
-    lines = source.read_text().splitlines()
+    lines = (ENGINES / name).read_text().splitlines()
     args = tmp_path / "args.log"
-    args.write_text("\n".join(lines[: lines.index("}") + 1]) + "\n")
-    facts = _log_json(_tgi_json_records(args, tmp_path))["facts"]
-    assert (facts["engine"], facts["model"], facts["tensor_parallel_size"], facts["max_running_requests"]) == (
-        "tgi", "/models/gemma-3-27b-it", 2, 128)
+    args.write_text("\n".join(lines[: next(i for i, line in enumerate(lines) if line.strip() == "}") + 1]) + "\n")
+    document = _log_json(_tgi_json_records(args, tmp_path))
+    assert (document["engine"], {k: document["facts"].get(k) for k in expected}) == ("tgi", expected)
 
 
 def test_tgi_env_block_inside_a_json_record_names_tgi_and_its_commit(tmp_path: Path) -> None:

@@ -9,11 +9,15 @@ admits ``max_concurrent_requests``, its concurrency limit. TGI prints no periodi
 
 The ``Args`` dump comes in several shapes: one line (``{:?}``), pretty-printed over one line per
 field (``{:#?}``, 2.x and later, ``Some(`` with its value on the next line), or inside a JSON
-record (``--json-output``, its quotes escaped) that a terminal may have hard-wrapped; the lines
-after an open ``Args {`` are joined until the next record. What the arguments leave unset is
-resolved later, by the launcher (``Default `max_total_tokens` to N``, 2.x) or by the v3 router
-(``Maximum total tokens defaulted to N``, ``backends/v3/src/main.rs``), and the v3 shard states
-its KV blocks (``KV-cache blocks: N, size: B``, ``flash_causal_lm.py``).
+record (``--json-output``, its quotes and, pretty-printed, its line breaks escaped: ``\\n``) that a
+terminal may have hard-wrapped; the lines after an open ``Args {`` are joined until the next record.
+What the arguments leave unset is resolved later, by the launcher (``Default `max_total_tokens` to
+N``, 2.x) or by the v3 router (``Maximum total tokens defaulted to N``, ``backends/v3/src/main.rs``),
+and the v3 shard states its KV blocks (``KV-cache blocks: N, size: B``, ``flash_causal_lm.py``).
+``--env`` prints the launcher's build before the Args (``launcher/src/env_runtime.rs``: ``Runtime
+environment:``, ``Commit sha:``, ``Docker label:``, ``nvidia-smi:``), its lines apart or in one JSON
+record: it names TGI and its commit, not its release (the reports' images are labelled ``sha-`` and the
+short commit).
 """
 
 from __future__ import annotations
@@ -35,9 +39,14 @@ _ITEM = re.compile(r"\b(?P<key>\w+): (?:Some\(\s*(?P<some>\"[^\"]*\"|[^(),\s]+),
 #: A line that opens a new record (a timestamp, a JSON record, a wrapper's prefix), not a piece of ``Args``.
 _RECORD = re.compile(r"\s*(?:\{\"|\d{4}-\d\d-\d\dT|[A-Z]+:[\w-]+:|\[)")
 _ARGS_LINES = 400  # a pretty print has one line per field, some 60 in 3.x
+# A JSON record's escapes in an Args it holds; a line break between fields reads as a space.
+_JSON_ESCAPE = re.compile(r'\\([\\"nrt])')
+_UNESCAPED = {"n": " ", "r": " ", "t": " "}
 _DEFAULTED = re.compile(
     r"Default `(?P<arg>max_\w+)` to (?P<n>\d+)|Maximum (?P<what>input|total) tokens defaulted to (?P<m>\d+)"
 )
+# ``env_runtime.rs``'s block, its lines apart or in one JSON record (``\\n`` between them).
+_COMMIT = re.compile(r"(?:^|\\n)Commit sha: (?P<sha>[0-9a-f]{7,40})\b")
 _BLOCKS = re.compile(r"KV-cache blocks: (?P<n>\d+), size: (?P<size>\d+)")
 # ``GET /info`` pasted into a report, pretty or on one line (``router/src/lib.rs`` ``Info``): what
 # the router resolved, so it states the limits as the warm-up line does.
@@ -98,6 +107,8 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
             arg = match["arg"] or f"max_{match['what']}_tokens"
             if key := _ARG_KEYS.get(arg):
                 _own(book, line, key, number(match["n"] or match["m"], int), RESOLVED)
+        elif match := _COMMIT.search(text):
+            book.fact(line, "build_commit", match["sha"], STATED)
         elif match := _BLOCKS.search(text):
             book.fact(line, "num_gpu_blocks", number(match["n"], int), STATED)
             _own(book, line, "block_size", number(match["size"], int), STATED)
@@ -124,12 +135,18 @@ def _args(book: Logbook, lines: list[LogLine]) -> None:
     text = lines[0].text
     for before, line in itertools.pairwise(lines):
         text += line.text if line.no == before.no + 1 else ", " + line.text
-    match = _ARGS.search(text.replace('\\"', '"'))  # a JSON record escapes the quotes
+    match = _ARGS.search(_JSON_ESCAPE.sub(_unescaped, text))  # a JSON record escapes quotes and line breaks
     if match is None:
         return
     for item in _ITEM.finditer(match["body"]):
         if key := _ARG_KEYS.get(item["key"]):
             _own(book, lines[0], key, _value(item["some"] if item["some"] is not None else item["value"]), ARGUMENT)
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    """A JSON string's escape as the character it stands for, a space for ``\\n``: the pretty print's
+    lines are read as one (``_ITEM`` takes a ``Some(`` value after any space)."""
+    return _UNESCAPED.get(match[1], match[1])
 
 
 def _own(book: Logbook, line: LogLine, key: str, value: object, rank: int) -> None:

@@ -58,6 +58,7 @@ RECORD = EngineRecord(
         "Default `max_",  # the launcher resolving an unset limit (launcher/src/main.rs)
         "tokens defaulted to",  # ... and the v3 router (backends/v3/src/main.rs)
         "KV-cache blocks:",  # the v3 shard's warm-up (flash_causal_lm.py)
+        "Runtime environment:",  # --env's build block (launcher/src/env_runtime.rs)
     ),
     log_openings=(
         rb"|Args \{|Setting max batch total tokens|Model does not support automatic max batch total tokens"
@@ -68,6 +69,7 @@ RECORD = EngineRecord(
         rb"|\"?(?:max_(?:concurrent_requests|total_tokens|input_length|input_tokens|batch_prefill_tokens"
         rb"|batch_total_tokens|batch_size)|model_id|model_dtype|num_shard|quantize)\"?: |\"version\": ?\"\d"
         rb"|Default `max_\w{1,40}` to \d|tokens defaulted to \d|KV-cache blocks: \d"
+        rb"|Runtime environment:|Commit sha: [0-9a-f]"  # --env's block (env_runtime.rs)
     ),
     # a pretty-printed Args's ``Some(`` value on its own line
     line_start_openings=(rb" {8,12}(?:\d{1,12}|[A-Z]\w{1,20}),(?=\r?\n)",),

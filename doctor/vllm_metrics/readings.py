@@ -78,8 +78,12 @@ def combine_gauges(per_engine: Mapping[EngineKey, GaugeSeries], aggregate: str) 
     for series in per_engine.values():
         for t, v in series.samples:
             by_t[t].append(v)
-    combine = max if aggregate == "max" else sum
-    return GaugeSeries(samples=[(t, float(combine(vs))) for t, vs in sorted(by_t.items())])
+    return GaugeSeries(samples=[(t, combined(aggregate, vs)) for t, vs in sorted(by_t.items())])
+
+
+def combined(aggregate: str, values: Sequence[float]) -> float:
+    """Gauge values taken at one instant as one (``Family.aggregate``): their sum, or the largest."""
+    return float(max(values) if aggregate == "max" else sum(values))
 
 
 def quantile_bounds(buckets: Iterable[Sequence[float]], count: float, q: float) -> tuple[float, float | None] | None:

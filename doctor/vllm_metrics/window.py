@@ -18,7 +18,7 @@ from doctor.engines.names import METRIC_PREFIXES
 from doctor.evidence import Scrape
 from doctor.vllm_metrics.derived import derive_missing, derive_slots_kv_usage
 from doctor.vllm_metrics.metric_names import FAMILIES, FAMILY_BY_KEY, ExpositionError, Sample, parse_exposition
-from doctor.vllm_metrics.readings import EngineKey, GaugeSeries, HistogramDelta, NoWindow, Readings, assemble
+from doctor.vllm_metrics.readings import EngineKey, GaugeSeries, HistogramDelta, NoWindow, Readings, assemble, combined
 from doctor.vllm_metrics.views import MetricsWindow
 
 
@@ -126,18 +126,23 @@ def _add_deltas(parsed: Sequence[ParsedScrape], readings: Readings) -> None:
 
 
 def _add_gauges(parsed: Sequence[ParsedScrape], readings: Readings) -> None:
-    """Every scrape's value of each chosen gauge, per engine."""
+    """Every scrape's value of each chosen gauge, per engine: an engine's series (its schedulers'
+    label sets) combined as across engines, KV usage the fullest one's. SGLang labels each
+    scheduler by ``tp_rank`` and ``pp_rank``, and without ``dp_rank`` under DP attention, where each
+    attention group's scheduler has its own queue and its own share of the KV pool
+    (``scheduler_metrics_mixin.py``): their usages are fractions of different pools."""
     for family in FAMILIES:
         metric = readings.metric_names.get(family.key)
         if family.kind != "gauge" or metric is None:
             continue
-        per_engine: dict[EngineKey, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+        per_engine: dict[EngineKey, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
         for p in parsed:
             for s in p.samples:
                 if s.family == family.key and s.metric == metric:
-                    per_engine[(s.engine, s.model)][p.t] += s.value
+                    per_engine[(s.engine, s.model)][p.t].append(s.value)
         readings.gauges[family.key] = {
-            key: GaugeSeries(samples=sorted(by_t.items())) for key, by_t in per_engine.items()
+            key: GaugeSeries(samples=[(t, combined(family.aggregate, values)) for t, values in sorted(by_t.items())])
+            for key, by_t in per_engine.items()
         }
 
 

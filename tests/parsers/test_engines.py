@@ -168,6 +168,13 @@ LOG_FACTS = {
         "engine": "tgi", "model": "bigcode/starcoder", "kv_cache_tokens": 16000, "max_running_requests": 128,
         "max_model_len": 2048, "max_input_tokens": 1024, "max_batch_tokens": 4096,
     },
+    # ``--env``: the build block (env_runtime.rs) names TGI and its commit, over an nvidia-smi table
+    "tgi/2024-01-issue1402-env-runtime-block-cut.log": {
+        "engine": "tgi", "build_commit": "630800eed37b15c4b0c9eb8e6ab47212026720f7",
+    },
+    "tgi/2023-10-issue1156-openshift-env-runtime-block-cut.log": {
+        "engine": "tgi", "build_commit": "3af1a1140141245c20df20a787831ec71b124eae",
+    },
     "tgi/2024-01-python-logger-prefixed-no-auto-16000.log": {
         "engine": "tgi", "kv_cache_tokens": 16000, "automatic_max_batch_total_tokens": False,
     },
@@ -206,6 +213,57 @@ def test_log_gives_the_neutral_facts_of_a_real_artifact(name: str) -> None:
     assert {k: document["facts"].get(k) for k in LOG_FACTS[name]} == LOG_FACTS[name]
     if document["engine"] != "vllm":  # the neutral names stand in for vLLM's own
         assert not normal.VLLM_ONLY_KEYS & set(document["facts"])
+
+
+def _tgi_json_records(path: Path, tmp_path: Path) -> Path:
+    """A real TGI log as ``--json-output`` prints it (``launcher/src/main.rs``: tracing-subscriber's
+    ``.json()``, each event's message under ``fields``): a record per event, a multi-line message
+    (the ``{:#?}`` Args, the ``--env`` block) one JSON string with its line breaks escaped."""
+    records: list[str] = []
+    for line in path.read_text().splitlines():
+        head, _, message = line.partition("text_generation_launcher: ")
+        if message:
+            records.append(json.dumps({"timestamp": head.split()[0], "level": "INFO", "fields": {"message": message},
+                                       "target": "text_generation_launcher"}, separators=(",", ":")))
+        elif records:  # the rest of a message printed over lines
+            record = json.loads(records[-1])
+            record["fields"]["message"] += "\n" + line
+            records[-1] = json.dumps(record, separators=(",", ":"))
+    out = tmp_path / f"{path.stem}.json.log"
+    out.write_text("\n".join(records) + "\n")
+    return out
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("tgi/2025-07-v3-gemma3-pretty-args-kv-blocks-part.log",
+     {"model": "/models/gemma-3-27b-it", "tensor_parallel_size": 2, "max_running_requests": 128}),
+    ("tgi/2024-08-notebook-indented-pretty-args-gptq-defaults.log",
+     {"model": "astronomer/Llama-3-8B-Instruct-GPTQ-8-Bit", "quantization": "Gptq"}),
+])
+def test_tgi_pretty_args_inside_a_json_record_are_read_as_printed(name: str, expected: dict, tmp_path: Path) -> None:
+    """The pretty-printed Args in one ``--json-output`` record: ``Some(\\n        2,\\n    )`` is 2, not
+    the escape ``\\n``."""
+    lines = (ENGINES / name).read_text().splitlines()
+    args = tmp_path / "args.log"
+    args.write_text("\n".join(lines[: next(i for i, line in enumerate(lines) if line.strip() == "}") + 1]) + "\n")
+    document = _log_json(_tgi_json_records(args, tmp_path))
+    assert (document["engine"], {k: document["facts"].get(k) for k in expected}) == ("tgi", expected)
+
+
+def test_tgi_env_block_inside_a_json_record_names_tgi_and_its_commit(tmp_path: Path) -> None:
+    document = _log_json(_tgi_json_records(ENGINES / "tgi/2024-01-issue1402-env-runtime-block-cut.log", tmp_path))
+    assert (document["engine"], document["facts"].get("build_commit")) == (
+        "tgi", "630800eed37b15c4b0c9eb8e6ab47212026720f7")
+
+
+def test_tgi_env_block_without_its_log_prefix_is_tgi(tmp_path: Path) -> None:
+    """The block pasted alone (an issue's "System Info"): its own first line names it."""
+    lines = (ENGINES / "tgi/2024-01-issue1402-env-runtime-block-cut.log").read_text().splitlines()
+    bare = tmp_path / "system-info.log"
+    bare.write_text("\n".join(line.partition("text_generation_launcher: ")[2] or line for line in lines[2:]) + "\n")
+    document = _log_json(bare)
+    assert (document["engine"], document["facts"].get("build_commit")) == (
+        "tgi", "630800eed37b15c4b0c9eb8e6ab47212026720f7")
 
 
 def test_llama_server_log_says_what_it_does_not_expose() -> None:
@@ -309,6 +367,23 @@ def test_sglang_states_its_pool_as_labels_of_cache_config_info(tmp_path: Path) -
     document, _ = _metrics_json(scrape)
     assert (document["engine"], document["facts"]["kv_cache_tokens"], document["facts"]["block_size"]) == (
         "sglang", 26000 * 16, 16)
+
+
+def test_sglang_attention_groups_add_their_requests_and_the_fullest_pool_is_the_usage(tmp_path: Path) -> None:
+    """Two schedulers of one server under DP attention, labelled as SGLang labels them (``model_name``,
+    ``engine_type``, ``tp_rank``, ``pp_rank``, no ``dp_rank``: ``scheduler_metrics_mixin.py``), each
+    with its own requests and its own share of the KV pool: the running requests add up, and the KV
+    usage is the fuller group's (0.5), not the sum of two fractions of different pools (0.75)."""
+    labels = 'engine_type="unified",model_name="Qwen-32B",pp_rank="0",tp_rank="{}"'
+    scrape = tmp_path / "sglang-dp-attention.prom"
+    scrape.write_text(
+        "# TYPE sglang:num_running_reqs gauge\n"
+        + "".join(f"sglang:num_running_reqs{{{labels.format(rank)}}} {n}\n" for rank, n in (("0", 3.0), ("4", 5.0)))
+        + "# TYPE sglang:token_usage gauge\n"
+        + "".join(f"sglang:token_usage{{{labels.format(rank)}}} {u}\n" for rank, u in (("0", 0.5), ("4", 0.25)))
+    )
+    facts = _metrics_json(scrape)[0]["facts"]
+    assert (facts["running"], facts["kv_usage"]) == (8.0, 0.5)
 
 
 def test_one_llama_server_scrape_counts_tokens_since_start_and_names_what_it_lacks() -> None:

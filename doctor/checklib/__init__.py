@@ -37,7 +37,8 @@ its remediation mean the same thing as every other check's:
   requests in send order and its unconstrained twins, as ``ConstrainedRun``), ``request_ttft``
   and ``per_token`` (one request's TTFT and TPOT, for twins no derived view holds),
   ``generated_within`` (what the engine's generation counter did during a stream's silence).
-- **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
+- **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares: the same
+  probe after one change, ``llm-doctor verify REPORT --candidate URL`` for the latency half),
   ``rerun_gated`` (the same plus the ``llm-doctor verify`` eval gate, for a change of numerics;
   ``long_context`` for the KV cache's precision), ``gate_command`` (that gate's exact command, for
   wording that offers a numerics change beside the remediation's own setting),

@@ -136,9 +136,15 @@ class EvidenceValue:
     source: str = ""  # e.g. "stream: gateway, p90 over n=16", "metrics: vllm:num_preemptions delta", "log line 42"
 
 
-#: How every remediation is verified: the same probe, one change. Checks end it with what to
-#: expect; renderers recognise it to say it differently where it cannot be followed (a demo).
-RERUN_INSTRUCTION = "re-run the same probe (`llm-doctor diagnose` with the same flags) after changing only this"
+#: The latency half of every remediation's verification (``llm-doctor verify``): the changed stack
+#: (URL) re-probed with the saved run's (REPORT's) own shape and budgets, its symptom said gone or not.
+VERIFY_REPORT = "llm-doctor verify REPORT --candidate URL"
+
+#: How every remediation is verified: the same probe, one change, through ``VERIFY_REPORT`` or a
+#: whole ``diagnose``. Checks end it with what to expect (``doctor.checklib.rerun``); renderers
+#: recognise it to say it differently where it cannot be followed (a demo).
+RERUN_INSTRUCTION = (f"re-run the same probe after changing only this: `{VERIFY_REPORT}` (REPORT: this run's saved report "
+                     "or bundle) says whether the symptom is gone, `llm-doctor diagnose` with the same flags re-checks everything")
 
 
 @dataclass

@@ -37,7 +37,8 @@ its remediation mean the same thing as every other check's:
   requests in send order and its unconstrained twins, as ``ConstrainedRun``), ``request_ttft``
   and ``per_token`` (one request's TTFT and TPOT, for twins no derived view holds),
   ``generated_within`` (what the engine's generation counter did during a stream's silence).
-- **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares),
+- **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares: the same
+  probe after one change, ``llm-doctor verify REPORT --candidate URL`` for the latency half),
   ``rerun_gated`` (the same plus the ``llm-doctor verify`` eval gate, for a change of numerics;
   ``long_context`` for the KV cache's precision), ``gate_command`` (that gate's exact command, for
   wording that offers a numerics change beside the remediation's own setting),
@@ -55,7 +56,7 @@ its remediation mean the same thing as every other check's:
   first's change), ``startup_s`` (a replica's start-up from the log, else ``DEFAULT_STARTUP_S``),
   ``queue_signal`` (the queue-depth signal in the product's words), ``engine_family`` and
   ``retired_metric`` (an engine metric under any spelling; one the engine no longer exports),
-  ``serves_router`` and ``rescan`` (the verify text of a scaling change); ``history_scaler`` and
+  ``serves_router`` and ``rescan`` (``rerun``'s verify text, the changed object read again first); ``history_scaler`` and
   ``tried`` (an HPA known from kube-state-metrics' history, and what it did).
 - **absent metrics** (``doctor.engines.names``, which the reports share): ``not_in_metrics``, the one
   phrase for a metric the engine's /metrics lacked: "not exposed by ENGINE" for an identified

@@ -13,9 +13,10 @@ those tables and their remediation functions share, so that none of them imports
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from doctor.derive.gateway import GatewayView
+from doctor.derive.gateway import DISPLAY, GatewayView
 from doctor.model import Remediation
 
 
@@ -62,3 +63,14 @@ def also_in_path(gw: GatewayView | None) -> str:
     """The other hops seen in front of or behind the named one, for the remediation's last words."""
     others = gw.others() if gw else []
     return f" Also in the path: {', '.join(h.name for h in others)}." if others else ""
+
+
+def each_family(table: Mapping[str, Phrasing]) -> str:
+    """How each family of a behaviour's table spells its setting, for the advice to a gateway no
+    header names: "nginx `proxy_connect_timeout`; HAProxy `timeout connect`; ...", read from the
+    table so a family added there is named here too; an alias (one phrasing under two families)
+    once, with both names."""
+    names: dict[Phrasing, list[str]] = {}
+    for family, phrasing in table.items():
+        names.setdefault(phrasing, []).append(DISPLAY.get(family, family))
+    return "; ".join(f"{' / '.join(named)} `{phrasing.setting}`" for phrasing, named in names.items())

@@ -1,6 +1,7 @@
 """How a remediation is spelled: the shared verify text, the capacity advice, engines' flag names.
 
-Every remediation ends in the same instruction (re-run the same probe after one change), and
+Every remediation ends in the same instruction (re-run the same probe after one change, through
+``llm-doctor verify REPORT --candidate URL``; a change of numerics adds the answers gate), and
 names the engine's flag the way its command line spells it: ``vllm serve``'s, or the other
 engines' own for the same setting (``ENGINE_FLAGS``); third-party checks use these to read like
 the built-in ones. Public through ``doctor.checklib``.
@@ -12,7 +13,7 @@ from collections.abc import Iterable
 
 from doctor.engines import RECORDS
 from doctor.engines.names import DISPLAY, UNKNOWN, VLLM, display
-from doctor.model import RERUN_INSTRUCTION, Remediation
+from doctor.model import RERUN_INSTRUCTION, VERIFY_REPORT, Remediation
 
 #: vLLM setting -> the flag each other engine has for it, as its launcher spells it (each
 #: record's ``flags``: SGLang ``python -m sglang.launch_server``, llama.cpp ``llama-server``, TGI
@@ -70,30 +71,30 @@ def _spellings(settings: tuple[str, ...]) -> list[str]:
 
 
 def rerun(expect: str) -> str:
-    """The verify text every remediation shares: same probe, one change, what to expect."""
+    """The verify text every remediation shares: same probe, one change (``RERUN_INSTRUCTION``, which
+    names ``llm-doctor verify REPORT --candidate URL`` for the latency half), what to expect."""
     return f"{RERUN_INSTRUCTION}; expect {expect}"
-
-
-#: The eval gate a change of numerics is verified with: the stable and the changed stack side by side.
-ANSWERS_GATE = "llm-doctor verify --baseline http://STABLE:8000 --candidate http://CHANGED:8000"
 
 
 def rerun_gated(expect: str, *, long_context: bool = False) -> str:
     """The verify text of a remediation that changes the model's numerics (fp8, speculative decoding,
-    a quantised or swapped model): the rerun, then the eval gate that says the answers kept.
+    a quantised or swapped model): the rerun, then the exact ``llm-doctor verify`` command that also
+    gates the answers, in the same run.
 
     ``long_context``: the change is the KV cache's precision (``kv_cache_dtype``), whose loss shows
     at long context, where the gate's short prompts and per-token KL do not reach: the gate then
     runs its needle probe at the deployment's ``max_model_len`` too (``--long-context``).
     """
-    halves = "answers, long context and latency all pass" if long_context else "answers and latency both pass"
-    return f"{rerun(expect)}; and gate the answers with `{gate_command(long_context=long_context)}` (exit 0: {halves})"
+    kept = "the answers and the long-context needles kept" if long_context else "the answers kept"
+    return (f"{rerun(expect)}; and gate the answers with `{gate_command(long_context=long_context)}` "
+            f"(STABLE_URL: the unchanged stack; exit 0: the symptom gone and {kept})")
 
 
 def gate_command(*, long_context: bool = False) -> str:
-    """The exact ``llm-doctor verify`` command of a numerics change, for a remediation's wording that
-    offers one beside its own setting (``rerun_gated`` says it in the verify step)."""
-    return ANSWERS_GATE + (" --long-context" if long_context else "")
+    """The exact ``llm-doctor verify`` command of a numerics change: the latency half's
+    (``VERIFY_REPORT``) with the stable stack as the answers' baseline, for a remediation's wording
+    that offers one beside its own setting (``rerun_gated`` says it in the verify step)."""
+    return f"{VERIFY_REPORT} --baseline STABLE_URL" + (" --long-context" if long_context else "")
 
 
 def add_capacity(why: str, verify: str) -> Remediation:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass
+from doctor.checklib.remediation import rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.engines import RECORDS as ENGINES
 from doctor.engines.record import Retired
@@ -150,9 +151,10 @@ def queue_signal(scaler: Scaler, engine: str | None = None, target: int = QUEUE_
 
 
 def rescan(expect: str) -> str:
-    """The verify text of a scaling remediation: the object read again, then the incident's probe."""
-    return (f"run `llm-doctor scaling` on the changed object (`kubectl get ... -o yaml | llm-doctor scaling -`), then "
-            f"the same probe under the incident's load; expect {expect}")
+    """The verify text of a scaling remediation: every remediation's (``rerun``: the same probe, here
+    under the incident's load), and the changed object read again first."""
+    return rerun(f"{expect}; read the changed object again first "
+                 "(`kubectl get ... -o yaml | llm-doctor scaling -`): this finding should be gone")
 
 
 def scaler_fire(title: str, faults: Sequence[ScalerFault], expect: str, *, severity: Severity = Severity.WARNING,

@@ -7,7 +7,7 @@ Public through ``doctor.checklib``; the shared phrasing is ``gateway_phrasing``.
 
 from __future__ import annotations
 
-from doctor.checklib.gateway_phrasing import Phrasing, also_in_path, as_unidentified
+from doctor.checklib.gateway_phrasing import Phrasing, also_in_path, as_unidentified, each_family
 from doctor.checklib.gateway_responses import who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.model import Remediation
@@ -203,9 +203,7 @@ CONNECT_TIMEOUTS: dict[str, Phrasing] = {
 CONNECT_TIMEOUTS["envoy-ai-gateway"] = CONNECT_TIMEOUTS["envoy"]
 GENERIC_CONNECT = Phrasing(
     "gateway upstream connect timeout",
-    "a few seconds, under the clients' own timeout: nginx `proxy_connect_timeout` (60 s default); HAProxy "
-    "`timeout connect`; Envoy cluster `connect_timeout`; Caddy `dial_timeout`; Varnish `.connect_timeout`; "
-    "Traefik `dialTimeout`; Kong `connect_timeout`",
+    f"a few seconds, under the clients' own timeout: {each_family(CONNECT_TIMEOUTS)}",
     where="{name}: its timeout for connecting to the engine, and the engine address it connects to",
     why="a gateway waits its connect timeout to reach an upstream that does not answer the connection "
         "attempt (nginx `proxy_connect_timeout`, 60 s by default) and its read timeout for one that accepted "

@@ -5,13 +5,18 @@ Adding a name is a reviewed change to this list; removing or renaming one breaks
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import click
 import pytest
+import typer
 
 import doctor.checklib as checklib
 from doctor.checking.contract import NotApplicable
+from doctor.cli import app
 from doctor.derive.stream_stats import StreamStats
+from doctor.model import RERUN_INSTRUCTION, VERIFY_REPORT
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,6 +56,45 @@ def test_every_check_takes_its_helpers_from_the_toolkit() -> None:
     for path in sorted((ROOT / "checks").glob("*.py")):
         text = path.read_text()
         assert "from checks." not in text and "import checks." not in text, f"{path.name} imports another check module"
+
+
+def test_every_verify_text_opens_with_the_rerun_and_names_verify_report() -> None:
+    """One wording, composed in one place: the renderers recognise its opening (a demo says it
+    differently), and each names the latency half; only a numerics change adds the answers gate."""
+    texts = {"rerun": checklib.rerun("X"), "rescan": checklib.rescan("X"), "gated": checklib.rerun_gated("X"),
+             "gated long": checklib.rerun_gated("X", long_context=True)}
+    for name, text in texts.items():
+        assert text.startswith(RERUN_INSTRUCTION) and f"`{VERIFY_REPORT}`" in text, name
+        assert "expect X" in text, name
+    assert "--baseline" not in texts["rerun"] + texts["rescan"]
+    assert f"`{checklib.gate_command()}`" in texts["gated"] and "--long-context" not in texts["gated"]
+    assert f"`{checklib.gate_command(long_context=True)}`" in texts["gated long"]
+    assert "llm-doctor scaling -" in texts["rescan"]
+
+
+def test_the_verify_commands_remediations_name_are_verifys_own() -> None:
+    """A command a remediation tells the reader to run parses as ``llm-doctor verify`` would: its
+    options exist, and a REPORT and a --candidate are what it takes."""
+    verify = typer.main.get_command(app).commands["verify"]
+    for command in (VERIFY_REPORT, checklib.gate_command(), checklib.gate_command(long_context=True)):
+        words = command.split()
+        assert words[:2] == ["llm-doctor", "verify"], command
+        with click.Context(verify) as ctx:
+            parsed = verify.parse_args(ctx, words[2:])
+        assert parsed == [] and ctx.params["report"].name == "REPORT" and ctx.params["candidate"] == "URL", command
+        assert ctx.params["long_context"] == ("--long-context" in words)
+
+
+def test_every_snapshotted_remediation_says_the_shared_verify_text() -> None:
+    """Every built-in check's remediation, as its snapshots hold it, opens with the shared rerun;
+    those that change the model's numerics (fp8, speculative decoding) also name the answers gate."""
+    numerics = {"quantization", "kv_cache_dtype", "num_speculative_tokens"}
+    snaps = [json.loads(p.read_text()) for p in sorted((ROOT / "fixtures" / "checks").glob("*/*.snap"))]
+    remediations = [s["remediation"] for s in snaps if s.get("remediation")]
+    assert len(remediations) > 50
+    for rem in remediations:
+        assert rem["verify"].startswith(RERUN_INSTRUCTION), rem["verify"]
+        assert (rem["setting"] in numerics) == ("gate the answers with `llm-doctor verify REPORT" in rem["verify"]), rem
 
 
 def test_vllm_flag_spells_the_command_line() -> None:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from doctor.bundle import load_path
 from doctor.checking.runner import AnalyzeOptions, analyze
-from doctor.checklib import hung_gateway_remediation
+from doctor.checklib import CONNECT_TIMEOUTS, hung_gateway_remediation
 from doctor.cli import app
 from doctor.collection.collector import collect
 from doctor.evidence.stream import HEAD_TIMEOUT, SILENT_BASIS, WEDGED
@@ -110,4 +110,6 @@ def test_a_gateway_waiting_on_a_blackholed_upstream_is_the_gateway_not_a_server_
 def test_a_gateway_unidentified_lists_every_connect_timeout() -> None:
     rem = hung_gateway_remediation(None, 10.0, "rerun")
     assert "proxy_connect_timeout" in rem.suggested and "timeout connect" in rem.suggested
+    assert all(f"`{p.setting}`" in rem.suggested for p in CONNECT_TIMEOUTS.values())  # read from the one table
+    assert rem.suggested.count("`connect_timeout`") == 2  # Envoy (with its AI Gateway alias) and Kong
     assert "10 s --timeout" in rem.why and "--gateway-kind" in rem.where

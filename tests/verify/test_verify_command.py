@@ -9,6 +9,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
+from doctor.checklib import gate_command
 from doctor.cli import app
 from tests.reports.test_report_xss import ALLOWED_TAGS
 from tests.support.answer_server import AnswerServer
@@ -128,6 +129,18 @@ def test_verify_report_says_whether_the_incident_symptom_is_gone(ttft, fixed, co
     assert result.exit_code == code, result.output
     assert "symptom: pre-first-token (LD101): TTFT p90 5.00 s -> " in result.output
     assert f"budget 500 ms: {fixed}" in result.output
+
+
+@pytest.mark.slow
+def test_the_gate_a_numerics_remediation_names_checks_the_symptom_and_the_answers_in_one_run():
+    """``checklib.gate_command``, word for word with its placeholders filled: the incident's symptom
+    on the candidate and the answers against the stable, both said, exit 0 when both hold."""
+    with AnswerServer() as stable, AnswerServer(ttft=0.0) as changed:
+        filled = {"REPORT": QUEUEING, "URL": changed.url, "STABLE_URL": stable.url}
+        words = [filled.get(w, w) for w in gate_command().split()[2:]]
+        result = verify(*words, "--requests", "8", "--warmup", "1", "--deadline", "60")
+    assert result.exit_code == 0, result.output
+    assert "answers: PASS" in result.output and "budget 500 ms: fixed" in result.output
 
 
 # -- the HTML page, --long-context, a slow candidate ------------------------------------------------

@@ -56,7 +56,7 @@ def ids_for_protobuf(data: Any, *, base64_ok: bool = False) -> Any:
 
 def parse_json(data: dict[str, Any], *, base64_ok: bool = False) -> ExportTraceServiceRequest:
     """An OTLP/JSON ``resourceSpans`` tree (an export request, or ``TracesData``: the same field) as
-    its message; ``ValueError`` (``json_format.ParseError`` is one) when it is not one."""
+    its message; ``ValueError`` or ``json_format.ParseError`` when it is not one."""
     message = ExportTraceServiceRequest()
     json_format.ParseDict(ids_for_protobuf(data, base64_ok=base64_ok), message, ignore_unknown_fields=True)
     return message

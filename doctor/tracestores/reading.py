@@ -14,6 +14,8 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
+from google.protobuf import json_format
+
 from doctor.evidence.traces import Span
 from doctor.foundation import wire
 from doctor.tracestores.otlp_json import parse_json, spans_of
@@ -79,7 +81,7 @@ def read_answer(route: TraceRoute, status: int, text: str) -> list[Span]:
 def _otlp(resource_spans: Any) -> list[Span]:
     try:
         return list(spans_of(parse_json({"resourceSpans": resource_spans}, base64_ok=True)))
-    except (ValueError, TypeError, RecursionError) as exc:  # json_format.ParseError is a ValueError
+    except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
         raise BadAnswer(f"not OTLP: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 

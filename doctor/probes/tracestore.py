@@ -158,7 +158,7 @@ def read_back(url: str, trace_ids: Iterable[str], window: tuple[float, float], *
     try:
         with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="llm-doctor-traces") as pool:
             while pending:
-                outcomes = list(zip(pending, pool.map(ask, pending)))
+                outcomes = list(zip(pending, pool.map(ask, pending), strict=True))
                 pending = []
                 for trace_id, outcome in outcomes:
                     if isinstance(outcome, list):

@@ -44,12 +44,11 @@ def ids_for_protobuf(data: Any, *, base64_ok: bool = False) -> Any:
         return data
     out = {}
     for key, value in data.items():
-        if key in _HEX_IDS and isinstance(value, str) and value:
-            if not (base64_ok and len(value) != _HEX_IDS[key]):
-                try:
-                    value = base64.b64encode(bytes.fromhex(value)).decode()
-                except ValueError:
-                    raise ValueError(f"{key} {value[:40]!r} is not hex") from None
+        if key in _HEX_IDS and isinstance(value, str) and value and not (base64_ok and len(value) != _HEX_IDS[key]):
+            try:
+                value = base64.b64encode(bytes.fromhex(value)).decode()
+            except ValueError:
+                raise ValueError(f"{key} {value[:40]!r} is not hex") from None
         out[key] = ids_for_protobuf(value, base64_ok=base64_ok)
     return out
 

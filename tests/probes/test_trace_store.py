@@ -12,14 +12,21 @@ from __future__ import annotations
 import json
 import socket
 
+import httpx
 import pytest
 
 from doctor.bundle import dumps
 from doctor.collection.collector import collect
+from doctor.derive import Evidence
+from doctor.derive.request_hops import TOLERANCE_S
+from doctor.evidence import Bundle
+from doctor.foundation.clock import Clock
 from doctor.probes.plan import CollectConfig
-from doctor.probes.tracestore import read_back
+from doctor.probes.stream import run_stream_probe
+from doctor.probes.tracestore import probe_window, read_back
+from tests.support.engine_spans import export_vllm_spans
 from tests.support.sse_server import SseServer
-from tests.support.trace_store import TraceStoreServer
+from tests.support.trace_store import FIXTURES, TraceStoreServer
 
 IDS = ["4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"]
 WINDOW = (1_765_000_000.0, 1_765_000_120.0)
@@ -123,3 +130,31 @@ def test_a_refused_stores_error_keeps_the_urls_credentials_out():
     assert any(h.get("authorization", "").startswith("Basic ") for _, _, h in store.log.requests)
     assert [(e.source, e.kind) for e in bundle.errors if e.source == "traces"] == [("traces", "http-status")]
     assert "pw-in-url" not in dumps(bundle) and not any("pw-in-url" in line for line in lines)
+
+
+@pytest.mark.parametrize("persona", ["tempo", "jaeger"])
+def test_spans_read_back_from_a_store_join_as_the_receivers_do(persona):
+    """vLLM-shaped spans (the real SDK's exporter) sent to the store, read back after the probe: the
+    join names the queue for the requests that waited behind one slot, as it does for the receiver's."""
+    with SseServer() as server, TraceStoreServer(persona, ingest=True) as store:
+        config = CollectConfig(engine=server.base(ttft=0.1, itl=0.005, n=4, slots=1), requests=6, warmup=0, concurrency=3)
+        stream, _ = run_stream_probe(config, Clock(), lambda _msg: None)
+        export_vllm_spans(server.log.requests.values(), f"{store.url}/v1/traces")
+        ids = [r.trace_id for r in stream.requests if r.trace_id]
+        traces, errors = read_back(store.url, ids, probe_window(stream), headers={}, verify=True, timeout_s=2.0)
+        route, fixture = {"tempo": ("/api/v2/traces/", "tempo-v2-trace.json"), "jaeger": ("/api/v3/traces/", "jaeger-v3-get-trace.json")}[persona]
+        served = httpx.get(f"{store.url}{route}{ids[0]}", headers={"Accept": "application/json"}).json()
+    assert errors == [] and traces.source == store.url
+    # what the store served is the product's recorded answer's shape: its wrapper, its id spelling, its kind's type
+    recorded = json.loads((FIXTURES / fixture).read_text())
+    assert served.keys() == recorded.keys()
+    [wrapper] = recorded
+    ours, theirs = (d[wrapper]["resourceSpans"][0]["scopeSpans"][0]["spans"][0] for d in (served, recorded))
+    assert len(ours["traceId"]) == len(theirs["traceId"]) and type(ours["kind"]) is type(theirs["kind"])
+    assert set(theirs) - {"parentSpanId"} <= set(ours)
+    view = Evidence(Bundle(stream=stream, traces=traces)).maybe("request_hops")
+    assert view is not None and len(view.requests) == 6
+    for row in view.requests:
+        assert sum(h.seconds for h in row.hops) == pytest.approx(row.ttft, abs=1e-9)
+        assert all(h.seconds >= -TOLERANCE_S for h in row.hops), row.hops
+    assert view.slow_hop == "queue" and all(view.requests[i].slowest_hop == "queue" for i in view.slow)

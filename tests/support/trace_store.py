@@ -10,6 +10,12 @@ requests for an id answered 404 before it is held (ingestion delay), ``status`` 
 every request, ``token`` a bearer token it requires (401 without), ``echo_auth`` puts the request's
 ``Authorization`` into a span attribute (a store that repeats a secret), ``body`` a raw 200 body to
 every trace request (a malformed answer), ``delay`` seconds before every answer.
+
+``ingest=True`` makes it a store of what it is sent instead: it takes OTLP/HTTP exports (binary
+protobuf, ``POST /v1/traces``, as vLLM sends) and answers a trace's OTLP routes with the spans of
+that trace, written as the product writes them: Tempo with protobuf's own JSON mapping
+(``json_format.MessageToDict``: base64 ids, enum names, as in its recorded answers), Jaeger's API
+v3 with hex ids and numeric kinds; the classic Jaeger JSON is not produced (404 there).
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "traces"
 
@@ -57,10 +66,12 @@ class TraceStoreServer:
     """``with TraceStoreServer("tempo") as store: store.url``: the persona on a free port."""
 
     def __init__(self, persona: str, *, held: Iterable[str] | None = None, ingest_after: int = 0, status: int | None = None,
-                 token: str | None = None, echo_auth: bool = False, body: str | None = None, delay: float = 0.0) -> None:
+                 token: str | None = None, echo_auth: bool = False, body: str | None = None, delay: float = 0.0,
+                 ingest: bool = False) -> None:
         self.persona, self.held = persona, set(held) if held is not None else None
         self.ingest_after, self.status, self.token, self.echo_auth, self.body, self.delay = ingest_after, status, token, echo_auth, body, delay
         self.log = StoreLog()
+        self.ingested: ExportTraceServiceRequest | None = ExportTraceServiceRequest() if ingest else None
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -86,6 +97,8 @@ class TraceStoreServer:
                 return 404, "application/json", NOT_FOUND[self.persona]
             if self.body is not None:
                 return 200, "application/json", self.body
+            if self.ingested is not None:
+                return self._ingested_answer(fixture, trace_id)
             text = (FIXTURES / fixture).read_text().replace(recorded, _spell(trace_id, how))
             if self.echo_auth:
                 data: Any = json.loads(text)
@@ -94,6 +107,39 @@ class TraceStoreServer:
         if self.persona == "jaeger-classic":
             return 200, "text/html", "<!doctype html><html><body>Jaeger UI</body></html>"
         return 404, "text/plain", "404 page not found"
+
+    def ingest(self, body: bytes) -> None:
+        """Keep the spans of one OTLP/HTTP export request."""
+        assert self.ingested is not None
+        message = ExportTraceServiceRequest()
+        message.ParseFromString(body)
+        with self._lock:
+            self.ingested.resource_spans.extend(message.resource_spans)
+
+    def _ingested_answer(self, fixture: str, trace_id: str) -> tuple[int, str, str]:
+        """The spans held of one trace, in the answer shape of the route whose recorded answer is ``fixture``."""
+        assert self.ingested is not None
+        wanted = bytes.fromhex(trace_id)
+        trace = ExportTraceServiceRequest()
+        with self._lock:
+            for resource_spans in self.ingested.resource_spans:
+                for scope_spans in resource_spans.scope_spans:
+                    spans = [s for s in scope_spans.spans if s.trace_id == wanted]
+                    if spans:
+                        kept = trace.resource_spans.add()
+                        kept.resource.CopyFrom(resource_spans.resource)
+                        kept_scope = kept.scope_spans.add()
+                        kept_scope.scope.CopyFrom(scope_spans.scope)
+                        kept_scope.spans.extend(spans)
+        if not trace.resource_spans or fixture == "jaeger-api-traces.json":
+            return 404, "application/json", NOT_FOUND[self.persona]
+        if self.persona == "tempo":
+            tree = json_format.MessageToDict(trace)
+            answer: Any = {"batches": tree["resourceSpans"]} if fixture == "tempo-v1-trace.json" else {"trace": tree}
+        else:
+            tree = json_format.MessageToDict(trace, use_integers_for_enums=True)
+            answer = {"result": _hex_ids(tree)}
+        return 200, "application/json", json.dumps(answer)
 
     def __enter__(self) -> TraceStoreServer:
         store = self
@@ -113,6 +159,18 @@ class TraceStoreServer:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the read-back gave up on a slow answer: its deadline, what the test wants
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                ok = store.ingested is not None and urlsplit(self.path).path == "/v1/traces"
+                if ok:
+                    store.ingest(body)
+                answer = ExportTraceServiceResponse().SerializeToString() if ok else b""
+                self.send_response(200 if ok else 404)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -141,4 +199,14 @@ def _with_attribute(data: Any, key: str, value: str) -> Any:
     elif isinstance(data, list):
         for v in data:
             _with_attribute(v, key, value)
+    return data
+
+
+def _hex_ids(data: Any) -> Any:
+    """Protobuf's base64 ids written in hex, as Jaeger's API v3 writes them."""
+    if isinstance(data, dict):
+        return {k: base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId") and isinstance(v, str)
+                else _hex_ids(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_hex_ids(v) for v in data]
     return data

@@ -40,9 +40,9 @@ from doctor.probes import endpoints, kubernetes
 from doctor.probes.logfile import read_log
 from doctor.probes.sse import InvalidUtf8, SseParser, classify
 from doctor.settings import build_collect_config
+from doctor.settings.config_file import FileConfig, load_config
 from doctor.tracestores import ROUTES, TraceRoute
 from doctor.tracestores.reading import BadAnswer, NotFound, NotThisRoute, read_answer
-from doctor.settings.config_file import FileConfig, load_config
 from doctor.vllm_log.parser import parse_lines
 from doctor.vllm_metrics.history import PRESENCE_PART, query_name, window_from_history
 from doctor.vllm_metrics.lora import lora_slots

@@ -158,3 +158,14 @@ def test_spans_read_back_from_a_store_join_as_the_receivers_do(persona):
         assert sum(h.seconds for h in row.hops) == pytest.approx(row.ttft, abs=1e-9)
         assert all(h.seconds >= -TOLERANCE_S for h in row.hops), row.hops
     assert view.slow_hop == "queue" and all(view.requests[i].slowest_hop == "queue" for i in view.slow)
+
+
+def test_with_the_receiver_too_the_store_fills_in_what_it_did_not_get():
+    with SseServer() as server, TraceStoreServer("tempo") as store:
+        config = CollectConfig(engine=server.base(ttft=0.02, itl=0.002, n=4), requests=2, warmup=0, concurrency=1,
+                               gpu=False, host=False, metrics=False, otlp_listen="127.0.0.1:0", traces=store.url)
+        bundle = collect(config)
+    assert bundle.traces is not None and bundle.traces.source == "otlp" and bundle.traces.listen
+    assert {s.trace_id for s in bundle.traces.spans} == {r.trace_id for r in bundle.stream.requests}
+    assert any("read back from Grafana Tempo" in n for n in bundle.traces.notes)
+    assert [e for e in bundle.errors if e.source == "traces"] == []

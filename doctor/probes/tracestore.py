@@ -40,7 +40,7 @@ from doctor.probes.http import (
     without_credentials,
 )
 from doctor.probes.otlp import MAX_SPANS
-from doctor.tracestores import ROUTES, TraceRoute, TraceStoreRecord
+from doctor.tracestores import RECORDS, ROUTES, TraceRoute, TraceStoreRecord
 from doctor.tracestores.reading import BadAnswer, NotFound, NotThisRoute, read_answer, trace_path, window_params
 
 #: How long the read-back keeps asking for the traces not found yet: Jaeger and Tempo show a span
@@ -189,7 +189,9 @@ def read_back(url: str, trace_ids: Iterable[str], window: tuple[float, float], *
     if pending and not errors:
         evidence.notes.append(
             f"{len(pending)} of {total} trace(s) not in the trace store after {evidence.waited_s:g} s of asking "
-            f"(every {RETRY_S:g} s): the engine did not export them there, or the store had not ingested them yet")
+            f"(every {RETRY_S:g} s): the engine did not export them there, or the store had not ingested them yet"
+            + ("" if store.found is not None else
+               f"; no answer was a trace of {' or '.join(r.display for r in RECORDS)}: is {target} its query API?"))
     return evidence, errors
 
 

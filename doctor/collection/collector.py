@@ -129,9 +129,10 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
         router,
         scalers,
         stream,
+        tracestore,
     )
 
-    say = _redacting(progress, config.http.secrets())
+    say = _redacting(progress, config.secrets())
     clock = Clock()
     run = RunDeadline(config.deadline_s)
     bundle = Bundle(tool_version=__version__, created_at=_now_iso())
@@ -177,6 +178,23 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
         log_started = True
         say(f"startup log {log}")
         bundle.log = keep(_guard(bundle, "log", log, "read", lambda: logfile.read_log(log)))
+
+    def read_traces(url: str) -> None:
+        """Ask the trace store for the spans of the probe's requests (when the receiver ran too: after
+        its wait, into its evidence, for the traces it lacks)."""
+        stream_evidence = bundle.stream
+        assert stream_evidence is not None
+        into = receiver.result() if receiver is not None else None  # stopped: nothing else writes it now
+        ids = {r.trace_id for r in stream_evidence.requests if r.trace_id and r.t_first_byte is not None}
+        ids -= {s.trace_id for s in into.spans} if into is not None else set()
+        if not ids or granted("trace store", tracestore.WAIT_S, "traces", url, "read back spans") is None:
+            return
+        say(f"reading the spans of {len(ids)} request(s) back from the trace store {url} (up to {tracestore.WAIT_S:g} s)")
+        traces = keep(_guard(bundle, "traces", url, "read back spans", lambda: tracestore.read_back(
+            url, ids, tracestore.probe_window(stream_evidence), headers=config.traces_headers, verify=config.http.verify,
+            timeout_s=timeout, run=run, into=into)))
+        if into is None:
+            bundle.traces = traces
 
     scraper = None
     watch = None
@@ -279,6 +297,8 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                 say(f"waiting up to {otlp.WAIT_S:g} s for the spans of {len(ids)} request(s)")
                 _guard(bundle, "traces", config.otlp_listen or "", "wait for spans",
                        lambda: waiting.wait_for(ids, give("traces", otlp.WAIT_S)))
+        if config.traces and bundle.stream is not None:
+            read_traces(config.traces)
         if scraper is not None:
             say("/metrics after the probe")
             give("metrics after", timeout)
@@ -324,4 +344,4 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
             bundle.router = keep(_guard(bundle, "router", config.router or "", "collect scrapes", watch.result))
     bundle.run.ended_at = _now_iso()
     _guard(bundle, "run", "bundle", "complete run record", lambda: complete_run_record(bundle, config))
-    return redact_bundle(bundle, config.http.secrets())
+    return redact_bundle(bundle, config.secrets())

@@ -60,6 +60,8 @@ ENGINE_OPTIONS = [
     opt(bool, False, "--no-gpu", help="Skip NVML.", rich_help_panel=ENGINE_PANEL),
     opt(bool, False, "--no-host", help="Skip host facts (psutil).", rich_help_panel=ENGINE_PANEL),
     opt(str | None, None, "--otlp-listen", help="Receive the engine's and gateway's OpenTelemetry spans during the probe (OTLP/HTTP, POST /v1/traces) on HOST:PORT, e.g. 127.0.0.1:4318; point vLLM's --otlp-traces-endpoint at it.", rich_help_panel=ENGINE_PANEL),
+    opt(str | None, None, "--traces", help="Read the probe's spans back after the probe from a trace store's query API by their trace ids: Jaeger (http://HOST:16686) or Grafana Tempo (http://HOST:3200); credentials as user:password@ in the URL or --traces-header.", rich_help_panel=ENGINE_PANEL),
+    opt(list[str] | None, None, "--traces-header", help="A header for the --traces store, 'Name: value' or 'Name: @env:VAR' (repeatable; redacted in output), e.g. 'Authorization: @env:TEMPO_TOKEN' or 'X-Scope-OrgID: tenant'.", rich_help_panel=ENGINE_PANEL),
     opt(bool, False, "--no-trace-context", help="Send probe requests without a W3C traceparent header (for a gateway that rejects unknown headers).", rich_help_panel=ENGINE_PANEL),
 ]
 RUN_OPTIONS = [

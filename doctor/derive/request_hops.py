@@ -241,7 +241,8 @@ def derive_request_hops(bundle: Bundle) -> RequestHopsView:
         raise Missing("the probe's requests carried no traceparent (--no-trace-context, or a bundle from before): "
                       "no span can be joined with them")
     if traces is None:
-        raise Missing(f"no spans were received: to see each request's hops, run with --otlp-listen 127.0.0.1:4318 and {TURN_ON_ENGINE}")
+        raise Missing(f"no spans were received: to see each request's hops, run with --otlp-listen 127.0.0.1:4318 and {TURN_ON_ENGINE} "
+                      "(or, where the engine exports to Jaeger or Tempo, --traces URL of its query API)")
     ours = {r.trace_id: r for r in stream.requests if r.trace_id}
     by_trace: dict[str, list[Span]] = defaultdict(list)
     for span in traces.spans:
@@ -249,7 +250,8 @@ def derive_request_hops(bundle: Bundle) -> RequestHopsView:
     pairs = [(ours[t], next(s for s in spans if is_engine_span(s)))
              for t, spans in by_trace.items() if t in ours and any(is_engine_span(s) for s in spans)]
     if not pairs:
-        raise Missing(f"the receiver got {len(traces.spans)} span(s), none of them an engine's span of a probe request: "
+        where = "the receiver" if traces.source == "otlp" else f"the trace store {traces.source}"
+        raise Missing(f"{where} gave {len(traces.spans)} span(s), none of them an engine's span of a probe request: "
                       f"{TURN_ON_ENGINE}")
     alignment = align(pairs, stream.t0_wall)
     rows = []

@@ -32,19 +32,30 @@ class Span:
 
 @dataclass
 class TraceEvidence:
-    """What the OTLP receiver (``doctor.probes.otlp``) took in over the probe, and what it refused.
+    """What the OTLP receiver (``doctor.probes.otlp``) took in over the probe, or what a trace store
+    gave back after it (``doctor.probes.tracestore``, ``--traces``), and what was refused.
 
     ``cap`` bounds the spans kept (a busy engine exports every user's requests); ``dropped`` counts
-    those past it, ``malformed`` the payloads answered 400. ``waited_s`` is how long the receiver
-    stayed open after the last request for the exporters' batches to arrive.
+    those past it, ``malformed`` the payloads answered 400 (or the store's answers that did not
+    decode). ``waited_s`` is how long the receiver stayed open after the last request for the
+    exporters' batches to arrive, or how long the read-back waited for the store to ingest them.
     """
 
     source: str = ""  # "otlp" (the receiver) or the trace store's URL (--traces)
     listen: str | None = None  # the receiver's "HOST:PORT"
     cap: int = 0
     spans: list[Span] = field(default_factory=list)
-    payloads: int = 0  # export requests accepted
+    payloads: int = 0  # export requests accepted (the store's answers read)
     dropped: int = 0  # spans past the cap
-    malformed: int = 0  # export requests refused (400, 413, 415)
+    malformed: int = 0  # export requests refused (400, 413, 415); store answers that did not decode
     waited_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+
+    def take(self, spans: list[Span]) -> int:
+        """Keep ``spans`` up to the cap; the rest are counted in ``dropped``, and their number returned
+        (what the receiver tells its exporter it rejected). The one rule for both sources."""
+        room = max(0, self.cap - len(self.spans))
+        self.spans.extend(spans[:room])
+        rejected = max(0, len(spans) - room)
+        self.dropped += rejected
+        return rejected

@@ -16,12 +16,10 @@ server runs in its own threads, so the probe's event loop never waits on an expo
 
 from __future__ import annotations
 
-import base64
 import json
 import threading
 import time
 import zlib
-from collections.abc import Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -29,12 +27,10 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
-from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
-from doctor.evidence.traces import Span, TraceEvidence
+from doctor.evidence.traces import TraceEvidence
 from doctor.foundation import wire
+from doctor.tracestores.otlp_json import parse_json, spans_of
 
 #: Spans kept per run: a probe sends a few hundred requests at most, and the other users' spans in
 #: the window are a sample of the server's distribution, which this many describe well.
@@ -50,14 +46,6 @@ WAIT_S = 6.0
 READ_TIMEOUT_S = 5.0
 PATH = "/v1/traces"
 
-_KINDS = {OtlpSpan.SPAN_KIND_INTERNAL: "internal", OtlpSpan.SPAN_KIND_SERVER: "server", OtlpSpan.SPAN_KIND_CLIENT: "client",
-          OtlpSpan.SPAN_KIND_PRODUCER: "producer", OtlpSpan.SPAN_KIND_CONSUMER: "consumer"}
-_STATUS = {Status.STATUS_CODE_OK: "ok", Status.STATUS_CODE_ERROR: "error"}
-#: The fields OTLP/JSON spells in hex where protobuf's canonical JSON mapping expects base64 (the
-#: OTLP specification's one departure from that mapping).
-_HEX_IDS = ("traceId", "spanId", "parentSpanId")
-
-
 class Malformed(ValueError):
     """An export request that does not decode: answered 400, counted, never raised to the probe."""
 
@@ -71,7 +59,7 @@ def decode(body: bytes, content_type: str) -> ExportTraceServiceRequest:
             data = wire.loads(body)
             if not isinstance(data, dict):
                 raise Malformed("an OTLP/JSON export request is a JSON object")
-            json_format.ParseDict(_ids_to_base64(data), message, ignore_unknown_fields=True)
+            message = parse_json(data)
         elif kind in ("application/x-protobuf", "application/protobuf", ""):
             message.ParseFromString(body)
         else:
@@ -81,49 +69,6 @@ def decode(body: bytes, content_type: str) -> ExportTraceServiceRequest:
     except (DecodeError, json_format.ParseError, wire.WireError, ValueError, TypeError, RecursionError) as exc:
         raise Malformed(f"not an OTLP export request: {type(exc).__name__}: {str(exc)[:200]}") from None
     return message
-
-
-def _ids_to_base64(data: Any) -> Any:
-    """OTLP/JSON's hex trace and span ids as the base64 that protobuf's JSON parser reads; the rest as is."""
-    if isinstance(data, list):
-        return [_ids_to_base64(v) for v in data]
-    if not isinstance(data, dict):
-        return data
-    out = {}
-    for key, value in data.items():
-        if key in _HEX_IDS and isinstance(value, str) and value:
-            try:
-                value = base64.b64encode(bytes.fromhex(value)).decode()
-            except ValueError:
-                raise Malformed(f"{key} {value[:40]!r} is not hex") from None
-        out[key] = _ids_to_base64(value)
-    return out
-
-
-def _value(value: AnyValue) -> Any:
-    """An OTLP attribute value as plain JSON: scalars as they are, arrays and maps nested, bytes in hex."""
-    which = value.WhichOneof("value")
-    if which == "array_value":
-        return [_value(v) for v in value.array_value.values]
-    if which == "kvlist_value":
-        return {kv.key: _value(kv.value) for kv in value.kvlist_value.values}
-    if which == "bytes_value":
-        return value.bytes_value.hex()
-    return getattr(value, which) if which else None
-
-
-def spans_of(message: ExportTraceServiceRequest) -> Iterable[Span]:
-    """Every span of an export request, with the service and scope that sent it."""
-    for resource_spans in message.resource_spans:
-        service = next((_value(a.value) for a in resource_spans.resource.attributes if a.key == "service.name"), None)
-        for scope_spans in resource_spans.scope_spans:
-            for s in scope_spans.spans:
-                yield Span(
-                    trace_id=s.trace_id.hex(), span_id=s.span_id.hex(), name=s.name,
-                    start_ns=s.start_time_unix_nano, end_ns=s.end_time_unix_nano,
-                    parent_span_id=s.parent_span_id.hex() or None, kind=_KINDS.get(s.kind),
-                    service=str(service) if service is not None else None, scope=scope_spans.scope.name or None,
-                    attributes={a.key: _value(a.value) for a in s.attributes}, status=_STATUS.get(s.status.code))
 
 
 def _inflate(body: bytes, encoding: str) -> bytes:
@@ -207,10 +152,7 @@ class Receiver:
             return self._refuse(HTTPStatus.BAD_REQUEST, str(exc), json_answer)
         spans = list(spans_of(message))
         with self._lock:
-            room = max(0, self.evidence.cap - len(self.evidence.spans))
-            self.evidence.spans.extend(spans[:room])
-            rejected = max(0, len(spans) - room)
-            self.evidence.dropped += rejected
+            rejected = self.evidence.take(spans)
             self.evidence.payloads += 1
             self._arrived.notify_all()
         answer = ExportTraceServiceResponse()

@@ -16,7 +16,7 @@ from doctor.evidence.endpoints import ModelInfo
 from doctor.evidence.stream import ProbePath, ProbeShape
 from doctor.model import Budgets
 from doctor.probes.gateway_route import GatewayRoute
-from doctor.probes.http import HttpOptions, join_url
+from doctor.probes.http import HttpOptions, credential_header, join_url
 from doctor.probes.lengths import Lengths
 
 #: The most measured requests per path an adaptive probe sends, whatever its duration.
@@ -145,6 +145,15 @@ class CollectConfig:
     # --otlp-listen: "HOST:PORT" of the OTLP/HTTP receiver run during the probe
     # (``doctor.probes.otlp``), where the engine's and the gateway's spans arrive; None: no receiver.
     otlp_listen: str | None = None
+    # --traces: the trace store (Jaeger's or Tempo's query API) the probe's spans are read back from
+    # after the probe (``doctor.probes.tracestore``), and --traces-header, the headers it is asked
+    # with (its credentials, a tenant); None: no read-back.
+    traces: str | None = None
+    traces_headers: dict[str, str] = field(default_factory=dict)
+
+    def secrets(self) -> list[str]:
+        """Every literal value the redactor removes: the targets' credentials and the trace store's."""
+        return self.http.secrets() + [v for k, v in self.traces_headers.items() if credential_header(k)]
 
     def targets(self) -> dict[ProbePath, str]:
         """The direct path's URL (the engine) and the gateway's, for those given: the paths the probes compare."""

@@ -179,6 +179,7 @@ SCHEMA = _Table({
         "engine": STRING, "gateway": STRING, "router": STRING, "router_metrics": STRING, "router_args": STRING, "router_log": STRING, "log": STRING, "model_dir": STRING, "metrics_url": STRING,
         "prometheus": STRING, "since": DURATION, "selector": STRING, "gateway_kind": STRING,
         "otlp_listen": STRING,
+        "traces": STRING,
     }),
     "probe": _Table({
         "route": STRING, "payload": STRING, "model": STRING, "prompt_tokens": INTEGER,

@@ -174,6 +174,8 @@ def build_collect_config(opts: Flags, cfg: FileConfig, command: str) -> CollectC
         client_workers=client_workers(opts, cfg),
         trace_context=not opts.get("no_trace_context", False),
         otlp_listen=listen_address(pick(opts, t, "otlp_listen", None)),
+        traces=checked_url(pick(opts, t, "traces", None), "--traces"),
+        traces_headers=headers(opts.get("traces_header"), flag="--traces-header"),
     )
     if not pending:
         warn_same_place(config)

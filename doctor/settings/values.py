@@ -185,8 +185,8 @@ def api_key(env: str, path: str | Path | None) -> str | None:
 ENV_VALUE = "@env:"
 
 
-def headers(values: list[str] | None) -> dict[str, str]:
-    """``--header 'Name: value'``; ``'Name: @env:VAR'`` takes the value from the environment.
+def headers(values: list[str] | None, flag: str = "--header") -> dict[str, str]:
+    """``--header 'Name: value'`` (or ``flag``'s); ``'Name: @env:VAR'`` takes the value from the environment.
 
     A credential typed on the command line is visible to every user in ``ps`` and stays in shell
     history; the output is redacted either way, but only ``@env:`` keeps it off the command line,
@@ -197,11 +197,11 @@ def headers(values: list[str] | None) -> dict[str, str]:
         name, sep, value = item.partition(":")
         name, value = name.strip(), value.strip()
         if not sep or not name:
-            raise UsageError("--header expects 'Name: value', got a value without a name")
+            raise UsageError(f"{flag} expects 'Name: value', got a value without a name")
         if value.startswith(ENV_VALUE):
             var = value[len(ENV_VALUE):]
             if not os.environ.get(var):
-                raise UsageError(f"--header {name}: the environment variable {var!r} is not set or empty")
+                raise UsageError(f"{flag} {name}: the environment variable {var!r} is not set or empty")
             value = os.environ[var]
         elif value and credential_header(name):
             warn(f"the {name} header's value is on the command line, visible in "

@@ -41,6 +41,8 @@ from doctor.probes.logfile import read_log
 from doctor.probes.sse import InvalidUtf8, SseParser, classify
 from doctor.settings import build_collect_config
 from doctor.settings.config_file import FileConfig, load_config
+from doctor.tracestores import ROUTES, TraceRoute
+from doctor.tracestores.reading import BadAnswer, NotFound, NotThisRoute, read_answer
 from doctor.vllm_log.parser import parse_lines
 from doctor.vllm_metrics.history import PRESENCE_PART, query_name, window_from_history
 from doctor.vllm_metrics.lora import lora_slots
@@ -610,3 +612,29 @@ def test_prompts_and_recorded_answers_files_are_read_or_named(lines) -> None:
         assert parse_prompts(text, "f.jsonl")
     with contextlib.suppress(ValueError):
         load(text, "a.jsonl")
+
+
+# --- a trace store's answers (--traces) -----------------------------------------------------
+
+_STORE_ROUTES = [route for _, route in ROUTES]
+_SPAN_KEYS = st.sampled_from(["traceId", "spanId", "parentSpanId", "startTimeUnixNano", "endTimeUnixNano", "kind", "status",
+                              "attributes", "traceID", "spanID", "startTime", "duration", "tags", "references", "processID"])
+_span_like = st.dictionaries(_SPAN_KEYS, json_values, max_size=6)
+
+
+def _store_answer(route: TraceRoute, spans: object, outer: object) -> str:
+    """An answer of the route's shape around fuzzed spans, or any JSON at all (``outer``)."""
+    if route.answer == "otlp":
+        tree: object = {route.spans_key: [{"scopeSpans": [{"spans": spans}]}]}
+    else:
+        tree = {route.spans_key: [{"spans": spans, "processes": outer}]}
+    return _json_text({route.wrapper: tree} if route.wrapper else tree)
+
+
+@given(st.sampled_from(_STORE_ROUTES), st.sampled_from([200, 404]),
+       st.one_of(st.lists(_span_like, max_size=3), json_values), json_values, st.booleans())
+def test_a_trace_stores_answer_is_spans_or_says_why_not(route: TraceRoute, status: int, spans: object, outer: object, shaped: bool) -> None:
+    text = _store_answer(route, spans, outer) if shaped else _json_text(outer)
+    with contextlib.suppress(NotFound, NotThisRoute, BadAnswer):
+        for span in read_answer(route, status, text):
+            assert isinstance(span.trace_id, str) and isinstance(span.start_ns, int)

@@ -1,0 +1,1 @@
+"""The trace store records (doctor/tracestores/): each route against its recorded real answer."""

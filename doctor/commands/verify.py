@@ -31,14 +31,13 @@ from doctor.exit_codes import ExitCode
 from doctor.foundation.clock import Clock
 from doctor.foundation.console import progress
 from doctor.foundation.errors import UsageError
-from doctor.foundation.stats import quantile
 from doctor.model import Practical, Report, Symptom
 from doctor.probes.answers import Gathered, Target, gather, identify, prompt_tokens
 from doctor.probes.deadlines import RunDeadline
 from doctor.probes.http import without_credentials
 from doctor.probes.stream import run_stream_probe
 from doctor.runs.compare_runs import request_samples
-from doctor.runs.verify_outcome import Endpoint, LatencyVerdict, SymptomCheck, VerifyResult, judge_latency
+from doctor.runs.verify_outcome import Endpoint, LatencyVerdict, SymptomCheck, VerifyResult, judge_latency, judge_symptom
 from doctor.settings import RunSettings
 from doctor.verify.answers import Answer
 from doctor.verify.gate import Decision, decide, modal
@@ -289,14 +288,10 @@ def _symptom(settings: RunSettings, incident: Report, url: str, deadline: RunDea
     stream = _probe(settings, deadline, engine=url, gateway=None, route=run.route or "chat",
                     prompt_tokens=run.prompt_tokens or 256, max_tokens=run.max_tokens or 64,
                     concurrency=run.concurrency or 1, requests=config.requests or max(LATENCY_REQUESTS, len(before)))
-    after = sorted(_samples(stream, ProbePath.DIRECT)[metric])
-    p90 = quantile(after, 0.9) if after else None
     name = verdict.symptom.value + (f" ({verdict.primary_code})" if verdict.primary_code else "")
     failed, measured, _ = _failed(stream, ProbePath.DIRECT)
-    # a p90 of the answered requests says nothing when many did not answer: those users were not helped
-    fixed = None if p90 is None else p90 <= budget and not (measured and failed / measured > FAILED_SHARE)
-    return SymptomCheck(name, metric, quantile(before, 0.9) if before else None, p90, budget, fixed,
-                        failed=failed, measured=measured)
+    return judge_symptom(name, metric, before, _samples(stream, ProbePath.DIRECT)[metric], budget,
+                         settings.practical or Practical(), failed=failed, measured=measured, failed_share=FAILED_SHARE)
 
 
 def _emit(settings: RunSettings, result: VerifyResult) -> ExitCode:

@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor.exit_codes import ExitCode
+from doctor.foundation.stats import quantile
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Practical
 from doctor.runs.compare_runs import Comparison, Row, decision_code, judge, p50_p90
+from doctor.runs.compare_runs import Decision as RowDecision
 from doctor.verify.gate import AnswersVerdict, Decision, Half
 from doctor.verify.needles import NeedleVerdict
 
@@ -53,6 +55,7 @@ class SymptomCheck:
     fixed: bool | None
     failed: int = 0  # the re-probe's requests that got no answer, of ``measured``
     measured: int = 0
+    basis: str = ""  # how ``fixed`` was judged where the budget alone cannot say (``judge_symptom``)
 
     @property
     def sentence(self) -> str:
@@ -60,7 +63,39 @@ class SymptomCheck:
         verdict = {True: "fixed", False: "still there", None: "cannot tell"}[self.fixed]
         before = fmt_seconds(self.before_p90) if self.before_p90 is not None else "?"
         failures = f", {self.failed} of {self.measured} requests failed" if self.failed else ""
-        return f"{self.symptom}: {self.metric} p90 {before} -> {after}{failures}, budget {fmt_seconds(self.budget_s)}: {verdict}"
+        basis = f" ({self.basis})" if self.basis else ""
+        return (f"{self.symptom}: {self.metric} p90 {before} -> {after}{failures}, budget {fmt_seconds(self.budget_s)}: "
+                f"{verdict}{basis}")
+
+
+def judge_symptom(symptom: str, metric: str, before: list[float], after: list[float], budget_s: float,
+                  practical: Practical, *, failed: int = 0, measured: int = 0, failed_share: float = 0.1) -> SymptomCheck:
+    """Whether the incident's symptom is gone from the re-probe's per-request ``metric`` samples.
+
+    Felt by the incident's probe (its p90 over the budget): gone when the re-probe's p90 is within
+    it. Named from the engine's own evidence while the probe stayed within the budget (the real
+    queueing incident: TTFT p90 3.3 s under a 4 s budget, 89 % of it queued): a p90 within the
+    budget says nothing now, as it said nothing then, so the re-probe is held to the incident's own
+    requests by ``compare``'s rule: gone when faster beyond noise and the practical threshold, still
+    there when not, cannot tell when the samples cannot say. Either way, a re-probe whose requests
+    failed (more than ``failed_share`` of them) helped no one.
+    """
+    p90 = quantile(sorted(after), 0.9) if after else None
+    before_p90 = quantile(sorted(before), 0.9) if before else None
+    check = SymptomCheck(symptom, metric, before_p90, p90, budget_s, None, failed=failed, measured=measured)
+    if p90 is None:
+        return check
+    if measured and failed / measured > failed_share:
+        check.fixed = False
+    elif before_p90 is None or before_p90 > budget_s:
+        check.fixed = p90 <= budget_s
+    else:
+        row = Row("candidate", metric, *p50_p90(before), *p50_p90(after), n_base=len(before), n_current=len(after))
+        judge(row, before, after, practical)
+        check.fixed = None if row.decision is RowDecision.UNDECIDED else (
+            row.decision is RowDecision.IMPROVEMENT and p90 <= budget_s)
+        check.basis = f"the incident's probe was within the budget too: against its requests, {latency_sentence(row)}"
+    return check
 
 
 @dataclass

@@ -15,7 +15,9 @@ and history tests of one incident on one server, then stops it before the next o
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import time
 import warnings
 from collections.abc import Iterator
@@ -24,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from doctor.cli import app
 from tests.realvllm.diagnose import evidence, explain, run_diagnose, verdict_mismatches
-from tests.realvllm.load import LoadNotShown, felt, user_load
+from tests.realvllm.load import Load, LoadNotShown, felt, user_load
 from tests.realvllm.scenarios import SCENARIOS, Scenario
 from tests.realvllm.server import VllmServer, serve_vllm
 from tests.support.prometheus import last_scrape, run_prometheus, wait_for
@@ -108,3 +112,36 @@ def test_prometheus_history_after_the_incident_names_it(incident: Incident, requ
     report = run_diagnose(scenario, incident.workdir / "history", prometheus=incident.prometheus)
     assert report["bundle"]["stream"] is None  # no probe: only what Prometheus kept
     assert not verdict_mismatches(report, scenario), _message(report, incident.users)
+
+
+@pytest.mark.parametrize("incident", ["queueing"], indirect=True)
+def test_verify_the_report_says_still_there_until_its_own_remediation_is_applied(
+        incident: Incident, tiny_model: Path) -> None:
+    """``verify REPORT`` (issue 31) re-probes with the incident's own shape and budgets, beside the
+    same users: on the unchanged server the symptom is still there; on a server started with the
+    report's own remediation (``max_num_seqs`` at the value it names) it is gone."""
+    report = incident.workdir / "live" / "report.json"
+    remedy = incident.live["verdict"]["primary_remediation"]
+    value = re.search(r"\d+", remedy["suggested"])
+    assert remedy["setting"] == "max_num_seqs" and value, remedy
+    scenario = SCENARIOS[INCIDENTS["queueing"][0]]
+    assert scenario.load is not None
+    seqs = scenario.engine_args.index("--max-num-seqs") + 1
+    remedied = [*scenario.engine_args[:seqs], value.group(), *scenario.engine_args[seqs + 1:]]
+
+    def verify(server: VllmServer, name: str, load: Load) -> tuple[int, dict[str, Any], str]:
+        out = incident.workdir / f"verify-{name}.json"
+        with user_load(server.url, load, incident.workdir / f"users-{name}.jsonl", server.log):
+            result = CliRunner().invoke(app, ["verify", str(report), "--candidate", server.url, "--no-answers",
+                                              "--json", str(out)])
+        return result.exit_code, json.loads(out.read_text())["symptom"], result.output
+
+    unchanged = verify(incident.server, "unchanged", scenario.load)
+    # the same users; a queue no longer shows, the batch does: more running than the old limit of 2
+    served = dataclasses.replace(scenario.load, ready={"vllm:num_requests_running": 3})
+    with serve_vllm(tiny_model, incident.workdir / "remedied.log", remedied) as server:
+        fixed = verify(server, "remedied", served)
+    print(unchanged[2], fixed[2], sep="\n")
+    assert unchanged[1]["fixed"] is False and unchanged[0] == 1, unchanged[2]
+    assert fixed[1]["fixed"] is True and fixed[0] == 0, fixed[2]
+    assert fixed[1]["after_p90_s"] < unchanged[1]["after_p90_s"]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from doctor.checking.registry import load_registry
 from doctor.commands.analyze import reanalyse
 from doctor.commands.emit import deliver
 from doctor.derive.stream_stats import request_stats
@@ -31,11 +32,12 @@ from doctor.exit_codes import ExitCode
 from doctor.foundation.clock import Clock
 from doctor.foundation.console import progress
 from doctor.foundation.errors import UsageError
-from doctor.model import Practical, Report, Symptom
+from doctor.model import Practical, Report, Symptom, Verdict
 from doctor.probes.answers import Gathered, Target, gather, identify, prompt_tokens
 from doctor.probes.deadlines import RunDeadline
 from doctor.probes.http import without_credentials
 from doctor.probes.stream import run_stream_probe
+from doctor.runs import pipeline
 from doctor.runs.compare_runs import request_samples
 from doctor.runs.verify_outcome import Endpoint, LatencyVerdict, SymptomCheck, VerifyResult, judge_latency, judge_symptom
 from doctor.settings import RunSettings
@@ -92,7 +94,7 @@ def run(settings: RunSettings, *, report: Path | None, prompts_file: Path | None
         raise UsageError(f"--max-model-len {max_model_len}: the long-context probe needs at least {2 * RESERVE_TOKENS} tokens")
     prompts = read_prompts(prompts_file) if answers else []
     recorded = read_recording(baseline_answers) if baseline_answers else None
-    incident = reanalyse(report, settings, None)[0] if report is not None else None
+    incident = reanalyse(report, settings, None) if report is not None else None
     live_baseline = config.gateway is not None
     cand_url = config.gateway if live_baseline else config.engine
     assert cand_url is not None
@@ -109,7 +111,7 @@ def run(settings: RunSettings, *, report: Path | None, prompts_file: Path | None
     elif answers or long_context:
         result.notes.append("answers not compared: give --baseline URL or --baseline-answers FILE")
     if incident is not None:
-        result.symptom = _symptom(settings, incident, cand_url, deadline)
+        result.symptom = _symptom(settings, *incident, cand_url, deadline)
     elif latency and live_baseline:
         result.latency = _latency(settings, deadline)
     return _emit(settings, result)
@@ -275,23 +277,42 @@ def _latency(settings: RunSettings, deadline: RunDeadline) -> LatencyVerdict:
     return verdict
 
 
-def _symptom(settings: RunSettings, incident: Report, url: str, deadline: RunDeadline) -> SymptomCheck:
-    """The incident's symptom re-measured on ``url`` with the incident's route, lengths and concurrency, held to its budgets."""
+def _symptom(settings: RunSettings, incident: Report, saved: RunSettings, url: str, deadline: RunDeadline) -> SymptomCheck:
+    """The incident re-diagnosed on ``url``, the changed stack, with the incident's own route, lengths,
+    concurrency, budgets and checks (``saved``: its recorded analysis): whether the finding that
+    named its symptom fires again, and its metric's p90 against the budget. Where the incident went
+    through a gateway, ``url`` is that gateway and the incident's engine is probed beside it, as then,
+    so that a proxy-only symptom can be seen again."""
     config = settings.collect
-    assert config is not None
+    assert config is not None and saved.analysis is not None
     run, verdict = incident.bundle.run, incident.verdict
     metric = _SYMPTOM_METRIC.get(verdict.symptom, "TTFT")
     path = ProbePath.GATEWAY if request_samples(incident, ProbePath.GATEWAY, metric) else ProbePath.DIRECT
-    before = sorted(request_samples(incident, path, metric))
     budget = verdict.budgets.get("ttft_s" if metric == "TTFT" else "tpot_s") or (
         config.budgets.ttft_s if metric == "TTFT" else config.budgets.tpot_s)
-    stream = _probe(settings, deadline, engine=url, gateway=None, route=run.route or "chat",
-                    prompt_tokens=run.prompt_tokens or 256, max_tokens=run.max_tokens or 64,
-                    concurrency=run.concurrency or 1, requests=config.requests or max(LATENCY_REQUESTS, len(before)))
+    engine, gateway = (run.engine_url, url) if path is ProbePath.GATEWAY else (url, None)
+    before = request_samples(incident, path, metric)
+    plan = replace(config, engine=engine, gateway=gateway, route=run.route or "chat", prompt_tokens=run.prompt_tokens or 256,
+                   max_tokens=run.max_tokens or 64, concurrency=run.concurrency or 1,
+                   requests=config.requests or max(LATENCY_REQUESTS, len(before)), adaptive=False, gpu=False, host=False,
+                   log=None, prometheus=None, deadline_s=max(deadline.left(), 1.0))
+    after = pipeline.diagnose(plan, saved.analysis, load_registry(), progress=progress)
     name = verdict.symptom.value + (f" ({verdict.primary_code})" if verdict.primary_code else "")
-    failed, measured, _ = _failed(stream, ProbePath.DIRECT)
-    return judge_symptom(name, metric, before, _samples(stream, ProbePath.DIRECT)[metric], budget,
-                         settings.practical or Practical(), failed=failed, measured=measured, failed_share=FAILED_SHARE)
+    failed, measured, _ = _failed(after.bundle.stream, path)
+    return judge_symptom(name, metric, before, request_samples(after, path, metric), budget, _recurred(verdict, after),
+                         failed=failed, measured=measured, failed_share=FAILED_SHARE)
+
+
+def _recurred(incident: Verdict, after: Report) -> str | None:
+    """What the re-diagnosis says of the incident's symptom: the finding that named it firing again
+    (its summary), "" when it does not, None when nothing could tell (an inconclusive incident)."""
+    if incident.symptom is Symptom.INCONCLUSIVE:
+        return None
+    if incident.symptom is Symptom.HEALTHY or incident.primary_code is None:
+        named = after.verdict.symptom
+        return "" if named in (incident.symptom, Symptom.HEALTHY) else f"the re-diagnosis names {named.value}"
+    again = next((f for f in after.findings if f.code == incident.primary_code and f.felt), None)
+    return f"{again.code} fired again: {again.summary}" if again else ""
 
 
 def _emit(settings: RunSettings, result: VerifyResult) -> ExitCode:

@@ -15,7 +15,6 @@ from doctor.foundation.stats import quantile
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Practical
 from doctor.runs.compare_runs import Comparison, Row, decision_code, judge, p50_p90
-from doctor.runs.compare_runs import Decision as RowDecision
 from doctor.verify.gate import AnswersVerdict, Decision, Half
 from doctor.verify.needles import NeedleVerdict
 
@@ -69,32 +68,30 @@ class SymptomCheck:
 
 
 def judge_symptom(symptom: str, metric: str, before: list[float], after: list[float], budget_s: float,
-                  practical: Practical, *, failed: int = 0, measured: int = 0, failed_share: float = 0.1) -> SymptomCheck:
-    """Whether the incident's symptom is gone from the re-probe's per-request ``metric`` samples.
+                  recurred: str | None, *, failed: int = 0, measured: int = 0, failed_share: float = 0.1) -> SymptomCheck:
+    """Whether the incident's symptom is gone: the re-diagnosis's per-request ``metric`` samples, and
+    ``recurred``, what the re-diagnosis says of the finding that named the symptom ("LD101 fired
+    again: ...", "" when it did not, None when nothing could tell).
 
-    Felt by the incident's probe (its p90 over the budget): gone when the re-probe's p90 is within
-    it. Named from the engine's own evidence while the probe stayed within the budget (the real
-    queueing incident: TTFT p90 3.3 s under a 4 s budget, 89 % of it queued): a p90 within the
-    budget says nothing now, as it said nothing then, so the re-probe is held to the incident's own
-    requests by ``compare``'s rule: gone when faster beyond noise and the practical threshold, still
-    there when not, cannot tell when the samples cannot say. Either way, a re-probe whose requests
-    failed (more than ``failed_share`` of them) helped no one.
+    The finding decides, the budget bounds: the real queueing incident's probe measured TTFT p90
+    3.3 s under a 4 s budget while 89 % of it was queued, so a p90 within the budget says nothing
+    by itself, and the same server re-probed unchanged came out 15 % faster by chance, beyond
+    ``compare``'s noise test at these sample sizes. Gone when the finding does not fire again and
+    the p90 is within the budget; still there when it fires again, or when the p90 is over the
+    budget, or when the re-probe's requests failed (more than ``failed_share``: they helped no one).
     """
     p90 = quantile(sorted(after), 0.9) if after else None
     before_p90 = quantile(sorted(before), 0.9) if before else None
-    check = SymptomCheck(symptom, metric, before_p90, p90, budget_s, None, failed=failed, measured=measured)
-    if p90 is None:
-        return check
+    check = SymptomCheck(symptom, metric, before_p90, p90, budget_s, None, failed=failed, measured=measured,
+                         basis=recurred or "")
     if measured and failed / measured > failed_share:
         check.fixed = False
-    elif before_p90 is None or before_p90 > budget_s:
-        check.fixed = p90 <= budget_s
-    else:
-        row = Row("candidate", metric, *p50_p90(before), *p50_p90(after), n_base=len(before), n_current=len(after))
-        judge(row, before, after, practical)
-        check.fixed = None if row.decision is RowDecision.UNDECIDED else (
-            row.decision is RowDecision.IMPROVEMENT and p90 <= budget_s)
-        check.basis = f"the incident's probe was within the budget too: against its requests, {latency_sentence(row)}"
+    elif p90 is None:
+        return check
+    elif p90 > budget_s or recurred:
+        check.fixed = False
+    elif recurred is not None:
+        check.fixed, check.basis = True, "the finding that named it did not fire again"
     return check
 
 

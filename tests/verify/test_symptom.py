@@ -6,37 +6,38 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.model import Practical
 from doctor.runs.verify_outcome import judge_symptom
 
 #: The queueing incident's five direct requests (tests/realvllm/test_incidents.py, 2026-12-06).
 WITHIN_BUDGET = [2.997, 3.265, 3.035, 3.297, 2.922]
-#: The same server re-probed beside the same users, unchanged.
-UNCHANGED = [3.02, 3.11, 2.95, 3.27, 3.18, 2.99, 3.06, 3.21]
+#: The same server re-probed unchanged beside the same users, 15 % faster by chance (that run's p50
+#: 3.53 s -> 2.99 s: beyond compare's noise test at n 5 / 12), and with its queue gone.
+UNCHANGED = [2.71, 2.95, 3.02, 2.88, 3.10, 2.99, 2.93, 3.05, 2.97, 3.20, 2.90, 3.01]
 QUEUE_GONE = [0.31, 0.28, 0.35, 0.30, 0.29, 0.33, 0.27, 0.32]
+FIRED = "LD101 fired again: queue time 2.7 s is 88 % of TTFT 3.1 s"
 
 
-def judged(before: list[float], after: list[float], **kw: int):
-    return judge_symptom("pre-first-token (LD101)", "TTFT", before, after, 4.0, Practical(), **kw)
+def judged(before: list[float], after: list[float], recurred: str | None, **kw: int):
+    return judge_symptom("pre-first-token (LD101)", "TTFT", before, after, 4.0, recurred, **kw)
 
 
-def test_an_incident_within_its_budget_is_fixed_only_by_a_change_beyond_noise():
-    still = judged(WITHIN_BUDGET, UNCHANGED)
-    assert still.fixed is False and "still there" in still.sentence and "within noise" in still.sentence
-    gone = judged(WITHIN_BUDGET, QUEUE_GONE)
-    assert gone.fixed is True and "improvement" in gone.sentence
+def test_the_finding_that_named_the_symptom_decides_within_the_budget():
+    still = judged(WITHIN_BUDGET, UNCHANGED, FIRED)
+    assert still.fixed is False and "still there (LD101 fired again" in still.sentence
+    gone = judged(WITHIN_BUDGET, QUEUE_GONE, "")
+    assert gone.fixed is True and "did not fire again" in gone.sentence
 
 
-def test_an_incident_over_its_budget_is_fixed_by_a_p90_within_it():
+def test_a_p90_over_the_budget_is_still_there_whatever_the_findings():
     over = [x + 2.0 for x in WITHIN_BUDGET]
-    assert judged(over, QUEUE_GONE).fixed is True and judged(over, over).fixed is False
-    assert judged(over, UNCHANGED).fixed is True  # 3.3 s is within the 4 s budget the users were promised
+    assert judged(over, over, "").fixed is False and judged(over, QUEUE_GONE, "").fixed is True
 
 
-@pytest.mark.parametrize("after, failed, fixed", [([], 0, None), (QUEUE_GONE, 3, False)])
-def test_nothing_measured_cannot_tell_and_failed_requests_helped_no_one(after, failed, fixed):
-    assert judged(WITHIN_BUDGET, after, failed=failed, measured=len(after) + failed).fixed is fixed
-
-
-def test_too_few_requests_to_tell_cannot_tell():
-    assert judged(WITHIN_BUDGET[:2], QUEUE_GONE[:2]).fixed is None
+@pytest.mark.parametrize("after, failed, recurred, fixed", [
+    ([], 0, "", None),  # nothing measured
+    ([], 5, "", False),  # every request failed: no one was helped
+    (QUEUE_GONE, 3, "", False),  # 3 of 11 failed
+    (QUEUE_GONE, 0, None, None),  # an inconclusive incident: nothing to hold the re-diagnosis to
+])
+def test_what_cannot_tell_and_what_helped_no_one(after, failed, recurred, fixed):
+    assert judged(WITHIN_BUDGET, after, recurred, failed=failed, measured=len(after) + failed).fixed is fixed

@@ -23,10 +23,10 @@ from doctor.foundation import wire
 REPEAT_PIECE = 24
 REPEAT_SHARE = 0.5
 REPEAT_SCAN = 8000
-#: A baseline answer this repetitive is already a loop in the making: its candidate crossing
-#: ``REPEAT_SHARE`` is the engine's own noise (seen on real vLLM: the same weights' two answers at
-#: 0.48 and 0.52, one batch apart), not a regression. A regression moves from prose (under 0.2) to a loop.
-REPEAT_NEAR = 0.25
+#: How much more repetitive than the baseline's a looping candidate answer must be to be its own
+#: loop: the same weights on two real vLLM servers answered one degenerate prompt at 0.48 and 0.52,
+#: one batch apart (the engine's noise); a regression moves from prose (under 0.2) to a loop (0.9).
+REPEAT_MARGIN = 0.25
 
 _TOKEN = re.compile(r"\s*\S+")
 

@@ -5,8 +5,8 @@ own noise. The rules, in order (``decide``):
 
 FAIL when any of:
   - the candidate gives no answer (an error) to a prompt the baseline answered;
-  - an empty answer where the baseline's was not, or a self-repeating one where the baseline's
-    was far from it (``REPEAT_NEAR``: a baseline already half a loop is judged by its own noise);
+  - an empty answer where the baseline's was not, or a self-repeating one more repetitive than the
+    baseline's by ``REPEAT_MARGIN`` (a baseline half a loop already crosses the bar by noise);
   - the share of answers cut by ``length`` grows by more than ``LENGTH_MARGIN`` of the prompts;
   - JSON that no longer parses, on a prompt that asks for JSON and where the baseline's parsed;
   - a tool call whose name or canonical arguments changed, where the baseline's repeats agree;
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from doctor.foundation.strenum import StrEnum
 from doctor.foundation.units import fmt_pct
-from doctor.verify.answers import REPEAT_NEAR, Answer, first_difference, repeat_share
+from doctor.verify.answers import REPEAT_MARGIN, Answer, first_difference, repeat_share
 from doctor.verify.prompts import Prompt
 from doctor.verify.scoring import PromptScore, Scored
 
@@ -119,7 +119,7 @@ def _problems(prompt: Prompt, base: Answer, cand: Answer, stable: bool) -> list[
     found = []
     if cand.empty and not base.empty:
         found.append("empty answer")
-    if cand.repeating and repeat_share(base.text) <= REPEAT_NEAR:
+    if cand.repeating and repeat_share(cand.text) - repeat_share(base.text) > REPEAT_MARGIN:
         found.append("self-repeating answer")
     if prompt.expects_json and not prompt.expects_tool and base.json_valid() and not cand.json_valid():
         found.append("JSON that does not parse")

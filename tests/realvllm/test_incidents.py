@@ -133,7 +133,7 @@ def test_verify_the_report_says_still_there_until_its_own_remediation_is_applied
         out = incident.workdir / f"verify-{name}.json"
         with user_load(server.url, load, incident.workdir / f"users-{name}.jsonl", server.log):
             result = CliRunner().invoke(app, ["verify", str(report), "--candidate", server.url, "--no-answers",
-                                              "--json", str(out)])
+                                              "--requests", "6", "--json", str(out)])
         return result.exit_code, json.loads(out.read_text())["symptom"], result.output
 
     unchanged = verify(incident.server, "unchanged", scenario.load)

@@ -40,8 +40,8 @@ its remediation mean the same thing as every other check's:
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares: the same
   probe after one change, ``llm-doctor verify REPORT --candidate URL`` for the latency half),
   ``rerun_gated`` (for a change of numerics, the one ``llm-doctor verify`` command that is also the
-  answers gate; ``long_context`` for the KV cache's precision), ``gate_command`` (that gate's exact command, for
-  wording that offers a numerics change beside the remediation's own setting),
+  answers gate; ``long_context`` for the KV cache's precision), ``gate_command`` (that gate's exact
+  command, for wording that offers a numerics change beside the remediation's own setting),
   ``add_capacity`` (``queue_remediation``, ``capacity_advice``: growing a KV cache that holds fewer
   than two requests instead), ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag: the ``engine`` view a check declares tells
@@ -57,7 +57,8 @@ its remediation mean the same thing as every other check's:
   ``queue_signal`` (the queue-depth signal in the product's words), ``engine_family`` and
   ``retired_metric`` (an engine metric under any spelling; one the engine no longer exports),
   ``serves_router`` and ``rescan`` (a scaling finding's verify text: the changed object read again,
-  then a ``diagnose`` under the incident's load); ``history_scaler`` and ``tried`` (an HPA known from kube-state-metrics' history, and what it did).
+  then a ``diagnose`` under the incident's load); ``history_scaler`` and ``tried`` (an HPA known
+  from kube-state-metrics' history, and what it did).
 - **absent metrics** (``doctor.engines.names``, which the reports share): ``not_in_metrics``, the one
   phrase for a metric the engine's /metrics lacked: "not exposed by ENGINE" for an identified
   engine, only "its /metrics has no ..." for an unidentified one (nothing says it lacks it).

@@ -1,11 +1,10 @@
 """How a remediation is spelled: the shared verify text, the capacity advice, engines' flag names.
 
 Every remediation ends in the same instruction (re-run the same probe after one change, through
-``llm-doctor verify REPORT --candidate URL``; for a change of numerics the same command is also the
-answers gate), and
-names the engine's flag the way its command line spells it: ``vllm serve``'s, or the other
-engines' own for the same setting (``ENGINE_FLAGS``); third-party checks use these to read like
-the built-in ones. Public through ``doctor.checklib``.
+``llm-doctor verify REPORT --candidate URL``; for a change of numerics that command with the answers
+gate's baseline; a scaling change's is ``scaling.rescan``), and names the engine's flag the way its
+command line spells it: ``vllm serve``'s, or the other engines' own for the same setting
+(``ENGINE_FLAGS``); third-party checks use these to read like the built-in ones. Public through ``doctor.checklib``.
 """
 
 from __future__ import annotations

@@ -137,14 +137,38 @@ class EvidenceValue:
 
 
 #: The latency half of every remediation's verification (``llm-doctor verify``): the changed stack
-#: (URL) re-probed with the saved run's (REPORT's) own shape and budgets, its symptom said gone or not.
+#: (URL) re-probed with the saved run's (REPORT's) own shape and budgets, its verdict's symptom said
+#: gone or not.
 VERIFY_REPORT = "llm-doctor verify REPORT --candidate URL"
+
+#: How every remediation's verify text opens: the same probe, one change.
+RERUN_OPENING = "re-run the same probe after changing only this"
 
 #: How every remediation is verified: the same probe, one change, through ``VERIFY_REPORT`` or a
 #: whole ``diagnose``. Checks end it with what to expect (``doctor.checklib.rerun``); renderers
-#: recognise it to say it differently where it cannot be followed (a demo).
-RERUN_INSTRUCTION = (f"re-run the same probe after changing only this: `{VERIFY_REPORT}` (REPORT: this run's saved report "
-                     "or bundle) says whether the symptom is gone, `llm-doctor diagnose` with the same flags re-checks everything")
+#: recognise it (``RERUN_INSTRUCTIONS``) to say it differently where it cannot be followed (a demo).
+RERUN_INSTRUCTION = (f"{RERUN_OPENING}: `{VERIFY_REPORT}` (REPORT: this run's saved report or bundle) says whether "
+                     "the verdict's symptom is gone, `llm-doctor diagnose` with the same flags re-checks everything")
+
+
+def gate_command(*, long_context: bool = False) -> str:
+    """The exact ``llm-doctor verify`` command of a change of the model's numerics: ``VERIFY_REPORT``
+    with the unchanged stack as the answers' baseline, and the needle probe at the deployment's
+    ``max_model_len`` too where the change is the KV cache's precision (``long_context``)."""
+    return f"{VERIFY_REPORT} --baseline STABLE_URL" + (" --long-context" if long_context else "")
+
+
+def gated_rerun_instruction(*, long_context: bool = False) -> str:
+    """``RERUN_INSTRUCTION`` for a change of numerics: one command, the gate (``gate_command``),
+    judges both the verdict's symptom and the answers, so it is the only one named."""
+    kept = "the answers and the long-context needles kept" if long_context else "the answers kept"
+    return (f"{RERUN_OPENING}: `{gate_command(long_context=long_context)}` (REPORT: this run's saved report or bundle; "
+            f"STABLE_URL: the unchanged stack) exits 0 when the verdict's symptom is gone and {kept}")
+
+
+#: Every opening a check's verify text has (``doctor.checklib.rerun`` and ``rerun_gated``), longest
+#: first, for the renderers that say it differently (a demo).
+RERUN_INSTRUCTIONS = (gated_rerun_instruction(long_context=True), gated_rerun_instruction(), RERUN_INSTRUCTION)
 
 
 @dataclass

@@ -34,7 +34,7 @@ from doctor.derive.view_json import (
 from doctor.engines import names as engine_names
 from doctor.evidence.stream import FRAMINGS
 from doctor.foundation.units import UNKNOWN, count_unit, fmt_pct, fmt_seconds, real
-from doctor.model import RERUN_INSTRUCTION, Finding, Report, Symptom, risks_of
+from doctor.model import RERUN_INSTRUCTIONS, Finding, Report, Symptom, risks_of
 
 #: One line a reader understands without knowing the symptom names.
 HEADLINES: dict[Symptom, str] = {
@@ -357,8 +357,9 @@ def verify_text(report: Report, verify: str) -> str:
     run "re-run the same probe" points at the scenario that shows the fixed state instead. The
     report itself keeps the check's text: re-analysing its bundle must give the same findings.
     """
-    if report.bundle.run.command == "demo" and verify.startswith(RERUN_INSTRUCTION):
-        return DEMO_RERUN_INSTRUCTION + verify[len(RERUN_INSTRUCTION):]
+    opening = next((o for o in RERUN_INSTRUCTIONS if verify.startswith(o)), None)
+    if report.bundle.run.command == "demo" and opening is not None:
+        return DEMO_RERUN_INSTRUCTION + verify[len(opening):]
     return verify
 
 

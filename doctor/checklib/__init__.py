@@ -39,9 +39,9 @@ its remediation mean the same thing as every other check's:
   ``generated_within`` (what the engine's generation counter did during a stream's silence).
 - **remediations** (``remediation``): ``rerun`` (the verify text every remediation shares: the same
   probe after one change, ``llm-doctor verify REPORT --candidate URL`` for the latency half),
-  ``rerun_gated`` (the same plus the ``llm-doctor verify`` eval gate, for a change of numerics;
-  ``long_context`` for the KV cache's precision), ``gate_command`` (that gate's exact command, for
-  wording that offers a numerics change beside the remediation's own setting),
+  ``rerun_gated`` (for a change of numerics, the one ``llm-doctor verify`` command that is also the
+  answers gate; ``long_context`` for the KV cache's precision), ``gate_command`` (that gate's exact
+  command, for wording that offers a numerics change beside the remediation's own setting),
   ``add_capacity`` (``queue_remediation``, ``capacity_advice``: growing a KV cache that holds fewer
   than two requests instead), ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag: the ``engine`` view a check declares tells
@@ -56,8 +56,9 @@ its remediation mean the same thing as every other check's:
   first's change), ``startup_s`` (a replica's start-up from the log, else ``DEFAULT_STARTUP_S``),
   ``queue_signal`` (the queue-depth signal in the product's words), ``engine_family`` and
   ``retired_metric`` (an engine metric under any spelling; one the engine no longer exports),
-  ``serves_router`` and ``rescan`` (``rerun``'s verify text, the changed object read again first); ``history_scaler`` and
-  ``tried`` (an HPA known from kube-state-metrics' history, and what it did).
+  ``serves_router`` and ``rescan`` (a scaling finding's verify text: the changed object read again,
+  then a ``diagnose`` under the incident's load); ``history_scaler`` and ``tried`` (an HPA known
+  from kube-state-metrics' history, and what it did).
 - **absent metrics** (``doctor.engines.names``, which the reports share): ``not_in_metrics``, the one
   phrase for a metric the engine's /metrics lacked: "not exposed by ENGINE" for an identified
   engine, only "its /metrics has no ..." for an unidentified one (nothing says it lacks it).
@@ -112,7 +113,6 @@ from doctor.checklib.remediation import (
     ENGINE_FLAGS,
     add_capacity,
     engine_flag,
-    gate_command,
     rerun,
     rerun_gated,
     unidentified_setting,
@@ -145,6 +145,7 @@ from doctor.checklib.upstream_advice import (
 )
 from doctor.derive.gateway import KNOWN_PROXIES, header
 from doctor.engines.names import not_in_metrics
+from doctor.model import gate_command  # composed beside RERUN_INSTRUCTION, which the renderers read too
 
 __all__ = [
     "COMPRESSED",

@@ -23,13 +23,16 @@ from doctor.model import Remediation
 @dataclass(frozen=True)
 class Phrasing:
     """One gateway's remediation for one behaviour. ``where`` and ``why`` are templates:
-    ``{name}`` the gateway as identified, ``{burst}`` (buffering) or ``{enc}`` (compression)."""
+    ``{name}`` the gateway as identified, ``{burst}`` (buffering) or ``{enc}`` (compression).
+    ``default``: the setting's default where the advice to a gateway no header names should say it
+    beside the setting (``each_family``), e.g. nginx's 60 s connect timeout, the long wait it explains."""
 
     setting: str
     suggested: str
     where: str
     why: str
     current: str | None = None
+    default: str | None = None
 
     def remediation(self, verify: str, **fill: str) -> Remediation:
         def filled(template: str) -> str:
@@ -67,10 +70,11 @@ def also_in_path(gw: GatewayView | None) -> str:
 
 def each_family(table: Mapping[str, Phrasing]) -> str:
     """How each family of a behaviour's table spells its setting, for the advice to a gateway no
-    header names: "nginx `proxy_connect_timeout`; HAProxy `timeout connect`; ...", read from the
-    table so a family added there is named here too; an alias (one phrasing under two families)
-    once, with both names."""
+    header names: "nginx `proxy_connect_timeout` (60 s default); HAProxy `timeout connect`; ...", read
+    from the table so a family added there is named here too; an alias (one phrasing under two
+    families) once, with both names; a phrasing's ``default`` after its setting."""
     names: dict[Phrasing, list[str]] = {}
     for family, phrasing in table.items():
         names.setdefault(phrasing, []).append(DISPLAY.get(family, family))
-    return "; ".join(f"{' / '.join(named)} `{phrasing.setting}`" for phrasing, named in names.items())
+    return "; ".join(f"{' / '.join(named)} `{p.setting}`" + (f" ({p.default} default)" if p.default else "")
+                     for p, named in names.items())

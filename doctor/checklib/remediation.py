@@ -1,10 +1,10 @@
 """How a remediation is spelled: the shared verify text, the capacity advice, engines' flag names.
 
 Every remediation ends in the same instruction (re-run the same probe after one change, through
-``llm-doctor verify REPORT --candidate URL``; a change of numerics adds the answers gate), and
-names the engine's flag the way its command line spells it: ``vllm serve``'s, or the other
-engines' own for the same setting (``ENGINE_FLAGS``); third-party checks use these to read like
-the built-in ones. Public through ``doctor.checklib``.
+``llm-doctor verify REPORT --candidate URL``; for a change of numerics that command with the answers
+gate's baseline; a scaling change's is ``scaling.rescan``), and names the engine's flag the way its
+command line spells it: ``vllm serve``'s, or the other engines' own for the same setting
+(``ENGINE_FLAGS``); third-party checks use these to read like the built-in ones. Public through ``doctor.checklib``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from doctor.engines import RECORDS
 from doctor.engines.names import DISPLAY, UNKNOWN, VLLM, display
-from doctor.model import RERUN_INSTRUCTION, VERIFY_REPORT, Remediation
+from doctor.model import RERUN_INSTRUCTION, Remediation, gated_rerun_instruction
 
 #: vLLM setting -> the flag each other engine has for it, as its launcher spells it (each
 #: record's ``flags``: SGLang ``python -m sglang.launch_server``, llama.cpp ``llama-server``, TGI
@@ -78,23 +78,14 @@ def rerun(expect: str) -> str:
 
 def rerun_gated(expect: str, *, long_context: bool = False) -> str:
     """The verify text of a remediation that changes the model's numerics (fp8, speculative decoding,
-    a quantised or swapped model): the rerun, then the exact ``llm-doctor verify`` command that also
-    gates the answers, in the same run.
+    a quantised or swapped model): one ``llm-doctor verify`` command, the gate (``gate_command``), that
+    says both whether the verdict's symptom is gone and whether the answers kept, then what to expect.
 
     ``long_context``: the change is the KV cache's precision (``kv_cache_dtype``), whose loss shows
     at long context, where the gate's short prompts and per-token KL do not reach: the gate then
     runs its needle probe at the deployment's ``max_model_len`` too (``--long-context``).
     """
-    kept = "the answers and the long-context needles kept" if long_context else "the answers kept"
-    return (f"{rerun(expect)}; and gate the answers with `{gate_command(long_context=long_context)}` "
-            f"(STABLE_URL: the unchanged stack; exit 0: the symptom gone and {kept})")
-
-
-def gate_command(*, long_context: bool = False) -> str:
-    """The exact ``llm-doctor verify`` command of a numerics change: the latency half's
-    (``VERIFY_REPORT``) with the stable stack as the answers' baseline, for a remediation's wording
-    that offers one beside its own setting (``rerun_gated`` says it in the verify step)."""
-    return f"{VERIFY_REPORT} --baseline STABLE_URL" + (" --long-context" if long_context else "")
+    return f"{gated_rerun_instruction(long_context=long_context)}; expect {expect}"
 
 
 def add_capacity(why: str, verify: str) -> Remediation:

@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass
-from doctor.checklib.remediation import rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.engines import RECORDS as ENGINES
 from doctor.engines.record import Retired
@@ -151,10 +150,13 @@ def queue_signal(scaler: Scaler, engine: str | None = None, target: int = QUEUE_
 
 
 def rescan(expect: str) -> str:
-    """The verify text of a scaling remediation: every remediation's (``rerun``: the same probe, here
-    under the incident's load), and the changed object read again first."""
-    return rerun(f"{expect}; read the changed object again first "
-                 "(`kubectl get ... -o yaml | llm-doctor scaling -`): this finding should be gone")
+    """The verify text of a scaling remediation: the changed object read again first, then a whole
+    ``diagnose`` under the incident's load. Not ``rerun``'s ``verify REPORT``: a scaling finding may
+    come from ``llm-doctor scaling`` (manifests, no probe, so no report of a probe to re-run), and
+    what an autoscaler does (replicas held through a lull) does not show in one short probe."""
+    return ("read the changed object again first (`kubectl get ... -o yaml | llm-doctor scaling -`): this finding "
+            f"should be gone; then re-run `llm-doctor diagnose` under the incident's load after changing only this; "
+            f"expect {expect}")
 
 
 def scaler_fire(title: str, faults: Sequence[ScalerFault], expect: str, *, severity: Severity = Severity.WARNING,

@@ -154,7 +154,8 @@ CONNECT_TIMEOUTS: dict[str, Phrasing] = {
         "proxy_connect_timeout", "a few seconds (e.g. 5s), under the clients' own timeout",
         where="nginx: the `location` that proxies the engine: `proxy_connect_timeout 5s;` (60 s by default)",
         why="{name} waits `proxy_connect_timeout` (60 s by default) to reach an upstream that does not answer "
-            "the connection attempt, and its `proxy_read_timeout` (60 s) for one that accepted and says nothing"),
+            "the connection attempt, and its `proxy_read_timeout` (60 s) for one that accepted and says nothing",
+        default="60 s"),
     "ingress-nginx": Phrasing(
         "nginx.ingress.kubernetes.io/proxy-connect-timeout", '"5" (seconds), under the clients\' own timeout',
         where="{name}: the route's Ingress annotation `nginx.ingress.kubernetes.io/proxy-connect-timeout` "

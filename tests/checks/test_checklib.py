@@ -16,7 +16,7 @@ import doctor.checklib as checklib
 from doctor.checking.contract import NotApplicable
 from doctor.cli import app
 from doctor.derive.stream_stats import StreamStats
-from doctor.model import RERUN_INSTRUCTION, VERIFY_REPORT
+from doctor.model import RERUN_INSTRUCTION, RERUN_INSTRUCTIONS, VERIFY_REPORT
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,18 +58,22 @@ def test_every_check_takes_its_helpers_from_the_toolkit() -> None:
         assert "from checks." not in text and "import checks." not in text, f"{path.name} imports another check module"
 
 
-def test_every_verify_text_opens_with_the_rerun_and_names_verify_report() -> None:
+def test_every_verify_text_opens_with_the_rerun_and_names_one_verify_command() -> None:
     """One wording, composed in one place: the renderers recognise its opening (a demo says it
-    differently), and each names the latency half; only a numerics change adds the answers gate."""
-    texts = {"rerun": checklib.rerun("X"), "rescan": checklib.rescan("X"), "gated": checklib.rerun_gated("X"),
+    differently); a numerics change names only the gate, which is the latency half too; a scaling
+    change, which may have no probe behind it, reads the object again and re-runs a whole diagnose."""
+    texts = {"rerun": checklib.rerun("X"), "gated": checklib.rerun_gated("X"),
              "gated long": checklib.rerun_gated("X", long_context=True)}
     for name, text in texts.items():
-        assert text.startswith(RERUN_INSTRUCTION) and f"`{VERIFY_REPORT}`" in text, name
-        assert "expect X" in text, name
-    assert "--baseline" not in texts["rerun"] + texts["rescan"]
+        assert any(text.startswith(o) for o in RERUN_INSTRUCTIONS) and text.endswith("; expect X"), name
+        assert text.count("`llm-doctor verify") == 1, name
+    assert texts["rerun"].startswith(RERUN_INSTRUCTION) and f"`{VERIFY_REPORT}`" in texts["rerun"]
+    assert "--baseline" not in texts["rerun"]
     assert f"`{checklib.gate_command()}`" in texts["gated"] and "--long-context" not in texts["gated"]
     assert f"`{checklib.gate_command(long_context=True)}`" in texts["gated long"]
-    assert "llm-doctor scaling -" in texts["rescan"]
+    rescan = checklib.rescan("X")
+    assert rescan.index("llm-doctor scaling -") < rescan.index("`llm-doctor diagnose`") < rescan.index("expect X")
+    assert "llm-doctor verify" not in rescan
 
 
 def test_the_verify_commands_remediations_name_are_verifys_own() -> None:
@@ -86,15 +90,17 @@ def test_the_verify_commands_remediations_name_are_verifys_own() -> None:
 
 
 def test_every_snapshotted_remediation_says_the_shared_verify_text() -> None:
-    """Every built-in check's remediation, as its snapshots hold it, opens with the shared rerun;
-    those that change the model's numerics (fp8, speculative decoding) also name the answers gate."""
+    """Every built-in check's remediation, as its snapshots hold it, opens with the shared rerun
+    (a scaling one with the object read again); those that change the model's numerics (fp8,
+    speculative decoding) name the answers gate instead of the latency half alone."""
     numerics = {"quantization", "kv_cache_dtype", "num_speculative_tokens"}
     snaps = [json.loads(p.read_text()) for p in sorted((ROOT / "fixtures" / "checks").glob("*/*.snap"))]
     remediations = [s["remediation"] for s in snaps if s.get("remediation")]
     assert len(remediations) > 50
+    rescan = checklib.rescan("X").removesuffix("X")
     for rem in remediations:
-        assert rem["verify"].startswith(RERUN_INSTRUCTION), rem["verify"]
-        assert (rem["setting"] in numerics) == ("gate the answers with `llm-doctor verify REPORT" in rem["verify"]), rem
+        assert rem["verify"].startswith((*RERUN_INSTRUCTIONS, rescan)), rem["verify"]
+        assert (rem["setting"] in numerics) == ("--baseline STABLE_URL" in rem["verify"]), rem
 
 
 def test_vllm_flag_spells_the_command_line() -> None:

@@ -112,4 +112,6 @@ def test_a_gateway_unidentified_lists_every_connect_timeout() -> None:
     assert "proxy_connect_timeout" in rem.suggested and "timeout connect" in rem.suggested
     assert all(f"`{p.setting}`" in rem.suggested for p in CONNECT_TIMEOUTS.values())  # read from the one table
     assert rem.suggested.count("`connect_timeout`") == 2  # Envoy (with its AI Gateway alias) and Kong
+    assert "nginx `proxy_connect_timeout` (60 s default);" in rem.suggested  # the table's default, beside its setting
+    assert rem.suggested.count(" default)") == sum(1 for p in set(CONNECT_TIMEOUTS.values()) if p.default)
     assert "10 s --timeout" in rem.why and "--gateway-kind" in rem.where

@@ -21,10 +21,10 @@ from doctor.checking.registry import load_registry
 from doctor.checking.runner import analyze
 from doctor.cli import app
 from doctor.foundation.units import fmt_seconds
-from doctor.model import RERUN_INSTRUCTION, CheckResult, Outcome, Report, SymptomClass
+from doctor.model import RERUN_INSTRUCTION, CheckResult, Outcome, Report, SymptomClass, gated_rerun_instruction
 from reports import render_html, render_markdown
 from reports.markdown import md
-from reports.shared_parts import fmt_evidence
+from reports.shared_parts import DEMO_RERUN_INSTRUCTION, fmt_evidence, verify_text
 from reports.terminal import PIPE_WIDTH, print_report, stdout_console
 from tests.support import bundles
 from tests.support.html_dom import inventory
@@ -307,6 +307,15 @@ def test_demo_run_points_verify_at_the_healthy_scenario(report: Report) -> None:
         assert "with the same flags" not in out
     assert "with the same flags" in terminal(report, tty=False)  # a diagnose run keeps the check's words
     assert demo.verdict.primary_remediation == report.verdict.primary_remediation  # the report data is untouched
+
+
+@pytest.mark.parametrize("long_context", [False, True])
+def test_demo_run_says_a_numerics_change_differently_too(report: Report, long_context: bool) -> None:
+    """A numerics change's verify text names the answers gate instead of the shared rerun: a demo
+    still points it at the healthy scenario, keeping what to expect."""
+    gated = f"{gated_rerun_instruction(long_context=long_context)}; expect the KV cache doubled"
+    assert verify_text(as_demo(report), gated) == f"{DEMO_RERUN_INSTRUCTION}; expect the KV cache doubled"
+    assert verify_text(report, gated) == gated
 
 
 def test_piped_cli_output_is_short_plain_and_never_shortened(tmp_path) -> None:

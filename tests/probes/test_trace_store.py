@@ -201,3 +201,38 @@ def test_with_the_receiver_too_the_store_fills_in_what_it_did_not_get():
     assert {s.trace_id for s in bundle.traces.spans} == {r.trace_id for r in bundle.stream.requests}
     assert any("read back from Grafana Tempo" in n for n in bundle.traces.notes)
     assert [e for e in bundle.errors if e.source == "traces"] == []
+
+
+def test_the_store_is_asked_for_traces_the_receiver_holds_spans_of_too():
+    """The gateway exports to --otlp-listen and the engine to the store: the receiver holding a trace's
+    gateway span must not keep the engine's spans of that trace from being read back."""
+    with SseServer() as server, TraceStoreServer("tempo") as store:
+        receiver: list[str] = []
+
+        def progress(line: str) -> None:
+            if line.startswith("OTLP receiver on "):
+                receiver.append(line.split()[3].rstrip(":"))
+            elif line.startswith("waiting up to"):  # the gateway's spans, before the receiver's wait
+                export_vllm_spans(server.log.requests.values(), receiver[0])
+
+        config = CollectConfig(engine=server.base(ttft=0.02, itl=0.002, n=4), requests=2, warmup=0, concurrency=1,
+                               gpu=False, host=False, metrics=False, otlp_listen="127.0.0.1:0", traces=store.url)
+        bundle = collect(config, progress)
+    ours = {r.trace_id for r in bundle.stream.requests}
+    assert {s.trace_id for s in bundle.traces.spans if s.service == "vllm"} == ours  # from the receiver
+    assert {s.trace_id for s in bundle.traces.spans if s.service == "my.service"} == ours  # from the store
+    assert set(store.log.asked) == ours
+
+
+def test_the_read_back_waits_after_the_after_scrapes():
+    """Its wait (seconds of other users' traffic) must not fall between the /metrics before and after scrapes."""
+    with SseServer() as server, TraceStoreServer("tempo") as store:
+        config = CollectConfig(engine=server.base(ttft=0.02, itl=0.002, n=4), requests=2, warmup=0, concurrency=1,
+                               gpu=False, host=False, traces=store.url)
+        lines: list[str] = []
+        bundle = collect(config, lines.append)
+    assert bundle.traces is not None and bundle.metrics is not None
+    steps = list(bundle.run.steps)
+    assert steps.index("metrics after") < steps.index("trace store")
+    assert [n for n, line in enumerate(lines) if line.startswith("/metrics after")][0] < \
+        [n for n, line in enumerate(lines) if line.startswith("reading the spans")][0]

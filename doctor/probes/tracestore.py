@@ -249,4 +249,4 @@ def _left(end: float, run: RunDeadline | None) -> float:
     return min(end - time.monotonic(), run.left() if run is not None else math.inf)
 
 
-__all__ = ["MARGIN_S", "RETRY_S", "WAIT_S", "TraceStore", "probe_window", "read_back"]
+__all__ = ["MARGIN_S", "RETRY_S", "WAIT_S", "WORKERS", "TraceStore", "probe_window", "read_back"]

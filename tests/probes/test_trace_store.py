@@ -9,8 +9,10 @@ count, never an exception; the store's credentials never reach the bundle.
 
 from __future__ import annotations
 
+import _thread
 import json
 import socket
+import time
 
 import httpx
 import pytest
@@ -24,7 +26,7 @@ from doctor.evidence.traces import Span, TraceEvidence
 from doctor.foundation.clock import Clock
 from doctor.probes.plan import CollectConfig
 from doctor.probes.stream import run_stream_probe
-from doctor.probes.tracestore import probe_window, read_back
+from doctor.probes.tracestore import WORKERS, probe_window, read_back
 from tests.support.engine_spans import export_vllm_spans
 from tests.support.sse_server import SseServer
 from tests.support.trace_store import FIXTURES, TraceStoreServer
@@ -92,6 +94,28 @@ def test_a_hung_store_is_asked_once_not_once_per_trace():
     assert asked == 1
     assert [(e.kind, e.fatal) for e in errors] == [("timeout", True)] and evidence.spans == []
     assert "40 of 40 trace(s) not read back" in errors[0].message
+
+
+class _InterruptedStore(TraceStoreServer):
+    """Answers the first trace, then hangs, and Ctrl-C comes while the second is asked."""
+
+    def answer(self, path: str, headers: dict[str, str]) -> tuple[int, str, str]:
+        with self._lock:
+            n = len(self.log.requests)
+        if n > 1:
+            if n == 2:
+                _thread.interrupt_main()
+            time.sleep(30.0)
+        return super().answer(path, headers)
+
+
+def test_ctrl_c_drops_the_traces_not_asked_yet():
+    ids = [f"{i:032x}" for i in range(1, 41)]
+    with _InterruptedStore("tempo") as store:
+        with pytest.raises(KeyboardInterrupt):
+            read(store.url, ids=ids, timeout_s=0.5)
+        asked = len(store.log.requests)
+    assert asked <= 1 + WORKERS  # the first, and those in flight: the queued ones are not sent
 
 
 def _free_port() -> int:

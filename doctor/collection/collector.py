@@ -2,8 +2,8 @@
 
 Order matters for what it measures: machine and endpoint facts first (they name the model and
 the engine process), a /metrics scrape right before the stream probe, background scrapes during
-it and a watch for GPU XID errors over it, one scrape right after it, then the log and
-Prometheus history (which read the past and add no load). A probe that fails leaves an
+it and a watch for GPU XID errors over it, one scrape right after it, then the trace store's
+read-back (its wait is not in the scrapes' deltas), the log and Prometheus history (which read the past and add no load). A probe that fails leaves an
 ``EvidenceError``; a probe that crashes is recorded as an ``internal`` error too, so ``collect``
 always returns a bundle, unless the engine's own /v1/models says it would refuse every request
 asked for (longer than its ``max_model_len``): that is the user's setting, a ``UsageError``
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from doctor import __version__
 from doctor.collection.run_record import complete_run_record
-from doctor.evidence import Bundle, EndpointsEvidence, EvidenceError, ProbePath
+from doctor.evidence import Bundle, EndpointsEvidence, EvidenceError, ProbePath, StreamEvidence
 from doctor.foundation.clock import Clock
 from doctor.foundation.errors import UsageError
 from doctor.foundation.redact import Redactor, redact_bundle
@@ -85,6 +85,12 @@ def wrong_scheme(endpoints: EndpointsEvidence) -> str | None:
         if ep.scheme_mismatch is not None:
             return f"{flags.get(ep.role, ep.role)}: {scheme_line(ep.url, ep.scheme_mismatch)}"
     return None
+
+
+def answered_trace_ids(stream: StreamEvidence) -> set[str]:
+    """The trace ids of the probe's requests that the engine answered (a first byte): the traces whose
+    spans the receiver waits for and the trace store is asked for."""
+    return {r.trace_id for r in stream.requests if r.trace_id and r.t_first_byte is not None}
 
 
 def _receiver(bundle: Bundle, listen: str, say: Progress) -> otlp.Receiver | None:
@@ -181,12 +187,13 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
 
     def read_traces(url: str) -> None:
         """Ask the trace store for the spans of the probe's requests (when the receiver ran too: after
-        its wait, into its evidence, for the traces it lacks)."""
+        its wait, into its evidence, for the spans it lacks)."""
         stream_evidence = bundle.stream
         assert stream_evidence is not None
         into = receiver.result() if receiver is not None else None  # stopped: nothing else writes it now
-        ids = {r.trace_id for r in stream_evidence.requests if r.trace_id and r.t_first_byte is not None}
-        ids -= {s.trace_id for s in into.spans} if into is not None else set()
+        # every trace, also those the receiver holds spans of: the gateway may export there and the
+        # engine to the store (the read-back keeps a span once, by its trace and span id)
+        ids = answered_trace_ids(stream_evidence)
         if not ids or granted("trace store", tracestore.WAIT_S, "traces", url, "read back spans") is None:
             return
         say(f"reading the spans of {len(ids)} request(s) back from the trace store {url} (up to {tracestore.WAIT_S:g} s)")
@@ -293,12 +300,10 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
                 _guard(bundle, "gpu", "nvml", "read XID events", xids.stop)
             if receiver is not None and bundle.stream is not None:
                 waiting = receiver
-                ids = {r.trace_id for r in bundle.stream.requests if r.trace_id and r.t_first_byte is not None}
+                ids = answered_trace_ids(bundle.stream)
                 say(f"waiting up to {otlp.WAIT_S:g} s for the spans of {len(ids)} request(s)")
                 _guard(bundle, "traces", config.otlp_listen or "", "wait for spans",
                        lambda: waiting.wait_for(ids, give("traces", otlp.WAIT_S)))
-        if config.traces and bundle.stream is not None:
-            read_traces(config.traces)
         if scraper is not None:
             say("/metrics after the probe")
             give("metrics after", timeout)
@@ -306,6 +311,9 @@ def collect(config: CollectConfig, progress: Progress = lambda _msg: None) -> Bu
         if watch is not None:
             give("router after", timeout)
             _guard(bundle, "router", config.router or "", "scrape after", lambda: watch.scrape("after"))
+        if config.traces and bundle.stream is not None:
+            # after the "after" scrapes: its wait would put other users' traffic into their deltas
+            read_traces(config.traces)
         if config.log:
             read_log(config.log)
         if config.model_dir:

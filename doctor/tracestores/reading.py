@@ -72,15 +72,16 @@ def read_answer(route: TraceRoute, status: int, text: str) -> list[Span]:
             raise NotFound(f"an empty {route.wrapper!r}")
     if not isinstance(data, dict) or route.spans_key not in data:
         raise NotThisRoute(f"no {route.spans_key!r} in the answer")
-    spans = _otlp(data[route.spans_key]) if route.answer == "otlp" else _jaeger(data)
+    spans = _otlp(route, data[route.spans_key]) if route.answer == "otlp" else _jaeger(data)
     if not spans:
         raise NotFound("an answer without spans")
     return spans
 
 
-def _otlp(resource_spans: Any) -> list[Span]:
+def _otlp(route: TraceRoute, resource_spans: Any) -> list[Span]:
+    """OTLP's tree as spans, its ids read in the route's spelling: base64 only where the route writes it (Tempo)."""
     try:
-        return list(spans_of(parse_json({"resourceSpans": resource_spans}, base64_ok=True)))
+        return list(spans_of(parse_json({"resourceSpans": resource_spans}, base64_ok=route.ids == "base64")))
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
         raise BadAnswer(f"not OTLP: {type(exc).__name__}: {str(exc)[:200]}") from None
 

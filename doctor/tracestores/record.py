@@ -17,6 +17,9 @@ from dataclasses import dataclass
 WINDOW_UNITS: tuple[str, ...] = ("rfc3339", "unix_us", "unix_s")
 #: The shapes of an answer: OTLP's ``resourceSpans`` tree as JSON, or Jaeger's own JSON (``data[].spans[]``).
 ANSWERS: tuple[str, ...] = ("otlp", "jaeger")
+#: How a route's OTLP answer spells trace and span ids: hex, as the OTLP specification (Jaeger's API
+#: v3), or base64, as protobuf's canonical JSON mapping (Tempo).
+ID_SPELLINGS: tuple[str, ...] = ("hex", "base64")
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,8 @@ class TraceRoute:
     key of its list of resource spans (or of traces, for Jaeger's JSON): an answer without it is
     not this route's (two products serve ``/api/traces/{id}``); ``start_param`` / ``end_param``
     and ``window`` (one of ``WINDOW_UNITS``) narrow the lookup to the probe's window; ``fixture`` the
-    recorded answer in ``fixtures/traces/``. Every route is asked with ``Accept: application/json``
+    recorded answer in ``fixtures/traces/``; ``ids`` (one of ``ID_SPELLINGS``) how its OTLP answer
+    spells ids, so a short hex id is never read as base64. Every route is asked with ``Accept: application/json``
     (Tempo answers protobuf without it).
     """
 
@@ -40,6 +44,7 @@ class TraceRoute:
     end_param: str
     fixture: str
     wrapper: str | None = None
+    ids: str = "hex"
 
 
 @dataclass(frozen=True)
@@ -59,4 +64,4 @@ class TraceStoreRecord:
     docs: str
 
 
-__all__ = ["ANSWERS", "WINDOW_UNITS", "TraceRoute", "TraceStoreRecord"]
+__all__ = ["ANSWERS", "ID_SPELLINGS", "WINDOW_UNITS", "TraceRoute", "TraceStoreRecord"]

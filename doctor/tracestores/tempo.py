@@ -16,9 +16,9 @@ RECORD = TraceStoreRecord(
     display="Grafana Tempo",
     routes=(
         TraceRoute(path="/api/v2/traces/{trace_id}", answer="otlp", wrapper="trace", spans_key="resourceSpans",
-                   window="unix_s", start_param="start", end_param="end", fixture="tempo-v2-trace.json"),
+                   window="unix_s", start_param="start", end_param="end", fixture="tempo-v2-trace.json", ids="base64"),
         TraceRoute(path="/api/traces/{trace_id}", answer="otlp", spans_key="batches",
-                   window="unix_s", start_param="start", end_param="end", fixture="tempo-v1-trace.json"),
+                   window="unix_s", start_param="start", end_param="end", fixture="tempo-v1-trace.json", ids="base64"),
     ),
     port=3200,
     not_found="404, trace not found",

@@ -14,7 +14,7 @@ import pytest
 
 from doctor.tracestores import RECORDS, ROUTES
 from doctor.tracestores.reading import BadAnswer, NotFound, NotThisRoute, read_answer, trace_path, window_params
-from doctor.tracestores.record import ANSWERS, WINDOW_UNITS, TraceRoute
+from doctor.tracestores.record import ANSWERS, ID_SPELLINGS, WINDOW_UNITS, TraceRoute
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures" / "traces"
@@ -31,7 +31,7 @@ PAIRS = [pytest.param(record, route, id=f"{record.id}{route.path}") for record, 
 @pytest.mark.parametrize("record, route", PAIRS)
 def test_every_route_is_spelled_from_the_fixed_lists(record, route: TraceRoute) -> None:
     assert "{trace_id}" in route.path and route.path.startswith("/api/")
-    assert route.answer in ANSWERS and route.window in WINDOW_UNITS
+    assert route.answer in ANSWERS and route.window in WINDOW_UNITS and route.ids in ID_SPELLINGS
     assert route.start_param and route.end_param and route.spans_key
     assert record.docs and record.port and record.not_found
     assert route.fixture in (ROOT / "fixtures" / "PROVENANCE.md").read_text()
@@ -57,6 +57,15 @@ def test_a_route_shared_by_two_stores_takes_only_its_own_answer() -> None:
     for route in every_route:
         with pytest.raises(NotThisRoute):
             read_answer(route, 200, "<!doctype html><html>Jaeger UI</html>")
+
+
+def test_a_hex_routes_short_trace_id_is_read_as_hex_not_base64() -> None:
+    """Jaeger's API v3 writes ids in hex: a 64-bit trace id (16 hex digits) is not Tempo's base64."""
+    route = next(route for r, route in ROUTES if r.id == "jaeger" and route.answer == "otlp")
+    text = (FIXTURES / route.fixture).read_text().replace("000000000000009600000000000000a0", "96000000000000a0")
+    [span] = read_answer(route, 200, text)
+    assert span.trace_id == "96000000000000a0"
+    assert [r.id for r, route in ROUTES if route.ids == "base64"] == ["tempo", "tempo"]
 
 
 def test_jaeger_classic_keeps_the_parent_the_scope_and_the_other_tags() -> None:

@@ -74,12 +74,16 @@ QUEUEING_CAPS = ("haproxy", "envoy", "envoy-ai-gateway")
 
 
 def cap_remediation(gw: GatewayView | None, refused_status: int | None, concurrency: int, verify: str,
-                    measured: int | None = None) -> Remediation:
+                    measured: int | None = None, *, held: bool = False) -> Remediation:
     """LD309: raise the gateway's own limit on streams to the engine, in its terms; nginx's 503/429
     comes from ``limit_conn`` / ``limit_req``, its 502 from ``max_conns``. ``measured``: the most
-    streams the probe saw it let through at once, its limit as measured."""
+    streams the probe saw it let through at once, its limit as measured. ``held``: the gateway held
+    requests rather than refused them (LD315), so a family whose cap refuses instead (not in
+    ``QUEUEING_CAPS``) gets the generic phrasing under its own name."""
     family, name = who_answered(gw)
     phrasing = CONNECTION_CAPS.get(family or "", GENERIC_CAP)
+    if held and family not in QUEUEING_CAPS:
+        phrasing = GENERIC_CAP
     if family == "nginx" and refused_status in (429, 503):
         phrasing = NGINX_LIMIT
     rem = phrasing.remediation(verify, name=name)

@@ -55,6 +55,8 @@ TOLERANCE_S = 0.005
 SLOW_QUANTILE = 0.9
 #: Reads kept per request for the waterfall's ticks: the first ones, which cover the first token.
 MAX_TICKS = 64
+#: The hop inside the gateway's own span: its entry to the engine's arrival.
+IN_GATEWAY = "gateway"
 #: How to turn tracing on, per hop, for the report's "did not trace" lines.
 TURN_ON_ENGINE = ("start vLLM with --otlp-traces-endpoint http://HOST:PORT/v1/traces, HOST:PORT being llm-doctor's "
                   "--otlp-listen, and OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf")
@@ -175,7 +177,7 @@ def _hops(req: RequestTrace, engine: Span, gateway: Span | None, offset: float, 
     if gateway is not None:
         out.gateway_span = gateway.service or gateway.name
         entered = min(at(gateway.start_ns), arrival)
-        out.hops += [Hop("to the gateway", 0.0, entered), Hop("gateway", entered, arrival - entered)]
+        out.hops += [Hop("to the gateway", 0.0, entered), Hop(IN_GATEWAY, entered, arrival - entered)]
     else:
         out.hops.append(Hop("to the engine", 0.0, arrival))
     if out.engine_ttft is not None and out.ttft is not None:
@@ -207,6 +209,15 @@ def hop_totals(rows: list[RequestHops]) -> dict[str, float]:
         for hop in row.hops:
             totals[hop.name] += max(0.0, hop.seconds)
     return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+
+
+#: The hops before the engine saw the request: the send to its arrival, split at the gateway's span where one came.
+BEFORE_ENGINE = ("to the engine", "to the gateway", IN_GATEWAY)
+
+
+def before_engine(row: RequestHops) -> float:
+    """Seconds of ``row``'s TTFT before the engine's arrival (a hop below zero by the alignment's error counts 0)."""
+    return sum(max(0.0, hop.seconds) for hop in row.hops if hop.name in BEFORE_ENGINE)
 
 
 def _shares(rows: list[RequestHops]) -> tuple[str | None, float | None]:

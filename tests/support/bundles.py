@@ -166,25 +166,34 @@ def bundle(**kinds: object) -> Bundle:
 
 
 def traced(stream_evidence: StreamEvidence, queues: Mapping[int, float], *, front: float = 0.002, to_engine: float = 0.001,
-           others: Iterable[tuple[float, float]] = ()) -> TraceEvidence:
+           others: Iterable[tuple[float, float]] = (), held: Mapping[int, float] | None = None,
+           gateway: str | None = None) -> TraceEvidence:
     """vLLM's ``llm_request`` spans for every request of ``stream_evidence`` (given trace ids here), as
     vLLM 0.32 sets them: the span starts ``to_engine`` after the client's send, its TTFT is the client's
     less ``to_engine``, ``queues[index]`` of it queued (0 when not given) after a ``front`` of tokenizing,
-    the rest prefill. ``others``: (queue, prefill) of other users' requests, in traces the probe did not send."""
+    the rest prefill. ``others``: (queue, prefill) of other users' requests, in traces the probe did not send.
+    ``held[index]``: seconds more before the engine's arrival (a gateway holding the request); ``gateway``:
+    the service of a gateway span in each trace, entered half of ``to_engine`` after the send, ending with the stream."""
     spans = []
     t0 = stream_evidence.t0_wall
     for req in stream_evidence.requests:
         req.trace_id, req.span_id = f"{req.index + 1:032x}", f"{req.index + 1:016x}"
         assert req.t_sent is not None and req.t_first_token is not None and req.t_last_token is not None
-        ttft = req.t_first_token - req.t_sent - to_engine
+        arrival = to_engine + (held or {}).get(req.index, 0.0)
+        ttft = req.t_first_token - req.t_sent - arrival
         queue = queues.get(req.index, 0.0)
         spans.append(Span(trace_id=req.trace_id, span_id=f"{req.index + 1:015x}e", parent_span_id=req.span_id,
                           name="llm_request", kind="server", service="vllm",
-                          start_ns=round((t0 + req.t_sent + to_engine) * 1e9), end_ns=round((t0 + req.t_last_token) * 1e9),
+                          start_ns=round((t0 + req.t_sent + arrival) * 1e9), end_ns=round((t0 + req.t_last_token) * 1e9),
                           attributes={"gen_ai.latency.time_in_queue": queue, "gen_ai.latency.time_to_first_token": ttft,
                                       "gen_ai.latency.time_in_model_prefill": ttft - queue - front,
                                       "gen_ai.latency.time_in_model_decode": req.t_last_token - req.t_first_token,
                                       "gen_ai.request.id": f"chatcmpl-{req.index}", "gen_ai.usage.prompt_tokens": 256}))
+        if gateway is not None:
+            spans.append(Span(trace_id=req.trace_id, span_id=f"{req.index + 1:015x}a", parent_span_id=req.span_id,
+                              name="POST /v1/chat/completions", kind="server", service=gateway,
+                              start_ns=round((t0 + req.t_sent + to_engine / 2) * 1e9),
+                              end_ns=round((t0 + req.t_last_token) * 1e9)))
     for k, (queue, prefill) in enumerate(others):
         spans.append(Span(trace_id=f"{k + 1:x}".rjust(32, "f"), span_id=f"{k + 1:016x}", name="llm_request", kind="server",
                           service="vllm", start_ns=round(t0 * 1e9), end_ns=round((t0 + queue + prefill + 1) * 1e9),

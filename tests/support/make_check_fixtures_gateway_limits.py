@@ -1,4 +1,4 @@
-"""Write the fixture bundles of the gateway's own limits and retries (LD309, LD310).
+"""Write the fixture bundles of the gateway's own limits and retries (LD309, LD310), and its hold (LD315).
 
 Run ``.venv/bin/python -m tests.support.make_check_fixtures_gateway_limits``. Synthetic, shaped as
 the real HAProxy and nginx reproductions of ``tests/checks/test_gateway_limits.py`` recorded them: the
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from doctor.evidence import RequestTrace, StreamEvidence
-from tests.support.bundles import bundle, metrics
+from tests.support.bundles import bundle, metrics, request, stream, traced
 from tests.support.make_check_fixtures_proxy import NGINX, SSE, UVICORN, paths
 from tests.support.write_fixture import write_all, write_case
 
@@ -160,6 +160,78 @@ def cases_gateway_retries() -> None:
         bundle(stream=paths([0.1], [0.1], gaps=GAPS, gateway_headers=NGINX)),
         why="No /metrics: the engine's request counter is the evidence.",
     )
+
+
+def joined(ttfts: list[float], path: str = "gateway", kind: str | None = "haproxy") -> StreamEvidence:
+    """One request every 2 s on ``path`` (concurrency 4 in the probe's shape), for ``traced`` spans."""
+    ev = stream([request(path, i, ttft=t, gaps=[0.03] * 7, start=i * 2.0, headers=UVICORN) for i, t in enumerate(ttfts)],
+                concurrency=4)
+    ev.shape.gateway_kind = kind if path == "gateway" else None
+    return ev
+
+
+def cases_slow_requests_held_before_the_engine() -> None:
+    name = "slow-requests-held-before-the-engine"
+    ttfts = [0.2] * 18 + [1.4, 1.31]
+    held = joined(ttfts)
+    write_case(
+        name,
+        "fires-haproxy-held-the-slow-requests",
+        bundle(stream=held, traces=traced(held, {}, held={18: 1.15, 19: 1.06}, gateway="haproxy")),
+        why="Synthetic, through HAProxy (--gateway-kind haproxy) exporting its own span: 18 gateway requests at 0.2 s, "
+        "2 at 1.4 s and 1.31 s whose engine spans start 1.15 s and 1.06 s after the send, inside HAProxy's span "
+        "(a maxconn queue): 79 % of their TTFT before the engine against 1 % for the other 18 -> maxconn",
+        expect={"severity": "warning", "setting": "maxconn", "summary_contains": ["2 slowest of 20", "#18", "haproxy"]},
+    )
+    unseen = joined(ttfts, kind=None)
+    write_case(
+        name,
+        "fires-unidentified-gateway-without-span",
+        bundle(stream=unseen, traces=traced(unseen, {}, held={18: 1.15, 19: 1.06})),
+        why="The same hold through a gateway no header names and that sends no span: the time is between the "
+        "client's send and the engine's arrival (the gateway or the network); the remediation is the generic "
+        "connection limit and says how to turn the gateway's tracing on",
+        expect={"severity": "warning", "setting": "gateway connection limit",
+                "summary_contains": ["gateway or the network"]},
+    )
+    alike = joined([1.0] * 8 + [1.2, 1.1])
+    write_case(
+        name,
+        "quiet-every-request-held-alike",
+        bundle(stream=alike, traces=traced(alike, {}, held=dict.fromkeys(range(10), 0.8))),
+        why="every gateway request reached the engine 0.8 s after its send (the 2 slowest too, 70 % of their TTFT "
+        "against 80 % for the rest): a hop every request pays (the network, the gateway's own overhead), not a few held",
+    )
+    queued = joined(ttfts)
+    write_case(
+        name,
+        "quiet-slow-requests-queued-in-the-engine",
+        bundle(stream=queued, traces=traced(queued, {18: 1.12, 19: 1.05}, gateway="haproxy")),
+        why="the 2 slow gateway requests reached the engine at once and waited 1.12 s and 1.05 s in its queue: "
+        "slow-requests-queued (LD110) names it",
+    )
+    direct = joined(ttfts, path="direct")
+    write_case(
+        name,
+        "na-direct-only",
+        bundle(stream=direct, traces=traced(direct, {}, held={18: 1.15, 19: 1.06})),
+        why="only the direct path was probed: the time before the engine is the network's alone",
+    )
+    skewed = joined(ttfts)
+    spans = traced(skewed, {}, held={18: 1.15, 19: 1.06})
+    spans.spans[0].start_ns -= 5_000_000_000  # one request's span 5 s early: no one offset fits every request
+    spans.spans[0].end_ns -= 5_000_000_000
+    write_case(
+        name,
+        "na-clocks-disagree",
+        bundle(stream=skewed, traces=spans),
+        why="one span lies 5 s before its request's send while the others start after theirs: no one clock offset "
+        "fits, so the time before the engine cannot be told from the clocks' difference",
+    )
+    bare = joined(ttfts)
+    traced(bare, {})  # the requests carried their traceparent; no span came back
+    write_case(name, "missing-no-spans", bundle(stream=bare),
+               why="no OTLP receiver ran (no --otlp-listen): the join is missing, and says how to turn tracing on")
 
 
 def main() -> None:

@@ -194,6 +194,15 @@ def cases_slow_requests_held_before_the_engine() -> None:
         expect={"severity": "warning", "setting": "gateway connection limit",
                 "summary_contains": ["gateway or the network"]},
     )
+    nginx = joined(ttfts, kind="nginx")
+    write_case(
+        name,
+        "fires-nginx-held-generic-limit",
+        bundle(stream=nginx, traces=traced(nginx, {}, held={18: 1.15, 19: 1.06}, gateway="nginx")),
+        why="The same hold in nginx's own span (--gateway-kind nginx): open-source nginx's max_conns refuses with "
+        "502 rather than queueing, so the advice is the generic connection limit under nginx's name",
+        expect={"severity": "warning", "setting": "gateway connection limit", "summary_contains": ["nginx"]},
+    )
     alike = joined([1.0] * 8 + [1.2, 1.1])
     write_case(
         name,

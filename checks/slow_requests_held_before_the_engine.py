@@ -50,19 +50,13 @@ from doctor.derive.request_hops import (
     IN_GATEWAY,
     TOLERANCE_S,
     TURN_ON_GATEWAY,
-    RequestHops,
     RequestHopsView,
-    before_engine,
+    hops_seconds,
 )
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import ProbePath
 from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
-
-
-def _in_gateway(row: RequestHops) -> float:
-    """Seconds of ``row``'s TTFT inside the gateway's own span (0 without one)."""
-    return sum(max(0.0, hop.seconds) for hop in row.hops if hop.name == IN_GATEWAY)
 
 
 @check(code="LD315", name="slow-requests-held-before-the-engine", symptom=SymptomClass.PROXY_ONLY,
@@ -98,9 +92,9 @@ def slow_requests_held_before_the_engine(
         return Pass(f"the {len(slow_all)} slowest request(s) went direct, not through the gateway")
     width = align.high - align.low if align.low is not None and align.high is not None else 0.0
     error = TOLERANCE_S + width
-    slow_held = sum(before_engine(r) for r in slow)
+    slow_held = sum(hops_seconds(r) for r in slow)
     slow_ttft = sum(r.ttft or 0.0 for r in slow)
-    rest_held = sum(before_engine(r) for r in rest)
+    rest_held = sum(hops_seconds(r) for r in rest)
     slow_share, rest_share = slow_held / slow_ttft, rest_held / sum(r.ttft or 0.0 for r in rest)
     mean_held, rest_mean = slow_held / len(slow), rest_held / len(rest)
     numbers = (f"the {len(slow)} slowest of {len(timed)} gateway requests were held {fmt_seconds(mean_held)} on "
@@ -117,11 +111,11 @@ def slow_requests_held_before_the_engine(
         return Pass(f"{numbers}: less than {fmt_pct(held_share)} of their TTFT once the clock alignment's error "
                     f"({fmt_seconds(error)}) is taken off; {view.slow_hop or 'no hop'} took the most of it")
     spanned = [r for r in slow if r.gateway_span]
-    inside = sum(_in_gateway(r) for r in spanned)
+    inside = sum(hops_seconds(r, (IN_GATEWAY,)) for r in spanned)
     where = (f"{fmt_seconds(inside / len(spanned))} of it on average in the gateway's own span ({spanned[0].gateway_span})"
              if spanned else "between the client's send and the engine's arrival: in the gateway or the network "
              "before the engine (the gateway sent no span)")
-    evidence = [EvidenceValue(f"request {r.index} (gateway) before the engine", round(before_engine(r), 6), "s",
+    evidence = [EvidenceValue(f"request {r.index} (gateway) before the engine", round(hops_seconds(r), 6), "s",
                               f"request_hops: span {r.request_id or r.trace_id}, TTFT {fmt_seconds(r.ttft or 0.0)}")
                 for r in slow[:3]]
     evidence += [
@@ -137,7 +131,7 @@ def slow_requests_held_before_the_engine(
     if spanned:
         evidence.append(EvidenceValue("slow requests' time in the gateway's span (sum)", round(inside, 6), "s",
                                       f"request_hops: the span of {spanned[0].gateway_span}, n={len(spanned)}"))
-    slowest = ", ".join(f"#{r.index} {fmt_seconds(before_engine(r))} of {fmt_seconds(r.ttft or 0.0)}" for r in slow[:3])
+    slowest = ", ".join(f"#{r.index} {fmt_seconds(hops_seconds(r))} of {fmt_seconds(r.ttft or 0.0)}" for r in slow[:3])
     rem = cap_remediation(gateway, None, stream_stats.concurrency, rerun(
         "the slow requests' time before the engine in the per-request join (--otlp-listen) to fall to the other "
         "requests'"), held=True)

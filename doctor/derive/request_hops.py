@@ -215,9 +215,10 @@ def hop_totals(rows: list[RequestHops]) -> dict[str, float]:
 BEFORE_ENGINE = ("to the engine", "to the gateway", IN_GATEWAY)
 
 
-def before_engine(row: RequestHops) -> float:
-    """Seconds of ``row``'s TTFT before the engine's arrival (a hop below zero by the alignment's error counts 0)."""
-    return sum(max(0.0, hop.seconds) for hop in row.hops if hop.name in BEFORE_ENGINE)
+def hops_seconds(row: RequestHops, names: tuple[str, ...] = BEFORE_ENGINE) -> float:
+    """Seconds of ``row``'s TTFT in the hops ``names`` (by default before the engine's arrival); a hop
+    below zero by the alignment's error counts 0."""
+    return sum(max(0.0, hop.seconds) for hop in row.hops if hop.name in names)
 
 
 def _shares(rows: list[RequestHops]) -> tuple[str | None, float | None]:

@@ -13,11 +13,12 @@ import pytest
 
 from doctor.collection.collector import CollectConfig
 from doctor.derive import Evidence
-from doctor.derive.request_hops import TOLERANCE_S, RequestHopsView
+from doctor.derive.request_hops import BEFORE_ENGINE, IN_GATEWAY, TOLERANCE_S, RequestHopsView, hops_seconds
 from doctor.evidence import Bundle
 from doctor.foundation.clock import Clock
 from doctor.probes.otlp import PATH, Receiver
 from doctor.probes.stream import run_stream_probe
+from tests.support import bundles
 from tests.support.engine_spans import export_vllm_spans
 from tests.support.sse_server import SseServer
 
@@ -98,3 +99,18 @@ def test_without_spans_the_join_says_how_to_turn_tracing_on():
     evidence = Evidence(Bundle(stream=stream))
     evidence.maybe("request_hops")
     assert "--otlp-traces-endpoint" in evidence.missing_reason("request_hops")
+
+
+def test_a_gateway_span_splits_the_time_before_the_engine_and_hops_seconds_sums_it():
+    """A built bundle (``bundles.traced``): the gateway's span enters 0.5 ms after the send, the engine's
+    starts 1 ms after it plus the 0.3 s the gateway held request 0; the hops before the engine sum to that."""
+    stream = bundles.stream([bundles.request("gateway", i, ttft=0.4, gaps=[0.03] * 3, start=i * 2.0) for i in range(3)])
+    traces = bundles.traced(stream, {}, held={0: 0.3}, gateway="nginx")
+    view = Evidence(Bundle(stream=stream, traces=traces)).maybe("request_hops")
+    assert view is not None
+    row = next(r for r in view.requests if r.index == 0)
+    assert [h.name for h in row.hops][:2] == ["to the gateway", IN_GATEWAY] and row.gateway_span == "nginx"
+    assert set(BEFORE_ENGINE) >= {h.name for h in row.hops[:2]}
+    assert hops_seconds(row) == pytest.approx(0.301, abs=TOLERANCE_S)
+    assert hops_seconds(row, (IN_GATEWAY,)) == pytest.approx(0.3005, abs=TOLERANCE_S)
+    assert hops_seconds(next(r for r in view.requests if r.index == 1)) < TOLERANCE_S

@@ -31,10 +31,10 @@ def perturbed(model: Path, out: Path, scale: float) -> Path:
 @pytest.fixture(scope="module")
 def pair(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[VllmServer, VllmServer]]:
     """A baseline and a candidate with the same weights, started once for the module's tests (each
-    start is a minute or more of CI's time); on a core each (``serve_vllm``)."""
+    start is a minute or more of CI's time); on a core each (``serve_vllm``: 'auto' binds both to core 0)."""
     logs = tmp_path_factory.mktemp("verify-pair")
-    with serve_vllm(tiny_model, logs / "base.log", ENGINE_ARGS) as base, \
-            serve_vllm(tiny_model, logs / "same.log", ENGINE_ARGS) as same:
+    with serve_vllm(tiny_model, logs / "base.log", ENGINE_ARGS, core=0) as base, \
+            serve_vllm(tiny_model, logs / "same.log", ENGINE_ARGS, core=1) as same:
         yield base, same
 
 

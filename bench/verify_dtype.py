@@ -35,8 +35,8 @@ def main() -> None:
         work = Path(tmp)
         model = build_tiny_model(work / "tiny")
         out = args.json or work / "verify.json"
-        with serve_vllm(model, work / "fp32.log", [*ARGS, "--dtype", "float32"]) as base, \
-                serve_vllm(model, work / "bf16.log", [*ARGS, "--dtype", "bfloat16"]) as candidate:
+        with serve_vllm(model, work / "fp32.log", [*ARGS, "--dtype", "float32"], core=0) as base, \
+                serve_vllm(model, work / "bf16.log", [*ARGS, "--dtype", "bfloat16"], core=1) as candidate:
             result = CliRunner().invoke(app, ["verify", "--baseline", base.url, "--candidate", candidate.url,
                                               "--no-latency", "--json", str(out)])
         print(result.output)

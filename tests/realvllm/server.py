@@ -43,9 +43,7 @@ BELOW_THE_PROBE = ["nice", "-n", "10"]
 #: server's model to core 0: two servers serving at once (the eval gate's baseline and candidate)
 #: share one core while the other idles, and on CI the gate's candidate then answered nothing within
 #: 120 s to five prompts. Such a test gives each server its ``core``; the others keep 'auto', under
-#: which their verdicts were calibrated (with the router's replicas on a core each, its hot-spot test
-#: once saw sglang-router's cache-aware policy send the hot replica 69 % of the requests, under the
-#: check's 75 %).
+#: which their verdicts were calibrated.
 
 
 def skip_reason() -> str | None:

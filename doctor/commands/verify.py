@@ -39,7 +39,15 @@ from doctor.probes.http import without_credentials
 from doctor.probes.stream import run_stream_probe
 from doctor.runs import pipeline
 from doctor.runs.compare_runs import request_samples
-from doctor.runs.verify_outcome import Endpoint, LatencyVerdict, SymptomCheck, VerifyResult, judge_latency, judge_symptom
+from doctor.runs.verify_outcome import (
+    FAILED_SHARE,
+    Endpoint,
+    LatencyVerdict,
+    SymptomCheck,
+    VerifyResult,
+    judge_latency,
+    judge_symptom,
+)
 from doctor.settings import RunSettings
 from doctor.verify.answers import Answer
 from doctor.verify.gate import Decision, decide, modal
@@ -250,11 +258,6 @@ def _probe(settings: RunSettings, deadline: RunDeadline, **changes: Any) -> Stre
     return stream
 
 
-#: The share of a side's requests that may fail before the failures decide: a candidate that fails
-#: more than the baseline by this much fails, whatever its answered requests' latency.
-FAILED_SHARE = 0.1
-
-
 def _failed(stream: StreamEvidence | None, path: ProbePath) -> tuple[int, int, str]:
     """(failed, measured, the first failure's words) of ``path``'s measured requests: a failed request
     is latency users felt too, which the answered requests' samples leave out."""
@@ -300,7 +303,7 @@ def _symptom(settings: RunSettings, incident: Report, saved: RunSettings, url: s
     name = verdict.symptom.value + (f" ({verdict.primary_code})" if verdict.primary_code else "")
     failed, measured, _ = _failed(after.bundle.stream, path)
     return judge_symptom(name, metric, before, request_samples(after, path, metric), budget, _recurred(verdict, after),
-                         failed=failed, measured=measured, failed_share=FAILED_SHARE)
+                         failed=failed, measured=measured)
 
 
 def _recurred(incident: Verdict, after: Report) -> str | None:

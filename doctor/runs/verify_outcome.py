@@ -21,6 +21,10 @@ from doctor.verify.needles import NeedleVerdict
 #: The metrics the latency half judges: what users feel before the answer, and while it streams.
 LATENCY_METRICS = ("TTFT", "TPOT")
 
+#: The share of a side's requests that may fail before the failures decide: a candidate that fails
+#: more than the baseline by this much fails, whatever its answered requests' latency.
+FAILED_SHARE = 0.1
+
 _BY_CODE = {ExitCode.HEALTHY: Decision.PASS, ExitCode.SYMPTOM: Decision.FAIL, ExitCode.NO_DIAGNOSIS: Decision.ABSTAIN}
 
 
@@ -68,7 +72,7 @@ class SymptomCheck:
 
 
 def judge_symptom(symptom: str, metric: str, before: list[float], after: list[float], budget_s: float,
-                  recurred: str | None, *, failed: int = 0, measured: int = 0, failed_share: float = 0.1) -> SymptomCheck:
+                  recurred: str | None, *, failed: int = 0, measured: int = 0) -> SymptomCheck:
     """Whether the incident's symptom is gone: the re-diagnosis's per-request ``metric`` samples, and
     ``recurred``, what the re-diagnosis says of the finding that named the symptom ("LD101 fired
     again: ...", "" when it did not, None when nothing could tell).
@@ -78,13 +82,13 @@ def judge_symptom(symptom: str, metric: str, before: list[float], after: list[fl
     by itself, and the same server re-probed unchanged came out 15 % faster by chance, beyond
     ``compare``'s noise test at these sample sizes. Gone when the finding does not fire again and
     the p90 is within the budget; still there when it fires again, or when the p90 is over the
-    budget, or when the re-probe's requests failed (more than ``failed_share``: they helped no one).
+    budget, or when the re-probe's requests failed (more than ``FAILED_SHARE``: they helped no one).
     """
     p90 = quantile(sorted(after), 0.9) if after else None
     before_p90 = quantile(sorted(before), 0.9) if before else None
     check = SymptomCheck(symptom, metric, before_p90, p90, budget_s, None, failed=failed, measured=measured,
                          basis=recurred or "")
-    if measured and failed / measured > failed_share:
+    if measured and failed / measured > FAILED_SHARE:
         check.fixed = False
     elif p90 is None:
         return check

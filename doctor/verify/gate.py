@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from doctor.foundation.strenum import StrEnum
 from doctor.foundation.units import fmt_pct
-from doctor.verify.answers import REPEAT_MARGIN, Answer, first_difference, repeat_share
+from doctor.verify.answers import REPEAT_MARGIN, REPEAT_SHARE, Answer, first_difference, repeat_share
 from doctor.verify.prompts import Prompt
 from doctor.verify.scoring import PromptScore, Scored
 
@@ -119,7 +119,8 @@ def _problems(prompt: Prompt, base: Answer, cand: Answer, stable: bool) -> list[
     found = []
     if cand.empty and not base.empty:
         found.append("empty answer")
-    if cand.repeating and repeat_share(cand.text) - repeat_share(base.text) > REPEAT_MARGIN:
+    looped = repeat_share(cand.text)
+    if looped > REPEAT_SHARE and looped - repeat_share(base.text) > REPEAT_MARGIN:
         found.append("self-repeating answer")
     if prompt.expects_json and not prompt.expects_tool and base.json_valid() and not cand.json_valid():
         found.append("JSON that does not parse")

@@ -22,31 +22,33 @@ token then splits into hops that sum to it by construction, on the client's cloc
 
 A hop may come out slightly negative by the alignment's error: ``TOLERANCE_S`` is what the tests
 hold it to. Spans of other users' requests in the window (trace ids the probe did not send) give
-the server's own per-request distribution of queue, prefill and TTFT.
+the server's own per-request distribution of queue, prefill and TTFT, and say whose prefills each
+probe request's longest stall between two tokens sat behind (``request_stalls``).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
+from doctor.derive.engine_spans import (
+    COMPLETION_TOKENS,
+    DECODE,
+    PREFILL,
+    PROMPT_TOKENS,
+    QUEUE,
+    REQUEST_ID,
+    TTFT,
+    count,
+    is_engine_span,
+    seconds,
+)
 from doctor.derive.missing import Missing
+from doctor.derive.request_stalls import STALL_COVERED, Stall, longest_stall, prefill_window
 from doctor.derive.stream_stats import Dist, dist
 from doctor.evidence import Bundle, RequestTrace, Span, StreamEvidence
-from doctor.foundation import wire
 from doctor.foundation.stats import quantile
 
-#: vLLM's span per request (``vllm/v1/engine/output_processor.py``) and the attributes read from it.
-ENGINE_SPAN = "llm_request"
-QUEUE = "gen_ai.latency.time_in_queue"
-TTFT = "gen_ai.latency.time_to_first_token"
-PREFILL = "gen_ai.latency.time_in_model_prefill"
-DECODE = "gen_ai.latency.time_in_model_decode"
-E2E = "gen_ai.latency.e2e"
-REQUEST_ID = "gen_ai.request.id"
-PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"
-COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
 #: How far below zero a hop may come out and still be a measurement: the clock alignment's error
 #: (the engine stamps its arrival after parsing the request; the exporters round nothing) plus the
 #: client's own read scheduling. The tests hold every hop of a real vLLM's requests to it.
@@ -95,6 +97,7 @@ class RequestHops:
     slowest_hop: str | None = None
     slowest_hop_s: float | None = None
     ticks: list[float] = field(default_factory=list)  # the client's reads, seconds after its send
+    stall: Stall | None = None  # its longest wait between two tokens, and the others' prefills it sat behind
 
 
 @dataclass
@@ -129,23 +132,13 @@ class RequestHopsView:
     others_prefill: Dist = field(default_factory=Dist)
     others_ttft: Dist = field(default_factory=Dist)
     untraced: list[str] = field(default_factory=list)  # which hop sent no span, and how to turn it on
+    stalled: list[int] = field(default_factory=list)  # indices: the longest stalls (at or above their p90), longest first
+    stalled_behind: int = 0  # of ``stalled``, those other requests' prefills covered (``STALL_COVERED``)
+    typical_stall_s: float | None = None  # the median of every request's longest stall
+    typical_behind_share: float | None = None  # the share of the stalls below that median covered alike
     spans: int = 0
     dropped: int = 0
     malformed: int = 0
-
-
-def _seconds(attributes: dict[str, Any], key: str) -> float | None:
-    value = wire.number(attributes.get(key))
-    return value if value is not None and value >= 0 else None
-
-
-def _count(attributes: dict[str, Any], key: str) -> int | None:
-    return wire.number(attributes.get(key), int)
-
-
-def is_engine_span(span: Span) -> bool:
-    """vLLM's per-request span: by its name, or by the latency attributes it carries."""
-    return span.name == ENGINE_SPAN or TTFT in span.attributes
 
 
 def align(pairs: list[tuple[RequestTrace, Span]], t0_wall: float) -> ClockAlignment:
@@ -164,9 +157,9 @@ def _hops(req: RequestTrace, engine: Span, gateway: Span | None, offset: float, 
     attrs = engine.attributes
     out = RequestHops(index=req.index, path=str(req.path), trace_id=req.trace_id or "", ttft=None, e2e=None, engine_span=True,
                       request_id=str(attrs[REQUEST_ID]) if REQUEST_ID in attrs else None,
-                      queue=_seconds(attrs, QUEUE), prefill=_seconds(attrs, PREFILL), engine_ttft=_seconds(attrs, TTFT),
-                      decode=_seconds(attrs, DECODE), prompt_tokens=_count(attrs, PROMPT_TOKENS),
-                      completion_tokens=_count(attrs, COMPLETION_TOKENS))
+                      queue=seconds(attrs, QUEUE), prefill=seconds(attrs, PREFILL), engine_ttft=seconds(attrs, TTFT),
+                      decode=seconds(attrs, DECODE), prompt_tokens=count(attrs, PROMPT_TOKENS),
+                      completion_tokens=count(attrs, COMPLETION_TOKENS))
     sent = req.t_sent if req.t_sent is not None else req.t_scheduled
     _client(out, req, sent)
 
@@ -266,12 +259,16 @@ def derive_request_hops(bundle: Bundle) -> RequestHopsView:
         raise Missing(f"{where} gave {len(traces.spans)} span(s), none of them an engine's span of a probe request: "
                       f"{TURN_ON_ENGINE}")
     alignment = align(pairs, stream.t0_wall)
+    windows = [(s, w) for s in traces.spans if is_engine_span(s)
+               and (w := prefill_window(s, alignment.offset_s, stream.t0_wall)) is not None]
     rows = []
     for req, engine in sorted(pairs, key=lambda p: (str(p[0].path), p[0].index)):
         others = [s for s in by_trace[engine.trace_id] if s is not engine and s.service != engine.service
                   and s.start_ns <= engine.start_ns]
         gateway = min(others, key=lambda s: s.start_ns, default=None)
-        rows.append(_hops(req, engine, gateway, alignment.offset_s, stream.t0_wall))
+        row = _hops(req, engine, gateway, alignment.offset_s, stream.t0_wall)
+        row.stall = longest_stall(req, req.t_sent if req.t_sent is not None else req.t_scheduled, windows, engine, set(ours))
+        rows.append(row)
     measured = [row for row in rows if row.ttft is not None and not ours[row.trace_id].warmup]
     ttfts = sorted(row.ttft for row in measured if row.ttft is not None)
     bar = quantile(ttfts, SLOW_QUANTILE) if ttfts else None
@@ -286,13 +283,32 @@ def derive_request_hops(bundle: Bundle) -> RequestHopsView:
         for hop in row.hops:
             by_hop[hop.name].append(hop.seconds)
     foreign = [s for s in traces.spans if is_engine_span(s) and s.trace_id not in ours]
+    stalled, stalled_behind, typical_stall, typical_behind = _stalls(rows, measured)
     return RequestHopsView(
         requests=rows, alignment=alignment, slow=slow, slow_hop=slow_hop, slow_hop_share=slow_share,
         typical_hop=typical_hop, typical_hop_share=typical_share,
         hop_p90={name: quantile(sorted(v), 0.9) for name, v in by_hop.items()},
         others=len(foreign),
-        others_queue=dist([v for s in foreign if (v := _seconds(s.attributes, QUEUE)) is not None]),
-        others_prefill=dist([v for s in foreign if (v := _seconds(s.attributes, PREFILL)) is not None]),
-        others_ttft=dist([v for s in foreign if (v := _seconds(s.attributes, TTFT)) is not None]),
+        others_queue=dist([v for s in foreign if (v := seconds(s.attributes, QUEUE)) is not None]),
+        others_prefill=dist([v for s in foreign if (v := seconds(s.attributes, PREFILL)) is not None]),
+        others_ttft=dist([v for s in foreign if (v := seconds(s.attributes, TTFT)) is not None]),
         untraced=_untraced(stream, rows, {r.trace_id for r, _ in pairs if r.trace_id}),
-        spans=len(traces.spans), dropped=traces.dropped, malformed=traces.malformed)
+        spans=len(traces.spans), dropped=traces.dropped, malformed=traces.malformed,
+        stalled=stalled, stalled_behind=stalled_behind, typical_stall_s=typical_stall, typical_behind_share=typical_behind)
+
+
+def _stalls(rows: list[RequestHops], measured: list[RequestHops]) -> tuple[list[int], int, float | None, float | None]:
+    """The longest stalls (indices into ``rows``, at or above the p90 of every measured request's
+    longest stall, longest first), how many of them others' prefills covered, the median stall, and
+    the share of the stalls below it covered alike: the slow ones against the rest."""
+    timed = [(i, row.stall) for i, row in enumerate(rows) if row in measured and row.stall and row.stall.seconds > 0]
+    if not timed:
+        return [], 0, None, None
+    lengths = sorted(stall.seconds for _, stall in timed)
+    bar, median = quantile(lengths, SLOW_QUANTILE), quantile(lengths, 0.5)
+    stalled = [i for i, stall in sorted(timed, key=lambda t: -t[1].seconds) if stall.seconds >= bar]
+    by_index = dict(timed)
+    behind = sum(1 for i in stalled if by_index[i].covered >= STALL_COVERED)
+    rest = [stall for _, stall in timed if stall.seconds < median]
+    share = sum(1 for stall in rest if stall.covered >= STALL_COVERED) / len(rest) if rest else None
+    return stalled, behind, median, share

@@ -308,6 +308,27 @@ class HopJson(TypedDict):
     seconds: float
 
 
+class BehindJson(TypedDict):
+    """``request_stalls.Behind``: another request's prefill that ran during a probe request's stall."""
+
+    request_id: str | None
+    probe: bool
+    prompt_tokens: int | None
+    prefill: float
+    overlap: float
+
+
+class StallJson(TypedDict):
+    """``request_stalls.Stall``: a probe request's longest gap between two tokens, and whom it sat behind."""
+
+    after_token: int
+    start: float
+    seconds: float
+    usual: float
+    covered: float
+    behind: list[BehindJson]
+
+
 class RequestHopsJson(TypedDict):
     """``request_hops.RequestHops``: one probe request joined with its spans."""
 
@@ -329,6 +350,7 @@ class RequestHopsJson(TypedDict):
     slowest_hop: str | None
     slowest_hop_s: float | None
     ticks: list[float]
+    stall: StallJson | None
 
 
 class ClockAlignmentJson(TypedDict):
@@ -360,12 +382,17 @@ class RequestHopsViewJson(TypedDict):
     spans: int
     dropped: int
     malformed: int
+    stalled: list[int]
+    stalled_behind: int
+    typical_stall_s: float | None
+    typical_behind_share: float | None
 
 
 #: The views by the name ``Report.views`` keys them with, as a renderer reads them.
 ViewName = Literal["stream_stats", "metrics_window", "log_facts", "user_felt", "sizing", "engine", "request_hops"]
 
 __all__ = [
+    "BehindJson",
     "ClockAlignmentJson",
     "CounterKey",
     "DistJson",
@@ -388,6 +415,7 @@ __all__ = [
     "RequestHopsViewJson",
     "RequestStatsJson",
     "SizingSummary",
+    "StallJson",
     "StartupErrorJson",
     "StartupJson",
     "StatsPointJson",

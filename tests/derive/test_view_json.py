@@ -34,6 +34,7 @@ from doctor.checking.runner import analyze
 from doctor.derive import view_json
 from doctor.derive.engine import EngineIdentity
 from doctor.derive.request_hops import ClockAlignment, Hop, RequestHops, RequestHopsView
+from doctor.derive.request_stalls import Behind, Stall
 from doctor.derive.stream_stats import Dist, PathStats, RequestStats, StreamStats
 from doctor.derive.user_felt import Estimate, UserFelt, Witness
 from doctor.evidence import ModelConfigEvidence
@@ -48,7 +49,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Recorded real-vLLM bundles that between them compute every view: a stream with a log and a
 #: scrape, Prometheus history only, a buffering gateway, many users, a wedged engine, the engine's spans.
 RECORDED = [ROOT / "fixtures" / "bundles" / f"realvllm-{name}.json.gz"
-            for name in ("healthy", "history-queueing", "proxy-buffering", "users-kv-pressure", "engine-wedged", "traced-queueing")]
+            for name in ("healthy", "history-queueing", "proxy-buffering", "users-kv-pressure", "engine-wedged", "traced-queueing",
+                                  "traced-prefill-interference")]
 TINY = ROOT / "fixtures" / "model-configs" / "tiny-llama-realvllm" / "config.json"
 
 #: Each view dataclass and the TypedDict of its JSON.
@@ -74,6 +76,8 @@ MIRRORS: dict[type, Any] = {
     RequestHops: view_json.RequestHopsJson,
     ClockAlignment: view_json.ClockAlignmentJson,
     RequestHopsView: view_json.RequestHopsViewJson,
+    Behind: view_json.BehindJson,
+    Stall: view_json.StallJson,
 }
 
 

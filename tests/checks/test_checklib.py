@@ -35,6 +35,8 @@ EXPORTS = {
     "scalers_of", "serves_router", "signals_of", "startup_s", "history_scaler", "tried",
     # structured output (LD108, LD212)
     "ConstrainedRun", "constrained_run", "generated_within", "per_token", "request_ttft",
+    # the step budget other requests' prefills stall streams by (LD202, LD213)
+    "StepBudget", "step_budget_remediation",
 }
 
 

@@ -167,13 +167,15 @@ def bundle(**kinds: object) -> Bundle:
 
 def traced(stream_evidence: StreamEvidence, queues: Mapping[int, float], *, front: float = 0.002, to_engine: float = 0.001,
            others: Iterable[tuple[float, float]] = (), held: Mapping[int, float] | None = None,
-           gateway: str | None = None) -> TraceEvidence:
+           gateway: str | None = None, prompts: Iterable[tuple[float, float, int]] = ()) -> TraceEvidence:
     """vLLM's ``llm_request`` spans for every request of ``stream_evidence`` (given trace ids here), as
     vLLM 0.32 sets them: the span starts ``to_engine`` after the client's send, its TTFT is the client's
     less ``to_engine``, ``queues[index]`` of it queued (0 when not given) after a ``front`` of tokenizing,
     the rest prefill. ``others``: (queue, prefill) of other users' requests, in traces the probe did not send.
     ``held[index]``: seconds more before the engine's arrival (a gateway holding the request); ``gateway``:
-    the service of a gateway span in each trace, entered half of ``to_engine`` after the send, ending with the stream."""
+    the service of a gateway span in each trace, entered half of ``to_engine`` after the send, ending with the stream.
+    ``prompts``: (start, prefill, prompt tokens) of other users' requests computed from ``start`` seconds on the
+    run's clock, for ``prefill`` seconds (no queue): the prompts a stream's stall may sit behind."""
     spans = []
     t0 = stream_evidence.t0_wall
     for req in stream_evidence.requests:
@@ -199,4 +201,10 @@ def traced(stream_evidence: StreamEvidence, queues: Mapping[int, float], *, fron
                           service="vllm", start_ns=round(t0 * 1e9), end_ns=round((t0 + queue + prefill + 1) * 1e9),
                           attributes={"gen_ai.latency.time_in_queue": queue, "gen_ai.latency.time_in_model_prefill": prefill,
                                       "gen_ai.latency.time_to_first_token": queue + prefill + front}))
+    for k, (start, prefill, tokens) in enumerate(prompts):
+        spans.append(Span(trace_id=f"{k + 1:x}".rjust(32, "e"), span_id=f"{k + 1:016x}", name="llm_request", kind="server",
+                          service="vllm", start_ns=round((t0 + start) * 1e9), end_ns=round((t0 + start + prefill + 1) * 1e9),
+                          attributes={"gen_ai.latency.time_in_queue": 0.0, "gen_ai.latency.time_in_model_prefill": prefill,
+                                      "gen_ai.latency.time_to_first_token": prefill, "gen_ai.request.id": f"cmpl-user-{k}",
+                                      "gen_ai.usage.prompt_tokens": tokens}))
     return TraceEvidence(source="otlp", listen="127.0.0.1:4318", cap=20_000, spans=spans, payloads=1)

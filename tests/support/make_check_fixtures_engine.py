@@ -218,6 +218,45 @@ def cases_slow_requests_queued() -> None:
                why="two requests: no slow ones to tell from the rest")
 
 
+def cases_slow_stalls_behind_prefills() -> None:
+    name = "slow-stalls-behind-prefills"
+
+    def probe(stalls: Mapping[int, float], n: int = 10) -> StreamEvidence:
+        """``n`` streams 4 s apart, each 21 tokens 30 ms apart but for ``stalls[i]`` after its 11th token."""
+        return stream([request("direct", i, ttft=0.2, gaps=[0.03] * 10 + [stalls.get(i, 0.03)] + [0.03] * 10, start=i * 4.0)
+                       for i in range(n)])
+
+    def during(i: int, seconds: float, tokens: int = 1800) -> tuple[float, float, int]:
+        """Another user's prompt computed through stream ``i``'s stall (after its 11th token, 0.5 s in)."""
+        return (i * 4.0 + 0.5, seconds, tokens)
+
+    held = probe({8: 1.5, 9: 1.6})
+    write_case(name, "fires-two-streams-behind-long-prompts",
+               bundle(stream=held, traces=traced(held, {}, prompts=[during(8, 1.5), during(9, 1.6)]),
+                      log=vllm_log({"max_num_batched_tokens": 8192})),
+               why="the 2 slowest of 10 streams stopped 1.5 s and 1.6 s after their 11th token (usual gap 30 ms), each "
+                   "exactly while another user's 1,800-token prompt was computed (its span: prefill 1.5 s, 1.6 s) -> "
+                   "cut max_num_batched_tokens from 8192 to 2048",
+               expect={"severity": "warning", "setting": "max_num_batched_tokens",
+                       "summary_contains": ["1 of the 1 slowest", "2 of all 10", "1,800 prompt tokens", "max_num_batched_tokens 8192"]})
+    elsewhere = probe({8: 1.5, 9: 1.6})
+    write_case(name, "quiet-stalls-with-no-prompt-computed",
+               bundle(stream=elsewhere, traces=traced(elsewhere, {}, prompts=[(2.5, 1.0, 1800), (6.5, 1.0, 1800)])),
+               why="the same two 1.5 s stalls, but the other users' long prompts were computed between streams: "
+                   "nothing was being prefilled while they stalled (an engine-wide pause or preemption reads those)")
+    smooth = probe({})
+    write_case(name, "quiet-no-stall-stands-out",
+               bundle(stream=smooth, traces=traced(smooth, {}, prompts=[during(8, 0.2)])),
+               why="every gap 30 ms: the longest stall is not several times the usual gap")
+    unseen = probe({8: 1.5, 9: 1.6})
+    traced(unseen, {})  # the requests carried their traceparent; no span came back
+    write_case(name, "missing-no-spans", bundle(stream=unseen),
+               why="no OTLP receiver ran (no --otlp-listen): the join is missing, and says how to turn tracing on")
+    single = stream([request("direct", i, ttft=0.2, gaps=[], start=i * 4.0) for i in range(5)])
+    write_case(name, "na-one-token-answers", bundle(stream=single, traces=traced(single, {})),
+               why="each answer was one token: no gap between two tokens to place")
+
+
 def cases_requests_queued_before_prefill() -> None:
     name = "requests-queued-before-prefill"
     direct = steady(4, ttft=2.4, gap=0.03)

@@ -1,0 +1,153 @@
+"""The streams' longest stalls sat behind other requests' prefills, named request by request.
+
+What it detects:
+Prefill interference seen in the engine's own spans: joined with the engine's span of every
+request in the window (``request_hops``), the longest gap between two tokens of the probe's
+slowest streams (at or above the p90 of every request's longest gap) was covered by the prefill of
+other requests, whose spans say when their prompt was computed, how long it took and how many
+tokens it had, and the gap was several times the stream's usual gap.
+
+Why it matters:
+The probe's streams alone can only say that gaps ended as another request started; the server's
+histograms only that some steps were long. The spans name the prompts that held the streams:
+which requests, their size, and that the stall lasted exactly their prefill. A user's answer that
+pauses for seconds while another user's long prompt is computed is what this stall is.
+
+Evidence:
+request_hops: each slow stream's longest stall (seconds, after which token, its usual gap) and the
+requests whose prefill covered it (the engine's request id, prompt tokens, prefill seconds, the
+overlap). Startup log / run record: ``chunked_prefill``, ``max_num_batched_tokens``.
+
+Remediation:
+Lower ``max_num_batched_tokens`` (to 2048 when above it, else halve it, at least 512) so the long
+prompts are cut into smaller chunks that each hold the streams less (TTFT of long prompts rises a
+little); with chunked prefill off, turn it on (``enable_chunked_prefill``).
+
+Options:
+covered_share: the share of a stall that other requests' prefills must cover
+stall_factor: a stall is long at this many times the stream's usual gap
+min_stall_s: and at least this long
+
+Example:
+The longest stall of 5 requests (5.08 s after token 51; its usual gap 52 ms) sat behind the
+prefill of another user's request cmpl-75c3 (1,837 prompt tokens, prefill 5.08 s, covering all
+of it); max_num_batched_tokens 2048 -> 1024.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
+from doctor.checklib import StepBudget, step_budget_remediation
+from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.request_hops import RequestHops, RequestHopsView
+from doctor.derive.request_stalls import Behind, Stall
+from doctor.evidence import RunRecord
+from doctor.foundation.units import fmt_pct, fmt_seconds
+from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
+
+#: The stalls named in the summary and the evidence, the longest first.
+SHOWN = 3
+
+
+@dataclass(frozen=True)
+class Stalled:
+    """One slow stream's longest stall and the request it sat behind most."""
+
+    request: RequestHops
+    stall: Stall
+    behind: Behind
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the check found: the long stalls others' prefills covered, among how many."""
+
+    stalled: list[Stalled]  # the slowest streams' long stalls that others' prefills covered
+    long: int  # the slowest streams' stalls long enough to count
+    slow: int  # the slowest streams (their longest stall at or above the p90)
+    every: list[Stalled]  # every request's long stall others' prefills covered, the longest first
+    requests: int  # the requests whose longest stall was measured
+
+
+@check(code="LD213", name="slow-stalls-behind-prefills", symptom=SymptomClass.INTER_TOKEN,
+       cause=Cause.PREFILL_INTERFERENCE)
+def slow_stalls_behind_prefills(
+    request_hops: RequestHopsView,
+    log_facts: LogFacts | None = None,
+    run: RunRecord | None = None,
+    engine: EngineIdentity = UNIDENTIFIED,
+    *,
+    covered_share: float = 0.5,
+    stall_factor: float = 4.0,
+    min_stall_s: float = 0.1,
+) -> Result:
+    view = request_hops
+    slow = [(view.requests[i], stall) for i in view.stalled if (stall := view.requests[i].stall) is not None]
+    if not slow:
+        raise NotApplicable(_no_stall())
+    measured = sorted(((row, stall) for row in view.requests if (stall := row.stall) is not None),
+                      key=lambda rs: -rs[1].seconds)
+
+    def behind(pairs: list[tuple[RequestHops, Stall]]) -> list[Stalled]:
+        return [Stalled(row, stall, stall.behind[0]) for row, stall in pairs
+                if stall.seconds >= max(min_stall_s, stall_factor * stall.usual) and stall.covered >= covered_share
+                and stall.behind]
+
+    long = [(row, stall) for row, stall in slow if stall.seconds >= max(min_stall_s, stall_factor * stall.usual)]
+    if not long:
+        return Pass(_none_long(slow[0][1], stall_factor, min_stall_s))
+    found = Found(stalled=behind(long), long=len(long), slow=len(slow), every=behind(measured), requests=len(measured))
+    if 2 * len(found.stalled) < found.long:
+        return Pass(_not_behind(found, covered_share))
+    budget = step_budget_remediation(log_facts, run, engine.id,
+                                     "the longest stalls in the per-request join (--otlp-listen) to shrink")
+    return Fire(
+        title="The streams' longest stalls sat behind other requests' prefills",
+        summary=_summary(found, budget),
+        remediation=budget.remediation,
+        severity=Severity.WARNING,
+        evidence=[*_evidence(found), *budget.evidence],
+    )
+
+
+def _no_stall() -> str:
+    return "no probe request streamed two tokens and had its engine span: no stall to place"
+
+
+def _none_long(longest: Stall, stall_factor: float, min_stall_s: float) -> str:
+    return (f"the longest stall, {fmt_seconds(longest.seconds)} (usual gap {fmt_seconds(longest.usual)}), is under "
+            f"{stall_factor:g} times its stream's usual gap or {fmt_seconds(min_stall_s)}: no stall stands out")
+
+
+def _not_behind(found: Found, covered_share: float) -> str:
+    return (f"{len(found.stalled)} of the {found.long} long stall(s) of the slowest streams had other requests' prefills "
+            f"over {fmt_pct(covered_share)} of them: the rest were mostly something else (an engine-wide pause, LD210; "
+            "preemption, LD201; the client)")
+
+
+def _whose(behind: Behind) -> str:
+    who = "the probe's own request" if behind.probe else "another user's request"
+    tokens = f"{behind.prompt_tokens:,} prompt tokens, " if behind.prompt_tokens is not None else ""
+    return f"{who} {behind.request_id or '(no id)'} ({tokens}prefill {fmt_seconds(behind.prefill)})"
+
+
+def _one(s: Stalled) -> str:
+    return (f"request {s.request.index} ({s.request.path}): {fmt_seconds(s.stall.seconds)} after token "
+            f"{s.stall.after_token}, its usual gap {fmt_seconds(s.stall.usual)}, {fmt_pct(s.stall.covered)} of it "
+            f"behind {_whose(s.behind)}")
+
+
+def _summary(found: Found, budget: StepBudget) -> str:
+    head = (f"{len(found.stalled)} of the {found.slow} slowest stream(s) stalled behind other requests' prefills, "
+            f"and {len(found.every)} of all {found.requests} streams' longest stalls did: ")
+    tail = f"; {budget.in_use}" if budget.in_use else ""
+    return head + "; ".join(_one(s) for s in found.every[:SHOWN]) + tail
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    return [EvidenceValue(f"request {s.request.index} ({s.request.path}) stall", round(s.stall.seconds, 6), "s",
+                          f"request_hops: after token {s.stall.after_token}, behind {_whose(s.behind)}")
+            for s in found.every[:SHOWN]]

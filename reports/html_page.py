@@ -28,12 +28,12 @@ from doctor.foundation.serial import to_jsonable
 from doctor.foundation.units import counted, fmt_pct, fmt_seconds
 from doctor.model import Component, Finding, Outcome, Report, Severity
 from reports import charts, line_charts, svg_parts
+from reports.request_parts import alignment_line, longest_stalls, request_line, slowest_requests, stall_line
 from reports.routing_parts import ROUTER_HEADERS, router_rows, router_title, routing_of
 from reports.scaling_report import scaler_rows
 from reports.shared_parts import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
-    alignment_line,
     engine_line,
     fmt_bytes,
     fmt_evidence,
@@ -44,10 +44,8 @@ from reports.shared_parts import (
     metric_rows,
     missing_metrics,
     path_table,
-    request_line,
     risks,
     sentence,
-    slowest_requests,
     strip_controls,
     verify_text,
     view,
@@ -150,14 +148,16 @@ WATERFALLS = 8
 
 
 def waterfall_chart(report: Report) -> tuple[Markup | None, list[str]]:
-    """The slowest requests' hops as waterfalls, and the lines that say what the join could not see."""
+    """The slowest requests' hops as waterfalls; the lines under them: the slowest requests, the longest
+    stalls and the prompts computed during them, and what the join could not see."""
     hops, missing = view(report, "request_hops")
     if hops is None:
         return None, [missing] if missing and missing.startswith("no spans were received") else []
     rows = [charts.WaterfallRow(label=f"{r['path']} #{r['index']}", hops=[(h["name"], h["start"], h["seconds"]) for h in r["hops"]],
                                 ticks=r["ticks"], ttft=r["ttft"]) for r in slowest_requests(hops, WATERFALLS)]
     notes = [line for line in [alignment_line(hops), *hops["untraced"]] if line]
-    return (charts.waterfalls(rows) if rows else None), [request_line(r) for r in slowest_requests(hops)] + notes
+    lines = [request_line(r) for r in slowest_requests(hops)] + [stall_line(r) for r in longest_stalls(hops)]
+    return (charts.waterfalls(rows) if rows else None), lines + notes
 
 
 def arrivals_chart(report: Report) -> Markup | None:

@@ -24,7 +24,6 @@ from doctor.derive.view_json import (
     MetricsWindowJson,
     PathStatsJson,
     Quantile,
-    RequestHopsJson,
     RequestHopsViewJson,
     SizingSummary,
     StreamStatsJson,
@@ -361,36 +360,3 @@ def verify_text(report: Report, verify: str) -> str:
     if report.bundle.run.command == "demo" and opening is not None:
         return DEMO_RERUN_INSTRUCTION + verify[len(opening):]
     return verify
-
-
-#: The slowest requests the terminal explains, one line each (the HTML draws more as waterfalls).
-SLOWEST_SHOWN = 3
-
-
-def slowest_requests(hops: RequestHopsViewJson, n: int = SLOWEST_SHOWN) -> list[RequestHopsJson]:
-    """The ``n`` probe requests with the longest client TTFT that the engine's spans explain."""
-    rows = [r for r in hops["requests"] if r["ttft"] is not None and r["hops"]]
-    return sorted(rows, key=lambda r: -(r["ttft"] or 0.0))[:n]
-
-
-def request_line(row: RequestHopsJson, shown: int = 3) -> str:
-    """One request's TTFT and its largest hops: "request 18 (direct): TTFT 1.40 s = queue 1.12 s (80 %), ..."."""
-    ttft = row["ttft"] or 0.0
-    hops = sorted(row["hops"], key=lambda h: -h["seconds"])
-    parts = [f"{h['name']} {fmt_seconds(h['seconds'])}" + (f" ({fmt_pct(h['seconds'] / ttft)})" if ttft > 0 else "")
-             for h in hops[:shown]]
-    if len(hops) > shown:
-        parts.append(f"{fmt_seconds(sum(h['seconds'] for h in hops[shown:]))} in the rest")
-    span = f" [{row['request_id']}]" if row["request_id"] else ""
-    return f"request {row['index']} ({row['path']}): TTFT {fmt_seconds(ttft)} = {', '.join(parts)}{span}"
-
-
-def alignment_line(hops: RequestHopsViewJson) -> str | None:
-    """What the join did to the engine's clock, when it did anything: the offset it found, or its doubt."""
-    a = hops["alignment"]
-    if not a["consistent"]:
-        return (f"the engine's span times fit no single clock offset over {a['requests']} request(s) (spans of another "
-                f"run, or a clock stepped): aligned by {fmt_seconds(a['offset_s'])}, the hops are approximate")
-    if a["offset_s"]:
-        return f"the engine's clock was {fmt_seconds(abs(a['offset_s']))} {'ahead of' if a['offset_s'] < 0 else 'behind'} the client's; aligned"
-    return None

@@ -31,11 +31,11 @@ from rich.text import Text
 
 from doctor.foundation.units import counted
 from doctor.model import Outcome, Report, Severity, Symptom
+from reports.request_parts import alignment_line, longest_stalls, request_line, slowest_requests, stall_line
 from reports.routing_parts import ROUTER_HEADERS, router_rows, router_title, routing_of
 from reports.shared_parts import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
-    alignment_line,
     engine_line,
     fmt_evidence,
     headline,
@@ -45,9 +45,7 @@ from reports.shared_parts import (
     missing_metrics,
     passed_count,
     path_table,
-    request_line,
     risks,
-    slowest_requests,
     strip_controls,
     verify_text,
     view,
@@ -271,8 +269,9 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
 
 
 def print_slowest(report: Report, console: Console) -> None:
-    """The three slowest requests, each split into its hops by the engine's own spans; without spans,
-    one line on how to get them (evidence missing, not an error)."""
+    """The three slowest requests, each split into its hops by the engine's own spans, and the three
+    longest stalls with the other requests' prompts computed during them; without spans, one line on
+    how to get them (evidence missing, not an error)."""
     say = printer(console)
     hops, missing = view(report, "request_hops")
     if hops is None:
@@ -281,6 +280,9 @@ def print_slowest(report: Report, console: Console) -> None:
         return
     say("\n[bold]The slowest requests, by hop[/] [dim](the engine's own spans)[/]")
     say(bullets([clean(request_line(row)) for row in slowest_requests(hops)]))
+    if stalled := longest_stalls(hops):
+        say("[bold]The longest stalls between tokens, and the prompts computed meanwhile[/]")
+        say(bullets([clean(stall_line(row)) for row in stalled]))
     for line in [alignment_line(hops), *hops["untraced"]]:
         if line:
             say(f"  [dim]{clean(line)}[/]")

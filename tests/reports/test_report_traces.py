@@ -79,3 +79,23 @@ def test_a_hostile_span_attribute_stays_text():
     assert "<script>alert" not in html and "onerror=alert" not in html.replace("onerror=alert(2)&gt;", "")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "\x1b" not in terminal(report)
+
+
+def test_the_longest_stalls_name_the_prompt_computed_meanwhile_in_the_terminal_and_the_html():
+    """A stream stalled 1.5 s after its 6th token while another user's 1,800-token prompt was computed:
+    both reports name the stall, its request and the other request (an engine id, so escaped in HTML)."""
+    stream = bundles.stream([bundles.request("direct", i, ttft=0.2, gaps=[0.03] * 5 + [1.5 if i == 3 else 0.03] + [0.03] * 5,
+                                             start=i * 4.0) for i in range(6)])
+    traces = bundles.traced(stream, {}, prompts=[(3 * 4.0 + 0.35, 1.5, 1800)])
+    for span in traces.spans:
+        if span.attributes.get("gen_ai.request.id") == "cmpl-user-0":
+            span.attributes["gen_ai.request.id"] = HOSTILE
+    report = analyze(bundles.bundle(stream=stream, traces=traces))
+    text = terminal(report)
+    stalls = [line.strip() for line in text.splitlines() if line.strip().startswith("- stall")]
+    assert len(stalls) == 1 and stalls[0].startswith("- stall 1.50 s in request 3 (direct) after token 6 (usual gap 30 ms)")
+    flat = " ".join(text.split())  # the line folds at the console's width
+    assert "after token 6 (usual gap 30 ms), 100 % of it while the engine computed another user's request" in flat
+    assert "(1,800 prompt tokens, prefill 1.50 s)" in flat
+    html = render_html(report)
+    assert "stall 1.50 s in request 3 (direct)" in html and HOSTILE not in html

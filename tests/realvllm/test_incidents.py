@@ -33,6 +33,7 @@ from tests.realvllm.diagnose import evidence, explain, run_diagnose, verdict_mis
 from tests.realvllm.load import Load, LoadNotShown, felt, user_load
 from tests.realvllm.scenarios import SCENARIOS, Scenario
 from tests.realvllm.server import VllmServer, serve_vllm
+from tests.support.nginx import free_port
 from tests.support.prometheus import last_scrape, run_prometheus, wait_for
 
 pytestmark = pytest.mark.realvllm
@@ -52,6 +53,11 @@ SCRAPE_INTERVAL_S = 1.0
 #: never reached the running gauge within 120 s (here it takes seconds, under CPU hogs too):
 #: the second start stays in the record as a warning with what the users and the server said.
 STARTS = 2
+#: Incidents whose server exports its per-request spans to the probe's OTLP receiver (issue 32):
+#: the prefill-interference incident's slow streams must show the other users' long prefills
+#: their stalls sat behind. Named apart (``traced-...``), so a recording keeps the untraced fixture.
+TRACED = {"prefill-interference"}
+TRACE_ENV = {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}
 
 
 @dataclass
@@ -72,9 +78,12 @@ def incident(request: pytest.FixtureRequest, tiny_model: Path,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Incident]:
     live = SCENARIOS[INCIDENTS[request.param][0]]
     assert live.load is not None, live.name
+    if request.param in TRACED:
+        live = _traced(live)
     for attempt in range(1, STARTS + 1):
         workdir = tmp_path_factory.mktemp(request.param)
-        with serve_vllm(tiny_model, workdir / "vllm.log", live.engine_args) as server:
+        env = TRACE_ENV if request.param in TRACED else None
+        with serve_vllm(tiny_model, workdir / "vllm.log", live.engine_args, env=env) as server:
             target = server.url.split("//", 1)[1]
             with run_prometheus([target], workdir / "prometheus", interval_s=SCRAPE_INTERVAL_S) as prometheus:
                 try:
@@ -92,6 +101,15 @@ def incident(request: pytest.FixtureRequest, tiny_model: Path,
                 return
 
 
+def _traced(scenario: Scenario) -> Scenario:
+    """``scenario`` with its server exporting spans to the port its probe receives them on."""
+    port = free_port()
+    return dataclasses.replace(
+        scenario, name=f"traced-{scenario.name.removeprefix('users-')}",
+        engine_args=[*scenario.engine_args, "--otlp-traces-endpoint", f"http://127.0.0.1:{port}/v1/traces"],
+        probe_args=[*scenario.probe_args, "--otlp-listen", f"127.0.0.1:{port}"])
+
+
 def _history(name: str) -> Scenario:
     scenario = SCENARIOS[INCIDENTS[name][1] or ""]
     assert scenario.history, scenario.name
@@ -104,6 +122,21 @@ def test_diagnose_beside_other_users_names_the_incident(incident: Incident, requ
     users = felt(incident.users)
     assert users and all(u["n"] > u["errors"] + u["stopped"] for u in users.values()), users  # users were served
     assert not verdict_mismatches(incident.live, scenario), _message(incident.live, incident.users)
+
+
+@pytest.mark.parametrize("incident", sorted(TRACED), indirect=True)
+def test_the_traced_incidents_slowest_stalls_name_the_prompts_they_sat_behind(incident: Incident) -> None:
+    """Issue 32: the engine's span of every request says whose prefill each slow stream's longest stall
+    sat behind: another user's long prompt (the incident's ~1,800 tokens, against the probe's own few
+    dozen), named by LD213 beside the verdict's own LD202."""
+    hops = incident.live["views"]["request_hops"]
+    assert "missing" not in hops and hops["others"] > 0, _message(incident.live, incident.users)
+    slow = [hops["requests"][i] for i in hops["stalled"]]
+    assert slow and hops["stalled_behind"] == len(slow), slow
+    for row in slow:
+        longest = row["stall"]["behind"][0]
+        assert not longest["probe"] and longest["prompt_tokens"] > 5 * row["prompt_tokens"], row
+    assert "LD213" in [f["code"] for f in incident.live["findings"]], _message(incident.live, incident.users)
 
 
 @pytest.mark.parametrize("incident", [name for name, (_, history) in INCIDENTS.items() if history], indirect=True)

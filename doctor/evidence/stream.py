@@ -224,6 +224,11 @@ class ClientHealth:
     # received them: the distortion the loop's clock would have put in every stamp.
     kernel_gap_p99_ms: float | None = None
     kernel_gap_max_ms: float | None = None
+    # Over the reads the probe's drain thread took (``doctor.probes.drainer``), how much later it
+    # read them than the kernel received them: a reader later than a token gap reads two tokens
+    # together, and the first takes the second's stamp. None without one (bundles from before).
+    read_gap_p99_ms: float | None = None
+    read_gap_max_ms: float | None = None
     # CLOCK_REALTIME - CLOCK_MONOTONIC (ns), sampled once per run (per worker process): how the
     # kernel's stamps were put on the run's clock (``doctor.foundation.clock``).
     realtime_offset_ns: int | None = None

@@ -78,10 +78,14 @@ class SelfCheck:
         #: per kernel-stamped read, seconds from the kernel's stamp to the loop's (``note_gaps``);
         #: an array of doubles, 8 bytes a read, and no object for the collector to walk
         self.gaps = array.array("d")
+        #: per read the drain thread took, seconds from the kernel's stamp to that read (``ReadLog.read_gaps``)
+        self.read_gaps = array.array("d")
 
-    def note_gaps(self, gaps: Iterable[float]) -> None:
-        """Keep a request's kernel-to-loop gaps (``ReadLog.gaps``) for the run's distortion figure."""
+    def note_gaps(self, gaps: Iterable[float], read_gaps: Iterable[float] = ()) -> None:
+        """Keep a request's kernel-to-loop gaps (``ReadLog.gaps``) for the run's distortion figure, and
+        its kernel-to-reader gaps (``ReadLog.read_gaps``) for what merged tokens could still add."""
         self.gaps.extend(gaps)
+        self.read_gaps.extend(read_gaps)
 
     @contextlib.contextmanager
     def measuring(self) -> Iterator[None]:
@@ -158,9 +162,11 @@ class SelfCheck:
         every read, the loop's lateness is no longer in the stamps: its lag, CPU and collections
         are then notes, not reasons, and what is measured instead is how late the loop read what
         the kernel had stamped (``kernel_gap_p99_ms``: the distortion the loop's clock would have
-        had). One distortion stays: a read is stamped at its LAST byte (``doctor.probes.kernel_stamps``),
-        so a loop later than the gap between two tokens reads them together and the first is
-        stamped at the second's arrival; a gap p99 over the run's median token gap is a reason.
+        had). One distortion stays: the kernel merges segments that wait unread and keeps the LAST
+        one's stamp (``doctor.probes.kernel_stamps``), so a reader later than the gap between two
+        tokens reads them together and the first is stamped at the second's arrival. The reader is
+        the drain thread (``doctor.probes.drainer``) where there is one (``read_gap_p99_ms``), else
+        the loop; its gap p99 over the run's median token gap is a reason.
         A request that took long to leave the client is a reason too: latencies count from when it
         left (``send_lag``), but the server saw the load later than the schedule. In an open loop
         (``closed_loop`` False) with late arrivals (``late_arrival``), the lag, CPU and collections
@@ -191,9 +197,15 @@ class SelfCheck:
             gaps = sorted(self.gaps)
             out.kernel_gap_p99_ms = round(quantile(gaps, 0.99) * 1000, 3)
             out.kernel_gap_max_ms = round(gaps[-1] * 1000, 3)
+            if self.read_gaps:
+                read = sorted(self.read_gaps)
+                out.read_gap_p99_ms = round(quantile(read, 0.99) * 1000, 3)
+                out.read_gap_max_ms = round(read[-1] * 1000, 3)
+            reader, late_ms = ("the reader", out.read_gap_p99_ms) if out.read_gap_p99_ms is not None \
+                else ("the loop", out.kernel_gap_p99_ms)
             pace = _median_token_gap(requests)
-            if kernel and pace is not None and out.kernel_gap_p99_ms > pace * 1000:
-                out.reasons.append(f"the loop read {out.kernel_gap_p99_ms:.1f} ms after the kernel at p99, more than the "
+            if kernel and pace is not None and late_ms > pace * 1000:
+                out.reasons.append(f"{reader} read {late_ms:.1f} ms after the kernel at p99, more than the "
                                    f"{pace * 1000:.1f} ms between tokens: tokens read together share the stamp of the last")
         sends = sorted(lag * 1000 for lag in (send_lag(r, closed_loop) for r in requests) if lag is not None)
         if not sends:  # a bundle's requests from before ``t_request_left``: the write on a reused connection
@@ -251,7 +263,8 @@ def merge(shards: Sequence[ClientHealth | None], transport: str) -> ClientHealth
             for h in shards]
     out = ClientHealth(cpu_count=next((h.cpu_count for h in kept if h.cpu_count is not None), None),
                        transport=f"{transport}, sharded over {len(kept)} worker processes", shards=kept)
-    for name in ("loop_lag_p99_ms", "loop_lag_max_ms", "cpu_percent_max", "send_p99_ms", "kernel_gap_p99_ms", "kernel_gap_max_ms"):
+    for name in ("loop_lag_p99_ms", "loop_lag_max_ms", "cpu_percent_max", "send_p99_ms", "kernel_gap_p99_ms", "kernel_gap_max_ms",
+                 "read_gap_p99_ms", "read_gap_max_ms"):
         values = [v for v in (getattr(h, name) for h in kept) if v is not None]
         setattr(out, name, max(values) if values else None)
     out.stamp_clock = _which_clock(h.stamp_clock for h in kept)

@@ -52,6 +52,7 @@ import httpx
 from doctor.evidence import ReadRecord
 from doctor.foundation.clock import Clock
 from doctor.probes import kernel_stamps
+from doctor.probes.drainer import Drainer
 
 #: Stop reading the socket when this much is buffered and unread (httpcore reads as it parses).
 _HIGH_WATER = 1 << 20
@@ -71,7 +72,7 @@ class ReadLog:
     """
 
     __slots__ = ("_header_reads", "_phase_reads", "clock", "deadline", "gaps", "kernel_reads", "last_t", "left_clock",
-                 "reads", "t_left")
+                 "read_gaps", "reads", "t_left")
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
@@ -84,15 +85,19 @@ class ReadLog:
         #: per kernel-stamped read, seconds from the kernel's stamp to the loop's: what the loop's
         #: clock would have added to it (kept in memory for the self-check, not in the bundle)
         self.gaps: list[float] = []
+        #: per kernel-stamped read the drain thread took (``doctor.probes.drainer``), seconds from the
+        #: kernel's stamp to that read: a reader later than the gap between two tokens merges them
+        self.read_gaps: list[float] = []
         #: when the request's last byte left (clock seconds) and by whose clock: "kernel" (its
         #: transmit stamp) or "loop" (the write returned); the last write's, on a request re-sent
         self.t_left: float | None = None
         self.left_clock: str | None = None
 
-    def record(self, kernel_ns: int | None, loop_ns: int, nbytes: int) -> None:
+    def record(self, kernel_ns: int | None, loop_ns: int, nbytes: int, read_ns: int | None = None) -> None:
         """Log one read: stamped at ``kernel_ns`` (the kernel's ``CLOCK_REALTIME``) when there is one,
-        else at ``loop_ns`` (``perf_counter_ns`` as the loop read it). A kernel stamp is never later
-        than the loop's read of the same bytes; the clamp takes out the offset's own error (~1 us)."""
+        else at ``loop_ns`` (``perf_counter_ns`` as the loop took it). A kernel stamp is never later
+        than the loop's read of the same bytes; the clamp takes out the offset's own error (~1 us).
+        ``read_ns``: when the drain thread read it (``perf_counter_ns``), where one did."""
         if kernel_ns is None:
             self.last_t = self.clock.at(loop_ns)
         else:
@@ -100,6 +105,8 @@ class ReadLog:
             self.last_t = self.clock.at(ns)
             self.kernel_reads += 1
             self.gaps.append((loop_ns - ns) / 1e9)
+            if read_ns is not None:
+                self.read_gaps.append(max(0, read_ns - ns) / 1e9)
         self.reads.append(ReadRecord(t=self.last_t, nbytes=nbytes, events=0))
 
     def left(self, ns: int, kernel: bool) -> None:
@@ -161,7 +168,7 @@ class _Protocol(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | _SocketTransport | None = None
-        self.pieces: deque[tuple[int | None, int, bytes]] = deque()
+        self.pieces: deque[tuple[int | None, int, bytes, int | None]] = deque()
         self.buffered = 0
         self.eof = False
         self.error: BaseException | None = None
@@ -175,9 +182,10 @@ class _Protocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.received(None, time.perf_counter_ns(), data)
 
-    def received(self, kernel_ns: int | None, loop_ns: int, data: bytes) -> None:
-        """One socket read: the kernel's stamp of it (``CLOCK_REALTIME``) when there is one, the loop's."""
-        self.pieces.append((kernel_ns, loop_ns, data))
+    def received(self, kernel_ns: int | None, loop_ns: int, data: bytes, read_ns: int | None = None) -> None:
+        """One socket read: the kernel's stamp of it (``CLOCK_REALTIME``) when there is one, the loop's,
+        and the drain thread's when it read it (``doctor.probes.drainer``)."""
+        self.pieces.append((kernel_ns, loop_ns, data, read_ns))
         self.buffered += len(data)
         if self.buffered > _HIGH_WATER and self.transport is not None:
             self.transport.pause_reading()
@@ -228,9 +236,35 @@ class _SocketTransport:
         self._closing = False
         self._reading = True
         self._written = 0  # bytes handed to the kernel since stamping began: the transmit stamps' key
+        self._sent: list[tuple[int, int]] = []  # transmit stamps not yet matched with a request's last byte
         self._expect: tuple[int, ReadLog] | None = None  # (key of the last byte written, its request's log)
+        # reads off the loop, as the bytes arrive (``doctor.probes.drainer``); the loop's own reader without epoll
+        self._drainer = Drainer.of(loop)
         protocol.connection_made(self)  # type: ignore[arg-type]  # the protocol keeps whichever transport feeds it
-        loop.add_reader(self._fd, self._on_readable)
+        self._start_reading()
+
+    def _start_reading(self) -> None:
+        if self._drainer is not None:
+            self._drainer.add(self._sock, self)
+        else:
+            self._loop.add_reader(self._fd, self._on_readable)
+
+    def drained(self, kernel_ns: int | None, read_ns: int, data: bytes) -> None:
+        """One read the drainer took at ``read_ns`` (``Sink``), stamped by the loop as it takes it, as its own reader would."""
+        if not self._closing:
+            self._protocol.received(kernel_ns, time.perf_counter_ns(), data, read_ns)
+
+    def drained_eof(self) -> None:
+        if not self._closing:
+            self._reading = False
+            self._protocol.eof_received()
+
+    def drained_error(self, exc: OSError) -> None:
+        if not self._closing:
+            self._lost(exc)
+
+    def drained_sent(self, stamps: list[tuple[int, int]]) -> None:
+        self._match_sent(stamps)
 
     def _on_readable(self) -> None:
         if self._expect is not None:
@@ -256,12 +290,18 @@ class _SocketTransport:
             stamps = kernel_stamps.sent_stamps(self._sock)
         except OSError:
             return  # the socket's own error: the next read reports it
+        self._match_sent(stamps)
+
+    def _match_sent(self, stamps: list[tuple[int, int]]) -> None:
+        """Transmit stamps (byte count, ns), read here or by the drainer: the awaited request's, when among them."""
+        self._sent.extend(stamps)
         if self._expect is not None:
             key, log = self._expect
-            done = [ns for count, ns in stamps if count >= key]
+            done = [ns for count, ns in self._sent if count >= key]
             if done:
                 log.left(done[0], kernel=True)
                 self._expect = None
+            self._sent = [(count, ns) for count, ns in self._sent if count >= key and not done]
 
     def expect_sent(self, log: ReadLog) -> None:
         """The write just made completed a request: its kernel transmit stamp, once it comes, is when it left."""
@@ -306,12 +346,15 @@ class _SocketTransport:
     def resume_reading(self) -> None:
         if not self._reading and not self._closing:
             self._reading = True
-            self._loop.add_reader(self._fd, self._on_readable)
+            self._start_reading()
 
     def _stop_reading(self) -> None:
         if self._reading:
             self._reading = False
-            self._loop.remove_reader(self._fd)
+            if self._drainer is not None:
+                self._drainer.remove(self._sock)
+            else:
+                self._loop.remove_reader(self._fd)
 
     def is_closing(self) -> bool:
         return self._closing
@@ -432,15 +475,15 @@ class _Stream(httpcore.AsyncNetworkStream):
                 if p.error is not None:
                     raise httpcore.ReadError(str(p.error))
                 return b""
-        kernel_ns, ns, data = p.pieces.popleft()
+        kernel_ns, ns, data, read_ns = p.pieces.popleft()
         if len(data) > max_bytes:  # hand over the rest later, with the same arrival time
-            p.pieces.appendleft((kernel_ns, ns, data[max_bytes:]))
+            p.pieces.appendleft((kernel_ns, ns, data[max_bytes:], read_ns))
             data = data[:max_bytes]
         p.buffered -= len(data)
         if p.buffered <= _HIGH_WATER // 2 and not p.eof:
             self._transport.resume_reading()
         if log is not None:
-            log.record(kernel_ns, ns, len(data))
+            log.record(kernel_ns, ns, len(data), read_ns)
         return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:

@@ -124,17 +124,37 @@ def test_a_blocked_loop_moves_the_loops_stamps_not_the_kernels(runner):
     assert min(loop) > max(kernel)  # every loop stamp after the block, every kernel stamp inside it
 
 
+def test_segments_that_wait_unread_take_the_stamp_of_the_last():
+    """Why the probe reads off its loop (``doctor.probes.drainer``): TCP merges a segment into the
+    unread one before it and keeps the newest stamp, so a socket read late, even for exactly the first
+    segment's bytes, is stamped at the second's arrival (docs/benchmarks.md). A raw socket, no probe."""
+    sender = _Sender(1, lambda _i: [(0.02, b"data: one\n\n"), (0.12, b"data: two\n\n")])
+    client = socket.create_connection(("127.0.0.1", sender.port))
+    assert kernel_stamps.enable(client)
+    sender.go.set()
+    sender.finished.wait(10)
+    data, ancillary, _, _ = client.recvmsg(len(b"data: one\n\n"), kernel_stamps.ANCILLARY)
+    stamp = kernel_stamps.receive_stamp(ancillary)
+    client.close()
+    sender.thread.join(10)
+    clock = Clock()
+    first, second = (clock.at(ns) for ns in sender.sent[0])
+    assert data == b"data: one\n\n" and stamp is not None
+    assert clock.at(clock.from_realtime(stamp)) - first > 0.5 * (second - first)  # the second's arrival, not the first's
+
+
 @pytest.mark.parametrize("runner", _runners())
-def test_events_that_waited_together_share_the_stamp_of_the_last(runner):
-    """What a TCP receive stamp means (docs/probe.md): the kernel merges segments that wait in the
-    receive queue and keeps the newest one's stamp, so one read of two events sent 100 ms apart
-    during a block (until both were sent) is stamped at the second's arrival, still before the loop's own stamp."""
+def test_a_blocked_loop_no_longer_merges_two_events_each_keeps_its_arrival(runner):
+    """The drainer reads each event as it arrives, whatever the loop does: two events sent 100 ms apart
+    while the loop is blocked until both were sent come as two reads, each stamped at its own arrival,
+    and the loop's stamps (kernel stamp + gap) both after the block."""
     sender = _Sender(1, lambda _i: [(0.02, b"data: one\n\n"), (0.12, b"data: two\n\n")])
     clock, (log,) = _run(runner, sender, True)
     first, second = (clock.at(ns) for ns in sender.sent[0])
-    assert len(log.reads) == 1
-    assert log.reads[0].t - first > 0.5 * (second - first)  # the second's arrival, not the first's
-    assert log.gaps[0] > 0  # and the loop read it later still
+    assert len(log.reads) == 2
+    assert log.reads[0].t - first < 0.25 * (second - first) < log.reads[1].t - first
+    loop = [read.t + gap for read, gap in zip(log.reads, log.gaps, strict=True)]
+    assert min(loop) >= clock.at(sender.sent[0][-1])  # the loop took both after the block
 
 
 @pytest.mark.parametrize("runner", _runners())

@@ -347,3 +347,26 @@ def test_under_kernel_stamps_a_saturated_client_stays_suspect_while_its_arrivals
     # in a closed loop the wait is the client's send lag already (a reason of its own): no double count
     health = _blocked_check().health("test", on_time, closed_loop=True)
     assert not any("arrivals" in r for r in health.reasons)
+
+
+def test_the_reader_later_than_a_token_gap_is_the_reason_not_the_loop():
+    """Kernel stamps are exact only when the socket is read before the next token's segment merges
+    into the unread one: with the drain thread, ITS gap against the run's token pace decides, and a
+    loop far behind it (the batches it takes) is no reason when the thread kept up."""
+    def streamed(i: int) -> RequestTrace:
+        req = RequestTrace(path="direct", index=i, t_scheduled=i, t_sent=i, stamp_clock="kernel")
+        req.tokens = [TokenEvent(t=i + 0.1 + 0.02 * k) for k in range(10)]  # a token every 20 ms
+        return req
+
+    requests = [streamed(i) for i in range(4)]
+    kept_up = SelfCheck(Clock())
+    kept_up.note_gaps([0.05] * 100, [0.0003] * 100)  # the loop 50 ms late, the reader 0.3 ms
+    health = kept_up.health("test", requests)
+    assert health.kernel_gap_p99_ms == pytest.approx(50) and health.read_gap_p99_ms == pytest.approx(0.3)
+    assert not any("after the kernel" in r for r in health.reasons)
+    behind = SelfCheck(Clock())
+    behind.note_gaps([0.05] * 100, [0.03] * 100)  # the reader itself 30 ms late: tokens merged
+    assert any(r.startswith("the reader read 30.0 ms after the kernel") for r in behind.health("test", requests).reasons)
+    loop_only = SelfCheck(Clock())
+    loop_only.note_gaps([0.05] * 100)  # no drain thread: the loop read the sockets
+    assert any(r.startswith("the loop read 50.0 ms after the kernel") for r in loop_only.health("test", requests).reasons)

@@ -191,7 +191,7 @@ class Requester:
             trace.reads = log.reads
             trace.stamp_clock = log.stamp_clock()
             trace.t_request_left, trace.send_clock = log.t_left, log.left_clock
-            self.check.note_gaps(log.gaps)
+            self.check.note_gaps(log.gaps, log.read_gaps)
             if trace.tokens:  # also for a failed stream: what came before the failure is evidence
                 trace.t_first_token, trace.t_last_token = trace.tokens[0].t, trace.tokens[-1].t
             if trace.t_end is None:

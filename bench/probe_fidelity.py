@@ -179,6 +179,7 @@ def run_one(concurrency: int, server_core: int, tmp: Path, workers: int = 1, per
         "stamp_clock": evidence.client.stamp_clock,
         "send_clock": evidence.client.send_clock,
         "kernel_gap_p99_ms": evidence.client.kernel_gap_p99_ms,
+        "read_gap_p99_ms": evidence.client.read_gap_p99_ms,
         "send_p99_ms": evidence.client.send_p99_ms,
         "server_sched": server_mode,
     }
@@ -206,8 +207,8 @@ def main() -> None:
     rows = []
     print("| client | workers | conc | ok / sent | TTFT err p50 / p99 / max (ms) | ITL err p50 / p99 / max (ms) | "
           "TTFT inflation p50 / p99 / max (ms) | CPU µs/chunk | chunks/s (ideal) | suspect | stamps / sends | "
-          "kernel-to-loop gap p99 (ms) |")
-    print("|---|---:|---:|---:|---|---|---|---:|---:|---|---|---:|")
+          "kernel-to-loop gap p99 (ms) | kernel-to-reader gap p99 (ms) |")
+    print("|---|---:|---:|---:|---|---|---|---:|---:|---|---|---:|---:|")
     for c in args.concurrency:
         row = run_one(c, args.server_core, tmp, args.workers, args.per_stream, args.diagnosis)
         row["client_sched"] = client_mode
@@ -215,7 +216,8 @@ def main() -> None:
         print(f"| {row['client']} | {row['workers']} | {c} | {row['ok']} / {row['sent']} | {row['ttft_err_ms']} | {row['itl_err_ms']} | "
               f"{row['ttft_inflation_ms']} | {row['cpu_us_per_chunk']} | {row['chunks_per_s']} ({row['ideal_chunks_per_s']}) | "
               f"{'yes' if row['client_suspect'] else 'no'} | {row['stamp_clock'] or 'loop'} / {row['send_clock'] or 'loop'} | "
-              f"{row['kernel_gap_p99_ms'] if row['kernel_gap_p99_ms'] is not None else '-'} |", flush=True)
+              f"{row['kernel_gap_p99_ms'] if row['kernel_gap_p99_ms'] is not None else '-'} | "
+              f"{row['read_gap_p99_ms'] if row['read_gap_p99_ms'] is not None else '-'} |", flush=True)
     print(f"server core {args.server_core} ({rows[0]['server_sched'] if rows else '-'}), "
           f"client cores {sorted(os.sched_getaffinity(0))} ({client_mode})")
     if args.json:

@@ -40,7 +40,8 @@ def export_vllm_spans(sent: Iterable[Sent], endpoint: str, *, clock_skew_s: floa
             continue
         context = TraceContextTextMapPropagator().extract({"traceparent": s.traceparent} if s.traceparent else {})
         queue = (s.t_admitted - s.t_request) / 1e9
-        first, last = s.tokens[0], s.tokens[-1]
+        # the engine's own times of its first and last token: before their writes, as vLLM stamps them
+        first, last = (s.produced or s.tokens)[0], (s.produced or s.tokens)[-1]
         ttft = (first - s.t_request) / 1e9
         attributes = {
             "gen_ai.latency.time_to_first_token": ttft, "gen_ai.latency.e2e": (last - s.t_request) / 1e9,

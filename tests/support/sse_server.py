@@ -90,6 +90,9 @@ class Sent:
     traceparent: str | None = None  # the W3C trace context it carried (tests/support/engine_spans.py)
     chunks: list[int] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)  # the chunks that carried a token
+    # when each token's chunk was ready, just before its write: what an engine stamps as the token's
+    # time (the spans of tests/support/engine_spans.py); ``tokens`` is after the write, the benchmark's truth
+    produced: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -435,11 +438,13 @@ class _Stream:
 
     async def send(self, *payloads: bytes, token: bool = False) -> None:
         """Send events in one write (several: a burst, as from a buffering proxy)."""
+        ready = time.perf_counter_ns()
         self.writer.write(b"".join(b"%x\r\n%s\r\n" % (len(p), p) if self.chunked else p for p in payloads))
         now = time.perf_counter_ns()
         self.sent.chunks.extend([now] * len(payloads))
         if token:
             self.sent.tokens.extend([now] * len(payloads))
+            self.sent.produced.extend([ready] * len(payloads))
         await self.writer.drain()
 
     async def fail(self, how: str) -> None:

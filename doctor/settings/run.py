@@ -12,9 +12,10 @@ derived copy is a ``dataclasses.replace``, made here by a named step:
 
 The order is the same for every command (``STEPS``), and what each command takes is declared once
 (``COMMANDS``: a ``Takes`` per command, no test of a command's name); a command simply has no
-value for a step it does not take: the config file; how the run repeats (``watch``, ``sweep``); the probe plan and its evidence
-source; the report's outputs; the bundle; the report files; the metrics outputs; the baseline; the
-price; the analysis and the check catalogue; what a comparison calls a regression. So a typo is a
+value for a step it does not take: the config file; how the run repeats (``watch``, ``sweep``);
+the probe plan and its evidence source; the report's outputs; the bundle; the report files; the
+metrics outputs; the baseline; the price; the analysis and the check catalogue; what a
+comparison calls a regression. So a typo is a
 usage error (exit 2) before the first request, and the flags are read by name here only.
 
 Fastapi-cli resolves its settings the same way (``FastAPIConfig.resolve`` -> one validated model);
@@ -99,7 +100,7 @@ class RunSettings:
     region: str | None = None  # analyze's --region
 
 
-#: The report files a command checks before it probes.
+#: Every report file (``--json``, ``--html``, ``--md``).
 ALL_FILES = ("json", "html", "md")
 
 

@@ -45,6 +45,7 @@ from doctor.evidence import Endpoint, EndpointsEvidence, EngineInfo, EvidenceErr
 from doctor.evidence.errors import UNREACHABLE_KINDS
 from doctor.evidence.stream import DIRECT_BASIS, RUN_BASIS, TIMEOUT_BASIS
 from doctor.foundation import wire
+from doctor.probes.client_stack import run_loop
 from doctor.probes.deadlines import HeadBound, RunDeadline, direct_bound
 from doctor.probes.http import (
     BodyTooLarge,
@@ -56,7 +57,6 @@ from doctor.probes.http import (
     http_client,
     join_url,
 )
-from doctor.probes.stream.client import run_loop
 from doctor.probes.transport import other_scheme, scheme_line
 
 SOURCE = "endpoints"

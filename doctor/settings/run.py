@@ -10,10 +10,12 @@ derived copy is a ``dataclasses.replace``, made here by a named step:
   explicit ``--config`` and the flags), for ``analyze``, ``compare`` and a baseline;
 - ``with_lab``: ``demo``'s targets, known once its lab runs.
 
-The order is the same for every command; a command simply has no value for a step it does not
-take: the config file; how the run repeats (``watch``, ``sweep``); the probe plan and its evidence
-source; the report's outputs; the bundle; the report files; the metrics outputs; the baseline; the
-price; the analysis and the check catalogue; what a comparison calls a regression. So a typo is a
+The order is the same for every command (``STEPS``), and what each command takes is declared once
+(``COMMANDS``: a ``Takes`` per command, no test of a command's name); a command simply has no
+value for a step it does not take: the config file; how the run repeats (``watch``, ``sweep``);
+the probe plan and its evidence source; the report's outputs; the bundle; the report files; the
+metrics outputs; the baseline; the price; the analysis and the check catalogue; what a
+comparison calls a regression. So a typo is a
 usage error (exit 2) before the first request, and the flags are read by name here only.
 
 Fastapi-cli resolves its settings the same way (``FastAPIConfig.resolve`` -> one validated model);
@@ -22,6 +24,7 @@ Lighthouse keeps one typed ``Settings`` per run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -58,18 +61,6 @@ from doctor.settings.probe_plan import (
 from doctor.settings.values import PRACTICAL, Flags
 from doctor.settings.watch_plan import WatchPlan, build_watch_plan
 
-#: The commands that probe a target, and the verb their "nothing to ..." error uses.
-PROBING = {"diagnose": "diagnose", "demo": "diagnose", "watch": "watch", "collect": "collect", "probe": "probe",
-           "load": "load", "sweep": "sweep", "verify": "verify"}
-#: The commands that write a report (``--json``, ``--html``, ``--md``, ``--format``, ``--fail-on``).
-REPORTING = ("diagnose", "demo", "watch", "load", "sweep", "analyze", "verify")
-#: The commands that analyse what they collect, and so check ``--select``/``--ignore``/``--set`` first.
-ANALYSING = ("diagnose", "demo", "watch", "load", "sweep")
-#: The commands that export metrics (``--metrics-textfile``, ``--pushgateway``).
-EXPORTING = ("diagnose", "watch", "load", "sweep", "analyze")
-#: The report files a command checks before it probes (``watch`` writes them each round).
-CHECKED_FILES = {"diagnose": ("json", "html", "md"), "demo": ("json", "html", "md"), "analyze": ("json", "html", "md"),
-                 "load": ("json", "html"), "sweep": ("json", "html"), "verify": ("json", "html", "md")}
 #: Where ``diagnose`` writes its report when no output is named.
 DEFAULT_REPORT = Path("llm-doctor-report.html")
 #: The files a demo always writes, under ``--out-dir`` unless a flag names the file elsewhere.
@@ -109,16 +100,13 @@ class RunSettings:
     region: str | None = None  # analyze's --region
 
 
-def resolve(command: str, flags: Flags, file: FileConfig | None = None) -> RunSettings:
-    """The settings of one ``command`` run from its ``flags`` and the config ``file`` (None: the
-    ``--config`` flag's, else ``./llm-doctor.toml`` when present; ``demo`` passes an empty one, so a
-    stray file never changes the lab). A bad value is a ``UsageError`` naming the flag or key."""
-    cfg = load_config(flags.get("config")) if file is None else file
-    if command == "verify":
-        flags = _verify_targets(flags)
-    if command == "diagnose" and not any(flags.get(key) for key in ("json", "html", "md")):
-        flags = {**flags, "html": DEFAULT_REPORT}
-    return _resolve(command, MappingProxyType(dict(flags)), cfg, probe=command != "demo")
+#: Every report file (``--json``, ``--html``, ``--md``).
+ALL_FILES = ("json", "html", "md")
+
+
+def _default_report(flags: Flags) -> Flags:
+    """``diagnose`` with no output named writes ``DEFAULT_REPORT``."""
+    return flags if any(flags.get(key) for key in ALL_FILES) else {**flags, "html": DEFAULT_REPORT}
 
 
 def _verify_targets(flags: Flags) -> Flags:
@@ -133,72 +121,186 @@ def _verify_targets(flags: Flags) -> Flags:
     return {**flags, **targets}
 
 
-def _resolve(command: str, flags: Flags, cfg: FileConfig, *, probe: bool) -> RunSettings:
-    """The steps in their one order (the module's docstring); a command skips those it has no flags
-    for. ``probe``: resolve the probe plan and the analysis (``demo`` only once its lab runs)."""
-    run = RunSettings(command=command, file=cfg, flags=flags, bundle=_path(flags.get("bundle")),
-                      bundle_dir=_path(flags.get("bundle_dir")), region=flags.get("region") if command == "analyze" else None)
-    if command == "watch":
-        run = replace(run, watch=build_watch_plan(
-            flags.get("every") or "5m", flags.get("count"), flags.get("listen"), _path(flags.get("history")),
-            WatchPlan.keep if flags.get("keep") is None else flags["keep"],
-            retries=WatchPlan.retries if flags.get("retries") is None else flags["retries"],
-            canary_engine=flags.get("canary_engine"), canary_gateway=flags.get("canary_gateway")))
-    elif command in ("diagnose", "demo"):
-        run = replace(run, watch=ONE_ROUND)
-    in_flight = flags.get("max_concurrency")
-    if command == "sweep":
-        by = flags.get("by") or "concurrency"
-        run = replace(run, sweep=build_sweep_plan(flags, by, flags.get("max_rate") if by == "rate" else in_flight, flags.get("start")),
-                      max_in_flight=int(in_flight or MAX_CONCURRENCY))
-        in_flight = in_flight if by == "rate" else None
-    if command in PROBING and probe:
-        run = _probe_plan(run, flags, cfg, in_flight)
-    if command in REPORTING:
-        run = replace(run, outputs=build_outputs(flags, cfg))
-    if command in ("diagnose", "load"):
-        check_bundle_path(run.bundle)
-    elif command == "collect":
-        check_output_paths(run.bundle)
-    if command in CHECKED_FILES and (probe or command != "demo"):
-        check_output_paths(*(run.outputs.paths()[key] for key in CHECKED_FILES[command]))
-    if command == "sweep":
+#: A probe plan: built from the run's flags and file, given the level cap (``--max-concurrency``) and
+#: whether a ``k8s://`` engine is still to be looked up; checked for reading something.
+PlanBuilder = Callable[[RunSettings, int | None, bool], CollectConfig]
+
+
+def _collector_plan(run: RunSettings, _in_flight: int | None, pending: bool) -> CollectConfig:
+    """The collector's plan: refused when it would read nothing."""
+    config = build_collect_config(run.flags, run.file, run.command)
+    if not (config.targets() or pending or config.log or config.prometheus):
+        raise UsageError(f"nothing to {COMMANDS[run.command].verb or run.command}: give --engine and/or --gateway, --log, or --prometheus")
+    return config
+
+
+def _stream_plan(run: RunSettings, _in_flight: int | None, pending: bool) -> CollectConfig:
+    """Only the stream probe: no log, Prometheus, host, GPU or /metrics."""
+    config = build_collect_config(run.flags, run.file, run.command)
+    if not config.targets() and not pending:
+        raise UsageError("give --engine and/or --gateway")
+    return replace(config, log=None, prometheus=None, gpu=False, host=False, metrics=False)
+
+
+def _load_plan(run: RunSettings, in_flight: int | None, pending: bool) -> CollectConfig:
+    """A load run's plan, or the base of a sweep's levels."""
+    return build_load_config(run.flags, run.file, run.command, in_flight, pending=pending)
+
+
+def _one_round(_flags: Flags) -> WatchPlan:
+    return ONE_ROUND
+
+
+def _watch_rounds(flags: Flags) -> WatchPlan:
+    """``watch``'s rounds: every ``--every``, ``--count`` times, kept and retried as asked."""
+    return build_watch_plan(
+        flags.get("every") or "5m", flags.get("count"), flags.get("listen"), _path(flags.get("history")),
+        WatchPlan.keep if flags.get("keep") is None else flags["keep"],
+        retries=WatchPlan.retries if flags.get("retries") is None else flags["retries"],
+        canary_engine=flags.get("canary_engine"), canary_gateway=flags.get("canary_gateway"))
+
+
+@dataclass(frozen=True)
+class Takes:
+    """What one command's settings hold, declared once (``COMMANDS``): which of the steps of the one
+    order (``STEPS``) it takes, and how. A step a command does not take leaves its default."""
+
+    prepare: Callable[[Flags], Flags] | None = None  # its flags made whole before any is read
+    lab: bool = False  # its probe plan, analysis and report files wait for its lab (``with_lab``)
+    repeats: Callable[[Flags], WatchPlan] | None = None  # how it repeats (a round of ``watch``'s)
+    sweeps: bool = False  # --by, --max-concurrency/--max-rate, --start, --bundle-dir
+    plan: PlanBuilder | None = None  # the probe plan it builds
+    verb: str | None = None  # what "nothing to ..." says when its collector plan reads nothing (its name)
+    outputs: bool = False  # --json, --html, --md, --format, --fail-on
+    bundle_check: Callable[[Path | None], None] | None = None  # how its --bundle / -o is checked
+    report_files: tuple[str, ...] = ()  # the report files checked before it probes (watch writes them each round)
+    exports: bool = False  # --metrics-textfile, --pushgateway
+    baseline: bool = False  # --baseline (a folder of earlier reports)
+    priced: bool = False  # --price-*
+    analyses: bool = False  # --select/--ignore/--set checked, the check catalogue
+    practical: bool = False  # what a comparison calls a regression
+    region: bool = False  # --region selects the budgets of a saved bundle
+
+
+#: Every command's settings, declared once.
+COMMANDS: dict[str, Takes] = {
+    "diagnose": Takes(prepare=_default_report, repeats=_one_round, plan=_collector_plan, outputs=True, bundle_check=check_bundle_path,
+                      report_files=ALL_FILES, exports=True, baseline=True, analyses=True, practical=True),
+    "demo": Takes(lab=True, repeats=_one_round, plan=_collector_plan, verb="diagnose", outputs=True, report_files=ALL_FILES, analyses=True),
+    "watch": Takes(repeats=_watch_rounds, plan=_collector_plan, outputs=True, exports=True, baseline=True, analyses=True, practical=True),
+    "collect": Takes(plan=_collector_plan, bundle_check=check_output_paths),
+    "probe": Takes(plan=_stream_plan),
+    "load": Takes(plan=_load_plan, outputs=True, bundle_check=check_bundle_path, report_files=("json", "html"), exports=True,
+                  priced=True, analyses=True),
+    "sweep": Takes(sweeps=True, plan=_load_plan, outputs=True, report_files=("json", "html"), exports=True, priced=True, analyses=True),
+    "verify": Takes(prepare=_verify_targets, plan=_collector_plan, outputs=True, report_files=ALL_FILES, practical=True),
+    "analyze": Takes(outputs=True, report_files=ALL_FILES, exports=True, region=True),
+    "compare": Takes(practical=True),
+}
+
+
+def resolve(command: str, flags: Flags, file: FileConfig | None = None) -> RunSettings:
+    """The settings of one ``command`` run from its ``flags`` and the config ``file`` (None: the
+    ``--config`` flag's, else ``./llm-doctor.toml`` when present; ``demo`` passes an empty one, so a
+    stray file never changes the lab). A bad value is a ``UsageError`` naming the flag or key."""
+    cfg = load_config(flags.get("config")) if file is None else file
+    takes = COMMANDS[command]
+    if takes.prepare is not None:
+        flags = takes.prepare(flags)
+    return _resolve(command, MappingProxyType(dict(flags)), cfg, probe=not takes.lab)
+
+
+def _rounds(run: RunSettings, takes: Takes) -> RunSettings:
+    return replace(run, watch=takes.repeats(run.flags)) if takes.repeats is not None else run
+
+
+def _sweep(run: RunSettings, takes: Takes) -> RunSettings:
+    """What a sweep varies; a rate sweep's --max-concurrency caps the streams in flight."""
+    if not takes.sweeps:
+        return run
+    flags, in_flight = run.flags, run.flags.get("max_concurrency")
+    by = flags.get("by") or "concurrency"
+    return replace(run, sweep=build_sweep_plan(flags, by, flags.get("max_rate") if by == "rate" else in_flight, flags.get("start")),
+                   max_in_flight=int(in_flight or MAX_CONCURRENCY))
+
+
+def _probe_plan(run: RunSettings, takes: Takes) -> RunSettings:
+    """The probe plan and the engines as given. A concurrency sweep's --max-concurrency is its
+    highest level, not a cap on its levels' plan."""
+    if takes.plan is None:
+        return run
+    in_flight = None if run.sweep is not None and run.sweep.by != "rate" else run.flags.get("max_concurrency")
+    engines = given_engines(run.flags, run.file)
+    config = takes.plan(run, in_flight, any(is_kubernetes(e) for e in engines))
+    return replace(run, collect=config, engines=engines)
+
+
+def _outputs(run: RunSettings, takes: Takes) -> RunSettings:
+    return replace(run, outputs=build_outputs(run.flags, run.file)) if takes.outputs else run
+
+
+def _bundle(run: RunSettings, takes: Takes) -> RunSettings:
+    if takes.bundle_check is not None:
+        takes.bundle_check(run.bundle)
+    return run
+
+
+def _report_files(run: RunSettings, takes: Takes) -> RunSettings:
+    check_output_paths(*(run.outputs.paths()[key] for key in takes.report_files))
+    return run
+
+
+def _bundle_dir(run: RunSettings, takes: Takes) -> RunSettings:
+    if takes.sweeps:
         check_output_folder(run.bundle_dir, "--bundle-dir")
-    if command in EXPORTING:
-        run = replace(run, exports=check_export_options(flags))
-    if command in ("diagnose", "watch"):
-        run = replace(run, baseline=check_baseline_folder(flags))
-    if command in ("load", "sweep"):
-        run = replace(run, price=build_price(flags))
-    if command in ANALYSING and probe:
-        assert run.collect is not None
-        analysis = build_analyze_options(flags, cfg, run.collect.run_fields.get("region"))
-        run = replace(run, analysis=analysis, registry=checked_registry(analysis))
-    if command in ("diagnose", "watch", "compare", "verify"):
-        run = replace(run, practical=build_practical(flags, cfg))
+    return run
+
+
+def _exports(run: RunSettings, takes: Takes) -> RunSettings:
+    return replace(run, exports=check_export_options(run.flags)) if takes.exports else run
+
+
+def _baseline(run: RunSettings, takes: Takes) -> RunSettings:
+    return replace(run, baseline=check_baseline_folder(run.flags)) if takes.baseline else run
+
+
+def _price(run: RunSettings, takes: Takes) -> RunSettings:
+    return replace(run, price=build_price(run.flags)) if takes.priced else run
+
+
+def _analysis(run: RunSettings, takes: Takes) -> RunSettings:
+    if not takes.analyses:
+        return run
+    assert run.collect is not None
+    analysis = build_analyze_options(run.flags, run.file, run.collect.run_fields.get("region"))
+    return replace(run, analysis=analysis, registry=checked_registry(analysis))
+
+
+def _practical(run: RunSettings, takes: Takes) -> RunSettings:
+    return replace(run, practical=build_practical(run.flags, run.file)) if takes.practical else run
+
+
+#: The steps in their one order (the module's docstring); each reads what its command ``Takes``.
+STEPS: tuple[Callable[[RunSettings, Takes], RunSettings], ...] = (
+    _rounds, _sweep, _probe_plan, _outputs, _bundle, _report_files, _bundle_dir, _exports, _baseline, _price, _analysis, _practical)
+#: The steps a command with a lab (``demo``) takes only once its lab runs (``with_lab``).
+AFTER_LAB = (_probe_plan, _report_files, _analysis)
+
+
+def _resolve(command: str, flags: Flags, cfg: FileConfig, *, probe: bool) -> RunSettings:
+    """``command``'s settings, step by step in the one order. ``probe``: take the steps that wait for
+    a lab too (``demo``'s only once its lab runs)."""
+    takes = COMMANDS[command]
+    run = RunSettings(command=command, file=cfg, flags=flags, bundle=_path(flags.get("bundle")),
+                      bundle_dir=_path(flags.get("bundle_dir")), region=flags.get("region") if takes.region else None)
+    for step in STEPS:
+        if probe or step not in AFTER_LAB:
+            run = step(run, takes)
     return run
 
 
 def _path(value: object) -> Path | None:
     return None if value is None else Path(str(value))
-
-
-def _probe_plan(run: RunSettings, flags: Flags, cfg: FileConfig, in_flight: int | None) -> RunSettings:
-    """The probe plan and the engines as given; refused when it would read nothing."""
-    command = run.command
-    engines = given_engines(flags, cfg)
-    pending = any(is_kubernetes(e) for e in engines)
-    if command in ("load", "sweep"):
-        config = build_load_config(flags, cfg, command, in_flight, pending=pending)
-    else:
-        config = build_collect_config(flags, cfg, command)
-    if command == "probe":  # only the stream probe: no log, Prometheus, host, GPU or /metrics
-        if not config.targets() and not pending:
-            raise UsageError("give --engine and/or --gateway")
-        config = replace(config, log=None, prometheus=None, gpu=False, host=False, metrics=False)
-    elif command not in ("load", "sweep") and not (config.targets() or pending or config.log or config.prometheus):
-        raise UsageError(f"nothing to {PROBING[command]}: give --engine and/or --gateway, --log, or --prometheus")
-    return replace(run, collect=config, engines=engines)
 
 
 def lookup_targets(run: RunSettings) -> RunSettings:

@@ -94,3 +94,17 @@ def test_a_saved_bundle_is_read_with_a_derived_copy(here: Path) -> None:
     saved = for_saved(run, None, "eu")
     assert saved is not run and saved.analysis is not None and run.analysis is None
     assert saved.outputs.fail_on == run.outputs.fail_on == saved.analysis.fail_on
+
+
+def test_every_command_the_cli_resolves_is_declared_once() -> None:
+    """``resolve`` reads a command's ``Takes`` from ``COMMANDS``, never its name: a command the CLI
+    resolves without a row would fail at its first run, not here."""
+    from doctor.settings.run import COMMANDS
+
+    tree = ast.parse((ROOT / "doctor" / "cli.py").read_text())
+    resolved = {node.args[0].value for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "resolve" and node.args and isinstance(node.args[0], ast.Constant)}
+    assert len(resolved) >= 10 and resolved == set(COMMANDS)
+    # the analysis reads the probe plan's region: a command that analyses builds one
+    assert [name for name, takes in COMMANDS.items() if takes.analyses and takes.plan is None] == []
+    assert "command ==" not in (SETTINGS / "run.py").read_text() and "command in" not in (SETTINGS / "run.py").read_text()

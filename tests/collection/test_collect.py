@@ -138,12 +138,12 @@ def test_probe_clients_are_built_in_one_place() -> None:
 
 
 def test_every_probe_loop_is_started_by_run_loop() -> None:
-    """``doctor.probes.stream.client.run_loop`` is the one place a probe starts an event loop: uvloop
+    """``doctor.probes.client_stack.run_loop`` is the one place a probe starts an event loop: uvloop
     where it is installed, and the result kept off the main task (issue 25). A probe calling
     ``asyncio.run`` itself (the endpoints probe's scheme question once did) bypasses both."""
     starts = ("asyncio.run(", "uvloop.run(", "new_event_loop(", "run_until_complete(")
     for source in sorted((ROOT / "doctor" / "probes").rglob("*.py")):
-        if source.relative_to(ROOT).as_posix() == "doctor/probes/stream/client.py":
+        if source.relative_to(ROOT).as_posix() == "doctor/probes/client_stack.py":
             continue
         text = source.read_text()
         assert not any(start in text for start in starts), f"{source.name} starts its own event loop"

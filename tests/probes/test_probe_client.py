@@ -16,9 +16,9 @@ import pytest
 from doctor.collection.collector import CollectConfig
 from doctor.foundation.clock import Clock
 from doctor.probes import kernel_stamps
+from doctor.probes.client_stack import run_loop
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.stream import loop_name, run_stream_probe
-from doctor.probes.stream.client import run_loop
 from tests.support.sse_server import SseServer
 
 
@@ -46,7 +46,7 @@ def test_without_uvloop_the_probe_runs_on_asyncio(server, monkeypatch):
 
 def test_with_uvloop_installed_the_probe_runs_on_it_unless_the_kernel_stamps(server, monkeypatch):
     """uvloop where the probe reads through the loop's own transports; asyncio's loop where it polls
-    kernel-stamped sockets itself (``client._uvloop`` says why)."""
+    kernel-stamped sockets itself (``client_stack._uvloop`` says why)."""
     pytest.importorskip("uvloop")
     monkeypatch.setattr(kernel_stamps, "supported", lambda: False)
     evidence, errors = probe(server)

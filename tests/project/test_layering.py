@@ -10,7 +10,7 @@ Inside ``doctor``: the shared foundations import no stage; probes never import d
 verdict's wording never reads its decision nor the reverse; the parser packages never
 import a probe; the lab never calls back into the CLI or the renderers, and only the ``demo``
 command reaches into the lab. And no module, through any chain, imports itself, nor any folder
-(``checks``, ``reports``, each package of ``doctor``) another that imports it back.
+(``checks``, ``reports``, each package of ``doctor`` at any depth) another that imports it back.
 """
 
 from __future__ import annotations
@@ -164,11 +164,13 @@ def test_import_direction(package, forbidden, exempt):
 
 
 def folders() -> tuple[str, ...]:
-    """Every folder of the three packages as a dotted name: ``checks``, ``reports`` and each package
-    directly under ``doctor/``; a module at the top of ``doctor/`` (``doctor.model``,
-    ``doctor.bundle``, ``doctor`` itself) stands alone, so that a chain through it is still seen."""
+    """Every folder of the three packages as a dotted name: ``checks``, ``reports``, each package
+    under ``doctor/`` at any depth (``doctor.probes.stream`` too); a module at the top of ``doctor/``
+    (``doctor.model``, ``doctor.bundle``, ``doctor`` itself) stands alone, so that a chain through it
+    is still seen."""
     found = {name.split(".")[0] for name in modules() if not under(name, "doctor")}
     found |= {".".join(name.split(".")[:2]) for name in modules() if under(name, "doctor")}
+    found |= {name for name, path in modules().items() if path.name == "__init__.py"}
     return tuple(sorted(found))
 
 
@@ -198,13 +200,15 @@ def test_folder_graph_sees_a_folder_cycle():
 
 def test_every_folder_is_a_node():
     units = folders()
-    packages = {f"doctor.{p.name}" for p in (ROOT / "doctor").iterdir() if (p / "__init__.py").is_file()}
+    packages = {module_name(p.parent) for p in (ROOT / "doctor").rglob("__init__.py")}
+    assert "doctor.probes.stream" in packages
     assert packages <= set(units) and {"checks", "reports", "doctor", "doctor.model"} <= set(units)
 
 
 def test_no_folder_cycle():
     """No folder needs another that needs it back, through any chain (issue 34: ``doctor.runs``
-    and ``doctor.settings`` did, for ``Practical``, and the test then saw only four folders)."""
+    and ``doctor.settings`` did, for ``Practical``, and the test then saw only four folders; the
+    endpoints probe in ``doctor.probes`` read the event loop from inside ``doctor.probes.stream``)."""
     found = cycles(folder_graph(graph(), folders()))
     assert not found, "folder cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
 

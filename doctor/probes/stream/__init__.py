@@ -23,11 +23,11 @@ The package, by what each module holds:
 - ``run``: the run loop: phases, the deadline, the adaptive stop, the evidence it returns;
 - ``shards``: how many client worker processes read a run's streams, and a worker's side of it;
 - ``request``: one request: its body, its send, the reading of its events;
-- ``failures``: an exception as an outcome and a sentence, and a run's failures per path;
-- ``client``: the event loop and TLS context every reading process starts from.
+- ``failures``: an exception as an outcome and a sentence, and a run's failures per path.
 
 The wire-level modules stay beside the package in ``doctor.probes`` (``sse``, ``framing``,
-``transport``, ``http``, ``schedule``, ``shard``, ``sampling``, ``selfcheck``, ``deadlines``,
+``transport``, ``http``, ``client_stack`` (the event loop and TLS context every reading process,
+the endpoints probe's too, starts from), ``schedule``, ``shard``, ``sampling``, ``selfcheck``, ``deadlines``,
 ``watchdog``, ``payload``, ``lengths``, ``plan``): each is also read by the settings, the
 load generator, the sweep, the classifier, the evidence types or the benches, so moving them
 under the stream probe would make those read from inside it.
@@ -42,8 +42,8 @@ from collections.abc import Callable, Sequence
 from doctor.evidence import EvidenceError, Scrape, StreamEvidence
 from doctor.foundation.clock import Clock
 from doctor.probes import kernel_stamps
+from doctor.probes.client_stack import loop_name, run_loop, tls_context
 from doctor.probes.plan import CollectConfig
-from doctor.probes.stream.client import loop_name, run_loop, tls_context
 from doctor.probes.stream.request import request_id
 from doctor.probes.stream.run import CONTROL_TWINS, Run, calibrate_estimates
 from doctor.probes.stream.shards import poisson_streams, shard_workers

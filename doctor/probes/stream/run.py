@@ -25,6 +25,7 @@ from doctor.foundation import wire
 from doctor.foundation.clock import Clock
 from doctor.foundation.units import fmt_seconds
 from doctor.probes import payload as payloads
+from doctor.probes.client_stack import transport_name
 from doctor.probes.deadlines import gateway_head_bound
 from doctor.probes.http import join_url
 from doctor.probes.plan import CollectConfig
@@ -32,7 +33,6 @@ from doctor.probes.sampling import FAIL_FAST, conclusive, decisive, failing_fast
 from doctor.probes.schedule import Job, Send, dispatch, plan
 from doctor.probes.selfcheck import SelfCheck, merge
 from doctor.probes.shard import ShardError, ShardLost, ShardPool
-from doctor.probes.stream.client import transport_name
 from doctor.probes.stream.failures import summarise
 from doctor.probes.stream.request import Requester
 from doctor.probes.stream.shards import JobKey, key_of, serve_shard, shard_workers, stand_in

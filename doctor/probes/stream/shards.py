@@ -30,11 +30,11 @@ from doctor.evidence import ProbePath, RequestTrace
 from doctor.evidence.stream import TokenEvent
 from doctor.foundation.clock import Clock
 from doctor.probes import kernel_stamps
+from doctor.probes.client_stack import run_loop, tls_context, transport_name
 from doctor.probes.plan import CollectConfig
 from doctor.probes.schedule import Job
 from doctor.probes.selfcheck import SelfCheck
 from doctor.probes.shard import Link, choose_workers, worker_signals
-from doctor.probes.stream.client import run_loop, tls_context, transport_name
 from doctor.probes.stream.request import Requester
 from doctor.probes.transport import skip_missing_sniffio_imports
 from doctor.probes.watchdog import POLL_S

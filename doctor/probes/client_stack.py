@@ -1,7 +1,9 @@
 """The client stack the stream probe runs on: its event loop, TLS context and the name both go by.
 
 Kept apart from the run and the requests because every process that reads streams (the probe's
-own and each client worker of ``doctor.probes.shard``) starts here, and ``ClientHealth`` names
+own and each client worker of ``doctor.probes.shard``) starts here, and the endpoints probe's
+scheme question too: beside the stream package, not in it, so that package needs the wire-level
+modules and none of them needs it back, and ``ClientHealth`` names
 the stack, since it bounds what the client's own overhead can be.
 """
 

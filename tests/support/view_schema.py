@@ -35,7 +35,7 @@ def def_name(tp: Any) -> str:
 
 
 def schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
-    """The schema of one field type; a ``TypedDict`` becomes a ``$ref``, its definition added to ``defs``."""
+    """The schema of one field type; a dataclass or a ``TypedDict`` becomes a ``$ref``, its definition added to ``defs``."""
     if tp is Any:
         return {}
     if tp in _SIMPLE:

@@ -331,7 +331,7 @@ class Report:
     findings: list[Finding]
     results: list[CheckResult]
     bundle: Bundle
-    # derived evidence (stream stats, metric deltas, log facts), as JSON; renderers read each as its
-    # ``doctor.derive.view_json`` type through ``reports.shared_parts.view``
+    # derived evidence (stream stats, metric deltas, log facts), as JSON; renderers read each back
+    # into its dataclass through ``doctor.derive.view_json.view``
     views: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # e.g. a third-party check that failed to load

@@ -21,7 +21,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup, escape
 
 from doctor.bundle import EMBED_ID, EMBED_TYPE, embed_text
-from doctor.derive.view_json import GaugeKey, MetricsWindowJson, StreamStatsJson
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.derive.stream_stats import StreamStats
+from doctor.derive.view_json import GaugeKey
 from doctor.evidence import GpuEvidence, RequestTrace
 from doctor.evidence.machine import XID_NOTE_PREFIX
 from doctor.foundation.serial import to_jsonable
@@ -153,9 +155,9 @@ def waterfall_chart(report: Report) -> tuple[Markup | None, list[str]]:
     hops, missing = view(report, "request_hops")
     if hops is None:
         return None, [missing] if missing and missing.startswith("no spans were received") else []
-    rows = [charts.WaterfallRow(label=f"{r['path']} #{r['index']}", hops=[(h["name"], h["start"], h["seconds"]) for h in r["hops"]],
-                                ticks=r["ticks"], ttft=r["ttft"]) for r in slowest_requests(hops, WATERFALLS)]
-    notes = [line for line in [alignment_line(hops), *hops["untraced"]] if line]
+    rows = [charts.WaterfallRow(label=f"{r.path} #{r.index}", hops=[(h.name, h.start, h.seconds) for h in r.hops],
+                                ticks=r.ticks, ttft=r.ttft) for r in slowest_requests(hops, WATERFALLS)]
+    notes = [line for line in [alignment_line(hops), *hops.untraced] if line]
     lines = [request_line(r) for r in slowest_requests(hops)] + [stall_line(r) for r in longest_stalls(hops)]
     return (charts.waterfalls(rows) if rows else None), lines + notes
 
@@ -171,12 +173,12 @@ def arrivals_chart(report: Report) -> Markup | None:
     return charts.token_arrivals(curves) if curves else None
 
 
-def gaps_chart(stream_stats: StreamStatsJson | None) -> Markup | None:
+def gaps_chart(stream_stats: StreamStats | None) -> Markup | None:
     if not stream_stats:
         return None
-    gaps = {
-        name: [g for rs in ps["requests"] if not rs["warmup"] and rs["outcome"] == "ok" for g in rs["gaps"]]
-        for name, ps in stream_stats["paths"].items()
+    gaps: dict[str, list[float]] = {
+        name: [g for rs in ps.requests if not rs.warmup and rs.outcome == "ok" for g in rs.gaps]
+        for name, ps in stream_stats.paths.items()
     }
     gaps = {k: v for k, v in gaps.items() if v}
     return charts.gap_histogram(gaps) if gaps else None
@@ -190,7 +192,7 @@ def decomposition_chart(components: list[Component], total: float | None, budget
     return charts.stacked_bar(segments, total=total, budget=budget, label=label, total_name=total_name)
 
 
-def gauge_charts(metrics_window: MetricsWindowJson | None, report: Report) -> list[Markup]:
+def gauge_charts(metrics_window: MetricsWindow | None, report: Report) -> list[Markup]:
     """KV usage, and running / waiting requests, over the scrape window when scraped."""
     if not metrics_window:
         return []
@@ -198,8 +200,8 @@ def gauge_charts(metrics_window: MetricsWindowJson | None, report: Report) -> li
     window = (0.0, stream.duration_s) if stream is not None and stream.duration_s else None
 
     def samples(key: GaugeKey) -> list[list[float]]:
-        gauge = metrics_window[key]
-        return [p for p in (gauge["samples"] if gauge else None) or [] if len(p) == 2 and _finite(*p)]
+        gauge = getattr(metrics_window, key)
+        return [p for p in (gauge.samples if gauge else None) or [] if len(p) == 2 and _finite(*p)]
 
     out: list[Markup] = []
     kv = samples("kv_usage")
@@ -230,9 +232,9 @@ def scaler_charts(report: Report) -> list[Markup]:
     return out
 
 
-def colored_key_numbers(stream_stats: StreamStatsJson) -> list[tuple[str, list[tuple[str, int, str]]]]:
+def colored_key_numbers(stream_stats: StreamStats) -> list[tuple[str, list[tuple[str, int, str]]]]:
     """Key numbers with each path's chart colour, for the strip under the verdict."""
-    colour = svg_parts.series_index(stream_stats["paths"])
+    colour = svg_parts.series_index(stream_stats.paths)
     return [(label, [(name, colour[name], text) for name, text in values.items()])
             for label, values in key_numbers(stream_stats)]
 

@@ -74,7 +74,7 @@ def render_markdown(report: Report, full_report: str | None = None) -> str:
         lines += [f"**Missing evidence:** {md('; '.join(v.missing))}", ""]
     stats, _ = view(report, "stream_stats")
     numbers = key_numbers(stats)
-    paths = list(stats["paths"]) if stats else []
+    paths = list(stats.paths) if stats else []
     if paths:
         lines += ["| | " + " | ".join(md(p) for p in paths) + " |", "|---|" + "---:|" * len(paths)]
         lines += [f"| {label} | " + " | ".join(values[p] for p in paths) + " |" for label, values in numbers]

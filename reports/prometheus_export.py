@@ -24,11 +24,10 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from doctor.derive.load_summary import LoadSummary
-from doctor.derive.view_json import DistKey, Quantile
+from doctor.derive.view_json import DistKey, Quantile, view
 from doctor.model import Report, Severity, Symptom, SymptomClass
 from doctor.runs.outage import unreachable_paths
 from doctor.runs.sweep_knee import SweepResult
-from reports.shared_parts import view
 
 #: The families and their help text, in the order the file lists them.
 FAMILIES: dict[str, str] = {
@@ -181,24 +180,24 @@ def sweep_registry(result: SweepResult) -> CollectorRegistry:
 def _add(report: Report, gauge: _Families, run: dict[str, str]) -> None:
     """One report's samples, labelled ``run`` (region, and target when there are several)."""
     stream_stats, metrics_window = view(report, "stream_stats")[0], view(report, "metrics_window")[0]
-    paths = stream_stats["paths"] if stream_stats else {}
+    paths = stream_stats.paths if stream_stats else {}
     for name, (field_name, stat) in _PATH_STATS.items():
         family = gauge(name, "path")
         for path, stats in paths.items():
-            value = stats[field_name][stat]
+            value = getattr(getattr(stats, field_name), stat)
             if value is not None:
                 family.labels(**run, path=path).set(value)
     failed = gauge("llm_doctor_requests_failed_ratio", "path")
     for path, stats in paths.items():
-        measured = stats["n_ok"] + stats["n_failed"]
+        measured = stats.n_ok + stats.n_failed
         if measured:
-            failed.labels(**run, path=path).set(stats["n_failed"] / measured)
+            failed.labels(**run, path=path).set(stats.n_failed / measured)
     up_paths = gauge("llm_doctor_target_up", "path")
     down = unreachable_paths(report.bundle)
     for path in sorted({r.path for r in report.bundle.stream.requests} if report.bundle.stream else ()):
         up_paths.labels(**run, path=path).set(0 if path in down else 1)
-    waiting_gauge = metrics_window["waiting"] if metrics_window else None
-    waiting = waiting_gauge["max"] if waiting_gauge else None
+    waiting_gauge = metrics_window.waiting if metrics_window else None
+    waiting = waiting_gauge.max if waiting_gauge else None
     if waiting is not None:
         gauge("llm_doctor_requests_waiting_max").labels(**run).set(waiting)
     verdict = gauge("llm_doctor_verdict", "symptom")

@@ -11,25 +11,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, overload
+from typing import Any, NamedTuple
 
-from doctor.derive.view_json import (
-    CounterKey,
-    DistKey,
-    EngineIdentityJson,
-    EstimateJson,
-    GaugeKey,
-    HistogramKey,
-    LogFactsJson,
-    MetricsWindowJson,
-    PathStatsJson,
-    Quantile,
-    RequestHopsViewJson,
-    SizingSummary,
-    StreamStatsJson,
-    UserFeltJson,
-    ViewName,
-)
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import MetricsWindow
+from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.derive.user_felt import Estimate, UserFelt
+from doctor.derive.view_json import CounterKey, DistKey, GaugeKey, HistogramKey, Quantile, view
 from doctor.engines import names as engine_names
 from doctor.evidence.stream import FRAMINGS
 from doctor.foundation.units import UNKNOWN, count_unit, fmt_pct, fmt_seconds, real
@@ -125,30 +113,6 @@ def fmt_evidence(value: Any, unit: str) -> str:
     return f"{fmt_value(value)} {count_unit(value, unit)}".strip()
 
 
-@overload
-def view(report: Report, name: Literal["stream_stats"]) -> tuple[StreamStatsJson | None, str | None]: ...
-@overload
-def view(report: Report, name: Literal["metrics_window"]) -> tuple[MetricsWindowJson | None, str | None]: ...
-@overload
-def view(report: Report, name: Literal["log_facts"]) -> tuple[LogFactsJson | None, str | None]: ...
-@overload
-def view(report: Report, name: Literal["user_felt"]) -> tuple[UserFeltJson | None, str | None]: ...
-@overload
-def view(report: Report, name: Literal["sizing"]) -> tuple[SizingSummary | None, str | None]: ...
-@overload
-def view(report: Report, name: Literal["engine"]) -> tuple[EngineIdentityJson | None, str | None]: ...
-@overload
-def view(report: Report, name: Literal["request_hops"]) -> tuple[RequestHopsViewJson | None, str | None]: ...
-def view(report: Report, name: ViewName) -> tuple[Any, str | None]:
-    """A derived view, typed as its JSON (``doctor.derive.view_json``), and, when it is absent, the reason."""
-    data = report.views.get(name)
-    if not isinstance(data, dict):
-        return None, f"{name} was not computed"
-    if set(data) == {"missing"}:
-        return None, data["missing"] or f"{name} is missing"
-    return data, None
-
-
 def engine_line(report: Report) -> str | None:
     """Which engine the findings name, and what told ("Engine: SGLang, by its /metrics names"), so a
     reader sees whose flags the remediation spells; an unidentified one says why its flags are not
@@ -156,14 +120,14 @@ def engine_line(report: Report) -> str | None:
     engine, _ = view(report, "engine")
     if engine is None:
         return None
-    if engine["id"] == engine_names.UNKNOWN:
+    if engine.id == engine_names.UNKNOWN:
         run = report.bundle.run
         # only what the run did not give: an --engine already probed does not name it again
         untried = [flag for flag, given in (("--engine URL", run.engine_url), ("--log PATH", run.log_source)) if not given]
         hint = f" ({' or '.join(untried)} would name it)" if untried else ""
-        return (f"Engine: unidentified, {engine['by']}: remediations name the limit and each engine's "
+        return (f"Engine: unidentified, {engine.by}: remediations name the limit and each engine's "
                 f"spelling of it{hint}")
-    return f"Engine: {engine_names.display(engine['id'])}, by {engine['by']}"
+    return f"Engine: {engine_names.display(engine.id)}, by {engine.by}"
 
 
 #: The numbers a reader compares first, path against path: (label, stats key, quantile, format).
@@ -181,45 +145,45 @@ KEY_NUMBERS: list[tuple[str, DistKey, Quantile, Callable[[Any], str]]] = [
 PER_TOKEN_KEYS: tuple[DistKey, ...] = ("tpot",)
 
 
-def _estimated(ps: PathStatsJson, key: DistKey, text: str) -> str:
+def _estimated(ps: PathStats, key: DistKey, text: str) -> str:
     """``text``, labelled "estimated" when it divides by token counts estimated from text length."""
-    return f"{text} (estimated)" if key in PER_TOKEN_KEYS and ps["tokens_estimated"] and text != "—" else text
+    return f"{text} (estimated)" if key in PER_TOKEN_KEYS and ps.tokens_estimated and text != "—" else text
 
 
-def _lower_bound(ps: PathStatsJson, key: DistKey, text: str) -> str:
+def _lower_bound(ps: PathStats, key: DistKey, text: str) -> str:
     """``>= text`` for a TTFT that counts waits the probe gave up on (lower bounds)."""
-    return f">= {text}" if key == "ttft_felt" and ps["ttft_censored"] and text != UNKNOWN else text
+    return f">= {text}" if key == "ttft_felt" and ps.ttft_censored and text != UNKNOWN else text
 
 
-def framing_cell(ps: PathStatsJson) -> str:
+def framing_cell(ps: PathStats) -> str:
     """How a path's stream was framed (``PathStats.framing``), and whether its token counts are estimated."""
-    framing = ps["framing"]
+    framing = ps.framing
     if not framing:
         return "—"
     text = FRAMINGS.get(framing, str(framing))
-    return f"{text}; token counts estimated" if ps["tokens_estimated"] else text
+    return f"{text}; token counts estimated" if ps.tokens_estimated else text
 
 
-def key_numbers(stream_stats: StreamStatsJson | None) -> list[tuple[str, dict[str, str]]]:
+def key_numbers(stream_stats: StreamStats | None) -> list[tuple[str, dict[str, str]]]:
     """``[(label, {path: value})]`` from the ``stream_stats`` view; the framing row when a path is not OpenAI SSE."""
-    paths = stream_stats["paths"] if stream_stats else {}
-    rows = [(label, {name: _lower_bound(ps, key, _estimated(ps, key, fmt(ps[key][q]))) for name, ps in paths.items()})
+    paths = stream_stats.paths if stream_stats else {}
+    rows: list[tuple[str, dict[str, str]]] = [(label, {name: _lower_bound(ps, key, _estimated(ps, key, fmt(getattr(getattr(ps, key), q)))) for name, ps in paths.items()})
             for label, key, q, fmt in KEY_NUMBERS]
-    if any(ps["framing"] not in (None, "openai-sse") for ps in paths.values()):
+    if any(ps.framing not in (None, "openai-sse") for ps in paths.values()):
         rows.append(("stream framing", {name: framing_cell(ps) for name, ps in paths.items()}))
     return rows
 
 
-def _dist(key: DistKey, q: Quantile, fmt: Callable[[Any], str] = fmt_seconds) -> Callable[[PathStatsJson], str]:
+def _dist(key: DistKey, q: Quantile, fmt: Callable[[Any], str] = fmt_seconds) -> Callable[[PathStats], str]:
     """A cell showing quantile ``q`` of the ``Dist`` under ``key`` in the stream-stats view."""
-    return lambda ps: _estimated(ps, key, fmt(ps[key][q]))
+    return lambda ps: _estimated(ps, key, fmt(getattr(getattr(ps, key), q)))
 
 
 #: The per-path comparison, one row per quantity: (label, how to show it from a path's stats).
-PATH_ROWS: list[tuple[str, Callable[[PathStatsJson], str]]] = [
-    ("URL", lambda ps: fmt_value(ps["url"])),
+PATH_ROWS: list[tuple[str, Callable[[PathStats], str]]] = [
+    ("URL", lambda ps: fmt_value(ps.url)),
     ("stream framing", framing_cell),
-    ("measured ok / failed / warm-up", lambda ps: f"{ps['n_ok']} / {ps['n_failed']} / {ps['n_warmup']}"),
+    ("measured ok / failed / warm-up", lambda ps: f"{ps.n_ok} / {ps.n_failed} / {ps.n_warmup}"),
     ("TTFT p50", _dist("ttft", "p50")),
     ("TTFT p90", _dist("ttft", "p90")),
     ("TTFT max", _dist("ttft", "max")),
@@ -235,10 +199,10 @@ PATH_ROWS: list[tuple[str, Callable[[PathStatsJson], str]]] = [
     ("events per read p50 / max",
      lambda ps: f"{_dist('events_per_read', 'p50', fmt_value)(ps)} / {_dist('events_per_read', 'max', fmt_value)(ps)}"),
     ("bytes per read p50", _dist("bytes_per_read", "p50", fmt_bytes)),
-    ("stalls (gap > 5 × typical gap)", lambda ps: fmt_value(ps["stalls"])),
+    ("stalls (gap > 5 × typical gap)", lambda ps: fmt_value(ps.stalls)),
     ("warm-up TTFT max", _dist("warmup_ttft", "max")),
     ("client queue p90 (scheduled → sent)", _dist("client_queue", "p90")),
-    ("failures", lambda ps: ", ".join(f"{o} {n}" for o, n in ps["failures"].items()) or "—"),
+    ("failures", lambda ps: ", ".join(f"{o} {n}" for o, n in ps.failures.items()) or "—"),
 ]
 
 
@@ -246,34 +210,34 @@ PATH_ROWS: list[tuple[str, Callable[[PathStatsJson], str]]] = [
 WITNESS_HEADERS = ("witness", "n", "TTFT p90", "TTFT mean", "TPOT / inter-token p90", "censored")
 
 
-def _estimate_p90(e: EstimateJson | None) -> str:
+def _estimate_p90(e: Estimate | None) -> str:
     """A p90 as the witness knows it: exact for the probe, a bucket interval for a histogram."""
     if not e:
         return UNKNOWN
-    low, high = e["p90_low"], e["p90_high"]
-    if e["mean_only"]:
-        return f"(mean {fmt_seconds(e['mean'])})"
+    low, high = e.p90_low, e.p90_high
+    if e.mean_only:
+        return f"(mean {fmt_seconds(e.mean)})"
     if high is None:
         return f"> {fmt_seconds(low)}"
     if low == high:
-        return (">= " if e["censored"] else "") + fmt_seconds(low)
+        return (">= " if e.censored else "") + fmt_seconds(low)
     return f"{fmt_seconds(low)}–{fmt_seconds(high)}" if low else f"<= {fmt_seconds(high)}"
 
 
-def witness_rows(user_felt: UserFeltJson | None) -> list[list[str]]:
+def witness_rows(user_felt: UserFelt | None) -> list[list[str]]:
     """One row per witness of the ``user_felt`` view, in ``WITNESS_HEADERS`` order."""
     rows = []
-    for w in user_felt["witnesses"] if user_felt else []:
-        ttft, tpot = w["ttft"], w["tpot"]
-        rows.append([strip_controls(str(w["label"])), str((ttft and ttft["n"]) or (tpot and tpot["n"]) or UNKNOWN),
-                     _estimate_p90(ttft), fmt_seconds(ttft["mean"] if ttft else None), _estimate_p90(tpot),
-                     str((ttft["censored"] if ttft else 0) or 0) if w["source"] == "probe" else UNKNOWN])
+    for w in user_felt.witnesses if user_felt else []:
+        ttft, tpot = w.ttft, w.tpot
+        rows.append([strip_controls(str(w.label)), str((ttft and ttft.n) or (tpot and tpot.n) or UNKNOWN),
+                     _estimate_p90(ttft), fmt_seconds(ttft.mean if ttft else None), _estimate_p90(tpot),
+                     str((ttft.censored if ttft else 0) or 0) if w.source == "probe" else UNKNOWN])
     return rows
 
 
-def path_table(stream_stats: StreamStatsJson) -> list[tuple[str, list[str]]]:
+def path_table(stream_stats: StreamStats) -> list[tuple[str, list[str]]]:
     """``PATH_ROWS`` filled in: one row per quantity, one cell per path."""
-    paths = list(stream_stats["paths"].values())
+    paths = list(stream_stats.paths.values())
     return [(label, [show(ps) for ps in paths]) for label, show in PATH_ROWS]
 
 
@@ -284,41 +248,41 @@ METRIC_HISTOGRAMS: tuple[HistogramKey, ...] = ("ttft", "queue", "prefill", "deco
 METRIC_GAUGES: tuple[GaugeKey, ...] = ("kv_usage", "running", "waiting")
 
 
-def missing_metrics(mw: MetricsWindowJson) -> str | None:
+def missing_metrics(mw: MetricsWindow) -> str | None:
     """What the window's /metrics lacked, one sentence for every renderer: "not exposed by SGLang:
     its /metrics has no ..." for the engine its metric names identify; with none identified
     (``engine_kind`` None) only that this /metrics had none (``not_in_metrics``), never "this vLLM"."""
-    if not mw["missing"]:
+    if not mw.missing:
         return None
-    return engine_names.not_in_metrics(mw["engine_kind"] or engine_names.UNKNOWN, ", ".join(mw["missing"]))
+    return engine_names.not_in_metrics(mw.engine_kind or engine_names.UNKNOWN, ", ".join(mw.missing))
 
 
-def metric_rows(mw: MetricsWindowJson) -> list[tuple[str, str, str]]:
+def metric_rows(mw: MetricsWindow) -> list[tuple[str, str, str]]:
     """The metrics-delta table: (quantity, value over the window, vLLM metric it came from)."""
-    names = mw["metric_names"] or {}
+    names = mw.metric_names or {}
     rows: list[tuple[str, str, str]] = [
-        ("source", fmt_value(mw["source"]), ""),
-        ("window", fmt_seconds(mw["window_s"]), ""),
-        ("scrapes used", fmt_value(mw["scrapes_used"]), ""),
+        ("source", fmt_value(mw.source), ""),
+        ("window", fmt_seconds(mw.window_s), ""),
+        ("scrapes used", fmt_value(mw.scrapes_used), ""),
     ]
     for key in METRIC_COUNTERS:
-        value = mw[key]
+        value = getattr(mw, key)
         rows.append((key.replace("_", " "), "not exposed" if value is None else fmt_value(value), names.get(key, "")))
-    for reason, count in (mw["finished_by_reason"] or {}).items():
+    for reason, count in (mw.finished_by_reason or {}).items():
         rows.append((f"finished: {reason}", fmt_value(count), names.get("finished_by_reason", "")))
     for hkey in METRIC_HISTOGRAMS:
-        h = mw[hkey]
+        h = getattr(mw, hkey)
         if not h:
             continue
-        text = (f"n={fmt_value(h['count'])}, mean {fmt_seconds(h['mean'])}, p50 ≤ {fmt_seconds(h['p50_le'])}, "
-                f"p90 ≤ {fmt_seconds(h['p90_le'])}, p99 ≤ {fmt_seconds(h['p99_le'])}")
-        rows.append((f"{hkey} (server histogram)", text, h["metric"] or names.get(hkey, "")))
+        text = (f"n={fmt_value(h.count)}, mean {fmt_seconds(h.mean)}, p50 ≤ {fmt_seconds(h.p50_le)}, "
+                f"p90 ≤ {fmt_seconds(h.p90_le)}, p99 ≤ {fmt_seconds(h.p99_le)}")
+        rows.append((f"{hkey} (server histogram)", text, h.metric or names.get(hkey, "")))
     for gkey in METRIC_GAUGES:
-        g = mw[gkey]
+        g = getattr(mw, gkey)
         if not g:
             continue
         f: Callable[[Any], str] = fmt_pct if gkey == "kv_usage" else fmt_value
-        rows.append((f"{gkey.replace('_', ' ')} (gauge)", f"min {f(g['min'])}, max {f(g['max'])}, last {f(g['last'])}",
+        rows.append((f"{gkey.replace('_', ' ')} (gauge)", f"min {f(g.min)}, max {f(g.max)}, last {f(g.last)}",
                      names.get(gkey, "")))
     return rows
 
@@ -333,10 +297,10 @@ class LogFactRow(NamedTuple):
     raw: str  # the log line itself
 
 
-def log_fact_rows(log_facts: LogFactsJson) -> list[LogFactRow]:
+def log_fact_rows(log_facts: LogFacts) -> list[LogFactRow]:
     """The startup-log facts table, from the ``log_facts`` view, in the view's order."""
-    return [LogFactRow(key, fmt_value(f["value"]), f["note"] or None, fmt_value(f["line"]), fmt_value(f["raw"]))
-            for key, f in (log_facts["facts"] or {}).items()]
+    return [LogFactRow(key, fmt_value(f.value), f.note or None, fmt_value(f.line), fmt_value(f.raw))
+            for key, f in (log_facts.facts or {}).items()]
 
 
 def passed_count(report: Report) -> int:

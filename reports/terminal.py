@@ -212,7 +212,7 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     if v.missing:
         say("[yellow]Missing evidence:[/] " + clean("; ".join(v.missing)))
     stats = view(report, "stream_stats")[0]
-    paths = list(stats["paths"]) if stats else []
+    paths = list(stats.paths) if stats else []
     if stats and paths and verbose:  # every row of the HTML page's per-path comparison
         say("\n[bold]Per path, as the client felt it[/]")
         say(fitted(grid(("", *paths), ((label, *cells) for label, cells in path_table(stats)),
@@ -283,7 +283,7 @@ def print_slowest(report: Report, console: Console) -> None:
     if stalled := longest_stalls(hops):
         say("[bold]The longest stalls between tokens, and the prompts computed meanwhile[/]")
         say(bullets([clean(stall_line(row)) for row in stalled]))
-    for line in [alignment_line(hops), *hops["untraced"]]:
+    for line in [alignment_line(hops), *hops.untraced]:
         if line:
             say(f"  [dim]{clean(line)}[/]")
 
@@ -292,13 +292,13 @@ def print_log_facts(report: Report, console: Console) -> None:
     """The startup-log facts, each with the line it was read from, and the startup errors."""
     say = printer(console)
     facts, missing = view(report, "log_facts")
-    say("\n[bold]Startup-log facts[/]" + (f" from {clean(facts['source'])}" if facts else ""))
+    say("\n[bold]Startup-log facts[/]" + (f" from {clean(facts.source)}" if facts else ""))
     if facts is None:
         say(f"none: {clean(missing)}")
         return
-    for e in facts["errors"] or []:
-        line = f", line {e['line']}" if e["line"] else ""
-        say(f"[red]startup error[/] ({clean(e['kind'])}{line}): {clean(e['message'])}")
+    for e in facts.errors or []:
+        line = f", line {e.line}" if e.line else ""
+        say(f"[red]startup error[/] ({clean(e.kind)}{line}): {clean(e.message)}")
     rows = [(f.fact, f"{f.value} ({f.note})" if f.note else f.value, f.line) for f in log_fact_rows(facts)]
     say(fitted(grid(("fact", "value", "log line"), rows, wrap=(1,)), console))
 
@@ -315,5 +315,5 @@ def print_metrics_delta(report: Report, console: Console) -> None:
     say(fitted(grid(("quantity", "over the window", "vLLM metric"), metric_rows(window), wrap=(1, 2)), console))
     if (missing := missing_metrics(window)) is not None:
         say(clean(missing))
-    for note in window["notes"] or []:
+    for note in window.notes or []:
         say(f"note: {clean(note)}")

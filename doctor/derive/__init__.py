@@ -7,7 +7,7 @@ names them as its further parameters, as a check names its evidence; ``Evidence`
 once and passes it, or the ``Missing`` that says why there is none (so the parameter's type is
 ``View | Missing``, and the derivation decides what an absent input means). Adding a view means
 adding a module and one entry here: views belong to the engine, checks to ``checks/``. A view
-that renderers read has its JSON typed in ``doctor.derive.view_json``.
+that renderers read is rebuilt from the report's JSON by ``doctor.derive.view_json.view``.
 
 ``Evidence`` is what the runner, the classifier and tests read a bundle through: it resolves
 exactly the names a check may declare (``bundle``, the raw kinds, the views below), once each.

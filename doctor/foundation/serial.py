@@ -103,6 +103,8 @@ def from_jsonable(tp: Any, data: Any, path: str = "") -> Any:
         except TypeError as exc:  # a required field is absent
             raise TypeError(f"{path or tp.__name__}: {exc}") from None
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        if isinstance(data, tp):  # a ``StrEnum`` member is its own JSON until it is dumped (``Report.views``)
+            return data
         if not any(m.value == data and type(m.value) is type(data) for m in tp):
             raise _mismatch(tp, data, path)
         return tp(data)

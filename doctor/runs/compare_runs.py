@@ -36,7 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.evidence import RunRecord
+from doctor.derive.stream_stats import RequestStats, StreamStats
+from doctor.derive.view_json import view
+from doctor.evidence import ProbePath, RunRecord
 from doctor.exit_codes import ExitCode
 from doctor.foundation.stats import quantile
 from doctor.foundation.strenum import StrEnum
@@ -67,8 +69,19 @@ PLACE_AND_SHAPE = ("provider", "region", "client location", "route", "request sh
 #: Engine-config facts that change on every launch without being a setting.
 VOLATILE_ENGINE_KEYS = frozenset({"host", "port", "init_engine_s", "model_tag"})
 
-#: metric -> what one request contributes to its noise test (see ``_request_samples``).
-METRICS = ("TTFT", "TPOT", "ITL", "E2E")
+#: What one request contributes to each metric's noise test. ITL uses each request's median gap:
+#: the gaps of one request share its batch and its scheduler, so pooling them would count one slow
+#: request's hundred gaps as a hundred independent witnesses. The ITL percentiles shown are still
+#: the pooled gaps'.
+SAMPLE: dict[str, Callable[[RequestStats], float | None]] = {
+    "TTFT": lambda r: r.ttft,
+    "TPOT": lambda r: r.tpot,
+    "ITL": lambda r: r.median_gap,
+    "E2E": lambda r: r.e2e,
+}
+
+#: The metrics a comparison judges, in the order its rows show them.
+METRICS = tuple(SAMPLE)
 
 
 class Decision(StrEnum):
@@ -239,27 +252,21 @@ def judge(row: Row, base: list[float], current: list[float], practical: Practica
         row.decision = Decision.NOISE
 
 
-def _measured(report: Report, path: str) -> tuple[list[dict[str, Any]], list[float]]:
+def _measured(stats: StreamStats | None, path: ProbePath) -> tuple[list[RequestStats], list[float]]:
     """A path's measured, answered requests and its pooled gaps (as ``stream_stats`` counts them)."""
-    stats = ((report.views.get("stream_stats") or {}).get("paths") or {}).get(path) or {}
-    reqs = [r for r in stats.get("requests") or [] if not r.get("warmup") and r.get("outcome") == "ok"]
-    return reqs, [g for r in reqs for g in r.get("gaps") or []]
+    path_stats = stats.paths.get(path) if stats else None
+    reqs = [r for r in path_stats.requests if not r.warmup and r.outcome == "ok"] if path_stats else []
+    return reqs, [g for r in reqs for g in r.gaps]
 
 
-def _request_samples(reqs: list[dict[str, Any]], metric: str) -> list[float]:
-    """One value per request: the unit the test needs to be independent.
-
-    ITL uses each request's median gap: the gaps of one request share its batch and its
-    scheduler, so pooling them would count one slow request's hundred gaps as a hundred
-    independent witnesses. The ITL percentiles shown are still the pooled gaps'.
-    """
-    key = {"TTFT": "ttft", "TPOT": "tpot", "ITL": "median_gap", "E2E": "e2e"}[metric]
-    return [r[key] for r in reqs if r.get(key) is not None]
+def _request_samples(reqs: list[RequestStats], metric: str) -> list[float]:
+    """One value per request (``SAMPLE``): the unit the test needs to be independent."""
+    return [value for r in reqs if (value := SAMPLE[metric](r)) is not None]
 
 
-def request_samples(report: Report, path: str, metric: str) -> list[float]:
+def request_samples(report: Report, path: ProbePath, metric: str) -> list[float]:
     """One value of ``metric`` (``METRICS``) per measured, answered request of ``path``: what the noise test takes."""
-    return _request_samples(_measured(report, path)[0], metric)
+    return _request_samples(_measured(view(report, "stream_stats")[0], path)[0], metric)
 
 
 def p50_p90(values: list[float]) -> tuple[float | None, float | None]:
@@ -276,10 +283,11 @@ def compare_reports(base: Report, current: Report, practical: Practical | None =
         engine_changes=engine_setting_changes(base.bundle.run, current.bundle.run),
         practical=practical or Practical(),
     )
-    base_paths = (base.views.get("stream_stats") or {}).get("paths") or {}
-    current_paths = (current.views.get("stream_stats") or {}).get("paths") or {}
+    base_stats, current_stats = view(base, "stream_stats")[0], view(current, "stream_stats")[0]
+    base_paths = base_stats.paths if base_stats else {}
+    current_paths = current_stats.paths if current_stats else {}
     for path in [p for p in base_paths if p in current_paths]:
-        (b_reqs, b_gaps), (c_reqs, c_gaps) = _measured(base, path), _measured(current, path)
+        (b_reqs, b_gaps), (c_reqs, c_gaps) = _measured(base_stats, path), _measured(current_stats, path)
         for metric in METRICS:
             b_tested, c_tested = _request_samples(b_reqs, metric), _request_samples(c_reqs, metric)
             b_shown, c_shown = (b_gaps, c_gaps) if metric == "ITL" else (b_tested, c_tested)

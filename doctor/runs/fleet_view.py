@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
+from doctor.derive.view_json import view
 from doctor.evidence import ProbePath
 from doctor.model import Report, Symptom
 from doctor.runs.compare_runs import request_samples
@@ -71,20 +71,17 @@ class FleetView:
         return f"fleet {self.symptom}: {self.affected} of {n} replicas {self.symptom}"
 
 
-def _direct(report: Report) -> dict[str, Any]:
-    return ((report.views.get("stream_stats") or {}).get("paths") or {}).get(ProbePath.DIRECT) or {}
-
-
 def replica_row(name: str, report: Report) -> ReplicaRow:
-    direct = _direct(report)
+    stats, window = view(report, "stream_stats")[0], view(report, "metrics_window")[0]
+    direct = stats.paths.get(ProbePath.DIRECT) if stats else None
     return ReplicaRow(
         name=name,
         symptom=report.verdict.symptom.value,
-        ttft_p90=(direct.get("ttft_felt") or {}).get("p90"),
-        tpot_p90=(direct.get("tpot") or {}).get("p90"),
-        waiting_max=((report.views.get("metrics_window") or {}).get("waiting") or {}).get("max"),
-        failed=direct.get("n_failed", 0),
-        measured=direct.get("n_ok", 0) + direct.get("n_failed", 0),
+        ttft_p90=direct.ttft_felt.p90 if direct else None,
+        tpot_p90=direct.tpot.p90 if direct else None,
+        waiting_max=window.waiting.max if window and window.waiting else None,
+        failed=direct.n_failed if direct else 0,
+        measured=direct.n_ok + direct.n_failed if direct else 0,
         summary=report.verdict.summary,
     )
 

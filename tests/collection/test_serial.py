@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from doctor.evidence import Bundle
+from doctor.evidence import Bundle, ProbePath
 from doctor.foundation.serial import from_jsonable, load, to_jsonable
 from doctor.model import Severity
 from tests.support import bundles
@@ -74,3 +74,11 @@ def test_enums_check_the_value():
         from_jsonable(Severity, "nope", "sev")
     with pytest.raises(TypeError, match="expected Severity, got int"):
         from_jsonable(Severity, 1)
+
+
+def test_a_member_not_yet_dumped_reads_back_as_itself():
+    """``to_jsonable`` keeps a ``StrEnum`` member (it is a str) until ``json.dumps``: the report's
+    in-memory views hold ``ProbePath`` members, which a renderer's ``view`` reads back as they are."""
+    assert from_jsonable(ProbePath, to_jsonable(ProbePath.GATEWAY)) is ProbePath.GATEWAY
+    with pytest.raises(TypeError, match="expected Severity, got ProbePath"):
+        from_jsonable(Severity, ProbePath.GATEWAY)

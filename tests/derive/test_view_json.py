@@ -1,29 +1,26 @@
-"""The views' JSON types (``doctor.derive.view_json``) hold to the views, so a renamed field fails here.
+"""The views' dataclasses are what the report's JSON carries, read back whole (``doctor.derive.view_json``).
 
-Renderers read ``Report.views`` through these ``TypedDict``s, and mypy (``tests/project/test_typecheck.py``)
-rejects a key a ``TypedDict`` lacks. What is left to hold is that each ``TypedDict`` says what
-the view really carries, and that the template, which mypy cannot read, asks only for keys
-that exist:
+Renderers, ``compare`` and a fleet's rows read ``Report.views`` through ``view``, which rebuilds each
+view's dataclass from its JSON; mypy (``tests/project/test_typecheck.py``) rejects an attribute the
+dataclass lacks. What is left to hold:
 
-- every key of a ``...Json`` is a field of its view's dataclass, with the JSON image of that
-  field's type (a rename or a retype in ``stream_stats.py`` or ``user_felt.py`` fails here);
-- the views of the recorded real-engine bundles have every key their type names, nested too
-  (``serial.to_jsonable`` writes what the dataclass holds; ``SizingSummary`` is built by hand);
-- every ``view.key`` the HTML template reads, through its loops too, is a key of that view;
-- the JSON schema names each view's type by the same keys.
+- the JSON of every view of the recorded real-engine bundles reads back into its dataclass and
+  writes out again unchanged (so the dataclass is all the JSON says, and nothing is lost);
+- ``view``'s declared types are the derivations' own, and the field names a renderer picks by
+  name (``DistKey``, ``GaugeKey``, ...) are fields of those types;
+- every ``view.key`` the HTML template reads, through its loops too, is a field of that view;
+- the JSON schema names each view by its dataclass's fields.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import functools
 import json
-import operator
 import types
 import typing
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Any, get_args, get_origin, get_overloads, get_type_hints, is_typeddict
 
 import jsonschema
 import pytest
@@ -31,16 +28,15 @@ from jinja2 import nodes
 
 from doctor.bundle import load_path
 from doctor.checking.runner import analyze
-from doctor.derive import view_json
-from doctor.derive.engine import EngineIdentity
-from doctor.derive.request_hops import ClockAlignment, Hop, RequestHops, RequestHopsView
-from doctor.derive.request_stalls import Behind, Stall
-from doctor.derive.stream_stats import Dist, PathStats, RequestStats, StreamStats
-from doctor.derive.user_felt import Estimate, UserFelt, Witness
+from doctor.derive import DERIVED, view_json
+from doctor.derive.log_facts import LogFacts
+from doctor.derive.metrics_window import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
+from doctor.derive.stream_stats import Dist, PathStats, StreamStats
+from doctor.derive.view_json import view
 from doctor.evidence import ModelConfigEvidence
+from doctor.foundation.serial import to_jsonable
 from doctor.model import Report
-from doctor.vllm_log.parsed import Fact, LogFacts, Startup, StartupError, StatsPoint
-from doctor.vllm_metrics.views import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
+from doctor.sizing.sizing_json import SizingSummary
 from reports.html_page import environment
 from reports.json_doc import render_json, report_schema
 from tests.support.view_schema import VIEWS, view_defs, views_property
@@ -50,120 +46,43 @@ ROOT = Path(__file__).resolve().parents[2]
 #: scrape, Prometheus history only, a buffering gateway, many users, a wedged engine, the engine's spans.
 RECORDED = [ROOT / "fixtures" / "bundles" / f"realvllm-{name}.json.gz"
             for name in ("healthy", "history-queueing", "proxy-buffering", "users-kv-pressure", "engine-wedged", "traced-queueing",
-                                  "traced-prefill-interference")]
+                         "traced-prefill-interference")]
 TINY = ROOT / "fixtures" / "model-configs" / "tiny-llama-realvllm" / "config.json"
-
-#: Each view dataclass and the TypedDict of its JSON.
-MIRRORS: dict[type, Any] = {
-    Dist: view_json.DistJson,
-    RequestStats: view_json.RequestStatsJson,
-    PathStats: view_json.PathStatsJson,
-    StreamStats: view_json.StreamStatsJson,
-    GaugeWindow: view_json.GaugeWindowJson,
-    HistogramWindow: view_json.HistogramWindowJson,
-    EngineWindow: view_json.EngineWindowJson,
-    MetricsWindow: view_json.MetricsWindowJson,
-    Fact: view_json.FactJson,
-    StartupError: view_json.StartupErrorJson,
-    StatsPoint: view_json.StatsPointJson,
-    Startup: view_json.StartupJson,
-    LogFacts: view_json.LogFactsJson,
-    Estimate: view_json.EstimateJson,
-    Witness: view_json.WitnessJson,
-    UserFelt: view_json.UserFeltJson,
-    EngineIdentity: view_json.EngineIdentityJson,
-    Hop: view_json.HopJson,
-    RequestHops: view_json.RequestHopsJson,
-    ClockAlignment: view_json.ClockAlignmentJson,
-    RequestHopsView: view_json.RequestHopsViewJson,
-    Behind: view_json.BehindJson,
-    Stall: view_json.StallJson,
-}
-
-
-def json_image(tp: Any) -> Any:
-    """The type ``serial.to_jsonable`` turns a value of ``tp`` into: dataclasses into their mirror, enums into str."""
-    if tp in MIRRORS:
-        return MIRRORS[tp]
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return str
-    args = get_args(tp)
-    if get_origin(tp) in (types.UnionType, typing.Union):
-        return functools.reduce(operator.or_, [json_image(a) for a in args])
-    if get_origin(tp) is dict:
-        return dict[json_image(args[0]), json_image(args[1])]
-    if get_origin(tp) is list:
-        return list[json_image(args[0])]
-    return tp
 
 
 def test_view_names_are_the_views_the_report_carries() -> None:
-    from doctor.derive import DERIVED
-
     assert set(get_args(view_json.ViewName)) == set(VIEWS) <= set(DERIVED)
 
 
-def mismatches(cls: type, mirror: Any) -> list[str]:
-    """Keys of ``mirror`` that ``cls`` has no field for, or whose type is not that field's JSON."""
-    fields = get_type_hints(cls)
-    return [f"{key}: {'no such field' if key not in fields else f'{tp} is not {json_image(fields[key])}'}"
-            for key, tp in get_type_hints(mirror).items() if key not in fields or tp != json_image(fields[key])]
+def test_view_is_declared_with_the_types_the_derivations_return() -> None:
+    """``view``'s overloads (what mypy reads) name, per view, the type its derivation returns (what it rebuilds)."""
+    declared = {get_args(hints["name"])[0]: get_args(get_args(hints["return"])[0])[0]
+                for hints in map(get_type_hints, get_overloads(view))}
+    assert declared == {name: view_json.view_type(name) for name in get_args(view_json.ViewName)}
 
 
-@pytest.mark.parametrize("cls", MIRRORS, ids=lambda c: c.__name__)
-def test_each_json_key_is_a_field_of_its_view_with_the_same_type(cls: type) -> None:
-    assert not mismatches(cls, MIRRORS[cls]), MIRRORS[cls].__name__
+#: The field names a renderer picks by name, and the type each such field holds.
+PICKED: list[tuple[Any, type, Any]] = [
+    (view_json.DistKey, PathStats, Dist),
+    (view_json.Quantile, Dist, float | None),
+    (view_json.HistogramKey, MetricsWindow, HistogramWindow | None),
+    (view_json.GaugeKey, MetricsWindow, GaugeWindow | None),
+    (view_json.CounterKey, MetricsWindow, float | None),
+]
 
 
-def test_the_window_twins_declare_their_shared_quantities_once() -> None:
-    """``EngineWindow`` and ``MetricsWindow`` carry the same quantities (one engine's and the whole
-    scrape's); their JSON declares them once, in ``WindowQuantitiesJson``. A quantity added to one
-    window and not the other, or to both and not to the base, or missing from its JSON, fails here."""
-    def typed(cls: type) -> set[tuple[str, Any]]:
-        return {(f.name, f.type) for f in dataclasses.fields(cls)}
-
-    shared = {name for name, _ in typed(EngineWindow) & typed(MetricsWindow)}
-    assert shared == set(get_type_hints(view_json.WindowQuantitiesJson))
-    for cls in (EngineWindow, MetricsWindow):
-        assert {f.name for f in dataclasses.fields(cls)} == set(get_type_hints(MIRRORS[cls])), cls.__name__
+@pytest.mark.parametrize(("names", "cls", "tp"), PICKED, ids=lambda x: getattr(x, "__name__", None) or str(x))
+def test_each_field_picked_by_name_is_a_field_of_that_type(names: Any, cls: type, tp: Any) -> None:
+    hints = get_type_hints(cls)
+    assert {name: hints.get(name) for name in get_args(names)} == dict.fromkeys(get_args(names), tp)
 
 
-def test_a_renamed_or_retyped_field_is_seen() -> None:
-    """The comparison above fails for a view whose field was renamed (``p90``) or retyped (``n``)."""
-    fields = [("p90_s" if f.name == "p90" else f.name, str if f.name == "n" else f.type) for f in dataclasses.fields(Dist)]
-    changed = dataclasses.make_dataclass("Dist", fields)
-    assert [m.split(":")[0] for m in mismatches(changed, view_json.DistJson)] == ["n", "p90"]
-
-
-def conforms(value: Any, tp: Any, where: str) -> list[str]:
-    """Where ``value`` (JSON) lacks a key that ``tp`` names, at any depth; a value of another kind too."""
-    if tp is Any:
-        return []
-    if is_typeddict(tp):
-        if not isinstance(value, dict):
-            return [f"{where}: {type(value).__name__}, not an object"]
-        hints = get_type_hints(tp)
-        out = [f"{where}.{k}: missing" for k in sorted(tp.__required_keys__ - set(value))]
-        for k in sorted(set(hints) & set(value)):
-            out += conforms(value[k], hints[k], f"{where}.{k}")
-        return out
-    args = get_args(tp)
-    if get_origin(tp) in (types.UnionType, typing.Union):
-        tries = [conforms(value, a, where) for a in args]
-        return [] if any(not t for t in tries) else min(tries, key=len)
-    if tp is type(None):
-        return [] if value is None else [f"{where}: not null"]
-    if get_origin(tp) is list:
-        if not isinstance(value, list):
-            return [f"{where}: not a list"]
-        return [e for i, item in enumerate(value) for e in conforms(item, args[0], f"{where}[{i}]")]
-    if get_origin(tp) is dict:
-        if not isinstance(value, dict):
-            return [f"{where}: not an object"]
-        return [e for k, item in value.items() for e in conforms(item, args[1], f"{where}[{k!r}]")]
-    if tp is float:  # JSON has no NaN: a float that is not finite is written as null
-        return [] if value is None or isinstance(value, (int, float)) else [f"{where}: not a number"]
-    return [] if isinstance(value, tp) else [f"{where}: {type(value).__name__}, not {tp.__name__}"]
+def test_the_window_twins_carry_the_same_quantities_alike() -> None:
+    """``EngineWindow`` carries, for one engine, the quantities ``MetricsWindow`` carries for the whole
+    scrape: a quantity added to the engine's window and not the whole's, or typed apart, fails here."""
+    engine, whole = get_type_hints(EngineWindow), get_type_hints(MetricsWindow)
+    own = {"engine", "model_name", "requests_finished"}
+    assert {k: t for k, t in engine.items() if k not in own} == {k: whole.get(k) for k in engine if k not in own}
 
 
 @functools.cache
@@ -174,12 +93,14 @@ def recorded_report(name: str) -> Report:
 
 
 @pytest.mark.parametrize("name", [p.name for p in RECORDED])
-def test_the_views_of_recorded_bundles_have_every_key_their_type_names(name: str) -> None:
+def test_the_views_of_recorded_bundles_read_back_into_their_dataclasses_unchanged(name: str) -> None:
     report = recorded_report(name)
     computed = {k: v for k, v in report.views.items() if k in VIEWS and set(v) != {"missing"}}
     assert "sizing" in computed, name
-    problems = [p for k, v in computed.items() for p in conforms(v, VIEWS[k], k)]
-    assert not problems, "\n".join(problems)
+    for key, data in computed.items():
+        value, missing = view(report, key)  # type: ignore[call-overload]  # every name, one at a time
+        assert missing is None, key
+        assert to_jsonable(value) == data, key
 
 
 def test_the_recorded_bundles_show_each_view_and_its_optional_parts_somewhere() -> None:
@@ -189,15 +110,28 @@ def test_the_recorded_bundles_show_each_view_and_its_optional_parts_somewhere() 
     assert any("log" in recorded_report(p.name).views["sizing"] for p in RECORDED)
 
 
+def test_a_view_that_does_not_read_back_is_a_reason_not_a_traceback() -> None:
+    report = recorded_report(RECORDED[0].name)
+    damaged = dataclasses.replace(report, views={**report.views, "stream_stats": {**report.views["stream_stats"], "concurrency": "two"}})
+    value, missing = view(damaged, "stream_stats")
+    assert value is None and missing is not None and missing.startswith("stream_stats could not be read: concurrency")
+    assert view(damaged, "log_facts")[0] == view(report, "log_facts")[0] and isinstance(view(report, "log_facts")[0], LogFacts)
+    assert view(dataclasses.replace(report, views={}), "stream_stats") == (None, "stream_stats was not computed")
+
+
 # -- the template ---------------------------------------------------------------------------------
 
 #: The template's variables that hold a view (``reports.html_page.render_html``).
-TEMPLATE_VIEWS = {"stream_stats": view_json.StreamStatsJson, "metrics_window": view_json.MetricsWindowJson,
-                  "log_facts": view_json.LogFactsJson, "sizing": view_json.SizingSummary}
+TEMPLATE_VIEWS = {"stream_stats": StreamStats, "metrics_window": MetricsWindow, "log_facts": LogFacts, "sizing": SizingSummary}
 
 
-#: What a template may call on a view's object without naming a key.
+#: What a template may call on a dict without naming a key.
 DICT_METHODS = ("get", "items", "keys", "values")
+
+
+def _is_record(tp: Any) -> bool:
+    """A type whose values the template reads by key: a view's dataclass, or a ``TypedDict`` of ``sizing``."""
+    return is_typeddict(tp) or (isinstance(tp, type) and dataclasses.is_dataclass(tp))
 
 
 def _without_none(tp: Any) -> Any:
@@ -223,7 +157,7 @@ class TemplateReads:
             base = self.type_of(node.node, scope)
             if node.attr in DICT_METHODS and (is_typeddict(base) or get_origin(base) is dict):
                 return ("method", node.attr, base)
-            return self.key(base, node.attr) if is_typeddict(base) else Any
+            return self.key(base, node.attr) if _is_record(base) else Any
         if isinstance(node, nodes.Or):  # ``(e.kv_usage or {})``
             return self.type_of(node.left, scope)
         if isinstance(node, nodes.Call):
@@ -268,8 +202,8 @@ def test_every_key_the_html_template_reads_exists_on_its_view() -> None:
     reads = template_reads()
     assert not [(tp, key) for tp, key, exists in reads if not exists]
     # the walk follows the loops: what the per-engine and stats tables read is seen, not only the top level
-    assert {("EngineWindowJson", "model_name"), ("StatsPointJson", "kv_usage_pct"), ("PathStatsJson", "http_version"),
-            ("GaugeWindowJson", "max"), ("SizingSummary", "notes")} <= {(tp, key) for tp, key, _ in reads}
+    assert {("EngineWindow", "model_name"), ("StatsPoint", "kv_usage_pct"), ("PathStats", "http_version"),
+            ("GaugeWindow", "max"), ("SizingSummary", "notes")} <= {(tp, key) for tp, key, _ in reads}
 
 
 def test_the_template_walk_sees_a_key_no_view_has() -> None:
@@ -277,14 +211,14 @@ def test_the_template_walk_sees_a_key_no_view_has() -> None:
     walker = TemplateReads()
     walker.walk(env.parse("{% for k, e in metrics_window.engines.items() %}{{ e.model }}{% endfor %}{{ log_facts.sorce }}"),
                 dict(TEMPLATE_VIEWS))
-    assert [(tp, key) for tp, key, exists in walker.reads if not exists] == [("EngineWindowJson", "model"),
-                                                                            ("LogFactsJson", "sorce")]
+    assert [(tp, key) for tp, key, exists in walker.reads if not exists] == [("EngineWindow", "model"),
+                                                                            ("LogFacts", "sorce")]
 
 
 # -- the schema -----------------------------------------------------------------------------------
 
 def test_the_schema_names_each_view_by_its_types_keys() -> None:
-    """The published schema's ``views`` and ``view_*`` definitions are the ones the types generate
+    """The published schema's ``views`` and ``view_*`` definitions are the ones the dataclasses generate
     (``python -m tests.support.view_schema`` prints them after a type changed)."""
     schema = report_schema()
     assert schema["properties"]["views"] == views_property()

@@ -10,8 +10,9 @@ is there. Found by walking the modules' syntax, so a class added without one fai
 Public: a name without a leading ``_``, at module level or inside a class (importable as an
 attribute, under a module-level ``if`` or ``try`` too); a class defined inside a function is
 local and is not walked. No class is exempt: the ``TypedDict`` JSON shapes
-(``doctor.derive.view_json``, ``doctor.sizing.sizing_json``) are what a renderer or a script reads,
-so they carry their own docstrings like every other class.
+(``doctor.sizing.sizing_json``) and the views' dataclasses are what a renderer or a script reads,
+so they carry their own docstrings like every other class (a view's first paragraph is its
+description in the report schema).
 """
 
 from __future__ import annotations

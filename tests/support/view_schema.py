@@ -1,32 +1,27 @@
-"""The JSON Schema of the views, generated from their ``TypedDict``s (``doctor.derive.view_json``).
+"""The JSON Schema of the views, generated from their dataclasses (``doctor.derive.view_json.view_type``).
 
 ``reports/schema/report.schema.json`` carries these definitions under ``$defs`` (``view_*``)
 and names them from ``views``; ``tests/derive/test_view_json.py`` compares the file with what this
-module generates, so the published schema, the types renderers read through and the view
-dataclasses say the same keys. After changing a view's type, ``python -m tests.support.view_schema``
-prints the definitions to paste.
+module generates, so the published schema and the view dataclasses renderers read through say the
+same keys: each field once, on its dataclass (``sizing``, a JSON document from the start, by its
+``TypedDict``s). After changing a view's type, ``python -m tests.support.view_schema`` prints the
+definitions to paste.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import re
 import types
 import typing
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
-from doctor.derive import view_json
+from doctor.derive.view_json import ViewName, view_type
 
-#: ``Report.views`` key -> the type of that view's JSON.
-VIEWS: dict[str, Any] = {
-    "stream_stats": view_json.StreamStatsJson,
-    "metrics_window": view_json.MetricsWindowJson,
-    "log_facts": view_json.LogFactsJson,
-    "user_felt": view_json.UserFeltJson,
-    "sizing": view_json.SizingSummary,
-    "engine": view_json.EngineIdentityJson,
-    "request_hops": view_json.RequestHopsViewJson,
-}
+#: ``Report.views`` key -> the type of that view (its dataclass; ``sizing``'s ``TypedDict``).
+VIEWS: dict[str, Any] = {name: view_type(name) for name in get_args(ViewName)}
 
 MISSING_VIEW = {"description": "A view that could not be computed, and why.", "type": "object", "required": ["missing"],
                 "properties": {"missing": {"type": ["string", "null"]}}}
@@ -35,24 +30,28 @@ _SIMPLE = {str: "string", bool: "boolean", int: "integer", float: "number", type
 
 
 def def_name(tp: Any) -> str:
-    """``StreamStatsJson`` -> ``view_stream_stats``."""
+    """``StreamStats`` -> ``view_stream_stats`` (a ``TypedDict``'s ``Json`` suffix dropped)."""
     return "view_" + re.sub(r"(?<!^)(?=[A-Z])", "_", tp.__name__.removesuffix("Json")).lower()
 
 
 def schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
-    """The schema of one field type; a ``TypedDict`` becomes a ``$ref``, its definition added to ``defs``."""
+    """The schema of one field type; a dataclass or a ``TypedDict`` becomes a ``$ref``, its definition added to ``defs``."""
     if tp is Any:
         return {}
     if tp in _SIMPLE:
         return {"type": _SIMPLE[tp]}
-    if is_typeddict(tp):
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):  # ``serial.to_jsonable`` writes its value
+        return {"type": _SIMPLE[type(next(iter(tp)).value)]}
+    record = is_typeddict(tp) or dataclasses.is_dataclass(tp)
+    if record:
         name = def_name(tp)
         if name not in defs:
             defs[name] = {}  # a placeholder while its fields are generated
             hints = get_type_hints(tp)
-            defs[name] = {"description": (tp.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "), "type": "object",
-                          "required": sorted(tp.__required_keys__),
-                          "properties": {k: schema_of(t, defs) for k, t in hints.items()}}
+            required = tp.__required_keys__ if is_typeddict(tp) else {f.name for f in dataclasses.fields(tp)}
+            defs[name] = {"description": " ".join((tp.__doc__ or "").strip().split("\n\n")[0].split()), "type": "object",
+                          "required": sorted(required),
+                          "properties": {k: schema_of(t, defs) for k, t in hints.items() if k in required or is_typeddict(tp)}}
         return {"$ref": f"#/$defs/{name}"}
     args = get_args(tp)
     if get_origin(tp) is list:

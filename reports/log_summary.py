@@ -20,7 +20,7 @@ from doctor.evidence.errors import EvidenceError
 from doctor.evidence.log import LogEvidence
 from doctor.foundation.redact import Redactor
 from doctor.foundation.serial import to_jsonable
-from doctor.vllm_log.parsed import LogFacts, StatsPoint
+from doctor.logscan.parsed import LogFacts, StatsPoint
 
 _VALUE_WIDTH = 60  # a fact's value longer than this is shortened in the text output (never in JSON)
 _WIDTH = 100  # startup errors are wrapped to this many columns: cron mail and terminals alike

@@ -3,7 +3,7 @@
 The view re-parses the lines the log probe kept (``bundle.log.matched``) with the current
 parser of the engine that wrote them (vLLM, SGLang, llama.cpp, TGI, TensorRT-LLM:
 ``doctor.engine_readers.logs``), so an old bundle gains what a newer parser understands. The types are defined in
-``doctor.vllm_log.parsed`` and re-exported here, where checks import them from.
+``doctor.logscan.parsed`` and re-exported here, where checks import them from.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from doctor.derive.missing import Missing
 from doctor.engine_readers.logs import parse_engine_log
 from doctor.evidence import Bundle
-from doctor.vllm_log.parsed import Fact, LogFacts, Startup, StartupError, StatsPoint
+from doctor.logscan.parsed import Fact, LogFacts, Startup, StartupError, StatsPoint
 
 __all__ = ["Fact", "LogFacts", "Startup", "StartupError", "StatsPoint", "derive_log_facts"]
 

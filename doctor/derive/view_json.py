@@ -121,7 +121,7 @@ class StreamStatsJson(TypedDict):
 
 
 class GaugeWindowJson(TypedDict):
-    """``vllm_metrics.views.GaugeWindow``: a gauge's min, max, last and ``[t, value]`` samples."""
+    """``engine_metrics.views.GaugeWindow``: a gauge's min, max, last and ``[t, value]`` samples."""
 
     min: float | None
     max: float | None
@@ -130,7 +130,7 @@ class GaugeWindowJson(TypedDict):
 
 
 class HistogramWindowJson(TypedDict):
-    """``vllm_metrics.views.HistogramWindow``: a server histogram's delta over the window."""
+    """``engine_metrics.views.HistogramWindow``: a server histogram's delta over the window."""
 
     count: float
     sum: float
@@ -145,7 +145,7 @@ class HistogramWindowJson(TypedDict):
 
 class WindowQuantitiesJson(TypedDict):
     """The quantities a window of ``/metrics`` holds for the whole scrape and for each engine in it,
-    declared once for ``EngineWindowJson`` and ``MetricsWindowJson`` (``vllm_metrics.views``'
+    declared once for ``EngineWindowJson`` and ``MetricsWindowJson`` (``engine_metrics.views``'
     ``EngineWindow`` and ``MetricsWindow``, whose shared fields ``tests/derive/test_view_json.py``
     holds alike): counter deltas, server latency histograms, the KV and queue gauges."""
 
@@ -169,7 +169,7 @@ class WindowQuantitiesJson(TypedDict):
 
 
 class EngineWindowJson(WindowQuantitiesJson):
-    """``vllm_metrics.views.EngineWindow``: one engine's share of a window scraped from several."""
+    """``engine_metrics.views.EngineWindow``: one engine's share of a window scraped from several."""
 
     engine: str
     model_name: str | None
@@ -185,7 +185,7 @@ CounterKey = Literal["preemptions", "prompt_tokens", "generation_tokens", "prefi
 
 
 class MetricsWindowJson(WindowQuantitiesJson):
-    """The ``metrics_window`` view (``vllm_metrics.views.MetricsWindow``): /metrics over the window."""
+    """The ``metrics_window`` view (``engine_metrics.views.MetricsWindow``): /metrics over the window."""
 
     source: str
     engine_kind: str | None
@@ -201,7 +201,7 @@ class MetricsWindowJson(WindowQuantitiesJson):
 
 
 class FactJson(TypedDict):
-    """``vllm_log.parsed.Fact``: one startup-log fact and the line it was read from."""
+    """``logscan.parsed.Fact``: one startup-log fact and the line it was read from."""
 
     value: Any
     line: int | None
@@ -210,7 +210,7 @@ class FactJson(TypedDict):
 
 
 class StartupErrorJson(TypedDict):
-    """``vllm_log.parsed.StartupError``: an error the engine logged while starting."""
+    """``logscan.parsed.StartupError``: an error the engine logged while starting."""
 
     kind: str
     message: str
@@ -219,7 +219,7 @@ class StartupErrorJson(TypedDict):
 
 
 class StatsPointJson(TypedDict):
-    """``vllm_log.parsed.StatsPoint``: one periodic stats line of the log."""
+    """``logscan.parsed.StatsPoint``: one periodic stats line of the log."""
 
     line: int
     timestamp: str | None
@@ -238,7 +238,7 @@ class StatsPointJson(TypedDict):
 
 
 class StartupJson(TypedDict):
-    """``vllm_log.parsed.Startup``: one engine start found in the log."""
+    """``logscan.parsed.Startup``: one engine start found in the log."""
 
     first_line: int
     last_line: int | None
@@ -249,7 +249,7 @@ class StartupJson(TypedDict):
 
 
 class LogFactsJson(TypedDict):
-    """The ``log_facts`` view (``vllm_log.parsed.LogFacts``): what the startup log says."""
+    """The ``log_facts`` view (``logscan.parsed.LogFacts``): what the startup log says."""
 
     source: str
     engine: str

@@ -19,7 +19,7 @@ from doctor.engine_readers.logbook import RESOLVED, STATED, Logbook
 from doctor.engines.names import LLAMACPP
 from doctor.evidence.log import LogLine
 from doctor.foundation.wire import number
-from doctor.vllm_log.parsed import LogFacts
+from doctor.logscan.parsed import LogFacts
 
 _BUILD = re.compile(r"(?:^|\s)(?:build|version): (?P<n>\d+) \((?P<commit>[0-9a-f]+)\)")
 # Searched from the first "build info |" only (``_build_info``): a lazy ``.*?`` from every

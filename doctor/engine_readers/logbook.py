@@ -1,7 +1,7 @@
 """What every engine's log parser shares: startups, facts by how directly a line states them,
 stats points, and retractions counted once per event.
 
-vLLM's parser (``doctor.vllm_log.parser``) is tuned to vLLM's many releases; the other engines'
+vLLM's parser (``doctor.engine_readers.vllm``) is tuned to vLLM's many releases; the other engines'
 logs are simpler, and each adapter only says which line means what. ``Logbook`` keeps the rules
 they share: the same fact stated twice keeps the more direct statement (a resolved limit beats
 a command-line argument), a new startup begins when a startup line follows a serving one, and a
@@ -15,8 +15,8 @@ from typing import Any
 
 from doctor.evidence.log import LogLine
 from doctor.foundation.wire import number
-from doctor.vllm_log import patterns as P  # noqa: N812 - P.NAME reads as "the pattern NAME"
-from doctor.vllm_log.parsed import Fact, LogFacts, Startup, StartupError, StatsPoint
+from doctor.logscan.gate import OTHER_ERROR, OUT_OF_MEMORY
+from doctor.logscan.parsed import Fact, LogFacts, Startup, StartupError, StatsPoint
 
 # How directly a line states a fact; a higher rank replaces a lower one within a startup.
 ARGUMENT, STATED, RESOLVED = 1, 2, 3
@@ -103,9 +103,9 @@ class Logbook:
 
     def error(self, line: LogLine, message: str) -> bool:
         """Record ``message`` when it is an error (out of memory, an exception); whether it was."""
-        if P.OUT_OF_MEMORY.search(message):
+        if OUT_OF_MEMORY.search(message):
             kind = "oom"
-        elif P.OTHER_ERROR.search(message):
+        elif OTHER_ERROR.search(message):
             kind = "other"
         else:
             return False

@@ -14,11 +14,11 @@ import importlib
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 
+from doctor.engine_readers.vllm import parse_lines
 from doctor.engines import BY_ID
 from doctor.engines.names import UNKNOWN, VLLM, identify_log
 from doctor.evidence.log import LogLine
-from doctor.vllm_log.parsed import LogFacts
-from doctor.vllm_log.parser import parse_lines
+from doctor.logscan.parsed import LogFacts
 
 LogParser = Callable[[Iterable[LogLine], str], LogFacts]
 

@@ -18,8 +18,8 @@ from doctor.engine_readers.logbook import ARGUMENT, RESOLVED, STATED, Logbook
 from doctor.engines.names import SGLANG
 from doctor.evidence.log import LogLine
 from doctor.foundation.wire import number
-from doctor.vllm_log.parsed import LogFacts, StatsPoint
-from doctor.vllm_log.printed_values import literal_value, split_items
+from doctor.logscan.parsed import LogFacts, StatsPoint
+from doctor.logscan.printed_values import literal_value, split_items
 
 # The opening bracket may be cut by an excerpt; SGLang 0.5.7+ puts "INFO file.py:N: " after it;
 # some builds and wrappers print the time alone (``[23:43:42]``).

@@ -30,7 +30,7 @@ from doctor.engine_readers.logbook import ARGUMENT, RESOLVED, STATED, Logbook
 from doctor.engines.names import TGI
 from doctor.evidence.log import LogLine
 from doctor.foundation.wire import number
-from doctor.vllm_log.parsed import LogFacts
+from doctor.logscan.parsed import LogFacts
 
 _ARGS = re.compile(r"(?:text_generation_launcher: |\"message\":\"|^\s*)Args \{(?P<body>.*)")
 # ``Some(x)`` on one line, or ``Some(`` with ``x,`` on the next line of a pretty print. The key starts

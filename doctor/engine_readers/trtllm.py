@@ -27,7 +27,7 @@ from doctor.engine_readers.logbook import RESOLVED, STATED, Logbook
 from doctor.engines.names import TRTLLM
 from doctor.evidence.log import LogLine
 from doctor.foundation.wire import number
-from doctor.vllm_log.parsed import LogFacts, StatsPoint
+from doctor.logscan.parsed import LogFacts, StatsPoint
 
 _VERSION = re.compile(r"(?:Engine version|TensorRT[ -]LLM version:?) (?P<version>\d+\.\d+[\w.+-]*)")
 _MODEL = re.compile(r"TRTGptModel (?P<key>max\w+): (?P<n>\d+)")

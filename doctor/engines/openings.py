@@ -1,6 +1,6 @@
 """The phrases of other engines' logs that the log scanner keeps, as pieces of its gate.
 
-``doctor.vllm_log.patterns`` joins ``OPENINGS`` into the scanner's gate, so one streaming scan
+``doctor.logscan.gate`` joins ``OPENINGS`` into the scanner's gate, so one streaming scan
 keeps the lines of whichever engine wrote the log; the parsers in ``doctor.engine_readers`` then
 read only what was kept. Derived from the records' ``log_openings`` (bytes, bounded repeats
 only: the gate is tried at every position of a log without headers, and other engines' logs are

@@ -7,8 +7,8 @@ routes, what an engine never exposes) is derived from the records in ``doctor.en
 so that adding an engine is one module of this package plus its fixtures (and, when it writes a
 log format of its own, its parser in ``doctor.engine_readers``).
 
-Pure data: this package imports nothing of the parser packages (``doctor.vllm_log``,
-``doctor.vllm_metrics``, ``doctor.engine_readers``), which all import it.
+Pure data: this package imports nothing of the parser packages (``doctor.logscan``,
+``doctor.engine_metrics``, ``doctor.engine_readers``), which all import it.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class EngineRecord:
     ``checklib.vllm_flag``). ``cli_version`` is the release whose command line
     ``fixtures/engine-cli/<id>.txt`` records, the one the flags are checked against.
 
-    ``metrics``: ``doctor.vllm_metrics.metric_names`` family key -> this engine's metric names for that
+    ``metrics``: ``doctor.engine_metrics.metric_names`` family key -> this engine's metric names for that
     quantity, newest first; ``log_openings`` the alternatives this engine adds to the log
     scanner's gate (bytes, bounded repeats only), ``line_start_openings`` those tried only at
     a line's start; ``not_exposed``: per source ("log", "metrics"), the neutral facts the engine

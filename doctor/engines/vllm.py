@@ -1,5 +1,5 @@
 """vLLM: the engine llm-doctor was written against; its log has a parser of its own
-(``doctor.vllm_log``), tuned to every release from 0.1.7, and its metric names are listed across
+(``doctor.engine_readers.vllm``), tuned to every release from 0.1.7, and its metric names are listed across
 their renames (``fixtures/vllm-formats/metrics-definitions-by-version.md``, 0.1.7 to 0.33.0).
 
 Its flags are its settings' names (``max_num_seqs`` -> ``--max-num-seqs``, ``vllm serve``'s
@@ -39,8 +39,8 @@ RECORD = EngineRecord(
         "waiting": ("vllm:num_requests_waiting",),
     },
     capacity_info={"vllm:cache_config_info": ("block_size", "num_gpu_blocks")},
-    log_parser="doctor.vllm_log.parser:parse_lines",
-    # What only vLLM prints (the phrases its parser opens on, ``doctor.vllm_log.patterns``), tried
+    log_parser="doctor.engine_readers.vllm:parse_lines",
+    # What only vLLM prints (the phrases its parser opens on, ``doctor.engine_readers.vllm_patterns``), tried
     # after every other engine's markers, with vLLM's record header: a log none of these nor
     # another engine's marker claims is an unidentified engine's, not vLLM's. vLLM's own gate
     # openings live with its patterns.

@@ -37,10 +37,10 @@ from doctor.derive.request_hops import ClockAlignment, Hop, RequestHops, Request
 from doctor.derive.request_stalls import Behind, Stall
 from doctor.derive.stream_stats import Dist, PathStats, RequestStats, StreamStats
 from doctor.derive.user_felt import Estimate, UserFelt, Witness
+from doctor.engine_metrics.views import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
 from doctor.evidence import ModelConfigEvidence
+from doctor.logscan.parsed import Fact, LogFacts, Startup, StartupError, StatsPoint
 from doctor.model import Report
-from doctor.vllm_log.parsed import Fact, LogFacts, Startup, StartupError, StatsPoint
-from doctor.vllm_metrics.views import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
 from reports.html_page import environment
 from reports.json_doc import render_json, report_schema
 from tests.support.view_schema import VIEWS, view_defs, views_property

@@ -10,7 +10,7 @@ Each engine here maps its own evidence into that vocabulary, so no check is writ
   read; ``vllm_config``, its arguments and config); ``vllm_lora``: its LoRA slots in /metrics;
 - ``sglang``, ``llamacpp``, ``tgi``, ``trtllm``: each engine's startup and stats lines, parsed
   into ``LogFacts`` under the keys the checks read (over ``logbook``, the rules they share),
-  each named by its engine's record (``EngineRecord.log_parser``);
+  each under its engine's record id in ``logs.PARSERS``;
 - ``capacity``: the settings an engine states in its /metrics (KV pool size, limits);
 - ``logs``: which parser a log gets; ``normal``: the engine-neutral fact names that
   ``llm-doctor log --json`` and ``llm-doctor metrics --json`` print for every engine.

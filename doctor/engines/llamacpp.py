@@ -45,7 +45,6 @@ RECORD = EngineRecord(
         # llama.cpp defers a request when every slot is busy: its queue.
         "waiting": ("llamacpp:requests_deferred",),
     },
-    log_parser="doctor.engine_readers.llamacpp:parse",
     log_markers=(
         "llama_kv_cache",
         "llama_context:",

@@ -1,11 +1,12 @@
 """What llm-doctor knows about one engine, as one record: how it is recognised, what it exposes,
-how it spells each setting, where its log parser is.
+how it spells each setting.
 
 Every table that lists engines (display names, metric prefixes, log markers, the scanner's
 gate, the metric names of each quantity, the flags a remediation names, the self-description
 routes, what an engine never exposes) is derived from the records in ``doctor.engines.RECORDS``,
 so that adding an engine is one module of this package plus its fixtures (and, when it writes a
-log format of its own, its parser in ``doctor.engine_readers``).
+log format of its own, its reader in ``doctor.engine_readers``, which ``engine_readers.logs.PARSERS``
+names by the record's id).
 
 Pure data: this package imports nothing of the parser packages (``doctor.logscan``,
 ``doctor.engine_metrics``, ``doctor.engine_readers``), which all import it.
@@ -74,7 +75,6 @@ class EngineRecord:
     cli_version: str
     metric_prefixes: tuple[str, ...]
     metrics: Mapping[str, tuple[str, ...]]
-    log_parser: str  # "module:function" reading ``Iterable[LogLine], source`` into ``LogFacts``
     log_markers: tuple[str, ...] = ()
     log_openings: bytes = b""
     line_start_openings: tuple[bytes, ...] = ()

@@ -64,7 +64,6 @@ RECORD = EngineRecord(
         "sglang:max_prefill_tokens": "max_prefill_tokens",
     },
     capacity_info={"sglang:cache_config_info": ("page_size", "num_pages")},
-    log_parser="doctor.engine_readers.sglang:parse",
     log_markers=(
         "KV Cache is allocated.",
         "max_total_num_tokens=",

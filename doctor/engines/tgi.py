@@ -47,7 +47,6 @@ RECORD = EngineRecord(
     },
     # its KV budget, the ``Setting max batch total tokens`` of its log (``backends/v3/src/lib.rs``, PR #2595)
     capacity_gauges={"tgi_batch_max_total_tokens": "kv_cache_tokens"},
-    log_parser="doctor.engine_readers.tgi:parse",
     log_markers=(
         "text_generation_router",
         "Setting max batch total tokens",

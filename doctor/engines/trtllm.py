@@ -39,7 +39,6 @@ RECORD = EngineRecord(
         ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "max"): "num_blocks",
         ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "tokens_per"): "block_size",
     },
-    log_parser="doctor.engine_readers.trtllm:parse",
     log_markers=(
         "[TensorRT-LLM]",
         "TRTGptModel max",

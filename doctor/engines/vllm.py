@@ -39,7 +39,6 @@ RECORD = EngineRecord(
         "waiting": ("vllm:num_requests_waiting",),
     },
     capacity_info={"vllm:cache_config_info": ("block_size", "num_gpu_blocks")},
-    log_parser="doctor.engine_readers.vllm:parse_lines",
     # What only vLLM prints (the phrases its parser opens on, ``doctor.engine_readers.vllm_patterns``), tried
     # after every other engine's markers, with vLLM's record header: a log none of these nor
     # another engine's marker claims is an unidentified engine's, not vLLM's. vLLM's own gate

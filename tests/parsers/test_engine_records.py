@@ -1,6 +1,6 @@
 """Conformance of every engine's record (``doctor.engines``), over every engine at once.
 
-- each record's log parser resolves, and each is the parser of its own engine's logs;
+- each record has its log reader (``engine_readers.logs.PARSERS``), and each is the reader of its own engine's logs;
 - every neutral fact (``kv_cache_tokens``, ``max_running_requests``, ..., ``running``,
   ``preemptions``) has a source in the engine's fixtures, through the commands a script runs
   (``llm-doctor log --json`` / ``metrics --json``), or is declared "not exposed by ENGINE" in its

@@ -7,8 +7,8 @@ vLLM's header), anchored at its start where vLLM puts the phrase there, so that 
 echoed by a request log cannot forge a fact.
 
 The scanner's gate, which keeps the lines these patterns read, is ``doctor.logscan.gate``; a
-message the parser reads must start with one of its openings (the fixture tests read every log
-through it). The errors every engine's parser reads (``OUT_OF_MEMORY``, ``OTHER_ERROR``) are there too.
+message the parser reads must start with one of its openings, vLLM's in its record
+(``doctor.engines.vllm``, ``log_openings``; the fixture tests read every log through the gate). The errors every engine's parser reads (``OUT_OF_MEMORY``, ``OTHER_ERROR``) are there too.
 """
 
 from __future__ import annotations

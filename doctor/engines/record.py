@@ -64,8 +64,8 @@ class EngineRecord:
 
     ``metrics``: ``doctor.engine_metrics.metric_names`` family key -> this engine's metric names for that
     quantity, newest first; ``log_openings`` the alternatives this engine adds to the log
-    scanner's gate (bytes, bounded repeats only), ``line_start_openings`` those tried only at
-    a line's start; ``not_exposed``: per source ("log", "metrics"), the neutral facts the engine
+    scanner's gate (bytes joined by ``|``, none leading; bounded repeats only),
+    ``line_start_openings`` those tried only at a line's start; ``not_exposed``: per source ("log", "metrics"), the neutral facts the engine
     never states there ("not exposed by ENGINE's log").
     """
 

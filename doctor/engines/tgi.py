@@ -60,7 +60,7 @@ RECORD = EngineRecord(
         "Runtime environment:",  # --env's build block (launcher/src/env_runtime.rs)
     ),
     log_openings=(
-        rb"|Args \{|Setting max batch total tokens|Model does not support automatic max batch total tokens"
+        rb"Args \{|Setting max batch total tokens|Model does not support automatic max batch total tokens"
         rb"|text_generation_router[\w:]{0,20}: [\w/.]{1,40}:\d{1,6}: Connected|\"message\":\"Connected\""
         rb"|text-generation-router"  # /info's "router" field, pasted into a report
         # ... its other fields, and those of an Args dump printed over many lines (pretty, or a

@@ -17,24 +17,17 @@ import re
 
 from doctor.engines import openings
 
-#: Openings of the messages the parser reads, after vLLM's ``[file.py:N] `` (``file.py:N] ``
-#: before 0.8). Every repeat is bounded (``\d{1,4}``, ``{0,40}``) or cannot cross a line: the
-#: headerless gate tries them at every position of the log, where an unbounded ``\d+`` or
-#: ``\s*`` runs to the end of each long run of digits or blank lines, once per position
-#: (256 KiB of blank lines took 56 s).
+#: Openings of the messages the parsers read, after vLLM's ``[file.py:N] `` (``file.py:N] ``
+#: before 0.8): every engine's, from its record (``doctor.engines.openings``). Every repeat is
+#: bounded (``\d{1,4}``, ``{0,40}``) or cannot cross a line: the headerless gate tries them at
+#: every position of the log, where an unbounded ``\d+`` or ``\s*`` runs to the end of each long
+#: run of digits or blank lines, once per position (256 KiB of blank lines took 56 s). vLLM's
+#: data-parallel prefix (``Engine 000: ``) may precede any of them, and vLLM's ``GPU KV cache
+#: size`` comes last because it is tried at any capital.
 _OPENINGS = (
     rb"(?:Engine \d{1,4}: |\d{1,4} Engines Aggregated: )?(?:"
-    rb"Avg prompt throughput|Prefix cache hit rate: GPU|Sequence group"  # while serving
-    rb"|vLLM API server version|[ \t]{0,40}\xe2\x96|args: Namespace|non-default args|Initializing"  # startup markers
-    rb"|Using max model len|Chunked prefill|Cudagraph is disabled"
-    rb"|# \w+ blocks|(?:GPU|CUDA|cuda) blocks: |Maximum concurrency|Overriding num_gpu_blocks|vllm cache_config_info"
-    rb"|Available KV|Auto set|Explicitly set|Loading model weights|Model loading took|Memory profiling"
-    rb"|the current vLLM|model weights take|total_gpu_memory|gpu_memory_utilization|non_torch_memory"
-    rb"|PyTorch activation|available_kv_cache_memory|Graph capturing|Estimated CUDA graph|CUDA graph"
-    rb"|torch\.compile takes|init engine|Capping cudagraph capture sizes"
-    rb"|The model's max seq len|To serve at least|Free memory on device|No available memory"
-    + openings.OPENINGS  # other engines' lines (doctor.engines)
-    + rb"|[A-Z][A-Za-z +]{0,40} KV cache size)"  # GPU, CPU, XPU, "GPU + host"; last: it is tried at any capital
+    + openings.OPENINGS
+    + rb"|[A-Z][A-Za-z +]{0,40} KV cache size)"  # GPU, CPU, XPU, "GPU + host"
 )
 #: Request logs echo user prompts, which may hold any phrase: never kept. Most vLLM lines of a
 #: busy log are these, so the gate rules them out first, which halves its time.

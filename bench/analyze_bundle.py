@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 from doctor.bundle import load_path  # noqa: E402
 from doctor.checking.registry import load_registry  # noqa: E402
 from doctor.checking.runner import analyze  # noqa: E402
+from doctor.engine_metrics import metric_names  # noqa: E402
 from doctor.foundation.serial import to_jsonable  # noqa: E402
-from doctor.vllm_metrics import metric_names  # noqa: E402
 
 #: The memoised parse, kept here: the "before" run puts the bare function in its place.
 PARSE = metric_names.metric_families

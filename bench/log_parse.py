@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from doctor.vllm_log.patterns import EXCEPTION_GATE, MESSAGE_GATE  # noqa: E402
+from doctor.logscan.gate import EXCEPTION_GATE, MESSAGE_GATE  # noqa: E402
 
 LOGS = ROOT / "fixtures" / "logs"
 STARTUPS = [  # real startups, each opened by a version banner: a restart every ~100 MB
@@ -50,7 +50,7 @@ PARSE = """
 import json, resource, sys, time
 start = time.perf_counter()
 import doctor.probes.logfile as logfile
-from doctor.vllm_log.parser import parse_lines
+from doctor.engine_readers.vllm import parse_lines
 if sys.argv[2] == "sequential":
     logfile.PARALLEL_MIN = float("inf")
 evidence, errors = logfile.read_log(sys.argv[1])

@@ -32,11 +32,11 @@ sys.path.insert(0, str(ROOT))
 
 from doctor.bundle import EMBED_ID, BundleError, load_path  # noqa: E402
 from doctor.derive.gateway import identify  # noqa: E402
+from doctor.engine_metrics.metric_names import ExpositionError, parse_exposition  # noqa: E402
 from doctor.engine_readers.logs import parse_engine_log  # noqa: E402
+from doctor.engine_readers.vllm import parse_lines  # noqa: E402
 from doctor.foundation.redact import Redactor  # noqa: E402
 from doctor.probes.logfile import read_log  # noqa: E402
-from doctor.vllm_log.parser import parse_lines  # noqa: E402
-from doctor.vllm_metrics.metric_names import ExpositionError, parse_exposition  # noqa: E402
 
 HEADER = b"INFO 01-01 00:00:00 [api_server.py:1] "
 STATS_HEADER = "INFO 01-01 00:00:00 [loggers.py:1] "

@@ -18,7 +18,7 @@ Evidence:
 stream: each request's send, first token and end on the probe's clock; the watchdog's record
 (`StreamEvidence.wedge`: when it stopped, how long the counters stood still, how many requests it
 stopped). metrics: the raw scrapes taken during the probe, on the same clock: the counters compared
-(`doctor.vllm_metrics.standstill`) and the running / waiting gauges. endpoints: /health's status.
+(`doctor.engine_metrics.standstill`) and the running / waiting gauges. endpoints: /health's status.
 An engine whose /metrics has no token or request counter does not expose it: the check says so.
 
 Remediation:
@@ -42,13 +42,13 @@ from __future__ import annotations
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import not_in_metrics, rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
+from doctor.engine_metrics.standstill import standstill
 from doctor.engines import RECORDS
 from doctor.engines.names import display, engine_part
 from doctor.evidence import EndpointsEvidence, MetricsEvidence, StreamEvidence
 from doctor.evidence.stream import WEDGED
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.vllm_metrics.standstill import standstill
 
 #: Outcomes of a request still waiting when the probe stopped waiting for it.
 WAITED = ("stall", "deadline", WEDGED)

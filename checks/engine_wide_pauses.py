@@ -17,7 +17,7 @@ Evidence:
 stream (token times of every request, and the client's own freezes, taken out: a client that
 froze stamps every stream late together) and stream_stats (median gaps). metrics: the prompt-token
 counter at the scrapes that bracket each freeze; `python_gc_collections_total{generation="2"}`
-and `process_start_time_seconds` of the serving process (`doctor.vllm_metrics.runtime`): a pause
+and `process_start_time_seconds` of the serving process (`doctor.engine_metrics.runtime`): a pause
 that grows with the heap grows with uptime, and within the run (said when three or more rise and
 the last is a quarter longer than the first).
 metrics_window: preemptions over the window. Under vLLM v1 the GC counters are the API server's:
@@ -64,13 +64,13 @@ from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import host_saturated, host_values, not_in_metrics, process_cores, prompt_tokens_around, rerun, unidentified_setting
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.metrics_window import MetricsWindow
+from doctor.engine_metrics.runtime import Reading, readings
 from doctor.engines import RECORDS
 from doctor.engines.names import UNKNOWN, display
 from doctor.evidence import HostEvidence, MetricsEvidence, RequestTrace, StreamEvidence
 from doctor.evidence.stream import frozen_overlap
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.vllm_metrics.runtime import Reading, readings
 
 #: The last simultaneous freeze this many times the first (and a rising fit) grew within the run.
 GROWN = 1.25

@@ -15,7 +15,7 @@ engine setting (batch size, KV cache, chunking) will speed up.
 
 Evidence:
 metrics: ``process_cpu_seconds_total`` at the first and last usable scrape of the window
-(``doctor.vllm_metrics.runtime``); metrics_window: the engine's inter-token histogram (mean);
+(``doctor.engine_metrics.runtime``); metrics_window: the engine's inter-token histogram (mean);
 stream_stats: the client's TPOT p50 and gaps on the engine path, and tokens per chunk (an API
 server that falls behind merges tokens into one event). A /metrics with no process CPU counter:
 the check says so ("not exposed by ENGINE", or only that its /metrics has none on an
@@ -45,12 +45,12 @@ from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
+from doctor.engine_metrics.runtime import readings
 from doctor.engines import RECORDS
 from doctor.engines.names import UNKNOWN, display
 from doctor.evidence import MetricsEvidence, StreamEvidence
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.vllm_metrics.runtime import readings
 
 #: The front end's lever per engine: (setting, suggested, where), its record's ``front_end_lever``.
 LEVERS: dict[str, tuple[str, str, str]] = {r.id: r.front_end_lever for r in RECORDS if r.front_end_lever}

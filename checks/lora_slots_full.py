@@ -4,7 +4,7 @@ What it detects:
 LoRA slots full: in the scrapes of the probe window, requests for an adapter were waiting while
 all ``max_lora`` GPU adapter slots held other adapters (``vllm:lora_requests_info``), in at
 least ``min_scrapes`` scrapes. vLLM v1 lists no adapter as waiting (its two label lists are the
-same adapters, those being served: ``doctor.vllm_metrics.lora``), so there the check reads the
+same adapters, those being served: ``doctor.engine_readers.vllm_lora``), so there the check reads the
 turns instead: more adapters served over the window than ``max_lora`` slots, while requests
 waited with batch seats free (running below ``max_num_seqs``).
 
@@ -52,11 +52,11 @@ from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
+from doctor.engine_readers.vllm_lora import FAMILY, LoraSlots, lora_slots, served
 from doctor.engines.names import SGLANG
 from doctor.evidence import MetricsEvidence, RunRecord
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-from doctor.vllm_metrics.lora import FAMILY, LoraSlots, lora_slots, served
 
 
 @check(code="LD109", name="lora-slots-full", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.QUEUE)

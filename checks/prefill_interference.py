@@ -67,10 +67,10 @@ from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.engine_metrics.runtime import Reading, readings
 from doctor.evidence import MetricsEvidence, RunRecord, StreamEvidence
 from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-from doctor.vllm_metrics.runtime import Reading, readings
 
 #: The step budget suggested when the current one is larger (vLLM's default for most GPUs).
 TARGET_BATCHED_TOKENS = 2048

@@ -48,10 +48,10 @@ from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import foreign_prompt_tokens, rerun
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import PathStats, StreamStats
+from doctor.engine_metrics.window import parse_scrape
 from doctor.evidence import MetricsEvidence, StreamEvidence
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
-from doctor.vllm_metrics.window import parse_scrape
 
 
 @check(code="LD103", name="slow-cold-start", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.COLD_START,

@@ -15,12 +15,12 @@ import textwrap
 from typing import Any
 
 from doctor.engine_readers import normal
-from doctor.engines.names import UNKNOWN, VLLM, display
+from doctor.engines.names import ENGINE_NOR_LIST, UNKNOWN, VLLM, display
 from doctor.evidence.errors import EvidenceError
 from doctor.evidence.log import LogEvidence
 from doctor.foundation.redact import Redactor
 from doctor.foundation.serial import to_jsonable
-from doctor.vllm_log.parsed import LogFacts, StatsPoint
+from doctor.logscan.parsed import LogFacts, StatsPoint
 
 _VALUE_WIDTH = 60  # a fact's value longer than this is shortened in the text output (never in JSON)
 _WIDTH = 100  # startup errors are wrapped to this many columns: cron mail and terminals alike
@@ -44,7 +44,7 @@ def log_problems(source: str, evidence: LogEvidence | None, facts: LogFacts | No
         problems = problems or [f"cannot use the log {source}"]
     elif facts is None or facts.empty:
         whose = f" (engine unidentified: {facts.identified_by})" if facts is not None and facts.engine == UNKNOWN else ""
-        problems.append(f"no vLLM (nor SGLang, llama.cpp, TGI, TensorRT-LLM) startup, stats or error line found in {source}{whose}: "
+        problems.append(f"no {ENGINE_NOR_LIST} startup, stats or error line found in {source}{whose}: "
                         "is this an engine's log?")
     return [Redactor().text(p) for p in problems]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from doctor.engine_metrics.views import MetricsWindow
 from doctor.engines.names import UNKNOWN, display
 from doctor.foundation.redact import Redactor
 from doctor.foundation.serial import to_jsonable
-from doctor.vllm_metrics.views import MetricsWindow
 
 
 def render_metrics_summary(

@@ -14,11 +14,11 @@ from typing import Any
 from doctor.derive.engine import identify_engine
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
+from doctor.engine_metrics.metric_names import FAMILY_BY_KEY
+from doctor.engine_metrics.runtime import Reading, between
 from doctor.engines.names import VLLM, engine_of_metric
 from doctor.evidence import EndpointsEvidence, RunRecord, StreamEvidence
 from doctor.model import EvidenceValue
-from doctor.vllm_metrics.metric_names import FAMILY_BY_KEY
-from doctor.vllm_metrics.runtime import Reading, between
 
 
 @dataclass

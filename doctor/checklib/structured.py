@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.checking.contract import NotApplicable
+from doctor.engine_metrics.window import parse_scrape
 from doctor.evidence import MetricsEvidence, ProbePath, RequestTrace, StreamEvidence
-from doctor.vllm_metrics.window import parse_scrape
 
 
 @dataclass

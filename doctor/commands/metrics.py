@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import sys
 
+from doctor.engine_metrics.readings import NoWindow
+from doctor.engine_metrics.window import window_from_scrapes
 from doctor.engine_readers import normal
 from doctor.engine_readers.capacity import capacity_from_exposition
 from doctor.exit_codes import ExitCode
 from doctor.foundation.console import reader_may_leave
 from doctor.foundation.errors import UsageError
 from doctor.probes.scrapefile import read_scrapes
-from doctor.vllm_metrics.readings import NoWindow
-from doctor.vllm_metrics.window import window_from_scrapes
 from reports.metrics_summary import render_metrics_summary
 from reports.shared_parts import strip_controls
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.derive.missing import Missing
+from doctor.engine_metrics.views import MetricsWindow
 from doctor.engines.names import UNKNOWN, engine_of_answers
 from doctor.evidence import Bundle, EndpointsEvidence
-from doctor.vllm_log.parsed import LogFacts
-from doctor.vllm_metrics.views import MetricsWindow
+from doctor.logscan.parsed import LogFacts
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Scrapes taken around the probe are preferred: they cover exactly the requests th
 Prometheus history is the fallback (and the only source when no probe was sent). Each source's
 window is a view of its own (``scrape_window``, ``history_window``), parsed once per run:
 ``metrics_window`` chooses between them, ``user_felt`` reads both. The view's dataclasses live
-in ``doctor.vllm_metrics.views`` with the code that fills them.
+in ``doctor.engine_metrics.views`` with the code that fills them.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 
 from doctor.derive.missing import Missing
+from doctor.engine_metrics.history import window_from_history
+from doctor.engine_metrics.readings import NoWindow
+from doctor.engine_metrics.views import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
+from doctor.engine_metrics.window import window_from_scrapes
 from doctor.evidence import Bundle
-from doctor.vllm_metrics.history import window_from_history
-from doctor.vllm_metrics.readings import NoWindow
-from doctor.vllm_metrics.views import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
-from doctor.vllm_metrics.window import window_from_scrapes
 
 __all__ = [
     "EngineWindow",

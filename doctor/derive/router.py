@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from doctor.derive.missing import Missing
+from doctor.engine_metrics.readings import NoWindow
+from doctor.engine_metrics.window import window_from_scrapes
 from doctor.evidence import Bundle, ReplicaScrapes
 from doctor.routers.reading import RouterSample, SettingInUse, read_scrape, record_of, scrape_problem, settings_in_use
-from doctor.vllm_metrics.readings import NoWindow
-from doctor.vllm_metrics.window import window_from_scrapes
 
 
 @dataclass

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from doctor.derive.missing import Missing
 from doctor.evidence import Bundle
+from doctor.logscan.parsed import LogFacts
 from doctor.sizing.against_log import sizing_from_log
 from doctor.sizing.architecture import ConfigError, parse_architecture
 from doctor.sizing.model_fit import Setup, size_model
 from doctor.sizing.sizing_json import SizingSummary, summary
-from doctor.vllm_log.parsed import LogFacts
 
 
 def derive_sizing(bundle: Bundle, log_facts: LogFacts | Missing) -> SizingSummary:

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import Dist, StreamStats
+from doctor.engine_metrics.readings import quantile_bounds
+from doctor.engine_metrics.views import HistogramWindow, MetricsWindow
 from doctor.evidence import Bundle
-from doctor.vllm_metrics.readings import quantile_bounds
-from doctor.vllm_metrics.views import HistogramWindow, MetricsWindow
 
 #: A histogram witness needs this many observations before its p90 says anything.
 MIN_SERVER_N = 5

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor.engine_metrics.metric_names import metric_families
 from doctor.engines import RECORDS
 from doctor.foundation.wire import number
-from doctor.vllm_metrics.metric_names import metric_families
 
 #: Each engine's settings in its /metrics (``EngineRecord.capacity_*``): gauge -> fact; info metric
 #: -> its (block size, block count) labels; (family, label, value) -> fact.

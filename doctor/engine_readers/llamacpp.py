@@ -16,10 +16,10 @@ import re
 from collections.abc import Iterable
 
 from doctor.engine_readers.logbook import RESOLVED, STATED, Logbook
-from doctor.engines.names import LLAMACPP
+from doctor.engines.llamacpp import RECORD
 from doctor.evidence.log import LogLine
 from doctor.foundation.wire import number
-from doctor.vllm_log.parsed import LogFacts
+from doctor.logscan.parsed import LogFacts
 
 _BUILD = re.compile(r"(?:^|\s)(?:build|version): (?P<n>\d+) \((?P<commit>[0-9a-f]+)\)")
 # Searched from the first "build info |" only (``_build_info``): a lazy ``.*?`` from every
@@ -59,18 +59,18 @@ _CONTEXT_KEYS = {
     "n_seq_max": "max_num_seqs",
 }
 
-#: llama-server's flag for a check key, for the fact's note.
+#: llama-server's name for a check key, for the fact's note: what its log calls it, with the flag
+#: that sets it (as its record spells it, ``EngineRecord.flags``, where the flag sets it alone).
 OWN_NAMES = {
-    "max_num_seqs": "n_slots (-np / --parallel)",
+    **{key: f"{name} ({RECORD.flags[key]})" for key, name in (("max_num_seqs", "n_slots"), ("max_num_batched_tokens", "n_batch"))},
     "max_model_len": "n_ctx_slot (--ctx-size / slots)",
     "kv_cache_tokens": "KV cells (--ctx-size)",
-    "max_num_batched_tokens": "n_batch (-b / --batch-size)",
 }
 
 
 def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
     """The facts of the last llama-server startup in ``lines``."""
-    book = Logbook(LLAMACPP, source)
+    book = Logbook(RECORD, source, OWN_NAMES)
     for line in lines:
         _read(book, line, line.text.strip())
     cells, slots = book.value("n_ctx"), book.value("max_num_seqs")
@@ -87,7 +87,7 @@ def _read(book: Logbook, line: LogLine, text: str) -> None:
         book.fact(line, "version", f"b{match['n']}", STATED)
         book.fact(line, "build_commit", match["commit"], STATED)
     elif match := _KV.search(text):
-        _own(book, line, "kv_cache_tokens", number(match["cells"], int), RESOLVED)
+        book.own(line, "kv_cache_tokens", number(match["cells"], int), RESOLVED)
         if (mib := number(match["mib"])) is not None:
             book.fact(line, "kv_cache_memory_gib", round(mib / 1024, 4))
         book.fact(line, "kv_cache_dtype", match["dtype"])
@@ -98,22 +98,22 @@ def _read(book: Logbook, line: LogLine, text: str) -> None:
     elif match := _UNIFIED.search(text):
         book.fact(line, "kv_unified", match["on"] == "true")
     elif match := _SEQ_WARNING.search(text):
-        _own(book, line, "max_model_len", number(match["n"], int), STATED)
+        book.own(line, "max_model_len", number(match["n"], int), STATED)
     elif match := _CONTEXT.search(text):
         if key := _CONTEXT_KEYS.get(match["key"]):
-            _own(book, line, key, number(match["n"], int), STATED)
+            book.own(line, key, number(match["n"], int), STATED)
     elif match := _SLOTS.search(text):
-        _own(book, line, "max_num_seqs", number(match["n"], int), RESOLVED)
+        book.own(line, "max_num_seqs", number(match["n"], int), RESOLVED)
         if match["ctx"]:
-            _own(book, line, "max_model_len", number(match["ctx"], int), RESOLVED)
+            book.own(line, "max_model_len", number(match["ctx"], int), RESOLVED)
     elif "initializing slots" in text and (match := _SLOTS_KV.search(text)):
-        _own(book, line, "max_num_seqs", number(match["n"], int), RESOLVED)
+        book.own(line, "max_num_seqs", number(match["n"], int), RESOLVED)
     elif match := _SLOT.search(text) or (_SLOT_KV.search(text) if "new slot" in text else None):
-        _own(book, line, "max_model_len", number(match["ctx"], int), RESOLVED)
+        book.own(line, "max_model_len", number(match["ctx"], int), RESOLVED)
     elif match := _LISTED_SLOT.search(text):
         if (last := number(match["id"], int)) is not None:
-            _own(book, line, "max_num_seqs", last + 1, RESOLVED)
-        _own(book, line, "max_model_len", number(match["ctx"], int), RESOLVED)
+            book.own(line, "max_num_seqs", last + 1, RESOLVED)
+        book.own(line, "max_model_len", number(match["ctx"], int), RESOLVED)
     elif match := _READY.search(text):
         book.fact(line, "listening", match["url"], STATED)
         book.at(line).serving = True  # a build line after it is a restart
@@ -126,7 +126,3 @@ def _build_info(text: str) -> re.Match[str] | None:
     start = _BUILD_INFO_START.search(text)
     return _BUILD_INFO.search(text, start.end()) if start else None
 
-
-def _own(book: Logbook, line: LogLine, key: str, value: object, rank: int) -> None:
-    own = OWN_NAMES.get(key)
-    book.fact(line, key, value, rank, note=f"llama.cpp {own}" if own else None)

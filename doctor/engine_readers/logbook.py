@@ -1,22 +1,26 @@
 """What every engine's log parser shares: startups, facts by how directly a line states them,
 stats points, and retractions counted once per event.
 
-vLLM's parser (``doctor.vllm_log.parser``) is tuned to vLLM's many releases; the other engines'
+vLLM's parser (``doctor.engine_readers.vllm``) is tuned to vLLM's many releases; the other engines'
 logs are simpler, and each adapter only says which line means what. ``Logbook`` keeps the rules
 they share: the same fact stated twice keeps the more direct statement (a resolved limit beats
-a command-line argument), a new startup begins when a startup line follows a serving one, and a
-retraction that every tensor-parallel rank prints is one event.
+a command-line argument), a new startup begins when a startup line follows a serving one, a
+retraction that every tensor-parallel rank prints is one event, and a fact read under a check's
+key notes the engine's own name for it (``own``: "TGI --max-concurrent-requests"), the engine
+named by its record.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.engines.record import EngineRecord
 from doctor.evidence.log import LogLine
 from doctor.foundation.wire import number
-from doctor.vllm_log import patterns as P  # noqa: N812 - P.NAME reads as "the pattern NAME"
-from doctor.vllm_log.parsed import Fact, LogFacts, Startup, StartupError, StatsPoint
+from doctor.logscan.gate import OTHER_ERROR, OUT_OF_MEMORY
+from doctor.logscan.parsed import Fact, LogFacts, Startup, StartupError, StatsPoint
 
 # How directly a line states a fact; a higher rank replaces a lower one within a startup.
 ARGUMENT, STATED, RESOLVED = 1, 2, 3
@@ -38,9 +42,11 @@ class _Startup:
 class Logbook:
     """Facts, stats and events of one engine's log, startup by startup."""
 
-    def __init__(self, engine: str, source: str) -> None:
-        self.engine = engine
+    def __init__(self, record: EngineRecord, source: str, own_names: Mapping[str, str]) -> None:
+        self.engine = record.id
+        self.display = record.display
         self.source = source
+        self.own_names = own_names  # check key -> the engine's name for it, for the fact's note
         self.startups: list[_Startup] = []
         self.stats: list[StatsPoint] = []
 
@@ -67,6 +73,12 @@ class Logbook:
         held = state.facts.get(key)
         if held is None or rank > held[0]:
             state.facts[key] = (rank, Fact(value=value, line=line.no, raw=line.text, note=note))
+
+    def own(self, line: LogLine, key: str, value: Any, rank: int) -> None:
+        """``fact``, noting the engine's own name for ``key`` ("TGI --max-concurrent-requests")
+        when the reader knows it."""
+        own = self.own_names.get(key)
+        self.fact(line, key, value, rank, note=f"{self.display} {own}" if own else None)
 
     def infer(self, key: str, value: Any, source: str, note: str) -> None:
         """Set ``key`` in the last startup from another fact (``source``, whose line it cites),
@@ -103,9 +115,9 @@ class Logbook:
 
     def error(self, line: LogLine, message: str) -> bool:
         """Record ``message`` when it is an error (out of memory, an exception); whether it was."""
-        if P.OUT_OF_MEMORY.search(message):
+        if OUT_OF_MEMORY.search(message):
             kind = "oom"
-        elif P.OTHER_ERROR.search(message):
+        elif OTHER_ERROR.search(message):
             kind = "other"
         else:
             return False

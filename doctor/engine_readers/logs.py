@@ -1,8 +1,8 @@
 """Which parser reads a log, and whose log it is: "unknown" over a guess.
 
 The scanner keeps every engine's lines (``doctor.engines.openings``); ``names.identify_log``
-scores each engine by the kept lines carrying its markers. Another engine's log goes to the
-parser its record names; a log vLLM's markers claim, or that no marker claims, goes to vLLM's parser (it knows
+scores each engine by the kept lines carrying its markers. Another engine's log goes to its
+reader (``PARSERS``); a log vLLM's markers claim, or that no marker claims, goes to vLLM's (it knows
 releases whose lines no marker list covers), and when that finds nothing either the log is an
 unidentified engine's (``UNKNOWN``): its facts and remediations then speak of limits, not of
 vLLM's flags. A wrong engine is worse than none.
@@ -10,36 +10,33 @@ vLLM's flags. A wrong engine is worse than none.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterable, Sequence
-from functools import cache
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from doctor.engines import BY_ID
-from doctor.engines.names import UNKNOWN, VLLM, identify_log
+from doctor.engine_readers import llamacpp, sglang, tgi, trtllm, vllm
+from doctor.engines.names import LLAMACPP, SGLANG, TGI, TRTLLM, UNKNOWN, VLLM, identify_log
 from doctor.evidence.log import LogLine
-from doctor.vllm_log.parsed import LogFacts
-from doctor.vllm_log.parser import parse_lines
+from doctor.logscan.parsed import LogFacts
 
 LogParser = Callable[[Iterable[LogLine], str], LogFacts]
 
 
-@cache
-def parser_of(engine: str) -> LogParser:
-    """The log parser ``engine``'s record names (``EngineRecord.log_parser``, ``module:function``):
-    named, not imported, by the record, which sits below the parsers it names."""
-    module, _, function = BY_ID[engine].log_parser.partition(":")
-    parser: LogParser = getattr(importlib.import_module(module), function)
-    return parser
+#: Each engine's log reader, by its record's id (``doctor.engines``): imported here, above both,
+#: because the records sit below the readers and may not name them (``tests/project/test_layering.py``);
+#: ``tests/parsers/test_engine_records.py`` holds every record to a reader.
+PARSERS: Mapping[str, LogParser] = {
+    VLLM: vllm.parse_lines,
+    SGLANG: sglang.parse,
+    LLAMACPP: llamacpp.parse,
+    TGI: tgi.parse,
+    TRTLLM: trtllm.parse,
+}
 
 
 def parse_engine_log(lines: Sequence[LogLine], source: str = "") -> LogFacts:
     """The facts of the log's last startup, read by its engine's parser, with whose log it is."""
     identity = identify_log(line.text for line in lines)
-    if identity.engine is not None and identity.engine != VLLM:
-        facts = parser_of(identity.engine)(lines, source)
-    else:
-        facts = parse_lines(lines, source)
-        if identity.engine != VLLM and facts.empty:
-            facts.engine = UNKNOWN
+    facts = PARSERS[identity.engine or VLLM](lines, source)
+    if identity.engine is None and facts.empty:
+        facts.engine = UNKNOWN
     facts.identified_by = identity.why
     return facts

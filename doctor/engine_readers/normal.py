@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from doctor.engine_metrics.views import MetricsWindow
 from doctor.engines import RECORDS
 from doctor.engines.names import SGLANG, UNKNOWN, display
-from doctor.vllm_log.parsed import LogFacts
-from doctor.vllm_metrics.views import MetricsWindow
+from doctor.logscan.parsed import LogFacts
 
 #: Neutral name -> the LogFacts key it is read from.
 FROM_LOG_KEYS = {

@@ -15,11 +15,11 @@ import re
 from collections.abc import Iterable
 
 from doctor.engine_readers.logbook import ARGUMENT, RESOLVED, STATED, Logbook
-from doctor.engines.names import SGLANG
+from doctor.engines.sglang import RECORD
 from doctor.evidence.log import LogLine
 from doctor.foundation.wire import number
-from doctor.vllm_log.parsed import LogFacts, StatsPoint
-from doctor.vllm_log.printed_values import literal_value, split_items
+from doctor.logscan.parsed import LogFacts, StatsPoint
+from doctor.logscan.printed_values import literal_value, split_items
 
 # The opening bracket may be cut by an excerpt; SGLang 0.5.7+ puts "INFO file.py:N: " after it;
 # some builds and wrappers print the time alone (``[23:43:42]``).
@@ -92,7 +92,7 @@ OWN_NAMES = {
 def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
     """The facts of the last SGLang startup in ``lines``, its batch lines and retractions. A
     record a guide wrapped over lines (its continuation indented under the message) is joined."""
-    book = Logbook(SGLANG, source)
+    book = Logbook(RECORD, source, OWN_NAMES)
     held: tuple[LogLine, str, str | None, list[str]] | None = None  # a record that may continue
     joined = 0  # continuation lines joined to it, bounded: a wrapped record spans a few lines
     for line in lines:
@@ -120,19 +120,19 @@ def _read(book: Logbook, line: LogLine, message: str, when: str | None, ranks: l
     elif match := _KV.match(message):
         key = "swa_kv_cache_tokens" if match["pool"] == "SWA " else "kv_cache_tokens"
         if match["tokens"]:
-            _own(book, line, key, number(match["tokens"], int), STATED)
+            book.own(line, key, number(match["tokens"], int), STATED)
         if match["pool"] != "SWA " and (size := _KV_SIZE.search(message)):
             k, v = number(size["k"]), number(size["v"])
             gib = number(size["kv"]) if size["kv"] else k + v if k is not None and v is not None else None
             book.fact(line, "kv_cache_memory_gib", gib)
         if page := _PAGE.search(message):
-            _own(book, line, "block_size", number(page["n"], int), STATED)
+            book.own(line, "block_size", number(page["n"], int), STATED)
     elif _LIMITS.match(message):
         for name, raw in split_items(message + ")"):
             if limit := _LIMIT_KEYS.get(name):
                 _limit(book, line, limit, literal_value(raw))
     elif match := _CAPPED.match(message):
-        _own(book, line, "max_num_seqs", number(match["n"], int), RESOLVED + 1)
+        book.own(line, "max_num_seqs", number(match["n"], int), RESOLVED + 1)
     elif match := _WEIGHTS.match(message):
         book.fact(line, "weights_memory_gib", number(match["gib"]))
     elif match := _GRAPH.match(message):
@@ -140,9 +140,9 @@ def _read(book: Logbook, line: LogLine, message: str, when: str | None, ranks: l
     elif match := _SERVER_ARGS.search(message):
         _server_args(book, line, match["body"])
     elif match := _CAPTURE_BS.match(message):
-        _own(book, line, "max_cudagraph_capture_size", max(int(n) for n in match["sizes"].split(", ")), RESOLVED)
+        book.own(line, "max_cudagraph_capture_size", max(int(n) for n in match["sizes"].split(", ")), RESOLVED)
     elif captured := [int(m["bs"]) for m in _CAPTURING.finditer(message)]:
-        _own(book, line, "max_cudagraph_capture_size", max(captured), RESOLVED)
+        book.own(line, "max_cudagraph_capture_size", max(captured), RESOLVED)
     else:
         book.error(line, message)
 
@@ -153,7 +153,7 @@ def _limit(book: Logbook, line: LogLine, key: str, value: object) -> None:
         book.fact(line, "chunked_prefill", chunked, RESOLVED)
         if not chunked:
             return
-    _own(book, line, key, value, RESOLVED)
+    book.own(line, key, value, RESOLVED)
 
 
 def _server_args(book: Logbook, line: LogLine, body: str) -> None:
@@ -169,12 +169,8 @@ def _server_args(book: Logbook, line: LogLine, body: str) -> None:
         elif key == "max_num_batched_tokens" and isinstance(value, int) and value <= 0:
             book.fact(line, "chunked_prefill", False, ARGUMENT)
         else:
-            _own(book, line, key, value, ARGUMENT)
+            book.own(line, key, value, ARGUMENT)
 
-
-def _own(book: Logbook, line: LogLine, key: str, value: object, rank: int) -> None:
-    own = OWN_NAMES.get(key)
-    book.fact(line, key, value, rank, note=f"SGLang {own}" if own else None)
 
 
 def _point(line: LogLine, when: str | None, ranks: list[str], kind: str, message: str) -> StatsPoint:

@@ -27,10 +27,10 @@ import re
 from collections.abc import Iterable
 
 from doctor.engine_readers.logbook import ARGUMENT, RESOLVED, STATED, Logbook
-from doctor.engines.names import TGI
+from doctor.engines.tgi import RECORD
 from doctor.evidence.log import LogLine
 from doctor.foundation.wire import number
-from doctor.vllm_log.parsed import LogFacts
+from doctor.logscan.parsed import LogFacts
 
 _ARGS = re.compile(r"(?:text_generation_launcher: |\"message\":\"|^\s*)Args \{(?P<body>.*)")
 # ``Some(x)`` on one line, or ``Some(`` with ``x,`` on the next line of a pretty print. The key starts
@@ -77,13 +77,11 @@ _ARG_KEYS = {
     "cuda_memory_fraction": "cuda_memory_fraction",
 }
 
-#: TGI's flag for a check key, for the fact's note.
+#: TGI's name for a check key, for the fact's note: the launcher's flag as its record spells it
+#: (``EngineRecord.flags``), or what the launcher and its log call a value no vLLM setting matches.
 OWN_NAMES = {
-    "max_num_seqs": "--max-concurrent-requests",
-    "max_model_len": "--max-total-tokens",
-    "max_num_batched_tokens": "--max-batch-prefill-tokens",
+    **{key: RECORD.flags[key] for key in ("max_num_seqs", "max_model_len", "max_num_batched_tokens", "tensor_parallel_size")},
     "kv_cache_tokens": "max batch total tokens",
-    "tensor_parallel_size": "--num-shard",
     "max_input_tokens": "--max-input-tokens",
     "block_size": "KV-cache block size",
 }
@@ -91,7 +89,7 @@ OWN_NAMES = {
 
 def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
     """The facts of the last TGI startup in ``lines``."""
-    book = Logbook(TGI, source)
+    book = Logbook(RECORD, source, OWN_NAMES)
     args: list[LogLine] = []  # the lines of an ``Args {`` dump not yet read
     for line in lines:
         text = line.text
@@ -106,18 +104,18 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
         elif match := _DEFAULTED.search(text):
             arg = match["arg"] or f"max_{match['what']}_tokens"
             if key := _ARG_KEYS.get(arg):
-                _own(book, line, key, number(match["n"] or match["m"], int), RESOLVED)
+                book.own(line, key, number(match["n"] or match["m"], int), RESOLVED)
         elif match := _COMMIT.search(text):
             book.fact(line, "build_commit", match["sha"], STATED)
         elif match := _BLOCKS.search(text):
             book.fact(line, "num_gpu_blocks", number(match["n"], int), STATED)
-            _own(book, line, "block_size", number(match["size"], int), STATED)
+            book.own(line, "block_size", number(match["size"], int), STATED)
         elif infos := list(_INFO.finditer(text)):
             for info in infos:
                 key = _INFO_KEYS.get(info["key"]) or _ARG_KEYS[info["key"]]
-                _own(book, line, key, _value(info["value"]), RESOLVED)
+                book.own(line, key, _value(info["value"]), RESOLVED)
         elif match := _TOTAL.search(text):
-            _own(book, line, "kv_cache_tokens", number(match["n"], int), RESOLVED)
+            book.own(line, "kv_cache_tokens", number(match["n"], int), RESOLVED)
         elif _NO_AUTO.search(text):
             book.fact(line, "automatic_max_batch_total_tokens", False)
         elif _CONNECTED.search(text):
@@ -140,7 +138,7 @@ def _args(book: Logbook, lines: list[LogLine]) -> None:
         return
     for item in _ITEM.finditer(match["body"]):
         if key := _ARG_KEYS.get(item["key"]):
-            _own(book, lines[0], key, _value(item["some"] if item["some"] is not None else item["value"]), ARGUMENT)
+            book.own(lines[0], key, _value(item["some"] if item["some"] is not None else item["value"]), ARGUMENT)
 
 
 def _unescaped(match: re.Match[str]) -> str:
@@ -148,10 +146,6 @@ def _unescaped(match: re.Match[str]) -> str:
     lines are read as one (``_ITEM`` takes a ``Some(`` value after any space)."""
     return _UNESCAPED.get(match[1], match[1])
 
-
-def _own(book: Logbook, line: LogLine, key: str, value: object, rank: int) -> None:
-    own = OWN_NAMES.get(key)
-    book.fact(line, key, value, rank, note=f"TGI {own}" if own else None)
 
 
 def _value(raw: str) -> object:

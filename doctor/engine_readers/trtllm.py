@@ -24,10 +24,10 @@ import re
 from collections.abc import Iterable
 
 from doctor.engine_readers.logbook import RESOLVED, STATED, Logbook
-from doctor.engines.names import TRTLLM
+from doctor.engines.trtllm import RECORD
 from doctor.evidence.log import LogLine
 from doctor.foundation.wire import number
-from doctor.vllm_log.parsed import LogFacts, StatsPoint
+from doctor.logscan.parsed import LogFacts, StatsPoint
 
 _VERSION = re.compile(r"(?:Engine version|TensorRT[ -]LLM version:?) (?P<version>\d+\.\d+[\w.+-]*)")
 _MODEL = re.compile(r"TRTGptModel (?P<key>max\w+): (?P<n>\d+)")
@@ -74,11 +74,12 @@ _MODEL_KEYS = {
     "maxBeamWidth": "max_beam_width",
 }
 
-#: TensorRT-LLM's name for a check key, for the fact's note.
+#: TensorRT-LLM's name for a check key, for the fact's note: what its log calls it, with the
+#: ``trtllm-serve`` flag that sets it as its record spells it (``EngineRecord.flags``).
 OWN_NAMES = {
     "max_num_seqs": "maxNumSequences",
-    "max_model_len": "maxSequenceLen (--max_seq_len)",
-    "max_num_batched_tokens": "maxNumTokens (--max_num_tokens)",
+    **{key: f"{name} ({RECORD.flags[key]})" for key, name in (("max_model_len", "maxSequenceLen"),
+                                                               ("max_num_batched_tokens", "maxNumTokens"))},
     "kv_cache_tokens": "max tokens in paged KV cache",
     "block_size": "tokens per block",
 }
@@ -86,7 +87,7 @@ OWN_NAMES = {
 
 def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
     """The facts of the last TensorRT-LLM startup in ``lines``."""
-    book = Logbook(TRTLLM, source)
+    book = Logbook(RECORD, source, OWN_NAMES)
     pending: list[LogLine] = []  # a batch-manager record a terminal wrapped, not yet read
     for line in lines:
         text = line.text
@@ -103,20 +104,20 @@ def parse(lines: Iterable[LogLine], source: str = "") -> LogFacts:
         elif _LIMITS.search(text):
             for limit in _LIMIT.finditer(text):  # printed again after the final KV allocation
                 book.forget(_LIMIT_KEYS[limit["key"]])
-                _own(book, line, _LIMIT_KEYS[limit["key"]], number(limit["n"], int), RESOLVED)
+                book.own(line, _LIMIT_KEYS[limit["key"]], number(limit["n"], int), RESOLVED)
         elif match := _VERSION.search(text):
             book.fact(line, "version", match["version"], STATED)
         elif match := _MODEL.search(text):
             if key := _MODEL_KEYS.get(match["key"]):
-                _own(book, line, key, number(match["n"], int), STATED)
+                book.own(line, key, number(match["n"], int), STATED)
         elif match := _ALLOCATED.search(text):
             # A later allocation replaces the one before it: the last pool is the one that serves.
             _last(book, line, "kv_cache_tokens", number(match["n"], int))
             _last(book, line, "kv_cache_memory_gib", number(match["gib"]))
         elif match := _USING.search(text):
-            _own(book, line, "kv_cache_tokens", number(match["n"], int), STATED)
+            book.own(line, "kv_cache_tokens", number(match["n"], int), STATED)
         elif match := _BLOCK.search(text):
-            _own(book, line, "block_size", number(match["n"] or match["m"], int), STATED)
+            book.own(line, "block_size", number(match["n"] or match["m"], int), STATED)
         else:
             book.error(line, text)
     if pending:
@@ -142,10 +143,10 @@ def _stats_point(book: Logbook, line: LogLine, record: str) -> None:
         return
     for name, key in _STAT_LIMITS.items():
         if name in numbers:
-            _own(book, line, key, int(numbers[name]), STATED)
+            book.own(line, key, int(numbers[name]), STATED)
     blocks, size = readings.get("max_blocks"), numbers.get("tokensPerBlock", numbers.get("Tokens per KV cache block"))
     if blocks and size:
-        _own(book, line, "kv_cache_tokens", int(blocks * size), STATED - 1)  # below an allocation line
+        book.own(line, "kv_cache_tokens", int(blocks * size), STATED - 1)  # below an allocation line
     used = readings.get("used_blocks")
     book.stat(line, StatsPoint(
         line=line.no, running=readings.get("running"), waiting=readings.get("waiting"),
@@ -156,9 +157,5 @@ def _stats_point(book: Logbook, line: LogLine, record: str) -> None:
 def _last(book: Logbook, line: LogLine, key: str, value: object) -> None:
     """State ``key`` as resolved, replacing an earlier allocation's value."""
     book.forget(key)
-    _own(book, line, key, value, RESOLVED)
+    book.own(line, key, value, RESOLVED)
 
-
-def _own(book: Logbook, line: LogLine, key: str, value: object, rank: int) -> None:
-    own = OWN_NAMES.get(key)
-    book.fact(line, key, value, rank, note=f"TensorRT-LLM {own}" if own else None)

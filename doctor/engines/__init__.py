@@ -5,14 +5,14 @@ Each engine is one module holding one ``EngineRecord`` (``record``): ``vllm``, `
 
 - ``names``: ids, display names, metric prefixes, log markers, ``owned_by`` and ``Server``
   header words, and the identification that scores them ("unknown" over a guess);
-- ``openings``: the pieces of the log scanner's gate (``doctor.vllm_log.patterns``);
+- ``openings``: the pieces of the log scanner's gate (``doctor.logscan.gate``);
 - ``server_info``: the self-description routes and the fields kept from their answers;
-- the metric names of each quantity (``doctor.vllm_metrics.metric_names``), the flags a remediation
+- the metric names of each quantity (``doctor.engine_metrics.metric_names``), the flags a remediation
   names (``doctor.checklib.remediation``), what an engine never exposes
-  (``doctor.engine_readers.normal``), and which parser reads a log
-  (``doctor.engine_readers.logs``, by the record's ``log_parser`` reference).
+  (``doctor.engine_readers.normal``), and which reader reads a log
+  (``doctor.engine_readers.logs.PARSERS``, by the record's id).
 
-This package sits below the parser packages (``doctor.vllm_log``, ``doctor.vllm_metrics``,
+This package sits below the parser packages (``doctor.logscan``, ``doctor.engine_metrics``,
 ``doctor.engine_readers``) and imports none of them (``tests/project/test_layering.py``).
 Adding an engine: ``docs/engine-coverage.md``.
 """

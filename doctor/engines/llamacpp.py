@@ -45,7 +45,6 @@ RECORD = EngineRecord(
         # llama.cpp defers a request when every slot is busy: its queue.
         "waiting": ("llamacpp:requests_deferred",),
     },
-    log_parser="doctor.engine_readers.llamacpp:parse",
     log_markers=(
         "llama_kv_cache",
         "llama_context:",
@@ -66,7 +65,7 @@ RECORD = EngineRecord(
         '"message":"build info","build":',  # ... and its JSON build record
     ),
     log_openings=(
-        rb"|llama_kv_cache|llama_context: n_|llama_new_context_with_model: n_|llama_memory_recurrent: size"
+        rb"llama_kv_cache|llama_context: n_|llama_new_context_with_model: n_|llama_memory_recurrent: size"
         rb"|srv {1,12}init: initializing slots|load_model: initializing|slot {1,12}(?:init|load_model): id|build: \d"
         rb"|main: server is listening|INFO \[ {0,20}main\] build info"
         rb"|llama_print_timings:|llama_perf_context_print:|print_timing"  # timing printouts, old and new

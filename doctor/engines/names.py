@@ -48,6 +48,8 @@ SERVER_HEADERS: dict[str, str] = {r.server_header.lower(): r.id for r in RECORDS
 
 #: The engines in a sentence: "vLLM, SGLang, llama.cpp, TGI or TensorRT-LLM" (the CLI's help).
 ENGINE_LIST = ", ".join(r.display for r in RECORDS[:-1]) + f" or {RECORDS[-1].display}"
+#: The engines after a "no": "vLLM (nor SGLang, llama.cpp, TGI, TensorRT-LLM)" (a log none of them wrote).
+ENGINE_NOR_LIST = f"{RECORDS[0].display} (nor {', '.join(r.display for r in RECORDS[1:])})"
 
 
 def display(engine: str | None) -> str:

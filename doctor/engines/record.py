@@ -1,14 +1,15 @@
 """What llm-doctor knows about one engine, as one record: how it is recognised, what it exposes,
-how it spells each setting, where its log parser is.
+how it spells each setting.
 
 Every table that lists engines (display names, metric prefixes, log markers, the scanner's
 gate, the metric names of each quantity, the flags a remediation names, the self-description
 routes, what an engine never exposes) is derived from the records in ``doctor.engines.RECORDS``,
 so that adding an engine is one module of this package plus its fixtures (and, when it writes a
-log format of its own, its parser in ``doctor.engine_readers``).
+log format of its own, its reader in ``doctor.engine_readers``, which ``engine_readers.logs.PARSERS``
+names by the record's id).
 
-Pure data: this package imports nothing of the parser packages (``doctor.vllm_log``,
-``doctor.vllm_metrics``, ``doctor.engine_readers``), which all import it.
+Pure data: this package imports nothing of the parser packages (``doctor.logscan``,
+``doctor.engine_metrics``, ``doctor.engine_readers``), which all import it.
 """
 
 from __future__ import annotations
@@ -61,10 +62,10 @@ class EngineRecord:
     ``checklib.vllm_flag``). ``cli_version`` is the release whose command line
     ``fixtures/engine-cli/<id>.txt`` records, the one the flags are checked against.
 
-    ``metrics``: ``doctor.vllm_metrics.metric_names`` family key -> this engine's metric names for that
+    ``metrics``: ``doctor.engine_metrics.metric_names`` family key -> this engine's metric names for that
     quantity, newest first; ``log_openings`` the alternatives this engine adds to the log
-    scanner's gate (bytes, bounded repeats only), ``line_start_openings`` those tried only at
-    a line's start; ``not_exposed``: per source ("log", "metrics"), the neutral facts the engine
+    scanner's gate (bytes joined by ``|``, none leading; bounded repeats only),
+    ``line_start_openings`` those tried only at a line's start; ``not_exposed``: per source ("log", "metrics"), the neutral facts the engine
     never states there ("not exposed by ENGINE's log").
     """
 
@@ -74,7 +75,6 @@ class EngineRecord:
     cli_version: str
     metric_prefixes: tuple[str, ...]
     metrics: Mapping[str, tuple[str, ...]]
-    log_parser: str  # "module:function" reading ``Iterable[LogLine], source`` into ``LogFacts``
     log_markers: tuple[str, ...] = ()
     log_openings: bytes = b""
     line_start_openings: tuple[bytes, ...] = ()

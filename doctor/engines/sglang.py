@@ -64,7 +64,6 @@ RECORD = EngineRecord(
         "sglang:max_prefill_tokens": "max_prefill_tokens",
     },
     capacity_info={"sglang:cache_config_info": ("page_size", "num_pages")},
-    log_parser="doctor.engine_readers.sglang:parse",
     log_markers=(
         "KV Cache is allocated.",
         "max_total_num_tokens=",
@@ -75,7 +74,7 @@ RECORD = EngineRecord(
         "The server is fired up and ready to roll",
     ),
     log_openings=(
-        rb"|KV Cache is allocated|Full KV Cache is allocated|SWA KV Cache is allocated|Mamba Cache is allocated"
+        rb"KV Cache is allocated|Full KV Cache is allocated|SWA KV Cache is allocated|Mamba Cache is allocated"
         rb"|max_total_num_tokens=|max_running_requests is capped|Load weight end|Capture cuda graph end"
         rb"|Capture cuda graph bs \[|Capturing batches \(bs="  # cuda_graph_runner.py's sizes, tqdm's progress
         rb"|server_args=ServerArgs|Prefill batch|Decode batch|KV cache pool is full|Decode out of memory"

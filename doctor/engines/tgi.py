@@ -47,7 +47,6 @@ RECORD = EngineRecord(
     },
     # its KV budget, the ``Setting max batch total tokens`` of its log (``backends/v3/src/lib.rs``, PR #2595)
     capacity_gauges={"tgi_batch_max_total_tokens": "kv_cache_tokens"},
-    log_parser="doctor.engine_readers.tgi:parse",
     log_markers=(
         "text_generation_router",
         "Setting max batch total tokens",
@@ -61,7 +60,7 @@ RECORD = EngineRecord(
         "Runtime environment:",  # --env's build block (launcher/src/env_runtime.rs)
     ),
     log_openings=(
-        rb"|Args \{|Setting max batch total tokens|Model does not support automatic max batch total tokens"
+        rb"Args \{|Setting max batch total tokens|Model does not support automatic max batch total tokens"
         rb"|text_generation_router[\w:]{0,20}: [\w/.]{1,40}:\d{1,6}: Connected|\"message\":\"Connected\""
         rb"|text-generation-router"  # /info's "router" field, pasted into a report
         # ... its other fields, and those of an Args dump printed over many lines (pretty, or a

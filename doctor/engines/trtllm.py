@@ -39,7 +39,6 @@ RECORD = EngineRecord(
         ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "max"): "num_blocks",
         ("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "tokens_per"): "block_size",
     },
-    log_parser="doctor.engine_readers.trtllm:parse",
     log_markers=(
         "[TensorRT-LLM]",
         "TRTGptModel max",
@@ -55,7 +54,7 @@ RECORD = EngineRecord(
         '"Active Request Count"',  # ... and its batch-manager statistics
     ),
     log_openings=(
-        rb"|TRTGptModel max|Allocated \d{1,9}\.\d{1,4} GiB for max tokens in paged KV cache"
+        rb"TRTGptModel max|Allocated \d{1,9}\.\d{1,4} GiB for max tokens in paged KV cache"
         rb"|\[MemUsageChange\] Allocated|Number of tokens per block|TensorRT.LLM version|Engine version \d"
         rb"|Using \d{1,12} tokens in paged KV cache|Max KV cache blocks per sequence"
         rb"|\"iterLatencyMS\"|host_step_time = "  # the executor's iteration stats (JSON), the PyTorch backend's iteration log

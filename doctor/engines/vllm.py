@@ -1,5 +1,5 @@
 """vLLM: the engine llm-doctor was written against; its log has a parser of its own
-(``doctor.vllm_log``), tuned to every release from 0.1.7, and its metric names are listed across
+(``doctor.engine_readers.vllm``), tuned to every release from 0.1.7, and its metric names are listed across
 their renames (``fixtures/vllm-formats/metrics-definitions-by-version.md``, 0.1.7 to 0.33.0).
 
 Its flags are its settings' names (``max_num_seqs`` -> ``--max-num-seqs``, ``vllm serve``'s
@@ -39,15 +39,25 @@ RECORD = EngineRecord(
         "waiting": ("vllm:num_requests_waiting",),
     },
     capacity_info={"vllm:cache_config_info": ("block_size", "num_gpu_blocks")},
-    log_parser="doctor.vllm_log.parser:parse_lines",
-    # What only vLLM prints (the phrases its parser opens on, ``doctor.vllm_log.patterns``), tried
+    # What only vLLM prints (the phrases its parser opens on, ``doctor.engine_readers.vllm_patterns``), tried
     # after every other engine's markers, with vLLM's record header: a log none of these nor
-    # another engine's marker claims is an unidentified engine's, not vLLM's. vLLM's own gate
-    # openings live with its patterns.
+    # another engine's marker claims is an unidentified engine's, not vLLM's.
     log_markers=(
         "vLLM API server version", "args: Namespace(", "non-default args", "Maximum concurrency for",
         "KV cache size:", "# GPU blocks:", "GPU blocks: ", "# CUDA blocks:", "Avg prompt throughput:",
         "Using max model len", "vllm cache_config_info", "the current vLLM instance",
+    ),
+    # The openings of the messages its reader reads (``vllm_patterns``), after its header.
+    log_openings=(
+        rb"Avg prompt throughput|Prefix cache hit rate: GPU|Sequence group"  # while serving
+        rb"|vLLM API server version|[ \t]{0,40}\xe2\x96|args: Namespace|non-default args|Initializing"  # startup markers
+        rb"|Using max model len|Chunked prefill|Cudagraph is disabled"
+        rb"|# \w+ blocks|(?:GPU|CUDA|cuda) blocks: |Maximum concurrency|Overriding num_gpu_blocks|vllm cache_config_info"
+        rb"|Available KV|Auto set|Explicitly set|Loading model weights|Model loading took|Memory profiling"
+        rb"|the current vLLM|model weights take|total_gpu_memory|gpu_memory_utilization|non_torch_memory"
+        rb"|PyTorch activation|available_kv_cache_memory|Graph capturing|Estimated CUDA graph|CUDA graph"
+        rb"|torch\.compile takes|init engine|Capping cudagraph capture sizes"
+        rb"|The model's max seq len|To serve at least|Free memory on device|No available memory"
     ),
     stats_marks=(b"throughput:",),
     preemption_marks=(b"preempted by",),

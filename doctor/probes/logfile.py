@@ -23,8 +23,8 @@ from typing import BinaryIO
 from doctor.evidence.errors import EvidenceError
 from doctor.evidence.log import LogEvidence, LogLine
 from doctor.foundation.redact import Redactor
+from doctor.logscan.scanner import Scanner, probe
 from doctor.probes.cpus import usable_cpus
-from doctor.vllm_log.scanner import Scanner, probe
 
 CHUNK = 8 << 20  # large enough to amortise the per-chunk gate passes, small next to the RSS goal
 # A plain file at least this large is split between processes, one per available CPU (up to

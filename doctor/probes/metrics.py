@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from doctor.engine_metrics.window import parse_scrape
 from doctor.engines import server_info
 from doctor.engines.names import LLAMACPP
 from doctor.evidence import EvidenceError, MetricsEvidence, Scrape
@@ -41,7 +42,6 @@ from doctor.probes.http import (
     join_url,
     without_credentials,
 )
-from doctor.vllm_metrics.window import parse_scrape
 
 #: What a failed scrape keeps of its body (an HTML error page says who answered).
 ERROR_BODY_CHARS = 2048

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 
 import httpx
 
+from doctor.engine_metrics.history import PRESENCE_PART, query_name
+from doctor.engine_metrics.metric_names import FAMILIES, Family
 from doctor.evidence import EvidenceError, PrometheusEvidence, PromQuery
 from doctor.foundation import wire
 from doctor.probes.deadlines import RunDeadline
@@ -35,8 +37,6 @@ from doctor.probes.http import (
     without_credentials,
 )
 from doctor.scalers.history import queries as scaler_queries
-from doctor.vllm_metrics.history import PRESENCE_PART, query_name
-from doctor.vllm_metrics.metric_names import FAMILIES, Family
 
 BY_ENGINE = "engine, model_name"
 #: Range-query resolution (charts only): about this many points over the window, never finer than 1 s.

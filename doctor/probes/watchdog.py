@@ -21,10 +21,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
+from doctor.engine_metrics.standstill import Progress, standstill
 from doctor.evidence import RequestTrace, Scrape, WedgeStop
 from doctor.evidence.stream import CANCELLED, WEDGED
 from doctor.foundation.clock import Clock
-from doctor.vllm_metrics.standstill import Progress, standstill
 
 #: How often the watchdog looks (the scrapes come every ``--scrape-interval``, 1 s by default).
 POLL_S = 0.5

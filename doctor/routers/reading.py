@@ -14,11 +14,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from doctor.engine_metrics.metric_names import ExpositionError, metric_families
 from doctor.evidence.metrics import Scrape
 from doctor.foundation import wire
 from doctor.routers import RECORDS, identify
 from doctor.routers.record import RouterRecord
-from doctor.vllm_metrics.metric_names import ExpositionError, metric_families
 
 #: Replicas read per router scrape or worker list: more than any router fronts.
 MAX_REPLICAS = 256

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from doctor.engine_metrics.history import query_name, result_rows, sample_point, split_query_name
 from doctor.evidence import PrometheusEvidence, PromQuery
 from doctor.foundation.units import fmt_seconds
-from doctor.vllm_metrics.history import query_name, result_rows, sample_point, split_query_name
 
 FAMILY = "scaler"
 #: (metric prefix, the label naming the HPA), newest first (kube-state-metrics v2.0 renamed them).

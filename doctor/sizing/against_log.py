@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from doctor.logscan.parsed import LogFacts
 from doctor.sizing.architecture import Architecture
 from doctor.sizing.budget import Budget, GiB
 from doctor.sizing.kv import DEFAULT_MAX_NUM_BATCHED_TOKENS, kv_layout
 from doctor.sizing.model_fit import Setup, Sizing, size_model
-from doctor.vllm_log.parsed import LogFacts
 
 GIB_HALF_STEP = 0.005  # vLLM prints GiB with 2 decimals (format_gib)
 

@@ -130,8 +130,8 @@ def test_measured_pair_raises_not_applicable_without_both_paths() -> None:
 def test_prompt_tokens_around_a_freeze_are_the_counter_beyond_the_probes_own() -> None:
     """The one "did a prompt arrive" helper LD202 and LD210 share: the prompt-token counter between
     the scrapes around a freeze, less the probe's own prompts whose first token came in that bracket."""
+    from doctor.engine_metrics.runtime import readings
     from doctor.evidence import Scrape
-    from doctor.vllm_metrics.runtime import readings
     from tests.support.bundles import exposition, request, stream
 
     def scrape(t: float, prompts: int) -> Scrape:

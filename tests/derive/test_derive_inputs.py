@@ -14,8 +14,8 @@ import pytest
 
 import doctor.derive.log_facts
 import doctor.derive.stream_stats
-import doctor.vllm_metrics.history
-import doctor.vllm_metrics.window
+import doctor.engine_metrics.history
+import doctor.engine_metrics.window
 from doctor.bundle import load_path
 from doctor.checking.runner import views_of
 from doctor.derive import DERIVED, INTERMEDIATE, VIEWS, Evidence, Missing, view_inputs
@@ -72,8 +72,8 @@ def counting(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list
 
 def test_each_source_and_the_probe_statistics_are_computed_once(monkeypatch):
     # counted where the parsers call them, whichever view asked
-    scrapes = counting(monkeypatch, doctor.vllm_metrics.window, "assemble")
-    history = counting(monkeypatch, doctor.vllm_metrics.history, "assemble")
+    scrapes = counting(monkeypatch, doctor.engine_metrics.window, "assemble")
+    history = counting(monkeypatch, doctor.engine_metrics.history, "assemble")
     paths = counting(monkeypatch, doctor.derive.stream_stats, "path_stats")
     logs = counting(monkeypatch, doctor.derive.log_facts, "parse_engine_log")
     views = views_of(Evidence(both_sources()))

@@ -15,6 +15,9 @@ import pytest
 from doctor.bundle import dumps
 from doctor.checking.runner import analyze
 from doctor.derive.user_felt import server_witness
+from doctor.engine_metrics.derived import SLOTS_KV_USAGE, TGI_TTFT
+from doctor.engine_metrics.metric_names import FAMILY_BY_KEY
+from doctor.engine_metrics.window import window_from_scrapes
 from doctor.engine_readers import normal
 from doctor.engine_readers.capacity import capacity_from_exposition
 from doctor.engines import server_info
@@ -22,9 +25,6 @@ from doctor.evidence import Bundle, Scrape
 from doctor.foundation.clock import Clock
 from doctor.probes.metrics import Scraper
 from doctor.probes.prometheus import family_queries
-from doctor.vllm_metrics.derived import SLOTS_KV_USAGE, TGI_TTFT
-from doctor.vllm_metrics.metric_names import FAMILY_BY_KEY
-from doctor.vllm_metrics.window import window_from_scrapes
 from tests.parsers.test_engine_self_report import LLAMACPP_METRICS_BUSY, LLAMACPP_SLOTS_BUSY, SERVER_INFO
 from tests.probes.test_endpoints_probe import send, serve
 from tests.support.bundles import bundle, real_log, stream

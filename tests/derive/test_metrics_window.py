@@ -9,9 +9,9 @@ import pytest
 
 from doctor.derive import Evidence
 from doctor.derive.missing import Missing
+from doctor.engine_metrics.metric_names import ExpositionError, parse_exposition
+from doctor.engine_metrics.readings import quantile_bounds, quantile_le
 from doctor.evidence import Bundle, MetricsEvidence, Scrape
-from doctor.vllm_metrics.metric_names import ExpositionError, parse_exposition
-from doctor.vllm_metrics.readings import quantile_bounds, quantile_le
 from tests.support.bundles import exposition
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"

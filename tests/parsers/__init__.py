@@ -1,1 +1,1 @@
-"""The parsers of logs and /metrics (``doctor.vllm_log``, ``doctor.vllm_metrics``) and each engine's records."""
+"""The parsers of logs and /metrics (``doctor.logscan``, ``doctor.engine_metrics``, ``doctor.engine_readers``) and each engine's records."""

@@ -1,6 +1,6 @@
 """Conformance of every engine's record (``doctor.engines``), over every engine at once.
 
-- each record's log parser resolves, and each is the parser of its own engine's logs;
+- each record has its log reader (``engine_readers.logs.PARSERS``), and each is the reader of its own engine's logs;
 - every neutral fact (``kv_cache_tokens``, ``max_running_requests``, ..., ``running``,
   ``preemptions``) has a source in the engine's fixtures, through the commands a script runs
   (``llm-doctor log --json`` / ``metrics --json``), or is declared "not exposed by ENGINE" in its
@@ -22,7 +22,7 @@ import pytest
 
 from doctor.commands.log import log_command_output
 from doctor.commands.metrics import metrics_command_output
-from doctor.engine_readers.logs import parser_of
+from doctor.engine_readers.logs import PARSERS
 from doctor.engine_readers.normal import FROM_LOG_KEYS
 from doctor.engines import BY_ID, RECORDS
 from doctor.engines.names import VLLM
@@ -70,8 +70,8 @@ def test_records_are_the_engines():
     assert len(BY_ID) == len(RECORDS) == 5
     prefixes = [p for r in RECORDS for p in r.metric_prefixes]
     assert len(prefixes) == len(set(prefixes))
+    assert PARSERS.keys() == BY_ID.keys()  # every engine's log has its reader
     for record in RECORDS:
-        assert callable(parser_of(record.id)), record.log_parser
         own = [*(n for names in record.metrics.values() for n in names), *record.capacity_gauges,
                *record.capacity_info, *(family for family, _label, _value in record.capacity_labelled)]
         assert all(name.startswith(record.metric_prefixes) or name in record.unprefixed_metrics for name in own), record.id

@@ -19,6 +19,7 @@ from doctor.checklib import engine_flag, engine_of, metric_read
 from doctor.commands.log import log_command_output
 from doctor.commands.metrics import metrics_command_output
 from doctor.derive.engine import identify_engine
+from doctor.engine_metrics.views import GaugeWindow, MetricsWindow
 from doctor.engine_readers import normal
 from doctor.engine_readers.logs import parse_engine_log
 from doctor.engines.names import UNKNOWN, engine_of_headers, engine_of_metrics
@@ -26,8 +27,7 @@ from doctor.evidence import Bundle, Endpoint, EndpointsEvidence
 from doctor.evidence.log import LogLine
 from doctor.foundation.errors import UsageError
 from doctor.foundation.serial import to_jsonable
-from doctor.vllm_log.parsed import LogFacts
-from doctor.vllm_metrics.views import GaugeWindow, MetricsWindow
+from doctor.logscan.parsed import LogFacts
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINES = ROOT / "fixtures" / "engines"

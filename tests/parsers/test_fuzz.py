@@ -30,8 +30,13 @@ from doctor.cli import app
 from doctor.commands.log import log_command_output
 from doctor.commands.metrics import metrics_command_output
 from doctor.derive.gateway import derive_gateway
+from doctor.engine_metrics.history import PRESENCE_PART, query_name, window_from_history
+from doctor.engine_metrics.metric_names import FAMILIES, ExpositionError, parse_exposition
+from doctor.engine_metrics.readings import NoWindow
 from doctor.engine_readers import normal
 from doctor.engine_readers.logs import parse_engine_log
+from doctor.engine_readers.vllm import parse_lines
+from doctor.engine_readers.vllm_lora import lora_slots
 from doctor.engines import server_info
 from doctor.evidence import PrometheusEvidence, PromQuery, RequestTrace, Scrape, TokenEvent
 from doctor.foundation.errors import BundleError, UsageError
@@ -43,11 +48,6 @@ from doctor.settings import build_collect_config
 from doctor.settings.config_file import FileConfig, load_config
 from doctor.tracestores import ROUTES, TraceRoute
 from doctor.tracestores.reading import BadAnswer, NotFound, NotThisRoute, read_answer
-from doctor.vllm_log.parser import parse_lines
-from doctor.vllm_metrics.history import PRESENCE_PART, query_name, window_from_history
-from doctor.vllm_metrics.lora import lora_slots
-from doctor.vllm_metrics.metric_names import FAMILIES, ExpositionError, parse_exposition
-from doctor.vllm_metrics.readings import NoWindow
 from tests.support import bundles
 
 settings.register_profile(

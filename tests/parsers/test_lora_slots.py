@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from doctor.engine_readers.vllm_lora import LoraSlots, lora_slots
 from doctor.evidence import Scrape
-from doctor.vllm_metrics.lora import LoraSlots, lora_slots
 
 # vLLM 0.32 (v1/metrics/loggers.py): label sets stay until a restart, each valued with the time it was set.
 TEXT = """# HELP vllm:lora_requests_info Running stats on lora requests.

@@ -20,14 +20,14 @@ import pytest
 
 from doctor import engine_readers
 from doctor.derive.gateway import MAX_TELLS, identify
+from doctor.engine_metrics.metric_names import ExpositionError, parse_exposition
+from doctor.engine_readers import vllm_patterns
 from doctor.engine_readers.capacity import capacity_from_exposition
 from doctor.engine_readers.logs import parse_engine_log
+from doctor.engine_readers.vllm import parse_lines
 from doctor.foundation.redact import MASK, Redactor
+from doctor.logscan import gate, prefixes, printed_values, scanner
 from doctor.probes.logfile import read_log
-from doctor.vllm_log import engine_config, patterns, prefixes, printed_values, scanner
-from doctor.vllm_log import parser as vllm_parser
-from doctor.vllm_log.parser import parse_lines
-from doctor.vllm_metrics.metric_names import ExpositionError, parse_exposition
 from tests.support.regex_shapes import leading_unbounded
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ def test_a_banner_of_block_elements(tmp_path: Path) -> None:
         header = b"INFO 01-01 00:00:00 [api_server.py:1] "
         _, facts = _read(tmp_path, header + "█".encode() * 20_000 + b"\n" + header + "█ version 0.30.1".encode() + b"\n")
         assert [s.version for s in facts.startups] == ["0.30.1"]
-        assert patterns.BANNER_VERSION.search("█" * 200_000) is None
+        assert vllm_patterns.BANNER_VERSION.search("█" * 200_000) is None
 
     guarded(check)
 
@@ -204,7 +204,7 @@ def test_a_vllm_stats_line_of_a_long_run_of_digits(tmp_path: Path) -> None:
         _, facts = _read(tmp_path, VLLM + b"Avg prompt throughput: " + b"7" * (1 << 20) + b"\n"
                          + VLLM + b"12 Engines Aggregated: " + stats + b"\n" + VLLM + b"Engine 003: " + stats + b"\n")
         assert [(p.engine, p.running) for p in facts.stats] == [("12 Engines Aggregated", 3.0), ("003", 3.0)]
-        assert patterns.STATS.search("7" * (1 << 20) + " Engines Aggregated: ") is None
+        assert vllm_patterns.STATS.search("7" * (1 << 20) + " Engines Aggregated: ") is None
 
     guarded(check)
 
@@ -221,20 +221,20 @@ def test_a_box_border_before_a_long_run_of_blanks(tmp_path: Path) -> None:
 
 
 #: ``NAME.search(`` and its kin, as a module uses its own patterns, or ``P.NAME.search(`` as the
-#: parser uses ``doctor.vllm_log.patterns``'s.
+#: vLLM reader uses ``doctor.engine_readers.vllm_patterns``'s (``gate.NAME``: the scanner, its gate's).
 SEARCHED = r"\b{prefix}(?P<name>[A-Z_][A-Z0-9_]*)\.(?:search|finditer|findall|sub|subn|split)\("
 
 
 def _searched_patterns() -> list[tuple[str, str]]:
     """(module, name) of every module-level pattern of the log readers that some code searches."""
-    modules = [patterns, prefixes, printed_values, engine_config, scanner, vllm_parser,
+    modules = [gate, prefixes, printed_values, scanner,
                *(importlib.import_module(f"doctor.engine_readers.{m.name}") for m in pkgutil.iter_modules(engine_readers.__path__))]
     shared = {m["name"] for path in ROOT.joinpath("doctor").rglob("*.py")
-              for m in re.finditer(SEARCHED.format(prefix=r"(?:P|patterns)\."), path.read_text())}
+              for m in re.finditer(SEARCHED.format(prefix=r"(?:P|gate)\."), path.read_text())}
     found = []
     for module in modules:
         own = {m["name"] for m in re.finditer(SEARCHED.format(prefix=""), Path(str(module.__file__)).read_text())}
-        names = own | shared if module is patterns else own
+        names = own | shared if module in (vllm_patterns, gate) else own
         found += [(module.__name__, name) for name, value in sorted(vars(module).items())
                   if isinstance(value, re.Pattern) and isinstance(value.pattern, str) and name in names]
     return found
@@ -245,7 +245,7 @@ def test_no_searched_log_pattern_begins_with_an_unguarded_unbounded_repeat() -> 
     pattern the log readers search (as opposed to match at a position) begins with a literal, a
     bounded repeat, or a lookbehind or anchor that keeps a run's inner positions from trying."""
     searched = _searched_patterns()
-    assert ("doctor.vllm_log.patterns", "STATS") in searched and ("doctor.vllm_log.prefixes", "_BOX_RIGHT") in searched
+    assert ("doctor.engine_readers.vllm_patterns", "STATS") in searched and ("doctor.logscan.prefixes", "_BOX_RIGHT") in searched
     assert [(m, n) for m, n in searched if leading_unbounded(getattr(importlib.import_module(m), n))] == []
     # the shape it looks for: the two patterns as they were
     assert leading_unbounded(re.compile(r"(?:Engine (?P<e>\d+): |(?P<a>\d+ Engines Aggregated): )?Avg"))

@@ -18,8 +18,8 @@ from doctor.derive import Missing
 from doctor.derive.log_facts import LogFacts, derive_log_facts
 from doctor.evidence import Bundle
 from doctor.foundation.serial import load, to_jsonable
+from doctor.logscan.prefixes import strip_ansi
 from doctor.probes.logfile import read_log
-from doctor.vllm_log.prefixes import strip_ansi
 from tests.support.log_coverage import same_value
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from doctor.commands.log import log_command_output
+from doctor.engine_readers.vllm import parse_lines
 from doctor.evidence.log import LogLine
+from doctor.logscan.scanner import Scanner
 from doctor.probes.logfile import read_log
-from doctor.vllm_log.parser import parse_lines
-from doctor.vllm_log.scanner import Scanner
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 DEFAULT = LOGS / "startup-0.32.0-cpu-default.log"

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from doctor.engine_readers.vllm import parse_lines
 from doctor.evidence.log import LogLine
+from doctor.logscan.parsed import LogFacts
+from doctor.logscan.scanner import Scanner
 from doctor.probes.logfile import read_log
-from doctor.vllm_log.parsed import LogFacts
-from doctor.vllm_log.parser import parse_lines
-from doctor.vllm_log.scanner import Scanner
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 KV_LINE = ("INFO 10-03 16:22:17 [kv_cache_utils.py:864] GPU KV cache size: 42,656 tokens, "

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from doctor.bundle import load_path
+from doctor.engine_metrics.runtime import readings
+from doctor.engine_metrics.standstill import standstill
 from doctor.evidence import RequestTrace, Scrape, TokenEvent
 from doctor.foundation.clock import Clock
 from doctor.probes.watchdog import Watchdog
-from doctor.vllm_metrics.runtime import readings
-from doctor.vllm_metrics.standstill import standstill
 from tests.support.bundles import exposition
 
 RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "bundles"

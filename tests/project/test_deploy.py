@@ -24,9 +24,9 @@ from doctor.bundle import load_path
 from doctor.checking.registry import load_registry
 from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.cli import app
+from doctor.engine_metrics.metric_names import FAMILIES as VLLM_FAMILIES
 from doctor.probes import scalers
 from doctor.settings import API_KEY_ENV, BUDGETS
-from doctor.vllm_metrics.metric_names import FAMILIES as VLLM_FAMILIES
 from reports.prometheus_export import FAMILIES, render_metrics
 from tests.reports.test_metrics_export import samples
 from tests.support import system
@@ -279,7 +279,7 @@ def test_the_scaled_object_scales_the_engine_on_its_queue_per_replica_and_its_tt
     assert {t["type"] for t in triggers.values()} == {"prometheus"}
     queue, ttft = triggers["queue-per-replica"], triggers["ttft-p95"]
     assert queue["metricType"] == "AverageValue"  # KEDA divides the fleet's queue by the replicas: a per-replica depth
-    # the vLLM families llm-doctor itself reads (doctor/vllm_metrics/metric_names.py), so the names are the engine's own
+    # the vLLM families llm-doctor itself reads (doctor/engine_metrics/metric_names.py), so the names are the engine's own
     engine_names = {name for family in VLLM_FAMILIES for name in family.names}
     for trigger in (queue, ttft):
         used = set(re.findall(r"vllm:[a-z_]+?(?=_bucket\b|\{|\)|$)", trigger["metadata"]["query"]))

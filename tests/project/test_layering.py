@@ -137,10 +137,10 @@ RULES = [
     ("doctor.checklib", ("doctor.probes", "doctor.collection", "doctor.lab", "doctor.checking.runner", "doctor.commands", "doctor.cli"), set()),
     # the verdict is as pure as the checks whose results it reads
     ("doctor.verdict", ("doctor.collection", "doctor.lab", "doctor.checking.runner", "doctor.commands", "doctor.cli"), set()),
-    ("doctor.vllm_log", ("doctor.probes",), set()),
-    ("doctor.vllm_metrics", ("doctor.probes",), set()),
+    ("doctor.logscan", ("doctor.probes", "doctor.engine_readers"), set()),
+    ("doctor.engine_metrics", ("doctor.probes",), set()),
     # the engines' records sit below every parser package, which all read them
-    ("doctor.engines", ("doctor.vllm_log", "doctor.vllm_metrics", "doctor.engine_readers", "doctor.probes",
+    ("doctor.engines", ("doctor.logscan", "doctor.engine_metrics", "doctor.engine_readers", "doctor.probes",
                         "doctor.derive", "doctor.checklib"), set()),
     ("doctor.lab", ("doctor.cli", "doctor.commands", "reports"), set()),
     # the eval gate's rules are as pure as the checks: its requests are a probe's

@@ -176,7 +176,7 @@ SCENARIOS = {
         ),
         # LoRA adapters taking turns in one slot (--max-loras 1): four users stream from adapter
         # alpha, the probe asks for beta, whose requests wait for the slot with batch seats free.
-        # vLLM v1 lists no adapter as waiting (doctor/vllm_metrics/lora.py): LD109 reads the turns.
+        # vLLM v1 lists no adapter as waiting (doctor/engine_readers/vllm_lora.py): LD109 reads the turns.
         # The probe's first tokens wait out alpha's answers (~3.5-4 s here, ~0.3 s alone): a 2 s budget.
         Scenario(
             name="users-lora",

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from doctor.commands.size import SizeRequest, size_document
+from doctor.engine_readers.vllm import parse_lines
 from doctor.probes.logfile import read_log
 from doctor.sizing.model_fit import Setup
-from doctor.vllm_log.parser import parse_lines
 from tests.realvllm.server import serve_vllm
 
 pytestmark = pytest.mark.realvllm

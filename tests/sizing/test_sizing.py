@@ -14,6 +14,7 @@ import pytest
 
 from doctor.bundle import load_path
 from doctor.derive.log_facts import derive_log_facts
+from doctor.engine_readers.vllm import parse_lines
 from doctor.probes.logfile import read_log
 from doctor.probes.model_config import read_model_config
 from doctor.sizing.against_log import NotComparable, compare_with_log
@@ -22,7 +23,6 @@ from doctor.sizing.budget import Budget, GiB, budget_from_card, gpu_memory, pars
 from doctor.sizing.kv import kv_layout
 from doctor.sizing.model_fit import Setup, size_model
 from doctor.sizing.sizing_json import summary
-from doctor.vllm_log.parser import parse_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "fixtures" / "model-configs"

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from doctor.engine_readers.vllm import parse_lines
 from doctor.probes.logfile import read_log
-from doctor.vllm_log.parser import parse_lines
 
 HELD_OUT = Path(__file__).resolve().parent.parent.parent / "fixtures" / "logs" / "held-out"
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from doctor.engine_metrics.metric_names import FAMILIES
 from doctor.evidence import (
     GpuDevice,
     GpuEvidence,
@@ -34,7 +35,6 @@ from doctor.evidence import (
 )
 from doctor.evidence.stream import WEDGED
 from doctor.probes.logfile import read_log
-from doctor.vllm_metrics.metric_names import FAMILIES
 from tests.support import nginx_traces
 from tests.support.bundles import ITL_BOUNDS, bundle, exposition, histogram, log, metrics, real_log, request, stream, traced
 from tests.support.write_fixture import write_all, write_case

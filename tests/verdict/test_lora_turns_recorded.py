@@ -16,8 +16,8 @@ from pathlib import Path
 from doctor.bundle import load_path
 from doctor.checking.registry import load_registry
 from doctor.checking.runner import AnalyzeOptions, analyze
+from doctor.engine_readers.vllm_lora import lora_slots, served
 from doctor.model import Budgets, Symptom
-from doctor.vllm_metrics.lora import lora_slots, served
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "fixtures" / "bundles" / "realvllm-users-lora.json.gz"

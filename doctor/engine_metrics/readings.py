@@ -12,8 +12,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from doctor.vllm_metrics.metric_names import FAMILIES
-from doctor.vllm_metrics.views import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
+from doctor.engine_metrics.metric_names import FAMILIES
+from doctor.engine_metrics.views import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
 
 #: (engine label, model_name label); "" where the label is absent.
 EngineKey = tuple[str, str]

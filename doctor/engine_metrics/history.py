@@ -11,12 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from doctor.engines.names import engine_of_metrics
-from doctor.evidence import PrometheusEvidence, PromQuery
-from doctor.foundation import wire
-from doctor.vllm_metrics.derived import derive_missing
-from doctor.vllm_metrics.metric_names import ENGINE_LABEL, FAMILIES, MODEL_LABEL, Family
-from doctor.vllm_metrics.readings import (
+from doctor.engine_metrics.derived import derive_missing
+from doctor.engine_metrics.metric_names import ENGINE_LABEL, FAMILIES, MODEL_LABEL, Family
+from doctor.engine_metrics.readings import (
     EngineKey,
     GaugeSeries,
     HistogramDelta,
@@ -25,7 +22,10 @@ from doctor.vllm_metrics.readings import (
     assemble,
     combine_gauges,
 )
-from doctor.vllm_metrics.views import MetricsWindow
+from doctor.engine_metrics.views import MetricsWindow
+from doctor.engines.names import engine_of_metrics
+from doctor.evidence import PrometheusEvidence, PromQuery
+from doctor.foundation import wire
 
 #: Per family kind, the query part whose answer says whether the family exists under a name.
 #: The probe asks it first and skips the other parts (and older names) by the same rule.

@@ -13,13 +13,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from doctor.engine_metrics.derived import derive_missing, derive_slots_kv_usage
+from doctor.engine_metrics.metric_names import FAMILIES, FAMILY_BY_KEY, ExpositionError, Sample, parse_exposition
+from doctor.engine_metrics.readings import EngineKey, GaugeSeries, HistogramDelta, NoWindow, Readings, assemble, combined
+from doctor.engine_metrics.views import MetricsWindow
 from doctor.engines import server_info
 from doctor.engines.names import METRIC_PREFIXES
 from doctor.evidence import Scrape
-from doctor.vllm_metrics.derived import derive_missing, derive_slots_kv_usage
-from doctor.vllm_metrics.metric_names import FAMILIES, FAMILY_BY_KEY, ExpositionError, Sample, parse_exposition
-from doctor.vllm_metrics.readings import EngineKey, GaugeSeries, HistogramDelta, NoWindow, Readings, assemble, combined
-from doctor.vllm_metrics.views import MetricsWindow
 
 
 @dataclass

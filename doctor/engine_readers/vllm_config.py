@@ -11,11 +11,11 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from doctor.engine_readers import vllm_patterns as P  # noqa: N812 - P.NAME reads as "the pattern NAME"
+from doctor.engine_readers.vllm_startup import CONFIG, StartupState
 from doctor.foundation.wire import number
-from doctor.vllm_log import patterns as P  # noqa: N812 - P.NAME reads as "the pattern NAME"
-from doctor.vllm_log.prefixes import Record
-from doctor.vllm_log.printed_values import literal_value
-from doctor.vllm_log.startup_state import CONFIG, StartupState
+from doctor.logscan.prefixes import Record
+from doctor.logscan.printed_values import literal_value
 
 #: Engine-argument / engine-config names -> fact names (values converted by ``config_items``).
 CONFIG_KEYS: dict[str, str] = {

@@ -3,7 +3,7 @@
 ``prometheus_client``'s default collectors put the serving process's Python runtime and process
 facts beside the engine's families: ``python_gc_collections_total{generation}``,
 ``process_start_time_seconds``, ``process_cpu_seconds_total``. They are no engine quantity (no
-``doctor.vllm_metrics.metric_names`` family: they say nothing of the engine's work, and under vLLM v1
+``doctor.engine_metrics.metric_names`` family: they say nothing of the engine's work, and under vLLM v1
 they are the API server process's, not the engine core's), but they time an engine-wide pause:
 a full (generation 2) collection stops every stream the process serves. The engine's prompt-token
 counter is read per scrape too, so a freeze can be bracketed: did a prompt arrive during it?
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from doctor.engine_metrics.metric_names import metric_families
+from doctor.engine_metrics.window import parse_scrape
 from doctor.evidence import Scrape
-from doctor.vllm_metrics.metric_names import metric_families
-from doctor.vllm_metrics.window import parse_scrape
 
 GC_COLLECTIONS = "python_gc_collections_total"
 START_TIME = "process_start_time_seconds"

@@ -1,4 +1,4 @@
-"""Kept log lines -> ``LogFacts``: the facts of the last startup, its errors, the stats series.
+"""vLLM's log reader: kept log lines -> ``LogFacts``: the facts of the last startup, its errors, the stats series.
 
 Works on the lines the scanner kept (``LogLine(no, text)``) and on nothing else, so that a newer
 parser re-reads the lines stored in an old bundle. A log can hold several startups (restarts);
@@ -9,8 +9,8 @@ than once (once per worker process, twice for hybrid models): the first statemen
 direct kind wins, so a resolved value (the engine config, "Using max model len") beats the
 command-line argument, which beats an inference.
 
-The ranks and the startup being read are ``startup_state``, the engine's arguments and config
-``engine_config``, how a printed value is read ``printed_values``; this module is the loop that
+The ranks and the startup being read are ``vllm_startup``, the engine's arguments and config
+``vllm_config``, how a printed value is read ``doctor.logscan.printed_values``; this module is the loop that
 routes each record to its kind of line (marker, fact, error, stats, preemption).
 """
 
@@ -19,13 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from doctor.evidence.log import LogLine
-from doctor.vllm_log import patterns as P  # noqa: N812 - P.NAME reads as "the pattern NAME"
-from doctor.vllm_log.engine_config import SECRET_ARG, config_items, nested_config
-from doctor.vllm_log.parsed import LogFacts, StatsPoint
-from doctor.vllm_log.prefixes import Record, iter_records
-from doctor.vllm_log.printed_values import as_count, as_device, as_float, dict_literal, split_items
-from doctor.vllm_log.startup_state import (
+from doctor.engine_readers import vllm_patterns as P  # noqa: N812 - P.NAME reads as "the pattern NAME"
+from doctor.engine_readers.vllm_config import SECRET_ARG, config_items, nested_config
+from doctor.engine_readers.vllm_startup import (
     ARGS_PHASE,
     ARGUMENT,
     CONFIG,
@@ -39,6 +35,11 @@ from doctor.vllm_log.startup_state import (
     finish_startup,
     specific_errors,
 )
+from doctor.evidence.log import LogLine
+from doctor.logscan.gate import OTHER_ERROR, OUT_OF_MEMORY
+from doctor.logscan.parsed import LogFacts, StatsPoint
+from doctor.logscan.prefixes import Record, iter_records
+from doctor.logscan.printed_values import as_count, as_device, as_float, dict_literal, split_items
 
 _PROFILING_ROWS: dict[str, str] = {
     "total_gpu_memory": "total_gpu_memory_gib",
@@ -249,9 +250,9 @@ class _Parser:
             state.set("gpu_memory_utilization", as_float(match["util"]), record, ARGUMENT)
             state.set("free_memory_gib", as_float(match["free"]), record, STATED)
             state.set("total_gpu_memory_gib", as_float(match["total"]), record, STATED)
-        elif P.OUT_OF_MEMORY.search(message):
+        elif OUT_OF_MEMORY.search(message):
             state.error("oom", message, record)
-        elif P.OTHER_ERROR.search(message):
+        elif OTHER_ERROR.search(message):
             state.error("other", message, record)
         else:
             return False

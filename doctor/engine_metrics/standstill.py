@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from doctor.engine_metrics.metric_names import FAMILY_BY_KEY, Sample
+from doctor.engine_metrics.window import parse_scrape
 from doctor.evidence import Scrape
-from doctor.vllm_metrics.metric_names import FAMILY_BY_KEY, Sample
-from doctor.vllm_metrics.window import parse_scrape
 
 #: Series identity -> value of every engine counter and histogram count in one scrape.
 Progress = dict[tuple[object, ...], float]
@@ -26,7 +26,7 @@ def progress(samples: Iterable[Sample]) -> Progress:
     """The engine's progress counters in one scrape: counters (tokens, finished requests, preemptions)
     and the observation count of each histogram (TTFT, queue, prefill, inter-token, end to end).
 
-    Only the engine's known families (``doctor.vllm_metrics.metric_names``): the API server's own
+    Only the engine's known families (``doctor.engine_metrics.metric_names``): the API server's own
     process, Python and HTTP counters move with every scrape and request it answers, wedged or not.
     """
     out: Progress = {}

@@ -69,7 +69,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("prefill", "histogram", _names("prefill")),
     # TGI's prefill steps, one observation per batch (router/src/infer/v3: ``tgi_batch_forward_duration``
     # by ``method``): with its queue time, what TGI's missing TTFT histogram is derived from
-    # (``doctor.vllm_metrics.derived``). No other engine has it, so its absence is not listed.
+    # (``doctor.engine_metrics.derived``). No other engine has it, so its absence is not listed.
     Family("prefill_forward", "histogram", _names("prefill_forward"), only_with="TGI", label=("method", "prefill")),
     Family("decode", "histogram", _names("decode")),
     Family("itl", "histogram", _names("itl")),

@@ -1,7 +1,7 @@
 """One startup while the parser reads its lines (``StartupState``): its facts ranked by how directly
 a line states them, its errors, its phase; and ``finish_startup``, which completes the facts with what
 follows from them and summarises it as a ``Startup``. The ranks and phases live here because every
-step of the parse reads them; the parse loop itself is ``parser``.
+step of the parse reads them; the parse loop itself is ``vllm``.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from doctor.vllm_log.parsed import Fact, Startup, StartupError
-from doctor.vllm_log.prefixes import Record
-from doctor.vllm_log.printed_values import as_count, version_tuple
+from doctor.logscan.parsed import Fact, Startup, StartupError
+from doctor.logscan.prefixes import Record
+from doctor.logscan.printed_values import as_count, version_tuple
 
 # How directly a line states a fact; a higher rank replaces a lower one within a startup.
 INFERRED, ARGUMENT, CONFIG, STATED = 0, 1, 2, 3

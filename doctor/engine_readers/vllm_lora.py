@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from doctor.engine_metrics.metric_names import metric_families
 from doctor.evidence.metrics import Scrape
-from doctor.vllm_metrics.metric_names import metric_families
 
 FAMILY = "vllm:lora_requests_info"
 

@@ -16,8 +16,8 @@ says how it was made and the window's notes say it too.
 
 from __future__ import annotations
 
-from doctor.vllm_metrics.readings import GaugeSeries
-from doctor.vllm_metrics.views import HistogramWindow, MetricsWindow
+from doctor.engine_metrics.readings import GaugeSeries
+from doctor.engine_metrics.views import HistogramWindow, MetricsWindow
 
 #: How the derived TTFT is named wherever a metric name is shown.
 TGI_TTFT = 'tgi_request_queue_duration + tgi_batch_forward_duration{method="prefill"}'

@@ -1,7 +1,7 @@
 """Streaming scan of a log: keep the lines the parser may need, in bounded memory.
 
 The scanner sees the log as byte chunks and never splits it into Python line objects: the gate
-(``patterns.MESSAGE_GATE`` and ``EXCEPTION_GATE``) is searched through the whole chunk in C, and
+(``gate.MESSAGE_GATE`` and ``EXCEPTION_GATE``) is searched through the whole chunk in C, and
 only the lines around a hit are cut out, numbered (by counting newlines, also in C) and kept.
 That is what lets a multi-gigabyte log be read at a small multiple of ``grep``'s speed (see
 ``bench/log_parse.py``). A large file can be scanned in parts by several processes and the
@@ -25,10 +25,10 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from doctor.vllm_log import patterns
-from doctor.vllm_log.prefixes import WRAP_MIN_WIDTH, Wrap, infer_wrap, is_continuation, strip_ansi
+from doctor.logscan import gate
+from doctor.logscan.prefixes import WRAP_MIN_WIDTH, Wrap, infer_wrap, is_continuation, strip_ansi
 
-_REQUEST_LOG = re.compile(patterns.REQUEST_LOG)
+_REQUEST_LOG = re.compile(gate.REQUEST_LOG)
 PROBE = 64 << 10  # bytes of the log's start that decide whether it has vLLM headers, and its wrap
 #: First bytes that always start a new record (``prefixes._RECORD_START``), checked before the
 #: line is decoded for ``is_continuation``.
@@ -194,10 +194,10 @@ class Scanner:
 
     def _gate(self, block: bytes, begin: int, end: int) -> re.Pattern[bytes]:
         if not self._headers:
-            return patterns.ANYWHERE_GATE
+            return gate.ANYWHERE_GATE
         if block.find(b"\x1b", begin, end) >= 0:
-            return patterns.COLOURED_MESSAGE_GATE
-        return patterns.MESSAGE_GATE
+            return gate.COLOURED_MESSAGE_GATE
+        return gate.MESSAGE_GATE
 
     def _scan(self, block: bytes, begin: int, end: int) -> None:
         """Keep the gated lines of ``block[begin:end]``, which holds whole lines only."""
@@ -207,10 +207,10 @@ class Scanner:
         starts: dict[int, int] = {}  # line start -> first gate hit in it
         for hit, start in _first_hits(self._gate(block, begin, end), block, begin, end):
             starts[start] = hit
-        for hit, start in _first_hits(patterns.EXCEPTION_GATE, block, begin, end):
+        for hit, start in _first_hits(gate.EXCEPTION_GATE, block, begin, end):
             if start not in starts and not _REQUEST_LOG.search(block, start, hit):
                 starts[start] = hit
-        for hit, start in _first_hits(patterns.WRAPPER_GATE, block, begin, end):
+        for hit, start in _first_hits(gate.WRAPPER_GATE, block, begin, end):
             starts.setdefault(start, hit)
         base = self.lines_total
         seen = 0  # newlines in block[begin:pos]
@@ -267,8 +267,8 @@ class Scanner:
         record = b"".join(text.removesuffix(b"\r") for _, text in pieces) + last
         no = self._group[0][0]
         self._group, self._group_size = [], 0
-        error = patterns.EXCEPTION_GATE.search(record)
-        if (self._gate(record, 0, len(record)).search(record) or patterns.WRAPPER_GATE.search(record)
+        error = gate.EXCEPTION_GATE.search(record)
+        if (self._gate(record, 0, len(record)).search(record) or gate.WRAPPER_GATE.search(record)
                 or (error and not _REQUEST_LOG.search(record, 0, error.start()))):
             self._keep(no, record)
 
@@ -297,9 +297,9 @@ class Scanner:
         self._last_kept = no
 
     def _buffer_of(self, line: bytes) -> _Bounded:
-        if any(mark in line for mark in patterns.STATS_MARKS):
+        if any(mark in line for mark in gate.STATS_MARKS):
             return self._stats
-        if any(mark in line for mark in patterns.PREEMPTION_MARKS):
+        if any(mark in line for mark in gate.PREEMPTION_MARKS):
             return self._preemptions
         if b"Error" in line and b"KV cache" not in line:
             return self._exceptions
@@ -326,7 +326,7 @@ def probe(start: bytes, whole: bool) -> tuple[bool, Wrap | None]:
     A longer log is read line by line only when several lines show the same width: a wrapped
     startup cuts many records, and a guess from one line would slow a server's log down.
     """
-    headers = patterns.HEADER_PROBE.search(start, 0, PROBE) is not None
+    headers = gate.HEADER_PROBE.search(start, 0, PROBE) is not None
     lines = start[:PROBE].split(b"\n")
     if not whole:
         lines.pop()

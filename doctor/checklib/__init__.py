@@ -143,8 +143,9 @@ from doctor.checklib.upstream_advice import (
     hung_gateway_remediation,
     retry_remediation,
 )
-from doctor.derive.gateway import KNOWN_PROXIES, header
+from doctor.derive.gateway import header
 from doctor.engines.names import not_in_metrics
+from doctor.gateways import TOKENS as KNOWN_PROXIES  # the families' tokens, public before the records were
 from doctor.model import gate_command  # composed beside RERUN_INSTRUCTION, which the renderers read too
 
 __all__ = [

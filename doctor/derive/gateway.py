@@ -14,6 +14,7 @@ else the first hop that is not a CDN or load balancer (the one the operator conf
 CDN. ``server: uvicorn`` beside another hop's tell is taken for vLLM's own header passed on (Kong,
 an ALB and Envoy Gateway keep the upstream's ``Server``), so it is listed last and never primary.
 
+Each family's tells (tokens, tell headers, shapes) and name are its record's (``doctor.gateways``).
 Only what the gateway path alone shows names a gateway. Apache httpd, lighttpd, HAProxy and
 Varnish pass the engine's ``server: uvicorn`` through (Caddy appends it: ``Caddy, uvicorn``), so a
 header value the direct path also carries is the engine's, never a hop: ``engine`` is the direct

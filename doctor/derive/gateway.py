@@ -194,9 +194,10 @@ def identify(headers_seen: Iterable[Mapping[str, str]], kind: str | None = None,
             if not any(t.startswith(f"{hname}: ") for t in found[fam].tells):  # one is enough: max= counts down
                 found[fam].tells.append(f"{hname}: {raw}")
     # LiteLLM runs on uvicorn and passes its Server header on: the x-litellm-* headers name it.
-    for record in (BY_ID[f] for f in list(found)):
-        if record.wraps is not None and record.wraps in found:
-            found[record.id].tells += found.pop(record.wraps).tells
+    for family in list(found):
+        wrapped = BY_ID[family].wraps
+        if wrapped is not None and wrapped in found:
+            found[family].tells += found.pop(wrapped).tells
     for hop in found.values():
         if (note := BY_ID[hop.family].header_note) is not None:
             hop.inferred, hop.note = True, note

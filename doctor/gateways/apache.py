@@ -43,8 +43,8 @@ RECORD = GatewayRecord(
         "(a `BUFFER`, mod_substitute or mod_sed over whole responses) holds it. `flushpackets=on` flushes "
         "after every chunk."),
     idle_timeout=IdleTimeout("ProxyTimeout", "Apache httpd: `ProxyTimeout {s}` (or `timeout={s}` on the streaming "
-                          "route's ProxyPass)", 60.0, "Apache httpd default ProxyTimeout: Timeout, 60 s",
-        suspect=Suspect(2, "Apache httpd `ProxyTimeout` (60 s)")),
+                             "route's ProxyPass)", 60.0, "Apache httpd default ProxyTimeout: Timeout, 60 s",
+                             suspect=Suspect(2, "Apache httpd `ProxyTimeout` (60 s)")),
     connection_cap=NOT_RECORDED,
     retries=NOT_RECORDED,
     connect_timeout=Phrasing(

@@ -23,9 +23,9 @@ RECORD = GatewayRecord(
     compression=NOT_RECORDED,
     response_start=NOT_RECORDED,
     idle_timeout=IdleTimeout("idle_timeout.timeout_seconds", "the load balancer's attributes: "
-                           "`idle_timeout.timeout_seconds = {s}` (1-4000 s)", 60.0,
-                           "AWS ALB default idle timeout 60 s",
-        suspect=Suspect(8, "an AWS ALB's `idle_timeout.timeout_seconds` (60 s)")),
+                             "`idle_timeout.timeout_seconds = {s}` (1-4000 s)", 60.0,
+                             "AWS ALB default idle timeout 60 s",
+                             suspect=Suspect(8, "an AWS ALB's `idle_timeout.timeout_seconds` (60 s)")),
     connection_cap=NOT_RECORDED,
     retries=NOT_RECORDED,
     connect_timeout=NOT_RECORDED,

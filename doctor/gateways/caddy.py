@@ -34,7 +34,7 @@ RECORD = GatewayRecord(
         "the streaming route.",
         suspect=Suspect(5, "Caddy `buffer_responses`/`response_buffers`")),
     idle_timeout=IdleTimeout("read_timeout", "Caddy: the streaming reverse_proxy's `transport http {{ read_timeout {s}s }}`",
-        suspect=Suspect(6, "Caddy `transport http { read_timeout }`")),
+                             suspect=Suspect(6, "Caddy `transport http { read_timeout }`")),
     connection_cap=NOT_RECORDED,
     retries=NOT_RECORDED,
     connect_timeout=Phrasing(

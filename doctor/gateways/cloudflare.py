@@ -22,12 +22,12 @@ RECORD = GatewayRecord(
     compression=NOT_RECORDED,
     response_start=NOT_RECORDED,
     idle_timeout=IdleTimeout("Cloudflare proxy read timeout", "the origin behind Cloudflare: its headers and a "
-                              "first event at once, then an event well within every 100 s (Enterprise: raise "
-                              "its Proxy Read Timeout to {s} s)", 100.0,
-                              "Cloudflare proxy read timeout 100 s",
-                              " Below Enterprise the 100 s cannot be raised (a 524 until the first byte): send "
-                              "the headers and a first event at once, then a real event (not an SSE comment, "
-                              "which some hops drop) well within every 100 s."),
+                             "first event at once, then an event well within every 100 s (Enterprise: raise "
+                             "its Proxy Read Timeout to {s} s)", 100.0,
+                             "Cloudflare proxy read timeout 100 s",
+                             " Below Enterprise the 100 s cannot be raised (a 524 until the first byte): send "
+                             "the headers and a first event at once, then a real event (not an SSE comment, "
+                             "which some hops drop) well within every 100 s."),
     connection_cap=NOT_RECORDED,
     retries=NOT_RECORDED,
     connect_timeout=NOT_RECORDED,

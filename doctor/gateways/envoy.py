@@ -36,9 +36,9 @@ RECORD = GatewayRecord(
         "window, or an ext_proc/buffer filter that takes the body `BUFFERED`, holds it until the body comes. "
         "Leave `text/event-stream` out of the compressor and use ext_proc body mode `STREAMED` or `NONE`."),
     idle_timeout=IdleTimeout("stream_idle_timeout", "Envoy: the route's `idle_timeout: {s}s` (or the connection "
-                         "manager's `stream_idle_timeout`), and the route `timeout: 0s` for streams", 300.0,
-                         "Envoy default stream_idle_timeout 300 s",
-                         " Envoy's route `timeout` (15 s by default) also ends a whole response, silent or not."),
+                             "manager's `stream_idle_timeout`), and the route `timeout: 0s` for streams", 300.0,
+                             "Envoy default stream_idle_timeout 300 s",
+                             " Envoy's route `timeout` (15 s by default) also ends a whole response, silent or not."),
     connection_cap=Phrasing(
         "circuit_breakers", "max_requests / max_pending_requests above the streams in flight at peak",
         where="{name}: the engine cluster's `circuit_breakers.thresholds` (Envoy Gateway: the "

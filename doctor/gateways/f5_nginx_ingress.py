@@ -26,8 +26,8 @@ RECORD = GatewayRecord(
     compression=NGINX.compression,
     response_start=NGINX.response_start,
     idle_timeout=IdleTimeout("nginx.org/proxy-read-timeout",
-                                    'the streaming route\'s Ingress: `nginx.org/proxy-read-timeout: "{s}s"`', 60.0,
-                                    "F5 NGINX Ingress default proxy-read-timeout 60 s"),
+                             'the streaming route\'s Ingress: `nginx.org/proxy-read-timeout: "{s}s"`', 60.0,
+                             "F5 NGINX Ingress default proxy-read-timeout 60 s"),
     connection_cap=NOT_RECORDED,
     retries=NOT_RECORDED,
     connect_timeout=Phrasing(

@@ -35,8 +35,8 @@ RECORD = GatewayRecord(
         "sends each part at once.",
         suspect=Suspect(4, "HAProxy without `option http-no-delay`")),
     idle_timeout=IdleTimeout("timeout server", "HAProxy: `timeout server {s}s` in the streaming route's backend "
-                           "(HAProxy has no default: the configuration's value decides)",
-        suspect=Suspect(3, "HAProxy `timeout server`")),
+                             "(HAProxy has no default: the configuration's value decides)",
+                             suspect=Suspect(3, "HAProxy `timeout server`")),
     connection_cap=Phrasing(
         "maxconn", "at least {c}, up to the engine's batch size (vLLM --max-num-seqs), on the server line",
         where="{name}: the `server` line of the backend that proxies the engine, e.g. "

@@ -39,9 +39,9 @@ RECORD = GatewayRecord(
         "stream (`use-gzip` with a `gzip-types` that lists it, or `*`) or the Ingress turns buffering on. Leave "
         "`text/event-stream` out of `gzip-types` and keep `proxy-buffering` off for the streaming route."),
     idle_timeout=IdleTimeout("nginx.ingress.kubernetes.io/proxy-read-timeout",
-                                 'the streaming route\'s Ingress: `nginx.ingress.kubernetes.io/proxy-read-timeout: "{s}"` '
-                                 "(seconds; `proxy-read-timeout` in the ConfigMap for all)", 60.0,
-                                 "ingress-nginx default proxy-read-timeout 60 s"),
+                             'the streaming route\'s Ingress: `nginx.ingress.kubernetes.io/proxy-read-timeout: "{s}"` '
+                             "(seconds; `proxy-read-timeout` in the ConfigMap for all)", 60.0,
+                             "ingress-nginx default proxy-read-timeout 60 s"),
     connection_cap=NOT_RECORDED,
     retries=Phrasing(
         "nginx.ingress.kubernetes.io/proxy-next-upstream", '"error"',

@@ -24,7 +24,7 @@ RECORD = GatewayRecord(
         why="{name} buffers the upstream's response by default (`response_buffering: true`), its head "
         "included; turn it off on the streaming route."),
     idle_timeout=IdleTimeout("read_timeout", "Kong: the Service of the streaming route: `read_timeout: {s}000` "
-                        "(milliseconds)", 60.0, "Kong default Service read_timeout 60 s"),
+                             "(milliseconds)", 60.0, "Kong default Service read_timeout 60 s"),
     connection_cap=NOT_RECORDED,
     retries=NOT_RECORDED,
     connect_timeout=Phrasing(

@@ -31,7 +31,7 @@ RECORD = GatewayRecord(
         "`server.stream-response-body = 0` buffers it whole. 2 (or 1) passes the headers and each chunk on.",
         suspect=Suspect(3, "lighttpd `server.stream-response-body = 0` (its default)")),
     idle_timeout=IdleTimeout("read-timeout", 'lighttpd: the backend\'s `"read-timeout" => {s}` in `proxy.server`',
-        suspect=Suspect(5, "lighttpd `read-timeout` in `proxy.server`")),
+                             suspect=Suspect(5, "lighttpd `read-timeout` in `proxy.server`")),
     connection_cap=NOT_RECORDED,
     retries=NOT_RECORDED,
     connect_timeout=NOT_RECORDED,

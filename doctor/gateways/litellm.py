@@ -16,7 +16,7 @@ RECORD = GatewayRecord(
     compression=NOT_RECORDED,
     response_start=NOT_RECORDED,
     idle_timeout=IdleTimeout("stream_timeout", "LiteLLM: the model's `litellm_params.stream_timeout: {s}` "
-                           "(and `request_timeout` in `litellm_settings`)"),
+                             "(and `request_timeout` in `litellm_settings`)"),
     connection_cap=Phrasing(
         "max_parallel_requests", "at least {c}, or unset for the deployment",
         where="{name}: the model's `litellm_params.max_parallel_requests` (and the key's or team's "

@@ -67,8 +67,8 @@ RECORD = GatewayRecord(
         "and `proxy_buffering off;` in the location serving the streaming route.",
         suspect=Suspect(2, "nginx `gzip` or `proxy_buffering`")),
     idle_timeout=IdleTimeout("proxy_read_timeout", "nginx: the `location` that proxies the streaming route: "
-                         "`proxy_read_timeout {s}s;`", 60.0, "nginx default proxy_read_timeout 60 s",
-        suspect=Suspect(1, "nginx `proxy_read_timeout` (60 s default)")),
+                             "`proxy_read_timeout {s}s;`", 60.0, "nginx default proxy_read_timeout 60 s",
+                             suspect=Suspect(1, "nginx `proxy_read_timeout` (60 s default)")),
     connection_cap=Phrasing(
         "max_conns", "at least {c}, up to the engine's batch size, or no max_conns on the server",
         where="nginx: the `server` line of the `upstream` block, e.g. `server 10.0.0.5:8000 max_conns=64;`",

@@ -31,9 +31,9 @@ RECORD = GatewayRecord(
         "`compress` in the releases that withheld event streams).",
         suspect=Suspect(7, "Traefik's `buffering` middleware")),
     idle_timeout=IdleTimeout("respondingTimeouts", "Traefik: the entry point's `transport.respondingTimeouts` "
-                           "(`writeTimeout`, `idleTimeout`) and the serversTransport's `forwardingTimeouts."
-                           "responseHeaderTimeout`: at least {s}s, or 0 for none",
-        suspect=Suspect(7, "Traefik `respondingTimeouts`")),
+                             "(`writeTimeout`, `idleTimeout`) and the serversTransport's `forwardingTimeouts."
+                             "responseHeaderTimeout`: at least {s}s, or 0 for none",
+                             suspect=Suspect(7, "Traefik `respondingTimeouts`")),
     connection_cap=Phrasing(
         "inFlightReq.amount", "at least {c}, or no inFlightReq middleware on the streaming router",
         where="{name}: the `inFlightReq` middleware of the streaming router",

@@ -39,9 +39,9 @@ RECORD = GatewayRecord(
         "GZipMiddleware (or mount it without) and return the StreamingResponse at once.",
         suspect=Suspect(1, "a Starlette/FastAPI edge's GZipMiddleware or a handler that awaits the first token")),
     idle_timeout=IdleTimeout("read timeout", "the Python edge: its upstream client's read timeout, e.g. "
-                           "`httpx.AsyncClient(timeout=httpx.Timeout(10.0, read={s}))`", 5.0,
-                           "httpx's default 5 s read timeout in a Python edge",
-        suspect=Suspect(9, "a Python edge's client read timeout")),
+                             "`httpx.AsyncClient(timeout=httpx.Timeout(10.0, read={s}))`", 5.0,
+                             "httpx's default 5 s read timeout in a Python edge",
+                             suspect=Suspect(9, "a Python edge's client read timeout")),
     connection_cap=NOT_RECORDED,
     retries=NOT_RECORDED,
     connect_timeout=NOT_RECORDED,

@@ -33,9 +33,9 @@ RECORD = GatewayRecord(
         "processed): headers and tokens arrive together at the end.",
         suspect=Suspect(6, "Varnish `beresp.do_stream = false`")),
     idle_timeout=IdleTimeout("between_bytes_timeout", "Varnish: the backend's `.between_bytes_timeout = {s}s;` (and "
-                           "`.first_byte_timeout` for the wait before the first token)", 60.0,
-                           "Varnish default between_bytes_timeout 60 s",
-        suspect=Suspect(4, "Varnish `between_bytes_timeout` (60 s)")),
+                             "`.first_byte_timeout` for the wait before the first token)", 60.0,
+                             "Varnish default between_bytes_timeout 60 s",
+                             suspect=Suspect(4, "Varnish `between_bytes_timeout` (60 s)")),
     connection_cap=NOT_RECORDED,
     retries=NOT_RECORDED,
     connect_timeout=Phrasing(

@@ -9,6 +9,8 @@ that read the rows are held by ``tests/derive/test_gateways.py`` and the check s
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 
 import pytest
@@ -62,6 +64,14 @@ def test_a_familys_words_name_it(record: GatewayRecord) -> None:
     assert all(family_of(token) == record.id for token in record.tokens), "a token another family's matches first"
     assert family_of(record.kind) == record.id
     assert identify([{}], record.kind).primary.family == record.id
+
+
+def test_every_family_module_is_a_record_of_the_registry() -> None:
+    import doctor.gateways as package
+
+    modules = [m.name for m in pkgutil.iter_modules(package.__path__) if m.name != "record"]
+    assert modules and all(importlib.import_module(f"doctor.gateways.{m}").RECORD in RECORDS for m in modules)
+    assert len(modules) == len(RECORDS)
 
 
 def test_the_help_offers_every_family_once() -> None:

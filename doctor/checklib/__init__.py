@@ -28,7 +28,8 @@ its remediation mean the same thing as every other check's:
   ``idle_timeout_for`` / ``idle_timeout_remediation`` (with ``IDLE_TIMEOUTS``, ``idle_timeout_advice``),
   ``cap_remediation`` (with ``QUEUEING_CAPS``), ``retry_remediation`` and ``hung_gateway_remediation``
   (with ``CONNECT_TIMEOUTS``; ``upstream_advice``): the
-  setting each gateway family spells for the same behaviour.
+  setting each gateway family spells for the same behaviour, read from its record's rows
+  (``doctor.gateways``).
 - **gateway limits** (``gateway_limits``): ``gateway_refusal`` (a failed request the gateway
   answered itself), ``engine_intake`` (requests the engine took in over the window) against
   ``probe_sent``, ``gateway_wait`` (the staircase of an edge that lets fewer streams through) and
@@ -145,8 +146,9 @@ from doctor.checklib.upstream_advice import (
     hung_gateway_remediation,
     retry_remediation,
 )
-from doctor.derive.gateway import KNOWN_PROXIES, header
+from doctor.derive.gateway import header
 from doctor.engines.names import not_in_metrics
+from doctor.gateways import TOKENS as KNOWN_PROXIES  # the families' tokens, public before the records were
 from doctor.model import gate_command  # composed beside RERUN_INSTRUCTION, which the renderers read too
 
 __all__ = [

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from doctor.derive.gateway import UNIDENTIFIED, GatewayView, family_of, header, server_of
+from doctor.derive.gateway import UNIDENTIFIED, GatewayView, header, server_of
 from doctor.derive.stream_stats import PathStats
 from doctor.evidence import EndpointsEvidence
+from doctor.gateways import family_of
 from doctor.model import EvidenceValue
 
 #: Content-Encoding values that compress (``identity`` does not).

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from doctor.commands.options import opt
 from doctor.evidence.stream import FRAMINGS
+from doctor.gateways import KINDS
 from doctor.probes.payload import ROUTES
 from doctor.settings import ANALYSIS, API_KEY_ENV, BUDGETS, FORMATS, PLAN, REFUSED_BUDGET_S, shown, shown_duration
 
@@ -27,7 +28,7 @@ TARGET_OPTIONS = [
     opt(Path | None, None, "--gateway-payload", help="Body template for --gateway-route (JSON or raw text, same placeholders).", rich_help_panel=TARGET_PANEL),
     opt(str | None, None, "--framing", help=f"Force the stream framing: {' | '.join(FRAMINGS)} (default: detected).", rich_help_panel=TARGET_PANEL),
     opt(str | None, None, "--text-field", help="Where NDJSON / named-event JSON keeps its text, a dotted path (default: found).", rich_help_panel=TARGET_PANEL),
-    opt(str | None, None, "--gateway-kind", help="What the gateway is (nginx, ingress-nginx, f5-nginx-ingress, envoy, envoy-ai-gateway, kong, traefik, litellm, cloudflare, aws-alb, fastapi...), for remediations when its headers do not say.", rich_help_panel=TARGET_PANEL),
+    opt(str | None, None, "--gateway-kind", help=f"What the gateway is ({', '.join(KINDS)}...), for remediations when its headers do not say.", rich_help_panel=TARGET_PANEL),
     opt(str | None, None, "--model", help="Model id (default: the first id of /v1/models).", rich_help_panel=TARGET_PANEL),
     opt(int | None, None, "--prompt-tokens", help="Default prompt length in tokens (about).", rich_help_panel=TARGET_PANEL),
     opt(int | None, None, "--max-tokens", help="Output tokens asked for (a fixed length where the server honours it).", rich_help_panel=TARGET_PANEL),

@@ -14,6 +14,7 @@ else the first hop that is not a CDN or load balancer (the one the operator conf
 CDN. ``server: uvicorn`` beside another hop's tell is taken for vLLM's own header passed on (Kong,
 an ALB and Envoy Gateway keep the upstream's ``Server``), so it is listed last and never primary.
 
+Each family's tells (tokens, tell headers, shapes) and name are its record's (``doctor.gateways``).
 Only what the gateway path alone shows names a gateway. Apache httpd, lighttpd, HAProxy and
 Varnish pass the engine's ``server: uvicorn`` through (Caddy appends it: ``Caddy, uvicorn``), so a
 header value the direct path also carries is the engine's, never a hop: ``engine`` is the direct
@@ -38,63 +39,13 @@ split from the upstream's even without a direct path.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from doctor.derive.missing import Missing
 from doctor.derive.stream_stats import Dist, dist
 from doctor.evidence import Bundle, IngressInfo, ProbePath
-
-#: ``Server`` / ``Via`` / ``X-Powered-By`` substrings -> the gateway family whose settings are named.
-KNOWN_PROXIES: tuple[tuple[str, str], ...] = (
-    ("ingress-nginx", "ingress-nginx"),  # --gateway-kind: the community controller
-    ("f5", "f5-nginx-ingress"),  # --gateway-kind: F5's NGINX Ingress Controller (nginx.org/*)
-    ("nginx-ingress", "f5-nginx-ingress"),
-    ("nginx.org", "f5-nginx-ingress"),
-    ("nginx", "nginx"),
-    ("openresty", "nginx"),
-    ("envoy-ai", "envoy-ai-gateway"),
-    ("ai-gateway", "envoy-ai-gateway"),
-    ("envoy", "envoy"),
-    ("traefik", "traefik"),
-    ("kong", "kong"),
-    ("cloudflare", "cloudflare"),
-    ("awselb", "aws-alb"),
-    ("caddy", "caddy"),
-    ("haproxy", "haproxy"),
-    ("varnish", "varnish"),
-    ("lighttpd", "lighttpd"),  # before "httpd": lighttpd's name holds Apache's
-    ("apache", "apache"),
-    ("httpd", "apache"),
-    ("litellm", "litellm"),
-    ("uvicorn", "uvicorn"),  # a Python (ASGI) edge in front of the engine
-    ("hypercorn", "uvicorn"),
-    ("gunicorn", "uvicorn"),
-    ("fastapi", "uvicorn"),
-    ("starlette", "uvicorn"),
-    ("express", "node"),  # X-Powered-By: Express
-    ("node", "node"),
-    ("alb", "aws-alb"),  # --gateway-kind alb / aws-alb
-)
-
-#: Headers that name a hop whatever the ``Server`` header says (an API gateway or CDN keeps the
-#: upstream's ``Server``, or replaces it): header name or prefix -> family.
-TELL_HEADERS: tuple[tuple[str, str], ...] = (
-    ("cf-ray", "cloudflare"),
-    ("x-amzn-trace-id", "aws-alb"),
-    ("x-kong-", "kong"),
-    ("x-envoy-", "envoy"),
-    ("x-litellm-", "litellm"),
-    ("x-varnish", "varnish"),  # the request's transaction id(s), on every response Varnish delivers
-)
-
-#: Header values a behaviour of one product writes, though it names no product: Apache httpd's own
-#: keep-alive answer (``Keep-Alive: timeout=5, max=100``; nginx writes no ``max``, the others no header).
-TELL_SHAPES: tuple[tuple[str, re.Pattern[str], str, str], ...] = (
-    ("keep-alive", re.compile(r"^\s*timeout=\d+,\s*max=\d+\s*$", re.IGNORECASE), "apache",
-     "Apache httpd writes its Keep-Alive header in this shape; no header of its own named it"),
-)
+from doctor.gateways import BY_ID, DISPLAY, RECORDS, TELL_HEADERS, family_of
 
 #: What an engine answers with, which a gateway passes on: vLLM (and SGLang) run on uvicorn. Without a
 #: direct path to compare with, these values are taken for the engine's, never for a hop.
@@ -102,37 +53,6 @@ KNOWN_ENGINE: tuple[Mapping[str, str], ...] = ({"server": "uvicorn"},)
 
 #: How a view without an identified hop names it.
 UNIDENTIFIED = "an unidentified gateway"
-
-#: Families that sit in front of the operator's gateway (a CDN, a cloud load balancer).
-EDGE_FAMILIES = ("cloudflare", "aws-alb")
-
-#: nginx deployed as a Kubernetes Ingress controller: its ``Server`` header is nginx's.
-NGINX_CONTROLLERS = ("ingress-nginx", "f5-nginx-ingress")
-
-#: An IngressClass's ``spec.controller`` -> the family; the annotation prefixes each controller reads.
-CONTROLLERS: dict[str, str] = {"k8s.io/ingress-nginx": "ingress-nginx", "nginx.org/ingress-controller": "f5-nginx-ingress"}
-ANNOTATION_PREFIXES: dict[str, str] = {"nginx.ingress.kubernetes.io": "ingress-nginx", "nginx.org": "f5-nginx-ingress"}
-
-#: How a remediation names each family.
-DISPLAY: dict[str, str] = {
-    "nginx": "nginx",
-    "ingress-nginx": "the community ingress-nginx controller",
-    "f5-nginx-ingress": "F5 NGINX Ingress Controller",
-    "envoy": "Envoy",
-    "envoy-ai-gateway": "Envoy AI Gateway",
-    "traefik": "Traefik",
-    "kong": "Kong",
-    "cloudflare": "Cloudflare",
-    "aws-alb": "AWS ALB",
-    "litellm": "LiteLLM proxy",
-    "uvicorn": "the Python edge",
-    "caddy": "Caddy",
-    "haproxy": "HAProxy",
-    "apache": "Apache httpd",
-    "lighttpd": "lighttpd",
-    "varnish": "Varnish",
-    "node": "the Node edge",
-}
 
 #: Tells kept per hop: enough to show what named it; a response of thousands of ``x-envoy-*``
 #: headers no longer costs a look-up in a list as long as itself for each of them.
@@ -146,7 +66,7 @@ LITELLM_CALLBACK = "x-litellm-callback-duration-ms"
 class GatewayHop:
     """One hop that left a tell in the gateway's responses."""
 
-    family: str  # a value of KNOWN_PROXIES / TELL_HEADERS, or the user's word
+    family: str  # a record's id (``doctor.gateways``), or the user's word
     name: str  # how a remediation names it: "nginx (nginx/1.22.1)", "Kong (via: 1.1 kong/3.6.0)"
     tells: list[str] = field(default_factory=list)  # "server: envoy", "x-envoy-upstream-service-time"
     source: str = "headers"  # "headers" | "--gateway-kind" | "Ingress NAMESPACE/NAME"
@@ -196,12 +116,6 @@ def header(headers: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def family_of(text: str) -> str | None:
-    """The family a ``Server``-like value or a ``--gateway-kind`` names, or None."""
-    low = text.lower()
-    return next((family for needle, family in KNOWN_PROXIES if needle in low), None)
-
-
 def server_of(headers: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
     """``(family, raw value, header name)`` from ``Server``, else ``Via``, else ``X-Powered-By``."""
     for name in ("server", "via", "x-powered-by"):
@@ -220,9 +134,9 @@ def _named(family: str, detail: str | None) -> str:
 def controller_family(ingress: IngressInfo) -> str | None:
     """The nginx controller an Ingress is served by: its class's controller, else its annotations' prefix."""
     if ingress.controller is not None:
-        return CONTROLLERS.get(ingress.controller)
+        return next((r.id for r in RECORDS if r.ingress_controller == ingress.controller), None)
     prefixes = {key.split("/", 1)[0] for key in ingress.annotations}
-    return next((family for prefix, family in ANNOTATION_PREFIXES.items() if prefix in prefixes), None)
+    return next((r.id for r in RECORDS if r.annotation_prefix in prefixes), None)
 
 
 def _tokens(value: str) -> list[str]:
@@ -271,41 +185,42 @@ def identify(headers_seen: Iterable[Mapping[str, str]], kind: str | None = None,
                 hop = found.setdefault(fam, GatewayHop(fam, DISPLAY[fam]))
                 if len(hop.tells) < MAX_TELLS and key not in hop.tells:
                     hop.tells.append(key)
-        for hname, shape, fam, note in TELL_SHAPES:
-            raw = header(headers, hname)
-            if raw is None or not shape.match(raw) or set(_tokens(raw)) <= theirs.get(hname, set()):
+        for fam, shape in ((r.id, shape) for r in RECORDS for shape in r.tell_shapes):
+            hname, raw = shape.header, header(headers, shape.header)
+            if raw is None or not shape.pattern.match(raw) or set(_tokens(raw)) <= theirs.get(hname, set()):
                 continue
             if fam not in found:
-                found[fam] = GatewayHop(fam, DISPLAY[fam], inferred=True, note=note)
+                found[fam] = GatewayHop(fam, DISPLAY[fam], inferred=True, note=shape.note)
             if not any(t.startswith(f"{hname}: ") for t in found[fam].tells):  # one is enough: max= counts down
                 found[fam].tells.append(f"{hname}: {raw}")
     # LiteLLM runs on uvicorn and passes its Server header on: the x-litellm-* headers name it.
-    if "litellm" in found and "uvicorn" in found:
-        found["litellm"].tells += found.pop("uvicorn").tells
+    for family in list(found):
+        wrapped = BY_ID[family].wraps
+        if wrapped is not None and wrapped in found:
+            found[family].tells += found.pop(wrapped).tells
     for hop in found.values():
-        if hop.family == "nginx":
-            hop.inferred = True
-            hop.note = ("headers cannot tell a plain nginx from an Ingress controller (F5 NGINX Ingress, "
-                        "community ingress-nginx): pass --gateway-kind to name one")
-    passed = found.get("uvicorn") if len(found) > 1 else None
+        if (note := BY_ID[hop.family].header_note) is not None:
+            hop.inferred, hop.note = True, note
+    passed = next((h for h in found.values() if BY_ID[h.family].engine_server), None) if len(found) > 1 else None
     if passed is not None:
-        passed.name, passed.inferred = "uvicorn", True
-        passed.note = "a Python server's header behind another gateway: most likely vLLM's own, passed on"
+        passed.name, passed.inferred, passed.note = passed.family, True, BY_ID[passed.family].passed_note
     # Outermost first: a CDN or load balancer, the gateways, then a Python server last.
-    hops = sorted(found.values(), key=lambda h: (h.family not in EDGE_FAMILIES) + (h is passed))
+    hops = sorted(found.values(), key=lambda h: (not BY_ID[h.family].edge) + (h is passed))
     view = GatewayView(hops=hops, server=server, kind=kind, engine=passed_on)
     if kind:
         # The user's word wins: an edge behind a CDN answers with the CDN's headers, and only the
         # user can say that an nginx is an Ingress controller.
         family = family_of(kind) or kind.lower()
-        seen = found.get(family) or (found.get("nginx") if family in NGINX_CONTROLLERS else None)
+        answers_as = BY_ID[family].answers_as if family in BY_ID else None
+        seen = found.get(family) or (found.get(answers_as) if answers_as else None)
         detail = seen.tells[0].split(": ", 1)[-1] if seen and seen.tells else kind
-        name = _named(family, detail) if family in DISPLAY else f"the gateway ({kind})"
+        name = _named(family, detail) if family in BY_ID else f"the gateway ({kind})"
         _put_primary(view, seen, GatewayHop(family, name, tells=seen.tells if seen else [], source="--gateway-kind"))
         return view
-    gateways = [h for h in hops if h.family not in EDGE_FAMILIES and h is not passed]
+    gateways = [h for h in hops if not BY_ID[h.family].edge and h is not passed]
     family = controller_family(ingress) if ingress is not None else None
-    seen = found.get("nginx") or found.get(family or "")
+    answers_as = BY_ID[family].answers_as if family in BY_ID else None
+    seen = found.get(answers_as or "") or found.get(family or "")
     # The Ingress names the nginx that answered, or the gateway no header named; never another gateway.
     if ingress is not None and family is not None and (seen is not None or not gateways):
         where = f"{ingress.namespace}/{ingress.name}"

@@ -91,10 +91,6 @@ def read_payload(path: str) -> str:
     return Path(path).read_text(encoding="utf-8")
 
 
-#: ``--gateway-kind`` values the remediations know by name; others are accepted and quoted as given.
-GATEWAY_KINDS = ("fastapi", "starlette", "uvicorn", "nginx", "envoy", "litellm", "traefik", "caddy", "haproxy", "express")
-
-
 @dataclass(frozen=True)
 class EdgeSettings:
     """The gateway path's own route, body template, framing and kind, checked before anything is sent."""

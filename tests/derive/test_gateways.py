@@ -18,13 +18,10 @@ from doctor.checklib import (
     idle_timeout_remediation,
     response_start_remediation,
 )
-from doctor.checklib.buffering_advice import BUFFERING
-from doctor.checklib.compression_advice import COMPRESSION
-from doctor.checklib.idle_timeout_advice import IDLE_TIMEOUTS
-from doctor.checklib.response_start_advice import RESPONSE_START
 from doctor.collection.collector import collect
 from doctor.derive import Evidence
 from doctor.derive.gateway import identify
+from doctor.gateways import BY_ID, IdleTimeout, Phrasing
 from doctor.model import Budgets, Symptom
 from doctor.probes.plan import CollectConfig
 from tests.support.bundles import FIXTURES, bundle, request, stream
@@ -253,8 +250,9 @@ NEW_FAMILIES = ["apache", "lighttpd", "haproxy", "caddy", "varnish", "traefik"]
 
 @pytest.mark.parametrize("family", NEW_FAMILIES)
 def test_each_new_gateway_has_its_own_setting_for_every_behaviour(family):
-    assert family in BUFFERING and family in RESPONSE_START and family in IDLE_TIMEOUTS
-    assert family in COMPRESSION
+    record = BY_ID[family]
+    assert all(isinstance(row, Phrasing) for row in (record.buffering, record.compression, record.response_start))
+    assert isinstance(record.idle_timeout, IdleTimeout)
     gw = identify([{}], family)
     for rem in (buffering_remediation(gw, "bursts", "re-run"), compression_remediation(gw, "gzip", "re-run"),
                 response_start_remediation(gw, "re-run"), idle_timeout_remediation(gw, family, 60.0, 300.0, "re-run")):

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from doctor.derive.gateway import family_of
+from doctor.gateways import family_of
 from doctor.lab.engine import LabEngine
 from doctor.lab.gateway import PLAYED, SERVER_NAMES, GatewayConfig, LabGateway
 from doctor.lab.scheduler import EngineConfig

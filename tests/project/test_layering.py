@@ -142,6 +142,9 @@ RULES = [
     # the engines' records sit below every parser package, which all read them
     ("doctor.engines", ("doctor.logscan", "doctor.engine_metrics", "doctor.engine_readers", "doctor.probes",
                         "doctor.derive", "doctor.checklib"), set()),
+    # the gateways' records sit below the gateway view and the remediations, which both read them
+    ("doctor.gateways", ("doctor.derive", "doctor.checklib", "doctor.probes", "doctor.collection", "doctor.commands",
+                         "doctor.cli"), set()),
     ("doctor.lab", ("doctor.cli", "doctor.commands", "reports"), set()),
     # the eval gate's rules are as pure as the checks: its requests are a probe's
     ("doctor.verify", ("doctor.probes", "doctor.collection", "doctor.lab", "doctor.commands", "doctor.cli"), set()),

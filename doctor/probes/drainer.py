@@ -31,7 +31,6 @@ import socket
 import sys
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import ClassVar, Protocol
@@ -61,8 +60,13 @@ class Sink(Protocol):
 class Drainer:
     """The drain thread of one event loop: ``add`` a socket and its sink, ``remove`` it before closing it."""
 
-    _of: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Drainer]] = weakref.WeakKeyDictionary()
+    #: the running drainer of each loop; a drainer takes itself out when its thread ends
+    _of: ClassVar[dict[asyncio.AbstractEventLoop, Drainer]] = {}
     _guard: ClassVar[threading.Lock] = threading.Lock()
+    #: drainers running now, and the switch interval from before the first of them lowered it: the
+    #: last one to end restores it, however their lives overlap (one loop per run, several runs a process)
+    _running: ClassVar[int] = 0
+    _interval: ClassVar[float] = 0.005
 
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> Drainer | None:
@@ -92,7 +96,8 @@ class Drainer:
             self._epoll.register(fd, _EVENTS)
 
     def remove(self, sock: socket.socket) -> None:
-        """Stop reading ``sock``; after this, nothing more of it reaches its sink."""
+        """Stop reading ``sock`` (before it is closed: its fd may be reused at once); reads already taken
+        may still reach its sink, which ignores them once closing."""
         with self._lock:
             fd = sock.fileno()
             if self._socks.pop(fd, None) is not None:
@@ -101,21 +106,47 @@ class Drainer:
 
     def _run(self) -> None:
         _above_the_loop()
-        before = sys.getswitchinterval()
-        sys.setswitchinterval(min(before, SWITCH_INTERVAL_S))
+        with Drainer._guard:
+            if Drainer._running == 0:
+                Drainer._interval = sys.getswitchinterval()
+                sys.setswitchinterval(min(Drainer._interval, SWITCH_INTERVAL_S))
+            Drainer._running += 1
         try:
-            while not self._loop.is_closed():
-                try:
-                    events = self._epoll.poll(IDLE_S)
-                except InterruptedError:
-                    continue
-                for fd, mask in events:
-                    self._drain(fd, mask)
-                if self._batch and not self._post():
-                    return
+            self._serve()
+        except BaseException as exc:
+            self._strand(exc)
+            raise
         finally:
-            sys.setswitchinterval(before)
+            with Drainer._guard:
+                if Drainer._of.get(self._loop) is self:
+                    del Drainer._of[self._loop]
+                Drainer._running -= 1
+                if Drainer._running == 0:
+                    sys.setswitchinterval(Drainer._interval)
+            with self._lock:
+                self._socks.clear()
             self._epoll.close()
+
+    def _serve(self) -> None:
+        while not self._loop.is_closed():
+            try:
+                events = self._epoll.poll(IDLE_S)
+            except InterruptedError:
+                continue
+            for fd, mask in events:
+                self._drain(fd, mask)
+            if self._batch and not self._post():
+                return
+
+    def _strand(self, exc: BaseException) -> None:
+        """The thread is failing: every socket it reads hears an error, rather than waiting out its timeout."""
+        with self._lock:
+            sinks = [sink for _, sink in self._socks.values()]
+            self._socks.clear()
+            error = OSError(f"the probe's reader stopped: {exc!r}")
+            self._batch += [partial(sink.drained_error, error) for sink in sinks]
+        if self._batch:
+            self._post()
 
     def _drain(self, fd: int, mask: int) -> None:
         with self._lock:
@@ -169,7 +200,11 @@ class Drainer:
             batch, self._batch = self._batch, []
             self._flushing = False
         for deliver in batch:
-            deliver()
+            try:
+                deliver()
+            except Exception as exc:  # noqa: BLE001 - one connection's failure must not drop the others' reads
+                self._loop.call_exception_handler({"message": "llm-doctor's drain thread: a read's delivery failed",
+                                                   "exception": exc})
 
 
 def _above_the_loop() -> None:

@@ -56,6 +56,8 @@ from doctor.probes.drainer import Drainer
 
 #: Stop reading the socket when this much is buffered and unread (httpcore reads as it parses).
 _HIGH_WATER = 1 << 20
+#: Transmit stamps kept while no request awaits one (``_SocketTransport._match_sent``).
+_KEPT_SENT = 8
 #: At most this much per ``recvmsg`` (httpcore reads 64 KiB at a time; a larger buffer costs an mmap per read).
 _READ_BYTES = 1 << 16
 
@@ -302,6 +304,8 @@ class _SocketTransport:
                 log.left(done[0], kernel=True)
                 self._expect = None
             self._sent = [(count, ns) for count, ns in self._sent if count >= key and not done]
+        else:  # no request awaits its stamp (a write with no request's log bound): keep only the newest
+            del self._sent[:-_KEPT_SENT]
 
     def expect_sent(self, log: ReadLog) -> None:
         """The write just made completed a request: its kernel transmit stamp, once it comes, is when it left."""

@@ -220,3 +220,26 @@ def test_a_tls_stream_keeps_the_loops_clock():
         return "handshake"
 
     assert asyncio.run(main()) == "ConnectError"
+
+
+def test_drain_threads_of_successive_runs_restore_the_switch_interval_and_let_their_loops_go():
+    """One loop per run, several runs a process (a benchmark, the tests): each run's drain thread
+    lowers the interpreter's switch interval while it reads, the last to end puts the process's own
+    back, and none keeps its loop or sockets once its loop closed."""
+    import sys
+
+    from doctor.probes.drainer import Drainer
+
+    def ended() -> bool:  # a drain thread notices its loop closed within its idle wait
+        deadline = time.monotonic() + 5
+        while (Drainer._of or Drainer._running) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return not Drainer._of and Drainer._running == 0
+
+    assert ended()  # the earlier tests' threads
+    before = sys.getswitchinterval()
+    for _ in range(3):
+        sender = _Sender(1, lambda _i: [(0.01, b"data: one\n\n")])
+        _run(asyncio.run, sender, False)
+    assert ended()
+    assert sys.getswitchinterval() == before

@@ -5,7 +5,9 @@ Prefill interference seen in the engine's own spans: joined with the engine's sp
 request in the window (``request_hops``), the longest gap between two tokens of the probe's
 slowest streams (at or above the p90 of every request's longest gap) was covered by the prefill of
 other requests, whose spans say when their prompt was computed, how long it took and how many
-tokens it had, and the gap was several times the stream's usual gap.
+tokens it had; the gap was several times the stream's usual gap, and the largest prompt computed
+meanwhile several times the stream's own (a pause of the whole engine also lengthens the prefill
+window of whatever small prompt was in it, and is LD210's).
 
 Why it matters:
 The probe's streams alone can only say that gaps ended as another request started; the server's
@@ -27,6 +29,7 @@ Options:
 covered_share: the share of a stall that other requests' prefills must cover
 stall_factor: a stall is long at this many times the stream's usual gap
 min_stall_s: and at least this long
+prompt_factor: the largest prompt computed during it must have this many times the stream's own prompt tokens
 
 Example:
 The longest stall of 5 requests (5.08 s after token 51; its usual gap 52 ms) sat behind the
@@ -83,6 +86,7 @@ def slow_stalls_behind_prefills(
     covered_share: float = 0.5,
     stall_factor: float = 4.0,
     min_stall_s: float = 0.1,
+    prompt_factor: float = 4.0,
 ) -> Result:
     view = request_hops
     slow = [(view.requests[i], stall) for i in view.stalled if (stall := view.requests[i].stall) is not None]
@@ -91,10 +95,14 @@ def slow_stalls_behind_prefills(
     measured = sorted(((row, stall) for row in view.requests if (stall := row.stall) is not None),
                       key=lambda rs: -rs[1].seconds)
 
+    def long_prompt(row: RequestHops, stall: Stall) -> bool:
+        largest = stall.behind[0].prompt_tokens if stall.behind else None
+        return largest is not None and (row.prompt_tokens is None or largest >= prompt_factor * row.prompt_tokens)
+
     def behind(pairs: list[tuple[RequestHops, Stall]]) -> list[Stalled]:
         return [Stalled(row, stall, stall.behind[0]) for row, stall in pairs
                 if stall.seconds >= max(min_stall_s, stall_factor * stall.usual) and stall.covered >= covered_share
-                and stall.behind]
+                and long_prompt(row, stall)]
 
     long = [(row, stall) for row, stall in slow if stall.seconds >= max(min_stall_s, stall_factor * stall.usual)]
     if not long:
@@ -123,9 +131,10 @@ def _none_long(longest: Stall, stall_factor: float, min_stall_s: float) -> str:
 
 
 def _not_behind(found: Found, covered_share: float) -> str:
-    return (f"{len(found.stalled)} of the {found.long} long stall(s) of the slowest streams had other requests' prefills "
-            f"over {fmt_pct(covered_share)} of them: the rest were mostly something else (an engine-wide pause, LD210; "
-            "preemption, LD201; the client)")
+    return (f"{len(found.stalled)} of the {found.long} long stall(s) of the slowest streams sat behind a long prompt "
+            f"(other requests' prefills over {fmt_pct(covered_share)} of the stall, the largest several times the "
+            "stream's own): the rest were mostly something else (an engine-wide pause, LD210; preemption, LD201; "
+            "the client)")
 
 
 def _whose(behind: Behind) -> str:
@@ -135,9 +144,12 @@ def _whose(behind: Behind) -> str:
 
 
 def _one(s: Stalled) -> str:
+    computed = _whose(s.behind) if s.stall.prefills == 1 else (
+        f"{s.stall.prefills} other prompts, the largest: {_whose(s.behind)}, over "
+        f"{fmt_pct(s.behind.overlap / s.stall.seconds)} of it")
     return (f"request {s.request.index} ({s.request.path}): {fmt_seconds(s.stall.seconds)} after token "
-            f"{s.stall.after_token}, its usual gap {fmt_seconds(s.stall.usual)}, {fmt_pct(s.stall.covered)} of it "
-            f"behind {_whose(s.behind)}")
+            f"{s.stall.after_token}, its usual gap {fmt_seconds(s.stall.usual)}; {fmt_pct(s.stall.covered)} of it while "
+            f"the engine computed {computed}")
 
 
 def _summary(found: Found, budget: StepBudget) -> str:

@@ -50,16 +50,18 @@ def longest_stalls(hops: RequestHopsView, n: int = SLOWEST_SHOWN) -> list[Reques
 
 
 def stall_line(row: RequestHops) -> str:
-    """One request's longest stall and the prompt computed during most of it: "stall 5.08 s in request 4
-    (direct) after token 51 (usual gap 37 ms), 100 % of it while the engine computed another user's
-    request cmpl-… (1,837 prompt tokens, prefill 5.08 s)"."""
+    """One request's longest stall and the largest prompt computed during it: "stall 5.08 s in request 4
+    (direct) after token 51 (usual gap 37 ms), 100 % of it while the engine computed 3 other prompts, the
+    largest: another user's request cmpl-… (1,837 prompt tokens, prefill 5.08 s), over 100 % of it"."""
     stall = row.stall
     if stall is None or not stall.behind:
         return f"no stall in request {row.index} ({row.path}) with a prompt computed meanwhile"
     first = stall.behind[0]
     who = "the probe's own request" if first.probe else "another user's request"
     tokens = f"{first.prompt_tokens:,} prompt tokens, " if first.prompt_tokens is not None else ""
-    more = f", and {len(stall.behind) - 1} more" if len(stall.behind) > 1 else ""
+    whose = f"{who} {first.request_id or '(no id)'} ({tokens}prefill {fmt_seconds(first.prefill)})"
+    over = first.overlap / stall.seconds if stall.seconds > 0 else 0.0
+    computed = whose if stall.prefills == 1 else f"{stall.prefills} other prompts, the largest: {whose}, over {fmt_pct(over)} of it"
     return (f"stall {fmt_seconds(stall.seconds)} in request {row.index} ({row.path}) after token "
             f"{stall.after_token} (usual gap {fmt_seconds(stall.usual)}), {fmt_pct(stall.covered)} of it while "
-            f"the engine computed {who} {first.request_id or '(no id)'} ({tokens}prefill {fmt_seconds(first.prefill)}){more}")
+            f"the engine computed {computed}")

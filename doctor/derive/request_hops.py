@@ -259,6 +259,7 @@ def derive_request_hops(bundle: Bundle) -> RequestHopsView:
         raise Missing(f"{where} gave {len(traces.spans)} span(s), none of them an engine's span of a probe request: "
                       f"{TURN_ON_ENGINE}")
     alignment = align(pairs, stream.t0_wall)
+    probe = set(ours)
     windows = [(s, w) for s in traces.spans if is_engine_span(s)
                and (w := prefill_window(s, alignment.offset_s, stream.t0_wall)) is not None]
     rows = []
@@ -267,7 +268,8 @@ def derive_request_hops(bundle: Bundle) -> RequestHopsView:
                   and s.start_ns <= engine.start_ns]
         gateway = min(others, key=lambda s: s.start_ns, default=None)
         row = _hops(req, engine, gateway, alignment.offset_s, stream.t0_wall)
-        row.stall = longest_stall(req, req.t_sent if req.t_sent is not None else req.t_scheduled, windows, engine, set(ours))
+        if not req.warmup:  # a warm-up's stall is no user's
+            row.stall = longest_stall(req, req.t_sent if req.t_sent is not None else req.t_scheduled, windows, engine, probe)
         rows.append(row)
     measured = [row for row in rows if row.ttft is not None and not ours[row.trace_id].warmup]
     ttfts = sorted(row.ttft for row in measured if row.ttft is not None)

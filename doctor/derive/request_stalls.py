@@ -20,7 +20,7 @@ from doctor.evidence import RequestTrace, Span
 
 #: A stall sat behind others' prefills when those prefills (their union) cover at least this share of it.
 STALL_COVERED = 0.5
-#: The overlapping prefills kept per stall, the largest overlap first.
+#: The overlapping prefills kept per stall, the largest prompt first.
 MAX_BEHIND = 3
 
 
@@ -44,7 +44,8 @@ class Stall:
     seconds: float
     usual: float  # the median of the request's gaps between tokens: what a stall is long against
     covered: float  # the share of the gap the other requests' prefills covered (their union)
-    behind: list[Behind] = field(default_factory=list)
+    behind: list[Behind] = field(default_factory=list)  # the largest prompts among them, at most ``MAX_BEHIND``
+    prefills: int = 0  # how many other requests' prefills overlapped it
 
 
 def prefill_window(span: Span, offset: float, t0_wall: float) -> tuple[float, float] | None:
@@ -60,7 +61,9 @@ def prefill_window(span: Span, offset: float, t0_wall: float) -> tuple[float, fl
 def longest_stall(req: RequestTrace, sent: float, windows: list[tuple[Span, tuple[float, float]]],
                   own: Span, probe_traces: set[str]) -> Stall | None:
     """``req``'s longest gap between two token events, with the prefills of ``windows`` (every other
-    request's span and its prefill on the client's clock) that overlap it; None under two tokens."""
+    request's span and its prefill on the client's clock) that overlap it; None under two tokens.
+    Only the engine's own service counts (``own.service``): a prompt on another service or replica
+    that exports to the same receiver held none of this engine's steps."""
     times = [t.t for t in req.tokens]
     if len(times) < 2:
         return None
@@ -70,14 +73,16 @@ def longest_stall(req: RequestTrace, sent: float, windows: list[tuple[Span, tupl
     if b <= a:
         return Stall(after_token=i, start=a - sent, seconds=0.0, usual=usual, covered=0.0)
     hits = [(span, max(a, lo), min(b, hi), hi - lo) for span, (lo, hi) in windows
-            if span is not own and min(b, hi) > max(a, lo)]
+            if span is not own and span.service == own.service and min(b, hi) > max(a, lo)]
     covered = _union([(lo, hi) for _, lo, hi, _ in hits]) / (b - a)
-    hits.sort(key=lambda h: (-(h[2] - h[1]), -(count(h[0].attributes, PROMPT_TOKENS) or 0)))
+    # prompts scheduled in the same steps share one prefill window: the largest is what held them
+    hits.sort(key=lambda h: (-(count(h[0].attributes, PROMPT_TOKENS) or 0), -(h[2] - h[1])))
     behind = [Behind(request_id=_text(span.attributes.get(REQUEST_ID)), probe=span.trace_id in probe_traces,
                      prompt_tokens=count(span.attributes, PROMPT_TOKENS),
                      prefill=prefill, overlap=hi - lo)
               for span, lo, hi, prefill in hits[:MAX_BEHIND]]
-    return Stall(after_token=i, start=a - sent, seconds=b - a, usual=usual, covered=min(1.0, covered), behind=behind)
+    return Stall(after_token=i, start=a - sent, seconds=b - a, usual=usual, covered=min(1.0, covered), behind=behind,
+                 prefills=len(hits))
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:

@@ -11,9 +11,12 @@ So the reads leave the event loop: this thread waits on all the probe's sockets 
 block), keeping each read's kernel stamp; the loop gets the reads in batches
 (``call_soon_threadsafe``, one wake-up per batch) and hands them to the connection's protocol as it
 did its own reads, stamped by the loop too as it takes them: how late the loop was (``ReadLog.gaps``)
-is what the loop's clock alone would have added, and how late this thread read (``ReadLog.read_gaps``)
-bounds what merging can still add: the self-check reports both. The thread's work per read is one system call and a tuple, so it runs within the
-interpreter's switch interval of the bytes' arrival, which is lowered while it runs
+is what the loop's clock alone would have added, and how late this thread read past the newest segment
+it took (``ReadLog.read_gaps``), which the self-check reports too. That figure is a floor, not a bound:
+a reader late by more than a token gap reads two tokens together and sees only its lateness past the
+second; what merging costs is measured against a server's send log (``bench/probe_fidelity.py``).
+The thread's work per read is one system call and a tuple, so it runs within the interpreter's
+switch interval of the bytes' arrival, which is lowered while it runs
 (``SWITCH_INTERVAL_S``: the loop's thread gives up the interpreter lock that often when the drainer
 waits for it). The kernel's transmit stamps, which make a socket readable on its error queue, are
 drained here too. Parsing, timers and writes stay on the loop.

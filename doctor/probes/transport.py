@@ -88,7 +88,7 @@ class ReadLog:
         #: clock would have added to it (kept in memory for the self-check, not in the bundle)
         self.gaps: list[float] = []
         #: per kernel-stamped read the drain thread took (``doctor.probes.drainer``), seconds from the
-        #: kernel's stamp to that read: a reader later than the gap between two tokens merges them
+        #: kernel's stamp (of the newest segment read) to that read: a floor of the reader's lateness
         self.read_gaps: list[float] = []
         #: when the request's last byte left (clock seconds) and by whose clock: "kernel" (its
         #: transmit stamp) or "loop" (the write returned); the last write's, on a request re-sent

@@ -61,7 +61,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "queue_pressure",
     "replica_imbalance",
     "replicas_pending",
-    "requests_queued_before_prefill",
     "router_dead_replica",
     "router_hot_spot",
     "router_queue",

@@ -53,7 +53,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "low_throughput",
     "no_warm_floor",
     "prefill_bound_first_token",
-    "prefill_interference",
     "prefix_cache_efficiency",
     "proxy_buffering",
     "proxy_read_timeout",

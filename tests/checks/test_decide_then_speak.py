@@ -44,7 +44,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "gpu_contended",
     "gpu_memory_headroom",
     "gpu_throttled",
-    "gpu_xid_errors",
     "headers_held",
     "kv_cache_size_mismatch",
     "kv_capacity_short",

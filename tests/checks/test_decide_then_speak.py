@@ -37,7 +37,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "fleet_sum_as_per_replica",
     "fp8_lever",
     "front_end_saturated",
-    "gateway_connection_cap",
     "gateway_overhead",
     "gateway_retries",
     "gateway_serialisation",

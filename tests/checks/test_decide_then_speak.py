@@ -47,7 +47,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "kv_cache_size_mismatch",
     "kv_capacity_short",
     "litellm_overhead",
-    "lora_slots_full",
     "low_throughput",
     "no_warm_floor",
     "prefill_bound_first_token",

@@ -65,7 +65,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "scales_on_cpu_or_memory",
     "schema_compile",
     "slow_cold_start",
-    "slow_requests_held_before_the_engine",
     "slow_requests_queued",
     "slow_transport",
     "slower_than_the_burst",

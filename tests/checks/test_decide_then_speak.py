@@ -39,7 +39,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "front_end_saturated",
     "gateway_overhead",
     "gateway_retries",
-    "gateway_serialisation",
     "gpu_contended",
     "gpu_memory_headroom",
     "gpu_throttled",

@@ -50,7 +50,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "no_warm_floor",
     "prefill_bound_first_token",
     "prefix_cache_efficiency",
-    "proxy_buffering",
     "proxy_read_timeout",
     "queue_latency",
     "queue_pressure",

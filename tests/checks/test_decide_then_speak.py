@@ -33,7 +33,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "eager_scale_down",
     "engine_wedged",
     "engine_wide_pauses",
-    "error_rate",
     "fleet_sum_as_per_replica",
     "fp8_lever",
     "front_end_saturated",

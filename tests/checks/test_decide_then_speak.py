@@ -34,7 +34,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "fleet_sum_as_per_replica",
     "fp8_lever",
     "front_end_saturated",
-    "gateway_overhead",
     "gateway_retries",
     "gpu_contended",
     "gpu_memory_headroom",

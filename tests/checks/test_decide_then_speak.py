@@ -41,7 +41,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "headers_held",
     "kv_cache_size_mismatch",
     "kv_capacity_short",
-    "litellm_overhead",
     "low_throughput",
     "no_warm_floor",
     "prefill_bound_first_token",

@@ -43,7 +43,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "kv_capacity_short",
     "low_throughput",
     "no_warm_floor",
-    "prefill_bound_first_token",
     "prefix_cache_efficiency",
     "proxy_read_timeout",
     "queue_latency",

@@ -60,7 +60,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "slow_requests_queued",
     "slow_transport",
     "slower_than_the_burst",
-    "speculative_decoding_loss",
     "startup_error",
     "stream_compression",
     "stream_reframed",

@@ -40,7 +40,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "gpu_throttled",
     "headers_held",
     "kv_cache_size_mismatch",
-    "kv_capacity_short",
     "low_throughput",
     "no_warm_floor",
     "prefix_cache_efficiency",

@@ -37,7 +37,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "gateway_retries",
     "gpu_contended",
     "gpu_memory_headroom",
-    "gpu_throttled",
     "headers_held",
     "kv_cache_size_mismatch",
     "low_throughput",

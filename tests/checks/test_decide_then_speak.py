@@ -38,7 +38,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "gpu_contended",
     "gpu_memory_headroom",
     "headers_held",
-    "kv_cache_size_mismatch",
     "low_throughput",
     "no_warm_floor",
     "prefix_cache_efficiency",

@@ -35,7 +35,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "front_end_saturated",
     "gateway_retries",
     "gpu_contended",
-    "gpu_memory_headroom",
     "headers_held",
     "low_throughput",
     "no_warm_floor",

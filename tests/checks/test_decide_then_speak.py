@@ -29,7 +29,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "counter_as_gauge",
     "eager_mode",
     "eager_scale_down",
-    "engine_wedged",
     "fleet_sum_as_per_replica",
     "fp8_lever",
     "front_end_saturated",

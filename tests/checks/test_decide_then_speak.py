@@ -45,7 +45,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "replicas_pending",
     "router_dead_replica",
     "router_hot_spot",
-    "router_queue",
     "router_retries",
     "scaler_metric_unavailable",
     "scales_on_cpu_or_memory",

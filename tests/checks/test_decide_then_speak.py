@@ -44,7 +44,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "replica_imbalance",
     "replicas_pending",
     "router_dead_replica",
-    "router_hot_spot",
     "router_retries",
     "scaler_metric_unavailable",
     "scales_on_cpu_or_memory",

@@ -43,8 +43,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "queue_pressure",
     "replica_imbalance",
     "replicas_pending",
-    "router_dead_replica",
-    "router_retries",
     "scaler_metric_unavailable",
     "scales_on_cpu_or_memory",
     "schema_compile",

@@ -46,7 +46,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "scaler_metric_unavailable",
     "scales_on_cpu_or_memory",
     "schema_compile",
-    "slow_cold_start",
     "slow_requests_queued",
     "slow_transport",
     "slower_than_the_burst",

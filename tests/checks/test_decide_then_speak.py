@@ -46,7 +46,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "scales_on_cpu_or_memory",
     "schema_compile",
     "slow_requests_queued",
-    "slow_transport",
     "slower_than_the_burst",
     "startup_error",
     "stream_compression",

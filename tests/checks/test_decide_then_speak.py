@@ -30,7 +30,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "eager_mode",
     "eager_scale_down",
     "fleet_sum_as_per_replica",
-    "front_end_saturated",
     "gateway_retries",
     "gpu_contended",
     "headers_held",

@@ -34,7 +34,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "low_throughput",
     "no_warm_floor",
     "prefix_cache_efficiency",
-    "proxy_read_timeout",
     "queue_latency",
     "queue_pressure",
     "replica_imbalance",

@@ -43,7 +43,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "schema_compile",
     "slower_than_the_burst",
     "startup_error",
-    "stream_compression",
     "stream_reframed",
     "stuck_at_max",
     "token_bundling",

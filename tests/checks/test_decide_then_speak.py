@@ -29,8 +29,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "eager_mode",
     "eager_scale_down",
     "fleet_sum_as_per_replica",
-    "gateway_retries",
-    "headers_held",
     "low_throughput",
     "no_warm_floor",
     "prefix_cache_efficiency",

@@ -31,7 +31,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "fleet_sum_as_per_replica",
     "no_warm_floor",
     "prefix_cache_efficiency",
-    "queue_latency",
     "replica_imbalance",
     "replicas_pending",
     "scaler_metric_unavailable",

@@ -35,13 +35,11 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "replicas_pending",
     "scaler_metric_unavailable",
     "scales_on_cpu_or_memory",
-    "schema_compile",
     "slower_than_the_burst",
     "startup_error",
     "stream_reframed",
     "stuck_at_max",
     "token_bundling",
-    "tp_without_nvlink",
     "unreachable_target",
 })
 

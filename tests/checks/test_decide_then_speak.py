@@ -37,9 +37,7 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "scales_on_cpu_or_memory",
     "slower_than_the_burst",
     "startup_error",
-    "stream_reframed",
     "stuck_at_max",
-    "token_bundling",
     "unreachable_target",
 })
 

@@ -25,7 +25,6 @@ CHECKS = Path(__file__).resolve().parents[2] / "checks"
 NOT_YET_SPLIT: frozenset[str] = frozenset({
     "absent_signal_read_as_zero",
     "counter_as_gauge",
-    "eager_mode",
     "eager_scale_down",
     "fleet_sum_as_per_replica",
     "no_warm_floor",

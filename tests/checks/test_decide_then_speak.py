@@ -24,9 +24,7 @@ CHECKS = Path(__file__).resolve().parents[2] / "checks"
 #: Checks whose decision still builds its sentences; strike one off when it is split.
 NOT_YET_SPLIT: frozenset[str] = frozenset({
     "absent_signal_read_as_zero",
-    "counter_as_gauge",
     "eager_scale_down",
-    "fleet_sum_as_per_replica",
     "no_warm_floor",
     "replica_imbalance",
     "replicas_pending",
@@ -79,19 +77,21 @@ def _is_check_decorator(node: ast.expr) -> bool:
     return isinstance(call, ast.Name) and call.id == "check"
 
 
-#: What a phrasing function returns: words (a sentence, a remediation, evidence) and their containers.
-WORDS = frozenset({"str", "Remediation", "EvidenceValue", "list", "tuple", "Sequence", "None"})
+#: What a phrasing function returns: words (a sentence, a remediation, evidence, a scaling object's
+#: fault as ``checklib.scaler_fire`` lists it) and their containers.
+WORDS = frozenset({"str", "Remediation", "EvidenceValue", "ScalerFault", "list", "tuple", "Sequence"})
 
 
 def speaks(fn: ast.FunctionDef) -> bool:
     """Whether ``fn`` is a phrasing function: its return annotation names words only (``str``,
-    ``Remediation``, ``list[EvidenceValue]``...); a function returning a number, a record or a
-    ``Result`` decides."""
+    ``Remediation``, ``list[EvidenceValue]``...), or an optional sentence (``str | None``); a
+    function returning a number, a record, a ``Result``, or words that may be ``None`` (whether
+    there is a fault at all) decides."""
     if fn.returns is None:
         return False
     names = {n.id for n in ast.walk(fn.returns) if isinstance(n, ast.Name)}
     names |= {str(n.value) for n in ast.walk(fn.returns) if isinstance(n, ast.Constant)}
-    return names <= WORDS
+    return names <= WORDS or names == {"str", "None"}
 
 
 def decisions(source: str) -> list[ast.FunctionDef]:
@@ -187,3 +187,11 @@ def _remediation(fault: Fault) -> Remediation:
 def test_a_helper_that_decides_is_held_to_the_rule_and_a_phrasing_one_is_not() -> None:
     assert violations(HELPED.format(note='"fixed"')) == []
     assert violations(HELPED.format(note='f"{view.n} seen"')) == ["_fault line 8: f-string"]
+
+
+def test_optional_words_decide_whether_there_is_a_fault() -> None:
+    """``ScalerFault | None`` says whether a fault exists: a decision, held to the rule; ``str | None``
+    is an optional sentence."""
+    source = HELPED.format(note='"fixed"').replace("-> Fault | None", "-> ScalerFault | None").replace(
+        'note="fixed"', 'note=f"{view.n} seen"')
+    assert violations(source) == ["_fault line 8: f-string"]

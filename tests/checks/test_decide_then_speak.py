@@ -27,7 +27,6 @@ NOT_YET_SPLIT: frozenset[str] = frozenset({
     "replicas_pending",
     "slower_than_the_burst",
     "startup_error",
-    "stuck_at_max",
     "unreachable_target",
 })
 

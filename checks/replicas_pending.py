@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, Pass, Result, check
 from doctor.checklib import ScalerFault, history_scaler, rescan, scaler_fire, scalers_of, tried
-from doctor.evidence.scaling import PodState
+from doctor.evidence import PodState
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 from doctor.scalers.history import ScalerHistory

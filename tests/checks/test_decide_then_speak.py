@@ -24,7 +24,6 @@ CHECKS = Path(__file__).resolve().parents[2] / "checks"
 #: Checks whose decision still builds its sentences; strike one off when it is split.
 NOT_YET_SPLIT: frozenset[str] = frozenset({
     "replica_imbalance",
-    "slower_than_the_burst",
     "startup_error",
     "unreachable_target",
 })

@@ -31,45 +31,84 @@ result scales to spec.minReplicaCount -> ignoreNullValues: "false" and a fallbac
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Pass, Result, check
 from doctor.checklib import ScalerFault, retired_metric, scaler_fire, signals_of
 from doctor.model import Cause, SymptomClass
-from doctor.scalers.model import Scaler, ScalingView, Signal
+from doctor.scalers.model import Knob, Scaler, ScalingView, Signal
 from doctor.scalers.promql import read_query
 
 
-def _retired(scaler: Scaler, signal: Signal) -> ScalerFault | None:
+@dataclass(frozen=True)
+class RetiredRead:
+    """A signal that reads a metric its engine no longer exports: the name as spelled, the engine
+    (as a sentence names it), the metric, its replacement if any, the last release that had it, the
+    first without it, and where that is said."""
+
+    scaler: Scaler
+    signal: Signal
+    name: str
+    engine: str
+    metric: str
+    replacement: str | None
+    last_release: str
+    first_without: str
+    source: str
+
+
+@dataclass(frozen=True)
+class NullAsZero:
+    """A signal set to read an empty result as 0, and whether the scaler has a fallback."""
+
+    scaler: Scaler
+    knob: Knob
+    fallback: bool
+
+
+def _retired(scaler: Scaler, signal: Signal) -> RetiredRead | None:
     names = read_query(signal.query).metrics if signal.query else [signal.metric] if signal.metric else []
     for name in names:
         if (found := retired_metric(name)) is not None:
             engine, metric, retired = found
-            instead = retired.replacement or "a metric the engine still exports"
-            return ScalerFault(scaler, signal.where, name, f"{instead} in place of {metric}",
-                         f"{signal.where} reads {metric}, which {engine} no longer exports (last in {retired.last_release}, "
-                         f"gone from {retired.first_without}; {retired.source}): the signal is empty")
+            return RetiredRead(scaler, signal, name, engine, metric, retired.replacement, retired.last_release,
+                               retired.first_without, retired.source)
     return None
 
 
-def _null_as_zero(scaler: Scaler, signal: Signal) -> ScalerFault | None:
+def _null_as_zero(scaler: Scaler, signal: Signal) -> NullAsZero | None:
     knob = signal.null_as_zero
     if knob is None or not knob.known or str(knob.value).strip().lower() == "false":
         return None
-    fallback = scaler.fallback
-    advice = '"false"' + ("" if fallback is not None and fallback.known else
-                          ", and spec.fallback {failureThreshold: 3, replicas: the usual count}")
-    helps = ("; its spec.fallback does not apply to an empty result" if fallback is not None and fallback.known
-             else "; no spec.fallback says what a scaler error means")
-    return ScalerFault(scaler, knob.path, str(knob.value), advice,
-                 f"{knob.said()}: an empty result (a renamed series, a lost scrape target) reads as 0 and scales to the floor"
-                 + helps)
+    return NullAsZero(scaler, knob, scaler.fallback is not None and scaler.fallback.known)
 
 
 @check(code="LD604", name="absent-signal-read-as-zero", symptom=SymptomClass.SCALING, cause=Cause.SCALING,
        aliases=("ignore-null-values", "retired-metric"))
 def absent_signal_read_as_zero(scalers: ScalingView) -> Result:
     pairs = signals_of(scalers)
-    faults = [f for s, sig in pairs for f in (_retired(s, sig), _null_as_zero(s, sig)) if f is not None]
-    if not faults:
-        return Pass(f"{len(pairs)} signal(s): none read an empty result as 0 or a retired metric")
-    return scaler_fire("An absent signal reads as zero", faults,
+    found = [f for s, sig in pairs for f in (_retired(s, sig), _null_as_zero(s, sig)) if f is not None]
+    if not found:
+        return Pass(_none_absent(len(pairs)))
+    return scaler_fire("An absent signal reads as zero", [_said(f) for f in found],
                        "losing the signal (stop the metric's scrape target) held or raised replicas, never dropped them")
+
+
+def _none_absent(signals: int) -> str:
+    return f"{signals} signal(s): none read an empty result as 0 or a retired metric"
+
+
+def _said(found: RetiredRead | NullAsZero) -> ScalerFault:
+    if isinstance(found, RetiredRead):
+        where = found.signal.where
+        instead = found.replacement or "a metric the engine still exports"
+        return ScalerFault(found.scaler, where, found.name, f"{instead} in place of {found.metric}",
+                           f"{where} reads {found.metric}, which {found.engine} no longer exports (last in "
+                           f"{found.last_release}, gone from {found.first_without}; {found.source}): the signal is empty")
+    knob = found.knob
+    advice = '"false"' + ("" if found.fallback else ", and spec.fallback {failureThreshold: 3, replicas: the usual count}")
+    helps = ("; its spec.fallback does not apply to an empty result" if found.fallback
+             else "; no spec.fallback says what a scaler error means")
+    return ScalerFault(found.scaler, knob.path, str(knob.value), advice,
+                       f"{knob.said()}: an empty result (a renamed series, a lost scrape target) reads as 0 and scales to "
+                       "the floor" + helps)

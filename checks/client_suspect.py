@@ -58,9 +58,12 @@ cores, concurrency 64 over 1 client process -> llm-doctor diagnose --client-work
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import host_saturated, host_values, rerun
 from doctor.evidence import HostEvidence, RunRecord, StreamEvidence
+from doctor.evidence.stream import ClientHealth
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 #: The commands that take ``--client-workers`` (and read ``[probe] client_workers``).
@@ -68,6 +71,23 @@ SHARDING_COMMANDS = ("diagnose", "collect", "watch", "load", "sweep")
 #: Those that take ``--concurrency``; ``load`` and ``sweep`` set their own and cap it with ``--max-concurrency``.
 CONCURRENCY_COMMANDS = ("diagnose", "collect", "watch")
 WHY = "A client that falls behind its socket stamps tokens late and merges reads, inflating TTFT and gaps."
+
+
+@dataclass(frozen=True)
+class Found:
+    """The probe's client self-check, the concurrency over its worker processes, why the host was
+    CPU-saturated ("" when it was not), the command that ran, whether a load scenario set the
+    concurrency, and the remedy's choice: client worker processes to spread over (``spread``), else
+    why not (``held``: ``saturated``, ``few-streams`` or ``no-cpus``)."""
+
+    client: ClientHealth
+    concurrency: int
+    workers: int
+    saturated: str
+    command: str
+    scenario: bool
+    spread: int | None
+    held: str
 
 
 @check(code="LD507", name="client-suspect", symptom=SymptomClass.GENERAL, cause=Cause.CLIENT)
@@ -83,12 +103,54 @@ def client_suspect(
     if not measured and not c.suspect:
         return NotApplicable("the probe recorded no client self-check")
     if not c.suspect and c.stamp_clock == "kernel" and c.notes:
-        return Pass(f"the client was busy ({'; '.join(c.notes)}), but the kernel stamped every read as it arrived: "
-                    f"the loop read {c.kernel_gap_p99_ms or 0:.1f} ms after it at p99, a delay in no token stamp")
+        return Pass(_kernel_stamped(c))
     if not c.suspect:
-        return Pass(f"client event loop lag p99 {c.loop_lag_p99_ms or 0:.0f} ms; the client kept up")
+        return Pass(_kept_up(c))
     workers = max(1, len(c.shards))
-    parts = []
+    saturated = host_saturated(host, host_percent)
+    spread, held = _spread(stream.shape.concurrency, workers, c.cpu_count or 0, saturated)
+    found = Found(c, stream.shape.concurrency, workers, saturated, run.command if run is not None else "",
+                  stream.shape.scenario is not None, spread, held)
+    return Fire(
+        felt=False,  # the probe's own machine, not the service users reach
+        title="The probe's client may have distorted the timings",
+        summary=_summary(found),
+        remediation=_remediation(found),
+        severity=Severity.INFO,
+        evidence=_evidence(found) + (host_values(host) if host is not None else []),
+    )
+
+
+def _spread(concurrency: int, workers: int, cpus: int, saturated: str) -> tuple[int | None, str]:
+    """(client worker processes to suggest, "") when more would help, else (None, why not): the host
+    not ``saturated``, the streams filling twice the workers (else ``few-streams``), and the
+    suggestion (twice the workers, at most ``cpus`` less the parent's one) more than the workers now
+    (else ``no-cpus``)."""
+    if saturated:
+        return None, "saturated"
+    if concurrency < 2 * workers:
+        return None, "few-streams"
+    suggested = min(2 * workers, cpus - 1)
+    if suggested <= workers:
+        return None, "no-cpus"
+    return suggested, ""
+
+
+def _kernel_stamped(c: ClientHealth) -> str:
+    return (f"the client was busy ({'; '.join(c.notes)}), but the kernel stamped every read as it arrived: "
+            f"the loop read {c.kernel_gap_p99_ms or 0:.1f} ms after it at p99, a delay in no token stamp")
+
+
+def _kept_up(c: ClientHealth) -> str:
+    return f"client event loop lag p99 {c.loop_lag_p99_ms or 0:.0f} ms; the client kept up"
+
+
+def _processes(workers: int) -> str:
+    return f"process{'es' if workers > 1 else ''}"
+
+
+def _summary(found: Found) -> str:
+    c, parts = found.client, []
     if c.loop_lag_p99_ms is not None:
         parts.append(
             f"client event loop lagged {c.loop_lag_p99_ms:.0f} ms at p99 (max {c.loop_lag_max_ms or 0:.0f} ms)"
@@ -97,64 +159,53 @@ def client_suspect(
         parts.append(
             f"CPU up to {c.cpu_percent_max:.0f} %" + (f" of {c.cpu_count} cores" if c.cpu_count else "")
         )
-    parts.append(f"concurrency {stream.shape.concurrency} over {workers} client process{'es' if workers > 1 else ''}")
+    parts.append(f"concurrency {found.concurrency} over {found.workers} client {_processes(found.workers)}")
     parts += c.reasons
-    saturated = host_saturated(host, host_percent)
-    evidence = [
+    if found.saturated:
+        parts.append(f"the host was CPU-saturated when the probe began ({found.saturated})")
+    return "; ".join(parts)
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    c = found.client
+    return [
         EvidenceValue("event loop lag p99", c.loop_lag_p99_ms, "ms", "stream: client self-check"),
         EvidenceValue("event loop lag max", c.loop_lag_max_ms, "ms", "stream: client self-check"),
         EvidenceValue("CPU percent max", c.cpu_percent_max, "%", "stream: client self-check"),
         EvidenceValue("CPU count", c.cpu_count, "", "stream: client self-check"),
         EvidenceValue("HTTP stack", c.transport, "", "stream: client self-check"),
-        EvidenceValue("client processes", workers, "", "stream: client self-check (one per worker)"),
-        EvidenceValue("concurrency", stream.shape.concurrency, "", "stream: probe shape"),
+        EvidenceValue("client processes", found.workers, "", "stream: client self-check (one per worker)"),
+        EvidenceValue("concurrency", found.concurrency, "", "stream: probe shape"),
     ]
-    if host is not None:
-        evidence += host_values(host)
-    if saturated:
-        parts.append(f"the host was CPU-saturated when the probe began ({saturated})")
-    return Fire(
-        felt=False,  # the probe's own machine, not the service users reach
-        title="The probe's client may have distorted the timings",
-        summary="; ".join(parts),
-        remediation=_remediation(stream, workers, saturated, run.command if run is not None else ""),
-        severity=Severity.INFO,
-        evidence=evidence,
-    )
 
 
-def _spread(concurrency: int, workers: int, cpus: int, saturated: str) -> tuple[int | None, str]:
-    """(client worker processes to suggest, "") when more would help, else (None, why not): the host
-    not saturated, the streams filling twice the workers, and the suggestion (twice the workers, at
-    most ``cpus`` less the parent's one) more than the workers now."""
-    if saturated:
-        return None, f"The host was CPU-saturated ({saturated}): more client processes would only compete for it."
-    if concurrency < 2 * workers:
-        return None, (f"Concurrency {concurrency} has too few streams to spread beyond {workers} client "
-                      f"process{'es' if workers > 1 else ''}.")
-    suggested = min(2 * workers, cpus - 1)
-    if suggested <= workers:
-        return None, (f"The host's {cpus} CPU(s) leave none for another client process (each takes one, and "
-                      "the parent of sharded ones one more)." if cpus else
-                      "The self-check did not record the host's CPUs to spread over.")
-    return suggested, ""
+def _why_not(found: Found) -> str:
+    """Why more client processes would not help."""
+    if found.held == "saturated":
+        return f"The host was CPU-saturated ({found.saturated}): more client processes would only compete for it."
+    if found.held == "few-streams":
+        return (f"Concurrency {found.concurrency} has too few streams to spread beyond {found.workers} client "
+                f"{_processes(found.workers)}.")
+    cpus = found.client.cpu_count or 0
+    return (f"The host's {cpus} CPU(s) leave none for another client process (each takes one, and "
+            "the parent of sharded ones one more)." if cpus else
+            "The self-check did not record the host's CPUs to spread over.")
 
 
-def _remediation(stream: StreamEvidence, workers: int, saturated: str, command: str) -> Remediation:
+def _remediation(found: Found) -> Remediation:
     """More client processes where the streams, the idle CPUs and the host allow; else less load."""
     verify = rerun("the client self-check passes; compare the verdict with this run's")
-    conc = stream.shape.concurrency
-    spread, why_not = _spread(conc, workers, stream.client.cpu_count or 0, saturated)
-    if spread is not None:
+    conc, command = found.concurrency, found.command
+    if found.spread is not None:
         flag = f"llm-doctor {command} --client-workers" if command in SHARDING_COMMANDS else \
             f"--client-workers of llm-doctor {' / '.join(SHARDING_COMMANDS)}"
         return Remediation(
-            setting="client_workers", suggested=f"{spread} (one event loop per CPU; one more CPU for the parent)",
-            current=str(workers), where=f"{flag}, or client_workers in the config file's [probe]",
+            setting="client_workers", suggested=f"{found.spread} (one event loop per CPU; one more CPU for the parent)",
+            current=str(found.workers), where=f"{flag}, or client_workers in the config file's [probe]",
             why=WHY + f" Its {conc} streams can be spread over the CPUs it left idle, which keeps the concurrency "
                       "this run measured.",
             verify=verify)
-    if stream.shape.scenario is not None:  # a load run: its scenario sets the concurrency
+    if found.scenario:  # a load run: its scenario sets the concurrency
         load = command if command in ("load", "sweep") else "load / sweep"
         where = f"llm-doctor {load} --max-concurrency, or the host running the probe"
     elif command == "demo":  # its scenario sets the concurrency; demo takes no --concurrency
@@ -166,4 +217,4 @@ def _remediation(stream: StreamEvidence, workers: int, saturated: str, command: 
     suggested = "1 (nothing to halve: run from a less loaded host)" if conc <= 1 else \
         f"{conc // 2} (or run from a less loaded host)"
     return Remediation(setting="concurrency", suggested=suggested, current=str(conc), where=where,
-                       why=f"{WHY} {why_not}", verify=verify)
+                       why=f"{WHY} {_why_not(found)}", verify=verify)

@@ -24,12 +24,21 @@ enforce_eager = True (log line 12) -> remove --enforce-eager; expect lower TPOT 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_setting, rerun
+from doctor.checklib import Setting, engine_flag, engine_setting, rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import RunRecord
 from doctor.model import Cause, Remediation, Severity, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """``enforce_eager`` as the engine runs it, and where it was read."""
+
+    eager: Setting
 
 
 @check(code="LD204", name="eager-mode", symptom=SymptomClass.INTER_TOKEN, cause=Cause.DECODE)
@@ -37,12 +46,13 @@ def eager_mode(run: RunRecord, log_facts: LogFacts | None = None, engine: Engine
     eager = engine_setting("enforce_eager", log_facts, run)
     if eager is None:
         return NotApplicable("enforce_eager unknown (no startup log with the engine config)")
+    found = Found(eager)
     if not eager.value:
-        return Pass(f"CUDA graphs on (enforce_eager = False, {eager.source})")
+        return Pass(_graphs_on(found))
     return Fire(
         felt=False,  # a configuration: a slow decode shows as a TPOT witness
         title="CUDA graphs are off (enforce_eager)",
-        summary=f"enforce_eager = True ({eager.source}): every decode step launches its kernels one by one",
+        summary=_summary(found),
         remediation=Remediation(
             setting="enforce_eager",
             suggested="false (remove --enforce-eager) unless it works around a problem or saves needed memory",
@@ -55,3 +65,11 @@ def eager_mode(run: RunRecord, log_facts: LogFacts | None = None, engine: Engine
         severity=Severity.INFO,
         evidence=[eager.evidence("enforce_eager")],
     )
+
+
+def _graphs_on(found: Found) -> str:
+    return f"CUDA graphs on (enforce_eager = False, {found.eager.source})"
+
+
+def _summary(found: Found) -> str:
+    return f"enforce_eager = True ({found.eager.source}): every decode step launches its kernels one by one"

@@ -26,21 +26,34 @@ a replica needs at least 62 s to serve -> 300.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Pass, Result, check
 from doctor.checklib import ScalerFault, scaler_fire, scalers_of, startup_s
 from doctor.derive.log_facts import LogFacts
 from doctor.model import Cause, EvidenceValue, SymptomClass
-from doctor.scalers.model import ScalingView
+from doctor.scalers.model import Knob, Scaler, ScalingView
 
 #: The smallest window suggested: what HPA and KEDA ship.
 SHIPPED_WINDOW_S = 300
+
+
+@dataclass(frozen=True)
+class Eager:
+    """A scaler whose scale-down window (``window`` seconds) is shorter than a replica's start-up,
+    and the window to suggest."""
+
+    scaler: Scaler
+    knob: Knob
+    window: float
+    suggested: int
 
 
 @check(code="LD606", name="eager-scale-down", symptom=SymptomClass.SCALING, cause=Cause.COLD_START, aliases=("flapping",))
 def eager_scale_down(scalers: ScalingView, log_facts: LogFacts | None = None) -> Result:
     judged = scalers_of(scalers)
     start, said = startup_s(log_facts)
-    faults = []
+    eager = []
     for scaler in judged:
         knob = scaler.scale_down_s
         window = knob.seconds() if knob is not None else None
@@ -49,11 +62,23 @@ def eager_scale_down(scalers: ScalingView, log_facts: LogFacts | None = None) ->
         floor, ceiling = scaler.floor, scaler.ceiling
         if floor is not None and ceiling is not None and floor.explicit and ceiling.explicit and floor.number() == ceiling.number():
             continue  # a fixed size: nothing scales down
-        suggested = max(SHIPPED_WINDOW_S, int(start * 2))
-        faults.append(ScalerFault(scaler, knob.path, f"{window:.0f} s", f"{suggested}",
-                            f"replicas go after {window:.0f} s of lower load ({knob.said()}), and one needs {said} to serve again"))
-    if not faults:
-        return Pass(f"{len(judged)} engine autoscaler(s), each keeping replicas longer than a start-up ({said})")
-    return scaler_fire("Replicas go faster than they come back", faults,
+        eager.append(Eager(scaler, knob, window, max(SHIPPED_WINDOW_S, int(start * 2))))
+    if not eager:
+        return Pass(_kept_longer(len(judged), said))
+    return scaler_fire("Replicas go faster than they come back", [_said(e, said) for e in eager],
                        "the replica count steady through lulls shorter than a start-up",
-                       evidence=[EvidenceValue("replica start-up", round(start, 1), "s", said)])
+                       evidence=_evidence(start, said))
+
+
+def _kept_longer(judged: int, startup: str) -> str:
+    return f"{judged} engine autoscaler(s), each keeping replicas longer than a start-up ({startup})"
+
+
+def _said(eager: Eager, startup: str) -> ScalerFault:
+    return ScalerFault(eager.scaler, eager.knob.path, f"{eager.window:.0f} s", f"{eager.suggested}",
+                       f"replicas go after {eager.window:.0f} s of lower load ({eager.knob.said()}), and one needs "
+                       f"{startup} to serve again")
+
+
+def _evidence(start: float, startup: str) -> list[EvidenceValue]:
+    return [EvidenceValue("replica start-up", round(start, 1), "s", startup)]

@@ -39,14 +39,16 @@ counters moved over 17 scrapes (running 1, /health 200) -> restart the engine; h
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import not_in_metrics, rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
-from doctor.engine_metrics.standstill import standstill
+from doctor.engine_metrics.standstill import Standstill, standstill
 from doctor.engines import RECORDS
 from doctor.engines.names import display, engine_part
 from doctor.evidence import EndpointsEvidence, MetricsEvidence, StreamEvidence
-from doctor.evidence.stream import WEDGED
+from doctor.evidence.stream import WEDGED, WedgeStop
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
@@ -57,6 +59,23 @@ WAITED = ("stall", "deadline", WEDGED)
 #: vLLM's OpenAI route for the others).
 GENERATING_CHECK: dict[str, str] = {r.id: r.generating_check for r in RECORDS if r.generating_check}
 OPENAI_CHECK = 'POST /v1/completions {"model": MODEL, "prompt": "ping", "max_tokens": 1}'
+
+
+@dataclass(frozen=True)
+class Found:
+    """The requests that waited without a first token (sent from ``first``, given up by ``last``),
+    the engine's counters standing still over ``span`` of that wait, the tokens that reached the
+    client meanwhile, the health check's status, and the probe watchdog's stop, if it stopped."""
+
+    engine: str
+    waited: int
+    first: float
+    last: float
+    still: Standstill
+    span: float
+    tokens_meanwhile: int
+    health: int | None
+    stop: WedgeStop | None
 
 
 @check(code="LD105", name="engine-wedged", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.WEDGE)
@@ -73,65 +92,87 @@ def engine_wedged(
         return Pass("no request waited without a first token: the engine answered, or refused outright")
     if metrics is None or not metrics.scrapes:
         raise NotApplicable("no /metrics scrape during the probe: the engine's counters cannot say whether it moved")
-    engine_id = engine.id
     first = min(r.t_sent for r in waited if r.t_sent is not None)
     last = max(r.t_failed or r.t_end or first for r in waited)
     still = standstill(metrics.scrapes, until=last)  # up to the end of the wait: what came after is not it
     if still is None:
-        raise NotApplicable(not_in_metrics(engine_id, "token or request counter"))
+        raise NotApplicable(not_in_metrics(engine.id, "token or request counter"))
     start = max(first, still.since)
-    span = still.until - start
-    tokens_meanwhile = sum(1 for r in stream.requests for ev in r.tokens if start <= ev.t <= still.until)
-    if span < min_still_s or tokens_meanwhile:
-        moved = (f"last moved {fmt_seconds(still.since - first)} into a {fmt_seconds(last - first)} wait"
-                 if still.since > first else f"stood still only {fmt_seconds(max(span, 0.0))}")
-        flowing = f", and {tokens_meanwhile} token(s) reached the client meanwhile" if tokens_meanwhile else ""
-        return Pass(f"{len(waited)} request(s) waited without a first token, but the engine's counters {moved}"
-                    f"{flowing}: queueing or a slow prefill, not a wedge")
-    health = _health(endpoints)
+    found = Found(
+        engine=engine.id, waited=len(waited), first=first, last=last, still=still, span=still.until - start,
+        tokens_meanwhile=sum(1 for r in stream.requests for ev in r.tokens if start <= ev.t <= still.until),
+        health=_health(endpoints), stop=stream.wedge,
+    )
+    if found.span < min_still_s or found.tokens_meanwhile:
+        return Pass(_not_a_wedge(found))
+    return Fire(
+        title="The engine is wedged: requests get no first token while its counters stand still",
+        summary=_summary(found),
+        remediation=_remediation(found),
+        severity=Severity.CRITICAL,
+        evidence=_evidence(found),
+    )
+
+
+def _health(endpoints: EndpointsEvidence | None) -> int | None:
+    """The engine endpoint's health-check status, when it answered one: the green light that misleads."""
+    for ep in endpoints.endpoints if endpoints is not None else ():
+        if ep.role == "engine" and ep.health_status is not None:
+            return ep.health_status
+    return None
+
+
+def _not_a_wedge(found: Found) -> str:
+    still, first = found.still, found.first
+    moved = (f"last moved {fmt_seconds(still.since - first)} into a {fmt_seconds(found.last - first)} wait"
+             if still.since > first else f"stood still only {fmt_seconds(max(found.span, 0.0))}")
+    flowing = f", and {found.tokens_meanwhile} token(s) reached the client meanwhile" if found.tokens_meanwhile else ""
+    return (f"{found.waited} request(s) waited without a first token, but the engine's counters {moved}"
+            f"{flowing}: queueing or a slow prefill, not a wedge")
+
+
+def _summary(found: Found) -> str:
+    still = found.still
     gauges = ", ".join(f"{name} {value:g}" for name, value in (("running", still.running), ("waiting", still.waiting))
                        if value is not None)
     if gauges and not (still.running or still.waiting):
         # vLLM v1's gauges are the engine core's last report to its API server: a stopped core's is stale
         gauges += ": the engine's last report, older than the requests in flight"
+    health = f"/health {found.health}" if found.health is not None else ""
     extra = "; ".join(x for x in (gauges, health) if x)
-    summary = (f"{len(waited)} request(s) waited {fmt_seconds(span)} without a first token while none of "
+    summary = (f"{found.waited} request(s) waited {fmt_seconds(found.span)} without a first token while none of "
                f"{still.counters} engine counters moved over {still.scrapes} scrapes" + (f" ({extra})" if extra else ""))
-    values = [
-        EvidenceValue("requests without a first token", len(waited), "", "stream: outcomes " + ", ".join(WAITED)),
-        EvidenceValue("counters still", round(span, 1), "s", f"metrics: {still.counters} counters equal over {still.scrapes} scrapes"),
-    ]
-    stop = stream.wedge
-    if stop is not None:
+    if (stop := found.stop) is not None:
         summary += (f"; the probe's watchdog stopped after {fmt_seconds(stop.t_detected - stop.t_first_waiting)} "
                     f"and {stop.sent} request(s)")
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    still = found.still
+    values = [
+        EvidenceValue("requests without a first token", found.waited, "", "stream: outcomes " + ", ".join(WAITED)),
+        EvidenceValue("counters still", round(found.span, 1), "s",
+                      f"metrics: {still.counters} counters equal over {still.scrapes} scrapes"),
+    ]
+    if (stop := found.stop) is not None:
         values.append(EvidenceValue("seen after", round(stop.t_detected - stop.t_first_waiting, 1), "s",
                                     "stream: watchdog stop - send of the first request without a token"))
     if still.running is not None:
         values.append(EvidenceValue("running", still.running, "requests", "metrics: running gauge at the last scrape"))
-    name = display(engine_id)
+    return values
+
+
+def _remediation(found: Found) -> Remediation:
+    engine_id = found.engine
     probe = GENERATING_CHECK.get(engine_id, OPENAI_CHECK)
-    return Fire(
-        title="The engine is wedged: requests get no first token while its counters stand still",
-        summary=summary,
-        remediation=Remediation(
-            setting="restart_and_health_check",
-            suggested=f"restart {engine_part(engine_id, 'server')} now; make its liveness/readiness check {probe} with a timeout, "
-                      "not GET /health or /v1/models",
-            why=(f"{name}'s API server accepts requests and answers its health check while the engine behind it "
-                 "generates nothing: only a check that asks for a token takes the replica out of rotation"),
-            verify=rerun(f"after the restart, {probe} to answer within seconds and the generation counter to move, "
-                         "and this check to pass"),
-            where=f"{engine_part(engine_id, 'server')} (restart) and the orchestrator's / load balancer's health check for it",
-        ),
-        severity=Severity.CRITICAL,
-        evidence=values,
+    return Remediation(
+        setting="restart_and_health_check",
+        suggested=f"restart {engine_part(engine_id, 'server')} now; make its liveness/readiness check {probe} with a timeout, "
+                  "not GET /health or /v1/models",
+        why=(f"{display(engine_id)}'s API server accepts requests and answers its health check while the engine behind "
+             "it generates nothing: only a check that asks for a token takes the replica out of rotation"),
+        verify=rerun(f"after the restart, {probe} to answer within seconds and the generation counter to move, "
+                     "and this check to pass"),
+        where=f"{engine_part(engine_id, 'server')} (restart) and the orchestrator's / load balancer's health check for it",
     )
-
-
-def _health(endpoints: EndpointsEvidence | None) -> str:
-    """``/health 200`` when the engine's endpoint answered its health check: the green light that misleads."""
-    for ep in endpoints.endpoints if endpoints is not None else ():
-        if ep.role == "engine" and ep.health_status is not None:
-            return f"/health {ep.health_status}"
-    return ""

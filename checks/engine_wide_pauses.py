@@ -82,13 +82,45 @@ FREEZE: dict[str, tuple[str, str]] = {r.id: r.gc_freeze for r in RECORDS if r.gc
 @dataclass(frozen=True)
 class Pause:
     """One freeze every running stream shared, on the probe's clock, with whether a prompt may have
-    arrived in it: only pauses with none count (a prompt makes it prefill interference).
+    arrived in it (``sent_at``: the probe sent a request then; ``foreign``: prompt tokens the engine
+    prefilled around it beyond the probe's own): only pauses with neither count (a prompt makes it
+    prefill interference).
     """
 
     start: float
     end: float
     streams: int  # streams frozen together
-    prompt: str | None  # why a prompt may have arrived during it; None: none did
+    sent_at: float | None = None
+    foreign: float | None = None
+
+    @property
+    def prompted(self) -> bool:
+        return self.sent_at is not None or bool(self.foreign)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The serving process over the window, from its scrapes (``scraped``: any): its full (gen-2) GC
+    collections (``None``: fewer than two scrapes had the counter) and its uptime at the last one."""
+
+    scraped: bool
+    gc_grew: float | None
+    uptime: float | None
+
+
+@dataclass(frozen=True)
+class Found:
+    """The quiet simultaneous freezes (no prompt arriving), their period, whether they grew over the
+    run, the serving process's GC and uptime, and why the host counted as saturated (with its
+    readings) when it did."""
+
+    engine: str
+    quiet: tuple[Pause, ...]
+    period: float | None
+    grew: bool
+    runtime: Runtime
+    saturated: str
+    host: HostEvidence | None
 
 
 @check(code="LD210", name="engine-wide-pauses", symptom=SymptomClass.INTER_TOKEN, cause=Cause.ENGINE_PAUSE)
@@ -116,40 +148,32 @@ def engine_wide_pauses(
         if not _overlapping(stream):
             raise NotApplicable("no two streams ran at once: a pause of the whole engine cannot be told from one "
                                 "stream's (run with --concurrency 4)")
-        return Pass(f"no freeze stopped {min_streams} or more running streams at once")
+        return Pass(_no_shared_freeze(min_streams))
     if metrics_window is not None and metrics_window.preemptions:
-        return Pass(f"{len(pauses)} simultaneous freeze(s), but {metrics_window.preemptions:.0f} preemption(s) in the "
-                    "window explain freezes (LD201)")
-    quiet = [p for p in pauses if p.prompt is None]
+        return Pass(_preempted(len(pauses), metrics_window.preemptions))
+    quiet = [p for p in pauses if not p.prompted]
     if len(quiet) < min_pauses:
-        why = next((p.prompt for p in pauses if p.prompt is not None), "")
-        return Pass(f"{len(pauses)} simultaneous freeze(s), {len(quiet)} with no prompt arriving ({why}): prefill "
-                    "interference is LD202's")
+        return Pass(_prompted(pauses, len(quiet)))
     cpu = process_cores(series)
     if cpu is not None and cpu[0] >= starved_cores:
-        return Pass(f"{len(quiet)} simultaneous freeze(s) with no prompt arriving, but they coincide with CPU starvation: "
-                    f"the serving process used {cpu[0]:.2f} cores over {fmt_seconds(cpu[1])} "
-                    "(process_cpu_seconds_total); a process at its last core stops every stream at once, collection "
-                    "or not, so no engine-wide pause is claimed (a saturated front end is LD211's)")
+        return Pass(_starved(len(quiet), cpu))
     lengths = [p.end - p.start for p in quiet]
     starts = [p.start for p in quiet]
-    period = statistics.median(b - a for a, b in itertools.pairwise(starts)) if len(starts) > 1 else None
-    summary = (f"{len(quiet)} times every running stream ({max(p.streams for p in quiet)} at most) froze at once "
-               f"(median {fmt_seconds(statistics.median(lengths))}, longest {fmt_seconds(max(lengths))}"
-               + (f", every {fmt_seconds(period)}" if period else "") + "), no prompt arriving, no preemption")
-    values = [
-        EvidenceValue("simultaneous freezes", len(quiet), "", "stream: gaps every running stream shares, none at a send"),
-        EvidenceValue("freeze median", round(statistics.median(lengths), 3), "s", "stream: the shared interval"),
-        EvidenceValue("freeze longest", round(max(lengths), 3), "s", "stream: the shared interval"),
-    ]
-    if len(quiet) >= 3 and statistics.linear_regression(starts, lengths).slope > 0 and lengths[-1] >= GROWN * lengths[0]:
-        summary += f"; they grew from {fmt_seconds(lengths[0])} to {fmt_seconds(lengths[-1])} over the run"
-    engine_id = engine.id
-    summary += _runtime(series, values, engine_id) + _busy_host(host, host_percent, values)
-    lever, where = _lever(engine_id)
+    saturated = host_saturated(host, host_percent)
+    found = Found(
+        engine=engine.id,
+        quiet=tuple(quiet),
+        period=statistics.median(b - a for a, b in itertools.pairwise(starts)) if len(starts) > 1 else None,
+        grew=(len(quiet) >= 3 and statistics.linear_regression(starts, lengths).slope > 0
+              and lengths[-1] >= GROWN * lengths[0]),
+        runtime=_runtime(series),
+        saturated=saturated,
+        host=host if host is not None and saturated else None,
+    )
+    lever, where = _lever(engine.id)
     return Fire(
         title="Every running stream freezes at once, with no prompt arriving: an engine-wide pause (GC)",
-        summary=summary,
+        summary=_summary(found),
         remediation=Remediation(
             setting="gc_freeze",
             suggested=lever,
@@ -161,7 +185,7 @@ def engine_wide_pauses(
         ),
         severity=Severity.WARNING,
         felt=max(lengths) > ttft_target_s,  # freezes are held to the first-token budget (docs/verdict.md)
-        evidence=values,
+        evidence=_evidence(found),
     )
 
 
@@ -188,38 +212,28 @@ def _simultaneous(traces: list[RequestTrace], stream: StreamEvidence, series: li
             start, end = max([a, *(c for c, _ in shared)]), min([b, *(d for _, d in shared)])
             if any(p.start < end and start < p.end for p in pauses):
                 continue  # the same pause, seen from another stream
-            pauses.append(Pause(start, end, len(running) + 1, _prompt(stream, series, start, end)))
+            pauses.append(_pause(stream, series, start, end, len(running) + 1))
     return sorted(pauses, key=lambda p: p.start)
 
 
-def _prompt(stream: StreamEvidence, series: list[Reading], start: float, end: float) -> str | None:
-    """Why a prompt may have arrived during ``[start, end]``; None when none did (the probe sent
-    nothing, and the engine's prompt-token counter did not move beyond the probe's own) or no two
-    scrapes bracket it (a freeze is held quiet without the counter)."""
+def _pause(stream: StreamEvidence, series: list[Reading], start: float, end: float, streams: int) -> Pause:
+    """The freeze ``[start, end]``, with whether a prompt may have arrived in it: the probe sent one,
+    else the engine's prompt-token counter moved beyond the probe's own (no two scrapes bracketing
+    it leave it quiet: a freeze is held quiet without the counter)."""
     sent = [r for r in stream.requests if r.t_sent is not None and start - (end - start) <= r.t_sent <= end]
     if sent:
-        return f"the probe sent a request at t={sent[0].t_sent:.2f} s"
-    foreign = prompt_tokens_around(series, stream, start, end)
-    return f"{foreign:.0f} prompt tokens prefilled around it" if foreign else None
+        return Pause(start, end, streams, sent_at=sent[0].t_sent)
+    return Pause(start, end, streams, foreign=prompt_tokens_around(series, stream, start, end))
 
 
-def _runtime(series: list[Reading], values: list[EvidenceValue], engine: str) -> str:
-    """The serving process's full collections over the window and its uptime, as a sentence (and evidence)."""
+def _runtime(series: list[Reading]) -> Runtime:
+    """The serving process's full collections over the window and its uptime."""
     gc = [r.gc_full for r in series if r.gc_full is not None]
-    if not series:
-        return "; no /metrics scrape to read GC collections from"
     if len(gc) < 2:
-        return "; " + not_in_metrics(engine, "python_gc_collections_total")
-    grew = gc[-1] - gc[0]
-    values.append(EvidenceValue("gen-2 GC collections", grew, "", 'metrics: python_gc_collections_total{generation="2"} '
-                                "delta (the serving process)"))
-    text = f"; full (gen-2) GC collections +{grew:.0f} in the window"
+        return Runtime(bool(series), None, None)
     started = next((r for r in reversed(series) if r.started is not None), None)
-    if started is not None and started.started is not None:
-        uptime = started.wall - started.started
-        values.append(EvidenceValue("uptime", round(uptime), "s", "metrics: scrape time - process_start_time_seconds"))
-        text += f", uptime {fmt_seconds(uptime)} (pauses grow with the heap)"
-    return text
+    uptime = started.wall - started.started if started is not None and started.started is not None else None
+    return Runtime(True, gc[-1] - gc[0], uptime)
 
 
 def _lever(engine: str) -> tuple[str, str]:
@@ -233,18 +247,83 @@ def _lever(engine: str) -> tuple[str, str]:
                                         "report it upstream with the freeze times"), f"the {display(engine)} server"))
 
 
-def _busy_host(host: HostEvidence | None, host_percent: float, values: list[EvidenceValue]) -> str:
-    """The host's CPU when the run began, as a caveat when it was saturated: psutil's snapshot is taken
-    before the probe, so it cannot say the freezes coincide with starvation, only that they may."""
-    saturated = host_saturated(host, host_percent)
-    if host is None or not saturated:
-        return ""
-    values += [v for v in host_values(host) if v.value is not None]
-    return (f"; the host was CPU-saturated when the run began ({saturated}, psutil, before the "
-            "probe): CPU starvation also stops every stream at once, so these may be that rather than a collection")
-
-
 def _overlapping(stream: StreamEvidence) -> bool:
     """Two streams were answered at the same time (first to last token overlap)."""
     spans = sorted((r.tokens[0].t, r.tokens[-1].t) for r in stream.requests if r.ok and r.tokens)
     return any(b[0] < a[1] for a, b in itertools.pairwise(spans))
+
+
+def _no_shared_freeze(min_streams: int) -> str:
+    return f"no freeze stopped {min_streams} or more running streams at once"
+
+
+def _preempted(pauses: int, preemptions: float) -> str:
+    return (f"{pauses} simultaneous freeze(s), but {preemptions:.0f} preemption(s) in the "
+            "window explain freezes (LD201)")
+
+
+def _why_prompted(pause: Pause) -> str:
+    """Why a prompt may have arrived during the pause."""
+    if pause.sent_at is not None:
+        return f"the probe sent a request at t={pause.sent_at:.2f} s"
+    return f"{pause.foreign:.0f} prompt tokens prefilled around it"
+
+
+def _prompted(pauses: list[Pause], quiet: int) -> str:
+    why = next((_why_prompted(p) for p in pauses if p.prompted), "")
+    return (f"{len(pauses)} simultaneous freeze(s), {quiet} with no prompt arriving ({why}): prefill "
+            "interference is LD202's")
+
+
+def _starved(quiet: int, cpu: tuple[float, float]) -> str:
+    return (f"{quiet} simultaneous freeze(s) with no prompt arriving, but they coincide with CPU starvation: "
+            f"the serving process used {cpu[0]:.2f} cores over {fmt_seconds(cpu[1])} "
+            "(process_cpu_seconds_total); a process at its last core stops every stream at once, collection "
+            "or not, so no engine-wide pause is claimed (a saturated front end is LD211's)")
+
+
+def _lengths(found: Found) -> list[float]:
+    return [p.end - p.start for p in found.quiet]
+
+
+def _summary(found: Found) -> str:
+    lengths = _lengths(found)
+    summary = (f"{len(found.quiet)} times every running stream ({max(p.streams for p in found.quiet)} at most) froze "
+               f"at once (median {fmt_seconds(statistics.median(lengths))}, longest {fmt_seconds(max(lengths))}"
+               + (f", every {fmt_seconds(found.period)}" if found.period else "") + "), no prompt arriving, no preemption")
+    if found.grew:
+        summary += f"; they grew from {fmt_seconds(lengths[0])} to {fmt_seconds(lengths[-1])} over the run"
+    runtime = found.runtime
+    if not runtime.scraped:
+        summary += "; no /metrics scrape to read GC collections from"
+    elif runtime.gc_grew is None:
+        summary += "; " + not_in_metrics(found.engine, "python_gc_collections_total")
+    else:
+        summary += f"; full (gen-2) GC collections +{runtime.gc_grew:.0f} in the window"
+        if runtime.uptime is not None:
+            summary += f", uptime {fmt_seconds(runtime.uptime)} (pauses grow with the heap)"
+    if found.host is not None:
+        # psutil's snapshot is taken before the probe: it cannot say the freezes coincide with
+        # starvation, only that they may
+        summary += (f"; the host was CPU-saturated when the run began ({found.saturated}, psutil, before the "
+                    "probe): CPU starvation also stops every stream at once, so these may be that rather than a "
+                    "collection")
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    lengths = _lengths(found)
+    values = [
+        EvidenceValue("simultaneous freezes", len(found.quiet), "", "stream: gaps every running stream shares, none at a send"),
+        EvidenceValue("freeze median", round(statistics.median(lengths), 3), "s", "stream: the shared interval"),
+        EvidenceValue("freeze longest", round(max(lengths), 3), "s", "stream: the shared interval"),
+    ]
+    if found.runtime.gc_grew is not None:
+        values.append(EvidenceValue("gen-2 GC collections", found.runtime.gc_grew, "",
+                                    'metrics: python_gc_collections_total{generation="2"} delta (the serving process)'))
+        if found.runtime.uptime is not None:
+            values.append(EvidenceValue("uptime", round(found.runtime.uptime), "s",
+                                        "metrics: scrape time - process_start_time_seconds"))
+    if found.host is not None:
+        values += [v for v in host_values(found.host) if v.value is not None]
+    return values

@@ -52,6 +52,7 @@ LD501 error-rate: 3 of 16 probe requests failed (gateway: http-status 503 x3); v
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_flag, gateway_identity, gateway_refusal, hung_gateway_remediation, metric_read, rerun
@@ -202,6 +203,30 @@ def failure_key(req: RequestTrace, direct_answers: bool = False) -> str:
     return req.outcome
 
 
+@dataclass(frozen=True)
+class Found:
+    """The failures: the probe's measured and failed requests (counted by path and failure key, in
+    the order first seen) and the first error text; the engine's finished requests with error and
+    abort (less the probe's own cancelled ones); and the dominant failure ``key`` its fix is looked
+    up by (with, for a hung gateway, how long its GET /version went unanswered)."""
+
+    engine: str
+    measured: int
+    failed: int
+    by: tuple[tuple[tuple[str, str], int], ...]
+    excerpt: str | None
+    finished: float
+    errors: float
+    aborts: float
+    error_share: float
+    abort_share: float
+    cancelled: int
+    finished_metric: str
+    probe_bad: bool
+    key: str
+    unanswered_s: float | None
+
+
 @check(code="LD501", name="error-rate", symptom=SymptomClass.GENERAL, cause=Cause.ERRORS)
 def error_rate(
     bundle: Bundle,
@@ -225,80 +250,36 @@ def error_rate(
         reasons["abort"] = max(reasons["abort"] - cancelled, 0.0)
     finished = sum(reasons.values())
     if not measured and not finished:
-        said = {CANCELLED: "cancelled when the probe was stopped", CLIENT_STALL: "lost to a freeze of the client itself",
-                DEADLINE: "cut by the --deadline (no failure of the target)"}
-        stopped = f" ({', '.join(f'{n} {said[k]}' for k, n in void.items())})" if void else ""
-        return NotApplicable(f"no completed probe request{stopped} and no finished request in the metrics window")
+        return NotApplicable(_nothing_completed(tuple(void.items())))
     failed = [r for r in measured if not r.ok]
-    engine_id = engine.id
     fail_share = len(failed) / len(measured) if measured else 0.0
     errors, aborts = reasons.get("error", 0.0), reasons.get("abort", 0.0)
     error_share = errors / finished if finished else 0.0
     abort_share = aborts / finished if finished else 0.0
     probe_bad = bool(failed) and fail_share >= max_failure_share
-    if not (probe_bad or error_share >= max_error_share or abort_share >= max_abort_share):
-        return Pass(
-            f"{len(failed)} of {len(measured)} probe requests failed; {display(engine_id)} errors {fmt_pct(error_share)}, "
-            f"aborts {fmt_pct(abort_share)} of {finished:.0f} finished"
-        )
-    parts: list[str] = []
-    evidence: list[EvidenceValue] = []
     key = "error" if error_share >= max_error_share else "abort"
+    by: Counter[tuple[str, str]] = Counter()
     if probe_bad:
         direct_answers = any(r.ok and r.path == ProbePath.DIRECT for r in measured)
-        by = Counter((r.path, failure_key(r, direct_answers)) for r in failed)
-        detail = ", ".join(f"{path}: {k} x{n}" for (path, k), n in by.most_common())
-        parts.append(f"{len(failed)} of {len(measured)} probe requests failed ({detail})")
+        by = Counter((str(r.path), failure_key(r, direct_answers)) for r in failed)
         key = by.most_common(1)[0][0][1]
-        evidence.append(
-            EvidenceValue("failed probe requests", len(failed), "", f"stream: n={len(measured)} measured")
-        )
-        evidence += [
-            EvidenceValue(f"{path} {k}", n, "requests", "stream: request outcomes")
-            for (path, k), n in by.items()
-        ]
-        excerpt = next((r.body_excerpt for r in failed if r.body_excerpt), None) or next(
-            (r.error for r in failed if r.error), None
-        )
-        if excerpt:
-            evidence.append(EvidenceValue("first error", excerpt[:200], "", "stream: error / body excerpt"))
-    if finished:
-        parts.append(
-            f"{display(engine_id)} finished {errors:.0f} of {finished:.0f} requests with error ({fmt_pct(error_share)}), "
-            f"{aborts:.0f} aborted ({fmt_pct(abort_share)})"
-        )
-        evidence += [
-            EvidenceValue(
-                "finished with error",
-                errors,
-                "requests",
-                f"metrics: {metric_read(metrics_window, 'finished_by_reason')}{{finished_reason=error}} delta",
-            ),
-            EvidenceValue(
-                "finished with abort",
-                aborts,
-                "requests",
-                f"metrics: {metric_read(metrics_window, 'finished_by_reason')}{{finished_reason=abort}} delta"
-                + (f", less the {cancelled} probe requests cancelled by stopping it" if cancelled else ""),
-            ),
-            EvidenceValue("finished", finished, "requests", f"metrics: {metric_read(metrics_window, 'finished_by_reason')} delta"),
-        ]
-    verify = rerun("every probe request ok and no error / abort finish reasons in the window")
-    if key == "hung-gateway":
-        remediation = hung_gateway_remediation(gateway, _unanswered_s(bundle, "gateway"), verify)
-        remediation.why = f"The dominant failure is {key}: {remediation.why}"
-        evidence += gateway_identity(gateway)
-    else:
-        setting, suggested, where, why = (_spelled(text, engine_id) for text in FIXES.get(key, GENERIC))
-        remediation = Remediation(setting=setting, suggested=suggested, where=where,
-                                  why=f"The dominant failure is {key}: {why}.", verify=verify)
+    found = Found(
+        engine=engine.id, measured=len(measured), failed=len(failed), by=tuple(by.items()),
+        excerpt=next((r.body_excerpt for r in failed if r.body_excerpt), None) or next(
+            (r.error for r in failed if r.error), None),
+        finished=finished, errors=errors, aborts=aborts, error_share=error_share, abort_share=abort_share,
+        cancelled=cancelled, finished_metric=metric_read(metrics_window, "finished_by_reason"), probe_bad=probe_bad,
+        key=key, unanswered_s=_unanswered_s(bundle, "gateway") if key == "hung-gateway" else None,
+    )
+    if not (probe_bad or error_share >= max_error_share or abort_share >= max_abort_share):
+        return Pass(_quiet(found))
     server_failing = probe_bad or error_share >= max_error_share
     return Fire(
         title="Requests fail",
-        summary="; ".join(parts),
-        remediation=remediation,
+        summary=_summary(found),
+        remediation=_remediation(found, gateway),
         severity=Severity.CRITICAL if server_failing else Severity.WARNING,
-        evidence=evidence,
+        evidence=_evidence(found) + (gateway_identity(gateway) if key == "hung-gateway" else []),
     )
 
 
@@ -312,3 +293,61 @@ def _spelled(text: str, engine: str) -> str:
     """A ``FIXES`` text in the serving engine's names (neutral when it is unidentified)."""
     return text.format(engine=display(engine), engine_server=engine_part(engine, "server"),
                        max_model_len=engine_flag(engine, "max_model_len"))
+
+
+def _nothing_completed(void: tuple[tuple[str, int], ...]) -> str:
+    said = {CANCELLED: "cancelled when the probe was stopped", CLIENT_STALL: "lost to a freeze of the client itself",
+            DEADLINE: "cut by the --deadline (no failure of the target)"}
+    stopped = f" ({', '.join(f'{n} {said[k]}' for k, n in void)})" if void else ""
+    return f"no completed probe request{stopped} and no finished request in the metrics window"
+
+
+def _quiet(found: Found) -> str:
+    return (f"{found.failed} of {found.measured} probe requests failed; {display(found.engine)} errors "
+            f"{fmt_pct(found.error_share)}, aborts {fmt_pct(found.abort_share)} of {found.finished:.0f} finished")
+
+
+def _summary(found: Found) -> str:
+    parts: list[str] = []
+    if found.probe_bad:
+        detail = ", ".join(f"{path}: {k} x{n}" for (path, k), n in Counter(dict(found.by)).most_common())
+        parts.append(f"{found.failed} of {found.measured} probe requests failed ({detail})")
+    if found.finished:
+        parts.append(
+            f"{display(found.engine)} finished {found.errors:.0f} of {found.finished:.0f} requests with error "
+            f"({fmt_pct(found.error_share)}), {found.aborts:.0f} aborted ({fmt_pct(found.abort_share)})"
+        )
+    return "; ".join(parts)
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    evidence: list[EvidenceValue] = []
+    if found.probe_bad:
+        evidence.append(EvidenceValue("failed probe requests", found.failed, "", f"stream: n={found.measured} measured"))
+        evidence += [EvidenceValue(f"{path} {k}", n, "requests", "stream: request outcomes") for (path, k), n in found.by]
+        if found.excerpt:
+            evidence.append(EvidenceValue("first error", found.excerpt[:200], "", "stream: error / body excerpt"))
+    if found.finished:
+        metric = found.finished_metric
+        evidence += [
+            EvidenceValue("finished with error", found.errors, "requests",
+                          f"metrics: {metric}{{finished_reason=error}} delta"),
+            EvidenceValue("finished with abort", found.aborts, "requests",
+                          f"metrics: {metric}{{finished_reason=abort}} delta"
+                          + (f", less the {found.cancelled} probe requests cancelled by stopping it"
+                             if found.cancelled else "")),
+            EvidenceValue("finished", found.finished, "requests", f"metrics: {metric} delta"),
+        ]
+    return evidence
+
+
+def _remediation(found: Found, gateway: GatewayView | None) -> Remediation:
+    verify = rerun("every probe request ok and no error / abort finish reasons in the window")
+    key = found.key
+    if key == "hung-gateway":
+        remediation = hung_gateway_remediation(gateway, found.unanswered_s, verify)
+        remediation.why = f"The dominant failure is {key}: {remediation.why}"
+        return remediation
+    setting, suggested, where, why = (_spelled(text, found.engine) for text in FIXES.get(key, GENERIC))
+    return Remediation(setting=setting, suggested=suggested, where=where,
+                       why=f"The dominant failure is {key}: {why}.", verify=verify)

@@ -24,6 +24,8 @@ ScaledObject serving/vllm: spec.triggers[0].metricType Value on sum(vllm:num_req
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Result, check
 from doctor.checklib import ScalerFault, judge_signals
 from doctor.model import Cause, SymptomClass
@@ -31,16 +33,26 @@ from doctor.scalers.model import Scaler, ScalingView, Signal
 from doctor.scalers.promql import read_query
 
 
-def _fault(scaler: Scaler, signal: Signal) -> ScalerFault | None:
+@dataclass(frozen=True)
+class FleetSum:
+    """A signal whose query sums every replica, compared as a Value: its target and the replicas
+    running now (for a worked example)."""
+
+    signal: Signal
+    target: float | None
+    current: int | None
+
+
+def _fleet_sum(scaler: Scaler, signal: Signal) -> FleetSum | None:
     if signal.target_type != "Value" or signal.query is None or not read_query(signal.query).sums_replicas:
         return None
-    target = signal.target.value if signal.target is not None else "unset"
-    current = scaler.status.current if scaler.status is not None else None
-    example = (f"at {current} replicas and {2 * current * (signal.target.number() or 1):g} in all, it asks for "
-               f"{2 * current} where AverageValue holds {current}" if current and signal.target is not None and signal.target.number()
-               else "it asks for replicas x total / target")
-    return ScalerFault(scaler, f"{signal.path}.metricType" if scaler.product == "keda" else f"{signal.path} target.type", "Value",
-                 "AverageValue", f"{signal.where} sums every replica and is compared as a Value with {target}: {example}")
+    return FleetSum(signal, signal.target.number() if signal.target is not None else None,
+                    scaler.status.current if scaler.status is not None else None)
+
+
+def _fault(scaler: Scaler, signal: Signal) -> ScalerFault | None:
+    found = _fleet_sum(scaler, signal)
+    return _said(scaler, found) if found is not None else None
 
 
 @check(code="LD607", name="fleet-sum-as-per-replica", symptom=SymptomClass.SCALING, cause=Cause.SCALING)
@@ -48,3 +60,13 @@ def fleet_sum_as_per_replica(scalers: ScalingView) -> Result:
     return judge_signals(scalers, _fault, passed="no fleet sum compared as a Value",
                          title="A fleet-wide sum meets a per-replica target",
                          expect="replicas in proportion to the load per replica, without overshoot")
+
+
+def _said(scaler: Scaler, found: FleetSum) -> ScalerFault:
+    signal, current = found.signal, found.current
+    target = signal.target.value if signal.target is not None else "unset"
+    example = (f"at {current} replicas and {2 * current * (found.target or 1):g} in all, it asks for "
+               f"{2 * current} where AverageValue holds {current}" if current and signal.target is not None and found.target
+               else "it asks for replicas x total / target")
+    return ScalerFault(scaler, f"{signal.path}.metricType" if scaler.product == "keda" else f"{signal.path} target.type", "Value",
+                       "AverageValue", f"{signal.where} sums every replica and is compared as a Value with {target}: {example}")

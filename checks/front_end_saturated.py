@@ -39,6 +39,8 @@ inter-token mean was 21 ms and the client's TPOT p50 64 ms (3.0x) -> --api-serve
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_path, not_in_metrics, process_cores, rerun, unidentified_setting
 from doctor.derive.chunking import tokens_per_chunk
@@ -56,6 +58,25 @@ from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomCla
 LEVERS: dict[str, tuple[str, str, str]] = {r.id: r.front_end_lever for r in RECORDS if r.front_end_lever}
 
 
+@dataclass(frozen=True)
+class Found:
+    """The API server's CPU (cores over ``window_s``) against the engine's inter-token mean and the
+    client's TPOT p50 on ``path`` (``ratio``: client over engine), and the tokens per chunk (with
+    the tokens and events counted) when the stream shows merging."""
+
+    engine: str
+    cores: float
+    window_s: float
+    server: float
+    itl_metric: str | None
+    itl_n: float
+    path: str
+    client: float
+    client_n: int
+    ratio: float
+    chunks: tuple[float, int, int, int] | None
+
+
 @check(code="LD211", name="front-end-saturated", symptom=SymptomClass.INTER_TOKEN, cause=Cause.FRONTEND)
 def front_end_saturated(
     metrics: MetricsEvidence,
@@ -68,50 +89,28 @@ def front_end_saturated(
     min_ratio: float = 1.5,
     tpot_target_s: float = 0.05,
 ) -> Result:
-    engine_id = engine.id
     cpu = process_cores(readings(metrics.scrapes))
     if cpu is None:
-        raise NotApplicable(not_in_metrics(engine_id, "process_cpu_seconds_total for its serving process"))
-    cores, window_s = cpu
+        raise NotApplicable(not_in_metrics(engine.id, "process_cpu_seconds_total for its serving process"))
     itl = metrics_window.itl
     path = engine_path(stream_stats)
     if itl is None or itl.mean is None or not itl.count or path is None or path.tpot.p50 is None:
         raise NotApplicable("needs the engine's inter-token histogram and the client's TPOT over the same window")
     client, server = path.tpot.p50, itl.mean
-    ratio = client / server if server > 0 else 0.0
-    if cores < min_cores:
-        return Pass(f"the API server used {cores:.2f} cores over {fmt_seconds(window_s)}: not saturated")
-    if ratio < min_ratio:
-        return Pass(f"the API server used {cores:.2f} cores, but the client's TPOT p50 {fmt_seconds(client)} keeps up "
-                    f"with the engine's inter-token mean {fmt_seconds(server)} ({ratio:.1f}x)")
-    summary = (f"the API server used {cores:.2f} cores over {fmt_seconds(window_s)} while the engine's inter-token mean "
-               f"was {fmt_seconds(server)} and {path.path}'s TPOT p50 {fmt_seconds(client)} ({ratio:.1f}x)")
-    values = [
-        EvidenceValue("API-server CPU", round(cores, 2), "cores", "metrics: process_cpu_seconds_total delta / window"),
-        EvidenceValue("engine inter-token mean", server, "s", f"metrics: {itl.metric} mean, n={itl.count:.0f}"),
-        EvidenceValue("client TPOT p50", client, "s", f"stream: {path.path}, n={path.tpot.n}"),
-    ]
     chunks = tokens_per_chunk(stream) if stream is not None else None
-    if chunks is not None and chunks[0] > 1.0:
-        summary += f"; {chunks[0]:.1f} tokens per chunk (the API server merges what it fell behind on)"
-        values.append(EvidenceValue("tokens per chunk", round(chunks[0], 1), "tokens",
-                                    f"stream: {chunks[1]} tokens in {chunks[2]} events"))
-    setting, suggested, where = _lever(engine_id)
+    found = Found(engine.id, cpu[0], cpu[1], server, itl.metric, itl.count, path.path, client, path.tpot.n,
+                  client / server if server > 0 else 0.0, chunks if chunks is not None and chunks[0] > 1.0 else None)
+    if found.cores < min_cores:
+        return Pass(_not_saturated(found))
+    if found.ratio < min_ratio:
+        return Pass(_keeps_up(found))
     return Fire(
         title="The API server is saturated: the engine is faster than the stream users get",
-        summary=summary,
-        remediation=Remediation(
-            setting=setting,
-            suggested=suggested,
-            why=(f"one front-end process at {cores:.2f} cores serializes tokenisation, detokenisation and SSE for every "
-                 f"stream: users get a token every {fmt_seconds(client)} while the engine makes one every "
-                 f"{fmt_seconds(server)}"),
-            verify=rerun("the API server's CPU below one core and the client's TPOT near the engine's inter-token mean"),
-            where=where,
-        ),
+        summary=_summary(found),
+        remediation=_remediation(found),
         severity=Severity.WARNING,
         felt=client > tpot_target_s,
-        evidence=values,
+        evidence=_evidence(found),
     )
 
 
@@ -125,3 +124,46 @@ def _lever(engine: str) -> tuple[str, str, str]:
         "front_end_processes",
         f"not exposed by {display(engine)}: no setting adds front-end processes; fewer concurrent streams per replica",
         f"the {display(engine)} deployment"))
+
+
+def _not_saturated(found: Found) -> str:
+    return f"the API server used {found.cores:.2f} cores over {fmt_seconds(found.window_s)}: not saturated"
+
+
+def _keeps_up(found: Found) -> str:
+    return (f"the API server used {found.cores:.2f} cores, but the client's TPOT p50 {fmt_seconds(found.client)} keeps "
+            f"up with the engine's inter-token mean {fmt_seconds(found.server)} ({found.ratio:.1f}x)")
+
+
+def _summary(found: Found) -> str:
+    summary = (f"the API server used {found.cores:.2f} cores over {fmt_seconds(found.window_s)} while the engine's "
+               f"inter-token mean was {fmt_seconds(found.server)} and {found.path}'s TPOT p50 "
+               f"{fmt_seconds(found.client)} ({found.ratio:.1f}x)")
+    if found.chunks is not None:
+        summary += f"; {found.chunks[0]:.1f} tokens per chunk (the API server merges what it fell behind on)"
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    values = [
+        EvidenceValue("API-server CPU", round(found.cores, 2), "cores", "metrics: process_cpu_seconds_total delta / window"),
+        EvidenceValue("engine inter-token mean", found.server, "s", f"metrics: {found.itl_metric} mean, n={found.itl_n:.0f}"),
+        EvidenceValue("client TPOT p50", found.client, "s", f"stream: {found.path}, n={found.client_n}"),
+    ]
+    if found.chunks is not None:
+        values.append(EvidenceValue("tokens per chunk", round(found.chunks[0], 1), "tokens",
+                                    f"stream: {found.chunks[1]} tokens in {found.chunks[2]} events"))
+    return values
+
+
+def _remediation(found: Found) -> Remediation:
+    setting, suggested, where = _lever(found.engine)
+    return Remediation(
+        setting=setting,
+        suggested=suggested,
+        why=(f"one front-end process at {found.cores:.2f} cores serializes tokenisation, detokenisation and SSE for "
+             f"every stream: users get a token every {fmt_seconds(found.client)} while the engine makes one every "
+             f"{fmt_seconds(found.server)}"),
+        verify=rerun("the API server's CPU below one core and the client's TPOT near the engine's inter-token mean"),
+        where=where,
+    )

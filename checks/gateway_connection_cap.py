@@ -50,10 +50,13 @@ gateway stream while the probe had 4 open -> maxconn: at least 4 on the HAProxy 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     QUEUEING_CAPS,
+    PathPair,
+    StreamCap,
     cap_remediation,
     engine_intake,
     gateway_identity,
@@ -70,7 +73,7 @@ from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import Bundle, ProbePath, RequestTrace
 from doctor.foundation.units import fmt_seconds
-from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 
 def open_at(requests: list[RequestTrace], t: float) -> int:
@@ -86,6 +89,41 @@ def admitted(mw: MetricsWindow, sent: dict[ProbePath, list[RequestTrace]]) -> tu
     seen = [(max(round(v) - open_at(sent[ProbePath.DIRECT], t), 0), g)
             for t, v in mw.running.samples if (g := open_at(sent[ProbePath.GATEWAY], t))]
     return max(seen) if seen else None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The gateway answered some of the probe's requests itself: how many of those measured, with
+    which statuses (most common first) and tell, beside the direct requests answered; and how many
+    requests the engine took in of those sent (``never_reached``: no more than the unrefused)."""
+
+    gateway: str
+    refused: int
+    measured: int
+    statuses: tuple[tuple[int | None, int], ...]
+    tell: str
+    first_body: str
+    concurrency: int
+    direct_answered: int
+    intake: float | None
+    sent: int
+    never_reached: bool
+
+
+@dataclass(frozen=True)
+class Queued:
+    """The gateway's requests waited on a cap: the waits of both paths in answers, the most streams
+    that ran at once each way (when seen), the engine's waiting peak, and the gateway streams the
+    engine ran against those the probe had open (``ran``)."""
+
+    concurrency: int
+    pair: PathPair
+    gateway_wait: float
+    direct_wait: float
+    answer_s: float
+    cap: StreamCap | None
+    waiting_max: float | None
+    ran: tuple[int, int] | None
 
 
 @check(code="LD309", name="gateway-connection-cap", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_CAP)
@@ -107,34 +145,22 @@ def gateway_connection_cap(
     measured = [r for r in sent[ProbePath.GATEWAY] if not r.warmup]
     refused = [(r, tell) for r in measured if (tell := gateway_refusal(r)) is not None]
     family, name = who_answered(gateway)
-    evidence = gateway_identity(gateway)
     if len(refused) >= min_refused and direct is not None and direct.ttft.n:
-        statuses = Counter(r.status for r, _ in refused)
-        status = statuses.most_common(1)[0][0]
-        summary = (f"{name} refused {len(refused)} of {len(measured)} gateway requests itself "
-                   f"({', '.join(f'HTTP {s} x{n}' for s, n in statuses.most_common())}: {refused[0][1]}) at concurrency "
-                   f"{c}, while {direct.ttft.n} direct requests were answered")
-        evidence += [
-            EvidenceValue("refused by the gateway", len(refused), "requests", f"stream: gateway, n={len(measured)} measured"),
-            EvidenceValue("how the gateway answered", refused[0][1], "", "stream: gateway response headers and body"),
-            EvidenceValue("first refusal", (refused[0][0].body_excerpt or "")[:200], "", "stream: gateway body excerpt"),
-            EvidenceValue("direct requests answered", direct.ttft.n, "requests", "stream: direct"),
-            EvidenceValue("probe concurrency", c, "", "stream: probe shape"),
-        ]
         intake = engine_intake(metrics_window) if metrics_window is not None else None
-        if intake is not None:
-            total = sum(len(v) for v in sent.values())
-            summary += (f"; the engine took in {intake.requests:.0f} requests of the {total} sent: the refused "
-                        "never reached it" if intake.requests <= total - len(refused) + 0.5 else "")
-            evidence.append(EvidenceValue("requests the engine took in", intake.requests, "requests",
-                                          f"metrics: finished + rise of running and waiting; the probe sent {total}"))
+        total = sum(len(v) for v in sent.values())
+        found = Refused(
+            gateway=name, refused=len(refused), measured=len(measured),
+            statuses=tuple(Counter(r.status for r, _ in refused).most_common()), tell=refused[0][1],
+            first_body=(refused[0][0].body_excerpt or "")[:200], concurrency=c, direct_answered=direct.ttft.n,
+            intake=intake.requests if intake is not None else None, sent=total,
+            never_reached=intake is not None and intake.requests <= total - len(refused) + 0.5,
+        )
         return Fire(
             title="The gateway's own limit refuses streams",
-            summary=summary,
-            remediation=cap_remediation(gateway, status, c, rerun(
-                f"no HTTP {status} from the gateway at concurrency {c}")),
+            summary=_refused_summary(found),
+            remediation=_refused_remediation(found, gateway),
             severity=Severity.CRITICAL if len(refused) >= 0.5 * len(measured) else Severity.WARNING,
-            evidence=evidence,
+            evidence=gateway_identity(gateway) + _refused_evidence(found),
         )
     if c < 2:
         return NotApplicable("no request refused by the gateway, and a queue at the gateway shows only under "
@@ -144,54 +170,115 @@ def gateway_connection_cap(
     if waits is None:
         return NotApplicable("fewer than two successful gateway requests, or no direct answer time")
     if not waits.queued(wait_answers, spread_factor, ttft_factor):
-        return Pass(f"no refusal by the gateway, and its p90 request waited {waits.gateway:.1f} answers vs "
-                    f"{waits.direct:.1f} direct: no cap binds at concurrency {c}")
+        return Pass(_no_cap(waits.gateway, waits.direct, c))
     cap = stream_cap(bundle.stream.requests, c) if family is None or family in QUEUEING_CAPS else None
     if family not in QUEUEING_CAPS and cap is None:
-        return Pass(f"the gateway's requests queue ({waits.gateway:.1f} answers), but {name} is not known to queue on "
-                    "a connection cap of its own, and no more than one stream ran through it at once: see "
-                    "gateway-serialisation (LD303)")
+        return Pass(_not_a_cap(waits.gateway, name))
     waiting = metrics_window.waiting if metrics_window is not None else None
     if waiting is not None and waiting.max is not None and waiting.max > max_waiting:
-        return Pass(f"the engine itself had up to {waiting.max:.0f} requests waiting: the queue is the engine's "
-                    "(see requests-queued-before-prefill, LD101, and queue-pressure, LD504)")
-    g = pair.gateway
-    summary = (f"at concurrency {c} the gateway's p90 request waited {waits.gateway:.1f} answers (TTFT p90 "
-               f"{fmt_seconds(g.ttft.p90 or 0.0)}, min {fmt_seconds(g.ttft.min or 0.0)}, n={g.ttft.n}) vs "
-               f"{waits.direct:.1f} direct (answer {fmt_seconds(waits.answer_s)})")
-    evidence += [
-        EvidenceValue("gateway wait (TTFT p90 - min) in answers", round(waits.gateway, 3), "answers",
-                      f"stream: gateway, n={g.ttft.n}"),
-        EvidenceValue("direct wait (TTFT p90 - min) in answers", round(waits.direct, 3), "answers",
-                      f"stream: direct, n={pair.direct.ttft.n}"),
-        EvidenceValue("gateway TTFT p90", g.ttft.p90, "s", f"stream: gateway, n={g.ttft.n}"),
-        EvidenceValue("direct TTFT p90", pair.direct.ttft.p90, "s", f"stream: direct, n={pair.direct.ttft.n}"),
-        EvidenceValue("probe concurrency", c, "", "stream: probe shape"),
-    ]
-    if cap is not None:
-        summary += (f"; through the gateway at most {cap.gateway} streams ran at once (first token to last token), "
-                    f"each later one starting as one ended, while {cap.direct} ran together direct")
-        evidence += [
-            EvidenceValue("gateway streams at once (most)", cap.gateway, "streams",
-                          "stream: gateway, first token to last token overlapping"),
-            EvidenceValue("direct streams at once (most)", cap.direct, "streams",
-                          "stream: direct, first token to last token overlapping"),
-        ]
-    if waiting is not None and waiting.max is not None:
-        summary += "; the engine had " + (f"at most {waiting.max:.0f} request(s)" if waiting.max else "no request") + " waiting"
-        evidence.append(EvidenceValue("engine waiting max", waiting.max, "requests", "metrics: waiting gauge"))
-    ran = admitted(metrics_window, sent) if metrics_window is not None else None
-    if ran is not None:
-        summary += f" and ran at most {ran[0]} gateway stream(s) while the probe had {ran[1]} open"
-        evidence.append(EvidenceValue("gateway streams the engine ran", ran[0], "streams",
-                                      f"metrics: running gauge less the direct streams open; the probe had {ran[1]} "
-                                      "gateway streams open then"))
+        return Pass(_engine_queue(waiting.max))
+    queued = Queued(c, pair, waits.gateway, waits.direct, waits.answer_s, cap, waiting.max if waiting is not None else None,
+                    admitted(metrics_window, sent) if metrics_window is not None else None)
     return Fire(
         title="The gateway queues streams on its own connection cap",
-        summary=summary,
-        remediation=cap_remediation(gateway, None, c, rerun(
-            f"the gateway's wait close to the direct one ({waits.direct:.1f} answers) at concurrency {c}"),
-            cap.gateway if cap is not None else None),
+        summary=_queued_summary(queued),
+        remediation=_queued_remediation(queued, gateway),
         severity=Severity.CRITICAL,
-        evidence=evidence,
+        evidence=gateway_identity(gateway) + _queued_evidence(queued),
     )
+
+
+def _refused_summary(found: Refused) -> str:
+    statuses = ", ".join(f"HTTP {s} x{n}" for s, n in found.statuses)
+    summary = (f"{found.gateway} refused {found.refused} of {found.measured} gateway requests itself "
+               f"({statuses}: {found.tell}) at concurrency {found.concurrency}, while {found.direct_answered} direct "
+               "requests were answered")
+    if found.never_reached:
+        summary += (f"; the engine took in {found.intake:.0f} requests of the {found.sent} sent: the refused "
+                    "never reached it")
+    return summary
+
+
+def _refused_evidence(found: Refused) -> list[EvidenceValue]:
+    evidence = [
+        EvidenceValue("refused by the gateway", found.refused, "requests", f"stream: gateway, n={found.measured} measured"),
+        EvidenceValue("how the gateway answered", found.tell, "", "stream: gateway response headers and body"),
+        EvidenceValue("first refusal", found.first_body, "", "stream: gateway body excerpt"),
+        EvidenceValue("direct requests answered", found.direct_answered, "requests", "stream: direct"),
+        EvidenceValue("probe concurrency", found.concurrency, "", "stream: probe shape"),
+    ]
+    if found.intake is not None:
+        evidence.append(EvidenceValue("requests the engine took in", found.intake, "requests",
+                                      f"metrics: finished + rise of running and waiting; the probe sent {found.sent}"))
+    return evidence
+
+
+def _refused_remediation(found: Refused, gateway: GatewayView | None) -> Remediation:
+    status = found.statuses[0][0]
+    return cap_remediation(gateway, status, found.concurrency, rerun(
+        f"no HTTP {status} from the gateway at concurrency {found.concurrency}"))
+
+
+def _no_cap(gateway_wait: float, direct_wait: float, concurrency: int) -> str:
+    return (f"no refusal by the gateway, and its p90 request waited {gateway_wait:.1f} answers vs "
+            f"{direct_wait:.1f} direct: no cap binds at concurrency {concurrency}")
+
+
+def _not_a_cap(gateway_wait: float, gateway: str) -> str:
+    return (f"the gateway's requests queue ({gateway_wait:.1f} answers), but {gateway} is not known to queue on "
+            "a connection cap of its own, and no more than one stream ran through it at once: see "
+            "gateway-serialisation (LD303)")
+
+
+def _engine_queue(waiting_max: float) -> str:
+    return (f"the engine itself had up to {waiting_max:.0f} requests waiting: the queue is the engine's "
+            "(see requests-queued-before-prefill, LD101, and queue-pressure, LD504)")
+
+
+def _queued_summary(found: Queued) -> str:
+    g = found.pair.gateway
+    summary = (f"at concurrency {found.concurrency} the gateway's p90 request waited {found.gateway_wait:.1f} answers "
+               f"(TTFT p90 {fmt_seconds(g.ttft.p90 or 0.0)}, min {fmt_seconds(g.ttft.min or 0.0)}, n={g.ttft.n}) vs "
+               f"{found.direct_wait:.1f} direct (answer {fmt_seconds(found.answer_s)})")
+    if found.cap is not None:
+        summary += (f"; through the gateway at most {found.cap.gateway} streams ran at once (first token to last "
+                    f"token), each later one starting as one ended, while {found.cap.direct} ran together direct")
+    if found.waiting_max is not None:
+        summary += "; the engine had " + (f"at most {found.waiting_max:.0f} request(s)" if found.waiting_max
+                                          else "no request") + " waiting"
+    if found.ran is not None:
+        summary += f" and ran at most {found.ran[0]} gateway stream(s) while the probe had {found.ran[1]} open"
+    return summary
+
+
+def _queued_evidence(found: Queued) -> list[EvidenceValue]:
+    g, d = found.pair.gateway, found.pair.direct
+    evidence = [
+        EvidenceValue("gateway wait (TTFT p90 - min) in answers", round(found.gateway_wait, 3), "answers",
+                      f"stream: gateway, n={g.ttft.n}"),
+        EvidenceValue("direct wait (TTFT p90 - min) in answers", round(found.direct_wait, 3), "answers",
+                      f"stream: direct, n={d.ttft.n}"),
+        EvidenceValue("gateway TTFT p90", g.ttft.p90, "s", f"stream: gateway, n={g.ttft.n}"),
+        EvidenceValue("direct TTFT p90", d.ttft.p90, "s", f"stream: direct, n={d.ttft.n}"),
+        EvidenceValue("probe concurrency", found.concurrency, "", "stream: probe shape"),
+    ]
+    if found.cap is not None:
+        evidence += [
+            EvidenceValue("gateway streams at once (most)", found.cap.gateway, "streams",
+                          "stream: gateway, first token to last token overlapping"),
+            EvidenceValue("direct streams at once (most)", found.cap.direct, "streams",
+                          "stream: direct, first token to last token overlapping"),
+        ]
+    if found.waiting_max is not None:
+        evidence.append(EvidenceValue("engine waiting max", found.waiting_max, "requests", "metrics: waiting gauge"))
+    if found.ran is not None:
+        evidence.append(EvidenceValue("gateway streams the engine ran", found.ran[0], "streams",
+                                      f"metrics: running gauge less the direct streams open; the probe had "
+                                      f"{found.ran[1]} gateway streams open then"))
+    return evidence
+
+
+def _queued_remediation(found: Queued, gateway: GatewayView | None) -> Remediation:
+    return cap_remediation(gateway, None, found.concurrency, rerun(
+        f"the gateway's wait close to the direct one ({found.direct_wait:.1f} answers) at concurrency "
+        f"{found.concurrency}"), found.cap.gateway if found.cap is not None else None)

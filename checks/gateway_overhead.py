@@ -36,8 +36,10 @@ gateway's 281 ms; 1.0 events per read on both paths -> keep upstream connections
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, Pass, Result, check
-from doctor.checklib import measured_pair, rerun, who_answered
+from doctor.checklib import PathPair, measured_pair, rerun, who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import StreamStats
 from doctor.foundation.units import fmt_seconds
@@ -46,6 +48,21 @@ from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomCla
 #: nginx's switch for a per-request upstream connection.
 NGINX_KEEPALIVE = ('`keepalive 16;` in the `upstream` block (with `proxy_http_version 1.1;` and '
                    '`proxy_set_header Connection "";`) avoids a new upstream connection per request.')
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the gateway adds to TTFT at p50 and at the minimum, its share of the gateway's TTFT p50,
+    the events per read on each path, and who answered (the family names the switch)."""
+
+    pair: PathPair
+    added: float
+    added_min: float
+    share: float
+    gateway_epr: float
+    direct_epr: float
+    family: str | None
+    gateway: str
 
 
 @check(code="LD304", name="gateway-overhead", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_OVERHEAD)
@@ -61,33 +78,57 @@ def gateway_overhead(
     pair = measured_pair(stream_stats)  # raises NotApplicable unless both paths were measured
     d, g = pair.direct, pair.gateway
     added = (g.ttft.p50 or 0.0) - (d.ttft.p50 or 0.0)
-    added_min = (g.ttft.min or 0.0) - (d.ttft.min or 0.0)
-    share = added / g.ttft.p50 if g.ttft.p50 else 0.0
-    if added <= 0:
-        return Pass(
-            f"the gateway is no slower than direct: TTFT p50 {fmt_seconds(g.ttft.p50 or 0.0)} vs "
-            f"{fmt_seconds(d.ttft.p50 or 0.0)} (n={g.ttft.n}, {d.ttft.n})"
-        )
-    if added < min_added_s or share < overhead_share:
-        return Pass(f"the gateway adds {fmt_seconds(added)} to TTFT p50 ({share:.0%} of it)")
-    g_epr, d_epr = g.events_per_read.p50 or 1.0, d.events_per_read.p50 or 1.0
-    if g_epr / max(d_epr, 1.0) >= burst_factor:
-        return Pass(
-            f"the added TTFT comes with bursts of {g_epr:.1f} events per read: see proxy-buffering (LD301)"
-        )
-    if added_min < constant_share * added:
-        why = "see gateway-serialisation (LD303)" if stream_stats.concurrency > 1 else "a few slow requests"
-        return Pass(
-            f"the added TTFT is not constant ({fmt_seconds(added_min)} at the minimum vs "
-            f"{fmt_seconds(added)} at p50): not a fixed cost; {why}"
-        )
-    summary = (
-        f"gateway adds {fmt_seconds(added)} to TTFT p50 (n={g.ttft.n}; {fmt_seconds(added_min)} at the minimum), "
-        f"{share:.0%} of the gateway's {fmt_seconds(g.ttft.p50)}; {g_epr:.1f} events per read vs {d_epr:.1f} direct"
-    )
     family, name = who_answered(gateway)
+    found = Found(pair, added, (g.ttft.min or 0.0) - (d.ttft.min or 0.0), added / g.ttft.p50 if g.ttft.p50 else 0.0,
+                  g.events_per_read.p50 or 1.0, d.events_per_read.p50 or 1.0, family, name)
+    if added <= 0:
+        return Pass(_no_slower(found))
+    if added < min_added_s or found.share < overhead_share:
+        return Pass(_small(found))
+    if found.gateway_epr / max(found.direct_epr, 1.0) >= burst_factor:
+        return Pass(_bursts(found))
+    if found.added_min < constant_share * added:
+        return Pass(_not_constant(found, concurrent=stream_stats.concurrency > 1))
+    return Fire(
+        title="The gateway adds a constant delay before the first token",
+        summary=_summary(found),
+        remediation=_remediation(found),
+        severity=Severity.WARNING if found.share >= warning_share else Severity.INFO,
+        evidence=_evidence(found),
+    )
+
+
+def _no_slower(found: Found) -> str:
+    d, g = found.pair.direct, found.pair.gateway
+    return (f"the gateway is no slower than direct: TTFT p50 {fmt_seconds(g.ttft.p50 or 0.0)} vs "
+            f"{fmt_seconds(d.ttft.p50 or 0.0)} (n={g.ttft.n}, {d.ttft.n})")
+
+
+def _small(found: Found) -> str:
+    return f"the gateway adds {fmt_seconds(found.added)} to TTFT p50 ({found.share:.0%} of it)"
+
+
+def _bursts(found: Found) -> str:
+    return f"the added TTFT comes with bursts of {found.gateway_epr:.1f} events per read: see proxy-buffering (LD301)"
+
+
+def _not_constant(found: Found, *, concurrent: bool) -> str:
+    why = "see gateway-serialisation (LD303)" if concurrent else "a few slow requests"
+    return (f"the added TTFT is not constant ({fmt_seconds(found.added_min)} at the minimum vs "
+            f"{fmt_seconds(found.added)} at p50): not a fixed cost; {why}")
+
+
+def _summary(found: Found) -> str:
+    g = found.pair.gateway
+    return (f"gateway adds {fmt_seconds(found.added)} to TTFT p50 (n={g.ttft.n}; {fmt_seconds(found.added_min)} at the "
+            f"minimum), {found.share:.0%} of the gateway's {fmt_seconds(g.ttft.p50)}; {found.gateway_epr:.1f} events "
+            f"per read vs {found.direct_epr:.1f} direct")
+
+
+def _remediation(found: Found) -> Remediation:
+    family, name = found.family, found.gateway
     why = (
-        f"Each request pays about {fmt_seconds(added)} on the gateway hop before its first token, with no "
+        f"Each request pays about {fmt_seconds(found.added)} on the gateway hop before its first token, with no "
         "buffering and no queueing behind other streams: a fixed per-request cost. "
     )
     if family == "uvicorn":
@@ -107,35 +148,24 @@ def gateway_overhead(
     if family == "litellm":
         why += (" LiteLLM reports its own share per request in x-litellm-overhead-duration-ms: litellm-overhead "
                 "(LD308) weighs it and names the LiteLLM setting.")
-    return Fire(
-        title="The gateway adds a constant delay before the first token",
-        summary=summary,
-        remediation=Remediation(
-            setting="gateway_hop",
-            suggested="remove the per-request cost: upstream keep-alive, cached auth, TLS session reuse",
-            where=f"{name} between the client and the engine",
-            why=why,
-            verify=rerun("gateway TTFT p50 within a few ms of the direct one"),
-        ),
-        severity=Severity.WARNING if share >= warning_share else Severity.INFO,
-        evidence=[
-            EvidenceValue(
-                "added TTFT p50 (gateway - direct)",
-                round(added, 6),
-                "s",
-                f"stream: gateway n={g.ttft.n}, direct n={d.ttft.n}",
-            ),
-            EvidenceValue(
-                "added TTFT at the minimum", round(added_min, 6), "s", "stream: gateway min - direct min"
-            ),
-            EvidenceValue("share of gateway TTFT p50", round(share, 4), "", f"stream: gateway, n={g.ttft.n}"),
-            EvidenceValue("gateway TTFT p50", g.ttft.p50, "s", f"stream: gateway, n={g.ttft.n}"),
-            EvidenceValue("direct TTFT p50", d.ttft.p50, "s", f"stream: direct, n={d.ttft.n}"),
-            EvidenceValue(
-                "gateway events per read p50",
-                g_epr,
-                "events",
-                f"stream: gateway, n={g.events_per_read.n} reads",
-            ),
-        ],
+    return Remediation(
+        setting="gateway_hop",
+        suggested="remove the per-request cost: upstream keep-alive, cached auth, TLS session reuse",
+        where=f"{name} between the client and the engine",
+        why=why,
+        verify=rerun("gateway TTFT p50 within a few ms of the direct one"),
     )
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    d, g = found.pair.direct, found.pair.gateway
+    return [
+        EvidenceValue("added TTFT p50 (gateway - direct)", round(found.added, 6), "s",
+                      f"stream: gateway n={g.ttft.n}, direct n={d.ttft.n}"),
+        EvidenceValue("added TTFT at the minimum", round(found.added_min, 6), "s", "stream: gateway min - direct min"),
+        EvidenceValue("share of gateway TTFT p50", round(found.share, 4), "", f"stream: gateway, n={g.ttft.n}"),
+        EvidenceValue("gateway TTFT p50", g.ttft.p50, "s", f"stream: gateway, n={g.ttft.n}"),
+        EvidenceValue("direct TTFT p50", d.ttft.p50, "s", f"stream: direct, n={d.ttft.n}"),
+        EvidenceValue("gateway events per read p50", found.gateway_epr, "events",
+                      f"stream: gateway, n={g.events_per_read.n} reads"),
+    ]

@@ -44,6 +44,7 @@ the probe began -> proxy_next_upstream: error (without timeout and non_idempoten
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import engine_intake, gateway_identity, header, measured_pair, probe_sent, rerun, retry_remediation
@@ -52,7 +53,7 @@ from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import Bundle, ProbePath, RequestTrace
 from doctor.foundation.units import fmt_seconds
-from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 #: Response headers that count a request's tries: Envoy's attempts, LiteLLM's retries and fallbacks (tries - 1).
 ATTEMPT_HEADERS = (("x-envoy-attempt-count", 0), ("x-litellm-attempted-retries", 1), ("x-litellm-attempted-fallbacks", 1))
@@ -76,6 +77,30 @@ def time_per_try(requests: list[RequestTrace], tries: float) -> float | None:
     return statistics.median(spans) / tries if spans and tries >= 1 else None
 
 
+@dataclass(frozen=True)
+class Found:
+    """The requests the engine took in (aborted, still in flight at the end, exact when it was idle
+    at the start, their prompt tokens) against those the probe sent each way, the engine requests
+    per gateway request (``tries``), the most tries the gateway's headers report, the median probe
+    prompt, and the time per try of failed gateway requests."""
+
+    direct: int
+    through: int
+    taken_in: float
+    aborted: float
+    in_flight_rise: float
+    exact: bool
+    prompt_tokens: float | None
+    prompt: float | None
+    tries: float
+    told: int
+    per_try: float | None
+
+    @property
+    def sent(self) -> int:
+        return self.direct + self.through
+
+
 @check(code="LD310", name="gateway-retries", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_RETRIES)
 def gateway_retries(
     bundle: Bundle, metrics_window: MetricsWindow, gateway: GatewayView | None = None,
@@ -95,56 +120,81 @@ def gateway_retries(
     total = direct + through
     extra = intake.requests - total
     if extra < min_extra or extra < min_extra_share * total:
-        return Pass(f"the engine took in {intake.requests:.0f} requests, the probe sent {total}: no retries")
+        return Pass(_no_retries(intake.requests, total))
     tries = (intake.requests - direct) / through
-    told = tries_told(sent[ProbePath.GATEWAY])
-    per_try = time_per_try(sent[ProbePath.GATEWAY], tries)
-    exact = intake.idle_at_start
-    summary = (f"the engine took in {intake.requests:.0f} requests while the probe sent {total} ({direct} direct, "
-               f"{through} through the gateway): {tries:.1f} engine requests per gateway request, "
-               f"{intake.aborted:.0f} aborted; "
-               + ("exact: the engine was idle when the probe began" if exact
-                  else "a share: other clients' requests may be among them"))
-    evidence = [
-        EvidenceValue("requests the engine took in", intake.requests, "requests",
-                      "metrics: vllm:request_success_total delta (every reason) + rise of running and waiting"),
-        EvidenceValue("requests the probe sent", total, "requests", f"stream: {direct} direct, {through} gateway, warm-up included"),
-        EvidenceValue("engine requests per gateway request", round(tries, 3), "",
-                      "metrics and stream: (taken in - direct sent) / gateway sent"),
-        EvidenceValue("finished with abort", intake.aborted, "requests",
-                      "metrics: vllm:request_success_total{finished_reason=abort} delta"),
-        EvidenceValue("engine idle when the probe began", exact, "", "metrics: running + waiting at the first scrape"),
-    ]
     prompts = [r.prompt_tokens for rs in sent.values() for r in rs if r.prompt_tokens]
-    if intake.prompt_tokens and prompts:
-        per = statistics.median(prompts)
-        summary += f"; it prefilled about {intake.prompt_tokens / per:.0f} prompts of {per:.0f} tokens"
-        evidence.append(EvidenceValue("prompts prefilled", round(intake.prompt_tokens / per, 1), "prompts",
-                                      f"metrics: prompt-token counter delta / {per:.0f} tokens per probe prompt (usage)"))
-    if intake.in_flight_rise > 0:
-        summary += f"; {intake.in_flight_rise:.0f} still in the engine as the probe ended: work no client waits for"
-        evidence.append(EvidenceValue("still running or waiting after the probe", intake.in_flight_rise, "requests",
-                                      "metrics: running + waiting at the last scrape less at the first"))
-    if told > 1:
-        summary += f"; the gateway's headers count up to {told} tries"
-        evidence.append(EvidenceValue("tries the gateway's headers report", told, "tries", "stream: gateway response headers"))
-    if per_try is not None:
-        evidence.append(EvidenceValue("time per try of failed gateway requests", round(per_try, 3), "s",
-                                      "stream: send to the gateway's answer, median / tries"))
-    corroborated = told > 1 or intake.aborted >= extra / 2
+    found = Found(
+        direct=direct, through=through, taken_in=intake.requests, aborted=intake.aborted,
+        in_flight_rise=intake.in_flight_rise, exact=intake.idle_at_start, prompt_tokens=intake.prompt_tokens,
+        prompt=statistics.median(prompts) if intake.prompt_tokens and prompts else None, tries=tries,
+        told=tries_told(sent[ProbePath.GATEWAY]), per_try=time_per_try(sent[ProbePath.GATEWAY], tries),
+    )
+    exact = found.exact
+    corroborated = found.told > 1 or intake.aborted >= extra / 2
     # the extra requests are load on the engine; users feel them when the tries failed their request or
     # made it wait (the gateway's TTFT above the direct path's), else it is a risk
-    felt = per_try is not None or _gateway_adds_ttft(stream_stats)
+    felt = found.per_try is not None or _gateway_adds_ttft(stream_stats)
     return Fire(
         title="The gateway sends requests to the engine again",
-        summary=summary,
-        remediation=retry_remediation(gateway, fmt_seconds(per_try) if per_try is not None else "an unknown time",
-                                      rerun(f"the engine takes in as many requests as the probe sends ({total})")),
+        summary=_summary(found),
+        remediation=_remediation(found, gateway),
         severity=(Severity.CRITICAL if exact and tries >= 1.5 else Severity.WARNING) if exact or corroborated
         else Severity.INFO,
         felt=felt,
-        evidence=evidence + gateway_identity(gateway),
+        evidence=_evidence(found) + gateway_identity(gateway),
     )
+
+
+def _no_retries(taken_in: float, sent: int) -> str:
+    return f"the engine took in {taken_in:.0f} requests, the probe sent {sent}: no retries"
+
+
+def _summary(found: Found) -> str:
+    summary = (f"the engine took in {found.taken_in:.0f} requests while the probe sent {found.sent} ({found.direct} "
+               f"direct, {found.through} through the gateway): {found.tries:.1f} engine requests per gateway request, "
+               f"{found.aborted:.0f} aborted; "
+               + ("exact: the engine was idle when the probe began" if found.exact
+                  else "a share: other clients' requests may be among them"))
+    if found.prompt is not None and found.prompt_tokens:
+        summary += f"; it prefilled about {found.prompt_tokens / found.prompt:.0f} prompts of {found.prompt:.0f} tokens"
+    if found.in_flight_rise > 0:
+        summary += f"; {found.in_flight_rise:.0f} still in the engine as the probe ended: work no client waits for"
+    if found.told > 1:
+        summary += f"; the gateway's headers count up to {found.told} tries"
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    evidence = [
+        EvidenceValue("requests the engine took in", found.taken_in, "requests",
+                      "metrics: vllm:request_success_total delta (every reason) + rise of running and waiting"),
+        EvidenceValue("requests the probe sent", found.sent, "requests",
+                      f"stream: {found.direct} direct, {found.through} gateway, warm-up included"),
+        EvidenceValue("engine requests per gateway request", round(found.tries, 3), "",
+                      "metrics and stream: (taken in - direct sent) / gateway sent"),
+        EvidenceValue("finished with abort", found.aborted, "requests",
+                      "metrics: vllm:request_success_total{finished_reason=abort} delta"),
+        EvidenceValue("engine idle when the probe began", found.exact, "", "metrics: running + waiting at the first scrape"),
+    ]
+    if found.prompt is not None and found.prompt_tokens:
+        evidence.append(EvidenceValue("prompts prefilled", round(found.prompt_tokens / found.prompt, 1), "prompts",
+                                      f"metrics: prompt-token counter delta / {found.prompt:.0f} tokens per probe "
+                                      "prompt (usage)"))
+    if found.in_flight_rise > 0:
+        evidence.append(EvidenceValue("still running or waiting after the probe", found.in_flight_rise, "requests",
+                                      "metrics: running + waiting at the last scrape less at the first"))
+    if found.told > 1:
+        evidence.append(EvidenceValue("tries the gateway's headers report", found.told, "tries",
+                                      "stream: gateway response headers"))
+    if found.per_try is not None:
+        evidence.append(EvidenceValue("time per try of failed gateway requests", round(found.per_try, 3), "s",
+                                      "stream: send to the gateway's answer, median / tries"))
+    return evidence
+
+
+def _remediation(found: Found, gateway: GatewayView | None) -> Remediation:
+    return retry_remediation(gateway, fmt_seconds(found.per_try) if found.per_try is not None else "an unknown time",
+                             rerun(f"the engine takes in as many requests as the probe sends ({found.sent})"))
 
 
 #: The gateway's TTFT p50 above the direct one's, beyond noise, at which the tries count as felt.

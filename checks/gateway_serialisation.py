@@ -43,9 +43,10 @@ of ~380 ms -> async streaming client in the edge.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import QUEUEING_CAPS, gateway_wait, measured_pair, rerun, stream_cap, who_answered
+from doctor.checklib import QUEUEING_CAPS, PathPair, gateway_wait, measured_pair, rerun, stream_cap, who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import StreamEvidence
@@ -65,6 +66,23 @@ def send_order(ps: PathStats) -> list[float]:
     return [round(ttft, 3) for r in ok if (ttft := r.ttft) is not None]
 
 
+@dataclass(frozen=True)
+class Found:
+    """The gateway's staircase: both paths' waits in answers (one answer: ``answer_s``), its TTFT p90
+    against the direct one, the jumps of at least ``step_s`` between its sorted TTFTs, and who answered."""
+
+    concurrency: int
+    pair: PathPair
+    answer_s: float
+    direct_wait: float
+    gateway_wait: float
+    ttft_ratio: float
+    step_s: float
+    steps: tuple[float, ...]
+    family: str | None
+    gateway: str
+
+
 @check(
     code="LD303", name="gateway-serialisation", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_SERIALISATION
 )
@@ -80,65 +98,84 @@ def gateway_serialisation(
     if stream_stats.concurrency < 2:
         return NotApplicable("serialisation shows only under concurrent requests (probe concurrency was 1)")
     pair = measured_pair(stream_stats)  # raises NotApplicable unless both paths were measured
-    d, g = pair.direct, pair.gateway
     waits = gateway_wait(pair)
     if waits is None:
         return NotApplicable("fewer than two successful gateway requests, or no direct answer time")
-    answer, d_wait, g_wait, ttft_ratio = waits.answer_s, waits.direct, waits.gateway, waits.ttft_ratio
     if not waits.queued(wait_answers, spread_factor, ttft_factor):
-        return Pass(
-            f"gateway p90 request waited {g_wait:.1f} answers vs {d_wait:.1f} direct, TTFT p90 "
-            f"{ttft_ratio:.1f}x direct: no serialisation"
-        )
+        return Pass(_no_serialisation(waits.gateway, waits.direct, waits.ttft_ratio))
     family, name = who_answered(gateway)
     if family in QUEUEING_CAPS:
-        return Pass(f"the gateway's p90 request waited {g_wait:.1f} answers, but {name} queues on its own "
-                    "connection cap: see gateway-connection-cap (LD309)")
+        return Pass(_queues_on_a_cap(waits.gateway, name))
     cap = stream_cap(stream.requests, stream_stats.concurrency) if family is None and stream is not None else None
     if cap is not None:
-        return Pass(f"the gateway's p90 request waited {g_wait:.1f} answers, but it let {cap.gateway} streams run at "
-                    f"once (not one at a time) while {cap.direct} ran direct: a connection cap, see "
-                    "gateway-connection-cap (LD309)")
-    step_s = step_share * answer
-    steps = staircase_steps(g, step_s)
-    c = stream_stats.concurrency
+        return Pass(_let_several_run(waits.gateway, cap.gateway, cap.direct))
+    step_s = step_share * waits.answer_s
+    found = Found(stream_stats.concurrency, pair, waits.answer_s, waits.direct, waits.gateway, waits.ttft_ratio,
+                  step_s, tuple(staircase_steps(pair.gateway, step_s)), family, name)
+    return Fire(
+        title="The gateway serialises concurrent streams",
+        summary=_summary(found),
+        remediation=_remediation(found),
+        severity=Severity.CRITICAL if len(found.steps) >= critical_steps else Severity.WARNING,
+        evidence=_evidence(found),
+    )
+
+
+def _no_serialisation(gateway_wait: float, direct_wait: float, ttft_ratio: float) -> str:
+    return (f"gateway p90 request waited {gateway_wait:.1f} answers vs {direct_wait:.1f} direct, TTFT p90 "
+            f"{ttft_ratio:.1f}x direct: no serialisation")
+
+
+def _queues_on_a_cap(gateway_wait: float, gateway: str) -> str:
+    return (f"the gateway's p90 request waited {gateway_wait:.1f} answers, but {gateway} queues on its own "
+            "connection cap: see gateway-connection-cap (LD309)")
+
+
+def _let_several_run(gateway_wait: float, at_once: int, direct: int) -> str:
+    return (f"the gateway's p90 request waited {gateway_wait:.1f} answers, but it let {at_once} streams run at "
+            f"once (not one at a time) while {direct} ran direct: a connection cap, see "
+            "gateway-connection-cap (LD309)")
+
+
+def _summary(found: Found) -> str:
+    d, g, steps = found.pair.direct, found.pair.gateway, found.steps
     summary = (
-        f"at concurrency {c} the gateway's p90 request waited {g_wait:.1f} answers (TTFT p90 "
-        f"{fmt_seconds(g.ttft.p90 or 0.0)}, min {fmt_seconds(g.ttft.min or 0.0)}, n={g.ttft.n}) vs {d_wait:.1f} "
-        f"direct (answer {fmt_seconds(answer)}, n={d.e2e.n}); TTFT p90 {ttft_ratio:.1f}x direct"
+        f"at concurrency {found.concurrency} the gateway's p90 request waited {found.gateway_wait:.1f} answers (TTFT "
+        f"p90 {fmt_seconds(g.ttft.p90 or 0.0)}, min {fmt_seconds(g.ttft.min or 0.0)}, n={g.ttft.n}) vs "
+        f"{found.direct_wait:.1f} direct (answer {fmt_seconds(found.answer_s)}, n={d.e2e.n}); TTFT p90 "
+        f"{found.ttft_ratio:.1f}x direct"
     )
     if steps:
         summary += f"; {len(steps)} step(s) of ~{fmt_seconds(sum(steps) / len(steps))}"
-    evidence = [
-        EvidenceValue(
-            "gateway wait (TTFT p90 - min) in answers",
-            round(g_wait, 3),
-            "answers",
-            f"stream: gateway, n={g.ttft.n}",
-        ),
-        EvidenceValue(
-            "direct wait (TTFT p90 - min) in answers",
-            round(d_wait, 3),
-            "answers",
-            f"stream: direct, n={d.ttft.n}",
-        ),
-        EvidenceValue("answer time (direct end-to-end p50)", answer, "s", f"stream: direct, n={d.e2e.n}"),
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    d, g = found.pair.direct, found.pair.gateway
+    return [
+        EvidenceValue("gateway wait (TTFT p90 - min) in answers", round(found.gateway_wait, 3), "answers",
+                      f"stream: gateway, n={g.ttft.n}"),
+        EvidenceValue("direct wait (TTFT p90 - min) in answers", round(found.direct_wait, 3), "answers",
+                      f"stream: direct, n={d.ttft.n}"),
+        EvidenceValue("answer time (direct end-to-end p50)", found.answer_s, "s", f"stream: direct, n={d.e2e.n}"),
         EvidenceValue("gateway TTFT p90", g.ttft.p90, "s", f"stream: gateway, n={g.ttft.n}"),
         EvidenceValue("gateway TTFT min", g.ttft.min, "s", f"stream: gateway, n={g.ttft.n}"),
         EvidenceValue("direct TTFT p90", d.ttft.p90, "s", f"stream: direct, n={d.ttft.n}"),
-        EvidenceValue(
-            "staircase steps", len(steps), "", f"stream: gateway TTFT jumps >= {fmt_seconds(step_s)}"
-        ),
-        EvidenceValue("probe concurrency", c, "", "stream: probe shape"),
+        EvidenceValue("staircase steps", len(found.steps), "", f"stream: gateway TTFT jumps >= {fmt_seconds(found.step_s)}"),
+        EvidenceValue("probe concurrency", found.concurrency, "", "stream: probe shape"),
         EvidenceValue("gateway TTFT per request", send_order(g), "s", "stream: gateway, in send order"),
         EvidenceValue("direct TTFT per request", send_order(d), "s", "stream: direct, in send order"),
     ]
+
+
+def _remediation(found: Found) -> Remediation:
+    c, name = found.concurrency, found.gateway
     why = (
         "TTFT through the gateway grows with each concurrent request while the engine answers "
         "them together on the direct path: the edge serves one upstream stream at a time (a "
         "blocking HTTP client inside an async handler, or too few sync workers). "
     )
-    if family == "uvicorn":
+    if found.family == "uvicorn":
         suggested = "the async client in the edge, or the blocking call in a thread pool"
         why += (
             f"In {name}: call vLLM with the async client (openai.AsyncOpenAI, httpx.AsyncClient) and `async for` "
@@ -153,18 +190,10 @@ def gateway_serialisation(
             "Starlette/FastAPI edge, iterate a sync client's stream in a thread pool (iterate_in_threadpool), never "
             f"inside an `async def`; or run at least {c} workers."
         )
-    return Fire(
-        title="The gateway serialises concurrent streams",
-        summary=summary,
-        remediation=Remediation(
-            setting="gateway_streaming",
-            suggested=suggested,
-            where=f"{name}: the edge application that forwards requests to vLLM",
-            why=why,
-            verify=rerun(
-                f"the gateway's wait close to the direct one ({d_wait:.1f} answers) at concurrency {c}"
-            ),
-        ),
-        severity=Severity.CRITICAL if len(steps) >= critical_steps else Severity.WARNING,
-        evidence=evidence,
+    return Remediation(
+        setting="gateway_streaming",
+        suggested=suggested,
+        where=f"{name}: the edge application that forwards requests to vLLM",
+        why=why,
+        verify=rerun(f"the gateway's wait close to the direct one ({found.direct_wait:.1f} answers) at concurrency {c}"),
     )

@@ -30,12 +30,24 @@ GPU 0: 1 other process besides vLLM: python (pid 4242, 9.5 GiB) -> move it off G
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.engines.names import display
 from doctor.evidence import GpuDevice, GpuEvidence, GpuProcess, HostEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """The GPU whose other processes hold the most memory, those processes, and how many GPUs are shared."""
+
+    engine: str
+    device: int
+    others: tuple[GpuProcess, ...]
+    shared: int
 
 
 @check(code="LD207", name="gpu-contended", symptom=SymptomClass.INTER_TOKEN, cause=Cause.GPU_STATE)
@@ -47,34 +59,21 @@ def gpu_contended(
     min_memory_fraction: float = 0.01,
 ) -> Result:
     if not gpu.available:
-        return NotApplicable(f"no NVML evidence ({gpu.reason or 'not collected'})")
+        return NotApplicable(_no_nvml(gpu.reason))
     if not any(d.processes for d in gpu.devices):
         return NotApplicable("NVML listed no process on any GPU (inside a container it often cannot see them)")
     vllm_pid = host.vllm_process.pid if host is not None and host.vllm_process is not None else None
     contended = [(d, others) for d in gpu.devices if (others := _others(d, vllm_pid, min_memory_fraction))]
-    named = display(engine.id)
     if not contended:
-        return Pass(f"only {named}'s processes hold GPU memory")
+        return Pass(_alone(engine.id))
     device, others = max(contended, key=lambda c: sum(p.used_memory_bytes or 0 for p in c[1]))
-    listed = ", ".join(_describe(p) for p in others)
-    evidence = [
-        EvidenceValue("other process", _describe(p), "", f"gpu: NVML process list, GPU {device.index}") for p in others
-    ]
-    summary = f"GPU {device.index}: {len(others)} other process(es) besides {named}: {listed}"
-    if len(contended) > 1:
-        summary += f" ({len(contended)} GPUs shared)"
+    found = Found(engine.id, device.index, tuple(others), len(contended))
     return Fire(
         felt=False,  # a GPU state: a slow decode shows as a TPOT witness
-        title=f"Other processes share the GPU with {named}",
-        summary=summary,
-        remediation=Remediation(
-            setting="gpu_isolation",
-            suggested=f"move {listed} off GPU {device.index}, or give {named} a dedicated GPU (CUDA_VISIBLE_DEVICES / MIG)",
-            why=f"the GPU time-slices between processes: {named}'s steps wait while the other kernels run",
-            verify=rerun(f"NVML to list only {named} on the GPU and TPOT to fall and steady"),
-            where=f"the host's GPU assignment (not a setting of {named})",
-        ),
-        evidence=evidence,
+        title=_title(found),
+        summary=_summary(found),
+        remediation=_remediation(found),
+        evidence=_evidence(found),
     )
 
 
@@ -96,3 +95,43 @@ def _others(d: GpuDevice, vllm_pid: int | None, min_fraction: float) -> list[Gpu
 def _describe(p: GpuProcess) -> str:
     memory = f", {p.used_memory_bytes / 2**30:.1f} GiB" if p.used_memory_bytes is not None else ""
     return f"{p.name or 'unnamed'} (pid {p.pid}{memory})"
+
+
+def _no_nvml(reason: str | None) -> str:
+    return f"no NVML evidence ({reason or 'not collected'})"
+
+
+def _alone(engine: str) -> str:
+    return f"only {display(engine)}'s processes hold GPU memory"
+
+
+def _listed(found: Found) -> str:
+    return ", ".join(_describe(p) for p in found.others)
+
+
+def _title(found: Found) -> str:
+    return f"Other processes share the GPU with {display(found.engine)}"
+
+
+def _summary(found: Found) -> str:
+    summary = (f"GPU {found.device}: {len(found.others)} other process(es) besides {display(found.engine)}: "
+               f"{_listed(found)}")
+    if found.shared > 1:
+        summary += f" ({found.shared} GPUs shared)"
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    return [EvidenceValue("other process", _describe(p), "", f"gpu: NVML process list, GPU {found.device}")
+            for p in found.others]
+
+
+def _remediation(found: Found) -> Remediation:
+    named = display(found.engine)
+    return Remediation(
+        setting="gpu_isolation",
+        suggested=f"move {_listed(found)} off GPU {found.device}, or give {named} a dedicated GPU (CUDA_VISIBLE_DEVICES / MIG)",
+        why=f"the GPU time-slices between processes: {named}'s steps wait while the other kernels run",
+        verify=rerun(f"NVML to list only {named} on the GPU and TPOT to fall and steady"),
+        where=f"the host's GPU assignment (not a setting of {named})",
+    )

@@ -31,17 +31,39 @@ gpu_memory_utilization 0.95 -> 0.92.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_setting, rerun
+from doctor.checklib import Setting, engine_flag, engine_setting, rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
-from doctor.evidence import GpuEvidence, RunRecord
+from doctor.evidence import GpuEvidence, GpuProcess, RunRecord
 from doctor.foundation.units import fmt_pct
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Found:
+    """The GPU with the least free memory (of ``gpus`` read), the other processes holding memory on
+    it, the ``gpu_memory_utilization`` in use, and the change suggested: the value that frees
+    enough (``target``), else the step to lower it by (``step``, also what the KV cache gives up)."""
+
+    engine: str
+    index: int
+    free_bytes: float
+    total_bytes: float
+    gpus: int
+    others: tuple[tuple[GpuProcess, float], ...]
+    util: Setting | None
+    target: float | None
+    step: float
+
+    @property
+    def free_share(self) -> float:
+        return self.free_bytes / self.total_bytes
 
 
 @check(code="LD405", name="gpu-memory-headroom", symptom=SymptomClass.CAPACITY_CONFIG, cause=Cause.CAPACITY)
@@ -56,71 +78,78 @@ def gpu_memory_headroom(
     critical_free_share: float = 0.01,
 ) -> Result:
     if not gpu.available:
-        return NotApplicable(f"no GPU readings ({gpu.reason or 'NVML unavailable'})")
+        return NotApplicable(_no_readings(gpu.reason))
     measured = [(d, free, total) for d in gpu.devices
                 if (total := d.memory_total_bytes) and (free := d.memory_free_bytes) is not None]
     if not measured:
         return NotApplicable("NVML reported no memory figures")
     tightest, free_bytes, total_bytes = min(measured, key=lambda m: m[1] / m[2])
     free_share = free_bytes / total_bytes
-    free_gib, total_gib = free_bytes / GIB, total_bytes / GIB
-    if free_share >= min_free_share:
-        return Pass(
-            f"GPU {tightest.index} keeps {free_gib:.1f} GiB of {total_gib:.1f} GiB free ({fmt_pct(free_share)})"
-        )
     util = engine_setting("gpu_memory_utilization", log_facts, run)
+    target = None
     if util is not None:
         target = math.floor((float(util.value) - (min_free_share - free_share)) * 100) / 100
-        suggested, step = f"{target:.2f}", float(util.value) - target
+        step = float(util.value) - target
     else:
         step = math.ceil((min_free_share - free_share) * 100) / 100
-        suggested = f"lower by {step:.2f}"
-    others = [(p, used) for p in tightest.processes if (used := p.used_memory_bytes)]
-    summary = (
-        f"GPU {tightest.index} has {free_gib:.1f} GiB free of {total_gib:.1f} GiB ({fmt_pct(free_share)}, "
-        f"n={len(measured)} GPUs read)"
-    )
-    if len(others) > 1:
-        summary += f"; {len(others)} processes hold memory on it"
-    evidence = [
-        EvidenceValue(
-            f"GPU {tightest.index} free memory", round(free_gib, 2), "GiB", "gpu: NVML memory info"
-        ),
-        EvidenceValue(
-            f"GPU {tightest.index} total memory", round(total_gib, 2), "GiB", "gpu: NVML memory info"
-        ),
-        EvidenceValue("free share", round(free_share, 4), "", "gpu: NVML free / total"),
-        *(
-            EvidenceValue(
-                f"process {p.name or p.pid} GPU memory",
-                round(used / GIB, 2),
-                "GiB",
-                "gpu: NVML running processes",
-            )
-            for p, used in others
-        ),
-    ]
-    if util is not None:
-        evidence.append(util.evidence("gpu_memory_utilization"))
+    found = Found(engine.id, tightest.index, free_bytes, total_bytes, len(measured),
+                  tuple((p, used) for p in tightest.processes if (used := p.used_memory_bytes)), util, target, step)
+    if free_share >= min_free_share:
+        return Pass(_enough_free(found))
     return Fire(
         felt=False,  # a capacity not used yet
         title="Almost no GPU memory is left free",
-        summary=summary,
-        remediation=Remediation(
-            setting="gpu_memory_utilization",
-            suggested=suggested,
-            current=str(util.value) if util is not None else None,
-            where=engine_flag(engine.id, "gpu_memory_utilization"),
-            why=(
-                f"Only {fmt_pct(free_share)} of GPU {tightest.index} is free: allocations outside the KV cache "
-                "(long-prompt activations, CUDA graphs, NCCL, other processes) can hit out-of-memory on the first "
-                f"long-context spike. Lowering gpu_memory_utilization keeps {fmt_pct(min_free_share)} free, at the cost "
-                + (_kv_cost(sizing, step * total_bytes) or "of some KV cache.")
-            ),
-            verify=rerun(f"NVML free memory at or above {fmt_pct(min_free_share)} of the device"),
-        ),
+        summary=_summary(found),
+        remediation=_remediation(found, sizing, min_free_share),
         severity=Severity.CRITICAL if free_share < critical_free_share else Severity.WARNING,
-        evidence=evidence,
+        evidence=_evidence(found),
+    )
+
+
+def _no_readings(reason: str | None) -> str:
+    return f"no GPU readings ({reason or 'NVML unavailable'})"
+
+
+def _enough_free(found: Found) -> str:
+    return (f"GPU {found.index} keeps {found.free_bytes / GIB:.1f} GiB of {found.total_bytes / GIB:.1f} GiB free "
+            f"({fmt_pct(found.free_share)})")
+
+
+def _summary(found: Found) -> str:
+    summary = (f"GPU {found.index} has {found.free_bytes / GIB:.1f} GiB free of {found.total_bytes / GIB:.1f} GiB "
+               f"({fmt_pct(found.free_share)}, n={found.gpus} GPUs read)")
+    if len(found.others) > 1:
+        summary += f"; {len(found.others)} processes hold memory on it"
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    evidence = [
+        EvidenceValue(f"GPU {found.index} free memory", round(found.free_bytes / GIB, 2), "GiB", "gpu: NVML memory info"),
+        EvidenceValue(f"GPU {found.index} total memory", round(found.total_bytes / GIB, 2), "GiB",
+                      "gpu: NVML memory info"),
+        EvidenceValue("free share", round(found.free_share, 4), "", "gpu: NVML free / total"),
+        *(EvidenceValue(f"process {p.name or p.pid} GPU memory", round(used / GIB, 2), "GiB",
+                        "gpu: NVML running processes") for p, used in found.others),
+    ]
+    if found.util is not None:
+        evidence.append(found.util.evidence("gpu_memory_utilization"))
+    return evidence
+
+
+def _remediation(found: Found, sizing: dict[str, Any] | None, min_free_share: float) -> Remediation:
+    return Remediation(
+        setting="gpu_memory_utilization",
+        suggested=f"{found.target:.2f}" if found.target is not None else f"lower by {found.step:.2f}",
+        current=str(found.util.value) if found.util is not None else None,
+        where=engine_flag(found.engine, "gpu_memory_utilization"),
+        why=(
+            f"Only {fmt_pct(found.free_share)} of GPU {found.index} is free: allocations outside the KV cache "
+            "(long-prompt activations, CUDA graphs, NCCL, other processes) can hit out-of-memory on the first "
+            f"long-context spike. Lowering gpu_memory_utilization keeps {fmt_pct(min_free_share)} free, at the cost "
+            + (_kv_cost(sizing, found.step * found.total_bytes) or "of some KV cache.")
+        ),
+        verify=rerun(f"NVML free memory at or above {fmt_pct(min_free_share)} of the device"),
     )
 
 

@@ -29,6 +29,8 @@ GPU 0: SM clock 1,290 of 1,980 MHz (65 %), reasons sw_thermal_slowdown, 87 C -> 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
@@ -44,6 +46,19 @@ HARDWARE = ("hw_slowdown", "hw_power_brake_slowdown")
 HARMFUL = THERMAL + POWER + HARDWARE
 
 
+@dataclass(frozen=True)
+class Found:
+    """The most throttled GPU (lowest SM clock ratio), its harmful clock-event reasons and what
+    they are (``cause``: ``thermal``, ``hardware`` or ``power``), and how many GPUs of how many."""
+
+    engine: str
+    worst: GpuDevice
+    reasons: tuple[str, ...]
+    cause: str
+    throttled: int
+    devices: int
+
+
 @check(code="LD206", name="gpu-throttled", symptom=SymptomClass.INTER_TOKEN, cause=Cause.GPU_STATE)
 def gpu_throttled(
     gpu: GpuEvidence,
@@ -52,35 +67,23 @@ def gpu_throttled(
     clock_ratio: float = 0.9,
 ) -> Result:
     if not gpu.available:
-        return NotApplicable(f"no NVML evidence ({gpu.reason or 'not collected'})")
+        return NotApplicable(_no_nvml(gpu.reason))
     if not any(d.throttle_reasons or d.sm_clock_mhz for d in gpu.devices):
         return NotApplicable("NVML gave no clocks or clock-event reasons")
     throttled = [d for d in gpu.devices if _harmful(d) and _ratio(d) < clock_ratio]
     if not throttled:
-        return Pass(f"{len(gpu.devices)} GPU(s) without power or thermal clock limits")
+        return Pass(_unthrottled(len(gpu.devices)))
     worst = min(throttled, key=_ratio)
     reasons = _harmful(worst)
-    evidence = [EvidenceValue("clock-event reasons", ", ".join(reasons), "", f"gpu: NVML, GPU {worst.index}")]
-    summary = f"GPU {worst.index}"
-    if worst.sm_clock_mhz and worst.sm_clock_max_mhz:
-        evidence += [
-            EvidenceValue("SM clock", worst.sm_clock_mhz, "MHz", f"gpu: NVML, GPU {worst.index}"),
-            EvidenceValue("SM clock max", worst.sm_clock_max_mhz, "MHz", f"gpu: NVML, GPU {worst.index}"),
-        ]
-        summary += f": SM clock {worst.sm_clock_mhz:,} of {worst.sm_clock_max_mhz:,} MHz ({fmt_pct(_ratio(worst))})"
-    summary += f", reasons {', '.join(reasons)}"
-    if worst.temperature_c is not None:
-        evidence.append(EvidenceValue("temperature", worst.temperature_c, "C", f"gpu: NVML, GPU {worst.index}"))
-        summary += f", {worst.temperature_c:.0f} C"
-    if len(throttled) > 1:
-        summary += f" ({len(throttled)} of {len(gpu.devices)} GPUs throttled)"
+    cause = "thermal" if set(reasons) & set(THERMAL) else "hardware" if set(reasons) & set(HARDWARE) else "power"
+    found = Found(engine.id, worst, tuple(reasons), cause, len(throttled), len(gpu.devices))
     return Fire(
         felt=False,  # a GPU state: a slow decode shows as a TPOT witness
         title="The GPU is slowed by a power or thermal limit",
-        summary=summary,
-        remediation=_remediation(worst, reasons, display(engine.id)),
-        severity=Severity.CRITICAL if set(reasons) & set(THERMAL + HARDWARE) else Severity.WARNING,
-        evidence=evidence,
+        summary=_summary(found),
+        remediation=_remediation(found),
+        severity=Severity.CRITICAL if cause in ("thermal", "hardware") else Severity.WARNING,
+        evidence=_evidence(found),
     )
 
 
@@ -95,10 +98,46 @@ def _ratio(d: GpuDevice) -> float:
     return 0.0
 
 
-def _remediation(d: GpuDevice, reasons: list[str], engine: str) -> Remediation:
-    """``engine``: the serving engine as a sentence names it, whose settings cannot help here."""
+def _no_nvml(reason: str | None) -> str:
+    return f"no NVML evidence ({reason or 'not collected'})"
+
+
+def _unthrottled(devices: int) -> str:
+    return f"{devices} GPU(s) without power or thermal clock limits"
+
+
+def _summary(found: Found) -> str:
+    worst = found.worst
+    summary = f"GPU {worst.index}"
+    if worst.sm_clock_mhz and worst.sm_clock_max_mhz:
+        summary += f": SM clock {worst.sm_clock_mhz:,} of {worst.sm_clock_max_mhz:,} MHz ({fmt_pct(_ratio(worst))})"
+    summary += f", reasons {', '.join(found.reasons)}"
+    if worst.temperature_c is not None:
+        summary += f", {worst.temperature_c:.0f} C"
+    if found.throttled > 1:
+        summary += f" ({found.throttled} of {found.devices} GPUs throttled)"
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    worst = found.worst
+    source = f"gpu: NVML, GPU {worst.index}"
+    evidence = [EvidenceValue("clock-event reasons", ", ".join(found.reasons), "", source)]
+    if worst.sm_clock_mhz and worst.sm_clock_max_mhz:
+        evidence += [
+            EvidenceValue("SM clock", worst.sm_clock_mhz, "MHz", source),
+            EvidenceValue("SM clock max", worst.sm_clock_max_mhz, "MHz", source),
+        ]
+    if worst.temperature_c is not None:
+        evidence.append(EvidenceValue("temperature", worst.temperature_c, "C", source))
+    return evidence
+
+
+def _remediation(found: Found) -> Remediation:
+    """The serving engine is named only as what cannot help here."""
+    d, engine = found.worst, display(found.engine)
     verify = rerun("no power or thermal clock-event reason and the SM clock near its maximum under load")
-    if set(reasons) & set(THERMAL):
+    if found.cause == "thermal":
         return Remediation(
             setting="gpu_cooling",
             suggested="improve cooling (airflow, fan curve, inlet temperature) until thermal slowdown stops",
@@ -107,7 +146,7 @@ def _remediation(d: GpuDevice, reasons: list[str], engine: str) -> Remediation:
             current=f"{d.temperature_c:.0f} C" if d.temperature_c is not None else None,
             where=f"the host / datacenter (not {engine})",
         )
-    if set(reasons) & set(HARDWARE):
+    if found.cause == "hardware":
         return Remediation(
             setting="gpu_hardware",
             suggested="check the power supply and cabling, or ask the provider for another node",

@@ -101,92 +101,71 @@ XIDS: dict[int, tuple[str, XidClass]] = {
 }
 
 
+@dataclass(frozen=True)
+class Found:
+    """What the XID watch saw: the GPUs it watched and for how long, the events counted by (XID,
+    GPU) most severe first, the class that decides, and whether NVML lost the GPU or stopped reading."""
+
+    engine: str
+    watched: tuple[int, ...]
+    window: float | None
+    start_t: float | None
+    end_t: float | None
+    counts: tuple[tuple[tuple[int, int | None], int], ...]
+    decisive: XidClass
+    lost: bool
+    events: int
+    truncated: bool
+    read_error: str | None
+
+
 # LD208 until the code's hundreds digit became its symptom class: kept, so `--select LD208` still works
 @check(code="LD508", name="gpu-xid-errors", symptom=SymptomClass.GENERAL, cause=Cause.ERRORS,
        aliases=("LD208", "xid", "xid-errors"))
 def gpu_xid_errors(gpu: GpuEvidence, engine: EngineIdentity = UNIDENTIFIED) -> Result:
     watch = gpu.xid
     if watch is None:
-        why = f"no NVML: {gpu.reason}" if not gpu.available and gpu.reason else "it runs only around a stream probe"
-        return NotApplicable(f"no XID watch ran ({why})")
+        return NotApplicable(_no_watch(gpu.reason if not gpu.available else None))
     if not watch.watched:
-        return NotApplicable(f"no GPU was watched for XID events ({watch.reason or 'no reason recorded'})")
-    window = _window(watch)
-    watched = ", ".join(str(i) for i in watch.watched)
-    named = display(engine.id)
-    if watch.gpu_lost:
-        return _gpu_lost(watch, window, watched, named)
-    if not watch.events and watch.read_error:
-        return NotApplicable(f"the XID events of GPUs {watched} could not be read ({watch.read_error}), so an "
-                             f"empty watch proves nothing; look in {KERNEL_LOG}")
-    if not watch.events:
-        return Pass(f"no XID error on GPUs {watched} during the probe{_span(window)}; NVML keeps no history, "
-                    f"so earlier XIDs are only in {KERNEL_LOG}")
+        return NotApplicable(_nothing_watched(watch.reason))
     counts = Counter((e.xid, e.gpu) for e in watch.events)
-    decisive = max((_class(xid) for xid, _ in counts), key=lambda c: c.rank)
-    source = f"gpu: NVML XID watch, GPUs {watched}"
-    evidence = [EvidenceValue(f"XID {xid} on {_gpu(index)}", n, "events", source)
-                for (xid, index), n in sorted(counts.items(), key=_order)]
-    if window is not None:
-        evidence.append(EvidenceValue("XID watch window", round(window, 3), "s",
-                                      f"gpu: NVML XID watch, run clock {watch.start_t:.1f}-{watch.end_t:.1f} s"))
-    listed = "; ".join(f"XID {xid} ({_meaning(xid)}) on {_gpu(index)} x{n}"
-                       for (xid, index), n in sorted(counts.items(), key=_order))
-    summary = f"{listed} during the probe{_span(window)} (GPUs {watched} watched)"
-    if watch.truncated:
-        summary += f"; the watch stopped reading after {len(watch.events)} events"
-    elif watch.read_error:
-        summary += f"; the watch stopped reading after {len(watch.events)} events ({watch.read_error})"
+    found = Found(
+        engine=engine.id,
+        watched=tuple(watch.watched),
+        window=_window(watch),
+        start_t=watch.start_t,
+        end_t=watch.end_t,
+        counts=tuple(sorted(counts.items(), key=_order)),
+        decisive=HARDWARE if watch.gpu_lost else max((_class(xid) for xid, _ in counts), key=lambda c: c.rank,
+                                                     default=OTHER),
+        lost=watch.gpu_lost,
+        events=len(watch.events),
+        truncated=watch.truncated,
+        read_error=watch.read_error,
+    )
+    if watch.gpu_lost:
+        return Fire(
+            title="NVML lost the GPU while reading XID events",
+            summary=_lost_summary(found),
+            remediation=_lost_remediation(found),
+            severity=HARDWARE.severity,
+            evidence=_lost_evidence(found),
+        )
+    if not watch.events and watch.read_error:
+        return NotApplicable(_unread(found))
+    if not watch.events:
+        return Pass(_quiet(found))
     return Fire(
         title="The GPU driver reported XID errors during the probe",
-        summary=summary,
-        remediation=Remediation(
-            setting=decisive.setting,
-            suggested=decisive.suggested.format(engine=named),
-            why=_why(counts, decisive, named),
-            verify=rerun(f"no XID event during the probe, and none new in {KERNEL_LOG}"),
-            where=decisive.where.format(engine=named),
-        ),
-        severity=decisive.severity,
-        evidence=evidence,
-    )
-
-
-def _gpu_lost(watch: XidWatch, window: float | None, watched: str, engine: str) -> Fire:
-    """NVML lost the GPU mid-read: the reader's view of XID 79, whatever events came before it."""
-    counts = Counter((e.xid, e.gpu) for e in watch.events)
-    read = "; ".join(f"XID {xid} ({_meaning(xid)}) on {_gpu(index)} x{n}"
-                     for (xid, index), n in sorted(counts.items(), key=_order))
-    source = f"gpu: NVML XID watch, GPUs {watched}"
-    evidence = [EvidenceValue("XID read error", watch.read_error, "", source)]
-    evidence += [EvidenceValue(f"XID {xid} on {_gpu(index)}", n, "events", source)
-                 for (xid, index), n in sorted(counts.items(), key=_order)]
-    summary = (f"NVML lost the GPU while reading XID events: it has likely fallen off the bus "
-               f"(GPUs {watched} watched during the probe{_span(window)})")
-    if read:
-        summary += f"; read before it: {read}"
-    return Fire(
-        title="NVML lost the GPU while reading XID events",
-        summary=summary,
-        remediation=Remediation(
-            setting=HARDWARE.setting,
-            suggested=HARDWARE.suggested,
-            why=("NVML answered 'GPU is lost' (the reader's view of XID 79, fallen off the bus): the GPU is "
-                 f"unusable until it is reset or replaced; no setting of {engine} helps. The XID itself is in {KERNEL_LOG}"),
-            verify=rerun(f"nvidia-smi to list the GPU again, no XID event during the probe, and none new in {KERNEL_LOG}"),
-            where=HARDWARE.where.format(engine=engine),
-        ),
-        severity=HARDWARE.severity,
-        evidence=evidence,
+        summary=_summary(found),
+        remediation=_remediation(found),
+        severity=found.decisive.severity,
+        evidence=_evidence(found),
     )
 
 
 def _class(xid: int) -> XidClass:
     return XIDS[xid][1] if xid in XIDS else OTHER
-
-
-def _meaning(xid: int) -> str:
-    return XIDS[xid][0] if xid in XIDS else "see NVIDIA's XID catalogue"
 
 
 def _order(item: tuple[tuple[int, int | None], int]) -> tuple[int, int, int]:
@@ -195,22 +174,87 @@ def _order(item: tuple[tuple[int, int | None], int]) -> tuple[int, int, int]:
     return (-_class(xid).rank, xid, index if index is not None else 1 << 30)
 
 
-def _gpu(index: int | None) -> str:
-    return f"GPU {index}" if index is not None else "an unidentified GPU"
-
-
 def _window(watch: XidWatch) -> float | None:
     if watch.start_t is None or watch.end_t is None:
         return None
     return max(watch.end_t - watch.start_t, 0.0)
 
 
+def _meaning(xid: int) -> str:
+    return XIDS[xid][0] if xid in XIDS else "see NVIDIA's XID catalogue"
+
+
+def _gpu(index: int | None) -> str:
+    return f"GPU {index}" if index is not None else "an unidentified GPU"
+
+
 def _span(window: float | None) -> str:
     return f" window of {fmt_seconds(window)}" if window is not None else ""
 
 
-def _why(counts: Counter[tuple[int, int | None]], decisive: XidClass, engine: str) -> str:
-    xids = sorted({xid for xid, _ in counts if _class(xid) is decisive})
+def _watched(found: Found) -> str:
+    return ", ".join(str(i) for i in found.watched)
+
+
+def _listed(found: Found) -> str:
+    return "; ".join(f"XID {xid} ({_meaning(xid)}) on {_gpu(index)} x{n}" for (xid, index), n in found.counts)
+
+
+def _no_watch(nvml_reason: str | None) -> str:
+    why = f"no NVML: {nvml_reason}" if nvml_reason else "it runs only around a stream probe"
+    return f"no XID watch ran ({why})"
+
+
+def _nothing_watched(reason: str | None) -> str:
+    return f"no GPU was watched for XID events ({reason or 'no reason recorded'})"
+
+
+def _unread(found: Found) -> str:
+    return (f"the XID events of GPUs {_watched(found)} could not be read ({found.read_error}), so an "
+            f"empty watch proves nothing; look in {KERNEL_LOG}")
+
+
+def _quiet(found: Found) -> str:
+    return (f"no XID error on GPUs {_watched(found)} during the probe{_span(found.window)}; NVML keeps no history, "
+            f"so earlier XIDs are only in {KERNEL_LOG}")
+
+
+def _event_evidence(found: Found) -> list[EvidenceValue]:
+    source = f"gpu: NVML XID watch, GPUs {_watched(found)}"
+    return [EvidenceValue(f"XID {xid} on {_gpu(index)}", n, "events", source) for (xid, index), n in found.counts]
+
+
+def _summary(found: Found) -> str:
+    summary = f"{_listed(found)} during the probe{_span(found.window)} (GPUs {_watched(found)} watched)"
+    if found.truncated:
+        summary += f"; the watch stopped reading after {found.events} events"
+    elif found.read_error:
+        summary += f"; the watch stopped reading after {found.events} events ({found.read_error})"
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    evidence = _event_evidence(found)
+    if found.window is not None:
+        evidence.append(EvidenceValue("XID watch window", round(found.window, 3), "s",
+                                      f"gpu: NVML XID watch, run clock {found.start_t:.1f}-{found.end_t:.1f} s"))
+    return evidence
+
+
+def _remediation(found: Found) -> Remediation:
+    named, decisive = display(found.engine), found.decisive
+    return Remediation(
+        setting=decisive.setting,
+        suggested=decisive.suggested.format(engine=named),
+        why=_why(found),
+        verify=rerun(f"no XID event during the probe, and none new in {KERNEL_LOG}"),
+        where=decisive.where.format(engine=named),
+    )
+
+
+def _why(found: Found) -> str:
+    decisive, engine = found.decisive, display(found.engine)
+    xids = sorted({xid for (xid, _), _n in found.counts if _class(xid) is decisive})
     named = ", ".join(f"XID {x} ({_meaning(x)})" for x in xids)
     if decisive is HARDWARE:
         return f"{named}: the GPU is unusable until it is reset or replaced; no setting of {engine} helps"
@@ -219,3 +263,29 @@ def _why(counts: Counter[tuple[int, int | None]], decisive: XidClass, engine: st
     if decisive is APPLICATION:
         return f"{named}: a CUDA kernel faulted, which is nearly always a bug of {engine}, PyTorch or the driver, not hardware"
     return f"{named}: not one this check knows; NVIDIA's catalogue gives its cause and action"
+
+
+def _lost_summary(found: Found) -> str:
+    """NVML lost the GPU mid-read: the reader's view of XID 79, whatever events came before it."""
+    summary = (f"NVML lost the GPU while reading XID events: it has likely fallen off the bus "
+               f"(GPUs {_watched(found)} watched during the probe{_span(found.window)})")
+    if read := _listed(found):
+        summary += f"; read before it: {read}"
+    return summary
+
+
+def _lost_evidence(found: Found) -> list[EvidenceValue]:
+    source = f"gpu: NVML XID watch, GPUs {_watched(found)}"
+    return [EvidenceValue("XID read error", found.read_error, "", source), *_event_evidence(found)]
+
+
+def _lost_remediation(found: Found) -> Remediation:
+    engine = display(found.engine)
+    return Remediation(
+        setting=HARDWARE.setting,
+        suggested=HARDWARE.suggested,
+        why=("NVML answered 'GPU is lost' (the reader's view of XID 79, fallen off the bus): the GPU is "
+             f"unusable until it is reset or replaced; no setting of {engine} helps. The XID itself is in {KERNEL_LOG}"),
+        verify=rerun(f"nvidia-smi to list the GPU again, no XID event during the probe, and none new in {KERNEL_LOG}"),
+        where=HARDWARE.where.format(engine=engine),
+    )

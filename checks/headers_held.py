@@ -43,12 +43,14 @@ in GZipMiddleware.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import gateway_identity, measured_pair, rerun, response_start_remediation, who_answered
+from doctor.checklib import PathPair, gateway_identity, measured_pair, rerun, response_start_remediation, who_answered
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.foundation.units import fmt_seconds
-from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 
 def _after_headers(ps: PathStats) -> float | None:
@@ -61,6 +63,19 @@ def _request_shares(ps: PathStats) -> list[float]:
     """Per measured request, the share of its TTFT that came after its headers."""
     return [r.headers_to_first_token / r.ttft for r in ps.requests
             if not r.warmup and r.outcome == "ok" and r.headers_to_first_token is not None and r.ttft]
+
+
+@dataclass(frozen=True)
+class Found:
+    """Both paths' share of TTFT after the headers, the gateway's largest share in one request, who
+    answered, and whether users felt it (the gateway's TTFT above the direct one beyond noise)."""
+
+    pair: PathPair
+    direct_share: float
+    gateway_share: float
+    latest: float
+    gateway: str
+    felt: bool
 
 
 @check(code="LD307", name="headers-held", symptom=SymptomClass.PROXY_ONLY, cause=Cause.BUFFERING)
@@ -77,37 +92,59 @@ def headers_held(
     if d_share is None or g_share is None:
         return NotApplicable("no response-header time on one of the paths")
     if d_share < direct_share:
-        return NotApplicable(f"the engine itself sends its headers late ({d_share:.0%} of TTFT after them): nothing to compare")
-    g_h2t, g_ttft = g.headers_to_first_token.p50 or 0.0, g.ttft.p50 or 0.0
-    held = g_ttft - g_h2t
+        return NotApplicable(_engine_late(d_share))
+    held = (g.ttft.p50 or 0.0) - (g.headers_to_first_token.p50 or 0.0)
     # every request, not the median: an edge that holds the response start holds it each time,
     # while a client whose event loop stalled stamps headers and first token together only now and then
-    latest = max(_request_shares(g), default=1.0)
-    if latest > held_share or held < min_held_s:
-        return Pass(f"the gateway's headers arrive {fmt_seconds(g_h2t)} before its first token at p50 ({g_share:.0%} of TTFT; "
-                    f"up to {latest:.0%} in one request)")
-    _, name = who_answered(gateway)
-    d_h2t = d.headers_to_first_token.p50 or 0.0
-    summary = (f"{name} sends its headers with the first token ({fmt_seconds(g_h2t)} before it, TTFT p50 "
-               f"{fmt_seconds(g_ttft)}, n={g.ttft.n}) while the engine sends them {fmt_seconds(d_h2t)} before it")
-    felt = pair.gateway_adds_ttft(min_held_s)
-    if not felt:
-        summary += (f"; its TTFT p50 is not above the direct {fmt_seconds(d.ttft.p50 or 0.0)} beyond noise: a risk "
-                    "users do not feel yet (a client that waits for the headers, or a slower first token, would)")
+    found = Found(pair, d_share, g_share, max(_request_shares(g), default=1.0), who_answered(gateway)[1],
+                  pair.gateway_adds_ttft(min_held_s))
+    if found.latest > held_share or held < min_held_s:
+        return Pass(_headers_early(found))
     return Fire(
         title="The gateway holds the response headers until the first token",
-        summary=summary,
-        remediation=response_start_remediation(
-            gateway, rerun("the gateway's headers well before its first token, as on the direct path"),
-            compressed=any(k.lower() == "content-encoding" for k in g.headers)),
+        summary=_summary(found),
+        remediation=_remediation(found, gateway),
         severity=Severity.WARNING,
-        felt=felt,
-        evidence=[
-            EvidenceValue("gateway headers to first token p50", g_h2t, "s", f"stream: gateway, n={g.headers_to_first_token.n}"),
-            EvidenceValue("gateway TTFT p50", g_ttft, "s", f"stream: gateway, n={g.ttft.n}"),
-            EvidenceValue("gateway share of TTFT after the headers", round(g_share, 4), "", "stream: gateway"),
-            EvidenceValue("direct headers to first token p50", d_h2t, "s", f"stream: direct, n={d.headers_to_first_token.n}"),
-            EvidenceValue("direct share of TTFT after the headers", round(d_share, 4), "", "stream: direct"),
-            *gateway_identity(gateway),
-        ],
+        felt=found.felt,
+        evidence=_evidence(found) + gateway_identity(gateway),
     )
+
+
+def _engine_late(direct_share: float) -> str:
+    return f"the engine itself sends its headers late ({direct_share:.0%} of TTFT after them): nothing to compare"
+
+
+def _headers_early(found: Found) -> str:
+    g_h2t = found.pair.gateway.headers_to_first_token.p50 or 0.0
+    return (f"the gateway's headers arrive {fmt_seconds(g_h2t)} before its first token at p50 "
+            f"({found.gateway_share:.0%} of TTFT; up to {found.latest:.0%} in one request)")
+
+
+def _summary(found: Found) -> str:
+    d, g = found.pair.direct, found.pair.gateway
+    summary = (f"{found.gateway} sends its headers with the first token ({fmt_seconds(g.headers_to_first_token.p50 or 0.0)} "
+               f"before it, TTFT p50 {fmt_seconds(g.ttft.p50 or 0.0)}, n={g.ttft.n}) while the engine sends them "
+               f"{fmt_seconds(d.headers_to_first_token.p50 or 0.0)} before it")
+    if not found.felt:
+        summary += (f"; its TTFT p50 is not above the direct {fmt_seconds(d.ttft.p50 or 0.0)} beyond noise: a risk "
+                    "users do not feel yet (a client that waits for the headers, or a slower first token, would)")
+    return summary
+
+
+def _remediation(found: Found, gateway: GatewayView | None) -> Remediation:
+    return response_start_remediation(
+        gateway, rerun("the gateway's headers well before its first token, as on the direct path"),
+        compressed=any(k.lower() == "content-encoding" for k in found.pair.gateway.headers))
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    d, g = found.pair.direct, found.pair.gateway
+    return [
+        EvidenceValue("gateway headers to first token p50", g.headers_to_first_token.p50 or 0.0, "s",
+                      f"stream: gateway, n={g.headers_to_first_token.n}"),
+        EvidenceValue("gateway TTFT p50", g.ttft.p50 or 0.0, "s", f"stream: gateway, n={g.ttft.n}"),
+        EvidenceValue("gateway share of TTFT after the headers", round(found.gateway_share, 4), "", "stream: gateway"),
+        EvidenceValue("direct headers to first token p50", d.headers_to_first_token.p50 or 0.0, "s",
+                      f"stream: direct, n={d.headers_to_first_token.n}"),
+        EvidenceValue("direct share of TTFT after the headers", round(found.direct_share, 4), "", "stream: direct"),
+    ]

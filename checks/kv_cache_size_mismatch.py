@@ -33,6 +33,8 @@ token) -> matches kv_cache_dtype fp8 (log: auto) or tensor_parallel_size 2 (log:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun, rerun_gated, vllm_flag
 from doctor.derive.log_facts import LogFacts
@@ -45,6 +47,17 @@ from doctor.sizing.architecture import Architecture, parse_architecture
 NUMERICS = ("kv_cache_dtype", "dtype")
 
 
+@dataclass(frozen=True)
+class Found:
+    """The model's architecture, its comparison with the startup log's KV cache (``doctor.sizing``:
+    the numbers, whether they agree, the one-setting changes that would reproduce the log's), and
+    where the config was read."""
+
+    arch: Architecture
+    cmp: LogComparison
+    config_source: str
+
+
 @check(code="LD406", name="kv-cache-size-mismatch", symptom=SymptomClass.CAPACITY_CONFIG, cause=Cause.CAPACITY)
 def kv_cache_size_mismatch(log_facts: LogFacts, model_config: ModelConfigEvidence) -> Result:
     arch = parse_architecture(model_config.text, model_config.source)
@@ -52,24 +65,50 @@ def kv_cache_size_mismatch(log_facts: LogFacts, model_config: ModelConfigEvidenc
         cmp = compare_with_log(arch, log_facts)
     except NotComparable as exc:
         return NotApplicable(str(exc))
-    setup = cmp.setup
-    per_token = f"{cmp.bytes_per_token:,} bytes per token ({arch.layers} layers, {_per_layer(arch, cmp)})"
-    computed = f"{cmp.budget_source} gives {cmp.expected_text} KV tokens at {per_token}"
+    found = Found(arch, cmp, model_config.source)
     if cmp.agrees:
-        conc = f", {cmp.reported_concurrency:.2f}x at {cmp.concurrency_tokens:,} tokens" if cmp.reported_concurrency else ""
-        return Pass(f"{computed}; the engine reports {cmp.reported_tokens:,}{conc}")
-    evidence = _evidence(cmp)
+        return Pass(_agrees(found))
+    return Fire(
+        felt=False,  # a sizing mismatch, not a wait users had
+        title="The KV cache is not the size the model's config gives",
+        summary=_summary(found),
+        remediation=_remediation(found),
+        severity=Severity.WARNING,
+        evidence=_evidence(cmp),
+    )
+
+
+def _computed(found: Found) -> str:
+    arch, cmp = found.arch, found.cmp
+    per_token = f"{cmp.bytes_per_token:,} bytes per token ({arch.layers} layers, {_per_layer(arch, cmp)})"
+    return f"{cmp.budget_source} gives {cmp.expected_text} KV tokens at {per_token}"
+
+
+def _agrees(found: Found) -> str:
+    cmp = found.cmp
+    conc = f", {cmp.reported_concurrency:.2f}x at {cmp.concurrency_tokens:,} tokens" if cmp.reported_concurrency else ""
+    return f"{_computed(found)}; the engine reports {cmp.reported_tokens:,}{conc}"
+
+
+def _summary(found: Found) -> str:
+    cmp = found.cmp
     if not cmp.tokens_agree:
         implied = f" ({cmp.implied_bytes_per_token:,.0f} bytes per token)" if cmp.implied_bytes_per_token else ""
-        summary = f"{computed}; the engine reports {cmp.reported_tokens:,}{implied}"
+        summary = f"{_computed(found)}; the engine reports {cmp.reported_tokens:,}{implied}"
     else:
-        summary = (f"{computed} as the engine reports, but its concurrency {cmp.reported_concurrency:.2f}x at "
+        summary = (f"{_computed(found)} as the engine reports, but its concurrency {cmp.reported_concurrency:.2f}x at "
                    f"{cmp.concurrency_tokens:,} tokens differs from the {cmp.expected_concurrency:.2f}x these blocks give")
     if cmp.alternatives:
         summary += " -> matches " + " or ".join(f"{a.setting} {a.value} (log: {a.current})" for a in cmp.alternatives)
+    return summary
+
+
+def _remediation(found: Found) -> Remediation:
+    cmp = found.cmp
+    if cmp.alternatives:
         first = cmp.alternatives[0]
         expect = f"the startup log's KV cache size equals {cmp.expected_text} tokens for this budget"
-        remediation = Remediation(
+        return Remediation(
             setting=first.setting,
             suggested=f"the value you intend (the engine behaves as with {first.value})",
             current=first.current,
@@ -80,24 +119,15 @@ def kv_cache_size_mismatch(log_facts: LogFacts, model_config: ModelConfigEvidenc
             verify=(rerun_gated(expect, long_context=first.setting == "kv_cache_dtype") if first.setting in NUMERICS
                     else rerun(expect)),
         )
-    else:
-        remediation = Remediation(
-            setting="--model-dir",
-            suggested="the directory of the model the engine serves",
-            current=model_config.source,
-            where="llm-doctor diagnose --model-dir",
-            why=("No one-setting change to dtype, kv_cache_dtype or tensor_parallel_size reproduces the engine's "
-                 f"{cmp.reported_tokens:,} tokens: the config read may not be the served model's (or the engine "
-                 f"pads or quantises its KV cache in a way this version does not model, device {setup.device})."),
-            verify=rerun("LD406 passes"),
-        )
-    return Fire(
-        felt=False,  # a sizing mismatch, not a wait users had
-        title="The KV cache is not the size the model's config gives",
-        summary=summary,
-        remediation=remediation,
-        severity=Severity.WARNING,
-        evidence=evidence,
+    return Remediation(
+        setting="--model-dir",
+        suggested="the directory of the model the engine serves",
+        current=found.config_source,
+        where="llm-doctor diagnose --model-dir",
+        why=("No one-setting change to dtype, kv_cache_dtype or tensor_parallel_size reproduces the engine's "
+             f"{cmp.reported_tokens:,} tokens: the config read may not be the served model's (or the engine "
+             f"pads or quantises its KV cache in a way this version does not model, device {cmp.setup.device})."),
+        verify=rerun("LD406 passes"),
     )
 
 

@@ -39,10 +39,12 @@ tokens: 4.0 full-length requests fit; at 768 tokens per request (n=8) 5.3 fit ->
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
+    Setting,
     engine_flag,
     engine_metric,
     engine_setting,
@@ -57,6 +59,28 @@ from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import EndpointsEvidence, RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """The KV cache against the batch limit: full-length requests that fit (from the KV size over
+    max_model_len, else the log's maximum concurrency for ``per`` tokens per request), the cache in
+    tokens, the probe's tokens per request and how many of those fit (``fit_now``), the batch limit
+    to suggest, and what an fp8 KV cache would hold (``--model-dir``)."""
+
+    engine: str
+    seqs: Setting
+    kv: Setting | None
+    mml: Setting | None
+    conc: Setting | None
+    per: Setting | None
+    from_concurrency: bool
+    fit_full: float
+    capacity_tokens: float
+    per_request: tuple[float, str] | None
+    fit_now: float
+    suggested: int
+    fp8_tokens: int | None
 
 
 @check(code="LD401", name="kv-capacity-short", symptom=SymptomClass.CAPACITY_CONFIG, cause=Cause.CAPACITY)
@@ -77,81 +101,114 @@ def kv_capacity_short(
     kv = engine_setting("kv_cache_tokens", log_facts, run)
     mml = model_len(log_facts, run, endpoints)
     conc = engine_setting("max_concurrency", log_facts, run)
+    per = None
     if kv is not None and mml is not None:
         fit_full, capacity_tokens = kv.value / mml.value, float(kv.value)
-        fit_source = "KV tokens / max_model_len"
-        arithmetic = (
-            f"KV cache {kv.value:,} tokens vs max_num_seqs {seqs.value} x max_model_len {mml.value:,} = "
-            f"{seqs.value * mml.value:,} tokens: {fit_full:.1f} full-length requests fit"
-        )
     elif conc is not None:
         fit_full = float(conc.value)
         per = engine_setting("max_concurrency_tokens", log_facts, run) or mml
         capacity_tokens = fit_full * per.value if per is not None else 0.0
-        fit_source = conc.source
-        arithmetic = (
-            f"log: Maximum concurrency {fit_full:.2f}x for {per.value if per else 'max_model_len'} tokens per "
-            f"request vs max_num_seqs {seqs.value}"
-        )
     else:
         return NotApplicable("neither the KV cache size nor the maximum concurrency is in the log")
-    if fit_full >= min_ratio * seqs.value:
-        if seqs.lower_bound:  # the limit in use may be larger than the default's floor
-            return NotApplicable(f"{arithmetic}; max_num_seqs in use is unknown: {seqs.current()}")
-        return Pass(f"{arithmetic}: the cache holds a full batch")
-
-    evidence = [seqs.evidence("max_num_seqs")]
-    evidence += [
-        s.evidence(n, "tokens") for n, s in (("KV cache", kv), ("max_model_len", mml)) if s is not None
-    ]
-    if conc is not None:
-        evidence.append(conc.evidence("maximum concurrency (log)", "x"))
-    evidence.append(EvidenceValue("full-length requests that fit", round(fit_full, 2), "", fit_source))
-    per_request = tokens_per_request(stream)
-    severity, summary = Severity.INFO, arithmetic
-    if per_request is not None and capacity_tokens:
-        tokens, source = per_request
-        fit_now = capacity_tokens / tokens
-        evidence.append(EvidenceValue("tokens per request", round(tokens, 1), "tokens", source))
-        summary += f"; at {tokens:,.0f} tokens per request {fit_now:.1f} fit"
-        if fit_now < seqs.value:
-            severity = Severity.WARNING
-            summary += f" (< max_num_seqs {seqs.value})"
-        suggested = max(1, sequences_that_fit(capacity_tokens, tokens, kv_target))
-        holds = f"about {fit_now:.1f} requests of {tokens:,.0f} tokens"
-        basis = f"{capacity_tokens:,.0f} KV tokens x {kv_target} / {tokens:,.0f} tokens per request"
+    per_request = tokens_per_request(stream) if capacity_tokens else None
+    if per_request is not None:
+        suggested = max(1, sequences_that_fit(capacity_tokens, per_request[0], kv_target))
     else:
         suggested = max(1, math.floor(fit_full))
-        holds = f"{fit_full:.1f} full-length requests"
-        basis = "the full-length requests the cache holds"
     fp8 = (sizing or {}).get("with_fp8")
-    fp8_note = ""
-    if fp8 and capacity_tokens:  # --model-dir: what the same budget holds with an fp8 KV cache, a numerics change
-        fp8_note = (f" With kv_cache_dtype fp8 the same memory holds {fp8['kv_cache_tokens']:,} tokens, "
-                    f"{fp8['kv_cache_tokens'] / capacity_tokens:.1f}x as many sequences, but it changes the answers: "
-                    f"switch only once `{gate_command(long_context=True)}` passes.")
-    engine_id = engine.id
+    found = Found(
+        engine=engine.id, seqs=seqs, kv=kv, mml=mml, conc=conc, per=per,
+        from_concurrency=not (kv is not None and mml is not None), fit_full=fit_full, capacity_tokens=capacity_tokens,
+        per_request=per_request, fit_now=capacity_tokens / per_request[0] if per_request is not None else 0.0,
+        suggested=suggested, fp8_tokens=fp8["kv_cache_tokens"] if fp8 and capacity_tokens else None,
+    )
+    if fit_full >= min_ratio * seqs.value:
+        if seqs.lower_bound:  # the limit in use may be larger than the default's floor
+            return NotApplicable(_limit_unknown(found))
+        return Pass(_full_batch_fits(found))
     if suggested >= seqs.value:
         if seqs.lower_bound:
-            return NotApplicable(f"{arithmetic}; max_num_seqs in use is unknown: {seqs.current()}")
-        return Pass(f"{arithmetic}; the requests served fit max_num_seqs {seqs.value}")
-    counter = engine_metric("preemptions", engine_id)
+            return NotApplicable(_limit_unknown(found))
+        return Pass(_served_fit(found))
     return Fire(
         felt=False,  # a capacity that has not run out yet (preemptions, when it does, are LD201's)
         title="The KV cache cannot hold a full batch",
-        summary=summary,
-        remediation=Remediation(
-            setting="max_num_seqs",
-            suggested=str(suggested),
-            current=seqs.current(),
-            where=engine_flag(engine_id, "max_num_seqs"),
-            why=(
-                f"max_num_seqs admits {seqs.value} sequences but the KV cache holds {holds}: a full batch "
-                f"preempts. Suggested from {basis}. Raising gpu_memory_utilization or lowering max_model_len "
-                "grows the room per request instead." + fp8_note
-            ),
-            verify=rerun((f"{counter}_total unchanged over the probe and " if counter else "") + "no mid-answer stalls"),
+        summary=_summary(found),
+        remediation=_remediation(found, kv_target),
+        severity=Severity.WARNING if per_request is not None and found.fit_now < seqs.value else Severity.INFO,
+        evidence=_evidence(found),
+    )
+
+
+def _arithmetic(found: Found) -> str:
+    seqs, kv, mml, per = found.seqs, found.kv, found.mml, found.per
+    if not found.from_concurrency and kv is not None and mml is not None:
+        return (f"KV cache {kv.value:,} tokens vs max_num_seqs {seqs.value} x max_model_len {mml.value:,} = "
+                f"{seqs.value * mml.value:,} tokens: {found.fit_full:.1f} full-length requests fit")
+    return (f"log: Maximum concurrency {found.fit_full:.2f}x for {per.value if per else 'max_model_len'} tokens per "
+            f"request vs max_num_seqs {seqs.value}")
+
+
+def _limit_unknown(found: Found) -> str:
+    return f"{_arithmetic(found)}; max_num_seqs in use is unknown: {found.seqs.current()}"
+
+
+def _full_batch_fits(found: Found) -> str:
+    return f"{_arithmetic(found)}: the cache holds a full batch"
+
+
+def _served_fit(found: Found) -> str:
+    return f"{_arithmetic(found)}; the requests served fit max_num_seqs {found.seqs.value}"
+
+
+def _summary(found: Found) -> str:
+    summary = _arithmetic(found)
+    if found.per_request is not None:
+        summary += f"; at {found.per_request[0]:,.0f} tokens per request {found.fit_now:.1f} fit"
+        if found.fit_now < found.seqs.value:
+            summary += f" (< max_num_seqs {found.seqs.value})"
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    evidence = [found.seqs.evidence("max_num_seqs")]
+    evidence += [
+        s.evidence(n, "tokens") for n, s in (("KV cache", found.kv), ("max_model_len", found.mml)) if s is not None
+    ]
+    if found.conc is not None:
+        evidence.append(found.conc.evidence("maximum concurrency (log)", "x"))
+    fit_source = found.conc.source if found.from_concurrency and found.conc is not None else "KV tokens / max_model_len"
+    evidence.append(EvidenceValue("full-length requests that fit", round(found.fit_full, 2), "", fit_source))
+    if found.per_request is not None:
+        evidence.append(EvidenceValue("tokens per request", round(found.per_request[0], 1), "tokens",
+                                      found.per_request[1]))
+    return evidence
+
+
+def _remediation(found: Found, kv_target: float) -> Remediation:
+    seqs = found.seqs
+    if found.per_request is not None:
+        tokens = found.per_request[0]
+        holds = f"about {found.fit_now:.1f} requests of {tokens:,.0f} tokens"
+        basis = f"{found.capacity_tokens:,.0f} KV tokens x {kv_target} / {tokens:,.0f} tokens per request"
+    else:
+        holds = f"{found.fit_full:.1f} full-length requests"
+        basis = "the full-length requests the cache holds"
+    fp8_note = ""
+    if found.fp8_tokens is not None:  # --model-dir: what the same budget holds with an fp8 KV cache, a numerics change
+        fp8_note = (f" With kv_cache_dtype fp8 the same memory holds {found.fp8_tokens:,} tokens, "
+                    f"{found.fp8_tokens / found.capacity_tokens:.1f}x as many sequences, but it changes the answers: "
+                    f"switch only once `{gate_command(long_context=True)}` passes.")
+    counter = engine_metric("preemptions", found.engine)
+    return Remediation(
+        setting="max_num_seqs",
+        suggested=str(found.suggested),
+        current=seqs.current(),
+        where=engine_flag(found.engine, "max_num_seqs"),
+        why=(
+            f"max_num_seqs admits {seqs.value} sequences but the KV cache holds {holds}: a full batch "
+            f"preempts. Suggested from {basis}. Raising gpu_memory_utilization or lowering max_model_len "
+            "grows the room per request instead." + fp8_note
         ),
-        severity=severity,
-        evidence=evidence,
+        verify=rerun((f"{counter}_total unchanged over the probe and " if counter else "") + "no mid-answer stalls"),
     )

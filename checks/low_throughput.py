@@ -34,11 +34,29 @@ fewer replicas, more concurrency per replica.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import metric_read, rerun
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """Prompt and generated tokens per second over the window, the running and waiting peaks, and
+    the metrics they were read from."""
+
+    window_s: float
+    prompt_tps: float
+    gen_tps: float
+    running: float
+    waiting: float
+    prompt_metric: str
+    generation_metric: str
+    running_metric: str
+    waiting_metric: str
 
 
 @check(code="LD502", name="low-throughput", symptom=SymptomClass.GENERAL, cause=Cause.THROUGHPUT)
@@ -56,24 +74,18 @@ def low_throughput(
     running = w.running.max or 0.0
     waiting = (w.waiting.max or 0.0) if w.waiting is not None else 0.0
     if waiting > 0:
-        return Pass(
-            f"up to {waiting:.0f} requests waited: the engine is saturated, not idle (see queue-pressure)"
-        )
+        return Pass(_saturated(waiting))
     if stream is not None and stream.requests and running <= stream.shape.concurrency:
-        return NotApplicable(
-            f"the window's load was the probe's own {stream.shape.concurrency} stream(s): "
-            "throughput under it says nothing about production traffic"
-        )
-    prompt_tps, gen_tps = w.prompt_tokens / w.window_s, w.generation_tokens / w.window_s
-    if prompt_tps >= min_prompt_tps or gen_tps >= min_generation_tps or running >= min_running:
-        return Pass(f"{prompt_tps:.1f} prompt and {gen_tps:.1f} generated tokens/s, running <= {running:.0f}")
+        return NotApplicable(_probe_only(stream.shape.concurrency))
+    found = Found(w.window_s, w.prompt_tokens / w.window_s, w.generation_tokens / w.window_s, running, waiting,
+                  metric_read(w, "prompt_tokens"), metric_read(w, "generation_tokens"), metric_read(w, "running"),
+                  metric_read(w, "waiting"))
+    if found.prompt_tps >= min_prompt_tps or found.gen_tps >= min_generation_tps or running >= min_running:
+        return Pass(_used(found))
     return Fire(
         felt=False,  # unused capacity, not a wait users had
         title="The engine is underused",
-        summary=(
-            f"{prompt_tps:.1f} prompt and {gen_tps:.1f} generated tokens/s over {w.window_s:.0f} s, "
-            f"running <= {running:.0f}, waiting 0"
-        ),
+        summary=_summary(found),
         remediation=Remediation(
             setting="replicas",
             suggested="fewer replicas, more concurrent requests per replica",
@@ -85,20 +97,34 @@ def low_throughput(
             verify=rerun("higher generated tokens/s per replica at the same latency"),
         ),
         severity=Severity.INFO,
-        evidence=[
-            EvidenceValue(
-                "prompt tokens/s",
-                round(prompt_tps, 2),
-                "tokens/s",
-                f"metrics: {metric_read(w, 'prompt_tokens')} delta / {w.window_s:.0f} s",
-            ),
-            EvidenceValue(
-                "generated tokens/s",
-                round(gen_tps, 2),
-                "tokens/s",
-                f"metrics: {metric_read(w, 'generation_tokens')} delta / {w.window_s:.0f} s",
-            ),
-            EvidenceValue("running (max)", running, "requests", f"metrics: {metric_read(w, 'running')}"),
-            EvidenceValue("waiting (max)", waiting, "requests", f"metrics: {metric_read(w, 'waiting')}"),
-        ],
+        evidence=_evidence(found),
     )
+
+
+def _saturated(waiting: float) -> str:
+    return f"up to {waiting:.0f} requests waited: the engine is saturated, not idle (see queue-pressure)"
+
+
+def _probe_only(concurrency: int) -> str:
+    return (f"the window's load was the probe's own {concurrency} stream(s): "
+            "throughput under it says nothing about production traffic")
+
+
+def _used(found: Found) -> str:
+    return f"{found.prompt_tps:.1f} prompt and {found.gen_tps:.1f} generated tokens/s, running <= {found.running:.0f}"
+
+
+def _summary(found: Found) -> str:
+    return (f"{found.prompt_tps:.1f} prompt and {found.gen_tps:.1f} generated tokens/s over {found.window_s:.0f} s, "
+            f"running <= {found.running:.0f}, waiting 0")
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    return [
+        EvidenceValue("prompt tokens/s", round(found.prompt_tps, 2), "tokens/s",
+                      f"metrics: {found.prompt_metric} delta / {found.window_s:.0f} s"),
+        EvidenceValue("generated tokens/s", round(found.gen_tps, 2), "tokens/s",
+                      f"metrics: {found.generation_metric} delta / {found.window_s:.0f} s"),
+        EvidenceValue("running (max)", found.running, "requests", f"metrics: {found.running_metric}"),
+        EvidenceValue("waiting (max)", found.waiting, "requests", f"metrics: {found.waiting_metric}"),
+    ]

@@ -27,22 +27,44 @@ replica to start (at least 62 s) -> spec.minReplicaCount: 1.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Pass, Result, check
 from doctor.checklib import ScalerFault, scaler_fire, scalers_of, startup_s
 from doctor.derive.log_facts import LogFacts
 from doctor.model import Cause, EvidenceValue, SymptomClass
-from doctor.scalers.model import ScalingView
+from doctor.scalers.model import Knob, Scaler, ScalingView
+
+
+@dataclass(frozen=True)
+class ToZero:
+    """A scaler whose floor is zero replicas."""
+
+    scaler: Scaler
+    floor: Knob
 
 
 @check(code="LD602", name="no-warm-floor", symptom=SymptomClass.SCALING, cause=Cause.COLD_START, aliases=("scale-to-zero",))
 def no_warm_floor(scalers: ScalingView, log_facts: LogFacts | None = None) -> Result:
     judged = scalers_of(scalers)
     start, said = startup_s(log_facts)
-    faults = [ScalerFault(s, s.floor.path, s.floor.said().partition(" = ")[2], "1",
-                    f"{s.floor.said()}: the first request after a lull waits for a replica to start ({said})")
-              for s in judged if s.floor is not None and s.floor.number() == 0]
-    if not faults:
-        return Pass(f"{len(judged)} engine autoscaler(s), each with a floor of at least one replica or an unknown one")
-    return scaler_fire("An engine may scale to zero", faults,
+    to_zero = [ToZero(s, s.floor) for s in judged if s.floor is not None and s.floor.number() == 0]
+    if not to_zero:
+        return Pass(_floors_kept(len(judged)))
+    return scaler_fire("An engine may scale to zero", [_said(z, said) for z in to_zero],
                        "a request after an idle spell answered by a warm replica, its first token at the steady TTFT",
-                       evidence=[EvidenceValue("replica start-up", round(start, 1), "s", said)])
+                       evidence=_evidence(start, said))
+
+
+def _floors_kept(judged: int) -> str:
+    return f"{judged} engine autoscaler(s), each with a floor of at least one replica or an unknown one"
+
+
+def _said(zero: ToZero, startup: str) -> ScalerFault:
+    floor = zero.floor
+    return ScalerFault(zero.scaler, floor.path, floor.said().partition(" = ")[2], "1",
+                       f"{floor.said()}: the first request after a lull waits for a replica to start ({startup})")
+
+
+def _evidence(start: float, startup: str) -> list[EvidenceValue]:
+    return [EvidenceValue("replica start-up", round(start, 1), "s", startup)]

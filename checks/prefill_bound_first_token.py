@@ -41,6 +41,7 @@ max_num_batched_tokens 512 -> raise max_num_batched_tokens to 4096.
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import Setting, engine_flag, engine_metric, engine_setting, is_off, metric_read, rerun
@@ -55,6 +56,63 @@ from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
 
 #: The largest step budget this check suggests (vLLM's default for big GPUs is 8192).
 MAX_SUGGESTED_BATCHED_TOKENS = 16384
+
+
+@dataclass(frozen=True)
+class Prefill:
+    """The server's prefill time mean: from histogram ``metric`` over ``n`` requests, else (no
+    ``metric``) its TTFT mean less its queue time mean."""
+
+    value: float
+    metric: str | None = None
+    n: float = 0.0
+    derived: bool = False
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The mean prompt length and where it was read: ``usage`` trailers (over ``n``), the probe's
+    ``shape``, else the ``counter`` (``metric``) over finished requests."""
+
+    tokens: float
+    origin: str
+    n: int = 0
+    metric: str = ""
+
+
+@dataclass(frozen=True)
+class Shared:
+    """Prompts share a prefix: the prefix cache's hits (``metric``), else the probe sent one
+    ``--payload`` body (``payload``) ``sent`` times."""
+
+    hits: float | None
+    metric: str = ""
+    payload: str | None = None
+    sent: int = 0
+
+
+@dataclass(frozen=True)
+class Found:
+    """Prefill against the server's TTFT, the prompts' length, the settings that decide the lever
+    (``lever``: ``prefix-caching`` when the cache is off and prompts share a prefix, ``batched``
+    when chunked prefill's step budget is small for them, else ``tensor-parallel``), and the
+    budget to suggest (``target``)."""
+
+    engine: str
+    prefill: Prefill
+    ttft_s: float
+    ttft_metric: str | None
+    ttft_n: float
+    share: float
+    prompt: Prompt | None
+    caching: Setting | None
+    chunked: Setting | None
+    batched: Setting | None
+    caching_off: bool
+    shared: Shared | None
+    lever: str
+    tp: Setting | None
+    target: int
 
 
 @check(code="LD102", name="prefill-bound-first-token", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.PREFILL,
@@ -75,140 +133,193 @@ def prefill_bound_first_token(
     prefill = _prefill(mw)
     if prefill is None:
         return NotApplicable("no prefill-time histogram, and no TTFT and queue histograms to subtract")
-    prefill_s, prefill_source = prefill
     ttft_hist = mw.ttft
     ttft_s = ttft_hist.mean if ttft_hist is not None and ttft_hist.mean else None
     if ttft_hist is None or not ttft_s:
-        return NotApplicable(f"no server TTFT histogram ({metric_read(mw, 'ttft')}) to compare prefill with")
-    share = min(prefill_s / ttft_s, 1.0)
-    evidence = [
-        EvidenceValue("server prefill time mean", prefill_s, "s", prefill_source),
-        EvidenceValue("server TTFT mean", ttft_s, "s", f"metrics: {ttft_hist.metric} delta, n={ttft_hist.count:.0f}"),
-    ]
-    if share < prefill_share or prefill_s < min_prefill_s:
-        return Pass(f"prefill {fmt_seconds(prefill_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}")
+        return NotApplicable(_no_ttft(metric_read(mw, "ttft")))
+    share = min(prefill.value / ttft_s, 1.0)
+    if share < prefill_share or prefill.value < min_prefill_s:
+        return Pass(_prefill_share(prefill.value, share, ttft_s))
     prompt = _prompt_tokens(stream, mw)
-    if prompt is not None:
-        evidence.append(EvidenceValue("prompt tokens mean", prompt[0], "tokens", prompt[1]))
-        if prompt[0] < long_prompt_tokens:
-            return Pass(
-                f"prefill is {fmt_pct(share)} of TTFT but prompts are short ({prompt[0]:.0f} tokens): "
-                "slow steps, not long prompts (see the GPU and batch checks)"
-            )
-    summary = f"prefill {fmt_seconds(prefill_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}"
-    summary += f"; prompts {prompt[0]:,.0f} tokens" if prompt else "; prompt length unknown"
+    if prompt is not None and prompt.tokens < long_prompt_tokens:
+        return Pass(_short_prompts(share, prompt))
 
     caching = engine_setting("enable_prefix_caching", log_facts, run)
     chunked = engine_setting("chunked_prefill", log_facts, run)
     batched = engine_setting("max_num_batched_tokens", log_facts, run)
-    for name, setting in (("enable_prefix_caching", caching), ("chunked_prefill", chunked),
-                          ("max_num_batched_tokens", batched)):
-        if setting is not None:
-            evidence.append(setting.evidence(name))
-
-    engine_id = engine.id
     caching_off = caching is not None and is_off(caching.value)
     shared = _shared_prefix(stream, mw) if caching_off else None
     if shared is not None:
-        evidence.append(shared[1])
-        hits = engine_metric("prefix_cache_hits", engine_id)
-        remediation = Remediation(
-            setting="enable_prefix_caching",
-            suggested="true (--enable-prefix-caching)" if engine_id == VLLM else "true",
-            why=(f"prefix caching is off, so every request recomputes its whole prompt, yet {shared[0]}: "
-                 "with the cache on, the shared part's prefill is done once and reused"),
-            verify=rerun("TTFT to fall on repeated prompts" + (f" and {hits} to grow" if hits else "")),
-            current="false",
-            where=engine_flag(engine_id, "enable_prefix_caching"),
-        )
-        summary += "; prefix caching off with a shared prompt prefix"
+        lever = "prefix-caching"
     elif chunked is not None and chunked.value and batched is not None and _small(batched, prompt, small_batched_tokens):
-        remediation = _raise_batched_tokens(batched, prompt, engine_id)
-        summary += f"; chunked prefill with max_num_batched_tokens {batched.value}"
+        lever = "batched"
     else:
-        tp = engine_setting("tensor_parallel_size", log_facts, run)
-        prefill_metric = engine_metric("prefill", engine_id)
-        remediation = Remediation(
-            setting="tensor_parallel_size",
-            suggested=f"{int(tp.value) * 2} (more GPUs per replica), or shorter prompts" if tp else
-            "raise it (more GPUs per replica), or shorten prompts",
-            why="the prompt's compute itself is the first-token time: nothing is waiting, nothing is reused",
-            verify=rerun(f"server prefill time ({prefill_metric}) to fall" if prefill_metric else "TTFT to fall"),
-            current=str(tp.value) if tp else None,
-            where=engine_flag(engine_id, "tensor_parallel_size"),
-        )
-    if caching_off and shared is None:
-        # Turning the cache on would change nothing for prompts that share no prefix.
-        summary += "; prefix caching off, but no prompt prefix was seen shared"
+        lever = "tensor-parallel"
+    found = Found(
+        engine=engine.id, prefill=prefill, ttft_s=ttft_s, ttft_metric=ttft_hist.metric, ttft_n=ttft_hist.count,
+        share=share, prompt=prompt, caching=caching, chunked=chunked, batched=batched, caching_off=caching_off,
+        shared=shared, lever=lever,
+        tp=engine_setting("tensor_parallel_size", log_facts, run) if lever == "tensor-parallel" else None,
+        target=_batched_target(batched, prompt) if lever == "batched" and batched is not None else 0,
+    )
     return Fire(
         title="Prefill of long prompts dominates the time to first token",
-        summary=summary,
-        remediation=remediation,
-        evidence=evidence,
+        summary=_summary(found),
+        remediation=_remediation(found),
+        evidence=_evidence(found),
     )
 
 
-def _shared_prefix(stream: StreamEvidence | None, mw: MetricsWindow) -> tuple[str, EvidenceValue] | None:
-    """Evidence that prompts share a prefix the cache could reuse: why it shows, and the value.
+def _shared_prefix(stream: StreamEvidence | None, mw: MetricsWindow) -> Shared | None:
+    """Evidence that prompts share a prefix the cache could reuse.
 
     The default probe starts every prompt with a request number, so its prompts share nothing; an
     application body (``--payload``) is sent unchanged, so every request repeats the same prompt.
     Prefix-cache hits show sharing in the engine's own traffic (when a cache was counting).
     """
     if mw.prefix_cache_hits:
-        return (f"the prefix cache hit {mw.prefix_cache_hits:,.0f} prompt tokens",
-                EvidenceValue("prefix cache hits", mw.prefix_cache_hits, "tokens", f"metrics: {metric_read(mw, 'prefix_cache_hits')} delta"))
+        return Shared(mw.prefix_cache_hits, metric_read(mw, "prefix_cache_hits"))
     if stream is None or stream.shape.payload_source in (None, "default"):
         return None
     sent = sum(1 for r in stream.requests if r.t_sent is not None)
     if sent < 2:
         return None
-    return (f"the probe sent the same prompt ({stream.shape.payload_source}) {sent} times",
-            EvidenceValue("requests repeating one prompt", sent, "requests",
-                          f"stream: every request sent the --payload body ({stream.shape.payload_source})"))
+    return Shared(None, payload=stream.shape.payload_source, sent=sent)
 
 
-def _prefill(mw: MetricsWindow) -> tuple[float, str] | None:
+def _prefill(mw: MetricsWindow) -> Prefill | None:
     if mw.prefill is not None and mw.prefill.mean is not None:
-        return mw.prefill.mean, f"metrics: {mw.prefill.metric} delta, n={mw.prefill.count:.0f}"
+        return Prefill(mw.prefill.mean, mw.prefill.metric, mw.prefill.count)
     if mw.ttft is not None and mw.ttft.mean is not None and mw.queue is not None and mw.queue.mean is not None:
-        return max(mw.ttft.mean - mw.queue.mean, 0.0), "metrics: TTFT mean - queue time mean"
+        return Prefill(max(mw.ttft.mean - mw.queue.mean, 0.0), derived=True)
     return None
 
 
-def _prompt_tokens(stream: StreamEvidence | None, mw: MetricsWindow) -> tuple[float, str] | None:
+def _prompt_tokens(stream: StreamEvidence | None, mw: MetricsWindow) -> Prompt | None:
     """Mean prompt length: usage trailers, else the probe's shape, else the prompt-token counter."""
     if stream is not None:
         used = measured_prompt_tokens(stream)
         if used:
-            return statistics.fmean(used), f"stream: usage trailers, n={len(used)}"
+            return Prompt(statistics.fmean(used), "usage", n=len(used))
         if stream.shape.prompt_tokens:
-            return float(stream.shape.prompt_tokens), "stream: probe shape prompt_tokens"
+            return Prompt(float(stream.shape.prompt_tokens), "shape")
     finished = sum(mw.finished_by_reason.values())
     if mw.prompt_tokens is not None and finished > 0:
-        return mw.prompt_tokens / finished, f"metrics: {metric_read(mw, 'prompt_tokens')} delta / finished requests"
+        return Prompt(mw.prompt_tokens / finished, "counter", metric=metric_read(mw, "prompt_tokens"))
     return None
 
 
-def _small(batched: Setting, prompt: tuple[float, str] | None, small: int) -> bool:
+def _small(batched: Setting, prompt: Prompt | None, small: int) -> bool:
     budget = int(batched.value)
-    return budget <= small or (prompt is not None and budget < prompt[0])
+    return budget <= small or (prompt is not None and budget < prompt.tokens)
 
 
-def _raise_batched_tokens(batched: Setting, prompt: tuple[float, str] | None, engine: str) -> Remediation:
+def _batched_target(batched: Setting, prompt: Prompt | None) -> int:
+    """Twice today's step budget, doubled again until a prompt fits in one step, at most the cap."""
     current = int(batched.value)
     target = 2 * current
     if prompt is not None:
-        while target < prompt[0]:
+        while target < prompt.tokens:
             target *= 2
-    target = min(target, MAX_SUGGESTED_BATCHED_TOKENS)
+    return max(min(target, MAX_SUGGESTED_BATCHED_TOKENS), current)
+
+
+def _no_ttft(metric: str) -> str:
+    return f"no server TTFT histogram ({metric}) to compare prefill with"
+
+
+def _prefill_share(prefill_s: float, share: float, ttft_s: float) -> str:
+    return f"prefill {fmt_seconds(prefill_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}"
+
+
+def _short_prompts(share: float, prompt: Prompt) -> str:
+    return (f"prefill is {fmt_pct(share)} of TTFT but prompts are short ({prompt.tokens:.0f} tokens): "
+            "slow steps, not long prompts (see the GPU and batch checks)")
+
+
+def _summary(found: Found) -> str:
+    summary = _prefill_share(found.prefill.value, found.share, found.ttft_s)
+    summary += f"; prompts {found.prompt.tokens:,.0f} tokens" if found.prompt else "; prompt length unknown"
+    if found.lever == "prefix-caching":
+        summary += "; prefix caching off with a shared prompt prefix"
+    elif found.lever == "batched" and found.batched is not None:
+        summary += f"; chunked prefill with max_num_batched_tokens {found.batched.value}"
+    if found.caching_off and found.shared is None:
+        # Turning the cache on would change nothing for prompts that share no prefix.
+        summary += "; prefix caching off, but no prompt prefix was seen shared"
+    return summary
+
+
+def _prompt_source(prompt: Prompt) -> str:
+    if prompt.origin == "usage":
+        return f"stream: usage trailers, n={prompt.n}"
+    if prompt.origin == "shape":
+        return "stream: probe shape prompt_tokens"
+    return f"metrics: {prompt.metric} delta / finished requests"
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    prefill = found.prefill
+    evidence = [
+        EvidenceValue("server prefill time mean", prefill.value, "s",
+                      "metrics: TTFT mean - queue time mean" if prefill.derived
+                      else f"metrics: {prefill.metric} delta, n={prefill.n:.0f}"),
+        EvidenceValue("server TTFT mean", found.ttft_s, "s", f"metrics: {found.ttft_metric} delta, n={found.ttft_n:.0f}"),
+    ]
+    if found.prompt is not None:
+        evidence.append(EvidenceValue("prompt tokens mean", found.prompt.tokens, "tokens", _prompt_source(found.prompt)))
+    for name, setting in (("enable_prefix_caching", found.caching), ("chunked_prefill", found.chunked),
+                          ("max_num_batched_tokens", found.batched)):
+        if setting is not None:
+            evidence.append(setting.evidence(name))
+    if (shared := found.shared) is not None:
+        if shared.hits:
+            evidence.append(EvidenceValue("prefix cache hits", shared.hits, "tokens", f"metrics: {shared.metric} delta"))
+        else:
+            evidence.append(EvidenceValue("requests repeating one prompt", shared.sent, "requests",
+                                          f"stream: every request sent the --payload body ({shared.payload})"))
+    return evidence
+
+
+def _shared_why(shared: Shared) -> str:
+    if shared.hits:
+        return f"the prefix cache hit {shared.hits:,.0f} prompt tokens"
+    return f"the probe sent the same prompt ({shared.payload}) {shared.sent} times"
+
+
+def _remediation(found: Found) -> Remediation:
+    engine_id = found.engine
+    if found.lever == "prefix-caching" and found.shared is not None:
+        hits = engine_metric("prefix_cache_hits", engine_id)
+        return Remediation(
+            setting="enable_prefix_caching",
+            suggested="true (--enable-prefix-caching)" if engine_id == VLLM else "true",
+            why=(f"prefix caching is off, so every request recomputes its whole prompt, yet {_shared_why(found.shared)}: "
+                 "with the cache on, the shared part's prefill is done once and reused"),
+            verify=rerun("TTFT to fall on repeated prompts" + (f" and {hits} to grow" if hits else "")),
+            current="false",
+            where=engine_flag(engine_id, "enable_prefix_caching"),
+        )
+    if found.lever == "batched" and found.batched is not None:
+        current = int(found.batched.value)
+        return Remediation(
+            setting="max_num_batched_tokens",
+            suggested=str(found.target),
+            why=(f"chunked prefill spreads each prompt over steps of {current} tokens, so a long prompt needs "
+                 "several steps before its first token; a larger step budget cuts TTFT but makes every step "
+                 "that carries a prefill chunk longer, so inter-token latency of the other streams gets worse"),
+            verify=rerun("TTFT to fall; watch TPOT / inter-token gaps, which may rise"),
+            current=str(current),
+            where=engine_flag(engine_id, "max_num_batched_tokens"),
+        )
+    tp = found.tp
+    prefill_metric = engine_metric("prefill", engine_id)
     return Remediation(
-        setting="max_num_batched_tokens",
-        suggested=str(max(target, current)),
-        why=(f"chunked prefill spreads each prompt over steps of {current} tokens, so a long prompt needs "
-             "several steps before its first token; a larger step budget cuts TTFT but makes every step "
-             "that carries a prefill chunk longer, so inter-token latency of the other streams gets worse"),
-        verify=rerun("TTFT to fall; watch TPOT / inter-token gaps, which may rise"),
-        current=str(current),
-        where=engine_flag(engine, "max_num_batched_tokens"),
+        setting="tensor_parallel_size",
+        suggested=f"{int(tp.value) * 2} (more GPUs per replica), or shorter prompts" if tp else
+        "raise it (more GPUs per replica), or shorten prompts",
+        why="the prompt's compute itself is the first-token time: nothing is waiting, nothing is reused",
+        verify=rerun(f"server prefill time ({prefill_metric}) to fall" if prefill_metric else "TTFT to fall"),
+        current=str(tp.value) if tp else None,
+        where=engine_flag(engine_id, "tensor_parallel_size"),
     )

@@ -52,9 +52,11 @@ they are 38 % of decode time; chunked prefill with max_num_batched_tokens 16384 
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
+    Setting,
     engine_flag,
     engine_path,
     engine_setting,
@@ -77,6 +79,54 @@ TARGET_BATCHED_TOKENS = 2048
 MIN_BATCHED_TOKENS = 512
 
 
+@dataclass(frozen=True)
+class StreamGaps:
+    """The probe's streams on ``path``: its large gaps (over ``gap_factor`` x the stream's median),
+    those another request's prefill explains (their excess over the median against all decode
+    time: ``time_frac``), other users' prompt tokens (``foreign``) and the prompt throughput."""
+
+    path: str
+    gap_factor: float
+    large: int
+    coinciding: tuple[float, ...]
+    time_frac: float
+    median_s: float
+    median_n: int
+    foreign: float | None
+    prompt_metric: str
+    prompt_rate: float | None
+
+
+@dataclass(frozen=True)
+class ServerGaps:
+    """Every user's streams from the server's histograms: ``gaps`` inter-token gaps over ``le``
+    beside a median bound of ``median_le`` (of ``count`` gaps), the prefill mean, no preemption."""
+
+    itl_metric: str | None
+    count: float
+    median_le: float
+    le: float
+    gaps: float
+    prefill_s: float
+    prefill_metric: str | None
+    prefill_n: float
+    preemptions: float
+    preemptions_metric: str
+    prompt_per_request: float | None
+    prompt_metric: str
+    finished_metric: str
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The step-budget settings in use, and the ``max_num_batched_tokens`` to suggest (``None``:
+    chunked prefill is off, turn it on first)."""
+
+    chunked: Setting | None
+    batched: Setting | None
+    target: int | None
+
+
 @check(code="LD202", name="prefill-interference", symptom=SymptomClass.INTER_TOKEN, cause=Cause.PREFILL_INTERFERENCE)
 def prefill_interference(
     stream_stats: StreamStats | None = None,
@@ -97,23 +147,32 @@ def prefill_interference(
     min_prefill_s: float = 0.2,
 ) -> Result:
     series = readings(metrics.scrapes) if metrics is not None else []
-    stream_result = (_from_streams(stream_stats, stream, metrics_window, log_facts, run, series, engine.id, gap_factor=gap_factor,
+    stream_result = (_from_streams(stream_stats, stream, metrics_window, series, gap_factor=gap_factor,
                                    coincide_share=coincide_share, min_gaps=min_gaps, time_share=time_share,
                                    min_streams=min_streams)
                      if stream_stats is not None and stream is not None else None)
-    if isinstance(stream_result, Fire):
-        return stream_result
-    server = _from_server(metrics_window, log_facts, run, engine.id, min_gaps=min_gaps, server_gap_s=server_gap_s,
-                          server_median_s=server_median_s, min_prefill_s=min_prefill_s, time_share=time_share)
-    return stream_result if isinstance(stream_result, Pass) and not isinstance(server, Fire) else server
+    found: StreamGaps | ServerGaps
+    if isinstance(stream_result, StreamGaps):
+        found = stream_result
+    else:
+        server = _from_server(metrics_window, min_gaps=min_gaps, server_gap_s=server_gap_s,
+                              server_median_s=server_median_s, min_prefill_s=min_prefill_s, time_share=time_share)
+        if not isinstance(server, ServerGaps):
+            return stream_result if isinstance(stream_result, Pass) else server
+        found = server
+    budget = _budget(log_facts, run)
+    return Fire(
+        title="Other requests' prefills stall running streams",
+        summary=_summary(found, budget),
+        remediation=_remediation(budget, engine.id),
+        evidence=_evidence(found, budget),
+    )
 
 
 def _from_streams(
-    stream_stats: StreamStats, stream: StreamEvidence, metrics_window: MetricsWindow | None,
-    log_facts: LogFacts | None, run: RunRecord | None, series: list[Reading], engine_id: str, *, gap_factor: float,
-    coincide_share: float,
-    min_gaps: int, time_share: float, min_streams: int,
-) -> Result:
+    stream_stats: StreamStats, stream: StreamEvidence, metrics_window: MetricsWindow | None, series: list[Reading],
+    *, gap_factor: float, coincide_share: float, min_gaps: int, time_share: float, min_streams: int,
+) -> StreamGaps | Result:
     """The probe's own streams: large gaps that end at another request's first token."""
     path = engine_path(stream_stats)
     if path is None:
@@ -122,98 +181,162 @@ def _from_streams(
     foreign = None if metrics_window is None or metrics_window.preemptions else foreign_prompt_tokens(stream, metrics_window)
     gaps = _large_gaps(path, stream, gap_factor, min_streams if foreign else None, series)
     if gaps is None:
-        return NotApplicable(f"{path.path}: no request got its first token while another was streaming")
+        return NotApplicable(_no_overlap(path.path))
     large, coinciding, excess_s, decode_s = gaps
-    evidence = [
-        EvidenceValue("large gaps", len(large), "gaps", f"stream: {path.path}, gaps > {gap_factor:g}x the stream's median"),
-        EvidenceValue("coinciding with a prefill", len(coinciding), "gaps",
-                      f"stream: {path.path}, gap ends at another request's first token"),
-        EvidenceValue("interference share of decode time", excess_s / decode_s if decode_s else 0.0, "fraction",
-                      "stream: sum(gap - median) of coinciding gaps / sum of all gaps"),
-    ]
     share = len(coinciding) / len(large) if large else 0.0
     time_frac = excess_s / decode_s if decode_s else 0.0
-    if len(coinciding) < min_gaps or share < coincide_share or time_frac < time_share:
-        return Pass(f"{path.path}: {len(coinciding)} of {len(large)} large gaps coincide with another request's prefill "
-                    f"({fmt_pct(time_frac)} of decode time)")
-    where = "end at another request's first token"
-    if foreign:
-        where += " or freeze several streams at once"
-        evidence.append(EvidenceValue("other users' prompt tokens", foreign, "tokens",
-                                      f"metrics: {metric_read(metrics_window, 'prompt_tokens')} delta minus the probe's own (usage trailers)"))
-    summary = (f"{path.path}: {len(coinciding)} of {len(large)} large gaps (median {fmt_seconds(statistics.median(coinciding))} "
-               f"vs stream median {fmt_seconds(path.itl.p50 or 0.0)}, n={path.itl.n}) {where}; "
-               f"{fmt_pct(time_frac)} of decode time")
-    if foreign:
-        summary += f"; {foreign:,.0f} prompt tokens from other requests were prefilled meanwhile"
+    rate = None
     if metrics_window is not None and metrics_window.prompt_tokens is not None and metrics_window.window_s:
         rate = metrics_window.prompt_tokens / metrics_window.window_s
-        evidence.append(EvidenceValue("prompt throughput", rate, "tokens/s", f"metrics: {metric_read(metrics_window, 'prompt_tokens')} delta / window"))
-        summary += f"; prompt throughput {rate:,.0f} tokens/s"
-    return _fire(summary, evidence, log_facts, run, engine_id)
+    found = StreamGaps(path.path, gap_factor, len(large), tuple(coinciding), time_frac, path.itl.p50 or 0.0,
+                       path.itl.n, foreign, metric_read(metrics_window, "prompt_tokens"), rate)
+    if len(coinciding) < min_gaps or share < coincide_share or time_frac < time_share:
+        return Pass(_few_coincide(found))
+    return found
 
 
 def _from_server(
-    mw: MetricsWindow | None, log_facts: LogFacts | None, run: RunRecord | None, engine_id: str, *, min_gaps: int,
-    server_gap_s: float, server_median_s: float, min_prefill_s: float, time_share: float,
-) -> Result:
+    mw: MetricsWindow | None, *, min_gaps: int, server_gap_s: float, server_median_s: float, min_prefill_s: float,
+    time_share: float,
+) -> ServerGaps | Result:
     """Every user's streams, from the server's histograms: a tail of long gaps beside a
     millisecond median, long prefills, and no preemption that would explain the freezes."""
     itl = mw.itl if mw is not None else None
     if mw is None or itl is None or not itl.count or itl.p50_le is None:
         return NotApplicable("no measured stream and no inter-token histogram in /metrics")
     if mw.preemptions:
-        return Pass(f"{mw.preemptions:.0f} preemptions explain gaps in the window (see LD201)")
+        return Pass(_preempted(mw.preemptions))
     if itl.p50_le > server_median_s:
-        return Pass(f"server: median inter-token gap <= {fmt_seconds(itl.p50_le)}: no millisecond stream to interrupt")
+        return Pass(_no_fast_median(itl.p50_le))
     # the longest bound at or above server_gap_s that at least min_gaps gaps passed
     passed = [(le, itl.count - cumulative) for le, cumulative in itl.buckets
               if le >= server_gap_s and itl.count - cumulative >= min_gaps]
     bound = passed[-1] if passed else None
     prefill = mw.prefill.mean if mw.prefill is not None else None
     if bound is None:
-        return Pass(f"server: fewer than {min_gaps} inter-token gaps over {fmt_seconds(server_gap_s)} "
-                    f"(n={itl.count:.0f} gaps)")
-    if prefill is None or prefill < min_prefill_s:
-        return Pass(f"server: {bound[1]:.0f} gaps over {fmt_seconds(bound[0])}, but prefill time mean "
-                    f"{fmt_seconds(prefill)} is below {fmt_seconds(min_prefill_s)}: no long prefill to blame")
+        return Pass(_few_long_gaps(min_gaps, server_gap_s, itl.count))
+    if prefill is None or prefill < min_prefill_s or mw.prefill is None:
+        return Pass(_short_prefill(bound[1], bound[0], prefill, min_prefill_s))
     le, gaps = bound
     frozen_share = le * gaps / itl.sum if itl.sum > 0 else 0.0  # at least this share of all decode time
     if frozen_share < time_share:
         # a few long pauses among many gaps (a CPU engine's own prefill of a single request) are not
         # other users' prompts stopping the streams
-        return Pass(f"server: {gaps:.0f} gaps over {fmt_seconds(le)} hold at least {fmt_pct(frozen_share)} of decode "
-                    f"time, below {fmt_pct(time_share)}")
-    evidence = [
-        EvidenceValue("gaps over the bound", gaps, "gaps", f"metrics: {itl.metric}, above le={le:g}"),
-        EvidenceValue("median gap bound", itl.p50_le, "s", f"metrics: {itl.metric} p50 bucket bound, n={itl.count:.0f}"),
-        EvidenceValue("prefill time mean", prefill, "s",
-                      f"metrics: {mw.prefill.metric if mw.prefill else 'prefill'} mean, n={mw.prefill.count if mw.prefill else 0:.0f}"),
-        EvidenceValue("preemptions", mw.preemptions or 0.0, "", f"metrics: {metric_read(mw, 'preemptions')} delta"),
-    ]
-    summary = (f"server: {gaps:.0f} inter-token gaps over {fmt_seconds(le)} while the median gap is <= "
-               f"{fmt_seconds(itl.p50_le)} (n={itl.count:.0f} gaps); prefill time mean {fmt_seconds(prefill)}; "
-               "no preemption")
+        return Pass(_small_share(gaps, le, frozen_share, time_share))
     finished = sum(mw.finished_by_reason.values())
-    if mw.prompt_tokens is not None and finished:
-        per_request = mw.prompt_tokens / finished
-        evidence.append(EvidenceValue("prompt tokens per finished request", per_request, "tokens",
-                                      f"metrics: {metric_read(mw, 'prompt_tokens')} delta / {metric_read(mw, 'finished_by_reason')} delta"))
-        summary += f"; {per_request:,.0f} prompt tokens per request"
-    return _fire(summary, evidence, log_facts, run, engine_id)
+    return ServerGaps(
+        itl.metric, itl.count, itl.p50_le, le, gaps, prefill, mw.prefill.metric, mw.prefill.count,
+        mw.preemptions or 0.0, metric_read(mw, "preemptions"),
+        mw.prompt_tokens / finished if mw.prompt_tokens is not None and finished else None,
+        metric_read(mw, "prompt_tokens"), metric_read(mw, "finished_by_reason"),
+    )
 
 
-def _fire(summary: str, evidence: list[EvidenceValue], log_facts: LogFacts | None, run: RunRecord | None,
-          engine_id: str) -> Fire:
-    """The finding, with the step-budget setting in use and the change that shortens each stall."""
+def _budget(log_facts: LogFacts | None, run: RunRecord | None) -> Budget:
+    """The step-budget setting in use and the change that shortens each stall."""
     chunked = engine_setting("chunked_prefill", log_facts, run)
     batched = engine_setting("max_num_batched_tokens", log_facts, run)
-    for name, setting in (("chunked_prefill", chunked), ("max_num_batched_tokens", batched)):
+    if chunked is not None and not chunked.value:
+        return Budget(chunked, batched, None)
+    current = int(batched.value) if batched is not None else None
+    target = TARGET_BATCHED_TOKENS if current is None or current > TARGET_BATCHED_TOKENS \
+        else max(current // 2, MIN_BATCHED_TOKENS)
+    return Budget(chunked, batched, target)
+
+
+def _no_overlap(path: str) -> str:
+    return f"{path}: no request got its first token while another was streaming"
+
+
+def _few_coincide(found: StreamGaps) -> str:
+    return (f"{found.path}: {len(found.coinciding)} of {found.large} large gaps coincide with another request's "
+            f"prefill ({fmt_pct(found.time_frac)} of decode time)")
+
+
+def _preempted(preemptions: float) -> str:
+    return f"{preemptions:.0f} preemptions explain gaps in the window (see LD201)"
+
+
+def _no_fast_median(median_le: float) -> str:
+    return f"server: median inter-token gap <= {fmt_seconds(median_le)}: no millisecond stream to interrupt"
+
+
+def _few_long_gaps(min_gaps: int, server_gap_s: float, count: float) -> str:
+    return f"server: fewer than {min_gaps} inter-token gaps over {fmt_seconds(server_gap_s)} (n={count:.0f} gaps)"
+
+
+def _short_prefill(gaps: float, le: float, prefill: float | None, min_prefill_s: float) -> str:
+    return (f"server: {gaps:.0f} gaps over {fmt_seconds(le)}, but prefill time mean "
+            f"{fmt_seconds(prefill)} is below {fmt_seconds(min_prefill_s)}: no long prefill to blame")
+
+
+def _small_share(gaps: float, le: float, frozen_share: float, time_share: float) -> str:
+    return (f"server: {gaps:.0f} gaps over {fmt_seconds(le)} hold at least {fmt_pct(frozen_share)} of decode "
+            f"time, below {fmt_pct(time_share)}")
+
+
+def _summary(found: StreamGaps | ServerGaps, budget: Budget) -> str:
+    if isinstance(found, StreamGaps):
+        where = "end at another request's first token"
+        if found.foreign:
+            where += " or freeze several streams at once"
+        summary = (f"{found.path}: {len(found.coinciding)} of {found.large} large gaps (median "
+                   f"{fmt_seconds(statistics.median(found.coinciding))} vs stream median {fmt_seconds(found.median_s)}, "
+                   f"n={found.median_n}) {where}; {fmt_pct(found.time_frac)} of decode time")
+        if found.foreign:
+            summary += f"; {found.foreign:,.0f} prompt tokens from other requests were prefilled meanwhile"
+        if found.prompt_rate is not None:
+            summary += f"; prompt throughput {found.prompt_rate:,.0f} tokens/s"
+    else:
+        summary = (f"server: {found.gaps:.0f} inter-token gaps over {fmt_seconds(found.le)} while the median gap is "
+                   f"<= {fmt_seconds(found.median_le)} (n={found.count:.0f} gaps); prefill time mean "
+                   f"{fmt_seconds(found.prefill_s)}; no preemption")
+        if found.prompt_per_request is not None:
+            summary += f"; {found.prompt_per_request:,.0f} prompt tokens per request"
+    if budget.target is None:
+        return summary + "; chunked prefill off"
+    if budget.batched is not None:
+        summary += f"; max_num_batched_tokens {int(budget.batched.value)}"
+    return summary
+
+
+def _evidence(found: StreamGaps | ServerGaps, budget: Budget) -> list[EvidenceValue]:
+    if isinstance(found, StreamGaps):
+        evidence = [
+            EvidenceValue("large gaps", found.large, "gaps",
+                          f"stream: {found.path}, gaps > {found.gap_factor:g}x the stream's median"),
+            EvidenceValue("coinciding with a prefill", len(found.coinciding), "gaps",
+                          f"stream: {found.path}, gap ends at another request's first token"),
+            EvidenceValue("interference share of decode time", found.time_frac, "fraction",
+                          "stream: sum(gap - median) of coinciding gaps / sum of all gaps"),
+        ]
+        if found.foreign:
+            evidence.append(EvidenceValue("other users' prompt tokens", found.foreign, "tokens",
+                                          f"metrics: {found.prompt_metric} delta minus the probe's own (usage trailers)"))
+        if found.prompt_rate is not None:
+            evidence.append(EvidenceValue("prompt throughput", found.prompt_rate, "tokens/s",
+                                          f"metrics: {found.prompt_metric} delta / window"))
+    else:
+        evidence = [
+            EvidenceValue("gaps over the bound", found.gaps, "gaps", f"metrics: {found.itl_metric}, above le={found.le:g}"),
+            EvidenceValue("median gap bound", found.median_le, "s",
+                          f"metrics: {found.itl_metric} p50 bucket bound, n={found.count:.0f}"),
+            EvidenceValue("prefill time mean", found.prefill_s, "s",
+                          f"metrics: {found.prefill_metric} mean, n={found.prefill_n:.0f}"),
+            EvidenceValue("preemptions", found.preemptions, "", f"metrics: {found.preemptions_metric} delta"),
+        ]
+        if found.prompt_per_request is not None:
+            evidence.append(EvidenceValue("prompt tokens per finished request", found.prompt_per_request, "tokens",
+                                          f"metrics: {found.prompt_metric} delta / {found.finished_metric} delta"))
+    for name, setting in (("chunked_prefill", budget.chunked), ("max_num_batched_tokens", budget.batched)):
         if setting is not None:
             evidence.append(setting.evidence(name))
-    if chunked is not None and not chunked.value:
-        summary += "; chunked prefill off"
-        remediation = Remediation(
+    return evidence
+
+
+def _remediation(budget: Budget, engine_id: str) -> Remediation:
+    if budget.target is None:
+        return Remediation(
             setting="enable_chunked_prefill",
             suggested=f"true, with max_num_batched_tokens {TARGET_BATCHED_TOKENS}",
             why="without chunked prefill a whole prompt runs in one step and every running stream waits for it",
@@ -221,26 +344,15 @@ def _fire(summary: str, evidence: list[EvidenceValue], log_facts: LogFacts | Non
             current="false",
             where=engine_flag(engine_id, "enable_chunked_prefill"),
         )
-    else:
-        current = int(batched.value) if batched is not None else None
-        if current is not None:
-            summary += f"; max_num_batched_tokens {current}"
-        target = TARGET_BATCHED_TOKENS if current is None or current > TARGET_BATCHED_TOKENS \
-            else max(current // 2, MIN_BATCHED_TOKENS)
-        remediation = Remediation(
-            setting="max_num_batched_tokens",
-            suggested=str(target),
-            why=("a step carrying a prefill chunk of up to max_num_batched_tokens tokens stalls every running "
-                 "stream; smaller chunks spread the prompt over more, shorter steps"),
-            verify=rerun("the large gaps to shrink and TPOT p90 to fall; TTFT of long prompts may rise a little"),
-            current=str(current) if current is not None else None,
-            where=engine_flag(engine_id, "max_num_batched_tokens"),
-        )
-    return Fire(
-        title="Other requests' prefills stall running streams",
-        summary=summary,
-        remediation=remediation,
-        evidence=evidence,
+    current = int(budget.batched.value) if budget.batched is not None else None
+    return Remediation(
+        setting="max_num_batched_tokens",
+        suggested=str(budget.target),
+        why=("a step carrying a prefill chunk of up to max_num_batched_tokens tokens stalls every running "
+             "stream; smaller chunks spread the prompt over more, shorter steps"),
+        verify=rerun("the large gaps to shrink and TPOT p90 to fall; TTFT of long prompts may rise a little"),
+        current=str(current) if current is not None else None,
+        where=engine_flag(engine_id, "max_num_batched_tokens"),
     )
 
 

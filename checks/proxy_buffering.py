@@ -52,13 +52,37 @@ LD301 proxy-buffering: gateway delivers 16.0 events per read (4104 B) vs 1.0 dir
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import buffering_remediation, gateway_headers, gateway_identity, measured_pair, rerun, stream_encoding
+from doctor.checklib import (
+    PathPair,
+    buffering_remediation,
+    gateway_headers,
+    gateway_identity,
+    measured_pair,
+    rerun,
+    stream_encoding,
+)
 from doctor.derive.gateway import GatewayView
 from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import EndpointsEvidence
 from doctor.foundation.units import fmt_seconds
-from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """The gateway's reads against the direct path's: events per read (p50), the TTFT ratio
+    (``inf`` without a direct TTFT), whether short answers arrived in one piece, and the
+    compression the stream also carries, if any."""
+
+    pair: PathPair
+    direct_epr: float
+    gateway_epr: float
+    ttft_ratio: float
+    one_piece: bool
+    compressed: str | None
 
 
 @check(code="LD301", name="proxy-buffering", symptom=SymptomClass.PROXY_ONLY, cause=Cause.BUFFERING)
@@ -79,70 +103,74 @@ def proxy_buffering(
     burst_ratio = g_epr / max(d_epr, 1.0)
     d_ttft, g_ttft = d.ttft.p50 or 0.0, g.ttft.p50 or 0.0
     ttft_ratio = g_ttft / d_ttft if d_ttft > 0 else float("inf")
-    d_gap, g_gap = d.itl.p50, g.itl.p50
     if burst_ratio < burst_factor:
-        return Pass(f"the gateway delivers {g_epr:.1f} events per read vs {d_epr:.1f} direct: no bursts")
+        return Pass(_no_bursts(g_epr, d_epr))
 
     d_f2l, g_f2l = d.first_to_last_token.p50, g.first_to_last_token.p50
     one_piece = bool(d_f2l and g_f2l is not None and g_f2l <= collapse_share * d_f2l)
     severity = Severity.CRITICAL if ttft_ratio >= critical_ttft_factor or one_piece else Severity.WARNING
-    g_bpr = g.bytes_per_read.p50 or 0.0
-    headers = gateway_headers(g, endpoints)
-    ttft_txt = f"{ttft_ratio:.1f}x" if ttft_ratio != float("inf") else "n/a"
-    summary = (
-        f"gateway delivers {g_epr:.1f} events per read ({g_bpr:.0f} B, n={g.events_per_read.n} reads) "
-        f"vs {d_epr:.1f} direct; TTFT p50 {fmt_seconds(g_ttft)} (n={g.ttft.n}) vs {fmt_seconds(d_ttft)} direct "
-        f"({ttft_txt}); gap p50 {fmt_seconds(g_gap or 0.0)} vs {fmt_seconds(d_gap or 0.0)} direct"
-        + ("; short answers arrive in one piece" if one_piece else "")
-    )
-    compressed = stream_encoding(headers)
+    compressed = stream_encoding(gateway_headers(g, endpoints))
     if compressed:
         # A compressor holds events back by itself: stream-compression (LD302) names that cause,
         # so this finding steps down to let it lead.
         severity = Severity.WARNING
-        summary += f"; the stream is also {compressed}-compressed, which buffers by itself (LD302)"
-    evidence = [
-        EvidenceValue(
-            "gateway events per read p50", g_epr, "events", f"stream: gateway, n={g.events_per_read.n} reads"
-        ),
-        EvidenceValue(
-            "direct events per read p50", d_epr, "events", f"stream: direct, n={d.events_per_read.n} reads"
-        ),
-        EvidenceValue(
-            "gateway bytes per read p50", g_bpr, "B", f"stream: gateway, n={g.bytes_per_read.n} reads"
-        ),
-        EvidenceValue("gateway TTFT p50", g_ttft, "s", f"stream: gateway, n={g.ttft.n}"),
-        EvidenceValue("direct TTFT p50", d_ttft, "s", f"stream: direct, n={d.ttft.n}"),
-        EvidenceValue("gateway inter-token gap p50", g_gap, "s", f"stream: gateway, n={g.itl.n} gaps"),
-        EvidenceValue("direct inter-token gap p50", d_gap, "s", f"stream: direct, n={d.itl.n} gaps"),
-        EvidenceValue("gateway largest gap", g.itl.max, "s", f"stream: gateway, n={g.itl.n} gaps"),
-        EvidenceValue(
-            "gateway first-to-last token p50", g_f2l, "s", f"stream: gateway, n={g.first_to_last_token.n}"
-        ),
-        EvidenceValue(
-            "direct first-to-last token p50", d_f2l, "s", f"stream: direct, n={d.first_to_last_token.n}"
-        ),
-        # Headers held back with the first burst are part of the signature.
-        EvidenceValue(
-            "gateway headers-to-first-token p50",
-            g.headers_to_first_token.p50,
-            "s",
-            f"stream: gateway, n={g.headers_to_first_token.n}",
-        ),
-        EvidenceValue(
-            "direct headers-to-first-token p50",
-            d.headers_to_first_token.p50,
-            "s",
-            f"stream: direct, n={d.headers_to_first_token.n}",
-        ),
-    ]
-    evidence += gateway_identity(gateway)
-    burst = f"bursts of ~{g_bpr / 1024:.0f} KiB" if g_bpr >= 1024 else "bursts"
-    verify = rerun("about 1 event per read on the gateway path and gateway TTFT within a few ms of direct")
+    found = Found(pair, d_epr, g_epr, ttft_ratio, one_piece, compressed)
     return Fire(
         title="The gateway buffers the token stream",
-        summary=summary,
-        remediation=buffering_remediation(gateway, burst, verify),
+        summary=_summary(found),
+        remediation=_remediation(found, gateway),
         severity=severity,
-        evidence=evidence,
+        evidence=_evidence(found) + gateway_identity(gateway),
     )
+
+
+def _no_bursts(gateway_epr: float, direct_epr: float) -> str:
+    return f"the gateway delivers {gateway_epr:.1f} events per read vs {direct_epr:.1f} direct: no bursts"
+
+
+def _summary(found: Found) -> str:
+    d, g = found.pair.direct, found.pair.gateway
+    ttft_txt = f"{found.ttft_ratio:.1f}x" if found.ttft_ratio != float("inf") else "n/a"
+    summary = (
+        f"gateway delivers {found.gateway_epr:.1f} events per read ({g.bytes_per_read.p50 or 0.0:.0f} B, "
+        f"n={g.events_per_read.n} reads) vs {found.direct_epr:.1f} direct; TTFT p50 {fmt_seconds(g.ttft.p50 or 0.0)} "
+        f"(n={g.ttft.n}) vs {fmt_seconds(d.ttft.p50 or 0.0)} direct ({ttft_txt}); gap p50 "
+        f"{fmt_seconds(g.itl.p50 or 0.0)} vs {fmt_seconds(d.itl.p50 or 0.0)} direct"
+        + ("; short answers arrive in one piece" if found.one_piece else "")
+    )
+    if found.compressed:
+        summary += f"; the stream is also {found.compressed}-compressed, which buffers by itself (LD302)"
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    d, g = found.pair.direct, found.pair.gateway
+    return [
+        EvidenceValue("gateway events per read p50", found.gateway_epr, "events",
+                      f"stream: gateway, n={g.events_per_read.n} reads"),
+        EvidenceValue("direct events per read p50", found.direct_epr, "events",
+                      f"stream: direct, n={d.events_per_read.n} reads"),
+        EvidenceValue("gateway bytes per read p50", g.bytes_per_read.p50 or 0.0, "B",
+                      f"stream: gateway, n={g.bytes_per_read.n} reads"),
+        EvidenceValue("gateway TTFT p50", g.ttft.p50 or 0.0, "s", f"stream: gateway, n={g.ttft.n}"),
+        EvidenceValue("direct TTFT p50", d.ttft.p50 or 0.0, "s", f"stream: direct, n={d.ttft.n}"),
+        EvidenceValue("gateway inter-token gap p50", g.itl.p50, "s", f"stream: gateway, n={g.itl.n} gaps"),
+        EvidenceValue("direct inter-token gap p50", d.itl.p50, "s", f"stream: direct, n={d.itl.n} gaps"),
+        EvidenceValue("gateway largest gap", g.itl.max, "s", f"stream: gateway, n={g.itl.n} gaps"),
+        EvidenceValue("gateway first-to-last token p50", g.first_to_last_token.p50, "s",
+                      f"stream: gateway, n={g.first_to_last_token.n}"),
+        EvidenceValue("direct first-to-last token p50", d.first_to_last_token.p50, "s",
+                      f"stream: direct, n={d.first_to_last_token.n}"),
+        # Headers held back with the first burst are part of the signature.
+        EvidenceValue("gateway headers-to-first-token p50", g.headers_to_first_token.p50, "s",
+                      f"stream: gateway, n={g.headers_to_first_token.n}"),
+        EvidenceValue("direct headers-to-first-token p50", d.headers_to_first_token.p50, "s",
+                      f"stream: direct, n={d.headers_to_first_token.n}"),
+    ]
+
+
+def _remediation(found: Found, gateway: GatewayView | None) -> Remediation:
+    bytes_per_read = found.pair.gateway.bytes_per_read.p50 or 0.0
+    burst = f"bursts of ~{bytes_per_read / 1024:.0f} KiB" if bytes_per_read >= 1024 else "bursts"
+    verify = rerun("about 1 event per read on the gateway path and gateway TTFT within a few ms of direct")
+    return buffering_remediation(gateway, burst, verify)

@@ -45,13 +45,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import gateway_identity, idle_timeout_for, idle_timeout_remediation, rerun
 from doctor.derive.gateway import GatewayView
 from doctor.evidence import ProbePath, RequestTrace, StreamEvidence
 from doctor.foundation.units import fmt_seconds
-from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 CUT_OUTCOMES = ("cut", "stream-error")
 
@@ -73,6 +74,23 @@ def idle_before_cut(req: RequestTrace) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class Found:
+    """The gateway requests cut after a long silence (of those sent through it) and the median and
+    longest silence before the cut, the gateway's known timeout that matches (``known``, of
+    ``family``), the direct path's longest silence (of ``direct`` requests), and the timeout to set."""
+
+    through: int
+    cut: int
+    idle: float
+    longest: float
+    family: str | None
+    known: str | None
+    direct: int
+    direct_gap: float | None
+    suggested: float
+
+
 @check(code="LD305", name="proxy-read-timeout", symptom=SymptomClass.PROXY_ONLY, cause=Cause.PROXY_TIMEOUT)
 def proxy_read_timeout(
     stream: StreamEvidence,
@@ -88,44 +106,28 @@ def proxy_read_timeout(
         return NotApplicable("no request went through the gateway (pass --gateway)")
     idles = [i for i in (idle_before_cut(r) for r in through) if i is not None and i >= min_idle_s]
     if not idles:
-        return Pass(f"no gateway request was cut after a long silence (n={len(through)})")
+        return Pass(_none_cut(len(through)))
     direct = [r for r in measured if r.path == ProbePath.DIRECT]
     direct_cut = [r for r in direct if idle_before_cut(r) is not None]
     if direct_cut:
-        return Pass(f"{len(direct_cut)} direct request(s) were cut too: the gateway is not the cause")
+        return Pass(_direct_cut_too(len(direct_cut)))
     lo, hi = min(idles), max(idles)
     family, known = idle_timeout_for(gateway, lo, hi, idle_tolerance)
     if len(idles) < 2 and known is None:
-        return Pass(
-            f"one gateway request cut after {fmt_seconds(hi)} idle: too few to call it a fixed timeout"
-        )
+        return Pass(_one_cut(hi))
     if hi > lo * (1 + idle_tolerance) and known is None:
-        return Pass(f"gateway cuts after {fmt_seconds(lo)} to {fmt_seconds(hi)} idle: not one fixed timeout")
-    idle = sorted(idles)[len(idles) // 2]
-    suggested = max(suggested_s, math.ceil(2 * hi / 10) * 10)
-    longest_direct_gap = max((g for r in direct for g in _gaps(r)), default=None)
-    summary = (
-        f"{len(idles)} of {len(through)} gateway requests cut after {fmt_seconds(idle)} idle (n={len(idles)}"
-        + (f", {known}" if known else "")
-        + ")"
+        return Pass(_not_fixed(lo, hi))
+    found = Found(
+        through=len(through), cut=len(idles), idle=sorted(idles)[len(idles) // 2], longest=hi, family=family,
+        known=known, direct=len(direct), direct_gap=max((g for r in direct for g in _gaps(r)), default=None),
+        suggested=max(suggested_s, math.ceil(2 * hi / 10) * 10),
     )
-    if longest_direct_gap is not None:
-        summary += f"; direct path: none cut, longest silence {fmt_seconds(longest_direct_gap)}"
-    evidence = [
-        EvidenceValue("gateway requests cut", len(idles), "", f"stream: gateway, n={len(through)}"),
-        EvidenceValue("idle before cut (median)", round(idle, 3), "s", f"stream: gateway, n={len(idles)}"),
-        EvidenceValue("idle before cut (max)", round(hi, 3), "s", f"stream: gateway, n={len(idles)}"),
-        EvidenceValue("direct longest silence", longest_direct_gap, "s", f"stream: direct, n={len(direct)}"),
-    ]
-    evidence += gateway_identity(gateway)
     return Fire(
         title="The gateway cuts streams after a fixed idle time",
-        summary=summary,
-        remediation=idle_timeout_remediation(
-            gateway, family, idle, suggested,
-            rerun("no gateway request cut; the same requests complete as on the direct path")),
+        summary=_summary(found),
+        remediation=_remediation(found, gateway),
         severity=Severity.CRITICAL,
-        evidence=evidence,
+        evidence=_evidence(found) + gateway_identity(gateway),
     )
 
 
@@ -133,3 +135,41 @@ def _gaps(req: RequestTrace) -> list[float]:
     """Silences of a request: send to first token, then between tokens."""
     times = [req.t_sent if req.t_sent is not None else req.t_scheduled, *(t.t for t in req.tokens)]
     return [b - a for a, b in itertools.pairwise(times)]
+
+
+def _none_cut(through: int) -> str:
+    return f"no gateway request was cut after a long silence (n={through})"
+
+
+def _direct_cut_too(direct_cut: int) -> str:
+    return f"{direct_cut} direct request(s) were cut too: the gateway is not the cause"
+
+
+def _one_cut(idle: float) -> str:
+    return f"one gateway request cut after {fmt_seconds(idle)} idle: too few to call it a fixed timeout"
+
+
+def _not_fixed(lo: float, hi: float) -> str:
+    return f"gateway cuts after {fmt_seconds(lo)} to {fmt_seconds(hi)} idle: not one fixed timeout"
+
+
+def _summary(found: Found) -> str:
+    summary = (f"{found.cut} of {found.through} gateway requests cut after {fmt_seconds(found.idle)} idle "
+               f"(n={found.cut}" + (f", {found.known}" if found.known else "") + ")")
+    if found.direct_gap is not None:
+        summary += f"; direct path: none cut, longest silence {fmt_seconds(found.direct_gap)}"
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    return [
+        EvidenceValue("gateway requests cut", found.cut, "", f"stream: gateway, n={found.through}"),
+        EvidenceValue("idle before cut (median)", round(found.idle, 3), "s", f"stream: gateway, n={found.cut}"),
+        EvidenceValue("idle before cut (max)", round(found.longest, 3), "s", f"stream: gateway, n={found.cut}"),
+        EvidenceValue("direct longest silence", found.direct_gap, "s", f"stream: direct, n={found.direct}"),
+    ]
+
+
+def _remediation(found: Found, gateway: GatewayView | None) -> Remediation:
+    return idle_timeout_remediation(gateway, found.family, found.idle, found.suggested,
+                                    rerun("no gateway request cut; the same requests complete as on the direct path"))

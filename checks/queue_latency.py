@@ -30,6 +30,8 @@ replicas: add capacity.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import metric_read, queue_remediation
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
@@ -37,7 +39,21 @@ from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import RunRecord, StreamEvidence
 from doctor.foundation.units import fmt_seconds
-from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """The queue-time histogram's p90 bucket bound (else its mean), mean and count, the metric it was
+    read from, and the waiting gauge's peak."""
+
+    engine: str
+    bound: float
+    mean: float | None
+    count: float
+    metric: str
+    waiting: float | None
+    waiting_metric: str
 
 
 @check(code="LD505", name="queue-latency", symptom=SymptomClass.GENERAL, cause=Cause.QUEUE_LOAD)
@@ -56,39 +72,47 @@ def queue_latency(
     bound = q.p90_le if q.p90_le is not None else q.mean
     if bound is None:
         return NotApplicable("the queue-time histogram has no finite bucket to read a p90 from")
+    found = Found(engine.id, bound, q.mean, q.count, q.metric or metric_read(metrics_window, "queue"),
+                  metrics_window.waiting.max if metrics_window.waiting is not None else None,
+                  metric_read(metrics_window, "waiting"))
     if bound < max_queue_p90_s:
-        return Pass(f"queue time p90 <= {fmt_seconds(bound)} (n={q.count:.0f} requests)")
-    waiting = metrics_window.waiting.max if metrics_window.waiting is not None else None
-    summary = f"queue time p90 <= {fmt_seconds(bound)} (mean {fmt_seconds(q.mean or 0.0)}, n={q.count:.0f} requests)"
-    if waiting is not None:
-        summary += f", waiting up to {waiting:.0f}"
-    evidence = [
-        EvidenceValue(
-            "queue time p90 (bucket bound)",
-            bound,
-            "s",
-            f"metrics: {q.metric or metric_read(metrics_window, 'queue')} delta",
-        ),
-        EvidenceValue(
-            "queue time mean",
-            q.mean,
-            "s",
-            f"metrics: {q.metric or metric_read(metrics_window, 'queue')} sum / count",
-        ),
-        EvidenceValue("requests in the histogram", q.count, "requests", "metrics: histogram count delta"),
-    ]
-    if waiting is not None:
-        evidence.append(
-            EvidenceValue("waiting (max)", waiting, "requests", f"metrics: {metric_read(metrics_window, 'waiting')}")
-        )
+        return Pass(_short_queue(found))
     return Fire(
         title="Requests wait long in the queue",
-        summary=summary,
-        remediation=queue_remediation(
-            (f"One request in ten waited {fmt_seconds(bound)} or more before its prefill started. If the batch "
-             "limit rather than the KV cache is full, raising max_num_seqs is cheaper (LD101)."),
-            f"queue time p90 below {fmt_seconds(max_queue_p90_s)}", log_facts, run, stream, engine.id,
-        ),
+        summary=_summary(found),
+        remediation=_remediation(found, max_queue_p90_s, log_facts, run, stream),
         severity=Severity.WARNING,
-        evidence=evidence,
+        evidence=_evidence(found),
+    )
+
+
+def _short_queue(found: Found) -> str:
+    return f"queue time p90 <= {fmt_seconds(found.bound)} (n={found.count:.0f} requests)"
+
+
+def _summary(found: Found) -> str:
+    summary = (f"queue time p90 <= {fmt_seconds(found.bound)} (mean {fmt_seconds(found.mean or 0.0)}, "
+               f"n={found.count:.0f} requests)")
+    if found.waiting is not None:
+        summary += f", waiting up to {found.waiting:.0f}"
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    evidence = [
+        EvidenceValue("queue time p90 (bucket bound)", found.bound, "s", f"metrics: {found.metric} delta"),
+        EvidenceValue("queue time mean", found.mean, "s", f"metrics: {found.metric} sum / count"),
+        EvidenceValue("requests in the histogram", found.count, "requests", "metrics: histogram count delta"),
+    ]
+    if found.waiting is not None:
+        evidence.append(EvidenceValue("waiting (max)", found.waiting, "requests", f"metrics: {found.waiting_metric}"))
+    return evidence
+
+
+def _remediation(found: Found, max_queue_p90_s: float, log_facts: LogFacts | None, run: RunRecord | None,
+                 stream: StreamEvidence | None) -> Remediation:
+    return queue_remediation(
+        (f"One request in ten waited {fmt_seconds(found.bound)} or more before its prefill started. If the batch "
+         "limit rather than the KV cache is full, raising max_num_seqs is cheaper (LD101)."),
+        f"queue time p90 below {fmt_seconds(max_queue_p90_s)}", log_facts, run, stream, found.engine,
     )

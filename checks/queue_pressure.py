@@ -30,13 +30,28 @@ LD504 queue-pressure: up to 12 requests waiting while 8 ran (= max_num_seqs 8), 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import add_capacity, engine_setting, metric_read
+from doctor.checklib import Setting, add_capacity, engine_setting, metric_read
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.evidence import RunRecord
 from doctor.foundation.units import fmt_pct
-from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """The waiting, running and KV usage peaks (with the metrics read) and the batch limit."""
+
+    waiting: float
+    running: float | None
+    kv: float | None
+    seqs: Setting | None
+    waiting_metric: str
+    running_metric: str
+    kv_metric: str
 
 
 @check(code="LD504", name="queue-pressure", symptom=SymptomClass.GENERAL, cause=Cause.QUEUE_LOAD)
@@ -54,36 +69,51 @@ def queue_pressure(
     waiting = w.waiting.max
     running = w.running.max if w.running is not None else None
     if waiting <= max_waiting:
-        return Pass(f"at most {waiting:.0f} requests waiting (threshold {max_waiting:.0f})")
-    seqs = engine_setting("max_num_seqs", log_facts, run)
-    kv = w.kv_usage.max if w.kv_usage is not None else None
-    summary = f"up to {waiting:.0f} requests waiting"
-    if running is not None:
-        summary += f" while {running:.0f} ran"
-        if seqs is not None and running >= seqs.value:
-            summary += f" (= max_num_seqs {seqs.value})"
-    if kv is not None:
-        summary += f", KV usage <= {fmt_pct(kv)}"
-    evidence = [EvidenceValue("waiting (max)", waiting, "requests", f"metrics: {metric_read(w, 'waiting')}")]
-    if running is not None:
-        evidence.append(
-            EvidenceValue("running (max)", running, "requests", f"metrics: {metric_read(w, 'running')}")
-        )
-    if kv is not None:
-        evidence.append(EvidenceValue("KV usage (max)", kv, "", f"metrics: {metric_read(w, 'kv_usage')}"))
-    if seqs is not None:
-        evidence.append(seqs.evidence("max_num_seqs"))
+        return Pass(_few_waiting(waiting, max_waiting))
+    found = Found(waiting, running, w.kv_usage.max if w.kv_usage is not None else None,
+                  engine_setting("max_num_seqs", log_facts, run), metric_read(w, "waiting"), metric_read(w, "running"),
+                  metric_read(w, "kv_usage"))
     saturated = running is not None and running >= high_running
     return Fire(
         title="Requests pile up waiting for the engine",
-        summary=summary,
-        remediation=add_capacity(
-            why=(
-                f"{waiting:.0f} requests waited for a slot: arrivals outpace what the engine admits. If running "
-                "sat at max_num_seqs with the KV cache far from full, raising max_num_seqs is cheaper (LD101)."
-            ),
-            verify="waiting at 0 (or close) throughout the probe",
-        ),
+        summary=_summary(found),
+        remediation=_remediation(found),
         severity=Severity.WARNING if saturated or waiting > 2 * max_waiting else Severity.INFO,
-        evidence=evidence,
+        evidence=_evidence(found),
+    )
+
+
+def _few_waiting(waiting: float, max_waiting: float) -> str:
+    return f"at most {waiting:.0f} requests waiting (threshold {max_waiting:.0f})"
+
+
+def _summary(found: Found) -> str:
+    summary = f"up to {found.waiting:.0f} requests waiting"
+    if found.running is not None:
+        summary += f" while {found.running:.0f} ran"
+        if found.seqs is not None and found.running >= found.seqs.value:
+            summary += f" (= max_num_seqs {found.seqs.value})"
+    if found.kv is not None:
+        summary += f", KV usage <= {fmt_pct(found.kv)}"
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    evidence = [EvidenceValue("waiting (max)", found.waiting, "requests", f"metrics: {found.waiting_metric}")]
+    if found.running is not None:
+        evidence.append(EvidenceValue("running (max)", found.running, "requests", f"metrics: {found.running_metric}"))
+    if found.kv is not None:
+        evidence.append(EvidenceValue("KV usage (max)", found.kv, "", f"metrics: {found.kv_metric}"))
+    if found.seqs is not None:
+        evidence.append(found.seqs.evidence("max_num_seqs"))
+    return evidence
+
+
+def _remediation(found: Found) -> Remediation:
+    return add_capacity(
+        why=(
+            f"{found.waiting:.0f} requests waited for a slot: arrivals outpace what the engine admits. If running "
+            "sat at max_num_seqs with the KV cache far from full, raising max_num_seqs is cheaper (LD101)."
+        ),
+        verify="waiting at 0 (or close) throughout the probe",
     )

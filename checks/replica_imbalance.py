@@ -36,6 +36,7 @@ usage 0.92 vs 0.11; engine 0 queued 6 while engine 1 had none -> least_conn rout
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import metric_read, rerun
@@ -47,6 +48,31 @@ def _peak(value: object) -> float | None:
     return getattr(value, "max", None)
 
 
+@dataclass(frozen=True)
+class Imbalance:
+    """One imbalance signal: the busiest against the least busy engine's ``running max`` or
+    ``finished`` (``hi`` and ``lo``), their ``KV usage`` peaks, or an engine that ``queued`` ``hi``
+    while another had none."""
+
+    kind: str
+    hi: float
+    lo: float = 0.0
+    engine: str = ""
+
+
+@dataclass(frozen=True)
+class Found:
+    """One model's engines, the imbalance they show, and the metrics each quantity was read from."""
+
+    model: str
+    engines: tuple[EngineWindow, ...]
+    signals: tuple[Imbalance, ...]
+    running_metric: str
+    waiting_metric: str
+    kv_metric: str
+    finished_metric: str
+
+
 def imbalance_signals(
     engines: list[EngineWindow],
     *,
@@ -54,9 +80,9 @@ def imbalance_signals(
     cache_gap: float,
     min_total_running: float,
     min_total_finished: float,
-) -> list[str]:
-    """The imbalance signals one model's engines show, each as a phrase with its numbers."""
-    signals: list[str] = []
+) -> list[Imbalance]:
+    """The imbalance signals one model's engines show, each with its numbers."""
+    signals: list[Imbalance] = []
     for label, values, floor in (
         ("running max", [_peak(e.running) for e in engines], min_total_running),
         ("finished", [e.requests_finished for e in engines], min_total_finished),
@@ -65,15 +91,14 @@ def imbalance_signals(
         if len(known) >= 2 and sum(known) >= floor:
             hi, lo = max(known), min(known)
             if lo == 0 or hi / lo >= imbalance_factor:
-                ratio = f"{hi / lo:.1f}x" if lo else "one engine idle"
-                signals.append(f"{label} {hi:.0f} vs {lo:.0f} ({ratio})")
+                signals.append(Imbalance(label, hi, lo))
     kv = [v for v in (_peak(e.kv_usage) for e in engines) if v is not None]
     if len(kv) >= 2 and max(kv) - min(kv) >= cache_gap:
-        signals.append(f"KV usage {max(kv):.2f} vs {min(kv):.2f}")
+        signals.append(Imbalance("KV usage", max(kv), min(kv)))
     waiting = {e.engine: peak for e in engines if (peak := _peak(e.waiting)) is not None}
     queued = [k for k, v in waiting.items() if v > 0]
     if queued and len(queued) < len(waiting):
-        signals.append(f"engine {queued[0]} queued {waiting[queued[0]]:.0f} while another had none")
+        signals.append(Imbalance("queued", waiting[queued[0]], engine=queued[0]))
     return signals
 
 
@@ -102,21 +127,13 @@ def replica_imbalance(
         )
         if not signals:
             continue
-        evidence = [
-            EvidenceValue(f"engine {e.engine} {name}", value, unit, f"metrics: {metric}, engine={e.engine}")
-            for e in engines
-            for name, value, unit, metric in (
-                ("running max", _peak(e.running), "requests", metric_read(metrics_window, "running")),
-                ("waiting max", _peak(e.waiting), "requests", metric_read(metrics_window, "waiting")),
-                ("KV usage max", _peak(e.kv_usage), "", metric_read(metrics_window, "kv_usage")),
-                ("finished", e.requests_finished, "requests", f"{metric_read(metrics_window, 'finished_by_reason')} delta"),
-            )
-            if value is not None
-        ]
+        found = Found(model, tuple(engines), tuple(signals), metric_read(metrics_window, "running"),
+                      metric_read(metrics_window, "waiting"), metric_read(metrics_window, "kv_usage"),
+                      metric_read(metrics_window, "finished_by_reason"))
         return Fire(
             felt=False,  # a risk to the busiest replica: its queue, when users wait in it, is LD504/LD505
             title="Load is spread unevenly over the engines",
-            summary=f"model {model} on {len(engines)} engines: " + "; ".join(signals),
+            summary=_summary(found),
             remediation=Remediation(
                 setting="load_balancing",
                 suggested="least outstanding requests (nginx: `least_conn;` in the upstream block)",
@@ -129,6 +146,37 @@ def replica_imbalance(
                 verify=rerun("running and finished requests within 2x across the engines"),
             ),
             severity=Severity.WARNING if len(signals) >= 2 else Severity.INFO,
-            evidence=evidence,
+            evidence=_evidence(found),
         )
-    return Pass(f"{sum(len(g) for g in groups.values())} engines share the load evenly")
+    return Pass(_even(sum(len(g) for g in groups.values())))
+
+
+def _signal_said(signal: Imbalance) -> str:
+    if signal.kind == "queued":
+        return f"engine {signal.engine} queued {signal.hi:.0f} while another had none"
+    if signal.kind == "KV usage":
+        return f"KV usage {signal.hi:.2f} vs {signal.lo:.2f}"
+    ratio = f"{signal.hi / signal.lo:.1f}x" if signal.lo else "one engine idle"
+    return f"{signal.kind} {signal.hi:.0f} vs {signal.lo:.0f} ({ratio})"
+
+
+def _summary(found: Found) -> str:
+    return f"model {found.model} on {len(found.engines)} engines: " + "; ".join(map(_signal_said, found.signals))
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    return [
+        EvidenceValue(f"engine {e.engine} {name}", value, unit, f"metrics: {metric}, engine={e.engine}")
+        for e in found.engines
+        for name, value, unit, metric in (
+            ("running max", _peak(e.running), "requests", found.running_metric),
+            ("waiting max", _peak(e.waiting), "requests", found.waiting_metric),
+            ("KV usage max", _peak(e.kv_usage), "", found.kv_metric),
+            ("finished", e.requests_finished, "requests", f"{found.finished_metric} delta"),
+        )
+        if value is not None
+    ]
+
+
+def _even(engines: int) -> str:
+    return f"{engines} engines share the load evenly"

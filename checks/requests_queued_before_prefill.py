@@ -47,6 +47,7 @@ the KV cache would fit 450).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
@@ -74,6 +75,52 @@ from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
 
 
+@dataclass(frozen=True)
+class Mean:
+    """A mean and where it was read: a histogram's ``metric`` delta over ``n`` observations, or (not
+    ``metric``) the client's measure on stream path ``name``."""
+
+    value: float
+    name: str | None
+    n: float
+    metric: bool = True
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the window showed: queue time against TTFT (none without a queue-time histogram), the
+    gauges' peaks and the batch limit, and whether the batch was seen full (``None``: unknown)."""
+
+    engine: str
+    queue: Mean | None
+    ttft: Mean | None
+    share: float | None
+    waiting_max: float | None
+    waiting_metric: str
+    running_max: float | None
+    running_metric: str
+    max_seqs: Setting | None
+    kv_max: float | None
+    batch_full: bool | None
+    above_bound: bool
+
+
+@dataclass(frozen=True)
+class Raising:
+    """A higher ``max_num_seqs``: today's value (``None`` when unknown or a lower bound), what the KV
+    cache fits (from its capacity and the tokens per request, else today's value over the KV peak),
+    and the number suggested, if any (``by_demand``: the peak demand, ``seen`` in scrapes or else the
+    probe's concurrency, rather than the fit)."""
+
+    current: int | None
+    fit: int | None
+    kv_tokens: Setting | None
+    per_request: tuple[float, str] | None
+    seen: bool
+    suggested: int | None
+    by_demand: bool
+
+
 @check(code="LD101", name="requests-queued-before-prefill", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.QUEUE,
        aliases=("queueing",))
 def requests_queued_before_prefill(
@@ -94,42 +141,28 @@ def requests_queued_before_prefill(
     # A non-zero gauge shows what was there; a zero only counts from a scrape taken during the probe
     # (the scrapes before and after it see an idle engine).
     waiting_max = mw.waiting.max if mw.waiting and (_during(mw.waiting) or mw.waiting.max) else None
-    evidence: list[EvidenceValue] = []
+    queue = ttft = share = None
     if mw.queue is None or mw.queue.mean is None:
         if engine_id == VLLM:
             return NotApplicable("no queue-time histogram in /metrics (vllm:request_queue_time_seconds)")
         if not waiting_max:
-            return NotApplicable(f"{not_in_metrics(engine_id, 'queue-time histogram')}, and no request was seen waiting")
+            return NotApplicable(_nothing_waited(engine_id))
         # An engine without one (llama.cpp): the gauges alone, requests waiting while every slot
         # was busy, still say the sequence limit held them; how long they waited is not exposed.
-        parts = [not_in_metrics(engine_id, "queue-time histogram")]
-        share = None
     else:
-        queue_s = mw.queue.mean
-        evidence.append(EvidenceValue("server queue time mean", queue_s, "s",
-                                      f"metrics: {mw.queue.metric} delta, n={mw.queue.count:.0f}"))
-        ttft_s, ttft_source = _ttft(mw, stream_stats)
-        if ttft_s is None:
+        queue = Mean(mw.queue.mean, mw.queue.metric, mw.queue.count)
+        ttft = _ttft(mw, stream_stats)
+        if ttft is None:
             return NotApplicable("neither the server TTFT histogram nor a measured stream gives a TTFT to compare with")
-        evidence.append(EvidenceValue("TTFT mean", ttft_s, "s", ttft_source))
-        share = min(queue_s / ttft_s, 1.0) if ttft_s > 0 else 0.0
-        if share < queue_share or queue_s < min_queue_s:
-            return Pass(f"queue time {fmt_seconds(queue_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}")
+        share = min(queue.value / ttft.value, 1.0) if ttft.value > 0 else 0.0
+        if share < queue_share or queue.value < min_queue_s:
+            return Pass(_queue_share(queue, ttft, share))
         if waiting_max == 0:
-            return Pass(f"queue time is {fmt_pct(share)} of TTFT but no request was seen waiting")
-        parts = [f"queue time {fmt_seconds(queue_s)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft_s)}"]
-    if waiting_max is not None:
-        evidence.append(EvidenceValue("waiting max", waiting_max, "requests", f"metrics: {metric_read(mw, 'waiting')}"))
+            return Pass(_nobody_waited(share))
 
     running_max = mw.running.max if mw.running else None
     kv_max = mw.kv_usage.max if mw.kv_usage else None
     max_seqs = max_num_seqs_in_use(log_facts, run, mw, kv_headroom=kv_headroom)
-    if running_max is not None:
-        evidence.append(EvidenceValue("running max", running_max, "requests", f"metrics: {metric_read(mw, 'running')}"))
-    if max_seqs is not None:
-        evidence.append(max_seqs.evidence("max_num_seqs"))
-    if kv_max is not None:
-        evidence.append(EvidenceValue("KV usage max", kv_max, "fraction", "metrics: KV cache usage gauge"))
     kv_full = kv_max is not None and kv_max >= kv_headroom
     batch_full: bool | None = None  # unknown unless a scrape saw it full, or scrapes during the probe never did
     # More running than a lower-bound default only shows that the limit in use is higher than it.
@@ -140,48 +173,34 @@ def requests_queued_before_prefill(
             batch_full = True
         elif _during(mw.running):
             batch_full = False
+    found = Found(engine_id, queue, ttft, share, waiting_max, metric_read(mw, "waiting"), running_max,
+                  metric_read(mw, "running"), max_seqs, kv_max, batch_full, above_bound)
 
-    if waiting_max is not None:
-        parts.append(f"waiting up to {waiting_max:.0f}")
-    if batch_full is not None and max_seqs is not None:  # batch_full is only known beside max_seqs
-        parts.append(f"running = max_num_seqs = {max_seqs.value}" if batch_full
-                     else f"running up to {running_max:.0f} < max_num_seqs {max_seqs.value}")
-    elif above_bound and max_seqs is not None:
-        parts.append(f"running up to {running_max:.0f}, above vLLM's default lower bound of {max_seqs.value}: "
-                     "the max_num_seqs in use is unknown")
-    if kv_max is not None:
-        parts.append(f"KV usage <= {fmt_pct(kv_max)}")
     if share is None and not batch_full:
         # without a queue time, only a full batch beside the waiting says the limit held them
-        return Pass("; ".join(parts) + ": no scrape showed every slot busy while requests waited")
+        return Pass(_no_full_batch(found))
     if batch_full is False and not kv_full:
         # Neither limit this check remedies held the requests back (a per-step token budget or a
         # burst of arrivals did): raising max_num_seqs would change nothing.
-        return Pass("; ".join(parts) + ": neither the batch limit nor the KV cache was full")
+        return Pass(_neither_limit(found))
 
-    if kv_full and kv_max is not None:
-        remediation = _capacity(kv_max, running_max, waiting_max, log_facts, run, stream, engine_id)
-    else:
+    raising = None
+    if not (kv_full and kv_max is not None):
         # Peak demand is only known from scrapes during the probe (before / after ones give a lower
         # bound); without them, the probe's own concurrency is the demand it is known to have offered.
-        demand: tuple[float, str] | None = None
+        demand, seen = None, False
         if running_max is not None and waiting_max is not None and _during(mw.running) and _during(mw.waiting):
-            demand = running_max + waiting_max, "the peak of {} requests in flight"
+            demand, seen = running_max + waiting_max, True
         elif stream is not None and stream.shape.concurrency > 1:
-            demand = float(stream.shape.concurrency), "the probe's concurrency of {} (no scrape saw the peak)"
-        unconfirmed = None if batch_full else (
-            "max_num_seqs is in neither the startup log nor the run record" if max_seqs is None
-            else f"max_num_seqs is in neither the startup log nor the run record, and vLLM's default for this GPU "
-                 f"is only known to be at least {max_seqs.value}" if above_bound
-            else "no scrape during the probe showed how many requests ran")
-        remediation = _raise_max_num_seqs(max_seqs, kv_max, demand, unconfirmed, stream, log_facts, run, evidence,
-                                          engine_id)
+            demand = float(stream.shape.concurrency)
+        raising = _raising(max_seqs, kv_max, demand, seen, stream, log_facts, run)
     return Fire(
         title="Requests wait in the engine's queue before prefill",
-        summary="; ".join(parts),
-        remediation=remediation,
+        summary=_summary(found),
+        remediation=(_capacity(found, log_facts, run, stream) if raising is None
+                     else _raise_max_num_seqs(found, raising)),
         severity=Severity.CRITICAL if share is not None and share >= critical_share else Severity.WARNING,
-        evidence=evidence,
+        evidence=_evidence(found, raising),
     )
 
 
@@ -190,21 +209,122 @@ def _during(gauge: GaugeWindow | None) -> bool:
     return gauge is not None and len(gauge.samples) > 2
 
 
-def _ttft(mw: MetricsWindow, stats: StreamStats | None) -> tuple[float | None, str]:
+def _ttft(mw: MetricsWindow, stats: StreamStats | None) -> Mean | None:
     """The server's TTFT mean (same clock as the queue), else the client's on the engine path."""
     if mw.ttft is not None and mw.ttft.mean is not None:
-        return mw.ttft.mean, f"metrics: {mw.ttft.metric} delta, n={mw.ttft.count:.0f}"
+        return Mean(mw.ttft.mean, mw.ttft.metric, mw.ttft.count)
     path = engine_path(stats) if stats is not None else None
     if path is not None and path.ttft.mean is not None:
-        return path.ttft.mean, f"stream: {path.path} TTFT mean, n={path.ttft.n}"
-    return None, ""
+        return Mean(path.ttft.mean, path.path, path.ttft.n, metric=False)
+    return None
 
 
-def _capacity(kv_max: float, running_max: float | None, waiting_max: float | None, log_facts: LogFacts | None,
-              run: RunRecord | None, stream: StreamEvidence | None, engine: str) -> Remediation:
+def _raising(max_seqs: Setting | None, kv_max: float | None, demand: float | None, seen: bool,
+             stream: StreamEvidence | None, log_facts: LogFacts | None, run: RunRecord | None) -> Raising:
+    """Raise the batch limit to the peak demand, never past what the KV cache holds.
+
+    The check fires with a known-full batch only when someone waited, so the peak demand
+    (running + waiting) is above today's value whenever it is known. ``demand`` is that peak (or
+    the probe's concurrency). A lower-bound default is never today's value here: any number could
+    lower a limit that is in fact higher, so the advice is then the direction only.
+    """
+    bounded = max_seqs is not None and max_seqs.lower_bound
+    current = int(max_seqs.value) if max_seqs is not None and not bounded else None
+    fit: int | None = None
+    kv_tokens = engine_setting("kv_cache_tokens", log_facts, run)
+    per_request = tokens_per_request(stream)
+    if kv_tokens is None or per_request is None:
+        kv_tokens = per_request = None
+    if kv_tokens is not None and per_request is not None:
+        fit = sequences_that_fit(float(kv_tokens.value), per_request[0])
+    elif current is not None and kv_max:
+        # today's batch held kv_max of the cache: the same requests fill KV_FILL_TARGET of it at this many
+        fit = sequences_that_fit(current, kv_max)
+    suggested: int | None = fit
+    by_demand = False
+    if bounded:
+        suggested = None
+    elif fit is not None and current is not None and fit <= current:
+        suggested = None  # the arithmetic says the cache is the limit after all: give the direction only
+    elif demand is not None and (fit is None or demand < fit):
+        # No need to go past the demand: every extra slot deepens the batch (slower tokens).
+        suggested, by_demand = math.ceil(demand), True
+    if suggested is not None and current is not None and suggested <= current:
+        suggested = None  # a demand at or below today's limit cannot be met by raising it
+    return Raising(current, fit, kv_tokens, per_request, seen, suggested, by_demand)
+
+
+def _nothing_waited(engine: str) -> str:
+    return f"{not_in_metrics(engine, 'queue-time histogram')}, and no request was seen waiting"
+
+
+def _queue_share(queue: Mean, ttft: Mean, share: float) -> str:
+    return f"queue time {fmt_seconds(queue.value)} is {fmt_pct(share)} of TTFT {fmt_seconds(ttft.value)}"
+
+
+def _nobody_waited(share: float) -> str:
+    return f"queue time is {fmt_pct(share)} of TTFT but no request was seen waiting"
+
+
+def _no_full_batch(found: Found) -> str:
+    return _summary(found) + ": no scrape showed every slot busy while requests waited"
+
+
+def _neither_limit(found: Found) -> str:
+    return _summary(found) + ": neither the batch limit nor the KV cache was full"
+
+
+def _summary(found: Found) -> str:
+    if found.queue is None or found.ttft is None or found.share is None:
+        parts = [not_in_metrics(found.engine, "queue-time histogram")]
+    else:
+        parts = [_queue_share(found.queue, found.ttft, found.share)]
+    if found.waiting_max is not None:
+        parts.append(f"waiting up to {found.waiting_max:.0f}")
+    max_seqs = found.max_seqs
+    if found.batch_full is not None and max_seqs is not None:  # batch_full is only known beside max_seqs
+        parts.append(f"running = max_num_seqs = {max_seqs.value}" if found.batch_full
+                     else f"running up to {found.running_max:.0f} < max_num_seqs {max_seqs.value}")
+    elif found.above_bound and max_seqs is not None:
+        parts.append(f"running up to {found.running_max:.0f}, above vLLM's default lower bound of {max_seqs.value}: "
+                     "the max_num_seqs in use is unknown")
+    if found.kv_max is not None:
+        parts.append(f"KV usage <= {fmt_pct(found.kv_max)}")
+    return "; ".join(parts)
+
+
+def _mean_source(mean: Mean, what: str) -> str:
+    if mean.metric:
+        return f"metrics: {mean.name} delta, n={mean.n:.0f}"
+    return f"stream: {mean.name} {what} mean, n={mean.n}"
+
+
+def _evidence(found: Found, raising: Raising | None) -> list[EvidenceValue]:
+    evidence: list[EvidenceValue] = []
+    if found.queue is not None:
+        evidence.append(EvidenceValue("server queue time mean", found.queue.value, "s", _mean_source(found.queue, "")))
+    if found.ttft is not None:
+        evidence.append(EvidenceValue("TTFT mean", found.ttft.value, "s", _mean_source(found.ttft, "TTFT")))
+    if found.waiting_max is not None:
+        evidence.append(EvidenceValue("waiting max", found.waiting_max, "requests", f"metrics: {found.waiting_metric}"))
+    if found.running_max is not None:
+        evidence.append(EvidenceValue("running max", found.running_max, "requests", f"metrics: {found.running_metric}"))
+    if found.max_seqs is not None:
+        evidence.append(found.max_seqs.evidence("max_num_seqs"))
+    if found.kv_max is not None:
+        evidence.append(EvidenceValue("KV usage max", found.kv_max, "fraction", "metrics: KV cache usage gauge"))
+    if raising is not None and raising.kv_tokens is not None and raising.per_request is not None:
+        evidence.append(raising.kv_tokens.evidence("KV cache capacity", "tokens"))
+        evidence.append(EvidenceValue("tokens per request", raising.per_request[0], "tokens", raising.per_request[1]))
+    return evidence
+
+
+def _capacity(found: Found, log_facts: LogFacts | None, run: RunRecord | None,
+              stream: StreamEvidence | None) -> Remediation:
     """More replicas, as ``queue_remediation`` says unless the cache holds fewer than two requests (then grow it)."""
+    kv_max, running_max, waiting_max = found.kv_max or 0.0, found.running_max, found.waiting_max
     kv_bound = queue_remediation(f"KV usage reached {fmt_pct(kv_max)}.", "queue time to drop to a small share of TTFT",
-                                 log_facts, run, stream, engine)
+                                 log_facts, run, stream, found.engine)
     if kv_bound.setting != "replicas":
         return kv_bound
     below = f" below the {running_max:.0f} requests running at the peak" if running_max else ""
@@ -220,59 +340,45 @@ def _capacity(kv_max: float, running_max: float | None, waiting_max: float | Non
     )
 
 
-def _raise_max_num_seqs(
-    max_seqs: Setting | None,
-    kv_max: float | None,
-    demand: tuple[float, str] | None,
-    unconfirmed: str | None,
-    stream: StreamEvidence | None,
-    log_facts: LogFacts | None,
-    run: RunRecord | None,
-    evidence: list[EvidenceValue],
-    engine: str,
-) -> Remediation:
-    """Raise the batch limit to the peak demand, never past what the KV cache holds.
+def _fit_basis(raising: Raising, kv_max: float | None) -> str:
+    """How the fit was worked out: from the KV capacity, else from today's value and the KV peak."""
+    if raising.kv_tokens is not None and raising.per_request is not None:
+        return (f"{int(raising.kv_tokens.value)} KV tokens x {KV_FILL_TARGET} / {raising.per_request[0]:.0f} tokens "
+                "per request")
+    return f"max_num_seqs {raising.current} x {KV_FILL_TARGET} / peak KV usage {kv_max:.2f}"
 
-    The check fires with a known-full batch only when someone waited, so the peak demand
-    (running + waiting) is above today's value whenever it is known. ``demand`` is that peak (or
-    the probe's concurrency) and its description; ``unconfirmed`` says why the batch was not seen
-    full, when it was not. A lower-bound default is never today's value here: any number could
-    lower a limit that is in fact higher, so the advice is then the direction only.
-    """
-    bounded = max_seqs is not None and max_seqs.lower_bound
-    current = int(max_seqs.value) if max_seqs is not None and not bounded else None
-    fit: int | None = None
-    basis = ""
-    kv_tokens = engine_setting("kv_cache_tokens", log_facts, run)
-    per_request = tokens_per_request(stream)
-    if kv_tokens is not None and per_request is not None:
-        evidence.append(kv_tokens.evidence("KV cache capacity", "tokens"))
-        evidence.append(EvidenceValue("tokens per request", per_request[0], "tokens", per_request[1]))
-        fit = sequences_that_fit(float(kv_tokens.value), per_request[0])
-        basis = f"{int(kv_tokens.value)} KV tokens x {KV_FILL_TARGET} / {per_request[0]:.0f} tokens per request"
-    elif current is not None and kv_max:
-        # today's batch held kv_max of the cache: the same requests fill KV_FILL_TARGET of it at this many
-        fit = sequences_that_fit(current, kv_max)
-        basis = f"max_num_seqs {current} x {KV_FILL_TARGET} / peak KV usage {kv_max:.2f}"
-    suggested: int | None = fit
-    if bounded:
-        suggested = None
-    elif fit is not None and current is not None and fit <= current:
-        suggested = None  # the arithmetic says the cache is the limit after all: give the direction only
-    elif demand is not None and (fit is None or demand[0] < fit):
-        # No need to go past the demand: every extra slot deepens the batch (slower tokens).
-        suggested = math.ceil(demand[0])
-        basis = demand[1].format(suggested) + (f"; the KV cache fits up to {fit}: {basis}" if fit is not None else "")
-    if suggested is not None and current is not None and suggested <= current:
-        suggested = None  # a demand at or below today's limit cannot be met by raising it
-    if suggested is not None:
-        text = f"{suggested} ({basis})"
-    elif bounded:
+
+def _fits_up_to(raising: Raising, kv_max: float | None) -> str:
+    return f"; the KV cache fits up to {raising.fit}: {_fit_basis(raising, kv_max)}" if raising.fit is not None else ""
+
+
+def _unconfirmed(found: Found) -> str | None:
+    """Why the batch was not seen full, when it was not."""
+    if found.batch_full:
+        return None
+    if found.max_seqs is None:
+        return "max_num_seqs is in neither the startup log nor the run record"
+    if found.above_bound:
+        return (f"max_num_seqs is in neither the startup log nor the run record, and vLLM's default for this GPU "
+                f"is only known to be at least {found.max_seqs.value}")
+    return "no scrape during the probe showed how many requests ran"
+
+
+def _raise_max_num_seqs(found: Found, raising: Raising) -> Remediation:
+    max_seqs, kv_max = found.max_seqs, found.kv_max
+    if raising.suggested is not None and raising.by_demand:
+        demand = (f"the peak of {raising.suggested} requests in flight" if raising.seen
+                  else f"the probe's concurrency of {raising.suggested} (no scrape saw the peak)")
+        text = f"{raising.suggested} ({demand}{_fits_up_to(raising, kv_max)})"
+    elif raising.suggested is not None:
+        text = f"{raising.suggested} ({_fit_basis(raising, kv_max)})"
+    elif max_seqs is not None and max_seqs.lower_bound:
         text = ("raise it above the limit in use (start the engine with --max-num-seqs set explicitly) while KV "
-                "usage stays below 90 %" + (f"; the KV cache fits up to {fit}: {basis}" if fit is not None else ""))
+                "usage stays below 90 %" + _fits_up_to(raising, kv_max))
     else:
         text = "raise it while KV usage stays below 90 %"
     kv_note = f"KV usage stayed <= {fmt_pct(kv_max)}" if kv_max is not None else "the KV cache had room"
+    unconfirmed = _unconfirmed(found)
     if unconfirmed is None:
         why = f"the batch is full while {kv_note}: the sequence limit, not GPU memory, makes requests wait"
     else:
@@ -282,9 +388,9 @@ def _raise_max_num_seqs(
         setting="max_num_seqs",
         suggested=text,
         why=why,
-        verify=rerun(f"waiting to stay near 0, queue time to shrink, and {_no_preemptions(engine)}"),
+        verify=rerun(f"waiting to stay near 0, queue time to shrink, and {_no_preemptions(found.engine)}"),
         current=max_seqs.current() if max_seqs is not None else None,
-        where=engine_flag(engine, "max_num_seqs"),
+        where=engine_flag(found.engine, "max_num_seqs"),
     )
 
 

@@ -32,12 +32,33 @@ TTFT p50 6.1 s through vllm-router against 0.4 s direct, no replica had a reques
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import measured_pair, rerun
+from doctor.checklib import PathPair, measured_pair, rerun
 from doctor.checklib.routing import router_fix, router_read, setting_said
-from doctor.derive.router import RouterView
+from doctor.derive.router import ReplicaRow, RouterView
 from doctor.derive.stream_stats import StreamStats
-from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """TTFT p50 through the router and direct, the wait the router adds, the requests it refused
+    (an HTTP error status through it, none direct) of those sent, the replicas whose own /metrics
+    were read, and the router's concurrency cap in use."""
+
+    view: RouterView
+    pair: PathPair
+    through: float
+    direct: float
+    refused: int
+    replicas: tuple[ReplicaRow, ...]
+    cap: int | None
+
+    @property
+    def wait(self) -> float:
+        return self.through - self.direct
 
 
 @check(code="LD311", name="router-queue", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_CAP)
@@ -51,35 +72,70 @@ def router_queue(stream_stats: StreamStats, routing: RouterView, *, min_wait_s: 
     read = [r for r in view.replicas if r.waiting_mean is not None]
     if not read:
         raise NotApplicable("no replica's own /metrics was read: whether the replicas had seats is unknown")
-    wait = through - direct
-    refused = pair.gateway.failures.get("http-status", 0) if not pair.direct.failures.get("http-status") else 0
+    cap = view.setting("max_concurrent")
+    found = Found(view, pair, through, direct,
+                  pair.gateway.failures.get("http-status", 0) if not pair.direct.failures.get("http-status") else 0,
+                  tuple(read), int(cap.value) if cap is not None and cap.value and cap.value.isdigit() else None)
+    wait = found.wait
     waited = wait >= min_wait_s and wait >= min_share * through
-    if not waited and not refused:
-        return Pass(f"TTFT p50 {through:.2f} s through the router against {direct:.2f} s direct: "
-                    f"the router adds {max(wait, 0):.2f} s and refused none")
+    if not waited and not found.refused:
+        return Pass(_router_adds_little(found))
     queued = [r for r in read if (r.waiting_mean or 0) >= max_replica_waiting]
     if queued:
-        return Pass(f"the router adds {wait:.2f} s but {len(queued)} replica(s) had requests waiting "
-                    f"({', '.join(r.url for r in queued)}): the replicas are full, not the router")
-    cap = view.setting("max_concurrent")
-    current = int(cap.value) if cap is not None and cap.value and cap.value.isdigit() else None
-    suggested = f"{current * 4}, above the streams offered" if current else "above the streams offered"
-    peak = sum(r.running_max or 0 for r in read)
-    sent = pair.gateway.n_ok + pair.gateway.n_failed
-    refusals = f", {refused} of {sent} requests refused by it (an HTTP error status, none direct)" if refused else ""
-    summary = (f"TTFT p50 {through:.2f} s through {view.display} against {direct:.2f} s direct ({max(wait, 0):.2f} s in the router)"
-               f"{refusals} while the replicas had seats (at most {max(r.waiting_mean or 0 for r in read):.1f} waiting on average, "
-               f"running at most {peak:.0f} across {len(read)} replica(s))")
+        return Pass(_replicas_full(found, tuple(queued)))
     return Fire(
-        title=f"Requests wait in {view.display}, not in the replicas",
-        summary=summary,
-        severity=Severity.CRITICAL if refused or (wait >= 2 * min_wait_s and wait >= 0.8 * through) else Severity.WARNING,
-        remediation=router_fix(view, "max_concurrent", suggested,
-                               f"the router admits fewer requests than the replicas hold: they wait in its queue "
-                               f"({setting_said(view, 'queue_size')}, {setting_said(view, 'queue_timeout')}) or are refused",
-                               rerun("TTFT through the router near the direct path's")),
-        evidence=[EvidenceValue("ttft p50 through the router", round(through, 3), "s", f"stream: gateway, n={pair.gateway.ttft.n}"),
-                  EvidenceValue("refused by the router", refused, "requests", "stream: gateway HTTP errors, none direct"),
-                  EvidenceValue("ttft p50 direct", round(direct, 3), "s", f"stream: direct, n={pair.direct.ttft.n}"),
-                  EvidenceValue("replicas waiting mean, highest", round(max(r.waiting_mean or 0 for r in read), 2), "requests", "replicas' /metrics")],
+        title=_title(found),
+        summary=_summary(found),
+        severity=(Severity.CRITICAL if found.refused or (wait >= 2 * min_wait_s and wait >= 0.8 * through)
+                  else Severity.WARNING),
+        remediation=_remediation(found),
+        evidence=_evidence(found),
     )
+
+
+def _router_adds_little(found: Found) -> str:
+    return (f"TTFT p50 {found.through:.2f} s through the router against {found.direct:.2f} s direct: "
+            f"the router adds {max(found.wait, 0):.2f} s and refused none")
+
+
+def _replicas_full(found: Found, queued: tuple[ReplicaRow, ...]) -> str:
+    return (f"the router adds {found.wait:.2f} s but {len(queued)} replica(s) had requests waiting "
+            f"({', '.join(r.url for r in queued)}): the replicas are full, not the router")
+
+
+def _title(found: Found) -> str:
+    return f"Requests wait in {found.view.display}, not in the replicas"
+
+
+def _most_waiting(found: Found) -> float:
+    return max(r.waiting_mean or 0 for r in found.replicas)
+
+
+def _summary(found: Found) -> str:
+    read, gateway = found.replicas, found.pair.gateway
+    peak = sum(r.running_max or 0 for r in read)
+    sent = gateway.n_ok + gateway.n_failed
+    refusals = (f", {found.refused} of {sent} requests refused by it (an HTTP error status, none direct)"
+                if found.refused else "")
+    return (f"TTFT p50 {found.through:.2f} s through {found.view.display} against {found.direct:.2f} s direct "
+            f"({max(found.wait, 0):.2f} s in the router){refusals} while the replicas had seats (at most "
+            f"{_most_waiting(found):.1f} waiting on average, running at most {peak:.0f} across {len(read)} replica(s))")
+
+
+def _remediation(found: Found) -> Remediation:
+    view = found.view
+    suggested = f"{found.cap * 4}, above the streams offered" if found.cap else "above the streams offered"
+    return router_fix(view, "max_concurrent", suggested,
+                      f"the router admits fewer requests than the replicas hold: they wait in its queue "
+                      f"({setting_said(view, 'queue_size')}, {setting_said(view, 'queue_timeout')}) or are refused",
+                      rerun("TTFT through the router near the direct path's"))
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    pair = found.pair
+    return [
+        EvidenceValue("ttft p50 through the router", round(found.through, 3), "s", f"stream: gateway, n={pair.gateway.ttft.n}"),
+        EvidenceValue("refused by the router", found.refused, "requests", "stream: gateway HTTP errors, none direct"),
+        EvidenceValue("ttft p50 direct", round(found.direct, 3), "s", f"stream: direct, n={pair.direct.ttft.n}"),
+        EvidenceValue("replicas waiting mean, highest", round(_most_waiting(found), 2), "requests", "replicas' /metrics"),
+    ]

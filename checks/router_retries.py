@@ -27,11 +27,24 @@ vllm-router retried 7 of 8 requests (--retry-max-retries 5); replica :8002 faile
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import rerun
 from doctor.checklib.routing import router_fix, router_read
-from doctor.derive.router import RouterView
-from doctor.model import Cause, EvidenceValue, SymptomClass
+from doctor.derive.router import ReplicaRow, RouterView
+from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """The router's retries over the window against the requests it routed, and the replicas its
+    circuit breaker ejected."""
+
+    view: RouterView
+    retries: float | None
+    routed: float
+    ejected: tuple[ReplicaRow, ...]
 
 
 @check(code="LD314", name="router-retries", symptom=SymptomClass.PROXY_ONLY, cause=Cause.GATEWAY_RETRIES)
@@ -39,24 +52,50 @@ def router_retries(routing: RouterView, *, min_retry_share: float = 0.05) -> Res
     view = router_read(routing)
     ejected = [r for r in view.replicas if r.ejected]
     if view.retries is None and not ejected:
-        raise NotApplicable(f"{view.display} publishes no retry counter and ejected no replica")
-    routed = view.routed or 0
-    share = (view.retries or 0) / routed if routed else 0.0
+        raise NotApplicable(_no_signal(view))
+    found = Found(view, view.retries, view.routed or 0, tuple(ejected))
+    share = (view.retries or 0) / found.routed if found.routed else 0.0
     if share < min_retry_share and not ejected:
-        return Pass(f"{view.retries or 0:g} retries of {routed:g} routed requests, no replica ejected")
-    parts = []
-    if view.retries:
-        parts.append(f"{view.display} retried {view.retries:g} time(s) for {routed:g} routed request(s)")
-    if ejected:
-        parts.append("circuit breaker open for " + ", ".join(f"{r.url} (share {r.share or 0:.0%})" for r in ejected))
-    key = "circuit_breaker" if ejected else "retries"
+        return Pass(_few_retries(found))
     return Fire(
-        title=f"{view.display} retries requests" + (" and ejects replicas" if ejected else ""),
-        summary="; ".join(parts),
-        remediation=router_fix(view, key, "1 while the failing replica is found" if key == "retries" else "lower, so it ejects sooner",
-                               "each retry pays the first try's wait again and its work lands on the peers",
-                               rerun("no retries and every replica's breaker closed")),
-        evidence=[EvidenceValue("retries", view.retries, "requests", "router /metrics delta"),
-                  EvidenceValue("routed", routed, "requests", "router /metrics delta"),
-                  EvidenceValue("ejected replicas", len(ejected), "replicas", "router circuit-breaker state")],
+        title=_title(found),
+        summary=_summary(found),
+        remediation=_remediation(found),
+        evidence=_evidence(found),
     )
+
+
+def _no_signal(view: RouterView) -> str:
+    return f"{view.display} publishes no retry counter and ejected no replica"
+
+
+def _few_retries(found: Found) -> str:
+    return f"{found.retries or 0:g} retries of {found.routed:g} routed requests, no replica ejected"
+
+
+def _title(found: Found) -> str:
+    return f"{found.view.display} retries requests" + (" and ejects replicas" if found.ejected else "")
+
+
+def _summary(found: Found) -> str:
+    parts = []
+    if found.retries:
+        parts.append(f"{found.view.display} retried {found.retries:g} time(s) for {found.routed:g} routed request(s)")
+    if found.ejected:
+        parts.append("circuit breaker open for " + ", ".join(f"{r.url} (share {r.share or 0:.0%})" for r in found.ejected))
+    return "; ".join(parts)
+
+
+def _remediation(found: Found) -> Remediation:
+    if found.ejected:
+        key, suggested = "circuit_breaker", "lower, so it ejects sooner"
+    else:
+        key, suggested = "retries", "1 while the failing replica is found"
+    return router_fix(found.view, key, suggested, "each retry pays the first try's wait again and its work lands on the peers",
+                      rerun("no retries and every replica's breaker closed"))
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    return [EvidenceValue("retries", found.retries, "requests", "router /metrics delta"),
+            EvidenceValue("routed", found.routed, "requests", "router /metrics delta"),
+            EvidenceValue("ejected replicas", len(found.ejected), "replicas", "router circuit-breaker state")]

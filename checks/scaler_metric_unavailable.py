@@ -26,13 +26,25 @@ external metric vllm_waiting) -> fix the metric the condition names.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Pass, Result, check
 from doctor.checklib import ScalerFault, scaler_fire, scalers_of
 from doctor.model import Cause, Severity, SymptomClass
-from doctor.scalers.model import Scaler, ScalingView
+from doctor.scalers.model import Condition, Scaler, ScalingView
 
 
-def _fault(scaler: Scaler) -> ScalerFault | None:
+@dataclass(frozen=True)
+class Unreadable:
+    """A scaler whose controller cannot read its signal: the condition that says so (``kind`` at
+    ``bad``), else the triggers that fail."""
+
+    scaler: Scaler
+    condition: Condition | None
+    failing: tuple[str, ...] = ()
+
+
+def _unreadable(scaler: Scaler) -> Unreadable | None:
     status = scaler.status
     if status is None:
         return None
@@ -40,12 +52,9 @@ def _fault(scaler: Scaler) -> ScalerFault | None:
         condition = status.condition(kind)
         # ScalingDisabled: the target has no replica (KEDA at zero, idle), the controller's normal rest
         if condition is not None and condition.status == bad and condition.reason != "ScalingDisabled":
-            said = f"{kind} {bad}" + (f" ({condition.reason}: {condition.message})" if condition.reason or condition.message else "")
-            return ScalerFault(scaler, f"status.conditions[{kind}]", said, "a signal the controller can read (see the message)",
-                         f"the controller reports {said}: the replica count is frozen while it cannot read its signal")
+            return Unreadable(scaler, condition)
     if status.failing:
-        return ScalerFault(scaler, "status.health", ", ".join(status.failing), "the failing trigger's query, address or credentials",
-                     f"trigger(s) {', '.join(status.failing)} fail: the scaler acts on what it last read, or its fallback")
+        return Unreadable(scaler, None, tuple(status.failing))
     return None
 
 
@@ -55,8 +64,24 @@ def scaler_metric_unavailable(scalers: ScalingView) -> Result:
     with_status = [s for s in judged if s.status is not None]
     if not with_status:
         return Pass("no autoscaler status was read (objects without status, as written rather than as the cluster has them)")
-    faults = [f for s in with_status if (f := _fault(s)) is not None]
-    if not faults:
-        return Pass(f"{len(with_status)} autoscaler(s) with status, each reading its signal")
-    return scaler_fire("The autoscaler cannot read its signal", faults, "ScalingActive True (ValidMetricFound)",
-                       severity=Severity.CRITICAL)
+    unreadable = [u for s in with_status if (u := _unreadable(s)) is not None]
+    if not unreadable:
+        return Pass(_all_read(len(with_status)))
+    return scaler_fire("The autoscaler cannot read its signal", [_said(u) for u in unreadable],
+                       "ScalingActive True (ValidMetricFound)", severity=Severity.CRITICAL)
+
+
+def _all_read(with_status: int) -> str:
+    return f"{with_status} autoscaler(s) with status, each reading its signal"
+
+
+def _said(found: Unreadable) -> ScalerFault:
+    condition = found.condition
+    if condition is not None:
+        kind, bad = condition.type, condition.status
+        said = f"{kind} {bad}" + (f" ({condition.reason}: {condition.message})" if condition.reason or condition.message else "")
+        return ScalerFault(found.scaler, f"status.conditions[{kind}]", said, "a signal the controller can read (see the message)",
+                           f"the controller reports {said}: the replica count is frozen while it cannot read its signal")
+    failing = ", ".join(found.failing)
+    return ScalerFault(found.scaler, "status.health", failing, "the failing trigger's query, address or credentials",
+                       f"trigger(s) {failing} fail: the scaler acts on what it last read, or its fallback")

@@ -26,6 +26,8 @@ HorizontalPodAutoscaler serving/vllm: scales on cpu (spec.metrics[0].resource.na
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Pass, Result, check
 from doctor.checklib import ScalerFault, queue_signal, scaler_fire, scalers_of
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
@@ -38,25 +40,41 @@ def _resource(signal: Signal) -> bool:
     return signal.source == SignalSource.RESOURCE and (signal.metric or "").lower() in ("cpu", "memory")
 
 
-def _fault(scaler: Scaler, engine: str | None) -> ScalerFault | None:
+@dataclass(frozen=True)
+class OnResources:
+    """A scaler's first CPU or memory signal, and whether it scales on those alone."""
+
+    first: Signal
+    alone: bool
+
+
+def _on_resources(scaler: Scaler) -> OnResources | None:
     resources = [s for s in scaler.signals if _resource(s)]
     if not resources:
         return None
-    first = resources[0]
-    target = first.target.value if first.target is not None and first.target.known else "unset"
-    alone = len(resources) == len(scaler.signals)
-    why = (f"scales on {first.metric} ({first.where}, {first.target_type or 'target'} {target})"
-           + (" and nothing else" if alone else ", beside signals that track the engine: it adds replicas that do not help"))
-    return ScalerFault(scaler, first.where, f"{first.metric} {first.target_type or ''} {target}".strip(),
-                 queue_signal(scaler, engine), why)
+    return OnResources(resources[0], len(resources) == len(scaler.signals))
 
 
 @check(code="LD601", name="scales-on-cpu-or-memory", symptom=SymptomClass.SCALING, cause=Cause.SCALING,
        aliases=("scaled-on-cpu",))
 def scales_on_cpu_or_memory(scalers: ScalingView, engine: EngineIdentity = UNIDENTIFIED) -> Result:
     judged = scalers_of(scalers)
-    faults = [f for s in judged if (f := _fault(s, None if engine.id == UNKNOWN else engine.id)) is not None]
+    named = None if engine.id == UNKNOWN else engine.id
+    faults = [_said(s, found, named) for s in judged if (found := _on_resources(s)) is not None]
     if not faults:
-        return Pass(f"{len(judged)} engine autoscaler(s), none on CPU or memory")
+        return Pass(_none_on_resources(len(judged)))
     return scaler_fire("An engine scales on CPU or memory", faults,
                        "the scaler adding a replica while requests wait, and none while the GPU is busy without a queue")
+
+
+def _none_on_resources(judged: int) -> str:
+    return f"{judged} engine autoscaler(s), none on CPU or memory"
+
+
+def _said(scaler: Scaler, found: OnResources, engine: str | None) -> ScalerFault:
+    first = found.first
+    target = first.target.value if first.target is not None and first.target.known else "unset"
+    why = (f"scales on {first.metric} ({first.where}, {first.target_type or 'target'} {target})"
+           + (" and nothing else" if found.alone else ", beside signals that track the engine: it adds replicas that do not help"))
+    return ScalerFault(scaler, first.where, f"{first.metric} {first.target_type or ''} {target}".strip(),
+                       queue_signal(scaler, engine), why)

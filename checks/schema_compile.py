@@ -38,15 +38,35 @@ schema's compile cost about 2.2 s once.
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, Pass, Result, check
-from doctor.checklib import constrained_run, engine_flag, engine_setting, request_ttft, rerun
+from doctor.checklib import Setting, constrained_run, engine_flag, engine_setting, request_ttft, rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.engines.names import VLLM
-from doctor.evidence import StreamEvidence
+from doctor.evidence import RequestTrace, StreamEvidence
 from doctor.foundation.units import fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """The first constrained request's TTFT against the repeats' median and the unconstrained twins'
+    (``baseline``: the larger), the constraints, and the structured-output backend in use."""
+
+    first: RequestTrace
+    first_s: float
+    repeat_s: float
+    repeats: int
+    twin_s: float
+    twins: int
+    constraints: tuple[str, ...]
+    backend: Setting | None
+
+    @property
+    def baseline(self) -> float:
+        return max(self.repeat_s, self.twin_s)
 
 
 @check(code="LD108", name="schema-compile", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.STRUCTURED_OUTPUT)
@@ -61,39 +81,57 @@ def schema_compile(
 ) -> Result:
     run = constrained_run(stream)
     first, repeats = run.constrained[0], run.constrained[1:]
-    first_s = request_ttft(first)
-    repeat_s = statistics.median(request_ttft(r) for r in repeats)
-    twin_s = statistics.median(request_ttft(r) for r in run.controls)
-    baseline = max(repeat_s, twin_s)
-    said = (f"first constrained request TTFT {fmt_seconds(first_s)}, repeats median {fmt_seconds(repeat_s)} "
-            f"(n={len(repeats)}), unconstrained twin {fmt_seconds(twin_s)} (n={len(run.controls)})")
+    found = Found(first, request_ttft(first), statistics.median(request_ttft(r) for r in repeats), len(repeats),
+                  statistics.median(request_ttft(r) for r in run.controls), len(run.controls), tuple(run.constraints),
+                  engine_setting("structured_outputs_backend", log_facts))
+    first_s, baseline = found.first_s, found.baseline
     if first_s < compile_ratio * baseline or first_s - baseline < min_excess_s:
-        return Pass(said + ": no first-request compile stands out")
-    backend = engine_setting("structured_outputs_backend", log_facts)
-    evidence = [
-        EvidenceValue("first constrained TTFT", first_s, "s", f"stream: {first.path} request {first.index}"
-                      + (" (warm-up)" if first.warmup else "")),
-        EvidenceValue("repeats' median TTFT", repeat_s, "s", f"stream: n={len(repeats)} constrained requests"),
-        EvidenceValue("unconstrained twin TTFT", twin_s, "s", f"stream: controls, n={len(run.controls)}"),
-        EvidenceValue("constraints", ", ".join(run.constraints), "", "run: the --payload body"),
-    ]
-    if backend is not None:
-        evidence.append(backend.evidence("structured-output backend"))
-    engine_id = engine.id
-    flag = ' (--structured-outputs-config \'{"backend": "xgrammar"}\')' if engine_id == VLLM else ""
+        return Pass(_no_compile(found))
     return Fire(
         title="The schema's first request waits for its grammar to compile",
-        summary=said + f": the schema's compile cost about {fmt_seconds(first_s - baseline)} once",
-        remediation=Remediation(
-            setting="structured_outputs_config",
-            suggested=("warm each schema before taking traffic (one request per distinct schema after start), "
-                       f'with the grammar backend "xgrammar", which caches compiled grammars{flag}'),
-            why=("the first request per schema waited for its grammar while the repeats and the same prompt "
-                 "unconstrained did not: the compile, not the prompt or the queue"),
-            verify=rerun("the first constrained request's TTFT near the repeats' after a warm-up per schema"),
-            current=str(backend.value) if backend is not None else None,
-            where=engine_flag(engine_id, "structured_outputs_config"),
-        ),
+        summary=_summary(found),
+        remediation=_remediation(found, engine.id),
         felt=first_s > ttft_target_s,  # the compile lands on one request: felt only past the first-token budget
-        evidence=evidence,
+        evidence=_evidence(found),
+    )
+
+
+def _compared(found: Found) -> str:
+    return (f"first constrained request TTFT {fmt_seconds(found.first_s)}, repeats median {fmt_seconds(found.repeat_s)} "
+            f"(n={found.repeats}), unconstrained twin {fmt_seconds(found.twin_s)} (n={found.twins})")
+
+
+def _no_compile(found: Found) -> str:
+    return _compared(found) + ": no first-request compile stands out"
+
+
+def _summary(found: Found) -> str:
+    return _compared(found) + f": the schema's compile cost about {fmt_seconds(found.first_s - found.baseline)} once"
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    first = found.first
+    evidence = [
+        EvidenceValue("first constrained TTFT", found.first_s, "s", f"stream: {first.path} request {first.index}"
+                      + (" (warm-up)" if first.warmup else "")),
+        EvidenceValue("repeats' median TTFT", found.repeat_s, "s", f"stream: n={found.repeats} constrained requests"),
+        EvidenceValue("unconstrained twin TTFT", found.twin_s, "s", f"stream: controls, n={found.twins}"),
+        EvidenceValue("constraints", ", ".join(found.constraints), "", "run: the --payload body"),
+    ]
+    if found.backend is not None:
+        evidence.append(found.backend.evidence("structured-output backend"))
+    return evidence
+
+
+def _remediation(found: Found, engine: str) -> Remediation:
+    flag = ' (--structured-outputs-config \'{"backend": "xgrammar"}\')' if engine == VLLM else ""
+    return Remediation(
+        setting="structured_outputs_config",
+        suggested=("warm each schema before taking traffic (one request per distinct schema after start), "
+                   f'with the grammar backend "xgrammar", which caches compiled grammars{flag}'),
+        why=("the first request per schema waited for its grammar while the repeats and the same prompt "
+             "unconstrained did not: the compile, not the prompt or the queue"),
+        verify=rerun("the first constrained request's TTFT near the repeats' after a warm-up per schema"),
+        current=str(found.backend.value) if found.backend is not None else None,
+        where=engine_flag(engine, "structured_outputs_config"),
     )

@@ -34,14 +34,32 @@ queue (80 % of their TTFT); over all 20 requests the queue was 9 % -> raise max_
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, max_num_seqs_in_use, rerun
+from doctor.checklib import Setting, engine_flag, max_num_seqs_in_use, rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
-from doctor.derive.request_hops import RequestHopsView
+from doctor.derive.request_hops import RequestHops, RequestHopsView
 from doctor.evidence import RunRecord
 from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """The slowest requests' time in the engine's queue (mean, and share of their TTFT) against every
+    timed request's share, other users' queue p90 (over ``others`` requests), and the batch limit."""
+
+    engine: str
+    slow: tuple[RequestHops, ...]
+    timed: int
+    mean_queue: float
+    slow_share: float
+    all_share: float
+    others_p90: float | None
+    others: int
+    max_seqs: Setting | None
 
 
 @check(code="LD110", name="slow-requests-queued", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.QUEUE)
@@ -59,41 +77,71 @@ def slow_requests_queued(
     slow = [view.requests[i] for i in view.slow if view.requests[i].queue is not None and view.requests[i].ttft]
     timed = [r for r in view.requests if r.queue is not None and r.ttft]
     if not slow or len(timed) < 3:
-        raise NotApplicable(f"{len(timed)} request(s) with the engine's queue time: too few to tell slow ones from the rest")
+        raise NotApplicable(_too_few(len(timed)))
     slow_queue = sum(r.queue or 0.0 for r in slow)
-    slow_share = slow_queue / sum(r.ttft or 0.0 for r in slow)
-    all_share = sum(r.queue or 0.0 for r in timed) / sum(r.ttft or 0.0 for r in timed)
-    mean_queue = slow_queue / len(slow)
-    numbers = (f"the {len(slow)} slowest of {len(timed)} requests waited {fmt_seconds(mean_queue)} on average in the "
-               f"engine's queue ({fmt_pct(slow_share)} of their TTFT); over all requests the queue was {fmt_pct(all_share)}")
-    if slow_share < queue_share or mean_queue < min_queue_s:
-        return Pass(numbers)
-    if slow_share < hidden_factor * all_share:
-        return Pass(f"{numbers}: every request queued alike, nothing the mean hides")
-    evidence = [EvidenceValue(f"request {r.index} ({r.path}) queue", r.queue or 0.0, "s",
-                              f"request_hops: span {r.request_id or r.trace_id}, TTFT {fmt_seconds(r.ttft or 0.0)}")
-                for r in slow[:3]]
-    evidence += [EvidenceValue("slow requests' queue share", slow_share, "fraction", f"request_hops: n={len(slow)}"),
-                 EvidenceValue("all requests' queue share", all_share, "fraction", f"request_hops: n={len(timed)}")]
-    if view.others_queue.p90 is not None:
-        evidence.append(EvidenceValue("other users' queue p90", view.others_queue.p90, "s",
-                                      f"request_hops: the engine's spans of {view.others} other request(s)"))
-    max_seqs = max_num_seqs_in_use(log_facts, run, None)
-    if max_seqs is not None:
-        evidence.append(max_seqs.evidence("max_num_seqs"))
-    slowest = ", ".join(f"#{r.index} {fmt_seconds(r.queue or 0.0)} of {fmt_seconds(r.ttft or 0.0)}" for r in slow[:3])
+    found = Found(
+        engine=engine.id, slow=tuple(slow), timed=len(timed), mean_queue=slow_queue / len(slow),
+        slow_share=slow_queue / sum(r.ttft or 0.0 for r in slow),
+        all_share=sum(r.queue or 0.0 for r in timed) / sum(r.ttft or 0.0 for r in timed),
+        others_p90=view.others_queue.p90, others=view.others, max_seqs=max_num_seqs_in_use(log_facts, run, None),
+    )
+    if found.slow_share < queue_share or found.mean_queue < min_queue_s:
+        return Pass(_numbers(found))
+    if found.slow_share < hidden_factor * found.all_share:
+        return Pass(_queued_alike(found))
     return Fire(
         title="The slow requests waited in the engine's queue",
-        summary=f"{numbers} (queue of TTFT: {slowest})",
-        remediation=Remediation(
-            setting="max_num_seqs",
-            suggested="higher, so a request arriving while the batch is full does not wait for a slot",
-            current=max_seqs.current() if max_seqs is not None else None,
-            where=engine_flag(engine.id, "max_num_seqs"),
-            why=(f"The engine's own span of each slow request says it waited in the queue: {slowest}. The mean "
-                 "of every request hides it, so the server's histograms point elsewhere."),
-            verify=rerun("the slow requests' queue time in the per-request join (--otlp-listen) to fall"),
-        ),
+        summary=_summary(found),
+        remediation=_remediation(found),
         severity=Severity.WARNING,
-        evidence=evidence,
+        evidence=_evidence(found),
+    )
+
+
+def _too_few(timed: int) -> str:
+    return f"{timed} request(s) with the engine's queue time: too few to tell slow ones from the rest"
+
+
+def _numbers(found: Found) -> str:
+    return (f"the {len(found.slow)} slowest of {found.timed} requests waited {fmt_seconds(found.mean_queue)} on average "
+            f"in the engine's queue ({fmt_pct(found.slow_share)} of their TTFT); over all requests the queue was "
+            f"{fmt_pct(found.all_share)}")
+
+
+def _queued_alike(found: Found) -> str:
+    return f"{_numbers(found)}: every request queued alike, nothing the mean hides"
+
+
+def _slowest(found: Found) -> str:
+    return ", ".join(f"#{r.index} {fmt_seconds(r.queue or 0.0)} of {fmt_seconds(r.ttft or 0.0)}" for r in found.slow[:3])
+
+
+def _summary(found: Found) -> str:
+    return f"{_numbers(found)} (queue of TTFT: {_slowest(found)})"
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    evidence = [EvidenceValue(f"request {r.index} ({r.path}) queue", r.queue or 0.0, "s",
+                              f"request_hops: span {r.request_id or r.trace_id}, TTFT {fmt_seconds(r.ttft or 0.0)}")
+                for r in found.slow[:3]]
+    evidence += [EvidenceValue("slow requests' queue share", found.slow_share, "fraction",
+                               f"request_hops: n={len(found.slow)}"),
+                 EvidenceValue("all requests' queue share", found.all_share, "fraction", f"request_hops: n={found.timed}")]
+    if found.others_p90 is not None:
+        evidence.append(EvidenceValue("other users' queue p90", found.others_p90, "s",
+                                      f"request_hops: the engine's spans of {found.others} other request(s)"))
+    if found.max_seqs is not None:
+        evidence.append(found.max_seqs.evidence("max_num_seqs"))
+    return evidence
+
+
+def _remediation(found: Found) -> Remediation:
+    return Remediation(
+        setting="max_num_seqs",
+        suggested="higher, so a request arriving while the batch is full does not wait for a slot",
+        current=found.max_seqs.current() if found.max_seqs is not None else None,
+        where=engine_flag(found.engine, "max_num_seqs"),
+        why=(f"The engine's own span of each slow request says it waited in the queue: {_slowest(found)}. The mean "
+             "of every request hides it, so the server's histograms point elsewhere."),
+        verify=rerun("the slow requests' queue time in the per-request join (--otlp-listen) to fall"),
     )

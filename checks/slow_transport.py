@@ -38,6 +38,7 @@ engine; new connections take 12 ms -> move the caller into the engine's region.
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import metric_read, rerun
@@ -46,6 +47,26 @@ from doctor.derive.stream_stats import StreamStats
 from doctor.evidence import ProbePath, StreamEvidence
 from doctor.foundation.units import fmt_pct, fmt_seconds
 from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """The direct path's client TTFT mean against the server's, the time outside the server once
+    the client's own lag is set aside (and its ``share`` of TTFT), the mean connect time of new
+    connections (over ``connects``), and how many direct requests opened one (of ``known``)."""
+
+    client_s: float
+    client_n: int
+    server_s: float
+    server_metric: str | None
+    server_n: float
+    lag_s: float
+    outside_s: float
+    share: float
+    connect_s: float | None
+    connects: int
+    new_connections: int
+    known: int
 
 
 @check(code="LD104", name="slow-transport", symptom=SymptomClass.PRE_FIRST_TOKEN, cause=Cause.TRANSPORT,
@@ -63,59 +84,31 @@ def slow_transport(
     if direct is None or not direct.ttft.n or direct.ttft.mean is None:
         return NotApplicable("no measured direct path (--engine): the gateway's share cannot be told from the network's")
     if metrics_window.ttft is None or metrics_window.ttft.mean is None:
-        return NotApplicable(f"no server TTFT histogram ({metric_read(metrics_window, 'ttft')}) in /metrics")
+        return NotApplicable(_no_server_ttft(metric_read(metrics_window, "ttft")))
     client_s, server_s = direct.ttft.mean, metrics_window.ttft.mean
     sent = direct.n_ok + direct.n_failed + direct.n_warmup + sum(
         ps.n_ok + ps.n_failed + ps.n_warmup for ps in stream_stats.paths.values() if ps is not direct)
     if metrics_window.ttft.count > max_foreign_share_x * max(sent, 1):
         # Two means of the same requests differ by the network; of different requests, by which
         # requests they are (another user's queue, our lucky slot), so they say nothing here.
-        return NotApplicable(f"the server timed {metrics_window.ttft.count:.0f} first tokens, the probe sent {sent} "
-                             "requests: other users' requests dominate its mean, which then cannot be set against ours")
+        return NotApplicable(_other_users(metrics_window.ttft.count, sent))
     lag_s = _client_lag_s(stream)
     outside_s = max(client_s - server_s - lag_s, 0.0)
-    share = outside_s / client_s if client_s > 0 else 0.0
-    evidence = [
-        EvidenceValue("direct client TTFT mean", client_s, "s", f"stream: direct TTFT mean, n={direct.ttft.n}"),
-        EvidenceValue("server TTFT mean", server_s, "s",
-                      f"metrics: {metrics_window.ttft.metric} delta, n={metrics_window.ttft.count:.0f}"),
-    ]
-    if lag_s:
-        evidence.append(EvidenceValue("client event-loop lag + send time, p99", lag_s, "s", "stream: client self-check"))
-    evidence.append(EvidenceValue("client - server" + (" - client lag" if lag_s else ""), outside_s, "s",
-                                  "difference of the two means" + (", less the client's own lag" if lag_s else "")))
-    if share < transport_share or outside_s < min_transport_s:
-        lagged = f" once the client's own {fmt_seconds(lag_s)} lag is set aside" if lag_s else ""
-        return Pass(f"direct: {fmt_seconds(outside_s)} ({fmt_pct(share)}) of TTFT is outside the server{lagged}")
-    summary = (f"direct: client TTFT mean {fmt_seconds(client_s)} (n={direct.ttft.n}) vs server "
-               f"{fmt_seconds(server_s)}: {fmt_seconds(outside_s)} ({fmt_pct(share)}) between client and engine")
     connect = _connect_s(stream)
-    if connect is not None:
-        evidence.append(EvidenceValue("new-connection connect time mean", connect[0], "s",
-                                      f"stream: direct t_connected - t_sent, n={connect[1]}"))
-        summary += f"; new connections take {fmt_seconds(connect[0])} (n={connect[1]})"
-    if connect is not None and connect[0] >= outside_s / 2:
-        remediation = Remediation(
-            setting="http_keepalive",
-            suggested="reuse connections (a connection pool with HTTP keep-alive on the caller)",
-            why=f"opening a connection (TCP and TLS) takes {fmt_seconds(connect[0])}, most of the time outside the server",
-            verify=rerun("the client - server TTFT difference to shrink to about one round trip"),
-            current=_keepalive_in_use(stream),
-            where="the calling service's HTTP client",
-        )
-    else:
-        remediation = Remediation(
-            setting="region_placement",
-            suggested="run the caller (or its gateway) in the engine's region / zone",
-            why=f"{fmt_seconds(outside_s)} of every first token is spent between the client and the engine, not in it",
-            verify=rerun("the client - server TTFT difference to shrink to a LAN round trip"),
-            where="deployment topology",
-        )
+    reused = _reused(stream)
+    found = Found(
+        client_s=client_s, client_n=direct.ttft.n, server_s=server_s, server_metric=metrics_window.ttft.metric,
+        server_n=metrics_window.ttft.count, lag_s=lag_s, outside_s=outside_s,
+        share=outside_s / client_s if client_s > 0 else 0.0, connect_s=connect[0] if connect is not None else None,
+        connects=connect[1] if connect is not None else 0, new_connections=reused.count(False), known=len(reused),
+    )
+    if found.share < transport_share or outside_s < min_transport_s:
+        return Pass(_inside_the_server(found))
     return Fire(
         title="The network between the client and the engine adds to every first token",
-        summary=summary,
-        remediation=remediation,
-        evidence=evidence,
+        summary=_summary(found),
+        remediation=_remediation(found),
+        evidence=_evidence(found),
     )
 
 
@@ -127,14 +120,12 @@ def _client_lag_s(stream: StreamEvidence | None) -> float:
     return ((stream.client.loop_lag_p99_ms or 0.0) + (stream.client.send_p99_ms or 0.0)) / 1000
 
 
-def _keepalive_in_use(stream: StreamEvidence | None) -> str | None:
-    """Whether the direct requests reused connections, as the probe recorded it: "off" when none did."""
-    known = [r.connection_reused for r in stream.requests
-             if r.path == ProbePath.DIRECT and r.connection_reused is not None] if stream is not None else []
-    if not known:
-        return None
-    new = known.count(False)
-    return "off" if new == len(known) else f"{new} of {len(known)} direct requests on new connections"
+def _reused(stream: StreamEvidence | None) -> list[bool]:
+    """Whether each direct request reused a connection, where the probe recorded it."""
+    if stream is None:
+        return []
+    return [r.connection_reused for r in stream.requests
+            if r.path == ProbePath.DIRECT and r.connection_reused is not None]
 
 
 def _connect_s(stream: StreamEvidence | None) -> tuple[float, int] | None:
@@ -147,3 +138,71 @@ def _connect_s(stream: StreamEvidence | None) -> tuple[float, int] | None:
         if r.path == ProbePath.DIRECT and r.connection_reused is False and r.t_connected is not None and r.t_sent is not None
     ]
     return (statistics.fmean(times), len(times)) if times else None
+
+
+def _no_server_ttft(metric: str) -> str:
+    return f"no server TTFT histogram ({metric}) in /metrics"
+
+
+def _other_users(timed: float, sent: int) -> str:
+    return (f"the server timed {timed:.0f} first tokens, the probe sent {sent} "
+            "requests: other users' requests dominate its mean, which then cannot be set against ours")
+
+
+def _inside_the_server(found: Found) -> str:
+    lagged = f" once the client's own {fmt_seconds(found.lag_s)} lag is set aside" if found.lag_s else ""
+    return f"direct: {fmt_seconds(found.outside_s)} ({fmt_pct(found.share)}) of TTFT is outside the server{lagged}"
+
+
+def _summary(found: Found) -> str:
+    summary = (f"direct: client TTFT mean {fmt_seconds(found.client_s)} (n={found.client_n}) vs server "
+               f"{fmt_seconds(found.server_s)}: {fmt_seconds(found.outside_s)} ({fmt_pct(found.share)}) between "
+               "client and engine")
+    if found.connect_s is not None:
+        summary += f"; new connections take {fmt_seconds(found.connect_s)} (n={found.connects})"
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    lag_s = found.lag_s
+    evidence = [
+        EvidenceValue("direct client TTFT mean", found.client_s, "s", f"stream: direct TTFT mean, n={found.client_n}"),
+        EvidenceValue("server TTFT mean", found.server_s, "s",
+                      f"metrics: {found.server_metric} delta, n={found.server_n:.0f}"),
+    ]
+    if lag_s:
+        evidence.append(EvidenceValue("client event-loop lag + send time, p99", lag_s, "s", "stream: client self-check"))
+    evidence.append(EvidenceValue("client - server" + (" - client lag" if lag_s else ""), found.outside_s, "s",
+                                  "difference of the two means" + (", less the client's own lag" if lag_s else "")))
+    if found.connect_s is not None:
+        evidence.append(EvidenceValue("new-connection connect time mean", found.connect_s, "s",
+                                      f"stream: direct t_connected - t_sent, n={found.connects}"))
+    return evidence
+
+
+def _keepalive_in_use(found: Found) -> str | None:
+    """Whether the direct requests reused connections, as the probe recorded it: "off" when none did."""
+    if not found.known:
+        return None
+    if found.new_connections == found.known:
+        return "off"
+    return f"{found.new_connections} of {found.known} direct requests on new connections"
+
+
+def _remediation(found: Found) -> Remediation:
+    if found.connect_s is not None and found.connect_s >= found.outside_s / 2:
+        return Remediation(
+            setting="http_keepalive",
+            suggested="reuse connections (a connection pool with HTTP keep-alive on the caller)",
+            why=f"opening a connection (TCP and TLS) takes {fmt_seconds(found.connect_s)}, most of the time outside the server",
+            verify=rerun("the client - server TTFT difference to shrink to about one round trip"),
+            current=_keepalive_in_use(found),
+            where="the calling service's HTTP client",
+        )
+    return Remediation(
+        setting="region_placement",
+        suggested="run the caller (or its gateway) in the engine's region / zone",
+        why=f"{fmt_seconds(found.outside_s)} of every first token is spent between the client and the engine, not in it",
+        verify=rerun("the client - server TTFT difference to shrink to a LAN round trip"),
+        where="deployment topology",
+    )

@@ -29,12 +29,14 @@ at least 62 s of start-up -> spec.minReplicaCount: 2.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import NotApplicable, Pass, Result, check
 from doctor.checklib import ScalerFault, scaler_fire, scalers_of, startup_s
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.model import Cause, EvidenceValue, SymptomClass
-from doctor.scalers.model import Scaler, ScalingView
+from doctor.scalers.model import Knob, Scaler, ScalingView
 
 
 def queue_growth_s(metrics_window: MetricsWindow) -> tuple[float, float] | None:
@@ -59,26 +61,56 @@ def reaction_s(scaler: Scaler) -> float:
     return (polling or 0.0) + (window or 0.0)
 
 
+@dataclass(frozen=True)
+class TooSlow:
+    """A scaler whose reaction (``react`` seconds) plus a replica's start-up outlasts the burst, and its floor."""
+
+    scaler: Scaler
+    floor: Knob
+    replicas: int
+    react: float
+
+
+@dataclass(frozen=True)
+class Burst:
+    """How long the queue grew, its peak, and a replica's start-up (and where that was read)."""
+
+    grew: float
+    peak: float
+    start: float
+    said: str
+
+
 @check(code="LD611", name="slower-than-the-burst", symptom=SymptomClass.SCALING, cause=Cause.SCALING)
 def slower_than_the_burst(scalers: ScalingView, metrics_window: MetricsWindow, log_facts: LogFacts | None = None) -> Result:
     judged = scalers_of(scalers)
     growth = queue_growth_s(metrics_window)
     if growth is None:
         raise NotApplicable("no burst began and ended in the window (nothing waited, or the queue had not fallen back)")
-    grew, peak = growth
-    start, said = startup_s(log_facts)
-    faults = []
+    burst = Burst(*growth, *startup_s(log_facts))
+    slow = []
     for scaler in judged:
         react = reaction_s(scaler)
-        if react + start <= grew or scaler.floor is None or scaler.floor.number() is None:
+        if react + burst.start <= burst.grew or scaler.floor is None or scaler.floor.number() is None:
             continue
-        floor = int(scaler.floor.number() or 0)
-        faults.append(ScalerFault(scaler, scaler.floor.path, str(floor), str(floor + 1),
-                            f"the queue grew for {grew:.0f} s (to {peak:.0f} waiting); a replica comes after {react:.0f} s of "
-                            f"reaction and {said} of start-up: the burst is over before it serves"))
-    if not faults:
-        return Pass(f"the queue grew for {grew:.0f} s, longer than each scaler's reaction plus a start-up")
-    return scaler_fire("The burst is over before a new replica serves", faults,
+        slow.append(TooSlow(scaler, scaler.floor, int(scaler.floor.number() or 0), react))
+    if not slow:
+        return Pass(_outlasted(burst))
+    return scaler_fire("The burst is over before a new replica serves", [_said(s, burst) for s in slow],
                        "the burst's requests answered by the warm replicas, its first tokens at the steady TTFT",
-                       evidence=[EvidenceValue("queue growth", round(grew, 1), "s", "metrics window: waiting gauge"),
-                                 EvidenceValue("replica start-up", round(start, 1), "s", said)])
+                       evidence=_evidence(burst))
+
+
+def _outlasted(burst: Burst) -> str:
+    return f"the queue grew for {burst.grew:.0f} s, longer than each scaler's reaction plus a start-up"
+
+
+def _said(slow: TooSlow, burst: Burst) -> ScalerFault:
+    return ScalerFault(slow.scaler, slow.floor.path, str(slow.replicas), str(slow.replicas + 1),
+                       f"the queue grew for {burst.grew:.0f} s (to {burst.peak:.0f} waiting); a replica comes after "
+                       f"{slow.react:.0f} s of reaction and {burst.said} of start-up: the burst is over before it serves")
+
+
+def _evidence(burst: Burst) -> list[EvidenceValue]:
+    return [EvidenceValue("queue growth", round(burst.grew, 1), "s", "metrics window: waiting gauge"),
+            EvidenceValue("replica start-up", round(burst.start, 1), "s", burst.said)]

@@ -41,9 +41,10 @@ off.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_setting, rerun_gated, vllm_flag
+from doctor.checklib import Setting, engine_setting, rerun_gated, vllm_flag
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.user_felt import UserFelt, Witness
@@ -53,6 +54,21 @@ from doctor.model import EvidenceValue, Remediation, Severity, SymptomClass
 
 #: Startup-log facts any one of which says speculative decoding was configured.
 _SPEC_FACTS = ("speculative_config", "speculative_model", "num_speculative_tokens")
+
+
+@dataclass(frozen=True)
+class Found:
+    """The drafts over the window: tokens drafted and accepted, drafts (V1), the acceptance rate,
+    the draft length (configured, else the counters'), and the witness with the worst TPOT p90."""
+
+    drafted: float
+    accepted: float
+    drafts: float | None
+    rate: float
+    k: int | None
+    k_setting: Setting | None
+    witness: Witness | None
+    tpot: float
 
 
 @check(code="LD209", name="speculative-decoding-loss", symptom=SymptomClass.INTER_TOKEN, cause="decode")
@@ -74,50 +90,28 @@ def speculative_decoding_loss(
             return NotApplicable("speculative decoding is off (no speculative_config in the log, no spec-decode counters)")
         return NotApplicable("speculative decoding is configured but /metrics has no spec-decode counters")
     if drafted < min_draft_tokens:
-        return NotApplicable(f"only {drafted:,.0f} draft tokens in the window ({min_draft_tokens:,.0f} needed to judge)")
-    rate = accepted / drafted
+        return NotApplicable(_too_few_drafts(drafted, min_draft_tokens))
     k_setting = engine_setting("num_speculative_tokens", log_facts, run)
-    k = _draft_length(k_setting.value if k_setting is not None else None, drafted, metrics_window.spec_drafts)
-    per_step = f", {1 + accepted / metrics_window.spec_drafts:.1f} tokens per step" if metrics_window.spec_drafts else ""
-    accepted_text = (f"{fmt_pct(rate)} of {drafted:,.0f} draft tokens accepted "
-                     f"(num_speculative_tokens {k if k is not None else 'unknown'}{per_step})")
-    if rate >= min_acceptance:
-        return Pass(accepted_text)
     worst = _worst_tpot(user_felt)
-    if worst is None:
-        return NotApplicable(accepted_text + "; no witness of TPOT to weigh it against")
-    witness, tpot = worst
-    if tpot <= tpot_target_s:
-        return Pass(f"{accepted_text}, but TPOT p90 {fmt_seconds(tpot)} is within the {fmt_seconds(tpot_target_s)} "
-                    f"budget, as {witness.label} saw it")
-    evidence = [
-        EvidenceValue("draft acceptance rate", round(rate, 4), "", "metrics: spec_decode accepted / draft token deltas"),
-        EvidenceValue("draft tokens", drafted, "tokens", "metrics: vllm:spec_decode_num_draft_tokens_total delta"),
-        EvidenceValue("accepted tokens", accepted, "tokens", "metrics: vllm:spec_decode_num_accepted_tokens_total delta"),
-        EvidenceValue("TPOT p90", round(tpot, 4), "s", f"{witness.label}, n={witness.tpot.n if witness.tpot else 0}"),
-    ]
-    if metrics_window.spec_drafts:
-        evidence.append(EvidenceValue("drafts", metrics_window.spec_drafts, "drafts", "metrics: vllm:spec_decode_num_drafts_total delta"))
-    if k_setting is not None:
-        evidence.append(k_setting.evidence("num_speculative_tokens"))
-    suggested, why_k = _suggestion(rate, k, min_position_acceptance)
+    found = Found(
+        drafted=drafted, accepted=accepted, drafts=metrics_window.spec_drafts, rate=accepted / drafted,
+        k=_draft_length(k_setting.value if k_setting is not None else None, drafted, metrics_window.spec_drafts),
+        k_setting=k_setting, witness=worst[0] if worst is not None else None,
+        tpot=worst[1] if worst is not None else 0.0,
+    )
+    if found.rate >= min_acceptance:
+        return Pass(_accepted(found))
+    if found.witness is None:
+        return NotApplicable(_no_witness(found))
+    if found.tpot <= tpot_target_s:
+        return Pass(_within_budget(found, tpot_target_s))
     return Fire(
         title="Speculative decoding accepts too few drafts to pay for itself",
-        summary=(f"{accepted_text} while TPOT p90 is {fmt_seconds(tpot)}, over the {fmt_seconds(tpot_target_s)} "
-                 f"budget, as {witness.label} saw it"),
-        remediation=Remediation(
-            setting="num_speculative_tokens",
-            suggested=suggested,
-            current=str(k) if k is not None else None,
-            where=vllm_flag("speculative_config") + " (its num_speculative_tokens)",
-            why=(f"each step drafts {k or 'several'} tokens and the target model verifies them in one wider pass, "
-                 f"but only {fmt_pct(rate)} are kept: the drafting and the wider step cost more than the rejected "
-                 f"positions give back, and TPOT is over budget. {why_k}"),
-            verify=rerun_gated(f"TPOT p90 under {fmt_seconds(tpot_target_s)}, and an acceptance rate at or above "
-                         f"{fmt_pct(min_acceptance)} if drafting stays on"),
-        ),
+        summary=_summary(found, tpot_target_s),
+        remediation=_remediation(found, _keep(found.rate, found.k, min_position_acceptance), tpot_target_s,
+                                 min_acceptance, min_position_acceptance),
         severity=Severity.WARNING,
-        evidence=evidence,
+        evidence=_evidence(found),
     )
 
 
@@ -153,14 +147,84 @@ def _per_position_acceptance(rate: float, k: int) -> float:
     return (low + high) / 2
 
 
-def _suggestion(rate: float, k: int | None, min_position: float) -> tuple[str, str]:
+def _keep(rate: float, k: int | None, min_position: float) -> tuple[float, int] | None:
+    """(per-position acceptance, draft positions to keep: those accepted at least ``min_position``
+    of the time, fewer than ``k``; 0: none), or ``None`` when the draft length is unknown."""
     if k is None:
-        return "fewer (or off)", "The draft length is not in the log: halve it, or turn drafting off and compare."
+        return None
     a = _per_position_acceptance(rate, k)
-    keep = min(k - 1, math.floor(math.log(min_position) / math.log(a))) if 0 < a < 1 else 0
+    return a, (min(k - 1, math.floor(math.log(min_position) / math.log(a))) if 0 < a < 1 else 0)
+
+
+def _too_few_drafts(drafted: float, min_draft_tokens: float) -> str:
+    return f"only {drafted:,.0f} draft tokens in the window ({min_draft_tokens:,.0f} needed to judge)"
+
+
+def _accepted(found: Found) -> str:
+    per_step = f", {1 + found.accepted / found.drafts:.1f} tokens per step" if found.drafts else ""
+    return (f"{fmt_pct(found.rate)} of {found.drafted:,.0f} draft tokens accepted "
+            f"(num_speculative_tokens {found.k if found.k is not None else 'unknown'}{per_step})")
+
+
+def _no_witness(found: Found) -> str:
+    return _accepted(found) + "; no witness of TPOT to weigh it against"
+
+
+def _seen_by(found: Found) -> str:
+    return found.witness.label if found.witness is not None else ""
+
+
+def _within_budget(found: Found, tpot_target_s: float) -> str:
+    return (f"{_accepted(found)}, but TPOT p90 {fmt_seconds(found.tpot)} is within the {fmt_seconds(tpot_target_s)} "
+            f"budget, as {_seen_by(found)} saw it")
+
+
+def _summary(found: Found, tpot_target_s: float) -> str:
+    return (f"{_accepted(found)} while TPOT p90 is {fmt_seconds(found.tpot)}, over the {fmt_seconds(tpot_target_s)} "
+            f"budget, as {_seen_by(found)} saw it")
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    witness = found.witness
+    evidence = [
+        EvidenceValue("draft acceptance rate", round(found.rate, 4), "", "metrics: spec_decode accepted / draft token deltas"),
+        EvidenceValue("draft tokens", found.drafted, "tokens", "metrics: vllm:spec_decode_num_draft_tokens_total delta"),
+        EvidenceValue("accepted tokens", found.accepted, "tokens",
+                      "metrics: vllm:spec_decode_num_accepted_tokens_total delta"),
+        EvidenceValue("TPOT p90", round(found.tpot, 4), "s",
+                      f"{_seen_by(found)}, n={witness.tpot.n if witness is not None and witness.tpot else 0}"),
+    ]
+    if found.drafts:
+        evidence.append(EvidenceValue("drafts", found.drafts, "drafts", "metrics: vllm:spec_decode_num_drafts_total delta"))
+    if found.k_setting is not None:
+        evidence.append(found.k_setting.evidence("num_speculative_tokens"))
+    return evidence
+
+
+def _suggestion(keep: tuple[float, int] | None, k: int | None, min_position: float) -> tuple[str, str]:
+    if keep is None or k is None:
+        return "fewer (or off)", "The draft length is not in the log: halve it, or turn drafting off and compare."
+    a, positions = keep
     reach = f"{fmt_pct(a)} per position: position 1 is accepted {fmt_pct(a)} of the time, position {k} {fmt_pct(a**k)}"
-    if keep < 1:
+    if positions < 1:
         return ("off (drop --speculative-config)",
                 f"That is {reach}; not even the first draft position is accepted {fmt_pct(min_position)} of the time.")
-    return (f"{keep} (positions accepted at least {fmt_pct(min_position)} of the time)",
-            f"That is {reach}; positions beyond {keep} are accepted less than {fmt_pct(min_position)} of the time.")
+    return (f"{positions} (positions accepted at least {fmt_pct(min_position)} of the time)",
+            f"That is {reach}; positions beyond {positions} are accepted less than {fmt_pct(min_position)} of the time.")
+
+
+def _remediation(found: Found, keep: tuple[float, int] | None, tpot_target_s: float, min_acceptance: float,
+                 min_position: float) -> Remediation:
+    k = found.k
+    suggested, why_k = _suggestion(keep, k, min_position)
+    return Remediation(
+        setting="num_speculative_tokens",
+        suggested=suggested,
+        current=str(k) if k is not None else None,
+        where=vllm_flag("speculative_config") + " (its num_speculative_tokens)",
+        why=(f"each step drafts {k or 'several'} tokens and the target model verifies them in one wider pass, "
+             f"but only {fmt_pct(found.rate)} are kept: the drafting and the wider step cost more than the rejected "
+             f"positions give back, and TPOT is over budget. {why_k}"),
+        verify=rerun_gated(f"TPOT p90 under {fmt_seconds(tpot_target_s)}, and an acceptance rate at or above "
+                           f"{fmt_pct(min_acceptance)} if drafting stays on"),
+    )

@@ -35,11 +35,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from doctor.checking.contract import Fire, Pass, Result, check
-from doctor.checklib import capped_utilization, engine_flag, engine_setting, rerun
+from doctor.checklib import Setting, capped_utilization, engine_flag, engine_setting, rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts, StartupError
 from doctor.engines.names import VLLM, display, engine_part
@@ -72,125 +71,23 @@ def current_error(log_facts: LogFacts) -> StartupError | None:
     return others[-1] if others and not started else None
 
 
-@dataclass
-class _Context:
-    """What every fix is computed from."""
+@dataclass(frozen=True)
+class Found:
+    """The error that explains the engine's state and what its fix is computed from: the
+    ``gpu_memory_utilization`` in use (else vLLM's default, ``utilisation``, quoted as such only on
+    vLLM), and per kind: a KV cache on the CPU, ``max_model_len`` and what fits, the free / total
+    GiB the log printed, and the utilisation to suggest (``target``)."""
 
     err: StartupError
-    text: str  # the error's message and raw line, where the numbers are
-    log_facts: LogFacts
-    engine: str  # the ``engine`` view's id
-    run: RunRecord | None
+    engine: str
+    util: Setting | None
     utilisation: float
-    utilisation_current: str | None  # None: another engine's, whose default is not vLLM's
-    step: float
-    margin: float
-
-
-@dataclass
-class _Fix:
-    setting: str
-    suggested: str
-    why: str
-    current: str | None = None
-    where: str | None = None  # an engine flag when None
-    evidence: list[EvidenceValue] = field(default_factory=list)
-
-
-def _no_cache_memory(ctx: _Context) -> _Fix:
-    why = (
-        "The weights and activations leave no memory for KV cache blocks. Give the cache more memory, "
-        "or shrink the model's footprint (quantization, a larger tensor_parallel_size)."
-    )
-    if "VLLM_CPU_KVCACHE_SPACE" in ctx.text or ctx.log_facts.value("kv_cache_device") == "CPU":
-        return _Fix(
-            "VLLM_CPU_KVCACHE_SPACE",
-            "raise (GiB of RAM for the KV cache)",
-            why,
-            where="environment of vllm serve",
-        )
-    return _Fix(
-        "gpu_memory_utilization",
-        f"{capped_utilization(ctx.utilisation + ctx.step):.2f}",
-        why,
-        current=ctx.utilisation_current,
-    )
-
-
-def _max_len_exceeds_kv(ctx: _Context) -> _Fix:
-    mml = engine_setting("max_model_len", ctx.log_facts, ctx.run)
-    est = engine_setting("estimated_max_model_len", ctx.log_facts, ctx.run)
-    match = _ESTIMATE_RE.search(ctx.text) or _STORED_RE.search(ctx.text)
-    fits = int(est.value) if est is not None else None
-    if fits is None and match:
-        fits = int(match.group(1))
-    fix = _Fix(
-        "max_model_len",
-        str(fits) if fits else "lower it to what the KV cache holds",
-        f"One request of max_model_len needs more KV cache than the engine has, so {_name(ctx)} refuses to "
-        "start. Serve a shorter context, or raise gpu_memory_utilization to grow the cache.",
-        current=str(mml.value) if mml is not None else None,
-    )
-    if fits:
-        fix.evidence.append(
-            EvidenceValue(
-                f"max_model_len that fits ({_name(ctx)}'s estimate)", fits, "tokens", f"log line {ctx.err.line}"
-            )
-        )
-    return fix
-
-
-def _memory_below_utilisation(ctx: _Context) -> _Fix:
-    fix = _Fix(
-        "gpu_memory_utilization",
-        "below the free share of the device",
-        f"Other processes hold GPU memory, so the share {_name(ctx)} was asked to take is not free. Lower "
-        "gpu_memory_utilization below the free share, or stop what else runs on the GPU.",
-        current=ctx.utilisation_current,
-    )
-    match = _FREE_RE.search(ctx.text)
-    if match:
-        free, total = float(match.group(1)), float(match.group(2))
-        fix.suggested = f"{math.floor((free / total - ctx.margin) * 100) / 100:.2f}"
-        fix.evidence.append(
-            EvidenceValue(
-                "free / total GPU memory at startup", f"{free}/{total}", "GiB", f"log line {ctx.err.line}"
-            )
-        )
-    return fix
-
-
-def _oom(ctx: _Context) -> _Fix:
-    return _Fix(
-        "gpu_memory_utilization",
-        f"{max(0.5, ctx.utilisation - ctx.step):.2f}" if ctx.utilisation_current else f"lower it by {ctx.step:.2f}",
-        "CUDA ran out of memory: the KV cache leaves too little for activations, CUDA graphs or "
-        "other processes. Lower gpu_memory_utilization (or max_num_seqs / max_model_len).",
-        current=ctx.utilisation_current,
-    )
-
-
-def _other(ctx: _Context) -> _Fix:
-    return _Fix(
-        "vllm_serve_args",
-        f"fix the error at log line {ctx.err.line}",
-        "The last startup stopped on an error this check has no specific fix for.",
-        where=("the vllm serve command line / environment" if ctx.engine == VLLM
-               else engine_part(ctx.engine, "command line / environment")),
-    )
-
-
-def _name(ctx: _Context) -> str:
-    """The engine whose log this is, as a sentence names it."""
-    return display(ctx.engine)
-
-
-FIXES: dict[str, Callable[[_Context], _Fix]] = {
-    "no-cache-memory": _no_cache_memory,
-    "max-len-exceeds-kv": _max_len_exceeds_kv,
-    "memory-below-utilisation": _memory_below_utilisation,
-    "oom": _oom,
-}
+    cpu_cache: bool = False
+    mml: Setting | None = None
+    fits: int | None = None
+    free: tuple[float, float] | None = None
+    target: float | None = None
+    step: float = 0.0
 
 
 @check(code="LD403", name="startup-error", symptom=SymptomClass.CAPACITY_CONFIG, cause=Cause.CONFIG)
@@ -206,39 +103,115 @@ def startup_error(
         return Pass("no startup error in the log")
     err = current_error(log_facts)
     if err is None:
-        last = log_facts.errors[-1]
-        return Pass(
-            f"the last startup completed; line {last.line} ({last.kind}) is not a startup failure of it: "
-            f"{last.message[:120]}"
-        )
+        return Pass(_completed(log_facts.errors[-1]))
     util = engine_setting("gpu_memory_utilization", log_facts, run)
-    ctx = _Context(
-        err=err,
-        text=f"{err.message} {err.raw or ''}",
-        log_facts=log_facts,
-        engine=engine.id,
-        run=run,
-        utilisation=float(util.value) if util is not None else DEFAULT_UTILISATION,
-        utilisation_current=(str(util.value) if util is not None else f"{DEFAULT_UTILISATION} (vLLM default)"
-                             if engine.id == VLLM else None),
-        step=step,
-        margin=margin,
-    )
-    fix = FIXES.get(err.kind, _other)(ctx)
-    evidence = [EvidenceValue("startup error", err.kind, "", f"log line {err.line}"), *fix.evidence]
-    if util is not None:
-        evidence.append(util.evidence("gpu_memory_utilization"))
+    utilisation = float(util.value) if util is not None else DEFAULT_UTILISATION
+    found = Found(err, engine.id, util, utilisation, step=step)
+    if err.kind == "no-cache-memory":
+        found = replace(found, cpu_cache=_found_in(err, "VLLM_CPU_KVCACHE_SPACE") is not None
+                        or log_facts.value("kv_cache_device") == "CPU",
+                        target=capped_utilization(utilisation + step))
+    elif err.kind == "max-len-exceeds-kv":
+        est = engine_setting("estimated_max_model_len", log_facts, run)
+        match = _found_in(err, _ESTIMATE_RE) or _found_in(err, _STORED_RE)
+        fits = int(est.value) if est is not None else None
+        if fits is None and match:
+            fits = int(match.group(1))
+        found = replace(found, mml=engine_setting("max_model_len", log_facts, run), fits=fits)
+    elif err.kind == "memory-below-utilisation":
+        match = _found_in(err, _FREE_RE)
+        if match:
+            free, total = float(match.group(1)), float(match.group(2))
+            found = replace(found, free=(free, total), target=math.floor((free / total - margin) * 100) / 100)
+    elif err.kind == "oom":
+        found = replace(found, target=max(0.5, utilisation - step))
     return Fire(
         title="The engine failed to start",
-        summary=f"startup failed (log line {err.line}, {err.kind}): {err.message[:160]}",
-        remediation=Remediation(
-            setting=fix.setting,
-            suggested=fix.suggested,
-            current=fix.current,
-            why=fix.why,
-            where=fix.where or engine_flag(engine.id, fix.setting),
-            verify=rerun("the engine starts (no error in its log) and the probe's requests succeed"),
-        ),
+        summary=_summary(found),
+        remediation=_remediation(found),
         severity=Severity.CRITICAL,
-        evidence=evidence,
+        evidence=_evidence(found),
+    )
+
+
+def _found_in(err: StartupError, pattern: re.Pattern[str] | str) -> re.Match[str] | None:
+    """The first match of ``pattern`` (a regex, or a plain string) in the error's message, else in its raw line."""
+    regex = re.compile(re.escape(pattern)) if isinstance(pattern, str) else pattern
+    return regex.search(err.message) or regex.search(err.raw or "")
+
+
+def _name(found: Found) -> str:
+    """The engine whose log this is, as a sentence names it."""
+    return display(found.engine)
+
+
+def _utilisation_now(found: Found) -> str | None:
+    """Today's ``gpu_memory_utilization``: as set, else vLLM's default (None: another engine's, whose default is not vLLM's)."""
+    if found.util is not None:
+        return str(found.util.value)
+    return f"{DEFAULT_UTILISATION} (vLLM default)" if found.engine == VLLM else None
+
+
+def _completed(last: StartupError) -> str:
+    return (f"the last startup completed; line {last.line} ({last.kind}) is not a startup failure of it: "
+            f"{last.message[:120]}")
+
+
+def _summary(found: Found) -> str:
+    err = found.err
+    return f"startup failed (log line {err.line}, {err.kind}): {err.message[:160]}"
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    err = found.err
+    evidence = [EvidenceValue("startup error", err.kind, "", f"log line {err.line}")]
+    if err.kind == "max-len-exceeds-kv" and found.fits:
+        evidence.append(EvidenceValue(f"max_model_len that fits ({_name(found)}'s estimate)", found.fits, "tokens",
+                                      f"log line {err.line}"))
+    if err.kind == "memory-below-utilisation" and found.free is not None:
+        free, total = found.free
+        evidence.append(EvidenceValue("free / total GPU memory at startup", f"{free}/{total}", "GiB", f"log line {err.line}"))
+    if found.util is not None:
+        evidence.append(found.util.evidence("gpu_memory_utilization"))
+    return evidence
+
+
+def _remediation(found: Found) -> Remediation:
+    """The fix for the error's kind, in the serving engine's flags unless it names where else."""
+    err, engine = found.err, found.engine
+    setting, where, current = "gpu_memory_utilization", None, _utilisation_now(found)
+    if err.kind == "no-cache-memory":
+        why = ("The weights and activations leave no memory for KV cache blocks. Give the cache more memory, "
+               "or shrink the model's footprint (quantization, a larger tensor_parallel_size).")
+        if found.cpu_cache:
+            setting, suggested, where, current = ("VLLM_CPU_KVCACHE_SPACE", "raise (GiB of RAM for the KV cache)",
+                                                  "environment of vllm serve", None)
+        else:
+            suggested = f"{found.target:.2f}"
+    elif err.kind == "max-len-exceeds-kv":
+        setting = "max_model_len"
+        suggested = str(found.fits) if found.fits else "lower it to what the KV cache holds"
+        why = (f"One request of max_model_len needs more KV cache than the engine has, so {_name(found)} refuses to "
+               "start. Serve a shorter context, or raise gpu_memory_utilization to grow the cache.")
+        current = str(found.mml.value) if found.mml is not None else None
+    elif err.kind == "memory-below-utilisation":
+        suggested = f"{found.target:.2f}" if found.target is not None else "below the free share of the device"
+        why = (f"Other processes hold GPU memory, so the share {_name(found)} was asked to take is not free. Lower "
+               "gpu_memory_utilization below the free share, or stop what else runs on the GPU.")
+    elif err.kind == "oom":
+        suggested = f"{found.target:.2f}" if current else f"lower it by {found.step:.2f}"
+        why = ("CUDA ran out of memory: the KV cache leaves too little for activations, CUDA graphs or "
+               "other processes. Lower gpu_memory_utilization (or max_num_seqs / max_model_len).")
+    else:
+        setting, suggested, current = "vllm_serve_args", f"fix the error at log line {err.line}", None
+        why = "The last startup stopped on an error this check has no specific fix for."
+        where = ("the vllm serve command line / environment" if engine == VLLM
+                 else engine_part(engine, "command line / environment"))
+    return Remediation(
+        setting=setting,
+        suggested=suggested,
+        current=current,
+        why=why,
+        where=where or engine_flag(engine, setting),
+        verify=rerun("the engine starts (no error in its log) and the probe's requests succeed"),
     )

@@ -46,6 +46,8 @@ nginx/1.22.1); 178.5 events per read (n=2 reads), the stream is held back -> ngi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
     compression_remediation,
@@ -57,9 +59,23 @@ from doctor.checklib import (
     stream_encoding,
 )
 from doctor.derive.gateway import GatewayView, identify
-from doctor.derive.stream_stats import StreamStats
+from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.evidence import EndpointsEvidence, ProbePath
-from doctor.model import Cause, EvidenceValue, Severity, SymptomClass
+from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """The first path (direct first) whose event stream is compressed: its encoding, the ``Server``
+    header naming who compresses (none when it is the engine's own, passed on), who answered on it,
+    its events per read and whether they burst."""
+
+    path: PathStats
+    encoding: str
+    server: str | None
+    who: GatewayView | None
+    events_per_read: float | None
+    bursting: bool
 
 
 @check(code="LD302", name="stream-compression", symptom=SymptomClass.PROXY_ONLY, cause=Cause.COMPRESSION)
@@ -85,44 +101,20 @@ def stream_compression(
         # the direct path's own headers name its origin (an app in front of vLLM), not the gateway
         who = gateway if ps.path == ProbePath.GATEWAY else identify([ps.headers], engine=())
         _, server = detect_proxy(headers)
-        if who is not None and server and f"server: {server}" in who.engine:
+        if who is not None and server and _header_line("server", server) in who.engine:
             server = None  # the engine's own Server header, passed on: it names no gateway
         epr = ps.events_per_read.p50
-        bursting = epr is not None and epr >= burst_events
-        summary = f"{ps.path} sends text/event-stream with Content-Encoding: {enc}"
-        if server:
-            summary += f" (Server: {server})"
-        if bursting:
-            summary += (
-                f"; {epr:.1f} events per read (n={ps.events_per_read.n} reads), the stream is held back"
-            )
-        elif epr is not None:
-            summary += f"; events still arrive one by one ({epr:.1f} per read), but nothing is gained"
-        evidence = [
-            EvidenceValue("content-encoding", enc, "", f"stream: {ps.path} response headers"),
-            EvidenceValue(
-                f"{ps.path} events per read p50",
-                epr,
-                "events",
-                f"stream: {ps.path}, n={ps.events_per_read.n} reads",
-            ),
-            EvidenceValue(f"{ps.path} TTFT p50", ps.ttft.p50, "s", f"stream: {ps.path}, n={ps.ttft.n}"),
-        ]
-        if ps.path == ProbePath.GATEWAY:
-            evidence += gateway_identity(who)
-        elif server:
-            evidence.append(EvidenceValue("server header", server, "", f"stream: {ps.path} response headers"))
+        found = Found(ps, enc, server, who, epr, epr is not None and epr >= burst_events)
         return Fire(
             title="The token stream is compressed",
             # per event with the direct TTFT users feel nothing yet; bursts or a later first token they do
-            felt=bursting or (ps.path == ProbePath.GATEWAY and _adds_ttft(stream_stats, felt_ttft_s)),
-            summary=summary,
-            remediation=compression_remediation(who, enc, rerun("no Content-Encoding on the stream and about 1 event per read")),
-            severity=Severity.CRITICAL if bursting else Severity.WARNING,
-            evidence=evidence,
+            felt=found.bursting or (ps.path == ProbePath.GATEWAY and _adds_ttft(stream_stats, felt_ttft_s)),
+            summary=_summary(found),
+            remediation=_remediation(found),
+            severity=Severity.CRITICAL if found.bursting else Severity.WARNING,
+            evidence=_evidence(found),
         )
-    paths = ", ".join(ps.path for ps in measured)
-    return Pass(f"no Content-Encoding on the event stream ({paths})")
+    return Pass(_uncompressed(measured))
 
 
 def _adds_ttft(stream_stats: StreamStats, min_s: float) -> bool:
@@ -131,3 +123,44 @@ def _adds_ttft(stream_stats: StreamStats, min_s: float) -> bool:
         return measured_pair(stream_stats).gateway_adds_ttft(min_s)
     except NotApplicable:
         return False
+
+
+def _header_line(name: str, value: str) -> str:
+    """A header as the gateway view lists those it passed on from the engine (``server: uvicorn``)."""
+    return f"{name}: {value}"
+
+
+def _uncompressed(measured: list[PathStats]) -> str:
+    return f"no Content-Encoding on the event stream ({', '.join(ps.path for ps in measured)})"
+
+
+def _summary(found: Found) -> str:
+    ps, epr = found.path, found.events_per_read
+    summary = f"{ps.path} sends text/event-stream with Content-Encoding: {found.encoding}"
+    if found.server:
+        summary += f" (Server: {found.server})"
+    if found.bursting:
+        summary += f"; {epr:.1f} events per read (n={ps.events_per_read.n} reads), the stream is held back"
+    elif epr is not None:
+        summary += f"; events still arrive one by one ({epr:.1f} per read), but nothing is gained"
+    return summary
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    ps = found.path
+    evidence = [
+        EvidenceValue("content-encoding", found.encoding, "", f"stream: {ps.path} response headers"),
+        EvidenceValue(f"{ps.path} events per read p50", found.events_per_read, "events",
+                      f"stream: {ps.path}, n={ps.events_per_read.n} reads"),
+        EvidenceValue(f"{ps.path} TTFT p50", ps.ttft.p50, "s", f"stream: {ps.path}, n={ps.ttft.n}"),
+    ]
+    if ps.path == ProbePath.GATEWAY:
+        evidence += gateway_identity(found.who)
+    elif found.server:
+        evidence.append(EvidenceValue("server header", found.server, "", f"stream: {ps.path} response headers"))
+    return evidence
+
+
+def _remediation(found: Found) -> Remediation:
+    return compression_remediation(found.who, found.encoding,
+                                   rerun("no Content-Encoding on the stream and about 1 event per read"))

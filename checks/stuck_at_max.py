@@ -26,24 +26,40 @@ TooManyReplicas, up to 12 requests waiting -> spec.maxReplicas: 8.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Pass, Result, check
 from doctor.checklib import ScalerFault, history_scaler, scaler_fire, scalers_of, tried
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.model import Cause, EvidenceValue, SymptomClass
-from doctor.scalers.model import Scaler, ScalingView
+from doctor.scalers.history import ScalerHistory
+from doctor.scalers.model import Knob, Scaler, ScalingView
 
 
-def _at_ceiling(scaler: Scaler) -> str | None:
-    """Why the scaler is at its ceiling, or None."""
+@dataclass(frozen=True)
+class AtCeiling:
+    """A scaler at its ceiling: its controller says so (``ScalingLimited`` True, TooManyReplicas,
+    with its message), else the replicas it desires reach the ceiling (``top``)."""
+
+    scaler: Scaler
+    ceiling: Knob
+    top: float
+    limited: bool
+    message: str = ""
+    desired: int | None = None
+
+
+def _at_ceiling(scaler: Scaler) -> AtCeiling | None:
+    """Whether the scaler is at its ceiling, and what says so."""
     status, ceiling = scaler.status, scaler.ceiling
     if status is None or ceiling is None:
         return None
+    top = ceiling.number()
     limited = status.condition("ScalingLimited")
     if limited is not None and limited.status == "True" and limited.reason == "TooManyReplicas":
-        return f"ScalingLimited True (TooManyReplicas: {limited.message})" if limited.message else "ScalingLimited True (TooManyReplicas)"
-    top = ceiling.number()
+        return AtCeiling(scaler, ceiling, top or 0, limited=True, message=limited.message)
     if top is not None and status.desired is not None and status.desired >= top:
-        return f"desired {status.desired} = {ceiling.said()}"
+        return AtCeiling(scaler, ceiling, top, limited=False, desired=status.desired)
     return None
 
 
@@ -55,25 +71,40 @@ def _raised(top: float) -> str:
 def stuck_at_max(scalers: ScalingView, metrics_window: MetricsWindow | None = None) -> Result:
     judged = scalers_of(scalers, history=True)
     waiting = metrics_window.waiting.max if metrics_window is not None and metrics_window.waiting is not None else None
-    faults = []
-    for scaler in judged:
-        why = _at_ceiling(scaler)
-        if why is None or (waiting is not None and waiting <= 0) or scaler.ceiling is None:
-            continue
-        top = scaler.ceiling.number() or 0
-        queue = f", up to {waiting:.0f} request(s) waiting" if waiting else ""
-        faults.append(ScalerFault(scaler, scaler.ceiling.path, str(scaler.ceiling.value), _raised(top),
-                            f"{why}{queue}: the ceiling, not the engine, is the limit"))
-    if waiting is None or waiting > 0:
-        queue = f", up to {waiting:.0f} request(s) waiting" if waiting else ""
-        for history in (h for h in scalers.history if h.scoped):
-            if history.at_ceiling_s > 0 and history.ceiling is not None:
-                scaler = history_scaler(history)
-                faults.append(ScalerFault(scaler, "spec.maxReplicas", f"{history.ceiling:g}", _raised(history.ceiling),
-                                    f"{history.said()}{queue}: the ceiling, not the engine, was the limit"))
-    if not faults:
-        return Pass("no autoscaler at its ceiling while requests waited" + tried(scalers))
-    evidence = [EvidenceValue("waiting max", waiting, "requests", "metrics window")] if waiting is not None else []
-    return scaler_fire("The fleet is at its ceiling while requests wait", faults,
-                       "desired replicas below the ceiling under the same load, and the queue drained", evidence=evidence,
-                       felt=bool(waiting))
+    queued = waiting is None or waiting > 0
+    at_ceiling = [c for s in judged if (c := _at_ceiling(s)) is not None] if queued else []
+    histories = [h for h in scalers.history if h.scoped and h.at_ceiling_s > 0 and h.ceiling is not None] if queued else []
+    if not at_ceiling and not histories:
+        return Pass(_below_ceilings(scalers))
+    return scaler_fire("The fleet is at its ceiling while requests wait",
+                       [*(_said(c, waiting) for c in at_ceiling), *(_history_said(h, waiting) for h in histories)],
+                       "desired replicas below the ceiling under the same load, and the queue drained",
+                       evidence=_evidence(waiting), felt=bool(waiting))
+
+
+def _below_ceilings(scalers: ScalingView) -> str:
+    return "no autoscaler at its ceiling while requests waited" + tried(scalers)
+
+
+def _queue(waiting: float | None) -> str:
+    return f", up to {waiting:.0f} request(s) waiting" if waiting else ""
+
+
+def _said(found: AtCeiling, waiting: float | None) -> ScalerFault:
+    if found.limited:
+        why = (f"ScalingLimited True (TooManyReplicas: {found.message})" if found.message
+               else "ScalingLimited True (TooManyReplicas)")
+    else:
+        why = f"desired {found.desired} = {found.ceiling.said()}"
+    return ScalerFault(found.scaler, found.ceiling.path, str(found.ceiling.value), _raised(found.top),
+                       f"{why}{_queue(waiting)}: the ceiling, not the engine, is the limit")
+
+
+def _history_said(history: ScalerHistory, waiting: float | None) -> ScalerFault:
+    ceiling = history.ceiling or 0
+    return ScalerFault(history_scaler(history), "spec.maxReplicas", f"{ceiling:g}", _raised(ceiling),
+                       f"{history.said()}{_queue(waiting)}: the ceiling, not the engine, was the limit")
+
+
+def _evidence(waiting: float | None) -> list[EvidenceValue]:
+    return [EvidenceValue("waiting max", waiting, "requests", "metrics window")] if waiting is not None else []

@@ -31,14 +31,27 @@ direct: 4.0 tokens per chunk (800 tokens in 200 chunks, n=8); stream_interval = 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_setting, rerun
+from doctor.checklib import Setting, engine_flag, engine_setting, rerun
 from doctor.derive.chunking import tokens_per_chunk
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.engines.names import display
 from doctor.evidence import RunRecord, StreamEvidence
 from doctor.model import Cause, EvidenceValue, Remediation, Severity, SymptomClass
+
+
+@dataclass(frozen=True)
+class Found:
+    """Tokens per chunk (with the tokens, chunks and answers counted) and the ``stream_interval`` in
+    use; ``by_config``: the interval bundles on purpose (more than 1)."""
+
+    engine: str
+    per_chunk: tuple[float, int, int, int] | None
+    interval: Setting | None
+    by_config: bool
 
 
 @check(code="LD205", name="token-bundling", symptom=SymptomClass.INTER_TOKEN, cause=Cause.TOKEN_BUNDLING)
@@ -55,45 +68,61 @@ def token_bundling(
     interval = engine_setting("stream_interval", log_facts, run)
     if per_chunk is None and interval is None:
         return NotApplicable("no usage trailer (completion tokens) and no stream_interval in the log")
-    evidence: list[EvidenceValue] = []
+    k = per_chunk[0] if per_chunk is not None else 1.0
+    found = Found(engine.id, per_chunk, interval, interval is not None and int(interval.value) > 1)
+    if k < bundle_threshold and not found.by_config:
+        return Pass(_read(found))
+    return Fire(
+        felt=False,  # tokens arrive at the same rate (TPOT), grouped: a witness says when users feel it
+        title="Chunks carry several tokens: per-chunk gaps are not per-token gaps",
+        summary=_summary(found),
+        remediation=_remediation(found),
+        severity=Severity.WARNING if k >= warning_tokens else Severity.INFO,
+        evidence=_evidence(found),
+    )
+
+
+def _read(found: Found) -> str:
     parts: list[str] = []
-    k = 1.0
-    if per_chunk is not None:
-        k, tokens, chunks, n = per_chunk
-        evidence.append(EvidenceValue("tokens per chunk", round(k, 2), "tokens",
-                                      f"stream: completion tokens / token-bearing events, n={n}"))
+    if found.per_chunk is not None:
+        k, tokens, chunks, n = found.per_chunk
         parts.append(f"{k:.1f} tokens per chunk ({tokens} tokens in {chunks} chunks, n={n})")
-    if interval is not None:
-        evidence.append(interval.evidence("stream_interval"))
-        parts.append(f"stream_interval = {interval.value} ({interval.source})")
-    bundled_by_config = interval is not None and int(interval.value) > 1
-    if k < bundle_threshold and not bundled_by_config:
-        return Pass("; ".join(parts))
-    if bundled_by_config and interval is not None:
-        remediation = Remediation(
+    if found.interval is not None:
+        parts.append(f"stream_interval = {found.interval.value} ({found.interval.source})")
+    return "; ".join(parts)
+
+
+def _summary(found: Found) -> str:
+    return _read(found) + "; per-chunk gaps overstate per-token gaps"
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    evidence: list[EvidenceValue] = []
+    if found.per_chunk is not None:
+        evidence.append(EvidenceValue("tokens per chunk", round(found.per_chunk[0], 2), "tokens",
+                                      f"stream: completion tokens / token-bearing events, n={found.per_chunk[3]}"))
+    if found.interval is not None:
+        evidence.append(found.interval.evidence("stream_interval"))
+    return evidence
+
+
+def _remediation(found: Found) -> Remediation:
+    interval = found.interval
+    if found.by_config and interval is not None:
+        return Remediation(
             setting="stream_interval",
             suggested="1",
             why=(f"the engine sends a chunk every {interval.value} tokens: users see bursts and every measured gap "
                  "spans several tokens; 1 streams each token (more API-server CPU per token)"),
             verify=rerun("about 1 token per chunk and an ITL near the TPOT"),
             current=str(interval.value),
-            where=engine_flag(engine.id, "stream_interval"),
+            where=engine_flag(found.engine, "stream_interval"),
         )
-    else:
-        engine_id = engine.id
-        remediation = Remediation(
-            setting="api_server_count",
-            suggested="raise it (e.g. 2): more API server processes",
-            why=(f"with stream_interval 1 {display(engine_id)}'s API server merges tokens it has not sent yet only "
-                 "when its event loop falls behind the engine: it is the bottleneck of the stream"),
-            verify=rerun("about 1 token per chunk"),
-            where=engine_flag(engine_id, "api_server_count"),
-        )
-    return Fire(
-        felt=False,  # tokens arrive at the same rate (TPOT), grouped: a witness says when users feel it
-        title="Chunks carry several tokens: per-chunk gaps are not per-token gaps",
-        summary="; ".join(parts) + "; per-chunk gaps overstate per-token gaps",
-        remediation=remediation,
-        severity=Severity.WARNING if k >= warning_tokens else Severity.INFO,
-        evidence=evidence,
+    return Remediation(
+        setting="api_server_count",
+        suggested="raise it (e.g. 2): more API server processes",
+        why=(f"with stream_interval 1 {display(found.engine)}'s API server merges tokens it has not sent yet only "
+             "when its event loop falls behind the engine: it is the bottleneck of the stream"),
+        verify=rerun("about 1 token per chunk"),
+        where=engine_flag(found.engine, "api_server_count"),
     )

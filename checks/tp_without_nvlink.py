@@ -27,8 +27,10 @@ active NVLink -> pipeline_parallel_size 2 with tensor_parallel_size 1.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import engine_flag, engine_setting, rerun
+from doctor.checklib import Setting, engine_flag, engine_setting, rerun
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import GpuEvidence, RunRecord
@@ -53,6 +55,21 @@ def link(gpu: GpuEvidence, a: int, b: int) -> str | None:
     return "NVLINK" if topo.upper().startswith("NV") else topo
 
 
+@dataclass(frozen=True)
+class Found:
+    """The links between the GPUs in use, per pair of NVML indices (``None``: all the devices, as the
+    run record states their interconnect), the tensor-parallel size and the pipeline setting."""
+
+    tp: Setting
+    size: int
+    pairs: tuple[tuple[tuple[int, int] | None, str], ...]
+    pp: Setting | None
+
+    @property
+    def slow(self) -> tuple[tuple[tuple[int, int] | None, str], ...]:
+        return tuple((p, k) for p, k in self.pairs if k != "NVLINK")
+
+
 @check(code="LD404", name="tp-without-nvlink", symptom=SymptomClass.CAPACITY_CONFIG, cause=Cause.DECODE)
 def tp_without_nvlink(
     gpu: GpuEvidence,
@@ -64,47 +81,64 @@ def tp_without_nvlink(
     if tp is None or int(tp.value) <= 1:
         return NotApplicable("tensor parallelism is not in use (tensor_parallel_size 1 or unknown)")
     size = int(tp.value)
-    pairs: dict[str, str] = {}
+    pairs: list[tuple[tuple[int, int] | None, str]] = []
     if gpu.available:
         used = devices_in_use(gpu, size)
         for i, a in enumerate(used):
             for b in used[i + 1 :]:
                 kind = link(gpu, a, b)
                 if kind is not None:
-                    pairs[f"{a}-{b}"] = kind
+                    pairs.append(((a, b), kind))
     if not pairs and run is not None and run.gpu_interconnect:
-        pairs["devices"] = "NVLINK" if run.gpu_interconnect.lower() == "nvlink" else run.gpu_interconnect
+        pairs.append((None, "NVLINK" if run.gpu_interconnect.lower() == "nvlink" else run.gpu_interconnect))
     if not pairs:
         return NotApplicable(
             "the interconnect between the GPUs is unknown (no NVML topology or NVLink state)"
         )
-    slow = {p: k for p, k in pairs.items() if k != "NVLINK"}
-    if not slow:
-        return Pass(f"tensor_parallel_size {size} over NVLink ({', '.join(pairs)})")
-    pp = engine_setting("pipeline_parallel_size", log_facts, run)
-    described = ", ".join(f"{p} {k}" for p, k in slow.items())
+    found = Found(tp, size, tuple(pairs), engine_setting("pipeline_parallel_size", log_facts, run))
+    if not found.slow:
+        return Pass(_over_nvlink(found))
     return Fire(
         felt=False,  # a configuration: a slow decode shows as a TPOT witness
         title="Tensor parallelism runs without NVLink",
-        summary=f"tensor_parallel_size {size} over GPUs without NVLink ({described}; n={len(pairs)} pairs)",
-        remediation=Remediation(
-            setting="pipeline_parallel_size",
-            suggested=f"{size} with tensor_parallel_size 1",
-            current=f"tensor_parallel_size {size}, pipeline_parallel_size {pp.value if pp else 1}",
-            where=engine_flag(engine.id, "pipeline_parallel_size", "tensor_parallel_size"),
-            why=(
-                "Tensor parallelism all-reduces activations twice per layer per token; over PCIe that traffic "
-                "stretches every decode step. A pipeline over the same GPUs sends activations once per stage; "
-                "if one GPU holds the model, separate replicas (data parallel) avoid the traffic entirely."
-            ),
-            verify=rerun("lower inter-token gaps (TPOT p50) at the same concurrency"),
-        ),
+        summary=_summary(found),
+        remediation=_remediation(found, engine.id),
         severity=Severity.WARNING,
-        evidence=[
-            tp.evidence("tensor_parallel_size"),
-            *(
-                EvidenceValue(f"link GPU {p}", k, "", "gpu: NVML topology / NVLink state")
-                for p, k in pairs.items()
-            ),
-        ],
+        evidence=_evidence(found),
     )
+
+
+def _pair(pair: tuple[int, int] | None) -> str:
+    return "devices" if pair is None else f"{pair[0]}-{pair[1]}"
+
+
+def _over_nvlink(found: Found) -> str:
+    return f"tensor_parallel_size {found.size} over NVLink ({', '.join(_pair(p) for p, _ in found.pairs)})"
+
+
+def _summary(found: Found) -> str:
+    described = ", ".join(f"{_pair(p)} {k}" for p, k in found.slow)
+    return f"tensor_parallel_size {found.size} over GPUs without NVLink ({described}; n={len(found.pairs)} pairs)"
+
+
+def _remediation(found: Found, engine: str) -> Remediation:
+    size, pp = found.size, found.pp
+    return Remediation(
+        setting="pipeline_parallel_size",
+        suggested=f"{size} with tensor_parallel_size 1",
+        current=f"tensor_parallel_size {size}, pipeline_parallel_size {pp.value if pp else 1}",
+        where=engine_flag(engine, "pipeline_parallel_size", "tensor_parallel_size"),
+        why=(
+            "Tensor parallelism all-reduces activations twice per layer per token; over PCIe that traffic "
+            "stretches every decode step. A pipeline over the same GPUs sends activations once per stage; "
+            "if one GPU holds the model, separate replicas (data parallel) avoid the traffic entirely."
+        ),
+        verify=rerun("lower inter-token gaps (TPOT p50) at the same concurrency"),
+    )
+
+
+def _evidence(found: Found) -> list[EvidenceValue]:
+    return [
+        found.tp.evidence("tensor_parallel_size"),
+        *(EvidenceValue(f"link GPU {_pair(p)}", k, "", "gpu: NVML topology / NVLink state") for p, k in found.pairs),
+    ]

@@ -30,6 +30,8 @@ targets 80, a fraction of at most 1 -> averageValue 0.8.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from doctor.checking.contract import Result, check
 from doctor.checklib import ScalerFault, engine_family, judge_signals
 from doctor.checklib.engine_settings import max_num_seqs_stated
@@ -48,30 +50,67 @@ def _metrics(signal: Signal) -> list[str]:
     return [signal.metric] if signal.metric else []
 
 
-def _fault(scaler: Scaler, signal: Signal, batch: float | None, batch_said: str) -> ScalerFault | None:
+@dataclass(frozen=True)
+class Unreachable:
+    """A signal whose target its metric never reaches: ``concurrency`` above the batch limit,
+    a ``fraction`` gauge or a GPU ``percentage`` given a target past its top, or ``running``
+    requests at or above the batch limit; with the metric, the target and the batch limit (and
+    where it was read: ``batch_said``, the log's source, unless the object states it at ``in_object``)."""
+
+    kind: str
+    signal: Signal
+    target: float
+    metric: str = ""
+    batch: float | None = None
+    batch_said: str = ""
+    in_object: str | None = None
+
+
+def _unreachable(scaler: Scaler, signal: Signal, batch: float | None, batch_said: str) -> Unreachable | None:
     target = signal.target.number() if signal.target is not None else None
     if target is None or signal.target is None:
         return None
-    path, shown = signal.target.path, signal.target.value
+    in_object = None
     if scaler.batch_limit is not None and scaler.batch_limit.known:
-        batch, batch_said = scaler.batch_limit.number(), f"{scaler.batch_limit.path} in the same object"
+        batch, in_object = scaler.batch_limit.number(), scaler.batch_limit.path
     if signal.source == SignalSource.CONCURRENCY and batch is not None and target > batch:
-        return ScalerFault(scaler, path, str(shown), f"{batch:.0f} (the engine's batch limit)",
-                     f"{path} is {shown} requests in flight per replica, and the engine runs {batch:.0f} at once "
-                     f"({batch_said}): {target - batch:.0f} wait inside each replica before the scaler adds one")
+        return Unreachable("concurrency", signal, target, batch=batch, batch_said=batch_said, in_object=in_object)
     for metric in _metrics(signal):
         family = engine_family(metric)
         if family is not None and family[1] == "kv_usage" and target > 1:
-            return ScalerFault(scaler, path, str(shown), f"{min(target / 100, 0.8):g}",
-                         f"{metric} is a fraction of at most 1, and {path} is {shown}: it never fires")
+            return Unreachable("fraction", signal, target, metric)
         if metric in GPU_UTIL and target > 100:
-            return ScalerFault(scaler, path, str(shown), "80", f"{metric} is a percentage of at most 100, and {path} is {shown}")
+            return Unreachable("percentage", signal, target, metric)
         if (family is not None and family[1] == "running" and batch is not None and signal.target_type != "Value"
                 and target >= batch):
-            return ScalerFault(scaler, path, str(shown), f"{max(1, int(batch * 0.75))} (or the queue depth instead)",
-                         f"{metric} per replica can never pass the batch limit of {batch:.0f} ({batch_said}), "
-                         f"and {path} is {shown}")
+            return Unreachable("running", signal, target, metric, batch, batch_said, in_object)
     return None
+
+
+def _fault(scaler: Scaler, signal: Signal, batch: float | None, batch_said: str) -> ScalerFault | None:
+    found = _unreachable(scaler, signal, batch, batch_said)
+    return _said(scaler, found) if found is not None else None
+
+
+def _batch_said(found: Unreachable) -> str:
+    return f"{found.in_object} in the same object" if found.in_object is not None else found.batch_said
+
+
+def _said(scaler: Scaler, found: Unreachable) -> ScalerFault:
+    signal, target, batch, metric = found.signal, found.target, found.batch or 0.0, found.metric
+    path, shown = (signal.target.path, signal.target.value) if signal.target is not None else ("", "")
+    if found.kind == "concurrency":
+        return ScalerFault(scaler, path, str(shown), f"{batch:.0f} (the engine's batch limit)",
+                           f"{path} is {shown} requests in flight per replica, and the engine runs {batch:.0f} at once "
+                           f"({_batch_said(found)}): {target - batch:.0f} wait inside each replica before the scaler adds one")
+    if found.kind == "fraction":
+        return ScalerFault(scaler, path, str(shown), f"{min(target / 100, 0.8):g}",
+                           f"{metric} is a fraction of at most 1, and {path} is {shown}: it never fires")
+    if found.kind == "percentage":
+        return ScalerFault(scaler, path, str(shown), "80", f"{metric} is a percentage of at most 100, and {path} is {shown}")
+    return ScalerFault(scaler, path, str(shown), f"{max(1, int(batch * 0.75))} (or the queue depth instead)",
+                       f"{metric} per replica can never pass the batch limit of {batch:.0f} ({_batch_said(found)}), "
+                       f"and {path} is {shown}")
 
 
 @check(code="LD605", name="unreachable-target", symptom=SymptomClass.SCALING, cause=Cause.SCALING)

@@ -13,23 +13,23 @@ would be the first place a lab bug could hide a probe bug; the one case h11 fram
 from uvicorn's default protocol (httptools), a chunked answer to an HTTP/1.0 peer, is handled in
 ``Responder``.
 
-Each server runs its own loop in its own thread so that a server that blocks its loop (the
-gateway's ``serialise`` mode does so on purpose) never stalls the engine behind it.
+Each server runs its own loop in its own thread (``doctor.lab.loop_server``, the lifecycle the
+test servers share) so that a server that blocks its loop (the gateway's ``serialise`` mode does
+so on purpose) never stalls the engine behind it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import email.utils
 import logging
-import threading
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
 
 import h11
+
+from doctor.lab.loop_server import LoopServer
 
 log = logging.getLogger(__name__)
 
@@ -127,107 +127,20 @@ class Responder:
 Handler = Callable[[Request, Responder], Awaitable[None]]
 
 
-@dataclass
-class _ServerState:
-    server: asyncio.AbstractServer | None = None
-    writers: set[asyncio.StreamWriter] = field(default_factory=set)
-    tasks: set[asyncio.Task] = field(default_factory=set)
-
-
-class ThreadedServer:
+class ThreadedServer(LoopServer):
     """Runs ``handler`` behind an h11 server on 127.0.0.1 in a private event loop thread.
 
-    Subclasses may start extra coroutines on the loop with ``run_soon`` (the engine's step loop).
+    The engine starts extra coroutines on the loop with ``run_soon`` (its step loop). A short
+    ``STOP_TIMEOUT_S``: the gateway's ``serialise`` mode blocks its loop on purpose, and a stop
+    must not wait on it.
     """
 
     def __init__(self, handler: Handler, *, server_name: str, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(name=f"lab-{server_name}", host=host, port=port, stop_timeout_s=STOP_TIMEOUT_S)
         self._handler = handler
         self._server_name = server_name
-        self._host = host
-        self._want_port = port
-        self.port = 0
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name=f"lab-{server_name}", daemon=True)
-        self._state = _ServerState()
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
 
-    @property
-    def url(self) -> str:
-        return f"http://{self._host}:{self.port}"
-
-    def start(self) -> None:
-        self._thread.start()
-        self._ready.wait(timeout=10)
-        if self._error is not None:
-            raise self._error
-        if not self.port:
-            raise RuntimeError(f"{self._server_name} did not start listening")
-
-    def run_soon(self, coro: Coroutine[Any, Any, None]) -> None:
-        """Schedule a coroutine on the server loop (thread-safe); it is cancelled at stop."""
-
-        def _spawn() -> None:
-            task: asyncio.Task[None] = self.loop.create_task(coro)
-            self._state.tasks.add(task)
-            task.add_done_callback(self._task_done)
-
-        self.loop.call_soon_threadsafe(_spawn)
-
-    def stop(self) -> None:
-        if not self._thread.is_alive():
-            return
-        fut = asyncio.run_coroutine_threadsafe(self._shutdown(), self.loop)
-        try:
-            fut.result(timeout=STOP_TIMEOUT_S)
-        except (concurrent.futures.TimeoutError, RuntimeError) as exc:  # a blocked loop: stop it anyway below
-            log.debug("%s: shutdown did not complete: %r", self._server_name, exc)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=STOP_TIMEOUT_S)
-
-    # -- loop side -------------------------------------------------------------------------
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._state.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s: background task failed", self._server_name, exc_info=task.exception())
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_until_complete(self._listen())
-        except BaseException as exc:  # noqa: BLE001 - reported to start()
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        try:
-            self.loop.run_forever()
-        finally:
-            for task in asyncio.all_tasks(self.loop):
-                task.cancel()
-            self.loop.run_until_complete(asyncio.sleep(0))
-            self.loop.close()
-
-    async def _listen(self) -> None:
-        server = await asyncio.start_server(self._on_connection, self._host, self._want_port, backlog=1024)
-        self._state.server = server
-        self.port = server.sockets[0].getsockname()[1]
-
-    async def _shutdown(self) -> None:
-        if self._state.server is not None:
-            self._state.server.close()
-        for writer in list(self._state.writers):
-            writer.close()
-        for task in list(self._state.tasks):
-            task.cancel()
-        await asyncio.sleep(0)
-
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._state.writers.add(writer)
-        task = asyncio.current_task()
-        if task is not None:
-            self._state.tasks.add(task)
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = h11.Connection(h11.SERVER)
         try:
             while True:
@@ -248,13 +161,8 @@ class ThreadedServer:
                 if not responder.ended or conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                     break
                 conn.start_next_cycle()
-        except (ConnectionError, h11.RemoteProtocolError, h11.LocalProtocolError, asyncio.CancelledError):
+        except (h11.RemoteProtocolError, h11.LocalProtocolError):
             pass
-        finally:
-            self._state.writers.discard(writer)
-            if task is not None:
-                self._state.tasks.discard(task)
-            writer.close()
 
 
 async def _read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> Request | None:

@@ -84,6 +84,7 @@ def test_a_server_that_accepts_and_never_answers_is_named_hung_long_before_the_p
     assert stream.shape.stopped is not None and "head-timeout is not one to retry" in stream.shape.stopped
 
 
+@pytest.mark.slow
 @NEEDS_NGINX
 def test_a_gateway_waiting_on_a_blackholed_upstream_is_the_gateway_not_a_server_to_restart(tmp_path) -> None:
     """nginx in front of an engine address that drops connection attempts waits its 60 s

@@ -48,11 +48,12 @@ def test_scenario_verdict_with_exactly_the_flags_the_lab_prints(name, lab_diagno
 
 
 @pytest.mark.slow
-def test_analyze_of_the_saved_bundle_gives_the_diagnose_result(tmp_path):
-    """diagnose = collect + analyze: re-analysing what it saved reproduces its report."""
-    runner.invoke(app, ["demo", "--scenario", "proxy-buffering", "--out-dir", str(tmp_path)])
-    live = json.loads((tmp_path / "report.json").read_text())
-    for source in (tmp_path / "report.json", tmp_path / "report.html"):
+def test_analyze_of_the_saved_bundle_gives_the_diagnose_result(lab_diagnoses):
+    """diagnose = collect + analyze: re-analysing what it saved reproduces its report (the session's
+    one diagnosis of proxy-buffering, its JSON and its HTML page)."""
+    lab = lab_diagnoses("proxy-buffering")
+    live = lab.report
+    for source in (lab.json_path, lab.html_path):
         again = to_jsonable(analyze(load_path(source)))
         assert again["verdict"] == live["verdict"]
         assert again["findings"] == live["findings"]

@@ -229,6 +229,7 @@ def _fuzz_sources() -> list[dict]:
     return sources
 
 
+@pytest.mark.slow
 def test_type_mutated_bundles_load_or_fail_cleanly_and_what_loads_renders():
     rng = random.Random(20261130)
     registry = load_registry()

@@ -74,6 +74,7 @@ def every_rule_run(redactor: Redactor, text: str) -> tuple[str, dict[str, int]]:
         return redactor.text(text), dict(redactor.counts)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(texts, st.lists(st.sampled_from(VALUES + NAMES), max_size=2))
 def test_the_gate_changes_no_output_and_no_count(text, secrets):

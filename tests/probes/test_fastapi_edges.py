@@ -149,6 +149,7 @@ def test_diagnose_on_the_playbook_edge_route_is_healthy_and_measured(server, tmp
     assert len(app_.state.prompts) == 5  # warm-up and measured requests reached the application's route
 
 
+@pytest.mark.slow
 @pytest.mark.nginx
 @NEEDS_NGINX
 def test_diagnose_with_nginx_gzip_in_front_of_the_playbook_edge_names_compression(server, tmp_path):

@@ -80,7 +80,8 @@ NAMED_BY_HEADERS = {"nginx": "nginx", "apache": "apache", "lighttpd": None, "hap
 APACHE_DEFLATE = "AddOutputFilterByType DEFLATE text/event-stream"
 
 
-pytestmark = pytest.mark.gateways
+#: Slow as a whole: each case starts a real gateway and diagnoses a stream through it (~2 s, ~55 s the file).
+pytestmark = [pytest.mark.gateways, pytest.mark.slow]
 
 
 def case_id(case: Case) -> str:

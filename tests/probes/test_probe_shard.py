@@ -132,6 +132,7 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inherited", [None, ignore_sigint], ids=["sigint-default", "sigint-ignored"])
 def test_sigterm_to_the_parent_stops_every_worker_and_still_writes_the_report(tmp_path: Path, inherited) -> None:
     """Also when started in the background of a script (SIGINT inherited ignored), where the

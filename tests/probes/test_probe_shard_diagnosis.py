@@ -133,6 +133,7 @@ def diagnosis_read_by_one_process() -> EvidenceError:
     return error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["diagnose", "collect"])
 def test_sigterm_stops_a_sharded_diagnosis_and_keeps_its_requests_in_flight_as_cancelled(tmp_path, command) -> None:
     out = tmp_path / "out.json"

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from doctor.foundation.clock import Clock
+from doctor.lab.loop_server import LoopServer
 from doctor.probes import stream as stream_probe
 from doctor.probes.framing import StreamDecoder, detect, estimate_tokens
 from doctor.probes.gateway_route import parse_route
@@ -135,41 +135,24 @@ def test_a_line_without_newline_is_capped_and_kept_in_one_growing_buffer():
         SseParser(max_line_bytes=1000).feed(b"data: x\n" * 200, 0.0)
 
 
-class _Hostile:
-    """An HTTP server on 127.0.0.1 that answers every request with 200 and ``body()``'s bytes, chunked."""
+class _Hostile(LoopServer):
+    """An HTTP server on 127.0.0.1 that answers every request with 200 and ``chunks`` ``repeat`` times, chunked."""
 
     def __init__(self, chunks: list[bytes], repeat: int) -> None:
+        super().__init__(name="framing-flood")
         self.chunks, self.repeat = chunks, repeat
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
-    def __enter__(self) -> str:
-        self.thread.start()
-        self.server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._serve, "127.0.0.1", 0), self.loop).result(timeout=10)
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.loop.call_soon_threadsafe(self.server.close)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0)
-            await reader.readexactly(length)
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
-            for _ in range(self.repeat):
-                for chunk in self.chunks:
-                    writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                await writer.drain()
-            writer.write(b"0\r\n\r\n")
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0)
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        for _ in range(self.repeat):
+            for chunk in self.chunks:
+                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
             await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
 
 
 def probe(url: str) -> tuple[list, list]:
@@ -181,8 +164,8 @@ def probe(url: str) -> tuple[list, list]:
 def test_an_event_flood_is_cut_at_the_cap_and_says_so(monkeypatch):
     monkeypatch.setattr(stream_request, "MAX_EVENTS", 2000)
     event = b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
-    with _Hostile([event * 64], repeat=200) as url:  # 12,800 events
-        (trace,), errors = probe(url)
+    with _Hostile([event * 64], repeat=200) as server:  # 12,800 events
+        (trace,), errors = probe(server.url)
     assert trace.ok and trace.truncated and "2000 events" in trace.truncated
     assert 2000 <= len(trace.tokens) < 12_800
     assert any("truncated" in e.message for e in errors)
@@ -194,8 +177,8 @@ def test_a_flood_over_many_concurrent_requests_ends_at_the_probe_wide_cap(monkey
     monkeypatch.setattr(stream_request, "MAX_EVENTS", 2000)
     monkeypatch.setattr(stream_request, "MAX_PROBE_EVENTS", 5000)
     event = b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
-    with _Hostile([event * 64], repeat=200) as url:  # 12,800 events per request
-        config = CollectConfig(engine=url, model="m", requests=20, warmup=0, concurrency=4, deadline_s=60)
+    with _Hostile([event * 64], repeat=200) as server:  # 12,800 events per request
+        config = CollectConfig(engine=server.url, model="m", requests=20, warmup=0, concurrency=4, deadline_s=60)
         evidence, errors = stream_probe.run_stream_probe(config, Clock(), lambda _msg: None, discover_model=False)
     kept = sum(len(t.tokens) + len(t.reads) for t in evidence.requests)
     assert kept < 5000 + 4 * 2 * 64 * 200 // 10  # the cap, and at most one read more per request in flight
@@ -205,8 +188,8 @@ def test_a_flood_over_many_concurrent_requests_ends_at_the_probe_wide_cap(monkey
 
 
 def test_a_stream_without_newline_fails_at_the_line_cap(monkeypatch):
-    with _Hostile([b"data: " + b"x" * 65536], repeat=40) as url:  # 2.5 MiB, no newline
-        (trace,), errors = probe(url)
+    with _Hostile([b"data: " + b"x" * 65536], repeat=40) as server:  # 2.5 MiB, no newline
+        (trace,), errors = probe(server.url)
     assert trace.outcome == "stream-error" and "without a newline" in trace.error
     assert sum(r.nbytes for r in trace.reads) < 40 * 65536  # it stopped reading at the cap
     assert errors and errors[0].kind == "malformed"

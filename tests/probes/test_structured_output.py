@@ -88,6 +88,7 @@ def test_a_free_text_payload_sends_no_twin(tmp_path: Path) -> None:
     assert outcomes(report) == {"LD108": "not-applicable", "LD212": "not-applicable"}
 
 
+@pytest.mark.slow
 def test_a_tool_call_argument_held_back_names_the_parser(tmp_path: Path) -> None:
     """Tokens 4-26 of each constrained answer come in one event after a silence, their usage counted."""
     body = {"messages": BODY["messages"], "max_tokens": 32, "stream_options": {"continuous_usage_stats": True},

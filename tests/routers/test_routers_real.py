@@ -107,6 +107,7 @@ def test_a_listed_replica_that_went_away_is_a_finding_not_a_crash(tmp_path: Path
     assert "60 (router's log)" in found["LD313"]["summary"]
 
 
+@pytest.mark.slow
 def test_sglang_router_cache_aware_pins_a_shared_prompt_to_one_replica(tmp_path: Path) -> None:
     with SseServer() as a, SseServer() as b:
         workers = [a.base(ttft=0.1, itl=0.01, slots=4), b.base(ttft=0.1, itl=0.01, slots=4)]

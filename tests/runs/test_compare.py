@@ -134,6 +134,7 @@ def test_two_identical_runs_are_no_regression(tmp_path) -> None:
     assert all(row_of(doc, metric)["decision"] in ("within noise", "under threshold") for metric in ("TTFT", "E2E"))
 
 
+@pytest.mark.slow
 def test_a_small_change_beyond_noise_under_the_threshold_is_no_regression(tmp_path) -> None:
     with SseServer() as srv:
         base = live_run(srv, tmp_path / "base", ttft=0.3)

@@ -20,6 +20,7 @@ import sys
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from doctor.cli import app
@@ -76,6 +77,7 @@ def ranks(values: list[float]) -> list[float]:
     return out
 
 
+@pytest.mark.slow
 def test_server_scenario_sends_poisson_arrivals_as_the_server_saw_them(tmp_path: Path) -> None:
     """The schedule (seeded, so the same on every machine) is an exponential sample; the server
     saw it, as the client's own record of its lateness says. Every assertion on the server's times

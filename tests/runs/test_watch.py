@@ -75,6 +75,7 @@ def test_bad_watch_flags_fail_before_any_round(args, message) -> None:
 
 
 @pytest.mark.prometheus
+@pytest.mark.slow
 @system.needs(PROMETHEUS, "prometheus binary not found; install the Debian package `prometheus`")
 def test_prometheus_scrapes_a_running_watch_and_sigterm_ends_after_the_round(tmp_path) -> None:
     port, prom_port = free_port(), free_port()

@@ -14,8 +14,8 @@ incident, chosen per persona:
 - ``delay``: wait that long before calling the upstream, and report it as LiteLLM does in
   ``x-litellm-overhead-duration-ms`` (its own time, the upstream call excluded).
 
-Raw asyncio on the client side (one request per connection, ``connection: close``) and httpx to
-the upstream, so the relay's timing is the persona's and nothing else's::
+Raw asyncio on the client side (one request per connection, ``connection: close``, on
+``doctor.lab.loop_server``'s loop thread) and httpx to the upstream, so the relay's timing is the persona's and nothing else's::
 
     with GatewayPersona("envoy", upstream.url, buffer=-1) as gw:
         ... gw.url ...
@@ -24,11 +24,11 @@ the upstream, so the relay's timing is the persona's and nothing else's::
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from types import TracebackType
 
 import httpx
+
+from doctor.lab.loop_server import LoopServer
 
 #: persona -> the response headers it adds (or replaces) on every answer.
 PERSONAS: dict[str, dict[str, str]] = {
@@ -44,62 +44,32 @@ PERSONAS: dict[str, dict[str, str]] = {
 DROPPED = ("transfer-encoding", "content-length", "connection", "keep-alive")
 
 
-class GatewayPersona:
-    """Serves on 127.0.0.1 from a private event loop thread; ``url`` once started."""
+class GatewayPersona(LoopServer):
+    """Serves on 127.0.0.1 from a private event loop thread (``LoopServer``); ``url`` once started."""
 
     def __init__(self, persona: str, upstream: str, *, buffer: int = 0, idle: float | None = None,
                  delay: float = 0.0) -> None:
+        super().__init__(name=f"gateway-{persona}")
         self.persona, self.upstream = persona, upstream.rstrip("/")
         self.buffer, self.idle, self.delay = buffer, idle, delay
-        self.port = 0
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name=f"gateway-{persona}")
-        self._server: asyncio.AbstractServer | None = None
         self._client: httpx.AsyncClient | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> GatewayPersona:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._listen(), self.loop).result(timeout=10)
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        asyncio.run_coroutine_threadsafe(self._close(), self.loop).result(timeout=10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=10)
-
-    async def _listen(self) -> None:
+    async def setup(self) -> None:
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(30.0))
-        self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
 
-    async def _close(self) -> None:
-        assert self._server is not None and self._client is not None
-        self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+    async def teardown(self) -> None:
+        assert self._client is not None
         await self._client.aclose()
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        method, target, _ = head[0].split(" ", 2)
+        headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in head[1:] if ln)}
+        body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
         try:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-            method, target, _ = head[0].split(" ", 2)
-            headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in head[1:] if ln)}
-            body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
             await self._relay(writer, method, target, headers, body)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError, httpx.HTTPError):
+        except httpx.HTTPError:
             return
-        finally:
-            self._tasks.discard(task)
-            writer.close()
 
     async def _relay(self, writer: asyncio.StreamWriter, method: str, target: str, headers: dict[str, str],
                      body: bytes) -> None:

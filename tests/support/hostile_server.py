@@ -25,8 +25,8 @@ Modes:
 - ``deep``: ``/version`` and ``/v1/models`` answer JSON nested far deeper than Python's recursion
   limit; ``/metrics`` carries a 310-digit sample.
 
-Raw asyncio sockets, as ``tests/support/sse_server.py``, because an HTTP library will not drip
-its own status line or cut an event in half.
+Raw asyncio sockets on ``doctor.lab.loop_server``'s loop thread, as ``tests/support/sse_server.py``,
+because an HTTP library will not drip its own status line or cut an event in half.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from doctor.lab.loop_server import LoopServer
 
 MODES = ("flood", "drip", "trickle", "mute", "huge", "surrogates", "cut", "deep")
 #: Upper bound of one flood, so the server's own loop is bounded (a client that keeps reading
@@ -47,65 +49,30 @@ DEPTH = 100_000
 MODEL = "hostile-model"
 
 
-class HostileServer:
-    """Serves on 127.0.0.1 from a private event loop thread; ``base(mode)`` once started."""
+class HostileServer(LoopServer):
+    """Serves on 127.0.0.1 from a private event loop thread (``LoopServer``); ``base(mode)`` once started."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._server: asyncio.AbstractServer | None = None
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="hostile-server")
-        self._tasks: set[asyncio.Task[None]] = set()
+        super().__init__(name="hostile-server")
         self.requests: list[str] = []  # "METHOD path" of every request read, in order
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
 
     def base(self, mode: str) -> str:
         assert mode in MODES, mode
         return f"{self.url}/m/{mode}"
 
-    def __enter__(self) -> HostileServer:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._listen(), self.loop).result(timeout=10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._close(), self.loop).result(timeout=10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=10)
-        self.loop.close()
-
-    async def _listen(self) -> None:
-        self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
-
-    async def _close(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
-            method, target = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")[:2]
-            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
-            if length:
-                await reader.readexactly(length)
-            self.requests.append(f"{method} {target}")
-            mode, _, path = target.removeprefix("/m/").partition("/")
-            await self._respond(writer, mode, "/" + path)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-            pass
-        finally:
-            writer.close()
-            self._tasks.discard(task)
+        except asyncio.LimitOverrunError:
+            return
+        method, target = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")[:2]
+        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        if length:
+            await reader.readexactly(length)
+        self.requests.append(f"{method} {target}")
+        mode, _, path = target.removeprefix("/m/").partition("/")
+        await self._respond(writer, mode, "/" + path)
 
     async def _respond(self, writer: asyncio.StreamWriter, mode: str, path: str) -> None:
         if mode == "drip":

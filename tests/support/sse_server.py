@@ -69,13 +69,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import REGISTRY, generate_latest
+
+from doctor.lab.loop_server import LoopServer
 
 MODEL = "/srv/models/tiny-llama"
 WORD = " useful"
@@ -178,18 +179,14 @@ def parse_options(path: str) -> tuple[dict[str, str], str]:
     return {}, path
 
 
-class SseServer:
-    """Serves on 127.0.0.1 from a private event loop thread; ``url`` once started."""
+class SseServer(LoopServer):
+    """Serves on 127.0.0.1 from a private event loop thread (``LoopServer``); ``url`` once started."""
 
     def __init__(self, port: int = 0) -> None:
-        self.port = port
+        super().__init__(name="sse-server", port=port, backlog=2048)
         self.received = 0  # streamed requests read
         self.waiting = 0  # streams waiting for a ``slots`` slot
         self.log = ServerLog()
-        self.loop = asyncio.new_event_loop()
-        self._server: asyncio.AbstractServer | None = None
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="sse-server")
-        self._tasks: set[asyncio.Task[None]] = set()
         self._slots: dict[int, asyncio.Semaphore] = {}
         self.running = 0  # streams admitted and not finished
         self.counts = Counts()
@@ -197,69 +194,32 @@ class SseServer:
         self.compiled: set[str] = set()  # the schemas already "compiled" (``compile=S``)
         self._failures_due: dict[str, int] = {}  # requests read per option set with ``every=K``
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
     def base(self, **opts: Any) -> str:
         """The base URL that selects ``opts`` (what the probe gets as --engine)."""
         if not opts:
             return self.url
         return self.url + "/o/" + ",".join(f"{k}={v}" for k, v in opts.items())
 
-    def __enter__(self) -> SseServer:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._listen(), self.loop).result(timeout=10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._close(), self.loop).result(timeout=10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=10)
-
-    async def _listen(self) -> None:
-        self._server = await asyncio.start_server(self._connection, "127.0.0.1", self.port, backlog=2048)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def _close(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        try:
-            first = await reader.read(1)
-            if first == b"\x16":  # a TLS ClientHello: answer as a plain HTTP server does, then close
-                writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
-                await writer.drain()
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        first = await reader.read(1)
+        if first == b"\x16":  # a TLS ClientHello: answer as a plain HTTP server does, then close
+            writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            await writer.drain()
+            return
+        spent = False  # the last answer was a oneshot: this connection answers nothing more
+        while first:
+            head = first + await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, version = lines[0].split(" ", 2)
+            headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+            body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
+            if spent:
                 return
-            spent = False  # the last answer was a oneshot: this connection answers nothing more
-            while first:
-                try:
-                    head = first + await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                lines = head.decode("latin-1").split("\r\n")
-                method, target, version = lines[0].split(" ", 2)
-                headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
-                body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
-                if spent:
-                    return
-                spent = parse_options(target.split("?", 1)[0])[0].get("oneshot") == "1"
-                t_request = time.perf_counter_ns()
-                if not await self._respond(writer, method, target, version, headers, body, t_request):
-                    return
-                first = await reader.read(1)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            return  # CancelledError: the server is stopping; ending quietly keeps asyncio from logging it
-        finally:
-            self._tasks.discard(task)
-            writer.close()
+            spent = parse_options(target.split("?", 1)[0])[0].get("oneshot") == "1"
+            t_request = time.perf_counter_ns()
+            if not await self._respond(writer, method, target, version, headers, body, t_request):
+                return
+            first = await reader.read(1)
 
     async def _respond(self, writer: asyncio.StreamWriter, method: str, target: str, version: str,
                        headers: dict[str, str], body: bytes, t_request: int) -> bool:

@@ -56,14 +56,15 @@ from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
 from doctor.checklib import (
-    Setting,
-    engine_flag,
+    StepBudget,
     engine_path,
-    engine_setting,
     foreign_prompt_tokens,
     metric_read,
     prompt_tokens_around,
-    rerun,
+    step_budget,
+    step_budget_evidence,
+    step_budget_in_use,
+    step_budget_remediation,
 )
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
@@ -72,11 +73,7 @@ from doctor.derive.stream_stats import PathStats, StreamStats
 from doctor.engine_metrics.runtime import Reading, readings
 from doctor.evidence import MetricsEvidence, RunRecord, StreamEvidence
 from doctor.foundation.units import fmt_pct, fmt_seconds
-from doctor.model import Cause, EvidenceValue, Remediation, SymptomClass
-
-#: The step budget suggested when the current one is larger (vLLM's default for most GPUs).
-TARGET_BATCHED_TOKENS = 2048
-MIN_BATCHED_TOKENS = 512
+from doctor.model import Cause, EvidenceValue, SymptomClass
 
 
 @dataclass(frozen=True)
@@ -117,16 +114,6 @@ class ServerGaps:
     finished_metric: str
 
 
-@dataclass(frozen=True)
-class Budget:
-    """The step-budget settings in use, and the ``max_num_batched_tokens`` to suggest (``None``:
-    chunked prefill is off, turn it on first)."""
-
-    chunked: Setting | None
-    batched: Setting | None
-    target: int | None
-
-
 @check(code="LD202", name="prefill-interference", symptom=SymptomClass.INTER_TOKEN, cause=Cause.PREFILL_INTERFERENCE)
 def prefill_interference(
     stream_stats: StreamStats | None = None,
@@ -160,11 +147,11 @@ def prefill_interference(
         if not isinstance(server, ServerGaps):
             return stream_result if isinstance(stream_result, Pass) else server
         found = server
-    budget = _budget(log_facts, run)
+    budget = step_budget(log_facts, run)
     return Fire(
         title="Other requests' prefills stall running streams",
         summary=_summary(found, budget),
-        remediation=_remediation(budget, engine.id),
+        remediation=step_budget_remediation(budget, engine.id, "the large gaps to shrink"),
         evidence=_evidence(found, budget),
     )
 
@@ -232,18 +219,6 @@ def _from_server(
     )
 
 
-def _budget(log_facts: LogFacts | None, run: RunRecord | None) -> Budget:
-    """The step-budget setting in use and the change that shortens each stall."""
-    chunked = engine_setting("chunked_prefill", log_facts, run)
-    batched = engine_setting("max_num_batched_tokens", log_facts, run)
-    if chunked is not None and not chunked.value:
-        return Budget(chunked, batched, None)
-    current = int(batched.value) if batched is not None else None
-    target = TARGET_BATCHED_TOKENS if current is None or current > TARGET_BATCHED_TOKENS \
-        else max(current // 2, MIN_BATCHED_TOKENS)
-    return Budget(chunked, batched, target)
-
-
 def _no_overlap(path: str) -> str:
     return f"{path}: no request got its first token while another was streaming"
 
@@ -275,7 +250,7 @@ def _small_share(gaps: float, le: float, frozen_share: float, time_share: float)
             f"time, below {fmt_pct(time_share)}")
 
 
-def _summary(found: StreamGaps | ServerGaps, budget: Budget) -> str:
+def _summary(found: StreamGaps | ServerGaps, budget: StepBudget) -> str:
     if isinstance(found, StreamGaps):
         where = "end at another request's first token"
         if found.foreign:
@@ -293,14 +268,11 @@ def _summary(found: StreamGaps | ServerGaps, budget: Budget) -> str:
                    f"{fmt_seconds(found.prefill_s)}; no preemption")
         if found.prompt_per_request is not None:
             summary += f"; {found.prompt_per_request:,.0f} prompt tokens per request"
-    if budget.target is None:
-        return summary + "; chunked prefill off"
-    if budget.batched is not None:
-        summary += f"; max_num_batched_tokens {int(budget.batched.value)}"
-    return summary
+    in_use = step_budget_in_use(budget)
+    return f"{summary}; {in_use}" if in_use else summary
 
 
-def _evidence(found: StreamGaps | ServerGaps, budget: Budget) -> list[EvidenceValue]:
+def _evidence(found: StreamGaps | ServerGaps, budget: StepBudget) -> list[EvidenceValue]:
     if isinstance(found, StreamGaps):
         evidence = [
             EvidenceValue("large gaps", found.large, "gaps",
@@ -328,32 +300,7 @@ def _evidence(found: StreamGaps | ServerGaps, budget: Budget) -> list[EvidenceVa
         if found.prompt_per_request is not None:
             evidence.append(EvidenceValue("prompt tokens per finished request", found.prompt_per_request, "tokens",
                                           f"metrics: {found.prompt_metric} delta / {found.finished_metric} delta"))
-    for name, setting in (("chunked_prefill", budget.chunked), ("max_num_batched_tokens", budget.batched)):
-        if setting is not None:
-            evidence.append(setting.evidence(name))
-    return evidence
-
-
-def _remediation(budget: Budget, engine_id: str) -> Remediation:
-    if budget.target is None:
-        return Remediation(
-            setting="enable_chunked_prefill",
-            suggested=f"true, with max_num_batched_tokens {TARGET_BATCHED_TOKENS}",
-            why="without chunked prefill a whole prompt runs in one step and every running stream waits for it",
-            verify=rerun("the large gaps to shrink; TTFT of long prompts may rise a little"),
-            current="false",
-            where=engine_flag(engine_id, "enable_chunked_prefill"),
-        )
-    current = int(budget.batched.value) if budget.batched is not None else None
-    return Remediation(
-        setting="max_num_batched_tokens",
-        suggested=str(budget.target),
-        why=("a step carrying a prefill chunk of up to max_num_batched_tokens tokens stalls every running "
-             "stream; smaller chunks spread the prompt over more, shorter steps"),
-        verify=rerun("the large gaps to shrink and TPOT p90 to fall; TTFT of long prompts may rise a little"),
-        current=str(current) if current is not None else None,
-        where=engine_flag(engine_id, "max_num_batched_tokens"),
-    )
+    return evidence + step_budget_evidence(budget)
 
 
 def _large_gaps(

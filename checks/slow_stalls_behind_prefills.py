@@ -42,7 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import StepBudget, step_budget_remediation
+from doctor.checklib import StepBudget, step_budget, step_budget_evidence, step_budget_in_use, step_budget_remediation
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.request_hops import RequestHops, RequestHopsView
@@ -110,14 +110,14 @@ def slow_stalls_behind_prefills(
     found = Found(stalled=behind(long), long=len(long), slow=len(slow), every=behind(measured), requests=len(measured))
     if 2 * len(found.stalled) < found.long:
         return Pass(_not_behind(found, covered_share))
-    budget = step_budget_remediation(log_facts, run, engine.id,
-                                     "the longest stalls in the per-request join (--otlp-listen) to shrink")
+    budget = step_budget(log_facts, run)
     return Fire(
         title="The streams' longest stalls sat behind other requests' prefills",
         summary=_summary(found, budget),
-        remediation=budget.remediation,
+        remediation=step_budget_remediation(budget, engine.id,
+                                            "the longest stalls in the per-request join (--otlp-listen) to shrink"),
         severity=Severity.WARNING,
-        evidence=[*_evidence(found), *budget.evidence],
+        evidence=[*_evidence(found), *step_budget_evidence(budget)],
     )
 
 
@@ -155,7 +155,8 @@ def _one(s: Stalled) -> str:
 def _summary(found: Found, budget: StepBudget) -> str:
     head = (f"{len(found.stalled)} of the {found.slow} slowest stream(s) stalled behind other requests' prefills, "
             f"and {len(found.every)} of all {found.requests} streams' longest stalls did: ")
-    tail = f"; {budget.in_use}" if budget.in_use else ""
+    in_use = step_budget_in_use(budget)
+    tail = f"; {in_use}" if in_use else ""
     return head + "; ".join(_one(s) for s in found.every[:SHOWN]) + tail
 
 

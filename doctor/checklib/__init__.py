@@ -44,8 +44,9 @@ its remediation mean the same thing as every other check's:
   answers gate; ``long_context`` for the KV cache's precision), ``gate_command`` (that gate's exact
   command, for wording that offers a numerics change beside the remediation's own setting),
   ``add_capacity`` (``queue_remediation``, ``capacity_advice``: growing a KV cache that holds fewer
-  than two requests instead), ``step_budget_remediation`` (``step_budget``: the step budget that
-  other requests' prefills stall the streams by, as ``StepBudget``), ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
+  than two requests instead), ``step_budget`` (the step budget that other requests' prefills stall
+  the streams by, as ``StepBudget``) with ``step_budget_remediation``, ``step_budget_evidence`` and
+  ``step_budget_in_use`` (its words), ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag: the ``engine`` view a check declares tells
   which, ``engine_of`` applies its rule to what a caller holds;
   on an unidentified one, ``unidentified_setting``'s neutral wording, which checks whose lever is
@@ -137,7 +138,13 @@ from doctor.checklib.scaling import (
     startup_s,
     tried,
 )
-from doctor.checklib.step_budget import StepBudget, step_budget_remediation
+from doctor.checklib.step_budget import (
+    StepBudget,
+    step_budget,
+    step_budget_evidence,
+    step_budget_in_use,
+    step_budget_remediation,
+)
 from doctor.checklib.structured import ConstrainedRun, constrained_run, generated_within, per_token, request_ttft
 from doctor.checklib.upstream_advice import (
     CONNECT_TIMEOUTS,
@@ -227,6 +234,9 @@ __all__ = [
     "serves_router",
     "signals_of",
     "startup_s",
+    "step_budget",
+    "step_budget_evidence",
+    "step_budget_in_use",
     "step_budget_remediation",
     "stream_cap",
     "stream_encoding",

@@ -5,14 +5,15 @@ vLLM computes prompts in the same steps as the running streams' next tokens; a s
 long prompt arrives. Both checks that see it (LD202 from the probe's streams and the server's
 histograms, LD213 from the engine's span of each request) name the same lever: with chunked prefill
 off, turn it on; else cut the budget (to ``TARGET_BATCHED_TOKENS`` when above it, else halve it, at
-least ``MIN_BATCHED_TOKENS``). Public through ``doctor.checklib`` (``step_budget_remediation``).
+least ``MIN_BATCHED_TOKENS``). Decided by ``step_budget``, worded by ``step_budget_remediation``
+and ``step_budget_evidence``; public through ``doctor.checklib``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from doctor.checklib.engine_settings import engine_setting
+from doctor.checklib.engine_settings import Setting, engine_setting
 from doctor.checklib.remediation import engine_flag, rerun
 from doctor.derive.log_facts import LogFacts
 from doctor.evidence import RunRecord
@@ -25,38 +26,57 @@ MIN_BATCHED_TOKENS = 512
 
 @dataclass(frozen=True)
 class StepBudget:
-    """The change that shortens each stall, the settings it was read from, and the words for the summary."""
+    """The step-budget settings in use, and the ``max_num_batched_tokens`` to suggest (``None``:
+    chunked prefill is off, turn it on first)."""
 
-    remediation: Remediation
-    evidence: list[EvidenceValue]
-    in_use: str  # "chunked prefill off" or "max_num_batched_tokens 2048"; "" when neither is known
+    chunked: Setting | None
+    batched: Setting | None
+    target: int | None
 
 
-def step_budget_remediation(log_facts: LogFacts | None, run: RunRecord | None, engine: str, expect: str) -> StepBudget:
-    """The step-budget change for ``engine`` with the settings in use (startup log, then run record);
-    ``expect`` is what the re-run should show (the check's own measure of the stalls)."""
+def step_budget(log_facts: LogFacts | None, run: RunRecord | None) -> StepBudget:
+    """The step-budget settings in use (startup log, then run record) and the change that shortens each stall."""
     chunked = engine_setting("chunked_prefill", log_facts, run)
     batched = engine_setting("max_num_batched_tokens", log_facts, run)
-    evidence = [setting.evidence(name) for name, setting in
-                (("chunked_prefill", chunked), ("max_num_batched_tokens", batched)) if setting is not None]
     if chunked is not None and not chunked.value:
-        return StepBudget(Remediation(
+        return StepBudget(chunked, batched, None)
+    current = int(batched.value) if batched is not None else None
+    target = TARGET_BATCHED_TOKENS if current is None or current > TARGET_BATCHED_TOKENS \
+        else max(current // 2, MIN_BATCHED_TOKENS)
+    return StepBudget(chunked, batched, target)
+
+
+def step_budget_remediation(budget: StepBudget, engine: str, expect: str) -> Remediation:
+    """The change for ``engine``; ``expect`` is what the re-run should show (the check's own measure of the stalls)."""
+    if budget.target is None:
+        return Remediation(
             setting="enable_chunked_prefill",
             suggested=f"true, with max_num_batched_tokens {TARGET_BATCHED_TOKENS}",
             why="without chunked prefill a whole prompt runs in one step and every running stream waits for it",
             verify=rerun(f"{expect}; TTFT of long prompts may rise a little"),
             current="false",
             where=engine_flag(engine, "enable_chunked_prefill"),
-        ), evidence, "chunked prefill off")
-    current = int(batched.value) if batched is not None else None
-    target = TARGET_BATCHED_TOKENS if current is None or current > TARGET_BATCHED_TOKENS \
-        else max(current // 2, MIN_BATCHED_TOKENS)
-    return StepBudget(Remediation(
+        )
+    current = int(budget.batched.value) if budget.batched is not None else None
+    return Remediation(
         setting="max_num_batched_tokens",
-        suggested=str(target),
+        suggested=str(budget.target),
         why=("a step carrying a prefill chunk of up to max_num_batched_tokens tokens stalls every running "
              "stream; smaller chunks spread the prompt over more, shorter steps"),
         verify=rerun(f"{expect} and TPOT p90 to fall; TTFT of long prompts may rise a little"),
         current=str(current) if current is not None else None,
         where=engine_flag(engine, "max_num_batched_tokens"),
-    ), evidence, f"max_num_batched_tokens {current}" if current is not None else "")
+    )
+
+
+def step_budget_evidence(budget: StepBudget) -> list[EvidenceValue]:
+    """The settings the change was read from, each with its source."""
+    return [setting.evidence(name) for name, setting in
+            (("chunked_prefill", budget.chunked), ("max_num_batched_tokens", budget.batched)) if setting is not None]
+
+
+def step_budget_in_use(budget: StepBudget) -> str:
+    """The summary's words for the settings in use: "chunked prefill off", "max_num_batched_tokens 2048", or ""."""
+    if budget.target is None:
+        return "chunked prefill off"
+    return f"max_num_batched_tokens {int(budget.batched.value)}" if budget.batched is not None else ""

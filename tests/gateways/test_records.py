@@ -107,3 +107,16 @@ def test_a_new_familys_rows_are_read_without_a_table() -> None:
     lighttpd = BY_ID["lighttpd"]
     assert isinstance(lighttpd.buffering, Phrasing)
     assert buffering_remediation(gw, "bursts", "re-run").setting == lighttpd.buffering.setting
+
+
+@pytest.mark.parametrize(("value", "family"), [
+    ("kong-ai-gateway", "kong"),  # Kong's AI gateway, not Envoy's
+    ("envoy-ai-gateway", "envoy-ai-gateway"),
+    ("1.1 envoy, 1.1 kong", "kong"),
+    ("uvicorn litellm", "litellm"),  # LiteLLM's proxy runs on uvicorn: the proxy is what answers
+    ("ingress-nginx", "ingress-nginx"),
+])
+def test_a_value_naming_two_families_is_the_one_the_registry_order_says(value: str, family: str) -> None:
+    """``RECORDS`` orders both the words tried and the hops tell headers add: reordering it for one
+    reason must not silently change which family a value naming two of them is."""
+    assert family_of(value) == family

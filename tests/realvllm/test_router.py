@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,19 @@ def routed(replicas: tuple[VllmServer, VllmServer], tmp_path: Path, args: list[s
     return serve_router("vllm-router", [r.url for r in replicas], args, tmp_path / "router.log")
 
 
+#: Runs of the router-queue scenario. One full CI run here (2026-12-06) starved a replica of CPU
+#: (two vLLM servers and the probe on two cores): it showed requests waiting behind the router's
+#: cap of one, and LD311 then rightly says the replicas are full, not the router. Such a run
+#: measured the machine, not the scenario: it is run once more, and the first stays in the record.
+QUEUE_ATTEMPTS = 2
+
+
+def _replicas_full(report: dict[str, Any]) -> bool:
+    """Whether LD311 passed because a replica itself had requests waiting."""
+    return any(r["code"] == "LD311" and r["outcome"] == "pass" and "replicas are full" in (r.get("message") or "")
+               for r in report["results"])
+
+
 def router_findings(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The router's findings by code; the verdict and findings are printed (``pytest -s`` / CI's log keeps them)."""
     print(explain(report))
@@ -76,10 +90,17 @@ def test_a_cap_below_the_load_is_the_routers_queue(replicas: tuple[VllmServer, V
     # so streams hold it for milliseconds: the users here ask for whole answers (batch clients,
     # tools), which hold it until complete, and the probe's streams wait behind them in the router
     # while the eight seats behind it have room (four users).
-    with routed(replicas, tmp_path, ["--policy", "round_robin", "--max-concurrent-requests", "1"]) as router, \
-            user_load(router.url, Load(users=4, prompt_tokens=32, max_tokens=16, whole=True), tmp_path / "users.jsonl"):
-        report = run_diagnose(scenario("queue", router), tmp_path / "out", engine=replicas[0].url)
-    found = router_findings(report)
+    for attempt in range(1, QUEUE_ATTEMPTS + 1):
+        run = tmp_path / f"run-{attempt}"
+        run.mkdir()
+        with routed(replicas, run, ["--policy", "round_robin", "--max-concurrent-requests", "1"]) as router, \
+                user_load(router.url, Load(users=4, prompt_tokens=32, max_tokens=16, whole=True), run / "users.jsonl"):
+            report = run_diagnose(scenario("queue", router), run / "out", engine=replicas[0].url)
+        found = router_findings(report)
+        if "LD311" in found or attempt == QUEUE_ATTEMPTS or not _replicas_full(report):
+            break
+        warnings.warn(f"router queue, run {attempt}: the replicas themselves showed requests waiting, so LD311 "
+                      f"rightly named them, not the router; running again: {explain(report)}", stacklevel=1)
     assert "LD311" in found, explain(report)
     assert found["LD311"]["remediation"]["setting"] == "--max-concurrent-requests"
     assert found["LD311"]["remediation"]["current"] == "1 (--router-args)"

@@ -95,16 +95,18 @@ def slow_stalls_behind_prefills(
     measured = sorted(((row, stall) for row in view.requests if (stall := row.stall) is not None),
                       key=lambda rs: -rs[1].seconds)
 
+    def is_long(stall: Stall) -> bool:
+        return stall.seconds >= max(min_stall_s, stall_factor * stall.usual)
+
     def long_prompt(row: RequestHops, stall: Stall) -> bool:
         largest = stall.behind[0].prompt_tokens if stall.behind else None
         return largest is not None and (row.prompt_tokens is None or largest >= prompt_factor * row.prompt_tokens)
 
     def behind(pairs: list[tuple[RequestHops, Stall]]) -> list[Stalled]:
         return [Stalled(row, stall, stall.behind[0]) for row, stall in pairs
-                if stall.seconds >= max(min_stall_s, stall_factor * stall.usual) and stall.covered >= covered_share
-                and long_prompt(row, stall)]
+                if is_long(stall) and stall.covered >= covered_share and long_prompt(row, stall)]
 
-    long = [(row, stall) for row, stall in slow if stall.seconds >= max(min_stall_s, stall_factor * stall.usual)]
+    long = [(row, stall) for row, stall in slow if is_long(stall)]
     if not long:
         return Pass(_none_long(slow[0][1], stall_factor, min_stall_s))
     found = Found(stalled=behind(long), long=len(long), slow=len(slow), every=behind(measured), requests=len(measured))

@@ -12,6 +12,10 @@ When the probe's own streams were not hit, the server's histograms still show it
 gaps of ``server_gap_s`` or more while the median gap is milliseconds, holding at least
 ``time_share`` of all decode time, long prefills (prefill time mean of ``min_prefill_s`` or
 more), and no preemption to explain the freezes instead.
+Either way, only where the change cuts something: with every prompt in the window (the server's
+prompt-length histogram) no longer than the step budget it would set, or the budget at its floor,
+the stalls are each short prompt's whole prefill, and the check passes saying so
+(``checklib.step_budget``).
 
 Why it matters:
 vLLM runs prefill chunks and decodes in the same step. A step that carries a large prefill
@@ -26,7 +30,8 @@ streams. metrics_window: prompt tokens and preemptions over the window (prompt t
 the probe's own, from its usage trailers, are other users' prefills); metrics: the prompt-token
 counter at the scrapes that bracket each shared freeze; without a hit stream, the
 inter-token histogram (median and tail bucket bounds), prefill-time histogram and prompt tokens
-per finished request. Startup log / run record: ``chunked_prefill``, ``max_num_batched_tokens``.
+per finished request, the prompt-length histogram (the longest prompt). Startup log / run record:
+``chunked_prefill``, ``max_num_batched_tokens``.
 
 Remediation:
 Lower ``max_num_batched_tokens`` (to 2048 when above it, else halve it, at least 512) so a
@@ -63,6 +68,7 @@ from doctor.checklib import (
     prompt_tokens_around,
     step_budget,
     step_budget_evidence,
+    step_budget_idle,
     step_budget_in_use,
     step_budget_remediation,
 )
@@ -148,6 +154,10 @@ def prefill_interference(
             return stream_result if isinstance(stream_result, Pass) else server
         found = server
     budget = step_budget(log_facts, run)
+    prompts = metrics_window.prompt_len if metrics_window is not None else None
+    largest = prompts.max_le if prompts is not None else None
+    if not budget.cuts(largest):
+        return Pass(step_budget_idle(budget, largest, _prompt_source(metrics_window)))
     return Fire(
         title="Other requests' prefills stall running streams",
         summary=_summary(found, budget),
@@ -217,6 +227,10 @@ def _from_server(
         mw.prompt_tokens / finished if mw.prompt_tokens is not None and finished else None,
         metric_read(mw, "prompt_tokens"), metric_read(mw, "finished_by_reason"),
     )
+
+
+def _prompt_source(mw: MetricsWindow | None) -> str:
+    return f"{metric_read(mw, 'prompt_len')} histogram"
 
 
 def _no_overlap(path: str) -> str:

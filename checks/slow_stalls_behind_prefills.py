@@ -7,7 +7,9 @@ slowest streams (at or above the p90 of every request's longest gap) was covered
 other requests, whose spans say when their prompt was computed, how long it took and how many
 tokens it had; the gap was several times the stream's usual gap, and the largest prompt computed
 meanwhile several times the stream's own (a pause of the whole engine also lengthens the prefill
-window of whatever small prompt was in it, and is LD210's).
+window of whatever small prompt was in it, and is LD210's). Only where the change cuts something:
+with every such prompt no longer than the step budget it would set, or the budget at its floor, the
+check passes saying so (``checklib.step_budget``).
 
 Why it matters:
 The probe's streams alone can only say that gaps ended as another request started; the server's
@@ -42,7 +44,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.checking.contract import Fire, NotApplicable, Pass, Result, check
-from doctor.checklib import StepBudget, step_budget, step_budget_evidence, step_budget_in_use, step_budget_remediation
+from doctor.checklib import (
+    StepBudget,
+    step_budget,
+    step_budget_evidence,
+    step_budget_idle,
+    step_budget_in_use,
+    step_budget_remediation,
+)
 from doctor.derive.engine import UNIDENTIFIED, EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.request_hops import RequestHops, RequestHopsView
@@ -113,6 +122,11 @@ def slow_stalls_behind_prefills(
     if 2 * len(found.stalled) < found.long:
         return Pass(_not_behind(found, covered_share))
     budget = step_budget(log_facts, run)
+    prompts = [s.behind.prompt_tokens for s in found.stalled]
+    known = [p for p in prompts if p is not None]
+    largest = max(known) if known and len(known) == len(prompts) else None
+    if not budget.cuts(largest):
+        return Pass(step_budget_idle(budget, largest, "the engine's spans"))
     return Fire(
         title="The streams' longest stalls sat behind other requests' prefills",
         summary=_summary(found, budget),

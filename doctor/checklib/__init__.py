@@ -46,7 +46,7 @@ its remediation mean the same thing as every other check's:
   ``add_capacity`` (``queue_remediation``, ``capacity_advice``: growing a KV cache that holds fewer
   than two requests instead), ``step_budget`` (the step budget that other requests' prefills stall
   the streams by, as ``StepBudget``) with ``step_budget_remediation``, ``step_budget_evidence`` and
-  ``step_budget_in_use`` (its words), ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
+  ``step_budget_in_use`` (its words; ``step_budget_idle`` where it would cut nothing), ``vllm_flag`` (``vllm serve flag --max-num-seqs``) and ``engine_flag``
   (the same setting under the serving engine's own flag: the ``engine`` view a check declares tells
   which, ``engine_of`` applies its rule to what a caller holds;
   on an unidentified one, ``unidentified_setting``'s neutral wording, which checks whose lever is
@@ -142,6 +142,7 @@ from doctor.checklib.step_budget import (
     StepBudget,
     step_budget,
     step_budget_evidence,
+    step_budget_idle,
     step_budget_in_use,
     step_budget_remediation,
 )
@@ -236,6 +237,7 @@ __all__ = [
     "startup_s",
     "step_budget",
     "step_budget_evidence",
+    "step_budget_idle",
     "step_budget_in_use",
     "step_budget_remediation",
     "stream_cap",

@@ -7,6 +7,14 @@ histograms, LD213 from the engine's span of each request) name the same lever: w
 off, turn it on; else cut the budget (to ``TARGET_BATCHED_TOKENS`` when above it, else halve it, at
 least ``MIN_BATCHED_TOKENS``). Decided by ``step_budget``, worded by ``step_budget_remediation``
 and ``step_budget_evidence``; public through ``doctor.checklib``.
+
+The lever acts only where it cuts something: a budget already at its floor is not lowered, and a
+step budget above the longest prompt cuts no prompt into chunks. Short prompts on a slow engine (a
+CPU build computes a 150-token prompt in 0.4 s) stall the running streams for as long as each
+prefill takes, whatever the budget: ``StepBudget.cuts`` says so, and the checks pass with
+``step_budget_idle``'s words instead of naming a change that would change nothing. Several short
+prompts arriving in one step can still add up past the budget; the largest prompt cannot show that,
+so a finding that needs it stays with the stalls the probe's own streams or spans place.
 """
 
 from __future__ import annotations
@@ -32,6 +40,24 @@ class StepBudget:
     chunked: Setting | None
     batched: Setting | None
     target: int | None
+
+    @property
+    def smallest(self) -> int:
+        """The smallest step budget the change can bring: its target where the budget in use is known,
+        ``TARGET_BATCHED_TOKENS`` where chunked prefill is turned on, and with the budget unknown
+        ``MIN_BATCHED_TOKENS`` (it may be small already, and no change this lever names goes lower)."""
+        if self.target is None:
+            return TARGET_BATCHED_TOKENS
+        return self.target if self.batched is not None else MIN_BATCHED_TOKENS
+
+    @property
+    def lowers(self) -> bool:
+        """Whether the change lowers the budget in use (not at its floor already, or chunking off)."""
+        return self.target is None or self.batched is None or self.target < int(self.batched.value)
+
+    def cuts(self, largest_prompt: float | None) -> bool:
+        """Whether the change cuts a prompt of ``largest_prompt`` tokens (``None``: not known) into shorter steps."""
+        return self.lowers and (largest_prompt is None or largest_prompt > self.smallest)
 
 
 def step_budget(log_facts: LogFacts | None, run: RunRecord | None) -> StepBudget:
@@ -73,6 +99,17 @@ def step_budget_evidence(budget: StepBudget) -> list[EvidenceValue]:
     """The settings the change was read from, each with its source."""
     return [setting.evidence(name) for name, setting in
             (("chunked_prefill", budget.chunked), ("max_num_batched_tokens", budget.batched)) if setting is not None]
+
+
+def step_budget_idle(budget: StepBudget, largest_prompt: float | None, source: str) -> str:
+    """Why the change would not shorten the stalls (``StepBudget.cuts`` was false): the budget is at its
+    floor, or no prompt (at most ``largest_prompt`` tokens, read from ``source``) is longer than it."""
+    if not budget.lowers and budget.batched is not None:
+        return (f"max_num_batched_tokens {int(budget.batched.value)} is already at or below {MIN_BATCHED_TOKENS}: "
+                "a smaller step budget is not the lever")
+    return (f"the longest prompt was at most {largest_prompt:,.0f} tokens ({source}), within {budget.smallest}, the "
+            "smallest step budget the change can set: smaller chunks would shorten no prefill, so each stall is a "
+            "whole prompt's prefill on this engine")
 
 
 def step_budget_in_use(budget: StepBudget) -> str:

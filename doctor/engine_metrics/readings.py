@@ -163,7 +163,8 @@ def assemble(readings: Readings, *, source: str, window_s: float | None) -> Metr
                 if hasattr(engines[key], family.key):
                     setattr(engines[key], family.key, histogram_window(delta, readings.metric_names.get(family.key)))
             setattr(window, family.key, histogram_window(total, readings.metric_names.get(family.key)))
-            _note_open_quantiles(window, family.key, total)
+            if family.quantiles:
+                _note_open_quantiles(window, family.key, total)
         elif family.kind == "gauge" and family.key in readings.gauges:
             per_engine = readings.gauges[family.key]
             for key, series in per_engine.items():

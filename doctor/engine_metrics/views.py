@@ -23,17 +23,25 @@ class GaugeWindow:
 
 @dataclass
 class HistogramWindow:
-    """Server-side latency histogram delta over the window."""
+    """A server-side histogram's delta over the window: a latency in seconds (``prompt_len``: tokens)."""
 
     count: float = 0.0
     sum: float = 0.0
-    mean: float | None = None  # sum / count deltas, seconds
+    mean: float | None = None  # sum / count deltas
     p50_le: float | None = None  # quantiles from buckets are upper bounds: "<= bucket bound"
     p90_le: float | None = None
     p99_le: float | None = None
     metric: str | None = None  # the vLLM name it was read from, e.g. "vllm:inter_token_latency_seconds"
     buckets: list[list[float]] = field(default_factory=list)  # [le, cumulative count delta], finite bounds
     derived: str | None = None  # how it was derived when the engine has no such histogram (TGI's TTFT)
+
+    @property
+    def max_le(self) -> float | None:
+        """The smallest bucket bound every observation fell under ("the largest prompt <= 500 tokens");
+        ``None`` when nothing was observed or some lay above the largest finite bound."""
+        if not self.count:
+            return None
+        return next((le for le, cumulative in self.buckets if cumulative >= self.count - 1e-9), None)
 
 
 @dataclass
@@ -93,6 +101,7 @@ class MetricsWindow:
     decode: HistogramWindow | None = None
     itl: HistogramWindow | None = None
     e2e: HistogramWindow | None = None
+    prompt_len: HistogramWindow | None = None  # prompt tokens per finished request (tokens, not seconds)
     kv_usage: GaugeWindow | None = None  # fraction 0..1; across engines, the fullest one
     running: GaugeWindow | None = None
     waiting: GaugeWindow | None = None

@@ -36,7 +36,7 @@ EXPORTS = {
     # structured output (LD108, LD212)
     "ConstrainedRun", "constrained_run", "generated_within", "per_token", "request_ttft",
     # the step budget other requests' prefills stall streams by (LD202, LD213)
-    "StepBudget", "step_budget", "step_budget_evidence", "step_budget_in_use", "step_budget_remediation",
+    "StepBudget", "step_budget", "step_budget_evidence", "step_budget_idle", "step_budget_in_use", "step_budget_remediation",
 }
 
 

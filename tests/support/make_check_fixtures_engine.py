@@ -232,13 +232,19 @@ def cases_slow_stalls_behind_prefills() -> None:
 
     held = probe({8: 1.5, 9: 1.6})
     write_case(name, "fires-two-streams-behind-long-prompts",
-               bundle(stream=held, traces=traced(held, {}, prompts=[during(8, 1.5), during(9, 1.6)]),
+               bundle(stream=held, traces=traced(held, {}, prompts=[during(8, 1.5, 6000), during(9, 1.6, 6000)]),
                       log=vllm_log({"max_num_batched_tokens": 8192})),
                why="the 2 slowest of 10 streams stopped 1.5 s and 1.6 s after their 11th token (usual gap 30 ms), each "
-                   "exactly while another user's 1,800-token prompt was computed (its span: prefill 1.5 s, 1.6 s) -> "
+                   "exactly while another user's 6,000-token prompt was computed (its span: prefill 1.5 s, 1.6 s) -> "
                    "cut max_num_batched_tokens from 8192 to 2048",
                expect={"severity": "warning", "setting": "max_num_batched_tokens",
-                       "summary_contains": ["1 of the 1 slowest", "2 of all 10", "1,800 prompt tokens", "max_num_batched_tokens 8192"]})
+                       "summary_contains": ["1 of the 1 slowest", "2 of all 10", "6,000 prompt tokens", "max_num_batched_tokens 8192"]})
+    uncut = probe({8: 1.5, 9: 1.6})
+    write_case(name, "quiet-prompts-within-the-new-budget",
+               bundle(stream=uncut, traces=traced(uncut, {}, prompts=[during(8, 1.5), during(9, 1.6)]),
+                      log=vllm_log({"max_num_batched_tokens": 8192})),
+               why="the same two stalls behind 1,800-token prompts: cutting max_num_batched_tokens from 8192 to "
+                   "2048 would still compute each in one step, so the change would shorten nothing")
     elsewhere = probe({8: 1.5, 9: 1.6})
     write_case(name, "quiet-stalls-with-no-prompt-computed",
                bundle(stream=elsewhere, traces=traced(elsewhere, {}, prompts=[(2.5, 1.0, 1800), (6.5, 1.0, 1800)])),
@@ -791,6 +797,25 @@ def cases_prefill_interference() -> None:
                    "3 of 12 prefills took 1.5 s (6,000-token prompts), no preemption; max_num_batched_tokens 8192",
                expect={"setting": "max_num_batched_tokens", "severity": "warning",
                        "summary_contains": ["9 inter-token gaps over 1.00 s", "max_num_batched_tokens 8192"]})
+    # vLLM's prompt-length buckets (build_1_2_5 up to the model length), its _bucket count per request
+    prompt_bounds = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0)
+    cpu_healthy = {"vllm:inter_token_latency_seconds": histogram([0.022] * 3035 + [0.56] * 16, itl),
+                   "vllm:request_prefill_time_seconds": histogram([0.41] * 50, itl),
+                   "vllm:request_prompt_tokens": histogram([101] * 35 + [353] * 15, prompt_bounds),
+                   "vllm:num_preemptions_total": 0, "vllm:prompt_tokens_total": 8830,
+                   "vllm:request_success_total": {"length": 50}}
+    write_case(name, "quiet-server-histograms-short-prompts",
+               bundle(metrics=window({**zeros, "vllm:request_prompt_tokens": histogram([], prompt_bounds)}, [],
+                                     cpu_healthy),
+                      log=vllm_log({"max_num_batched_tokens": 2048})),
+               why="the healthy control of the real-vLLM stage as CI saw it (2026-12-06): on a CPU build each "
+                   "100-350-token prompt takes 0.4 s to prefill, so 16 of 3,051 gaps exceed 0.5 s, but no prompt "
+                   "was over 500 tokens (vllm:request_prompt_tokens): a step budget of 1024 would cut none of them")
+    write_case(name, "quiet-step-budget-at-its-floor",
+               bundle(stream=stream(stutter, concurrency=3),
+                      log=vllm_log({"enable_chunked_prefill": True, "max_num_batched_tokens": 256})),
+               why="the toy engine's stalls, with max_num_batched_tokens 256: already under the 512 floor, "
+                   "a smaller budget is not the lever (it would have been raised to 512)")
     preempted = {**stalled, "vllm:num_preemptions_total": 4}
     write_case(name, "quiet-server-histograms-preempted", bundle(metrics=window(zeros, [], preempted)),
                why="the same long gaps, but 4 preemptions: KV pressure (LD201) explains them, not prefills")

@@ -90,11 +90,13 @@ def _lengths(opts: Flags) -> tuple[Lengths | None, dict[str, Any]]:
     return lengths, out
 
 
-def build_load_config(opts: Flags, cfg: FileConfig, command: str, in_flight: int | None, *, pending: bool = False) -> CollectConfig:
-    """The probe plan of a load run (``--scenario``) or of a sweep's levels (their base), checked;
-    ``in_flight`` is the ``--max-concurrency`` that caps the streams in flight (None: the default).
-    A concurrency sweep gives None: its ``--max-concurrency`` is its highest level (``build_sweep_plan``).
-    ``pending``: a ``k8s://`` engine is given, looked up later (``doctor.settings.lookup_targets``)."""
+def build_load_base(opts: Flags, cfg: FileConfig, command: str, in_flight: int | None, *, pending: bool = False) -> CollectConfig:
+    """What a load run and a sweep's levels share, checked: the targets, the request lengths and
+    ``--scenario``; a load run shapes it by its scenario (``build_load_config``), a sweep's levels
+    by their concurrency or rate. ``in_flight`` is the ``--max-concurrency`` that caps the streams
+    in flight (None: the default); a concurrency sweep gives None, its ``--max-concurrency`` being
+    its highest level (``build_sweep_plan``). ``pending``: a ``k8s://`` engine is given, looked up
+    later (``doctor.settings.lookup_targets``)."""
     lengths, plain = _lengths(opts)
     scenario = opts.get("scenario") or "single"
     if scenario not in SCENARIOS:
@@ -102,14 +104,18 @@ def build_load_config(opts: Flags, cfg: FileConfig, command: str, in_flight: int
     config = build_collect_config(plain, cfg, command)
     if not config.targets() and not pending:
         raise UsageError(f"{command} needs a target: give --engine or --gateway")
-    cap = int(bounded(MAX_CONCURRENCY if in_flight is None else in_flight, "--max-concurrency", minimum=1, inclusive=True, maximum=MAX_STREAMS))
-    config = dataclasses.replace(config, scenario=scenario, lengths=lengths, adaptive=False,
-                                 only_path=ProbePath.GATEWAY if config.gateway else ProbePath.DIRECT)
-    if command == "sweep":
-        return config
-    if scenario == "single":
+    bounded(MAX_CONCURRENCY if in_flight is None else in_flight, "--max-concurrency", minimum=1, inclusive=True, maximum=MAX_STREAMS)
+    return dataclasses.replace(config, scenario=scenario, lengths=lengths, adaptive=False,
+                               only_path=ProbePath.GATEWAY if config.gateway else ProbePath.DIRECT)
+
+
+def build_load_config(opts: Flags, cfg: FileConfig, command: str, in_flight: int | None, *, pending: bool = False) -> CollectConfig:
+    """The probe plan of a load run: ``build_load_base`` shaped by its ``--scenario``."""
+    config = build_load_base(opts, cfg, command, in_flight, pending=pending)
+    cap = int(MAX_CONCURRENCY if in_flight is None else in_flight)
+    if config.scenario == "single":
         return dataclasses.replace(config, concurrency=1, rate=None, request_cap=config.requests or CLOSED_LOOP_CAP)
-    if scenario == "offline":
+    if config.scenario == "offline":
         n = config.requests or OFFLINE_REQUESTS
         return dataclasses.replace(config, concurrency=min(n, cap), rate=None, requests=n)
     if config.rate is None:

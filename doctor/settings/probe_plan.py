@@ -120,7 +120,7 @@ def build_collect_config(opts: Flags, cfg: FileConfig, command: str) -> CollectC
         raise UsageError(str(exc)) from None
     given = given_engines(opts, cfg)
     pending = any(is_kubernetes(e) for e in given)
-    fleet = [] if pending else check_fleet(list(given), one_engine_inputs(opts, cfg), command)
+    fleet = [] if pending else check_fleet(list(given), one_engine_inputs(opts, cfg))
     router = checked_url(pick(opts, t, "router", None), "--router")
     try:  # the router's flags as its Deployment or command line spells them
         router_args = tuple(shlex.split(str(pick(opts, t, "router_args", "") or "")))
@@ -216,8 +216,6 @@ def warn_same_place(config: CollectConfig) -> None:
 #: Worker processes a run may read its streams with (``--client-workers``): far more than
 #: the CPUs of any one client machine.
 MAX_WORKERS = 256
-#: The commands that probe several ``--engine`` replicas in one run (a fleet).
-FLEET_COMMANDS = ("diagnose", "watch")
 #: Inputs that belong to one engine, so a fleet of several cannot say which replica they describe.
 _ONE_ENGINE_ONLY = ("log", "model_dir", "metrics_url", "prometheus")
 
@@ -266,12 +264,10 @@ def one_engine_inputs(opts: Flags, cfg: FileConfig) -> dict[str, Any]:
     return {key: pick(opts, cfg.targets, key, None) for key in _ONE_ENGINE_ONLY}
 
 
-def check_fleet(engines: list[str], inputs: dict[str, Any], command: str) -> list[str]:
-    """The replicas of a fleet run: several engines only where the command probes them one by one,
-    and without the inputs of one engine (a log, a model directory, /metrics URL, Prometheus)."""
+def check_fleet(engines: list[str], inputs: dict[str, Any]) -> list[str]:
+    """The replicas of a fleet run, without the inputs of one engine (a log, a model directory,
+    /metrics URL, Prometheus). Which commands take several is their settings' (``Takes.fleet``)."""
     if len(engines) > 1:
-        if command not in FLEET_COMMANDS:
-            raise UsageError(f"several --engine are for {' and '.join(FLEET_COMMANDS)}; {command} probes one engine")
         for key, value in inputs.items():
             if value:
                 raise UsageError(f"--{key.replace('_', '-')} describes one engine: not with several --engine")

@@ -24,7 +24,7 @@ Lighthouse keeps one typed ``Settings`` per run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -47,7 +47,14 @@ from doctor.settings.analysis import (
     checked_registry,
 )
 from doctor.settings.config_file import AnalysisRecord, FileConfig, load_config, with_recorded_analysis
-from doctor.settings.load_plan import MAX_CONCURRENCY, SweepPlan, build_load_config, build_price, build_sweep_plan
+from doctor.settings.load_plan import (
+    MAX_CONCURRENCY,
+    SweepPlan,
+    build_load_base,
+    build_load_config,
+    build_price,
+    build_sweep_plan,
+)
 from doctor.settings.probe_plan import (
     build_collect_config,
     check_bundle_path,
@@ -143,8 +150,13 @@ def _stream_plan(run: RunSettings, _in_flight: int | None, pending: bool) -> Col
 
 
 def _load_plan(run: RunSettings, in_flight: int | None, pending: bool) -> CollectConfig:
-    """A load run's plan, or the base of a sweep's levels."""
+    """A load run's plan, shaped by its --scenario."""
     return build_load_config(run.flags, run.file, run.command, in_flight, pending=pending)
+
+
+def _sweep_base(run: RunSettings, in_flight: int | None, pending: bool) -> CollectConfig:
+    """The base of a sweep's levels, each of which sets its own concurrency or rate."""
+    return build_load_base(run.flags, run.file, run.command, in_flight, pending=pending)
 
 
 def _one_round(_flags: Flags) -> WatchPlan:
@@ -169,6 +181,7 @@ class Takes:
     lab: bool = False  # its probe plan, analysis and report files wait for its lab (``with_lab``)
     repeats: Callable[[Flags], WatchPlan] | None = None  # how it repeats (a round of ``watch``'s)
     sweeps: bool = False  # --by, --max-concurrency/--max-rate, --start, --bundle-dir
+    fleet: bool = False  # several --engine replicas, probed one by one
     plan: PlanBuilder | None = None  # the probe plan it builds
     verb: str | None = None  # what "nothing to ..." says when its collector plan reads nothing (its name)
     outputs: bool = False  # --json, --html, --md, --format, --fail-on
@@ -184,15 +197,16 @@ class Takes:
 
 #: Every command's settings, declared once.
 COMMANDS: dict[str, Takes] = {
-    "diagnose": Takes(prepare=_default_report, repeats=_one_round, plan=_collector_plan, outputs=True, bundle_check=check_bundle_path,
-                      report_files=ALL_FILES, exports=True, baseline=True, analyses=True, practical=True),
+    "diagnose": Takes(prepare=_default_report, repeats=_one_round, fleet=True, plan=_collector_plan, outputs=True,
+                      bundle_check=check_bundle_path, report_files=ALL_FILES, exports=True, baseline=True, analyses=True,
+                      practical=True),
     "demo": Takes(lab=True, repeats=_one_round, plan=_collector_plan, verb="diagnose", outputs=True, report_files=ALL_FILES, analyses=True),
-    "watch": Takes(repeats=_watch_rounds, plan=_collector_plan, outputs=True, exports=True, baseline=True, analyses=True, practical=True),
+    "watch": Takes(repeats=_watch_rounds, fleet=True, plan=_collector_plan, outputs=True, exports=True, baseline=True, analyses=True, practical=True),
     "collect": Takes(plan=_collector_plan, bundle_check=check_output_paths),
     "probe": Takes(plan=_stream_plan),
     "load": Takes(plan=_load_plan, outputs=True, bundle_check=check_bundle_path, report_files=("json", "html"), exports=True,
                   priced=True, analyses=True),
-    "sweep": Takes(sweeps=True, plan=_load_plan, outputs=True, report_files=("json", "html"), exports=True, priced=True, analyses=True),
+    "sweep": Takes(sweeps=True, plan=_sweep_base, outputs=True, report_files=("json", "html"), exports=True, priced=True, analyses=True),
     "verify": Takes(prepare=_verify_targets, plan=_collector_plan, outputs=True, report_files=ALL_FILES, practical=True),
     "analyze": Takes(outputs=True, report_files=ALL_FILES, exports=True, region=True),
     "compare": Takes(practical=True),
@@ -231,8 +245,16 @@ def _probe_plan(run: RunSettings, takes: Takes) -> RunSettings:
         return run
     in_flight = None if run.sweep is not None and run.sweep.by != "rate" else run.flags.get("max_concurrency")
     engines = given_engines(run.flags, run.file)
+    _one_unless_fleet(engines, run.command)
     config = takes.plan(run, in_flight, any(is_kubernetes(e) for e in engines))
     return replace(run, collect=config, engines=engines)
+
+
+def _one_unless_fleet(engines: Sequence[str], command: str) -> None:
+    """Refuse several ``engines`` where ``command`` probes one engine (``Takes.fleet``)."""
+    if len(engines) > 1 and not COMMANDS[command].fleet:
+        fleet = " and ".join(name for name, takes in COMMANDS.items() if takes.fleet)
+        raise UsageError(f"several --engine are for {fleet}; {command} probes one engine")
 
 
 def _outputs(run: RunSettings, takes: Takes) -> RunSettings:
@@ -312,7 +334,9 @@ def lookup_targets(run: RunSettings) -> RunSettings:
         return run
     config = run.collect
     inputs = {"log": config.log, "model_dir": config.model_dir, "metrics_url": config.metrics_url, "prometheus": config.prometheus}
-    fleet = check_fleet(lookup_engines(run.engines), inputs, run.command)
+    engines = lookup_engines(run.engines)
+    _one_unless_fleet(engines, run.command)
+    fleet = check_fleet(engines, inputs)
     service = next(e for e in run.engines if is_kubernetes(e))
     config = replace(config, engine=fleet[0] if fleet else None, fleet=fleet if len(fleet) > 1 else [], kubernetes=service)
     warn_same_place(config)

@@ -45,46 +45,11 @@ class HistogramWindow:
 
 
 @dataclass
-class EngineWindow:
-    """The same quantities for one ``engine`` / ``model_name`` label set."""
+class WindowQuantities:
+    """The quantities of a window, declared once: for one ``engine`` / ``model_name`` label set
+    (``EngineWindow``) and for the whole scrape (``MetricsWindow``)."""
 
-    engine: str
-    model_name: str | None = None
-    preemptions: float | None = None
-    requests_finished: float | None = None
-    prompt_tokens: float | None = None
-    generation_tokens: float | None = None
-    prefix_cache_hits: float | None = None
-    prefix_cache_queries: float | None = None
-    spec_draft_tokens: float | None = None
-    spec_accepted_tokens: float | None = None
-    spec_drafts: float | None = None
-    ttft: HistogramWindow | None = None
-    queue: HistogramWindow | None = None
-    prefill: HistogramWindow | None = None
-    decode: HistogramWindow | None = None
-    itl: HistogramWindow | None = None
-    e2e: HistogramWindow | None = None
-    kv_usage: GaugeWindow | None = None
-    running: GaugeWindow | None = None
-    waiting: GaugeWindow | None = None
-
-
-@dataclass
-class MetricsWindow:
-    """The ``metrics_window`` view: what the engine's ``/metrics`` (or Prometheus history) says
-    happened over the probe window: counter deltas, server latency histograms, KV and queue gauges,
-    per engine when several were scraped. A quantity whose family was absent is ``None`` and named
-    in ``missing``, never 0 (see the module docstring); ``metric_names`` says which metric each
-    quantity was read from."""
-
-    source: str = "scrape"  # "scrape" | "prometheus"
-    # The engine whose metrics these are ("vllm", "sglang", ... as ``doctor.engines.names``);
-    # None when the source does not say (Prometheus history is asked by name, not by engine).
-    engine_kind: str | None = None
-    window_s: float | None = None
     preemptions: float | None = None  # None = the family was missing, never 0
-    finished_by_reason: dict[str, float] = field(default_factory=dict)
     prompt_tokens: float | None = None
     generation_tokens: float | None = None
     prefix_cache_hits: float | None = None
@@ -96,15 +61,40 @@ class MetricsWindow:
     ttft: HistogramWindow | None = None
     queue: HistogramWindow | None = None
     prefill: HistogramWindow | None = None
-    # TGI's prefill forward steps (per batch), which its derived ``ttft`` is built from.
-    prefill_forward: HistogramWindow | None = None
     decode: HistogramWindow | None = None
     itl: HistogramWindow | None = None
     e2e: HistogramWindow | None = None
-    prompt_len: HistogramWindow | None = None  # prompt tokens per finished request (tokens, not seconds)
-    kv_usage: GaugeWindow | None = None  # fraction 0..1; across engines, the fullest one
+    kv_usage: GaugeWindow | None = None  # fraction 0..1; across engines (``MetricsWindow``), the fullest one
     running: GaugeWindow | None = None
     waiting: GaugeWindow | None = None
+
+
+@dataclass(kw_only=True)
+class EngineWindow(WindowQuantities):
+    """The window's quantities for one ``engine`` / ``model_name`` label set."""
+
+    engine: str
+    model_name: str | None = None
+    requests_finished: float | None = None
+
+
+@dataclass
+class MetricsWindow(WindowQuantities):
+    """The ``metrics_window`` view: what the engine's ``/metrics`` (or Prometheus history) says
+    happened over the probe window: counter deltas, server latency histograms, KV and queue gauges,
+    per engine when several were scraped. A quantity whose family was absent is ``None`` and named
+    in ``missing``, never 0 (see the module docstring); ``metric_names`` says which metric each
+    quantity was read from."""
+
+    source: str = "scrape"  # "scrape" | "prometheus"
+    # The engine whose metrics these are ("vllm", "sglang", ... as ``doctor.engines.names``);
+    # None when the source does not say (Prometheus history is asked by name, not by engine).
+    engine_kind: str | None = None
+    window_s: float | None = None
+    finished_by_reason: dict[str, float] = field(default_factory=dict)
+    # TGI's prefill forward steps (per batch), which its derived ``ttft`` is built from.
+    prefill_forward: HistogramWindow | None = None
+    prompt_len: HistogramWindow | None = None  # prompt tokens per finished request (tokens, not seconds)
     engines: dict[str, EngineWindow] = field(default_factory=dict)
     # Field names of the quantities whose family was absent or declared with no sample
     # ("preemptions", "finished_by_reason", "ttft", "kv_usage", ...).

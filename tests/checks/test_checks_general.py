@@ -86,8 +86,8 @@ def test_queue_latency_reads_the_bucket_bound():
 
 def test_replica_signals_need_load_and_a_peer():
     quiet = [
-        EngineWindow("0", "m", running=gauge(2), requests_finished=3),
-        EngineWindow("1", "m", running=gauge(0), requests_finished=1),
+        EngineWindow(engine="0", model_name="m", running=gauge(2), requests_finished=3),
+        EngineWindow(engine="1", model_name="m", running=gauge(0), requests_finished=1),
     ]
     assert (
         imbalance_signals(
@@ -96,11 +96,11 @@ def test_replica_signals_need_load_and_a_peer():
         == []
     )
     other_model = MetricsWindow(
-        engines={"0": EngineWindow("0", "a", running=gauge(9)), "1": EngineWindow("1", "b", running=gauge(0))}
+        engines={"0": EngineWindow(engine="0", model_name="a", running=gauge(9)), "1": EngineWindow(engine="1", model_name="b", running=gauge(0))}
     )
     assert isinstance(replica_imbalance(other_model), NotApplicable)
     same_model = MetricsWindow(
-        engines={"0": EngineWindow("0", "a", running=gauge(9)), "1": EngineWindow("1", "a", running=gauge(0))}
+        engines={"0": EngineWindow(engine="0", model_name="a", running=gauge(9)), "1": EngineWindow(engine="1", model_name="a", running=gauge(0))}
     )
     out = replica_imbalance(same_model)
     assert isinstance(out, Fire) and "one engine idle" in out.summary and out.severity.value == "info"

@@ -30,7 +30,7 @@ from doctor.bundle import load_path
 from doctor.checking.runner import analyze
 from doctor.derive import DERIVED, view_json
 from doctor.derive.log_facts import LogFacts
-from doctor.derive.metrics_window import EngineWindow, GaugeWindow, HistogramWindow, MetricsWindow
+from doctor.derive.metrics_window import GaugeWindow, HistogramWindow, MetricsWindow
 from doctor.derive.stream_stats import Dist, PathStats, StreamStats
 from doctor.derive.view_json import view
 from doctor.evidence import ModelConfigEvidence
@@ -75,14 +75,6 @@ PICKED: list[tuple[Any, type, Any]] = [
 def test_each_field_picked_by_name_is_a_field_of_that_type(names: Any, cls: type, tp: Any) -> None:
     hints = get_type_hints(cls)
     assert {name: hints.get(name) for name in get_args(names)} == dict.fromkeys(get_args(names), tp)
-
-
-def test_the_window_twins_carry_the_same_quantities_alike() -> None:
-    """``EngineWindow`` carries, for one engine, the quantities ``MetricsWindow`` carries for the whole
-    scrape: a quantity added to the engine's window and not the whole's, or typed apart, fails here."""
-    engine, whole = get_type_hints(EngineWindow), get_type_hints(MetricsWindow)
-    own = {"engine", "model_name", "requests_finished"}
-    assert {k: t for k, t in engine.items() if k not in own} == {k: whole.get(k) for k in engine if k not in own}
 
 
 @functools.cache

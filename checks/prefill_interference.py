@@ -12,8 +12,8 @@ When the probe's own streams were not hit, the server's histograms still show it
 gaps of ``server_gap_s`` or more while the median gap is milliseconds, holding at least
 ``time_share`` of all decode time, long prefills (prefill time mean of ``min_prefill_s`` or
 more), and no preemption to explain the freezes instead.
-Either way, only where the change cuts something: with every prompt in the window (the server's
-prompt-length histogram) no longer than the step budget it would set, or the budget at its floor,
+Either way, only where the change cuts something: with no engine step in the window (the server's
+tokens-per-step histogram) larger than the step budget it would set, or the budget at its floor,
 the stalls are each short prompt's whole prefill, and the check passes saying so
 (``checklib.step_budget``).
 
@@ -30,7 +30,7 @@ streams. metrics_window: prompt tokens and preemptions over the window (prompt t
 the probe's own, from its usage trailers, are other users' prefills); metrics: the prompt-token
 counter at the scrapes that bracket each shared freeze; without a hit stream, the
 inter-token histogram (median and tail bucket bounds), prefill-time histogram and prompt tokens
-per finished request, the prompt-length histogram (the longest prompt). Startup log / run record:
+per finished request, the tokens-per-step histogram (the largest step). Startup log / run record:
 ``chunked_prefill``, ``max_num_batched_tokens``.
 
 Remediation:
@@ -153,11 +153,10 @@ def prefill_interference(
         if not isinstance(server, ServerGaps):
             return stream_result if isinstance(stream_result, Pass) else server
         found = server
-    budget = step_budget(log_facts, run)
-    prompts = metrics_window.prompt_len if metrics_window is not None else None
-    largest = prompts.max_le if prompts is not None else None
-    if not budget.cuts(largest):
-        return Pass(step_budget_idle(budget, largest, _prompt_source(metrics_window)))
+    steps = metrics_window.step_tokens if metrics_window is not None else None
+    budget = step_budget(log_facts, run, steps.max_le if steps is not None else None)
+    if not budget.cuts:
+        return Pass(step_budget_idle(budget, _steps_source(metrics_window)))
     return Fire(
         title="Other requests' prefills stall running streams",
         summary=_summary(found, budget),
@@ -229,8 +228,8 @@ def _from_server(
     )
 
 
-def _prompt_source(mw: MetricsWindow | None) -> str:
-    return f"{metric_read(mw, 'prompt_len')} histogram"
+def _steps_source(mw: MetricsWindow | None) -> str:
+    return f"{metric_read(mw, 'step_tokens')} histogram"
 
 
 def _no_overlap(path: str) -> str:

@@ -8,8 +8,8 @@ other requests, whose spans say when their prompt was computed, how long it took
 tokens it had; the gap was several times the stream's usual gap, and the largest prompt computed
 meanwhile several times the stream's own (a pause of the whole engine also lengthens the prefill
 window of whatever small prompt was in it, and is LD210's). Only where the change cuts something:
-with every such prompt no longer than the step budget it would set, or the budget at its floor, the
-check passes saying so (``checklib.step_budget``).
+with the prompts computed during each stall together no longer than the step budget it would set,
+or the budget at its floor, the check passes saying so (``checklib.step_budget``).
 
 Why it matters:
 The probe's streams alone can only say that gaps ended as another request started; the server's
@@ -121,12 +121,9 @@ def slow_stalls_behind_prefills(
     found = Found(stalled=behind(long), long=len(long), slow=len(slow), every=behind(measured), requests=len(measured))
     if 2 * len(found.stalled) < found.long:
         return Pass(_not_behind(found, covered_share))
-    budget = step_budget(log_facts, run)
-    prompts = [s.behind.prompt_tokens for s in found.stalled]
-    known = [p for p in prompts if p is not None]
-    largest = max(known) if known and len(known) == len(prompts) else None
-    if not budget.cuts(largest):
-        return Pass(step_budget_idle(budget, largest, "the engine's spans"))
+    budget = step_budget(log_facts, run, _largest_step(found.stalled))
+    if not budget.cuts:
+        return Pass(step_budget_idle(budget, "the prompts the engine's spans computed during each stall"))
     return Fire(
         title="The streams' longest stalls sat behind other requests' prefills",
         summary=_summary(found, budget),
@@ -135,6 +132,15 @@ def slow_stalls_behind_prefills(
         severity=Severity.WARNING,
         evidence=[*_evidence(found), *step_budget_evidence(budget)],
     )
+
+
+def _largest_step(stalled: list[Stalled]) -> int | None:
+    """The most prompt tokens any stall's steps can have held: every prompt computed during it, when
+    the spans name each one's size (``None``: one is unknown, or more overlapped than were kept)."""
+    sizes = [[b.prompt_tokens for b in s.stall.behind] for s in stalled]
+    if any(None in size or len(size) < s.stall.prefills for size, s in zip(sizes, stalled, strict=True)):
+        return None
+    return max((sum(t for t in size if t is not None) for size in sizes), default=None)
 
 
 def _no_stall() -> str:

@@ -244,6 +244,7 @@ def path_table(stream_stats: StreamStats) -> list[tuple[str, list[str]]]:
 #: The rows of the metrics-delta table, in order: counters, then server histograms, then gauges.
 METRIC_COUNTERS: tuple[CounterKey, ...] = ("preemptions", "prompt_tokens", "generation_tokens", "prefix_cache_hits",
                                            "prefix_cache_queries")
+#: The latency histograms the metrics table shows, in seconds (``step_tokens``, in tokens, is read by checks only).
 METRIC_HISTOGRAMS: tuple[HistogramKey, ...] = ("ttft", "queue", "prefill", "decode", "itl", "e2e")
 METRIC_GAUGES: tuple[GaugeKey, ...] = ("kv_usage", "running", "waiting")
 

@@ -8,13 +8,16 @@ off, turn it on; else cut the budget (to ``TARGET_BATCHED_TOKENS`` when above it
 least ``MIN_BATCHED_TOKENS``). Decided by ``step_budget``, worded by ``step_budget_remediation``
 and ``step_budget_evidence``; public through ``doctor.checklib``.
 
-The lever acts only where it cuts something: a budget already at its floor is not lowered, and a
-step budget above the longest prompt cuts no prompt into chunks. Short prompts on a slow engine (a
-CPU build computes a 150-token prompt in 0.4 s) stall the running streams for as long as each
-prefill takes, whatever the budget: ``StepBudget.cuts`` says so, and the checks pass with
-``step_budget_idle``'s words instead of naming a change that would change nothing. Several short
-prompts arriving in one step can still add up past the budget; the largest prompt cannot show that,
-so a finding that needs it stays with the stalls the probe's own streams or spans place.
+A smaller budget acts only where it cuts something: a budget already at its floor is not lowered,
+and a budget no engine step reached cuts no step (one long prompt, or several short ones that
+arrived together). Short prompts on a slow engine (a CPU build computes a 150-token prompt in
+0.4 s) stall the running streams for as long as each prefill takes, whatever the budget:
+``StepBudget.cuts`` says so from the largest step (vLLM's tokens-per-step histogram, or the
+prompts the engine's spans computed during a stall), which also bounds a budget the log does not
+give (it is at least the largest step), and the checks pass with
+``step_budget_idle``'s words instead of naming a change that would change nothing. Turning chunked
+prefill on always changes the steps (a prompt no longer runs in a step of its own, as long as the
+model), so it is never judged idle.
 """
 
 from __future__ import annotations
@@ -34,42 +37,38 @@ MIN_BATCHED_TOKENS = 512
 
 @dataclass(frozen=True)
 class StepBudget:
-    """The step-budget settings in use, and the ``max_num_batched_tokens`` to suggest (``None``:
-    chunked prefill is off, turn it on first)."""
+    """The step-budget settings in use, the largest engine step seen (tokens, ``None``: not known),
+    and the ``max_num_batched_tokens`` to suggest (``None``: chunked prefill is off, turn it on first)."""
 
     chunked: Setting | None
     batched: Setting | None
+    largest_step: float | None
     target: int | None
 
     @property
-    def smallest(self) -> int:
-        """The smallest step budget the change can bring: its target where the budget in use is known,
-        ``TARGET_BATCHED_TOKENS`` where chunked prefill is turned on, and with the budget unknown
-        ``MIN_BATCHED_TOKENS`` (it may be small already, and no change this lever names goes lower)."""
+    def cuts(self) -> bool:
+        """Whether the change shortens a step: turning chunked prefill on always does; a smaller budget
+        where a step (or, not known, any step) was larger than it, and only if it is smaller."""
         if self.target is None:
-            return TARGET_BATCHED_TOKENS
-        return self.target if self.batched is not None else MIN_BATCHED_TOKENS
-
-    @property
-    def lowers(self) -> bool:
-        """Whether the change lowers the budget in use (not at its floor already, or chunking off)."""
-        return self.target is None or self.batched is None or self.target < int(self.batched.value)
-
-    def cuts(self, largest_prompt: float | None) -> bool:
-        """Whether the change cuts a prompt of ``largest_prompt`` tokens (``None``: not known) into shorter steps."""
-        return self.lowers and (largest_prompt is None or largest_prompt > self.smallest)
+            return True
+        lowers = self.batched is None or self.target < int(self.batched.value)
+        return lowers and (self.largest_step is None or self.largest_step > self.target)
 
 
-def step_budget(log_facts: LogFacts | None, run: RunRecord | None) -> StepBudget:
-    """The step-budget settings in use (startup log, then run record) and the change that shortens each stall."""
+def step_budget(log_facts: LogFacts | None, run: RunRecord | None, largest_step: float | None) -> StepBudget:
+    """The step-budget settings in use (startup log, then run record) and the change that shortens each
+    stall. With the budget in use unknown it is at least the largest step: a step of at most
+    ``TARGET_BATCHED_TOKENS`` is then halved, at least to ``MIN_BATCHED_TOKENS``."""
     chunked = engine_setting("chunked_prefill", log_facts, run)
     batched = engine_setting("max_num_batched_tokens", log_facts, run)
     if chunked is not None and not chunked.value:
-        return StepBudget(chunked, batched, None)
+        return StepBudget(chunked, batched, largest_step, None)
     current = int(batched.value) if batched is not None else None
+    if current is None and largest_step is not None and largest_step <= TARGET_BATCHED_TOKENS:
+        current = int(largest_step)
     target = TARGET_BATCHED_TOKENS if current is None or current > TARGET_BATCHED_TOKENS \
         else max(current // 2, MIN_BATCHED_TOKENS)
-    return StepBudget(chunked, batched, target)
+    return StepBudget(chunked, batched, largest_step, target)
 
 
 def step_budget_remediation(budget: StepBudget, engine: str, expect: str) -> Remediation:
@@ -101,15 +100,16 @@ def step_budget_evidence(budget: StepBudget) -> list[EvidenceValue]:
             (("chunked_prefill", budget.chunked), ("max_num_batched_tokens", budget.batched)) if setting is not None]
 
 
-def step_budget_idle(budget: StepBudget, largest_prompt: float | None, source: str) -> str:
+def step_budget_idle(budget: StepBudget, source: str) -> str:
     """Why the change would not shorten the stalls (``StepBudget.cuts`` was false): the budget is at its
-    floor, or no prompt (at most ``largest_prompt`` tokens, read from ``source``) is longer than it."""
-    if not budget.lowers and budget.batched is not None:
+    floor, or no step (its largest read from ``source``) was larger than a cut leaves."""
+    if budget.batched is not None and budget.target is not None and budget.target >= int(budget.batched.value):
         return (f"max_num_batched_tokens {int(budget.batched.value)} is already at or below {MIN_BATCHED_TOKENS}: "
                 "a smaller step budget is not the lever")
-    return (f"the longest prompt was at most {largest_prompt:,.0f} tokens ({source}), within {budget.smallest}, the "
-            "smallest step budget the change can set: smaller chunks would shorten no prefill, so each stall is a "
-            "whole prompt's prefill on this engine")
+    within = (f"within {budget.target}, the budget the change would set from {int(budget.batched.value)}"
+              if budget.batched is not None else f"no more than {MIN_BATCHED_TOKENS}, the lowest budget this lever sets")
+    return (f"no engine step held more than {budget.largest_step or 0:,.0f} tokens ({source}), {within}: a smaller "
+            "budget would cut no step, so each stall is a whole prefill, as long as this engine takes to compute it")
 
 
 def step_budget_in_use(budget: StepBudget) -> str:

@@ -41,7 +41,7 @@ DistKey = Literal["client_frozen", "ttft", "tpot", "itl", "e2e", "max_gap", "cli
 #: The quantiles of a ``Dist`` a renderer shows.
 Quantile = Literal["min", "p50", "p90", "p99", "max", "mean", "p95"]
 #: The fields of ``MetricsWindow`` holding a ``HistogramWindow`` / ``GaugeWindow``.
-HistogramKey = Literal["ttft", "queue", "prefill", "prefill_forward", "decode", "itl", "e2e", "prompt_len"]
+HistogramKey = Literal["ttft", "queue", "prefill", "prefill_forward", "decode", "itl", "e2e", "step_tokens"]
 GaugeKey = Literal["kv_usage", "running", "waiting"]
 #: Its counter deltas, each ``None`` when the family was absent.
 CounterKey = Literal["preemptions", "prompt_tokens", "generation_tokens", "prefix_cache_hits", "prefix_cache_queries",

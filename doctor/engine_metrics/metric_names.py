@@ -49,7 +49,7 @@ class Family:
     # Only the samples with this label value (TGI's ``method="prefill"``), the label then dropped.
     label: tuple[str, str] | None = None
     # Whether its quantiles are read (the latencies): one read only for its largest bucket (the
-    # prompt lengths) is worth no note when some observations lie above its largest bound.
+    # step sizes) is worth no note when some observations lie above its largest bound.
     quantiles: bool = True
 
 
@@ -77,9 +77,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("decode", "histogram", _names("decode")),
     Family("itl", "histogram", _names("itl")),
     Family("e2e", "histogram", _names("e2e")),
-    # Each finished request's prompt length, in tokens: the largest prompt in the window, which
-    # tells whether a smaller step budget would cut any prefill at all (``checklib.step_budget``).
-    Family("prompt_len", "histogram", _names("prompt_len"), quantiles=False),
+    # The tokens of each engine step, prompt chunks and decodes together: the largest step tells
+    # whether a smaller step budget would cut any (``checklib.step_budget``). vLLM's only.
+    Family("step_tokens", "histogram", _names("step_tokens"), only_with="vLLM", quantiles=False),
     # KV usage is a fraction per engine: the window's total is the fullest engine, not a sum.
     Family("kv_usage", "gauge", _names("kv_usage"), aggregate="max"),
     Family("running", "gauge", _names("running")),

@@ -23,7 +23,7 @@ class GaugeWindow:
 
 @dataclass
 class HistogramWindow:
-    """A server-side histogram's delta over the window: a latency in seconds (``prompt_len``: tokens)."""
+    """A server-side histogram's delta over the window: a latency in seconds (``step_tokens``: tokens)."""
 
     count: float = 0.0
     sum: float = 0.0
@@ -37,7 +37,7 @@ class HistogramWindow:
 
     @property
     def max_le(self) -> float | None:
-        """The smallest bucket bound every observation fell under ("the largest prompt <= 500 tokens");
+        """The smallest bucket bound every observation fell under ("the largest step <= 512 tokens");
         ``None`` when nothing was observed or some lay above the largest finite bound."""
         if not self.count:
             return None
@@ -64,6 +64,7 @@ class WindowQuantities:
     decode: HistogramWindow | None = None
     itl: HistogramWindow | None = None
     e2e: HistogramWindow | None = None
+    step_tokens: HistogramWindow | None = None  # tokens per engine step (tokens, not seconds)
     kv_usage: GaugeWindow | None = None  # fraction 0..1; across engines (``MetricsWindow``), the fullest one
     running: GaugeWindow | None = None
     waiting: GaugeWindow | None = None
@@ -78,7 +79,7 @@ class EngineWindow(WindowQuantities):
     requests_finished: float | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MetricsWindow(WindowQuantities):
     """The ``metrics_window`` view: what the engine's ``/metrics`` (or Prometheus history) says
     happened over the probe window: counter deltas, server latency histograms, KV and queue gauges,
@@ -94,7 +95,6 @@ class MetricsWindow(WindowQuantities):
     finished_by_reason: dict[str, float] = field(default_factory=dict)
     # TGI's prefill forward steps (per batch), which its derived ``ttft`` is built from.
     prefill_forward: HistogramWindow | None = None
-    prompt_len: HistogramWindow | None = None  # prompt tokens per finished request (tokens, not seconds)
     engines: dict[str, EngineWindow] = field(default_factory=dict)
     # Field names of the quantities whose family was absent or declared with no sample
     # ("preemptions", "finished_by_reason", "ttft", "kv_usage", ...).

@@ -50,8 +50,6 @@ RECORD = EngineRecord(
         "queue": ("sglang:queue_time_seconds", "sglang:waiting_request_latency_seconds"),
         "itl": ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
         "e2e": ("sglang:e2e_request_latency_seconds",),
-        # with --collect-tokens-histogram (folded into --enable-metrics in later releases)
-        "prompt_len": ("sglang:prompt_tokens_histogram",),
         # the fullest pool of a hybrid model
         "kv_usage": ("sglang:token_usage",),
         "running": ("sglang:num_running_reqs", "sglang:num_requests_running"),

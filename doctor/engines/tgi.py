@@ -42,7 +42,6 @@ RECORD = EngineRecord(
         # each request's mean time per token, not every gap: a coarser inter-token figure
         "itl": ("tgi_request_mean_time_per_token_duration",),
         "e2e": ("tgi_request_duration",),
-        "prompt_len": ("tgi_request_input_length",),
         "running": ("tgi_batch_current_size",),
         "waiting": ("tgi_queue_size",),
     },

@@ -31,7 +31,7 @@ RECORD = EngineRecord(
         "decode": ("vllm:request_decode_time_seconds",),
         "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
         "e2e": ("vllm:e2e_request_latency_seconds",),
-        "prompt_len": ("vllm:request_prompt_tokens",),
+        "step_tokens": ("vllm:iteration_tokens_total",),
         "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
         "running": ("vllm:num_requests_running",),
         "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens",),

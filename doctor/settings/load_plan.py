@@ -104,15 +104,21 @@ def build_load_base(opts: Flags, cfg: FileConfig, command: str, in_flight: int |
     config = build_collect_config(plain, cfg, command)
     if not config.targets() and not pending:
         raise UsageError(f"{command} needs a target: give --engine or --gateway")
-    bounded(MAX_CONCURRENCY if in_flight is None else in_flight, "--max-concurrency", minimum=1, inclusive=True, maximum=MAX_STREAMS)
+    _in_flight_cap(in_flight)
     return dataclasses.replace(config, scenario=scenario, lengths=lengths, adaptive=False,
                                only_path=ProbePath.GATEWAY if config.gateway else ProbePath.DIRECT)
+
+
+def _in_flight_cap(in_flight: int | None) -> int:
+    """The streams a run may hold in flight: ``--max-concurrency`` (checked), else the default."""
+    return int(bounded(MAX_CONCURRENCY if in_flight is None else in_flight, "--max-concurrency", minimum=1,
+                       inclusive=True, maximum=MAX_STREAMS))
 
 
 def build_load_config(opts: Flags, cfg: FileConfig, command: str, in_flight: int | None, *, pending: bool = False) -> CollectConfig:
     """The probe plan of a load run: ``build_load_base`` shaped by its ``--scenario``."""
     config = build_load_base(opts, cfg, command, in_flight, pending=pending)
-    cap = int(MAX_CONCURRENCY if in_flight is None else in_flight)
+    cap = _in_flight_cap(in_flight)
     if config.scenario == "single":
         return dataclasses.replace(config, concurrency=1, rate=None, request_cap=config.requests or CLOSED_LOOP_CAP)
     if config.scenario == "offline":

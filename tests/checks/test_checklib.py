@@ -16,6 +16,7 @@ import doctor.checklib as checklib
 from doctor.checking.contract import NotApplicable
 from doctor.cli import app
 from doctor.derive.stream_stats import StreamStats
+from doctor.evidence import RunRecord
 from doctor.model import RERUN_INSTRUCTION, RERUN_INSTRUCTIONS, VERIFY_REPORT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,3 +146,24 @@ def test_prompt_tokens_around_a_freeze_are_the_counter_beyond_the_probes_own() -
     assert checklib.prompt_tokens_around(series, probe, 0.2, 0.8) == 0  # the counter stood still
     assert checklib.prompt_tokens_around(series, probe, 1.2, 1.8) == 200  # 300 prefilled, 100 the probe's
     assert checklib.prompt_tokens_around(series, probe, 2.5, 3.5) is None  # no scrape after it: unknown
+
+
+def _budget(largest_step: float | None, batched: int | None = None, chunked: bool | None = None) -> checklib.StepBudget:
+    """``step_budget`` with these settings in use, as a run record's engine config gives them."""
+    config = {k: v for k, v in (("max_num_batched_tokens", batched), ("chunked_prefill", chunked)) if v is not None}
+    return checklib.step_budget(None, RunRecord(engine_config=config), largest_step)
+
+
+@pytest.mark.parametrize("largest_step, batched, chunked, target, cuts", [
+    (1800, 8192, None, 2048, False),  # one 1,800-token prompt: a 2048 budget still holds it whole
+    (4096, 8192, None, 2048, True),  # several prompts together: 2048 splits their step
+    (None, 8192, None, 2048, True),  # no step measured: the cut is named, as before
+    (300, 256, None, 512, False),  # already under the floor: never "lowered" to 512
+    (300, None, False, None, True),  # chunked prefill off: turning it on changes every step
+    (512, None, None, 512, False),  # budget unknown, steps of 512 at most: no budget the lever sets cuts them
+    (1024, None, None, 512, True),  # budget unknown: at least 1024, halved to 512
+    (None, None, None, 2048, True),  # nothing known: 2048, as before
+])
+def test_the_step_budget_is_named_only_where_it_cuts_a_step(largest_step, batched, chunked, target, cuts) -> None:
+    budget = _budget(largest_step, batched, chunked)
+    assert (budget.target, budget.cuts) == (target, cuts)

@@ -51,6 +51,8 @@ def test_one_sick_replica_is_its_own_verdict_and_the_fleet_says_how_many(tmp_pat
 
 @pytest.mark.parametrize("args, message", [
     (["collect"], "several --engine are for diagnose and watch"),
+    # refused before any other flag is read: several engines is the first thing wrong with this run
+    (["load", "--route", "bogus"], "several --engine are for diagnose and watch"),
     (["diagnose", "--log", "vllm.log"], "--log describes one engine"),
     (["watch", "--canary-engine", "http://127.0.0.1:9"], "a canary is compared with one stable target"),
 ])

@@ -239,6 +239,15 @@ def cases_slow_stalls_behind_prefills() -> None:
                    "cut max_num_batched_tokens from 8192 to 2048",
                expect={"severity": "warning", "setting": "max_num_batched_tokens",
                        "summary_contains": ["1 of the 1 slowest", "2 of all 10", "6,000 prompt tokens", "max_num_batched_tokens 8192"]})
+    crowded = probe({8: 1.5, 9: 1.6})
+    write_case(name, "fires-several-prompts-in-one-stall",
+               bundle(stream=crowded, traces=traced(crowded, {}, prompts=[during(8, 1.5), during(8, 1.5), during(9, 1.6),
+                                                                          during(9, 1.6)]),
+                      log=vllm_log({"max_num_batched_tokens": 8192})),
+               why="the same two stalls, each while two 1,800-token prompts were computed together: 3,600 tokens "
+                   "in the stall's steps, which a budget cut from 8192 to 2048 splits",
+               expect={"severity": "warning", "setting": "max_num_batched_tokens",
+                       "summary_contains": ["2 other prompts", "1,800 prompt tokens"]})
     uncut = probe({8: 1.5, 9: 1.6})
     write_case(name, "quiet-prompts-within-the-new-budget",
                bundle(stream=uncut, traces=traced(uncut, {}, prompts=[during(8, 1.5), during(9, 1.6)]),
@@ -797,25 +806,41 @@ def cases_prefill_interference() -> None:
                    "3 of 12 prefills took 1.5 s (6,000-token prompts), no preemption; max_num_batched_tokens 8192",
                expect={"setting": "max_num_batched_tokens", "severity": "warning",
                        "summary_contains": ["9 inter-token gaps over 1.00 s", "max_num_batched_tokens 8192"]})
-    # vLLM's prompt-length buckets (build_1_2_5 up to the model length), its _bucket count per request
-    prompt_bounds = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0)
+    # vLLM's tokens-per-step buckets (0.32: powers of two from 8 up to the step budget, and 1)
+    step_bounds = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0)
+    steps = "vllm:iteration_tokens_total"
     cpu_healthy = {"vllm:inter_token_latency_seconds": histogram([0.022] * 3035 + [0.56] * 16, itl),
                    "vllm:request_prefill_time_seconds": histogram([0.41] * 50, itl),
-                   "vllm:request_prompt_tokens": histogram([101] * 35 + [353] * 15, prompt_bounds),
+                   steps: histogram([1] * 1100 + [2] * 1900 + [103] * 35 + [355] * 15, step_bounds),
                    "vllm:num_preemptions_total": 0, "vllm:prompt_tokens_total": 8830,
                    "vllm:request_success_total": {"length": 50}}
-    write_case(name, "quiet-server-histograms-short-prompts",
-               bundle(metrics=window({**zeros, "vllm:request_prompt_tokens": histogram([], prompt_bounds)}, [],
-                                     cpu_healthy),
-                      log=vllm_log({"max_num_batched_tokens": 2048})),
+    write_case(name, "quiet-server-histograms-small-steps",
+               bundle(metrics=window({**zeros, steps: histogram([], step_bounds)}, [], cpu_healthy)),
                why="the healthy control of the real-vLLM stage as CI saw it (2026-12-06): on a CPU build each "
-                   "100-350-token prompt takes 0.4 s to prefill, so 16 of 3,051 gaps exceed 0.5 s, but no prompt "
-                   "was over 500 tokens (vllm:request_prompt_tokens): a step budget of 1024 would cut none of them")
+                   "100-350-token prompt takes 0.4 s to prefill, so 16 of 3,051 gaps exceed 0.5 s, but no engine "
+                   "step held over 512 tokens (vllm:iteration_tokens_total) and the log does not say the budget: "
+                   "no budget the lever sets (512 at least) would cut a step")
+    crowded = {**cpu_healthy, "vllm:inter_token_latency_seconds": histogram([0.022] * 3035 + [1.4] * 40, itl),
+               steps: histogram([2] * 3000 + [4010] * 40, step_bounds)}
+    write_case(name, "fires-server-histograms-several-prompts-per-step",
+               bundle(metrics=window({**zeros, steps: histogram([], step_bounds)}, [], crowded),
+                      log=vllm_log({"max_num_batched_tokens": 8192})),
+               why="no prompt over 1,000 tokens, but four arrived together 40 times: steps of about 4,000 tokens "
+                   "(vllm:iteration_tokens_total <= 4096) stall the streams 1.4 s each, and a budget cut from 8192 "
+                   "to 2048 splits each in two",
+               expect={"setting": "max_num_batched_tokens", "summary_contains": ["max_num_batched_tokens 8192"]})
     write_case(name, "quiet-step-budget-at-its-floor",
                bundle(stream=stream(stutter, concurrency=3),
                       log=vllm_log({"enable_chunked_prefill": True, "max_num_batched_tokens": 256})),
                why="the toy engine's stalls, with max_num_batched_tokens 256: already under the 512 floor, "
                    "a smaller budget is not the lever (it would have been raised to 512)")
+    small_steps = window({steps: histogram([], step_bounds)}, [], {steps: histogram([3] * 400 + [300] * 5, step_bounds)})
+    write_case(name, "fires-chunked-prefill-off-small-steps",
+               bundle(stream=stream(stutter, concurrency=3), metrics=small_steps,
+                      log=vllm_log({"enable_chunked_prefill": False})),
+               why="the toy engine's stalls with chunked prefill off, every step under 512 tokens: turning it on "
+                   "changes the steps whatever their size (a prompt no longer runs in a step of its own)",
+               expect={"setting": "enable_chunked_prefill"})
     preempted = {**stalled, "vllm:num_preemptions_total": 4}
     write_case(name, "quiet-server-histograms-preempted", bundle(metrics=window(zeros, [], preempted)),
                why="the same long gaps, but 4 preemptions: KV pressure (LD201) explains them, not prefills")

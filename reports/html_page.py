@@ -29,9 +29,10 @@ from doctor.evidence.machine import XID_NOTE_PREFIX
 from doctor.foundation.serial import to_jsonable
 from doctor.foundation.units import counted, fmt_pct, fmt_seconds
 from doctor.model import Component, Finding, Outcome, Report, Severity
+from doctor.scalers.model import ScalingView
 from reports import charts, line_charts, svg_parts
 from reports.request_parts import alignment_line, longest_stalls, request_line, slowest_requests, stall_line
-from reports.routing_parts import ROUTER_HEADERS, router_rows, router_title, routing_of
+from reports.routing_parts import ROUTER_HEADERS, router_rows, router_title
 from reports.scaling_report import scaler_rows
 from reports.shared_parts import (
     PARTIAL_NOTE,
@@ -216,19 +217,19 @@ def gauge_charts(metrics_window: MetricsWindow | None, report: Report) -> list[M
     return out
 
 
-def scaler_charts(report: Report) -> list[Markup]:
+def scaler_charts(scaling: ScalingView | None) -> list[Markup]:
     """Each autoscaler's desired and current replicas over the window (kube-state-metrics' history),
     on the window's clock like the engine's queue above it, the ceiling as its top."""
     out: list[Markup] = []
-    for history in (report.views.get("scalers") or {}).get("history") or []:
-        lines = [line_charts.Series(name, [list(p) for p in history.get(key) or [] if len(p) == 2 and _finite(*p)], cls)
-                 for name, key, cls in (("desired", "desired", "c1"), ("current", "current", "s0"))]
+    for history in scaling.history if scaling is not None else []:
+        lines = [line_charts.Series(name, [list(p) for p in samples if len(p) == 2 and _finite(*p)], cls)
+                 for name, samples, cls in (("desired", history.desired, "c1"), ("current", history.current, "s0"))]
         lines = [line for line in lines if line.samples]
         if lines:
-            ceiling = history.get("ceiling")
+            ceiling = history.ceiling
             out.append(line_charts.line_panel(
-                lines, label=f"Replicas of HorizontalPodAutoscaler {history.get('namespace')}/{history.get('name')} over the window",
-                y_label="replicas", y_max=float(ceiling) * 1.1 if isinstance(ceiling, int | float) and ceiling > 0 else None))
+                lines, label=f"Replicas of {history.label} over the window",
+                y_label="replicas", y_max=ceiling * 1.1 if ceiling is not None and ceiling > 0 else None))
     return out
 
 
@@ -303,7 +304,8 @@ def render_html(report: Report, load: tuple[str, list[tuple[str, str]]] | None =
     metrics_window, metrics_missing = view(report, "metrics_window")
     log_facts, log_missing = view(report, "log_facts")
     sizing, _ = view(report, "sizing")
-    routing = routing_of(report)
+    scaling, _ = view(report, "scalers")
+    routing, _ = view(report, "routing")
     d = report.verdict.decomposition
     counts = {o.value: sum(1 for r in report.results if r.outcome is o) for o in Outcome}
     failed = [r for r in report.bundle.stream.requests if not r.ok] if report.bundle.stream else []
@@ -332,13 +334,13 @@ def render_html(report: Report, load: tuple[str, list[tuple[str, str]]] | None =
         log_fact_rows=log_fact_rows(log_facts) if log_facts else [],
         log_missing=log_missing,
         sizing_rows=sizing_rows(sizing) if sizing else [],
-        scaler_rows=scaler_rows((report.views.get("scalers") or {}).get("scalers") or []),
-        scaler_workload=(report.views.get("scalers") or {}).get("workload"),
+        scaler_rows=scaler_rows(scaling.scalers) if scaling is not None else [],
+        scaler_workload=scaling.workload if scaling is not None else None,
         router=routing,
         router_title=router_title(routing) if routing else "",
         router_headers=ROUTER_HEADERS,
         router_rows=router_rows(routing) if routing else [],
-        scaler_charts=scaler_charts(report),
+        scaler_charts=scaler_charts(scaling),
         sizing=sizing,
         run_rows=run_rows(report),
         probe_tokens=probe_tokens(report),

@@ -218,16 +218,15 @@ def _add(report: Report, gauge: _Families, run: dict[str, str]) -> None:
 
 def _add_scaling(report: Report, gauge: _Families, run: dict[str, str]) -> None:
     """The autoscalers the run read (their bounds and state) and its scaling findings; nothing without a scaler."""
-    scalers = (report.views.get("scalers") or {}).get("scalers") or []
-    for scaler in scalers:
-        name = f"{scaler['kind']} {scaler['namespace'] + '/' if scaler.get('namespace') else ''}{scaler['name']}"
-        status = scaler.get("status") or {}
-        bounds = {"min": (scaler.get("floor") or {}).get("value"), "max": (scaler.get("ceiling") or {}).get("value"),
-                  "current": status.get("current"), "desired": status.get("desired")}
+    scaling, _ = view(report, "scalers")
+    for scaler in scaling.scalers if scaling is not None else []:
+        status = scaler.status
+        bounds = {"min": scaler.floor.value if scaler.floor else None, "max": scaler.ceiling.value if scaler.ceiling else None,
+                  "current": status.current if status else None, "desired": status.desired if status else None}
         for bound, value in bounds.items():
             number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
             if number is not None:
-                gauge("llm_doctor_scaler_replicas", "object", "bound").labels(**run, object=name, bound=bound).set(number)
+                gauge("llm_doctor_scaler_replicas", "object", "bound").labels(**run, object=scaler.label, bound=bound).set(number)
     for finding in report.findings:
         if finding.symptom is SymptomClass.SCALING:
             gauge("llm_doctor_scaler_finding", "code", "severity").labels(**run, code=finding.code,

@@ -2,20 +2,22 @@
 status), the findings with the object and field each names, what was skipped or unreadable;
 and its JSON document, whose ``findings`` are a diagnosis report's (same fields).
 
-Reads the report's ``scalers`` view as JSON, as every renderer reads views.
+Reads the report's ``scalers`` view as its dataclass (``ScalingView``, through ``view``), as every
+renderer reads views; the JSON document's ``scalers`` are that view's, written out again.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 
+from doctor.derive.view_json import view
 from doctor.foundation.serial import to_jsonable
 from doctor.model import Report, Severity
+from doctor.scalers.model import Knob, Scaler, ScalerStatus, ScalingView, Signal
 from reports.terminal import clean, fitted, grid, printer
 
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -24,42 +26,39 @@ _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.IN
 SCALING_REPORT_VERSION = 1
 
 
-def _knob(knob: Any) -> str:
-    if not isinstance(knob, dict):
+def _knob(knob: Knob | None) -> str:
+    if knob is None:
         return "—"
-    if knob.get("placeholder"):
-        return f"{knob['placeholder']} (unknown)"
-    value = knob.get("value")
-    return ("unset" if value is None else str(value)) + ("" if knob.get("explicit", True) else " (default)")
+    if knob.placeholder:
+        return f"{knob.placeholder} (unknown)"
+    return ("unset" if knob.value is None else str(knob.value)) + ("" if knob.explicit else " (default)")
 
 
-def _signal(signal: dict[str, Any]) -> str:
-    what = signal.get("metric") or signal.get("query") or signal.get("trigger") or signal.get("source") or "?"
-    target = _knob(signal.get("target")) if signal.get("target") else "—"
-    return f"{what} {signal.get('target_type') or ''} {target}".replace("  ", " ")
+def _signal(signal: Signal) -> str:
+    what = signal.metric or signal.query or signal.trigger or signal.source or "?"
+    target = _knob(signal.target) if signal.target else "—"
+    return f"{what} {signal.target_type or ''} {target}".replace("  ", " ")
 
 
-def _status(status: Any) -> str:
-    if not isinstance(status, dict):
+def _status(status: ScalerStatus | None) -> str:
+    if status is None:
         return "—"
-    flags = [f"{c['type']}={c['status']}" for c in status.get("conditions", []) if c.get("status") in ("False", "True")
-             and c.get("type") in ("ScalingActive", "ScalingLimited", "Ready", "Fallback")]
-    return " ".join([f"{status.get('current')}/{status.get('desired')} replicas", *flags])
+    flags = [f"{c.type}={c.status}" for c in status.conditions if c.status in ("False", "True")
+             and c.type in ("ScalingActive", "ScalingLimited", "Ready", "Fallback")]
+    return " ".join([f"{status.current}/{status.desired} replicas", *flags])
 
 
-def scaler_rows(scalers: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+def scaler_rows(scalers: list[Scaler]) -> list[tuple[str, ...]]:
     """One row per scaler: object, floor, ceiling, signals, scale-down, status (current/desired)."""
-    return [(f"{s['kind']} {s['namespace'] + '/' if s.get('namespace') else ''}{s['name']}", _knob(s.get("floor")),
-             _knob(s.get("ceiling")), "; ".join(_signal(x) for x in s.get("signals", [])) or "—",
-             _knob(s.get("scale_down_s")), _status(s.get("status"))) for s in scalers]
+    return [(s.label, _knob(s.floor), _knob(s.ceiling), "; ".join(_signal(x) for x in s.signals) or "—",
+             _knob(s.scale_down_s), _status(s.status)) for s in scalers]
 
 
 def print_scaling(report: Report, console: Console, verbose: bool = False) -> None:
     """The terminal summary of ``llm-doctor scaling``."""
     say = printer(console)
-    data = report.views.get("scalers") or {}
-    scalers = data.get("scalers") or []
-    problems, skipped = data.get("problems") or [], data.get("skipped") or []
+    read = view(report, "scalers")[0] or ScalingView()
+    scalers, problems, skipped = read.scalers, read.problems, read.skipped
     findings = report.findings
     if not scalers:
         head = "[bold yellow]NO SCALER[/]  nothing could be judged"
@@ -97,15 +96,15 @@ def print_scaling(report: Report, console: Console, verbose: bool = False) -> No
 
 def render_scaling_json(report: Report) -> str:
     """The JSON document: the scalers read, what was not, and the findings as a diagnosis report has them."""
-    data = report.views.get("scalers") or {}
+    read = view(report, "scalers")[0] or ScalingView()
     document = {
         "kind": "llm-doctor-scaling",
         "report_version": SCALING_REPORT_VERSION,
         "tool_version": report.tool_version,
         "generated_at": report.generated_at,
-        "scalers": data.get("scalers") or [],
-        "skipped": data.get("skipped") or [],
-        "problems": data.get("problems") or [],
+        "scalers": to_jsonable(read.scalers),
+        "skipped": read.skipped,
+        "problems": read.problems,
         "findings": to_jsonable(report.findings),
         "results": to_jsonable(report.results),
     }

@@ -32,7 +32,7 @@ from rich.text import Text
 from doctor.foundation.units import counted
 from doctor.model import Outcome, Report, Severity, Symptom
 from reports.request_parts import alignment_line, longest_stalls, request_line, slowest_requests, stall_line
-from reports.routing_parts import ROUTER_HEADERS, router_rows, router_title, routing_of
+from reports.routing_parts import ROUTER_HEADERS, router_rows, router_title
 from reports.shared_parts import (
     PARTIAL_NOTE,
     WITNESS_HEADERS,
@@ -227,11 +227,11 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         say("\n[bold]What users felt, by witness[/]")
         say(fitted(grid(WITNESS_HEADERS, witnesses, wrap=(0,)), console))
     print_slowest(report, console)
-    routing = routing_of(report)
-    if routing is not None and routing.get("replicas"):
+    routing, _ = view(report, "routing")
+    if routing is not None and routing.replicas:
         say(f"\n[bold]Behind {clean(router_title(routing))}[/]")
         say(fitted(grid(ROUTER_HEADERS, router_rows(routing), wrap=(0,)), console))
-    for note in (routing or {}).get("notes") or []:
+    for note in routing.notes if routing is not None else []:
         say(f"[yellow]router:[/] {clean(note)}")
     if report.findings:
         say(f"\n[bold]Findings ({len(report.findings)})[/]")

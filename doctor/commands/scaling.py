@@ -18,6 +18,7 @@ from pathlib import Path
 from doctor import __version__
 from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.commands.emit import deliver
+from doctor.derive.view_json import view
 from doctor.evidence import Bundle, ScalerObject, ScalingEvidence
 from doctor.exit_codes import ExitCode
 from doctor.foundation.errors import UsageError
@@ -87,10 +88,10 @@ def run(paths: list[str], json_out: str | None, log: str | None, verbose: bool) 
         bundle.errors += errors
     bundle = redact_bundle(bundle)
     report = analyze(bundle, AnalyzeOptions(select=["LD6"]))
-    scalers = report.views.get("scalers", {}).get("scalers") or []
+    scaling, _ = view(report, "scalers")
     deliver(Outputs(json=json_path, verbose=verbose), lambda console: print_scaling(report, console, verbose),
             {"json": lambda: render_scaling_json(report)})
-    if not scalers:
+    if scaling is None or not scaling.scalers:
         return int(ExitCode.NO_DIAGNOSIS)
     failed = any(f.severity.rank >= Severity.WARNING.rank for f in report.findings)
     return int(ExitCode.SYMPTOM if failed else ExitCode.HEALTHY)

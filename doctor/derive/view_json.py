@@ -23,14 +23,17 @@ from doctor.derive.engine import EngineIdentity
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import MetricsWindow
 from doctor.derive.request_hops import RequestHopsView
+from doctor.derive.router import RouterView
 from doctor.derive.stream_stats import StreamStats
 from doctor.derive.user_felt import UserFelt
 from doctor.foundation.serial import from_jsonable
 from doctor.model import Report
+from doctor.scalers.model import ScalingView
 from doctor.sizing.sizing_json import SizingSummary
 
 #: The views by the name ``Report.views`` keys them with, as a renderer reads them.
-ViewName = Literal["stream_stats", "metrics_window", "log_facts", "user_felt", "sizing", "engine", "request_hops"]
+ViewName = Literal["stream_stats", "metrics_window", "log_facts", "user_felt", "sizing", "engine", "request_hops", "scalers",
+                   "routing"]
 
 # Field names a renderer picks by name from a table of rows; ``tests/derive/test_view_json.py``
 # holds each to a field of that type, so a renamed field fails there.
@@ -68,6 +71,10 @@ def view(report: Report, name: Literal["sizing"]) -> tuple[SizingSummary | None,
 def view(report: Report, name: Literal["engine"]) -> tuple[EngineIdentity | None, str | None]: ...
 @overload
 def view(report: Report, name: Literal["request_hops"]) -> tuple[RequestHopsView | None, str | None]: ...
+@overload
+def view(report: Report, name: Literal["scalers"]) -> tuple[ScalingView | None, str | None]: ...
+@overload
+def view(report: Report, name: Literal["routing"]) -> tuple[RouterView | None, str | None]: ...
 def view(report: Report, name: ViewName) -> tuple[Any, str | None]:
     """A derived view as its dataclass, and, when it is absent or unreadable, the reason instead."""
     data = report.views.get(name)

@@ -4,8 +4,9 @@ Renderers, ``compare`` and a fleet's rows read ``Report.views`` through ``view``
 view's dataclass from its JSON; mypy (``tests/project/test_typecheck.py``) rejects an attribute the
 dataclass lacks. What is left to hold:
 
-- the JSON of every view of the recorded real-engine bundles reads back into its dataclass and
-  writes out again unchanged (so the dataclass is all the JSON says, and nothing is lost);
+- the JSON of every view of the recorded real-engine bundles (and of real autoscaler objects and
+  routers' /metrics) reads back into its dataclass and writes out again byte for byte (so the
+  dataclass is all the JSON says, and nothing is lost);
 - ``view``'s declared types are the derivations' own, and the field names a renderer picks by
   name (``DistKey``, ``GaugeKey``, ...) are fields of those types;
 - every ``view.key`` the HTML template reads, through its loops too, is a field of that view;
@@ -26,14 +27,16 @@ import jsonschema
 import pytest
 from jinja2 import nodes
 
-from doctor.bundle import load_path
-from doctor.checking.runner import analyze
+from doctor.bundle import from_dict, load_path
+from doctor.checking.runner import AnalyzeOptions, analyze
+from doctor.commands.scaling import gather
 from doctor.derive import DERIVED, view_json
 from doctor.derive.log_facts import LogFacts
 from doctor.derive.metrics_window import GaugeWindow, HistogramWindow, MetricsWindow
+from doctor.derive.router import RouterView
 from doctor.derive.stream_stats import Dist, PathStats, StreamStats
 from doctor.derive.view_json import view
-from doctor.evidence import ModelConfigEvidence
+from doctor.evidence import Bundle, ModelConfigEvidence
 from doctor.foundation.serial import to_jsonable
 from doctor.model import Report
 from doctor.sizing.sizing_json import SizingSummary
@@ -48,6 +51,17 @@ RECORDED = [ROOT / "fixtures" / "bundles" / f"realvllm-{name}.json.gz"
             for name in ("healthy", "history-queueing", "proxy-buffering", "users-kv-pressure", "engine-wedged", "traced-queueing",
                          "traced-prefill-interference")]
 TINY = ROOT / "fixtures" / "model-configs" / "tiny-llama-realvllm" / "config.json"
+#: The views no real-vLLM bundle holds (``scalers``, ``routing``), from the project's other real artifacts:
+#: every real autoscaler object (``fixtures/autoscalers``, read as ``llm-doctor scaling`` reads files;
+#: a Helm template among them, not read), and check fixtures of a live read (an HPA, its workload and
+#: its pods), of an HPA whose conditions say it cannot read its metric, and of routers (vllm-router
+#: 0.1.17's /metrics names and shape, with its flags; an ejected replica; a /metrics that names none).
+AUTOSCALERS = ROOT / "fixtures" / "autoscalers"
+CASES = [ROOT / "fixtures" / "checks" / case for case in (
+    "replicas-pending/fires-unschedulable.json", "scaler-metric-unavailable/fires-failed-get-pods-metric.json",
+    "router-hot-spot/fires-cache-aware-prefix.json", "router-retries/fires-ejected.json",
+    "router-dead-replica/na-metrics-elsewhere.json")]
+SOURCES = [p.name for p in RECORDED] + [AUTOSCALERS.name] + [f"{p.parent.name}/{p.name}" for p in CASES]
 
 
 def test_view_names_are_the_views_the_report_carries() -> None:
@@ -79,27 +93,37 @@ def test_each_field_picked_by_name_is_a_field_of_that_type(names: Any, cls: type
 
 @functools.cache
 def recorded_report(name: str) -> Report:
+    if name == AUTOSCALERS.name:
+        return analyze(Bundle(tool_version="test", scaling=gather([str(AUTOSCALERS)])), AnalyzeOptions(select=["LD6"]))
+    if "/" in name:
+        return analyze(from_dict(json.loads((ROOT / "fixtures" / "checks" / name).read_text())["bundle"], name))
     bundle = load_path(ROOT / "fixtures" / "bundles" / name)
     bundle.model_config = ModelConfigEvidence(source=str(TINY), text=TINY.read_text())  # the sizing view too
     return analyze(bundle)
 
 
-@pytest.mark.parametrize("name", [p.name for p in RECORDED])
+@pytest.mark.parametrize("name", SOURCES)
 def test_the_views_of_recorded_bundles_read_back_into_their_dataclasses_unchanged(name: str) -> None:
     report = recorded_report(name)
     computed = {k: v for k, v in report.views.items() if k in VIEWS and set(v) != {"missing"}}
-    assert "sizing" in computed, name
+    assert "sizing" in computed or "scalers" in computed or "routing" in computed, name
     for key, data in computed.items():
         value, missing = view(report, key)  # type: ignore[call-overload]  # every name, one at a time
         assert missing is None, key
-        assert to_jsonable(value) == data, key
+        assert json.dumps(to_jsonable(value)) == json.dumps(data), key  # the same bytes: no int read back as a float
 
 
 def test_the_recorded_bundles_show_each_view_and_its_optional_parts_somewhere() -> None:
-    """So that the test above read every view, and the sizing's log comparison, at least once."""
-    shown = {k for p in RECORDED for k, v in recorded_report(p.name).views.items() if set(v) != {"missing"}}
+    """So that the test above read every view, the sizing's log comparison, a scaler's status and pods and
+    a router's settings and notes at least once."""
+    views = [recorded_report(name).views for name in SOURCES]
+    shown = {k for v in views for k, data in v.items() if set(data) != {"missing"}}
     assert set(VIEWS) <= shown
-    assert any("log" in recorded_report(p.name).views["sizing"] for p in RECORDED)
+    assert any("log" in v["sizing"] for v in views)
+    scalers = [s for v in views for s in v["scalers"].get("scalers", [])]
+    assert any(s["status"] and s["status"]["conditions"] for s in scalers) and any(v["scalers"].get("pods") for v in views)
+    routers = [v["routing"] for v in views if "replicas" in v["routing"]]
+    assert any(r["settings"] and r["replicas"] for r in routers) and any(r["notes"] for r in routers)
 
 
 def test_a_view_that_does_not_read_back_is_a_reason_not_a_traceback() -> None:
@@ -114,7 +138,8 @@ def test_a_view_that_does_not_read_back_is_a_reason_not_a_traceback() -> None:
 # -- the template ---------------------------------------------------------------------------------
 
 #: The template's variables that hold a view (``reports.html_page.render_html``).
-TEMPLATE_VIEWS = {"stream_stats": StreamStats, "metrics_window": MetricsWindow, "log_facts": LogFacts, "sizing": SizingSummary}
+TEMPLATE_VIEWS = {"stream_stats": StreamStats, "metrics_window": MetricsWindow, "log_facts": LogFacts, "sizing": SizingSummary,
+                  "router": RouterView}
 
 
 #: What a template may call on a dict without naming a key.
@@ -195,7 +220,7 @@ def test_every_key_the_html_template_reads_exists_on_its_view() -> None:
     assert not [(tp, key) for tp, key, exists in reads if not exists]
     # the walk follows the loops: what the per-engine and stats tables read is seen, not only the top level
     assert {("EngineWindow", "model_name"), ("StatsPoint", "kv_usage_pct"), ("PathStats", "http_version"),
-            ("GaugeWindow", "max"), ("SizingSummary", "notes")} <= {(tp, key) for tp, key, _ in reads}
+            ("GaugeWindow", "max"), ("SizingSummary", "notes"), ("RouterView", "notes")} <= {(tp, key) for tp, key, _ in reads}
 
 
 def test_the_template_walk_sees_a_key_no_view_has() -> None:
@@ -220,7 +245,7 @@ def test_the_schema_names_each_view_by_its_types_keys() -> None:
     assert not sorted(n for n in schema["$defs"] if n.startswith("view_") and n not in generated)
 
 
-@pytest.mark.parametrize("name", [p.name for p in RECORDED])
+@pytest.mark.parametrize("name", SOURCES)
 def test_the_json_reports_of_recorded_bundles_validate_with_their_views(name: str) -> None:
     data = json.loads(render_json(recorded_report(name)))
     jsonschema.Draft202012Validator(report_schema()).validate(data)

@@ -54,8 +54,10 @@ def schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
                           "properties": {k: schema_of(t, defs) for k, t in hints.items() if k in required or is_typeddict(tp)}}
         return {"$ref": f"#/$defs/{name}"}
     args = get_args(tp)
-    if get_origin(tp) is list:
+    if get_origin(tp) is list or (get_origin(tp) is tuple and args[1:] == (...,)):  # ``tuple[X, ...]`` is written as a list
         return {"type": "array", "items": schema_of(args[0], defs)}
+    if get_origin(tp) is tuple:  # a pair such as a sample's ``(t, value)``
+        return {"type": "array", "prefixItems": [schema_of(a, defs) for a in args], "minItems": len(args), "maxItems": len(args)}
     if get_origin(tp) is dict:
         return {"type": "object", "additionalProperties": schema_of(args[1], defs)}
     if get_origin(tp) in (types.UnionType, typing.Union):

@@ -6,7 +6,7 @@ import pytest
 
 from doctor.bundle import save
 from tests.support import bundles
-from tests.support.lab_runs import LabDiagnoses
+from tests.support.lab_runs import DemoRun, LabDiagnoses, run_demo
 
 
 @pytest.fixture
@@ -22,6 +22,12 @@ def saved_bundle(tmp_path):
 def lab_diagnoses(tmp_path_factory) -> LabDiagnoses:
     """Each lab scenario diagnosed once per session, on first use: ``lab_diagnoses("kv-pressure")``."""
     return LabDiagnoses(tmp_path_factory.mktemp("lab-diagnoses"))
+
+
+@pytest.fixture(scope="session")
+def narrow_demo(tmp_path_factory) -> DemoRun:
+    """``llm-doctor demo`` with an output flag, run once per session under an ASCII terminal."""
+    return run_demo(tmp_path_factory.mktemp("demo"))
 
 
 def pytest_addoption(parser):

@@ -9,16 +9,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
 from doctor.bundle import load_path
 from doctor.checking.runner import analyze
-from doctor.cli import app
 from doctor.foundation.serial import to_jsonable
 from doctor.lab.scenarios import SCENARIOS
 from doctor.settings.run import with_default_outputs
-
-runner = CliRunner()
+from tests.support.lab_runs import DemoRun
 
 
 @pytest.mark.slow
@@ -70,14 +67,15 @@ def test_each_missing_default_output_goes_to_the_out_dir(tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_with_an_output_flag_still_writes_both_reports(tmp_path):
-    result = runner.invoke(app, ["demo", "--scenario", "kv-pressure", "--html", str(tmp_path / "x.html"),
-                                 "--out-dir", str(tmp_path / "out")])
-    assert result.exit_code == 1, result.output
-    assert (tmp_path / "x.html").stat().st_size > 0
-    report = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert not (tmp_path / "out" / "report.html").exists()
+def test_demo_with_an_output_flag_still_writes_both_reports(narrow_demo: DemoRun):
+    """``demo --html x.html --out-dir out``: the session's one demo run (``tests/support/lab_runs.py``,
+    the default scenario, an incident), which the terminal-encoding tests read too."""
+    output = narrow_demo.proc.stdout.decode("ascii")
+    assert narrow_demo.proc.returncode == 1, output + narrow_demo.proc.stderr.decode("ascii")
+    assert narrow_demo.html_path.stat().st_size > 0
+    report = json.loads((narrow_demo.out_dir / "report.json").read_text())
+    assert not (narrow_demo.out_dir / "report.html").exists()
     # The lab cannot be reconfigured: the verify line points at the scenario that shows the fix.
-    verify = next(line for line in result.stdout.splitlines() if line.startswith("Verify:"))
+    verify = next(line for line in output.splitlines() if line.startswith("Verify:"))
     assert "llm-doctor demo --scenario healthy" in verify and "same flags" not in verify
     assert "same flags" in report["verdict"]["primary_remediation"]["verify"]  # the report keeps the check's words

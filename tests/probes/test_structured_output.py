@@ -72,7 +72,7 @@ def test_a_slow_first_constrained_request_is_the_schemas_compile(tmp_path: Path)
 @pytest.mark.slow
 def test_every_constrained_token_slower_is_steady_constrained_decoding(tmp_path: Path) -> None:
     with SseServer() as srv:
-        report = diagnose(srv, tmp_path, {**BODY, "max_tokens": 24}, "--tpot-budget", "0.05",
+        report = diagnose(srv, tmp_path, {**BODY, "max_tokens": 12}, "--tpot-budget", "0.05",
                           ttft=0.03, itl=0.02, masked=4)
     assert outcomes(report) == {"LD108": "pass", "LD212": "finding"}
     verdict = report["verdict"]

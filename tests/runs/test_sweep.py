@@ -47,12 +47,15 @@ def sweep(target: str, tmp_path: Path, *args: str) -> tuple[dict, str, int]:
 
 def test_a_slot_limit_that_queues_makes_ttft_bind_at_the_limit(tmp_path: Path) -> None:
     """4 slots, answers of 0.8 s: a fifth stream waits at least a quarter of an answer for a slot
-    (every answer ends in turn), so TTFT jumps past its budget at 5."""
+    (every answer ends in turn), so TTFT jumps past its budget at 5. The ladder starts at 2 streams
+    (``--start``): one stream at a time is the longest level (16 answers end to end, 13 s) and
+    shows nothing the second does not."""
     with SseServer() as srv:
         doc, output, code = sweep(srv.base(ttft=0.02, itl=0.1, slots=4), tmp_path, "--no-metrics", "--max-tokens", "8",
-                                  "--requests", "16", "--max-concurrency", "16", "--ttft-budget", "0.15", "--tpot-budget", "0.5")
+                                  "--start", "2", "--requests", "16", "--max-concurrency", "16", "--ttft-budget", "0.15",
+                                  "--tpot-budget", "0.5")
     assert code == ExitCode.HEALTHY, output
-    assert [lv["concurrency"] for lv in doc["levels"]] == [1, 2, 4, 5, 6, 8]  # never 16: stopped past the knee
+    assert [lv["concurrency"] for lv in doc["levels"]] == [2, 4, 5, 6, 8]  # doubled from 2, never 16: stopped past the knee
     assert doc["knee"] == {"concurrency": 4, "binding": "ttft", "first_over": 5}
     rec = doc["recommendation"]
     assert (rec["setting"], rec["suggested"], rec["inferred"]) == ("max_num_seqs", 4, True)  # no engine evidence
@@ -64,11 +67,14 @@ def test_a_slot_limit_that_queues_makes_ttft_bind_at_the_limit(tmp_path: Path) -
 
 def test_gaps_that_grow_with_depth_make_tpot_bind(tmp_path: Path) -> None:
     """Every gap is 40 ms per stream in flight: TPOT crosses 145 ms between 3 (120 ms) and 4 (160 ms)
-    streams. (10 ms per stream and a 38 ms budget left 8 ms for a loaded machine's lag: it read 3 as over.)"""
+    streams. (10 ms per stream and a 38 ms budget left 8 ms for a loaded machine's lag: it read 3 as over.)
+    From 2 streams (``--start``), as the slot limit's sweep: one stream at a time adds a level of the
+    same length and no new step to the ladder."""
     with SseServer() as srv:
         doc, output, _ = sweep(srv.base(ttft=0.01, itl=0.04, depth=1), tmp_path, "--no-metrics", "--max-tokens", "6",
-                               "--requests", "32", "--max-concurrency", "8", "--ttft-budget", "2", "--tpot-budget", "0.145")
-    assert [lv["concurrency"] for lv in doc["levels"]] == [1, 2, 3, 4]  # lightest first; 3 was bisected
+                               "--start", "2", "--requests", "32", "--max-concurrency", "8", "--ttft-budget", "2",
+                               "--tpot-budget", "0.145")
+    assert [lv["concurrency"] for lv in doc["levels"]] == [2, 3, 4]  # lightest first; 3 was bisected
     assert doc["knee"] == {"concurrency": 3, "binding": "tpot", "first_over": 4}
     assert doc["recommendation"]["suggested"] == 3
     assert "TPOT binds first at 4" in output
@@ -80,13 +86,17 @@ def test_the_engine_evidence_says_why_and_names_max_num_seqs_with_its_value(tmp_
 
     Steps of 0.1 s and a 0.5 s TTFT budget: the sweep calls a client whose event loop lags past a
     quarter of the budget the bottleneck (``doctor.runs.sweep_knee.LAG_SHARE_OF_BUDGET``), rightly, and on a
-    loaded 2-core machine the loop lagged past the 62 ms a 0.25 s budget allows."""
+    loaded 2-core machine the loop lagged past the 62 ms a 0.25 s budget allows.
+
+    The ladder starts at 2 streams (``--start``): one at a time (12 answers of 1.3 s end to end, a
+    third of this sweep's time) adds no evidence, while the raise to 8 needs TPOT at two levels
+    within budget (``doctor.runs.sweep_knee._raise_limit``)."""
     log = tmp_path / "vllm.log"
     engine = LabEngine(EngineConfig(max_num_seqs=4, max_model_len=4096, kv_cache_tokens=65536, step_base_s=0.1), log_path=log)
     engine.start()
     try:
         doc, output, code = sweep(engine.url, tmp_path, "--log", str(log), "--scrape-interval", "0.1", "--max-tokens", "12",
-                                  "--prompt-tokens", "64", "--requests", "12", "--max-concurrency", "6",
+                                  "--prompt-tokens", "64", "--start", "2", "--requests", "12", "--max-concurrency", "6",
                                   "--ttft-budget", "0.5", "--tpot-budget", "0.4")
     finally:
         engine.stop()
@@ -115,8 +125,12 @@ def test_sigterm_ends_the_level_in_flight_and_reports_the_levels_so_far(tmp_path
 #: it serves at most about 14 requests/s; above that the queue grows for as long as arrivals come.
 RATE_SERVER = {"ttft": 0.01, "itl": 0.02, "slots": 1}
 CAPACITY_RPS = 1 / (0.01 + 3 * 0.02)
-RATE_ARGS = ("--no-metrics", "--by", "rate", "--start", "4", "--max-rate", "32", "--max-tokens", "4", "--requests", "64",
-             "--ttft-budget", "0.2", "--tpot-budget", "0.5")
+#: The lightest rate: about half what the slot serves (TTFT p90 ~0.07 s of the 0.2 s budget). Each
+#: level sends 64 requests, so the rate sets its length: from 4 requests/s the first level alone
+#: took 16 s, and showed nothing 8 does not.
+RATE_START = 8
+RATE_ARGS = ("--no-metrics", "--by", "rate", "--start", str(RATE_START), "--max-rate", "32", "--max-tokens", "4",
+             "--requests", "64", "--ttft-budget", "0.2", "--tpot-budget", "0.5")
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +155,7 @@ def test_a_rate_sweep_finds_the_knee_below_the_servers_capacity(rate_sweep: tupl
     first_over = next(lv for lv in doc["levels"] if lv["rate"] == knee["first_over"])
     # TTFT binds; on a busy host the client may have been the bottleneck there first, and then says so
     assert knee["binding"] == ("client" if first_over["suspect"] and not first_over["over"] else "ttft"), output
-    assert 4 <= knee["rate"] < CAPACITY_RPS < 32
+    assert RATE_START <= knee["rate"] < CAPACITY_RPS < 32
     assert knee["first_over"] <= knee["rate"] * (1 + RATE_TOLERANCE)  # bisected to the tolerance
     assert max(rates) <= 16  # never 32: stopped past the knee
     within = {lv["rate"]: lv["within"] for lv in doc["levels"]}

@@ -4,9 +4,12 @@ held by a snapshot, and the readings the INDEX states are asserted outright."""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,10 +20,18 @@ SNAPSHOT = OBJECTS / "findings.snap.json"
 FILES = sorted(p for p in OBJECTS.glob("*.yaml"))
 
 
-def scaling(*args: str, stdin: str | None = None) -> tuple[int, dict, str]:
+@functools.cache
+def _run(args: tuple[str, ...]) -> tuple[int, str, str]:
+    """One ``llm-doctor scaling`` process per distinct command line, per session: the snapshot's run
+    of a file also serves the tests that read that file again (a process is most of a second)."""
     done = subprocess.run([sys.executable, "-m", "doctor", "scaling", *args, "--json", "-"], capture_output=True, text=True,
-                          input=stdin, timeout=120, cwd=ROOT)
-    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else {}, done.stderr
+                          timeout=120, cwd=ROOT)
+    return done.returncode, done.stdout, done.stderr
+
+
+def scaling(*args: str) -> tuple[int, dict, str]:
+    code, stdout, stderr = _run(args)
+    return code, json.loads(stdout) if stdout.strip() else {}, stderr  # parsed afresh: no test changes the next one's
 
 
 def findings_of(path: Path) -> list[str]:
@@ -37,7 +48,8 @@ def test_at_least_25_real_objects_of_six_products_are_read() -> None:
 
 @pytest.mark.slow
 def test_each_real_object_is_judged_as_its_snapshot_says(request: pytest.FixtureRequest) -> None:
-    got = {p.name: findings_of(p) for p in FILES}
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # one process per file, as many at once as there are cores
+        got = {p.name: findings for p, findings in zip(FILES, pool.map(findings_of, FILES), strict=True)}
     if request.config.getoption("--update-snapshots", default=False):
         SNAPSHOT.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
     assert got == json.loads(SNAPSHOT.read_text())

@@ -7,11 +7,16 @@ in ``tests/conftest.py``) runs a scenario the first time a test asks for it, the
 does (the README's "Try it": ``python -m doctor.lab.serve NAME DIR``, then ``diagnose`` with
 exactly the flags the lab prints), writes the JSON and the HTML report, and hands the same
 ``LabDiagnosis`` to every later test. Tests read it and never write into its folder.
+
+``llm-doctor demo`` itself (the lab started by the command, 8-10 s) runs once too (``DemoRun``,
+the session fixture ``narrow_demo``): as a real process under the narrowest terminal, with an
+output flag, read by the terminal-encoding and the demo tests.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -76,3 +81,38 @@ class LabDiagnoses:
                                               "--json", str(json_path), "--html", str(html_path)])
         assert result.exception is None or isinstance(result.exception, SystemExit), result.output
         return LabDiagnosis(result.exit_code, result.output, json_path, html_path)
+
+
+def doctor_process(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """``python -m doctor ARGS`` as a real process whose terminal is ``env``'s alone: the caller's
+    locale and encoding settings are dropped, and a setting given as "" stays unset."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("LC_ALL", "LANG", "PYTHONIOENCODING", "PYTHONUTF8")}
+    environ.update({k: v for k, v in env.items() if v})
+    return subprocess.run([sys.executable, "-m", "doctor", *args], cwd=cwd, env=environ, capture_output=True,
+                          timeout=300, check=False)
+
+
+#: The narrowest terminal: every character Latin-1 lacks, ASCII lacks too, and the one error handler
+#: (``doctor.foundation.console.narrow_terminals_spelled``) spells both.
+ASCII_TERMINAL = {"PYTHONIOENCODING": "ascii"}
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """``llm-doctor demo --html x.html --out-dir out`` (the default scenario) in ``cwd``, run once as a
+    real process under ``ASCII_TERMINAL``: the page where the flag says, the JSON in the out dir."""
+
+    proc: subprocess.CompletedProcess[bytes]
+    cwd: Path
+
+    @property
+    def html_path(self) -> Path:
+        return self.cwd / "x.html"
+
+    @property
+    def out_dir(self) -> Path:
+        return self.cwd / "out"
+
+
+def run_demo(cwd: Path) -> DemoRun:
+    return DemoRun(doctor_process(["demo", "--html", "x.html", "--out-dir", "out"], ASCII_TERMINAL, cwd), cwd)

@@ -20,8 +20,10 @@ ABSTAIN (cannot tell) when nothing failed and any of:
   - the baseline's own repeats differ on more than half of the prompts (its seed or temperature 0
     is not honoured: no difference can be read against it), or its teacher-forced floor is above
     ``FLOOR_MAX``;
-  - the candidate's repeats differ on more prompts than the baseline's, by more than
-    ``LENGTH_MARGIN`` of them (it ignores the seed);
+  - the candidate's repeats differ on more than half of the prompts, and on more than the
+    baseline's by over ``LENGTH_MARGIN`` of them (it ignores the seed: a sampling engine's repeats
+    differ on nearly every prompt). Fewer is the same noise the baseline shows: on a CPU build the
+    same weights' repeats differed on 2 and on 5 of 18 prompts, batch by batch;
   - teacher-forced scoring ran but scored fewer than ``MIN_TOKENS`` comparable tokens.
 
 Otherwise PASS. Where the engine cannot score prompts, the structural checks alone decide and
@@ -209,7 +211,7 @@ def decide(prompts: list[Prompt], baseline: dict[str, list[Answer]], candidate: 
         abstain.append(f"the baseline answers {len(unstable)} of {len(rows)} prompts differently between its own "
                        "repeats: its seed or temperature 0 is not honoured, and no difference can be read against it")
     cand_unstable = [r for r in rows if r.candidate_stable is False]
-    if rows and (len(cand_unstable) - len(unstable)) / len(rows) > LENGTH_MARGIN:
+    if rows and len(cand_unstable) > len(rows) / 2 and (len(cand_unstable) - len(unstable)) / len(rows) > LENGTH_MARGIN:
         abstain.append(f"the candidate answers {len(cand_unstable)} prompts differently between its own repeats "
                        f"where the baseline does {len(unstable)}: it seems to ignore the seed")
     differed = [r for r in both if r.differs]

@@ -169,10 +169,21 @@ def test_an_unstable_baseline_and_a_seedless_candidate_abstain():
     verdict = decide(prompts(8), base, same(8, repeats=1), None)
     assert verdict.decision is Decision.ABSTAIN and "its own repeats" in verdict.reasons[0]
     cand = same(8, repeats=2)
-    for i in range(2):
+    for i in range(5):
         cand[f"p{i}"][1] = Answer(f"p{i}", text="drift")
     verdict = decide(prompts(8), same(8), cand, None)
     assert verdict.decision is Decision.ABSTAIN and "ignore the seed" in verdict.reasons[0]
+
+
+def test_a_candidate_as_unsteady_as_batching_makes_the_same_weights_is_no_seedless_engine():
+    """CI's real-vLLM run (2026-12-06): the same weights' repeats differed on 2 of 18 prompts at the
+    baseline and 5 of 18 at the candidate, batch by batch on a CPU build: noise, not an ignored seed."""
+    base, cand = same(18), same(18)
+    for i in range(2):
+        base[f"p{i}"][1] = Answer(f"p{i}", text="drift")
+    for i in range(5):
+        cand[f"p{i + 10}"][1] = Answer(f"p{i + 10}", text="drift")
+    assert decide(prompts(18), base, cand, None).decision is Decision.PASS
 
 
 def scored(kl_shift: float, floor_shift: float = 0.0, tokens: int = 300):

@@ -54,10 +54,17 @@ def scaler_rows(scalers: list[Scaler]) -> list[tuple[str, ...]]:
              _knob(s.scale_down_s), _status(s.status)) for s in scalers]
 
 
+def scaling_read(report: Report) -> ScalingView:
+    """The ``scalers`` view; one that does not read back is an empty view whose ``problems`` say why,
+    so the terminal and the JSON document name the reason rather than only "no scaler"."""
+    read, why = view(report, "scalers")
+    return read if read is not None else ScalingView(problems=[why] if why else [])
+
+
 def print_scaling(report: Report, console: Console, verbose: bool = False) -> None:
     """The terminal summary of ``llm-doctor scaling``."""
     say = printer(console)
-    read = view(report, "scalers")[0] or ScalingView()
+    read = scaling_read(report)
     scalers, problems, skipped = read.scalers, read.problems, read.skipped
     findings = report.findings
     if not scalers:
@@ -96,7 +103,7 @@ def print_scaling(report: Report, console: Console, verbose: bool = False) -> No
 
 def render_scaling_json(report: Report) -> str:
     """The JSON document: the scalers read, what was not, and the findings as a diagnosis report has them."""
-    read = view(report, "scalers")[0] or ScalingView()
+    read = scaling_read(report)
     document = {
         "kind": "llm-doctor-scaling",
         "report_version": SCALING_REPORT_VERSION,

@@ -18,7 +18,6 @@ from pathlib import Path
 from doctor import __version__
 from doctor.checking.runner import AnalyzeOptions, analyze
 from doctor.commands.emit import deliver
-from doctor.derive.view_json import view
 from doctor.evidence import Bundle, ScalerObject, ScalingEvidence
 from doctor.exit_codes import ExitCode
 from doctor.foundation.errors import UsageError
@@ -28,7 +27,7 @@ from doctor.model import Severity
 from doctor.probes.logfile import read_log
 from doctor.scalers.manifests import MAX_BYTES, ManifestError, documents
 from doctor.settings import Outputs
-from reports.scaling_report import print_scaling, render_scaling_json
+from reports.scaling_report import print_scaling, render_scaling_json, scaling_read
 
 #: The file names a directory is read for, and how many at most.
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -88,10 +87,10 @@ def run(paths: list[str], json_out: str | None, log: str | None, verbose: bool) 
         bundle.errors += errors
     bundle = redact_bundle(bundle)
     report = analyze(bundle, AnalyzeOptions(select=["LD6"]))
-    scaling, _ = view(report, "scalers")
+    scaling = scaling_read(report)
     deliver(Outputs(json=json_path, verbose=verbose), lambda console: print_scaling(report, console, verbose),
             {"json": lambda: render_scaling_json(report)})
-    if scaling is None or not scaling.scalers:
+    if not scaling.scalers and not report.findings:
         return int(ExitCode.NO_DIAGNOSIS)
     failed = any(f.severity.rank >= Severity.WARNING.rank for f in report.findings)
     return int(ExitCode.SYMPTOM if failed else ExitCode.HEALTHY)

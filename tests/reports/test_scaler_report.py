@@ -67,6 +67,8 @@ def test_a_scalers_view_that_does_not_read_back_is_no_scaler_not_a_traceback() -
     damaged = dataclasses.replace(report, views={**report.views, "scalers": {**report.views["scalers"], "scalers": [{"kind": 7}]}})
     console = Console(file=io.StringIO(), width=200)
     print_scaling(damaged, console)
-    assert "NO SCALER" in console.file.getvalue()
-    assert json.loads(render_scaling_json(damaged))["scalers"] == []
+    printed = console.file.getvalue()
+    assert "NO SCALER" in printed and "not read: scalers could not be read" in printed, printed
+    document = json.loads(render_scaling_json(damaged))
+    assert document["scalers"] == [] and document["problems"][0].startswith("scalers could not be read"), document
     assert "llm_doctor_scaler_replicas" not in render_metrics(damaged) and "llm_doctor_scaler_replicas" in render_metrics(report)

@@ -46,13 +46,18 @@ class StepBudget:
     target: int | None
 
     @property
+    def lowers(self) -> bool:
+        """Whether the change lowers the budget in use: turning chunked prefill on, or a target under it
+        (a budget at ``MIN_BATCHED_TOKENS`` or below is not lowered)."""
+        return self.target is None or self.batched is None or self.target < int(self.batched.value)
+
+    @property
     def cuts(self) -> bool:
         """Whether the change shortens a step: turning chunked prefill on always does; a smaller budget
-        where a step (or, not known, any step) was larger than it, and only if it is smaller."""
+        where a step (or, not known, any step) was larger than it."""
         if self.target is None:
             return True
-        lowers = self.batched is None or self.target < int(self.batched.value)
-        return lowers and (self.largest_step is None or self.largest_step > self.target)
+        return self.lowers and (self.largest_step is None or self.largest_step > self.target)
 
 
 def step_budget(log_facts: LogFacts | None, run: RunRecord | None, largest_step: float | None) -> StepBudget:
@@ -103,7 +108,7 @@ def step_budget_evidence(budget: StepBudget) -> list[EvidenceValue]:
 def step_budget_idle(budget: StepBudget, source: str) -> str:
     """Why the change would not shorten the stalls (``StepBudget.cuts`` was false): the budget is at its
     floor, or no step (its largest read from ``source``) was larger than a cut leaves."""
-    if budget.batched is not None and budget.target is not None and budget.target >= int(budget.batched.value):
+    if not budget.lowers and budget.batched is not None:
         return (f"max_num_batched_tokens {int(budget.batched.value)} is already at or below {MIN_BATCHED_TOKENS}: "
                 "a smaller step budget is not the lever")
     within = (f"within {budget.target}, the budget the change would set from {int(budget.batched.value)}"
